@@ -1,0 +1,281 @@
+//! Jobs as stored in the `_private_jobs` table, and the spec used to add one.
+//!
+//! `JobSpec` carries only what the caller chose; anything left `None` is filled in by the
+//! database (or, with a local clock, by the caller) exactly as Graphile Worker does, so a
+//! job added by Formica is indistinguishable from one added by graphile-worker.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::fmt;
+use std::str::FromStr;
+
+/// Longest task identifier the schema accepts (`tasks_identifier_check`).
+pub const MAX_IDENTIFIER_LEN: usize = 128;
+/// Longest queue name the schema accepts (`job_queues_queue_name_check`).
+pub const MAX_QUEUE_NAME_LEN: usize = 128;
+/// Longest job key the schema accepts (`jobs_key_check`).
+pub const MAX_JOB_KEY_LEN: usize = 512;
+/// Attempts a job gets when the spec does not say (the column default).
+pub const DEFAULT_MAX_ATTEMPTS: i16 = 25;
+
+/// What happens when a job is added with a `job_key` that an existing job already holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobKeyMode {
+    /// Overwrite the pending job entirely, `run_at` included.
+    #[default]
+    Replace,
+    /// Overwrite the pending job but keep its `run_at` if it has not been attempted yet.
+    PreserveRunAt,
+    /// Leave the existing job untouched (only its revision is bumped).
+    UnsafeDedupe,
+}
+
+impl JobKeyMode {
+    /// The text the SQL functions take (`job_key_mode` argument).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobKeyMode::Replace => "replace",
+            JobKeyMode::PreserveRunAt => "preserve_run_at",
+            JobKeyMode::UnsafeDedupe => "unsafe_dedupe",
+        }
+    }
+}
+
+impl fmt::Display for JobKeyMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for JobKeyMode {
+    type Err = JobSpecError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "replace" => Ok(JobKeyMode::Replace),
+            "preserve_run_at" => Ok(JobKeyMode::PreserveRunAt),
+            "unsafe_dedupe" => Ok(JobKeyMode::UnsafeDedupe),
+            other => Err(JobSpecError::InvalidJobKeyMode(other.to_owned())),
+        }
+    }
+}
+
+/// A spec that cannot be stored, caught before the database is asked. The codes are the
+/// SQLSTATEs graphile-worker's `add_job` used for the same mistakes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum JobSpecError {
+    /// GWBID: the task identifier is empty or longer than 128 characters.
+    #[error("GWBID: task identifier must be 1 to {MAX_IDENTIFIER_LEN} characters, got {0}")]
+    Identifier(usize),
+    /// GWBQN: the queue name is longer than 128 characters.
+    #[error("GWBQN: queue name must be at most {MAX_QUEUE_NAME_LEN} characters, got {0}")]
+    QueueName(usize),
+    /// GWBJK: the job key is empty or longer than 512 characters.
+    #[error("GWBJK: job key must be 1 to {MAX_JOB_KEY_LEN} characters, got {0}")]
+    JobKey(usize),
+    /// GWBMA: `max_attempts` is below 1.
+    #[error("GWBMA: max_attempts must be at least 1, got {0}")]
+    MaxAttempts(i16),
+    /// GWBKM: the job key mode is not one of the three known ones.
+    #[error("GWBKM: invalid job_key_mode {0:?}, expected 'replace', 'preserve_run_at' or 'unsafe_dedupe'")]
+    InvalidJobKeyMode(String),
+    /// `unsafe_dedupe` was asked of a batch (`add_jobs` supports only the other two modes).
+    #[error("GWBKM: job_key_mode 'unsafe_dedupe' is not supported when adding jobs in a batch")]
+    UnsafeDedupeInBatch,
+}
+
+impl JobSpecError {
+    /// Graphile Worker's five-letter code for this mistake.
+    pub fn code(&self) -> &'static str {
+        match self {
+            JobSpecError::Identifier(_) => "GWBID",
+            JobSpecError::QueueName(_) => "GWBQN",
+            JobSpecError::JobKey(_) => "GWBJK",
+            JobSpecError::MaxAttempts(_) => "GWBMA",
+            JobSpecError::InvalidJobKeyMode(_) | JobSpecError::UnsafeDedupeInBatch => "GWBKM",
+        }
+    }
+}
+
+/// Scheduling options for a new job. Every `None` takes the database default.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobSpec {
+    /// Jobs sharing a queue name run one at a time, in order.
+    pub queue_name: Option<String>,
+    /// Earliest time the job may run (default: now).
+    pub run_at: Option<DateTime<Utc>>,
+    /// Attempts before the job fails permanently (default 25).
+    pub max_attempts: Option<i16>,
+    /// De-duplication key; see [`JobKeyMode`].
+    pub job_key: Option<String>,
+    /// How a clash on `job_key` is resolved (default [`JobKeyMode::Replace`]).
+    pub job_key_mode: Option<JobKeyMode>,
+    /// Lower runs first (default 0).
+    pub priority: Option<i16>,
+    /// Flags a worker may refuse with its forbidden flags.
+    pub flags: Option<Vec<String>>,
+}
+
+impl JobSpec {
+    /// Start a builder.
+    pub fn builder() -> JobSpecBuilder {
+        JobSpecBuilder::default()
+    }
+
+    /// Check the spec for a job of task `identifier` against the schema's limits, with the
+    /// error graphile-worker would give, before any database round trip.
+    pub fn validate(&self, identifier: &str) -> Result<(), JobSpecError> {
+        let chars = |s: &str| s.chars().count();
+        if identifier.is_empty() || chars(identifier) > MAX_IDENTIFIER_LEN {
+            return Err(JobSpecError::Identifier(chars(identifier)));
+        }
+        if let Some(q) = &self.queue_name {
+            if chars(q) > MAX_QUEUE_NAME_LEN {
+                return Err(JobSpecError::QueueName(chars(q)));
+            }
+        }
+        if let Some(k) = &self.job_key {
+            if k.is_empty() || chars(k) > MAX_JOB_KEY_LEN {
+                return Err(JobSpecError::JobKey(chars(k)));
+            }
+        }
+        match self.max_attempts {
+            Some(n) if n < 1 => Err(JobSpecError::MaxAttempts(n)),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Builder for [`JobSpec`].
+#[derive(Debug, Clone, Default)]
+#[must_use]
+pub struct JobSpecBuilder(JobSpec);
+
+impl JobSpecBuilder {
+    /// A builder with every option unset.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// See [`JobSpec::queue_name`].
+    pub fn queue_name(mut self, name: impl Into<String>) -> Self {
+        self.0.queue_name = Some(name.into());
+        self
+    }
+    /// See [`JobSpec::run_at`].
+    pub fn run_at(mut self, at: DateTime<Utc>) -> Self {
+        self.0.run_at = Some(at);
+        self
+    }
+    /// See [`JobSpec::max_attempts`].
+    pub fn max_attempts(mut self, n: i16) -> Self {
+        self.0.max_attempts = Some(n);
+        self
+    }
+    /// See [`JobSpec::job_key`].
+    pub fn job_key(mut self, key: impl Into<String>) -> Self {
+        self.0.job_key = Some(key.into());
+        self
+    }
+    /// See [`JobSpec::job_key_mode`].
+    pub fn job_key_mode(mut self, mode: JobKeyMode) -> Self {
+        self.0.job_key_mode = Some(mode);
+        self
+    }
+    /// See [`JobSpec::priority`].
+    pub fn priority(mut self, p: i16) -> Self {
+        self.0.priority = Some(p);
+        self
+    }
+    /// See [`JobSpec::flags`].
+    pub fn flags<I, S>(mut self, flags: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.0.flags = Some(flags.into_iter().map(Into::into).collect());
+        self
+    }
+    /// The finished spec.
+    pub fn build(self) -> JobSpec {
+        self.0
+    }
+}
+
+/// A job row: the columns of the `jobs` view plus the payload and the internal queue id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    /// Primary key.
+    pub id: i64,
+    /// Internal id of the job's named queue, if any.
+    pub job_queue_id: Option<i32>,
+    /// Name of the job's queue, if any (resolved by the reader where it is needed).
+    pub queue_name: Option<String>,
+    /// The task that runs this job.
+    pub task_identifier: String,
+    /// The payload, as stored.
+    pub payload: serde_json::Value,
+    /// Lower runs first.
+    pub priority: i16,
+    /// Earliest time the job may run.
+    pub run_at: DateTime<Utc>,
+    /// Attempts made so far, the running one included.
+    pub attempts: i16,
+    /// Attempts allowed.
+    pub max_attempts: i16,
+    /// The error of the last failed attempt.
+    pub last_error: Option<String>,
+    /// When the row was inserted.
+    pub created_at: DateTime<Utc>,
+    /// When the row last changed.
+    pub updated_at: DateTime<Utc>,
+    /// De-duplication key.
+    pub key: Option<String>,
+    /// When a worker took the job, if one holds it.
+    pub locked_at: Option<DateTime<Utc>>,
+    /// Which worker (pool) holds the job.
+    pub locked_by: Option<String>,
+    /// Times the job was replaced through its key.
+    pub revision: i32,
+    /// Flags set on the job.
+    pub flags: BTreeSet<String>,
+}
+
+impl Job {
+    /// Attempts are used up: the job will not run again unless rescheduled.
+    pub fn is_permanently_failed(&self) -> bool {
+        self.attempts >= self.max_attempts
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validation_gives_graphile_codes_at_the_limits() {
+        let ok = JobSpec::default();
+        assert_eq!(ok.validate(&"t".repeat(128)), Ok(()));
+        assert_eq!(ok.validate(&"t".repeat(129)).unwrap_err().code(), "GWBID");
+        assert_eq!(ok.validate("").unwrap_err().code(), "GWBID");
+        let q = JobSpec::builder().queue_name("q".repeat(129)).build();
+        assert_eq!(q.validate("t"), Err(JobSpecError::QueueName(129)));
+        let k = JobSpec::builder().job_key("k".repeat(512)).build();
+        assert_eq!(k.validate("t"), Ok(()));
+        let k = JobSpec::builder().job_key("k".repeat(513)).build();
+        assert_eq!(k.validate("t"), Err(JobSpecError::JobKey(513)));
+        let k = JobSpec::builder().job_key("").build();
+        assert_eq!(k.validate("t"), Err(JobSpecError::JobKey(0)));
+        let m = JobSpec::builder().max_attempts(0).build();
+        assert_eq!(m.validate("t").unwrap_err().code(), "GWBMA");
+    }
+
+    #[test]
+    fn job_key_mode_round_trips_through_text() {
+        for m in [JobKeyMode::Replace, JobKeyMode::PreserveRunAt, JobKeyMode::UnsafeDedupe] {
+            assert_eq!(m.as_str().parse::<JobKeyMode>(), Ok(m));
+        }
+        assert_eq!("merge".parse::<JobKeyMode>().unwrap_err().code(), "GWBKM");
+    }
+}
