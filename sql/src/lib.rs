@@ -1,1 +1,140 @@
-//! placeholder
+//! formica-sql: Formica's schema migrations and statements, as text.
+//!
+//! Every statement names the schema through the placeholder `:SCHEMA`, which [`render`]
+//! replaces with the quoted schema name once, when a client is set up. Nothing here runs
+//! SQL or decides anything: the driver does, so the text stays readable as plain `.sql`
+//! files.
+//!
+//! The ledger in `migrations` holds ids 1 to 20 with the same `breaking` flags as
+//! graphile-worker 0.18, so a database migrated by either is accepted by the other. A
+//! fresh database gets the final schema in one step ([`INSTALL`], recorded as ids 1 to
+//! 20); a database that graphile-worker migrated to 16 or later gets the missing
+//! [`STEPS`]. Older ones must first be brought to 16 by graphile-worker itself.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+/// The placeholder every statement uses for the schema name.
+pub const PLACEHOLDER: &str = ":SCHEMA";
+
+/// Quote `schema` as an SQL identifier.
+pub fn quote_ident(schema: &str) -> String {
+    format!("\"{}\"", schema.replace('"', "\"\""))
+}
+
+/// `sql` with the schema placeholder replaced by the quoted `schema`.
+pub fn render(sql: &str, schema: &str) -> String {
+    sql.replace(PLACEHOLDER, &quote_ident(schema))
+}
+
+/// The newest migration id Formica knows.
+pub const LATEST: i32 = 20;
+/// The oldest ledger state Formica upgrades from (graphile-worker's `_private_*` tables).
+pub const OLDEST_UPGRADABLE: i32 = 16;
+/// Migration ids that graphile-worker marks as breaking: a worker that knows fewer
+/// refuses a database that has one of these.
+pub const BREAKING: [i32; 7] = [1, 3, 11, 13, 14, 16, 19];
+
+const ADD_JOBS_FN: &str = include_str!("../functions/add_jobs.sql");
+const ADD_JOB_FN: &str = include_str!("../functions/add_job.sql");
+const REMOVE_JOB_FN: &str = include_str!("../functions/remove_job.sql");
+const ADMIN_FNS: &str = include_str!("../functions/admin.sql");
+
+/// The whole schema, tables to functions, for a database that has none: recorded as
+/// migrations 1 to [`LATEST`].
+pub const INSTALL: &[&str] = &[
+    include_str!("../migrations/schema.sql"),
+    include_str!("../migrations/000017.sql"),
+    ADD_JOBS_FN,
+    ADD_JOB_FN,
+    REMOVE_JOB_FN,
+    ADMIN_FNS,
+];
+
+/// One upgrade step of the ledger.
+#[derive(Debug, Clone, Copy)]
+pub struct Step {
+    /// The ledger id it records.
+    pub id: i32,
+    /// Its SQL, in order, each with the schema placeholder.
+    pub sql: &'static [&'static str],
+}
+
+impl Step {
+    /// Whether graphile-worker counts this id as breaking.
+    pub fn breaking(&self) -> bool {
+        BREAKING.contains(&self.id)
+    }
+}
+
+/// The steps after [`OLDEST_UPGRADABLE`], in order. Functions are written once, in their
+/// final form, and (re)created by each step that changed them upstream.
+pub const STEPS: &[Step] = &[
+    Step { id: 17, sql: &[include_str!("../migrations/000017.sql")] },
+    Step {
+        id: 18,
+        sql: &[include_str!("../migrations/000018.sql"), ADD_JOBS_FN, ADD_JOB_FN, REMOVE_JOB_FN],
+    },
+    Step { id: 19, sql: &[include_str!("../migrations/000019.sql")] },
+    Step { id: 20, sql: &[include_str!("../migrations/000020.sql"), ADD_JOBS_FN, ADD_JOB_FN] },
+];
+
+/// Statements used by the migrator.
+pub mod migrate {
+    /// Server version and the ledger's newest and newest breaking ids.
+    pub const PROBE: &str = include_str!("../queries/migration_probe.sql");
+    /// Creates the schema and an empty ledger if missing.
+    pub const BOOTSTRAP: &str = include_str!("../queries/migration_bootstrap.sql");
+    /// Records ledger rows (the concurrency guard; run first in the migration's transaction).
+    pub const RECORD: &str = include_str!("../queries/migration_record.sql");
+    /// Announces applied migrations on `worker:migrate`.
+    pub const NOTIFY: &str = include_str!("../queries/migration_notify.sql");
+    /// Marks breaking ids in a ledger written before the column existed; `$1` the ids.
+    pub const MARK_BREAKING: &str =
+        "update :SCHEMA.migrations set breaking = true where id = any($1::int[])";
+}
+
+/// Statements behind `WorkerUtils`: each that returns jobs returns `_private_jobs` columns
+/// plus `task_identifier` and `queue_name`.
+pub mod utils {
+    /// See the file for parameters.
+    pub const ADD_JOB: &str = include_str!("../queries/add_job.sql");
+    /// See the file for parameters.
+    pub const ADD_JOBS: &str = include_str!("../queries/add_jobs.sql");
+    /// See the file for parameters.
+    pub const REMOVE_JOB: &str = include_str!("../queries/remove_job.sql");
+    /// See the file for parameters.
+    pub const COMPLETE_JOBS: &str = include_str!("../queries/complete_jobs.sql");
+    /// See the file for parameters.
+    pub const PERMANENTLY_FAIL_JOBS: &str = include_str!("../queries/permanently_fail_jobs.sql");
+    /// See the file for parameters.
+    pub const RESCHEDULE_JOBS: &str = include_str!("../queries/reschedule_jobs.sql");
+    /// See the file for parameters.
+    pub const FORCE_UNLOCK_WORKERS: &str = include_str!("../queries/force_unlock_workers.sql");
+    /// Deletes jobs out of attempts that no worker holds.
+    pub const CLEANUP_DELETE_PERMAFAILED_JOBS: &str =
+        include_str!("../queries/cleanup_delete_permafailed_jobs.sql");
+    /// Deletes unused task identifiers except `$1`.
+    pub const CLEANUP_GC_TASK_IDENTIFIERS: &str =
+        include_str!("../queries/cleanup_gc_task_identifiers.sql");
+    /// Deletes unused, unlocked queues.
+    pub const CLEANUP_GC_JOB_QUEUES: &str = include_str!("../queries/cleanup_gc_job_queues.sql");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn render_quotes_the_schema() {
+        assert_eq!(render("select * from :SCHEMA.jobs", "my\"s"), "select * from \"my\"\"s\".jobs");
+        assert_eq!(render("x):::SCHEMA.job_spec", "gw"), "x)::\"gw\".job_spec");
+    }
+
+    #[test]
+    fn steps_run_from_oldest_upgradable_to_latest_in_order() {
+        let ids: Vec<i32> = STEPS.iter().map(|s| s.id).collect();
+        let expected: Vec<i32> = (OLDEST_UPGRADABLE + 1..=LATEST).collect();
+        assert_eq!(ids, expected);
+        assert!(STEPS.iter().find(|s| s.id == 19).is_some_and(Step::breaking));
+    }
+}

@@ -1,0 +1,6 @@
+-- $1 job ids, $2 error message (null: "Manually marked as failed").
+select jobs.*, tasks.identifier as task_identifier, job_queues.queue_name
+from :SCHEMA.permanently_fail_jobs($1::bigint[], $2::text) as jobs
+inner join :SCHEMA._private_tasks as tasks on tasks.id = jobs.task_id
+left join :SCHEMA._private_job_queues as job_queues on job_queues.id = jobs.job_queue_id
+order by jobs.id
