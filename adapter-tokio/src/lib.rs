@@ -1,1 +1,55 @@
-//! placeholder
+//! formica-tokio: Formica on the tokio runtime.
+//!
+//! Supplies the driver's [`Runtime`] with tokio's sockets, timers and tasks, and
+//! re-exports Formica's public API so an application depends on this crate alone.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub use formica::*;
+
+use futures::future::BoxFuture;
+use std::io;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The tokio [`Runtime`]: tasks go to the current tokio runtime.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TokioRuntime;
+
+impl Runtime for TokioRuntime {
+    fn connect(&self, address: Address) -> BoxFuture<'static, io::Result<Box<dyn Socket>>> {
+        Box::pin(async move {
+            Ok(match address {
+                Address::Tcp { host, port } => {
+                    let stream = tokio::net::TcpStream::connect((host.as_str(), port)).await?;
+                    // Statements are small and latency-bound: do not wait to coalesce them.
+                    stream.set_nodelay(true)?;
+                    Box::new(stream) as Box<dyn Socket>
+                }
+                #[cfg(unix)]
+                Address::Unix(path) => Box::new(tokio::net::UnixStream::connect(path).await?),
+                #[cfg(not(unix))]
+                Address::Unix(_) => return Err(io::Error::new(io::ErrorKind::Unsupported, "Unix sockets")),
+            })
+        })
+    }
+
+    fn spawn(&self, task: BoxFuture<'static, ()>) {
+        tokio::spawn(task);
+    }
+
+    fn sleep_until(&self, deadline: Instant) -> BoxFuture<'static, ()> {
+        Box::pin(tokio::time::sleep_until(deadline.into()))
+    }
+
+    fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        std::time::SystemTime::now().into()
+    }
+}
+
+/// A pool on tokio for the connection string `url` (a `postgres://` URL or libpq
+/// key=value settings), of up to `max_size` connections.
+pub fn pool(url: &str, max_size: usize) -> Result<Pool, Error> {
+    let config: tokio_postgres::Config = url.parse().map_err(|e| Error::Config(format!("{e}")))?;
+    Ok(Pool::new(Arc::new(TokioRuntime), config, max_size))
+}

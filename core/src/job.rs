@@ -19,6 +19,13 @@ pub const MAX_JOB_KEY_LEN: usize = 512;
 /// Attempts a job gets when the spec does not say (the column default).
 pub const DEFAULT_MAX_ATTEMPTS: i16 = 25;
 
+/// A kind of job, named by the task identifier stored with it. Implemented by payload
+/// types so that adding a job and handling it agree on the name.
+pub trait Task {
+    /// The task identifier (at most 128 characters).
+    const IDENTIFIER: &'static str;
+}
+
 /// What happens when a job is added with a `job_key` that an existing job already holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

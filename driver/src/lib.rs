@@ -1,1 +1,27 @@
-//! placeholder
+//! formica: a PostgreSQL job queue that shares Graphile Worker's database.
+//!
+//! This crate is runtime-agnostic: it drives `formica-core`'s pure logic with a
+//! PostgreSQL connection, timers and spawning supplied by a [`Runtime`]. Applications use
+//! it through an adapter (`formica-tokio`, `formica-async-std`), which re-exports this API.
+//!
+//! - [`runtime`]: what an adapter supplies.
+//! - [`db`]: connections and the pool.
+//! - [`migrate`]: installing and upgrading the `graphile_worker` schema.
+//! - [`utils`]: [`WorkerUtils`], adding and managing jobs.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod db;
+mod error;
+pub mod migrate;
+mod rows;
+pub mod runtime;
+pub mod utils;
+
+pub use db::{Pool, PooledClient};
+pub use error::{Error, MigrateError};
+pub use formica_core::job::{Job, JobKeyMode, JobSpec, JobSpecBuilder, JobSpecError, Task};
+pub use migrate::MigrationReport;
+pub use runtime::{Address, Runtime, Socket};
+pub use utils::{CleanupTask, RawJob, RescheduleJobOptions, WorkerUtils, DEFAULT_SCHEMA};
+pub use {chrono, serde_json, tokio_postgres};

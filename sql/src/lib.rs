@@ -70,10 +70,7 @@ impl Step {
 /// final form, and (re)created by each step that changed them upstream.
 pub const STEPS: &[Step] = &[
     Step { id: 17, sql: &[include_str!("../migrations/000017.sql")] },
-    Step {
-        id: 18,
-        sql: &[include_str!("../migrations/000018.sql"), ADD_JOBS_FN, ADD_JOB_FN, REMOVE_JOB_FN],
-    },
+    Step { id: 18, sql: &[include_str!("../migrations/000018.sql"), ADD_JOBS_FN, ADD_JOB_FN, REMOVE_JOB_FN] },
     Step { id: 19, sql: &[include_str!("../migrations/000019.sql")] },
     Step { id: 20, sql: &[include_str!("../migrations/000020.sql"), ADD_JOBS_FN, ADD_JOB_FN] },
 ];
@@ -89,8 +86,7 @@ pub mod migrate {
     /// Announces applied migrations on `worker:migrate`.
     pub const NOTIFY: &str = include_str!("../queries/migration_notify.sql");
     /// Marks breaking ids in a ledger written before the column existed; `$1` the ids.
-    pub const MARK_BREAKING: &str =
-        "update :SCHEMA.migrations set breaking = true where id = any($1::int[])";
+    pub const MARK_BREAKING: &str = "update :SCHEMA.migrations set breaking = true where id = any($1::int[])";
 }
 
 /// Statements behind `WorkerUtils`: each that returns jobs returns `_private_jobs` columns
@@ -100,6 +96,8 @@ pub mod utils {
     pub const ADD_JOB: &str = include_str!("../queries/add_job.sql");
     /// See the file for parameters.
     pub const ADD_JOBS: &str = include_str!("../queries/add_jobs.sql");
+    /// Names of task and queue ids (for rows whose names `ADD_JOBS` could not see).
+    pub const NAMES: &str = include_str!("../queries/names.sql");
     /// See the file for parameters.
     pub const REMOVE_JOB: &str = include_str!("../queries/remove_job.sql");
     /// See the file for parameters.
@@ -114,8 +112,7 @@ pub mod utils {
     pub const CLEANUP_DELETE_PERMAFAILED_JOBS: &str =
         include_str!("../queries/cleanup_delete_permafailed_jobs.sql");
     /// Deletes unused task identifiers except `$1`.
-    pub const CLEANUP_GC_TASK_IDENTIFIERS: &str =
-        include_str!("../queries/cleanup_gc_task_identifiers.sql");
+    pub const CLEANUP_GC_TASK_IDENTIFIERS: &str = include_str!("../queries/cleanup_gc_task_identifiers.sql");
     /// Deletes unused, unlocked queues.
     pub const CLEANUP_GC_JOB_QUEUES: &str = include_str!("../queries/cleanup_gc_job_queues.sql");
 }

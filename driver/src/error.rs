@@ -1,0 +1,106 @@
+//! The errors the driver returns to its callers.
+
+use crate::runtime::Address;
+use formica_core::job::JobSpecError;
+
+/// Why a database operation of Formica failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The job spec breaks a limit of the schema; nothing was sent to the database.
+    #[error("invalid job spec: {0}")]
+    Spec(#[from] JobSpecError),
+    /// PostgreSQL refused a statement or the connection broke.
+    #[error("database error: {0}")]
+    Db(#[from] tokio_postgres::Error),
+    /// No server could be reached at any configured address.
+    #[error("could not connect to PostgreSQL at {address}: {message}")]
+    Connect {
+        /// The last address tried.
+        address: String,
+        /// What went wrong there.
+        message: String,
+    },
+    /// The connection settings name no server.
+    #[error("invalid connection settings: {0}")]
+    Config(String),
+    /// The schema could not be brought to the version this Formica needs.
+    #[error(transparent)]
+    Migrate(#[from] MigrateError),
+    /// A payload could not be turned into JSON.
+    #[error("payload is not representable as JSON: {0}")]
+    Payload(#[from] serde_json::Error),
+    /// A row did not have the shape the statement promises.
+    #[error("unexpected row from the database: {0}")]
+    Row(String),
+    /// `add_job` returned no job: the job holding the key was locked between the
+    /// function's check and its update. Adding again is safe.
+    #[error("job with key {0:?} was not added: the job holding that key was locked meanwhile; add it again")]
+    NotAdded(Option<String>),
+}
+
+impl Error {
+    pub(crate) fn connect(address: &Address, message: impl std::fmt::Display) -> Self {
+        Error::Connect { address: address.to_string(), message: message.to_string() }
+    }
+
+    /// The SQLSTATE code when PostgreSQL refused a statement.
+    pub fn sqlstate(&self) -> Option<&str> {
+        match self {
+            Error::Db(e) => e.code().map(|c| c.code()),
+            _ => None,
+        }
+    }
+}
+
+/// Why migrating the schema was refused or failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MigrateError {
+    /// The server is older than PostgreSQL 12.
+    #[error("Formica requires PostgreSQL 12 or newer; the server reports version number {0}")]
+    ServerTooOld(i32),
+    /// The schema was migrated by a graphile-worker older than 0.16.
+    #[error(
+        "schema {schema:?} is at graphile-worker migration {found}; Formica upgrades from migration 16 on. \
+         Bring it to 16 or later with graphile-worker 0.16 or newer first (for example \
+         `npx graphile-worker@0.18 --schema-only -c <connection>`), then start Formica again"
+    )]
+    TooOld {
+        /// The schema name.
+        schema: String,
+        /// Its newest applied migration.
+        found: i32,
+    },
+    /// The database has a breaking migration newer than this Formica knows: running on it
+    /// could corrupt jobs. The CLI exits with code 57 for this, as graphile-worker does.
+    #[error(
+        "schema {schema:?} includes breaking migration {breaking}, but this Formica supports migrations up to {supported}; \
+         it would be unsafe to continue: upgrade Formica"
+    )]
+    NewerBreaking {
+        /// The schema name.
+        schema: String,
+        /// The newest breaking migration in the database.
+        breaking: i32,
+        /// The newest migration this Formica knows.
+        supported: i32,
+    },
+    /// The ledger kept changing under us (other migrators) for too long.
+    #[error("schema {schema:?}: the migrations ledger did not settle while other processes migrated it; try again")]
+    Unsettled {
+        /// The schema name.
+        schema: String,
+    },
+    /// A statement failed while migrating.
+    #[error("migrating schema {schema:?} failed at {step}: {source}")]
+    Failed {
+        /// The schema name.
+        schema: String,
+        /// What was being done.
+        step: String,
+        /// The database's error.
+        #[source]
+        source: tokio_postgres::Error,
+    },
+}

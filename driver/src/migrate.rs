@@ -1,0 +1,136 @@
+//! Bringing a schema to the version this Formica needs, safely beside other migrators.
+//!
+//! The ledger (`<schema>.migrations`) is graphile-worker's: ids 1 to 20 with the same
+//! breaking flags. Each unit of work runs in one transaction that first inserts its ledger
+//! rows; a concurrent migrator (Formica or graphile-worker) blocks on that primary key and
+//! then fails with `23505`, which here means "someone else applied it": we re-read the
+//! ledger and go on. No advisory lock is needed, and graphile-worker does the same.
+
+use crate::error::MigrateError;
+use formica_sql as sql;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::Client;
+
+/// What [`migrate`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MigrationReport {
+    /// Ledger ids this call applied (others may have been applied concurrently).
+    pub applied: Vec<i32>,
+    /// The newest id in the ledger afterwards.
+    pub latest: i32,
+}
+
+struct Probe {
+    latest: Option<i32>,
+    latest_breaking: Option<i32>,
+}
+
+/// Install or upgrade the schema named `schema` through `client`.
+pub async fn migrate(client: &mut Client, schema: &str) -> Result<MigrationReport, MigrateError> {
+    let failed = |step: &str| {
+        let step = step.to_owned();
+        let schema = schema.to_owned();
+        move |source| MigrateError::Failed { schema, step, source }
+    };
+    let mut applied = Vec::new();
+    // Each pass applies one unit or learns that someone else did; the bound only guards
+    // against a ledger that keeps changing under us.
+    for _ in 0..64 {
+        let probe = match probe(client, schema).await {
+            Ok(probe) => probe?,
+            Err(e) if is_missing(&e) => {
+                bootstrap(client, schema).await.map_err(failed("creating the schema"))?;
+                continue;
+            }
+            Err(e) => return Err(failed("reading the migrations ledger")(e)),
+        };
+        if let Some(breaking) = probe.latest_breaking.filter(|&b| b > sql::LATEST) {
+            return Err(MigrateError::NewerBreaking {
+                schema: schema.to_owned(),
+                breaking,
+                supported: sql::LATEST,
+            });
+        }
+        let (ids, parts): (Vec<i32>, &[&str]) = match probe.latest {
+            None => ((1..=sql::LATEST).collect(), sql::INSTALL),
+            Some(found) if found < sql::OLDEST_UPGRADABLE => {
+                return Err(MigrateError::TooOld { schema: schema.to_owned(), found });
+            }
+            Some(found) => match sql::STEPS.iter().find(|s| s.id > found) {
+                Some(step) => (vec![step.id], step.sql),
+                None => {
+                    if found > sql::LATEST {
+                        tracing::warn!(
+                            schema,
+                            found,
+                            supported = sql::LATEST,
+                            "the schema has newer, non-breaking migrations than this Formica knows"
+                        );
+                    }
+                    return Ok(MigrationReport { applied, latest: found });
+                }
+            },
+        };
+        let step = format!("migration {}", ids.last().copied().unwrap_or_default());
+        if apply(client, schema, &ids, parts).await.map_err(failed(&step))? {
+            tracing::info!(schema, migrations = ?ids, "applied migrations");
+            applied.extend(ids);
+        }
+    }
+    Err(MigrateError::Unsettled { schema: schema.to_owned() })
+}
+
+async fn probe(client: &Client, schema: &str) -> Result<Result<Probe, MigrateError>, tokio_postgres::Error> {
+    let row = client.query_one(&sql::render(sql::migrate::PROBE, schema), &[]).await?;
+    let version: i32 = row.try_get("server_version_num")?;
+    if version < 120_000 {
+        return Ok(Err(MigrateError::ServerTooOld(version)));
+    }
+    Ok(Ok(Probe { latest: row.try_get("latest")?, latest_breaking: row.try_get("latest_breaking")? }))
+}
+
+/// The schema or its ledger does not exist yet.
+fn is_missing(e: &tokio_postgres::Error) -> bool {
+    matches!(e.code(), Some(c) if *c == SqlState::UNDEFINED_TABLE || *c == SqlState::UNDEFINED_COLUMN || *c == SqlState::INVALID_SCHEMA_NAME)
+}
+
+/// Another session created or inserted the same object at the same moment.
+fn is_clash(e: &tokio_postgres::Error) -> bool {
+    matches!(e.code(), Some(c) if *c == SqlState::UNIQUE_VIOLATION || *c == SqlState::DUPLICATE_SCHEMA
+        || *c == SqlState::DUPLICATE_TABLE || *c == SqlState::DUPLICATE_OBJECT)
+}
+
+async fn bootstrap(client: &Client, schema: &str) -> Result<(), tokio_postgres::Error> {
+    let result = async {
+        client.batch_execute(&sql::render(sql::migrate::BOOTSTRAP, schema)).await?;
+        client.execute(&sql::render(sql::migrate::MARK_BREAKING, schema), &[&sql::BREAKING.to_vec()]).await?;
+        Ok(())
+    }
+    .await;
+    match result {
+        Err(e) if is_clash(&e) => Ok(()),
+        other => other,
+    }
+}
+
+/// Apply `parts` recorded as `ids` in one transaction. `Ok(false)`: another migrator
+/// recorded them first.
+async fn apply(
+    client: &mut Client,
+    schema: &str,
+    ids: &[i32],
+    parts: &[&str],
+) -> Result<bool, tokio_postgres::Error> {
+    let tx = client.transaction().await?;
+    let breaking: Vec<bool> = ids.iter().map(|id| sql::BREAKING.contains(id)).collect();
+    match tx.execute(&sql::render(sql::migrate::RECORD, schema), &[&ids, &breaking]).await {
+        Err(e) if is_clash(&e) => return Ok(false),
+        other => other?,
+    };
+    for part in parts {
+        tx.batch_execute(&sql::render(part, schema)).await?;
+    }
+    tx.execute(&sql::render(sql::migrate::NOTIFY, schema), &[&ids]).await?;
+    tx.commit().await?;
+    Ok(true)
+}

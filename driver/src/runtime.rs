@@ -1,0 +1,53 @@
+//! What an async runtime must supply: sockets, timers, spawning and the wall clock.
+//!
+//! The driver is written once against this trait; each adapter implements it in a few
+//! lines. It is object safe so the driver holds an `Arc<dyn Runtime>` instead of growing a
+//! type parameter everywhere. Sockets only need tokio's `AsyncRead`/`AsyncWrite` traits
+//! (which tokio-postgres speaks), not tokio's runtime: an adapter for another runtime
+//! wraps its streams in those traits.
+
+use chrono::{DateTime, Utc};
+use futures::future::BoxFuture;
+use std::io;
+use std::path::PathBuf;
+use std::time::Instant;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+/// A connected byte stream to PostgreSQL.
+pub trait Socket: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Socket for T {}
+
+/// Where to reach a PostgreSQL server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Address {
+    /// A TCP host name or address and port.
+    Tcp {
+        /// Host name or IP address.
+        host: String,
+        /// Port.
+        port: u16,
+    },
+    /// A Unix socket file (`<dir>/.s.PGSQL.<port>`).
+    Unix(PathBuf),
+}
+
+impl std::fmt::Display for Address {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Address::Tcp { host, port } => write!(f, "{host}:{port}"),
+            Address::Unix(path) => write!(f, "{}", path.display()),
+        }
+    }
+}
+
+/// An async runtime as the driver needs it.
+pub trait Runtime: Send + Sync + 'static {
+    /// Open a stream to `address`.
+    fn connect(&self, address: Address) -> BoxFuture<'static, io::Result<Box<dyn Socket>>>;
+    /// Run `task` in the background until it completes.
+    fn spawn(&self, task: BoxFuture<'static, ()>);
+    /// A future that completes at `deadline` (at once if it has passed).
+    fn sleep_until(&self, deadline: Instant) -> BoxFuture<'static, ()>;
+    /// The wall clock, read only by the driver and passed to the core.
+    fn now(&self) -> DateTime<Utc>;
+}

@@ -1,0 +1,159 @@
+//! The migrated schema against graphile-worker 0.18's, and the migrator's behaviour on
+//! fresh, partly migrated, too old, too new and concurrently migrated databases.
+
+use formica_tests::{expected_ledger, ledger, reference_facts, schema_facts, TestDb};
+use formica_tokio::{JobSpec, MigrateError};
+
+fn diff(ours: &[String], reference: &[String]) -> String {
+    let missing: Vec<_> = reference.iter().filter(|f| !ours.contains(f)).collect();
+    let extra: Vec<_> = ours.iter().filter(|f| !reference.contains(f)).collect();
+    format!("missing from ours:\n{missing:#?}\nnot in the reference:\n{extra:#?}")
+}
+
+#[tokio::test]
+async fn fresh_install_matches_graphile_worker_018_structurally() {
+    let reference = reference_facts().await;
+    assert!(reference.len() > 60, "the fixture loaded: {} facts", reference.len());
+    let db = TestDb::new().await;
+    let report = db.utils().migrate().await.expect("migrate");
+    assert_eq!(report.applied, (1..=20).collect::<Vec<_>>());
+    assert_eq!(report.latest, 20);
+    let client = db.client().await;
+    let ours = schema_facts(&client, "graphile_worker").await;
+    assert!(ours == reference, "{}", diff(&ours, &reference));
+    assert_eq!(ledger(&client, "graphile_worker").await, expected_ledger());
+
+    // Migrating again is a no-op.
+    let again = db.utils().migrate().await.expect("migrate again");
+    assert!(again.applied.is_empty());
+    assert_eq!(schema_facts(&client, "graphile_worker").await, reference);
+}
+
+#[tokio::test]
+async fn custom_schema_name_is_used_everywhere() {
+    let reference = reference_facts().await;
+    let db = TestDb::new().await;
+    let utils = db.utils_for("Formica Jobs");
+    utils.migrate().await.expect("migrate");
+    let client = db.client().await;
+    let ours = schema_facts(&client, "Formica Jobs").await;
+    assert!(ours == reference, "{}", diff(&ours, &reference));
+    let job = utils.add_raw_job("task", serde_json::json!({"a": 1}), JobSpec::default()).await.expect("add");
+    assert_eq!(job.task_identifier, "task");
+    let n: i64 = client.query_one("select count(*) from \"Formica Jobs\".jobs", &[]).await.unwrap().get(0);
+    assert_eq!(n, 1);
+    let other: bool = client
+        .query_one("select exists (select 1 from pg_namespace where nspname = 'graphile_worker')", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(!other, "nothing was created in the default schema");
+}
+
+/// Rewind a freshly migrated schema to what graphile-worker leaves after migration 16:
+/// no view, an insert trigger that notifies, and a ledger ending at 16.
+async fn rewind_to_16(client: &tokio_postgres::Client) {
+    client
+        .batch_execute(
+            r#"
+            drop view graphile_worker.jobs;
+            create function graphile_worker.tg_jobs__after_insert() returns trigger language plpgsql as $$
+            begin perform pg_notify('jobs:insert', ''); return null; end; $$;
+            create trigger _900_after_insert after insert on graphile_worker._private_jobs
+              for each statement execute procedure graphile_worker.tg_jobs__after_insert();
+            delete from graphile_worker.migrations where id > 16;
+            "#,
+        )
+        .await
+        .expect("rewind to 16");
+}
+
+#[tokio::test]
+async fn a_database_at_16_gets_only_the_missing_steps_and_ends_equal() {
+    let reference = reference_facts().await;
+    let db = TestDb::migrated().await;
+    let client = db.client().await;
+    db.utils().add_raw_job("kept", serde_json::json!({"x": 1}), JobSpec::default()).await.unwrap();
+    rewind_to_16(&client).await;
+    assert!(schema_facts(&client, "graphile_worker")
+        .await
+        .iter()
+        .any(|f| f.starts_with("trigger _900_after_insert")));
+
+    let report = db.utils().migrate().await.expect("upgrade");
+    assert_eq!(report.applied, vec![17, 18, 19, 20]);
+    let ours = schema_facts(&client, "graphile_worker").await;
+    assert!(ours == reference, "{}", diff(&ours, &reference));
+    assert_eq!(ledger(&client, "graphile_worker").await, expected_ledger());
+    let kept: i64 = client
+        .query_one("select count(*) from graphile_worker.jobs where task_identifier = 'kept'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(kept, 1, "the job added before the upgrade survives it");
+}
+
+#[tokio::test]
+async fn a_database_below_16_is_refused_with_what_to_do() {
+    let db = TestDb::migrated().await;
+    let client = db.client().await;
+    client.batch_execute("delete from graphile_worker.migrations where id >= 14").await.unwrap();
+    let err = db.utils().migrate().await.expect_err("must refuse");
+    match &err {
+        formica_tokio::Error::Migrate(MigrateError::TooOld { found, .. }) => assert_eq!(*found, 13),
+        other => panic!("unexpected error {other:?}"),
+    }
+    let text = err.to_string();
+    assert!(text.contains("migration 13") && text.contains("graphile-worker"), "{text}");
+    assert_eq!(ledger(&client, "graphile_worker").await.len(), 13, "nothing was applied");
+}
+
+#[tokio::test]
+async fn a_newer_breaking_migration_is_refused_and_a_newer_plain_one_accepted() {
+    let db = TestDb::migrated().await;
+    let client = db.client().await;
+    client
+        .batch_execute("insert into graphile_worker.migrations (id, breaking) values (21, false)")
+        .await
+        .unwrap();
+    let report = db.utils().migrate().await.expect("a newer non-breaking migration is accepted");
+    assert_eq!(report.latest, 21);
+    assert!(report.applied.is_empty());
+
+    client
+        .batch_execute("insert into graphile_worker.migrations (id, breaking) values (22, true)")
+        .await
+        .unwrap();
+    let err = db.utils().migrate().await.expect_err("a newer breaking migration is refused");
+    assert!(
+        matches!(
+            err,
+            formica_tokio::Error::Migrate(MigrateError::NewerBreaking { breaking: 22, supported: 20, .. })
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("unsafe"), "{err}");
+}
+
+#[tokio::test]
+async fn concurrent_migrators_each_migration_applied_exactly_once() {
+    let reference = reference_facts().await;
+    let db = TestDb::new().await;
+    let mut handles = Vec::new();
+    for _ in 0..8 {
+        // Separate pools: separate sessions racing on one fresh database.
+        let utils = db.utils();
+        handles.push(tokio::spawn(async move { utils.migrate().await }));
+    }
+    let mut applied = Vec::new();
+    for h in handles {
+        let report = h.await.expect("join").expect("no migrator fails");
+        assert_eq!(report.latest, 20);
+        applied.extend(report.applied);
+    }
+    applied.sort();
+    assert_eq!(applied, (1..=20).collect::<Vec<_>>(), "each migration applied by exactly one migrator");
+    let client = db.client().await;
+    assert_eq!(ledger(&client, "graphile_worker").await, expected_ledger());
+    assert_eq!(schema_facts(&client, "graphile_worker").await, reference);
+}
