@@ -194,3 +194,22 @@ pub async fn ledger(client: &Client, schema: &str) -> Vec<(i32, bool)> {
 pub fn expected_ledger() -> Vec<(i32, bool)> {
     (1..=20).map(|id| (id, [1, 3, 11, 13, 14, 16, 19].contains(&id))).collect()
 }
+
+/// A connection listening on `channel`, and the payloads of its notifications as they come.
+pub async fn listen(url: &str, channel: &str) -> (Client, futures::channel::mpsc::UnboundedReceiver<String>) {
+    use futures::StreamExt;
+    let config: tokio_postgres::Config = url.parse().expect("a valid connection string");
+    let (client, mut connection) =
+        formica_tokio::db::connect_raw(&formica_tokio::TokioRuntime, &config).await.expect("connect");
+    let (tx, rx) = futures::channel::mpsc::unbounded();
+    tokio::spawn(async move {
+        let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+        while let Some(Ok(message)) = messages.next().await {
+            if let tokio_postgres::AsyncMessage::Notification(n) = message {
+                let _ = tx.unbounded_send(n.payload().to_owned());
+            }
+        }
+    });
+    client.batch_execute(&format!("listen \"{channel}\"")).await.expect("listen");
+    (client, rx)
+}

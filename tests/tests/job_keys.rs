@@ -1,0 +1,306 @@
+//! The job-key algorithm of `add_job`/`add_jobs`, exercised through plain SQL as any client
+//! (a trigger, graphile-worker, Formica) would call it, case by case.
+
+use formica_tests::{listen, TestDb};
+use futures::StreamExt;
+use serde_json::{json, Value};
+use std::time::Duration;
+use tokio_postgres::{Client, Row};
+
+struct Jobs {
+    client: Client,
+}
+
+impl Jobs {
+    async fn new(db: &TestDb) -> Jobs {
+        Jobs { client: db.client().await }
+    }
+
+    /// `select * from graphile_worker.add_job(<args>)`.
+    async fn add(&self, args: &str) -> Row {
+        self.client
+            .query_one(&format!("select * from graphile_worker.add_job({args})"), &[])
+            .await
+            .unwrap_or_else(|e| panic!("add_job({args}): {e:?}"))
+    }
+
+    async fn try_add(&self, args: &str) -> Result<Row, tokio_postgres::Error> {
+        self.client.query_one(&format!("select * from graphile_worker.add_job({args})"), &[]).await
+    }
+
+    async fn all(&self) -> Vec<Row> {
+        self.client
+            .query("select j.*, j.payload::text as payload_text from graphile_worker._private_jobs j order by id", &[])
+            .await
+            .expect("read jobs")
+    }
+
+    async fn exec(&self, sql: &str) {
+        self.client.batch_execute(sql).await.unwrap_or_else(|e| panic!("{sql}: {e:?}"));
+    }
+}
+
+fn payload(row: &Row) -> Value {
+    row.get("payload")
+}
+
+#[tokio::test]
+async fn replace_overwrites_a_pending_job_including_run_at() {
+    let db = TestDb::migrated().await;
+    let jobs = Jobs::new(&db).await;
+    let first = jobs
+        .add("'a', '{\"v\":1}', 'q1', now() + interval '1 hour', 5, job_key => 'k', priority => 3, flags => array['f1']")
+        .await;
+    let second = jobs.add("'b', '{\"v\":2}', 'q2', now() + interval '2 hours', 7, job_key => 'k', priority => 4").await;
+    assert_eq!(first.get::<_, i64>("id"), second.get::<_, i64>("id"), "same row");
+    let all = jobs.all().await;
+    assert_eq!(all.len(), 1);
+    let row = &all[0];
+    assert_eq!(payload(row), json!({"v": 2}));
+    assert_eq!(row.get::<_, i32>("revision"), 1);
+    assert_eq!(row.get::<_, i16>("max_attempts"), 7);
+    assert_eq!(row.get::<_, i16>("priority"), 4);
+    assert_eq!(row.get::<_, Option<Value>>("flags"), None, "flags replaced too");
+    let later: bool = jobs
+        .client
+        .query_one("select run_at > now() + interval '90 minutes' from graphile_worker._private_jobs", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(later, "run_at replaced");
+    let names: (String, String) = {
+        let r = jobs.client.query_one("select task_identifier, queue_name from graphile_worker.jobs", &[]).await.unwrap();
+        (r.get(0), r.get(1))
+    };
+    assert_eq!(names, ("b".into(), "q2".into()), "task and queue replaced");
+}
+
+#[tokio::test]
+async fn preserve_run_at_keeps_run_at_only_while_unattempted() {
+    let db = TestDb::migrated().await;
+    let jobs = Jobs::new(&db).await;
+    jobs.add("'t', '{\"v\":1}', run_at => '2030-01-01Z', job_key => 'k'").await;
+    let kept = jobs.add("'t', '{\"v\":2}', run_at => '2040-01-01Z', job_key => 'k', job_key_mode => 'preserve_run_at'").await;
+    assert_eq!(payload(&kept), json!({"v": 2}));
+    let run_at: String = jobs.client.query_one("select run_at::date::text from graphile_worker._private_jobs", &[]).await.unwrap().get(0);
+    assert_eq!(run_at, "2030-01-01");
+
+    // After a failed attempt the replacement's run_at wins and the attempt record resets.
+    jobs.exec("update graphile_worker._private_jobs set attempts = 2, last_error = 'boom'").await;
+    let replaced =
+        jobs.add("'t', '{\"v\":3}', run_at => '2040-01-01Z', job_key => 'k', job_key_mode => 'preserve_run_at'").await;
+    assert_eq!(replaced.get::<_, i16>("attempts"), 0);
+    assert_eq!(replaced.get::<_, Option<String>>("last_error"), None);
+    let run_at: String = jobs.client.query_one("select run_at::date::text from graphile_worker._private_jobs", &[]).await.unwrap().get(0);
+    assert_eq!(run_at, "2040-01-01");
+}
+
+#[tokio::test]
+async fn unsafe_dedupe_leaves_the_existing_job_alone_and_notifies_only_inserts() {
+    let db = TestDb::migrated().await;
+    let (_listener, mut notes) = listen(&db.url, "jobs:insert").await;
+    let jobs = Jobs::new(&db).await;
+    let first = jobs.add("'t', '{\"v\":1}', job_key => 'k', job_key_mode => 'unsafe_dedupe'").await;
+    assert_eq!(first.get::<_, i32>("revision"), 0);
+    let note = tokio::time::timeout(Duration::from_secs(5), notes.next()).await.expect("a notification").unwrap();
+    let note: Value = serde_json::from_str(&note).expect("JSON payload");
+    assert_eq!(note["count"], json!(1));
+    assert!(note["r"].is_number(), "{note}");
+
+    let again = jobs.add("'other', '{\"v\":2}', 'q', job_key => 'k', job_key_mode => 'unsafe_dedupe'").await;
+    assert_eq!(again.get::<_, i64>("id"), first.get::<_, i64>("id"));
+    assert_eq!(again.get::<_, i32>("revision"), 1);
+    assert_eq!(payload(&again), json!({"v": 1}), "payload untouched");
+    assert_eq!(again.get::<_, Option<i32>>("job_queue_id"), None, "queue untouched");
+
+    // Even a locked or failed job is kept as it is.
+    jobs.exec("update graphile_worker._private_jobs set locked_at = now(), locked_by = 'w', attempts = 1").await;
+    let locked = jobs.add("'t', '{\"v\":3}', job_key => 'k', job_key_mode => 'unsafe_dedupe'").await;
+    assert_eq!(locked.get::<_, i64>("id"), first.get::<_, i64>("id"));
+    assert_eq!(jobs.all().await.len(), 1);
+    // Only the first call inserted: exactly one notification arrived.
+    jobs.exec("notify \"jobs:insert\", 'marker'").await;
+    let next = tokio::time::timeout(Duration::from_secs(5), notes.next()).await.expect("marker").unwrap();
+    assert_eq!(next, "marker", "no notification for the deduplicated adds");
+}
+
+#[tokio::test]
+async fn a_locked_job_gives_up_its_key_to_a_new_job() {
+    let db = TestDb::migrated().await;
+    let jobs = Jobs::new(&db).await;
+    let old = jobs.add("'t', '{\"v\":1}', job_key => 'k', max_attempts => 5").await;
+    jobs.exec("update graphile_worker._private_jobs set locked_at = now(), locked_by = 'w', attempts = 1").await;
+    let new = jobs.add("'t', '{\"v\":2}', job_key => 'k'").await;
+    assert_ne!(new.get::<_, i64>("id"), old.get::<_, i64>("id"));
+    let all = jobs.all().await;
+    assert_eq!(all.len(), 2);
+    assert_eq!(all[0].get::<_, Option<String>>("key"), None, "old job detached");
+    assert_eq!(all[0].get::<_, i16>("attempts"), 5, "old job will not be retried");
+    assert_eq!(all[0].get::<_, Option<String>>("locked_by").as_deref(), Some("w"), "still held by its worker");
+    assert_eq!(all[1].get::<_, Option<String>>("key").as_deref(), Some("k"));
+    assert_eq!(payload(&all[1]), json!({"v": 2}));
+}
+
+#[tokio::test]
+async fn a_permanently_failed_job_gives_up_its_key_to_a_new_job() {
+    let db = TestDb::migrated().await;
+    let jobs = Jobs::new(&db).await;
+    jobs.add("'t', '{\"v\":1}', job_key => 'k', max_attempts => 3").await;
+    jobs.exec("update graphile_worker._private_jobs set attempts = 3, last_error = 'dead'").await;
+    for mode in ["replace", "preserve_run_at"] {
+        jobs.add(&format!("'t', '{{\"mode\":\"{mode}\"}}', job_key => 'k', job_key_mode => '{mode}'")).await;
+    }
+    let all = jobs.all().await;
+    assert_eq!(all.len(), 2, "the failed job was detached once, then the new one replaced");
+    assert_eq!(all[0].get::<_, Option<String>>("key"), None);
+    assert_eq!(all[0].get::<_, Option<String>>("last_error").as_deref(), Some("dead"));
+    assert_eq!(payload(&all[1]), json!({"mode": "preserve_run_at"}));
+    assert_eq!(all[1].get::<_, i32>("revision"), 1);
+}
+
+#[tokio::test]
+async fn array_payloads_merge_only_when_both_are_arrays() {
+    let db = TestDb::migrated().await;
+    let jobs = Jobs::new(&db).await;
+    jobs.add("'t', '[1, {\"a\": 1}]', job_key => 'k'").await;
+    let merged = jobs.add("'t', '[2]', job_key => 'k'").await;
+    assert_eq!(payload(&merged), json!([1, {"a": 1}, 2]));
+    let object = jobs.add("'t', '{\"o\": true}', job_key => 'k'").await;
+    assert_eq!(payload(&object), json!({"o": true}), "an object replaces an array");
+    let array = jobs.add("'t', '[3]', job_key => 'k'").await;
+    assert_eq!(payload(&array), json!([3]), "an array replaces an object");
+    let omitted = jobs.add("'t', job_key => 'k'").await;
+    assert_eq!(payload(&omitted), json!({}), "an omitted payload is {{}} and replaces");
+}
+
+#[tokio::test]
+async fn job_key_mode_is_checked_only_with_a_key() {
+    let db = TestDb::migrated().await;
+    let jobs = Jobs::new(&db).await;
+    let err = jobs.try_add("'t', job_key => 'k', job_key_mode => 'merge'").await.expect_err("invalid mode");
+    assert_eq!(err.code().map(|c| c.code()), Some("GWBKM"));
+    assert!(jobs.all().await.is_empty());
+    jobs.add("'t', job_key_mode => 'merge'").await;
+    assert_eq!(jobs.all().await.len(), 1, "an invalid mode without a key is accepted, as in graphile-worker");
+}
+
+#[tokio::test]
+async fn limits_are_enforced_by_the_schema() {
+    let db = TestDb::migrated().await;
+    let jobs = Jobs::new(&db).await;
+    let cases = [
+        (format!("'{}'", "t".repeat(129)), "tasks_identifier_check"),
+        (format!("'t', queue_name => '{}'", "q".repeat(129)), "job_queues_queue_name_check"),
+        (format!("'t', job_key => '{}'", "k".repeat(513)), "jobs_key_check"),
+        ("'t', job_key => ''".to_owned(), "jobs_key_check"),
+        ("'t', max_attempts => 0".to_owned(), "jobs_max_attempts_check"),
+    ];
+    for (args, constraint) in cases {
+        let err = jobs.try_add(&args).await.expect_err(constraint);
+        let db_err = err.as_db_error().expect("a database error");
+        assert_eq!(db_err.code().code(), "23514", "{args}");
+        assert_eq!(db_err.constraint(), Some(constraint));
+    }
+    let err = jobs.try_add("'t', priority => 40000").await.expect_err("smallint");
+    assert_eq!(err.code().map(|c| c.code()), Some("22003"));
+    jobs.add(&format!("'{}', queue_name => '{}', job_key => '{}'", "t".repeat(128), "q".repeat(128), "k".repeat(512)))
+        .await;
+    assert_eq!(jobs.all().await.len(), 1, "values at the limits are accepted");
+}
+
+#[tokio::test]
+async fn add_jobs_handles_keys_in_one_batch_and_notifies_the_count() {
+    let db = TestDb::migrated().await;
+    let (_listener, mut notes) = listen(&db.url, "jobs:insert").await;
+    let jobs = Jobs::new(&db).await;
+    jobs.add("'t', '{\"old\":1}', job_key => 'a'").await;
+    tokio::time::timeout(Duration::from_secs(5), notes.next()).await.expect("first notification");
+    let rows = jobs
+        .client
+        .query(
+            "select * from graphile_worker.add_jobs(array[
+               ('t', '{\"new\":1}', null, null, null, 'a', null, null)::graphile_worker.job_spec,
+               ('t', '{\"new\":2}', 'q', null, null, 'b', null, array['x'])::graphile_worker.job_spec,
+               ('u', null, null, null, null, null, null, null)::graphile_worker.job_spec])",
+            &[],
+        )
+        .await
+        .expect("add_jobs");
+    assert_eq!(rows.len(), 3);
+    let note: Value = serde_json::from_str(
+        &tokio::time::timeout(Duration::from_secs(5), notes.next()).await.expect("batch notification").unwrap(),
+    )
+    .unwrap();
+    assert_eq!(note["count"], json!(3));
+    let all = jobs.all().await;
+    assert_eq!(all.len(), 3, "key 'a' was updated in place");
+    assert_eq!(payload(&all[0]), json!({"new": 1}));
+    assert_eq!(all[1].get::<_, Option<Value>>("flags"), Some(json!({"x": true})));
+
+    let err = jobs
+        .client
+        .query(
+            "select * from graphile_worker.add_jobs(array[
+               ('t', null, null, null, null, 'dup', null, null)::graphile_worker.job_spec,
+               ('t', null, null, null, null, 'dup', null, null)::graphile_worker.job_spec])",
+            &[],
+        )
+        .await
+        .expect_err("one key twice in a batch");
+    assert_eq!(err.code().map(|c| c.code()), Some("21000"));
+    let empty =
+        jobs.client.query("select * from graphile_worker.add_jobs(array[]::graphile_worker.job_spec[])", &[]).await;
+    assert_eq!(empty.expect("empty batch").len(), 0);
+}
+
+#[tokio::test]
+async fn task_and_queue_rows_are_created_once_without_burning_ids() {
+    let db = TestDb::migrated().await;
+    let jobs = Jobs::new(&db).await;
+    for _ in 0..5 {
+        jobs.add("'t', queue_name => 'q'").await;
+    }
+    jobs.add("'t2', queue_name => 'q2'").await;
+    let ids: Vec<(i32, i32)> = jobs
+        .client
+        .query(
+            "select (select max(id) from graphile_worker._private_tasks), (select max(id) from graphile_worker._private_job_queues)",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(ids, vec![(2, 2)], "identity values are consumed only by real inserts");
+}
+
+#[tokio::test]
+async fn remove_job_deletes_an_unlocked_job_and_detaches_a_locked_one() {
+    let db = TestDb::migrated().await;
+    let (_listener, mut notes) = listen(&db.url, "jobs:insert").await;
+    let jobs = Jobs::new(&db).await;
+    jobs.add("'t', job_key => 'free'").await;
+    jobs.add("'t', job_key => 'busy', max_attempts => 4").await;
+    jobs.exec("update graphile_worker._private_jobs set locked_at = now(), locked_by = 'w', attempts = 1 where key = 'busy'").await;
+    for _ in 0..2 {
+        tokio::time::timeout(Duration::from_secs(5), notes.next()).await.expect("insert notifications");
+    }
+    let removed = jobs.client.query_one("select * from graphile_worker.remove_job('free')", &[]).await.unwrap();
+    assert_eq!(removed.get::<_, Option<String>>("key").as_deref(), Some("free"));
+    let note: Value = serde_json::from_str(
+        &tokio::time::timeout(Duration::from_secs(5), notes.next()).await.expect("removal notification").unwrap(),
+    )
+    .unwrap();
+    assert_eq!(note["count"], json!(-1));
+
+    let busy = jobs.client.query_one("select * from graphile_worker.remove_job('busy')", &[]).await.unwrap();
+    assert_eq!(busy.get::<_, Option<String>>("key"), None);
+    assert_eq!(busy.get::<_, i16>("attempts"), 4);
+    let all = jobs.all().await;
+    assert_eq!(all.len(), 1, "the locked job stays until its worker finishes");
+    assert_eq!(all[0].get::<_, Option<String>>("locked_by").as_deref(), Some("w"));
+
+    let none = jobs.client.query_one("select (graphile_worker.remove_job('nothing')).id", &[]).await.unwrap();
+    assert_eq!(none.get::<_, Option<i64>>(0), None);
+}

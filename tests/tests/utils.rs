@@ -1,0 +1,273 @@
+//! WorkerUtils: adding jobs (typed, raw, batches, inside a transaction), validation before
+//! the database is asked, and the admin functions, including on locked jobs.
+
+use chrono::{Duration, TimeZone, Utc};
+use formica_tests::TestDb;
+use formica_tokio::{CleanupTask, Error, JobKeyMode, JobSpec, JobSpecError, RawJob, RescheduleJobOptions, Task};
+use serde::Serialize;
+use serde_json::json;
+
+#[derive(Serialize)]
+struct SendEmail {
+    to: String,
+}
+
+impl Task for SendEmail {
+    const IDENTIFIER: &'static str = "send_email";
+}
+
+async fn count(db: &TestDb, filter: &str) -> i64 {
+    db.client()
+        .await
+        .query_one(&format!("select count(*) from graphile_worker.jobs where {filter}"), &[])
+        .await
+        .expect("count")
+        .get(0)
+}
+
+#[tokio::test]
+async fn typed_raw_and_batch_adds_store_what_was_asked() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let at = Utc.with_ymd_and_hms(2031, 5, 6, 7, 8, 9).unwrap();
+    let spec = JobSpec::builder()
+        .queue_name("user:1")
+        .run_at(at)
+        .max_attempts(3)
+        .job_key("welcome:1")
+        .priority(-5)
+        .flags(["email", "slow"])
+        .build();
+    let job = utils.add_job(&SendEmail { to: "a@example.com".into() }, spec).await.expect("add");
+    assert_eq!(job.task_identifier, "send_email");
+    assert_eq!(job.queue_name.as_deref(), Some("user:1"), "the name of a queue created by this very call");
+    assert_eq!(job.payload, json!({"to": "a@example.com"}));
+    assert_eq!((job.run_at, job.max_attempts, job.priority), (at, 3, -5));
+    assert_eq!(job.key.as_deref(), Some("welcome:1"));
+    assert_eq!(job.flags.iter().map(String::as_str).collect::<Vec<_>>(), vec!["email", "slow"]);
+    assert_eq!((job.attempts, job.revision, job.locked_at.is_none()), (0, 0, true));
+
+    let raw = utils.add_raw_job("resize", json!({"w": 10}), JobSpec::default()).await.expect("raw");
+    assert_eq!((raw.task_identifier.as_str(), raw.queue_name, raw.max_attempts), ("resize", None, 25));
+
+    let spec = JobSpec::builder().job_key("digest").build();
+    utils.add_batch_job(&[SendEmail { to: "x".into() }], spec.clone()).await.expect("batch 1");
+    let merged = utils.add_batch_job(&[SendEmail { to: "y".into() }], spec).await.expect("batch 2");
+    assert_eq!(merged.payload, json!([{"to": "x"}, {"to": "y"}]));
+}
+
+#[tokio::test]
+async fn add_jobs_is_one_call_and_names_new_tasks_and_queues() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    utils.add_raw_job("known", json!({}), JobSpec::default()).await.unwrap();
+    let jobs = utils
+        .add_raw_jobs(&[
+            RawJob { identifier: "known".into(), payload: json!({"i": 1}), spec: JobSpec::default() },
+            RawJob {
+                identifier: "fresh".into(),
+                payload: json!({"i": 2}),
+                spec: JobSpec::builder().queue_name("new-queue").build(),
+            },
+            RawJob {
+                identifier: "other".into(),
+                payload: json!({"i": 3}),
+                spec: JobSpec::builder().job_key("k").job_key_mode(JobKeyMode::PreserveRunAt).build(),
+            },
+        ])
+        .await
+        .expect("add_raw_jobs");
+    let mut got: Vec<(String, Option<String>, serde_json::Value)> =
+        jobs.into_iter().map(|j| (j.task_identifier, j.queue_name, j.payload)).collect();
+    got.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        got,
+        vec![
+            ("fresh".into(), Some("new-queue".into()), json!({"i": 2})),
+            ("known".into(), None, json!({"i": 1})),
+            ("other".into(), None, json!({"i": 3})),
+        ]
+    );
+    let typed = utils
+        .add_jobs(&[(SendEmail { to: "a".into() }, &JobSpec::default()), (SendEmail { to: "b".into() }, &JobSpec::default())])
+        .await
+        .expect("typed batch");
+    assert_eq!(typed.len(), 2);
+    assert!(typed.iter().all(|j| j.task_identifier == "send_email"));
+    assert!(utils.add_raw_jobs(&[]).await.expect("empty").is_empty());
+    assert_eq!(count(&db, "true").await, 6);
+}
+
+#[tokio::test]
+async fn invalid_specs_are_refused_before_the_database_with_graphile_codes() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let cases: Vec<(String, JobSpec, &str)> = vec![
+        ("t".repeat(129), JobSpec::default(), "GWBID"),
+        ("t".into(), JobSpec::builder().queue_name("q".repeat(129)).build(), "GWBQN"),
+        ("t".into(), JobSpec::builder().job_key("k".repeat(513)).build(), "GWBJK"),
+        ("t".into(), JobSpec::builder().max_attempts(0).build(), "GWBMA"),
+    ];
+    for (identifier, spec, code) in cases {
+        match utils.add_raw_job(&identifier, json!({}), spec).await {
+            Err(Error::Spec(e)) => assert_eq!(e.code(), code, "{e}"),
+            other => panic!("expected {code}, got {other:?}"),
+        }
+    }
+    let batch = [RawJob {
+        identifier: "t".into(),
+        payload: json!({}),
+        spec: JobSpec::builder().job_key("k").job_key_mode(JobKeyMode::UnsafeDedupe).build(),
+    }];
+    assert!(matches!(utils.add_raw_jobs(&batch).await, Err(Error::Spec(JobSpecError::UnsafeDedupeInBatch))));
+    assert_eq!(count(&db, "true").await, 0, "nothing was stored");
+}
+
+#[tokio::test]
+async fn a_job_added_in_a_transaction_exists_only_if_it_commits() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let mut client = db.client().await;
+    let tx = client.transaction().await.unwrap();
+    utils.add_job_in(&tx, &SendEmail { to: "rolled back".into() }, JobSpec::default()).await.expect("add in tx");
+    tx.rollback().await.unwrap();
+    assert_eq!(count(&db, "true").await, 0);
+
+    let tx = client.transaction().await.unwrap();
+    let job = utils.add_raw_job_in(&tx, "t", json!({"kept": true}), JobSpec::default()).await.expect("add in tx");
+    assert_eq!(count(&db, "true").await, 0, "invisible before commit");
+    tx.commit().await.unwrap();
+    assert_eq!(count(&db, &format!("id = {}", job.id)).await, 1);
+}
+
+/// Three jobs: one free, one locked now, one locked five hours ago (a dead worker's).
+async fn free_busy_stale(db: &TestDb) -> [i64; 3] {
+    let utils = db.utils();
+    let mut ids = [0; 3];
+    for (i, id) in ids.iter_mut().enumerate() {
+        *id = utils.add_raw_job("t", json!({ "i": i }), JobSpec::builder().max_attempts(9).build()).await.unwrap().id;
+    }
+    let client = db.client().await;
+    client
+        .execute(
+            "update graphile_worker._private_jobs set locked_by = 'w', attempts = 1,
+               locked_at = case when id = $1 then now() else now() - interval '5 hours' end
+             where id = any($2)",
+            &[&ids[1], &vec![ids[1], ids[2]]],
+        )
+        .await
+        .unwrap();
+    ids
+}
+
+#[tokio::test]
+async fn admin_functions_skip_jobs_held_by_a_live_worker() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+
+    let [free, busy, stale] = free_busy_stale(&db).await;
+    let done: Vec<i64> = utils.complete_jobs(&[free, busy, stale]).await.unwrap().iter().map(|j| j.id).collect();
+    assert_eq!(done, vec![free, stale]);
+    assert_eq!(count(&db, "true").await, 1);
+    assert_eq!(count(&db, &format!("id = {busy} and attempts = 1")).await, 1, "the live job is untouched");
+    utils.force_unlock_workers(&["w"]).await.unwrap();
+    utils.complete_jobs(&[busy]).await.unwrap();
+
+    let [free, busy, stale] = free_busy_stale(&db).await;
+    let failed = utils.permanently_fail_jobs(&[free, busy, stale], Some("no longer needed")).await.unwrap();
+    assert_eq!(failed.iter().map(|j| j.id).collect::<Vec<_>>(), vec![free, stale]);
+    assert!(failed.iter().all(|j| j.attempts == 9 && j.last_error.as_deref() == Some("no longer needed")));
+    let default_reason = utils.permanently_fail_jobs(&[free], None).await.unwrap();
+    assert_eq!(default_reason[0].last_error.as_deref(), Some("Manually marked as failed"));
+    assert_eq!(count(&db, &format!("id = {busy} and attempts = 1 and last_error is null")).await, 1);
+
+    let at = Utc::now() + Duration::days(3);
+    let options = RescheduleJobOptions { run_at: Some(at), priority: Some(7), attempts: Some(0), max_attempts: Some(4) };
+    let moved = utils.reschedule_jobs(&[free, busy, stale], &options).await.unwrap();
+    assert_eq!(moved.iter().map(|j| j.id).collect::<Vec<_>>(), vec![free, stale]);
+    for job in &moved {
+        assert_eq!((job.priority, job.attempts, job.max_attempts), (7, 0, 4));
+        assert!((job.run_at - at).num_milliseconds().abs() < 1);
+    }
+    let partial = utils
+        .reschedule_jobs(&[free], &RescheduleJobOptions { priority: Some(1), ..Default::default() })
+        .await
+        .unwrap();
+    assert_eq!((partial[0].priority, partial[0].max_attempts), (1, 4), "unset options leave columns alone");
+    assert_eq!(count(&db, &format!("id = {busy} and priority = 0")).await, 1);
+}
+
+#[tokio::test]
+async fn force_unlock_workers_releases_only_the_named_workers() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let a = utils.add_raw_job("t", json!({}), JobSpec::builder().queue_name("qa").build()).await.unwrap();
+    let b = utils.add_raw_job("t", json!({}), JobSpec::builder().queue_name("qb").build()).await.unwrap();
+    let client = db.client().await;
+    client
+        .batch_execute(&format!(
+            "update graphile_worker._private_jobs set locked_at = now(), attempts = 1,
+               locked_by = case when id = {} then 'dead' else 'alive' end;
+             update graphile_worker._private_job_queues set locked_at = now(),
+               locked_by = case when queue_name = 'qa' then 'dead' else 'alive' end;",
+            a.id
+        ))
+        .await
+        .unwrap();
+    utils.force_unlock_workers(&["dead", "unknown"]).await.unwrap();
+    let rows = client
+        .query(
+            "select j.id, j.locked_by, q.locked_by, j.attempts from graphile_worker._private_jobs j
+             join graphile_worker._private_job_queues q on q.id = j.job_queue_id order by j.id",
+            &[],
+        )
+        .await
+        .unwrap();
+    let got: Vec<(i64, Option<String>, Option<String>, i16)> =
+        rows.iter().map(|r| (r.get(0), r.get(1), r.get(2), r.get(3))).collect();
+    assert_eq!(got, vec![(a.id, None, None, 1), (b.id, Some("alive".into()), Some("alive".into()), 1)]);
+}
+
+#[tokio::test]
+async fn remove_job_through_utils() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    utils.add_raw_job("t", json!({}), JobSpec::builder().job_key("k").build()).await.unwrap();
+    let removed = utils.remove_job("k").await.unwrap().expect("a job held the key");
+    assert_eq!(removed.key.as_deref(), Some("k"));
+    assert_eq!(removed.task_identifier, "t");
+    assert!(utils.remove_job("k").await.unwrap().is_none());
+    assert_eq!(count(&db, "true").await, 0);
+}
+
+#[tokio::test]
+async fn cleanup_removes_only_what_is_unused() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    utils.add_raw_job("dead", json!({}), JobSpec::builder().queue_name("q-dead").max_attempts(1).build()).await.unwrap();
+    utils.add_raw_job("live", json!({}), JobSpec::builder().queue_name("q-live").build()).await.unwrap();
+    let done = utils.add_raw_job("gone", json!({}), JobSpec::builder().queue_name("q-gone").build()).await.unwrap();
+    utils.complete_jobs(&[done.id]).await.unwrap();
+    utils.add_raw_job("keep-me", json!({}), JobSpec::default()).await.unwrap();
+    let client = db.client().await;
+    client.batch_execute("update graphile_worker._private_jobs set attempts = 1 where max_attempts = 1").await.unwrap();
+    client.batch_execute("delete from graphile_worker._private_jobs where task_id = (select id from graphile_worker._private_tasks where identifier = 'keep-me')").await.unwrap();
+
+    utils
+        .cleanup(&[CleanupTask::GcJobQueues, CleanupTask::GcTaskIdentifiers, CleanupTask::DeletePermafailedJobs], &["keep-me"])
+        .await
+        .unwrap();
+    let names = |sql: &'static str| {
+        let client = &client;
+        async move {
+            let mut v: Vec<String> = client.query(sql, &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
+            v.sort();
+            v
+        }
+    };
+    assert_eq!(names("select identifier from graphile_worker._private_tasks").await, vec!["keep-me", "live"]);
+    assert_eq!(names("select queue_name from graphile_worker._private_job_queues").await, vec!["q-live"]);
+    assert_eq!(count(&db, "true").await, 1);
+    assert!("GC_JOB_QUEUES".parse::<CleanupTask>().is_ok());
+    assert!("GC_EVERYTHING".parse::<CleanupTask>().unwrap_err().contains("unknown cleanup task"));
+}
