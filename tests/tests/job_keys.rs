@@ -51,7 +51,9 @@ async fn replace_overwrites_a_pending_job_including_run_at() {
     let first = jobs
         .add("'a', '{\"v\":1}', 'q1', now() + interval '1 hour', 5, job_key => 'k', priority => 3, flags => array['f1']")
         .await;
-    let second = jobs.add("'b', '{\"v\":2}', 'q2', now() + interval '2 hours', 7, job_key => 'k', priority => 4").await;
+    let second = jobs
+        .add("'b', '{\"v\":2}', 'q2', now() + interval '2 hours', 7, job_key => 'k', priority => 4")
+        .await;
     assert_eq!(first.get::<_, i64>("id"), second.get::<_, i64>("id"), "same row");
     let all = jobs.all().await;
     assert_eq!(all.len(), 1);
@@ -69,7 +71,11 @@ async fn replace_overwrites_a_pending_job_including_run_at() {
         .get(0);
     assert!(later, "run_at replaced");
     let names: (String, String) = {
-        let r = jobs.client.query_one("select task_identifier, queue_name from graphile_worker.jobs", &[]).await.unwrap();
+        let r = jobs
+            .client
+            .query_one("select task_identifier, queue_name from graphile_worker.jobs", &[])
+            .await
+            .unwrap();
         (r.get(0), r.get(1))
     };
     assert_eq!(names, ("b".into(), "q2".into()), "task and queue replaced");
@@ -80,18 +86,31 @@ async fn preserve_run_at_keeps_run_at_only_while_unattempted() {
     let db = TestDb::migrated().await;
     let jobs = Jobs::new(&db).await;
     jobs.add("'t', '{\"v\":1}', run_at => '2030-01-01Z', job_key => 'k'").await;
-    let kept = jobs.add("'t', '{\"v\":2}', run_at => '2040-01-01Z', job_key => 'k', job_key_mode => 'preserve_run_at'").await;
+    let kept = jobs
+        .add("'t', '{\"v\":2}', run_at => '2040-01-01Z', job_key => 'k', job_key_mode => 'preserve_run_at'")
+        .await;
     assert_eq!(payload(&kept), json!({"v": 2}));
-    let run_at: String = jobs.client.query_one("select run_at::date::text from graphile_worker._private_jobs", &[]).await.unwrap().get(0);
+    let run_at: String = jobs
+        .client
+        .query_one("select run_at::date::text from graphile_worker._private_jobs", &[])
+        .await
+        .unwrap()
+        .get(0);
     assert_eq!(run_at, "2030-01-01");
 
     // After a failed attempt the replacement's run_at wins and the attempt record resets.
     jobs.exec("update graphile_worker._private_jobs set attempts = 2, last_error = 'boom'").await;
-    let replaced =
-        jobs.add("'t', '{\"v\":3}', run_at => '2040-01-01Z', job_key => 'k', job_key_mode => 'preserve_run_at'").await;
+    let replaced = jobs
+        .add("'t', '{\"v\":3}', run_at => '2040-01-01Z', job_key => 'k', job_key_mode => 'preserve_run_at'")
+        .await;
     assert_eq!(replaced.get::<_, i16>("attempts"), 0);
     assert_eq!(replaced.get::<_, Option<String>>("last_error"), None);
-    let run_at: String = jobs.client.query_one("select run_at::date::text from graphile_worker._private_jobs", &[]).await.unwrap().get(0);
+    let run_at: String = jobs
+        .client
+        .query_one("select run_at::date::text from graphile_worker._private_jobs", &[])
+        .await
+        .unwrap()
+        .get(0);
     assert_eq!(run_at, "2040-01-01");
 }
 
@@ -102,7 +121,8 @@ async fn unsafe_dedupe_leaves_the_existing_job_alone_and_notifies_only_inserts()
     let jobs = Jobs::new(&db).await;
     let first = jobs.add("'t', '{\"v\":1}', job_key => 'k', job_key_mode => 'unsafe_dedupe'").await;
     assert_eq!(first.get::<_, i32>("revision"), 0);
-    let note = tokio::time::timeout(Duration::from_secs(5), notes.next()).await.expect("a notification").unwrap();
+    let note =
+        tokio::time::timeout(Duration::from_secs(5), notes.next()).await.expect("a notification").unwrap();
     let note: Value = serde_json::from_str(&note).expect("JSON payload");
     assert_eq!(note["count"], json!(1));
     assert!(note["r"].is_number(), "{note}");
@@ -114,7 +134,8 @@ async fn unsafe_dedupe_leaves_the_existing_job_alone_and_notifies_only_inserts()
     assert_eq!(again.get::<_, Option<i32>>("job_queue_id"), None, "queue untouched");
 
     // Even a locked or failed job is kept as it is.
-    jobs.exec("update graphile_worker._private_jobs set locked_at = now(), locked_by = 'w', attempts = 1").await;
+    jobs.exec("update graphile_worker._private_jobs set locked_at = now(), locked_by = 'w', attempts = 1")
+        .await;
     let locked = jobs.add("'t', '{\"v\":3}', job_key => 'k', job_key_mode => 'unsafe_dedupe'").await;
     assert_eq!(locked.get::<_, i64>("id"), first.get::<_, i64>("id"));
     assert_eq!(jobs.all().await.len(), 1);
@@ -129,14 +150,19 @@ async fn a_locked_job_gives_up_its_key_to_a_new_job() {
     let db = TestDb::migrated().await;
     let jobs = Jobs::new(&db).await;
     let old = jobs.add("'t', '{\"v\":1}', job_key => 'k', max_attempts => 5").await;
-    jobs.exec("update graphile_worker._private_jobs set locked_at = now(), locked_by = 'w', attempts = 1").await;
+    jobs.exec("update graphile_worker._private_jobs set locked_at = now(), locked_by = 'w', attempts = 1")
+        .await;
     let new = jobs.add("'t', '{\"v\":2}', job_key => 'k'").await;
     assert_ne!(new.get::<_, i64>("id"), old.get::<_, i64>("id"));
     let all = jobs.all().await;
     assert_eq!(all.len(), 2);
     assert_eq!(all[0].get::<_, Option<String>>("key"), None, "old job detached");
     assert_eq!(all[0].get::<_, i16>("attempts"), 5, "old job will not be retried");
-    assert_eq!(all[0].get::<_, Option<String>>("locked_by").as_deref(), Some("w"), "still held by its worker");
+    assert_eq!(
+        all[0].get::<_, Option<String>>("locked_by").as_deref(),
+        Some("w"),
+        "still held by its worker"
+    );
     assert_eq!(all[1].get::<_, Option<String>>("key").as_deref(), Some("k"));
     assert_eq!(payload(&all[1]), json!({"v": 2}));
 }
@@ -203,8 +229,13 @@ async fn limits_are_enforced_by_the_schema() {
     }
     let err = jobs.try_add("'t', priority => 40000").await.expect_err("smallint");
     assert_eq!(err.code().map(|c| c.code()), Some("22003"));
-    jobs.add(&format!("'{}', queue_name => '{}', job_key => '{}'", "t".repeat(128), "q".repeat(128), "k".repeat(512)))
-        .await;
+    jobs.add(&format!(
+        "'{}', queue_name => '{}', job_key => '{}'",
+        "t".repeat(128),
+        "q".repeat(128),
+        "k".repeat(512)
+    ))
+    .await;
     assert_eq!(jobs.all().await.len(), 1, "values at the limits are accepted");
 }
 
@@ -228,7 +259,10 @@ async fn add_jobs_handles_keys_in_one_batch_and_notifies_the_count() {
         .expect("add_jobs");
     assert_eq!(rows.len(), 3);
     let note: Value = serde_json::from_str(
-        &tokio::time::timeout(Duration::from_secs(5), notes.next()).await.expect("batch notification").unwrap(),
+        &tokio::time::timeout(Duration::from_secs(5), notes.next())
+            .await
+            .expect("batch notification")
+            .unwrap(),
     )
     .unwrap();
     assert_eq!(note["count"], json!(3));
@@ -248,8 +282,10 @@ async fn add_jobs_handles_keys_in_one_batch_and_notifies_the_count() {
         .await
         .expect_err("one key twice in a batch");
     assert_eq!(err.code().map(|c| c.code()), Some("21000"));
-    let empty =
-        jobs.client.query("select * from graphile_worker.add_jobs(array[]::graphile_worker.job_spec[])", &[]).await;
+    let empty = jobs
+        .client
+        .query("select * from graphile_worker.add_jobs(array[]::graphile_worker.job_spec[])", &[])
+        .await;
     assert_eq!(empty.expect("empty batch").len(), 0);
 }
 
@@ -286,10 +322,14 @@ async fn remove_job_deletes_an_unlocked_job_and_detaches_a_locked_one() {
     for _ in 0..2 {
         tokio::time::timeout(Duration::from_secs(5), notes.next()).await.expect("insert notifications");
     }
-    let removed = jobs.client.query_one("select * from graphile_worker.remove_job('free')", &[]).await.unwrap();
+    let removed =
+        jobs.client.query_one("select * from graphile_worker.remove_job('free')", &[]).await.unwrap();
     assert_eq!(removed.get::<_, Option<String>>("key").as_deref(), Some("free"));
     let note: Value = serde_json::from_str(
-        &tokio::time::timeout(Duration::from_secs(5), notes.next()).await.expect("removal notification").unwrap(),
+        &tokio::time::timeout(Duration::from_secs(5), notes.next())
+            .await
+            .expect("removal notification")
+            .unwrap(),
     )
     .unwrap();
     assert_eq!(note["count"], json!(-1));

@@ -3,7 +3,9 @@
 
 use chrono::{Duration, TimeZone, Utc};
 use formica_tests::TestDb;
-use formica_tokio::{CleanupTask, Error, JobKeyMode, JobSpec, JobSpecError, RawJob, RescheduleJobOptions, Task};
+use formica_tokio::{
+    CleanupTask, Error, JobKeyMode, JobSpec, JobSpecError, RawJob, RescheduleJobOptions, Task,
+};
 use serde::Serialize;
 use serde_json::json;
 
@@ -89,7 +91,10 @@ async fn add_jobs_is_one_call_and_names_new_tasks_and_queues() {
         ]
     );
     let typed = utils
-        .add_jobs(&[(SendEmail { to: "a".into() }, &JobSpec::default()), (SendEmail { to: "b".into() }, &JobSpec::default())])
+        .add_jobs(&[
+            (SendEmail { to: "a".into() }, &JobSpec::default()),
+            (SendEmail { to: "b".into() }, &JobSpec::default()),
+        ])
         .await
         .expect("typed batch");
     assert_eq!(typed.len(), 2);
@@ -129,12 +134,16 @@ async fn a_job_added_in_a_transaction_exists_only_if_it_commits() {
     let utils = db.utils();
     let mut client = db.client().await;
     let tx = client.transaction().await.unwrap();
-    utils.add_job_in(&tx, &SendEmail { to: "rolled back".into() }, JobSpec::default()).await.expect("add in tx");
+    utils
+        .add_job_in(&tx, &SendEmail { to: "rolled back".into() }, JobSpec::default())
+        .await
+        .expect("add in tx");
     tx.rollback().await.unwrap();
     assert_eq!(count(&db, "true").await, 0);
 
     let tx = client.transaction().await.unwrap();
-    let job = utils.add_raw_job_in(&tx, "t", json!({"kept": true}), JobSpec::default()).await.expect("add in tx");
+    let job =
+        utils.add_raw_job_in(&tx, "t", json!({"kept": true}), JobSpec::default()).await.expect("add in tx");
     assert_eq!(count(&db, "true").await, 0, "invisible before commit");
     tx.commit().await.unwrap();
     assert_eq!(count(&db, &format!("id = {}", job.id)).await, 1);
@@ -145,7 +154,11 @@ async fn free_busy_stale(db: &TestDb) -> [i64; 3] {
     let utils = db.utils();
     let mut ids = [0; 3];
     for (i, id) in ids.iter_mut().enumerate() {
-        *id = utils.add_raw_job("t", json!({ "i": i }), JobSpec::builder().max_attempts(9).build()).await.unwrap().id;
+        *id = utils
+            .add_raw_job("t", json!({ "i": i }), JobSpec::builder().max_attempts(9).build())
+            .await
+            .unwrap()
+            .id;
     }
     let client = db.client().await;
     client
@@ -166,7 +179,8 @@ async fn admin_functions_skip_jobs_held_by_a_live_worker() {
     let utils = db.utils();
 
     let [free, busy, stale] = free_busy_stale(&db).await;
-    let done: Vec<i64> = utils.complete_jobs(&[free, busy, stale]).await.unwrap().iter().map(|j| j.id).collect();
+    let done: Vec<i64> =
+        utils.complete_jobs(&[free, busy, stale]).await.unwrap().iter().map(|j| j.id).collect();
     assert_eq!(done, vec![free, stale]);
     assert_eq!(count(&db, "true").await, 1);
     assert_eq!(count(&db, &format!("id = {busy} and attempts = 1")).await, 1, "the live job is untouched");
@@ -182,7 +196,12 @@ async fn admin_functions_skip_jobs_held_by_a_live_worker() {
     assert_eq!(count(&db, &format!("id = {busy} and attempts = 1 and last_error is null")).await, 1);
 
     let at = Utc::now() + Duration::days(3);
-    let options = RescheduleJobOptions { run_at: Some(at), priority: Some(7), attempts: Some(0), max_attempts: Some(4) };
+    let options = RescheduleJobOptions {
+        run_at: Some(at),
+        priority: Some(7),
+        attempts: Some(0),
+        max_attempts: Some(4),
+    };
     let moved = utils.reschedule_jobs(&[free, busy, stale], &options).await.unwrap();
     assert_eq!(moved.iter().map(|j| j.id).collect::<Vec<_>>(), vec![free, stale]);
     for job in &moved {
@@ -244,17 +263,27 @@ async fn remove_job_through_utils() {
 async fn cleanup_removes_only_what_is_unused() {
     let db = TestDb::migrated().await;
     let utils = db.utils();
-    utils.add_raw_job("dead", json!({}), JobSpec::builder().queue_name("q-dead").max_attempts(1).build()).await.unwrap();
+    utils
+        .add_raw_job("dead", json!({}), JobSpec::builder().queue_name("q-dead").max_attempts(1).build())
+        .await
+        .unwrap();
     utils.add_raw_job("live", json!({}), JobSpec::builder().queue_name("q-live").build()).await.unwrap();
-    let done = utils.add_raw_job("gone", json!({}), JobSpec::builder().queue_name("q-gone").build()).await.unwrap();
+    let done =
+        utils.add_raw_job("gone", json!({}), JobSpec::builder().queue_name("q-gone").build()).await.unwrap();
     utils.complete_jobs(&[done.id]).await.unwrap();
     utils.add_raw_job("keep-me", json!({}), JobSpec::default()).await.unwrap();
     let client = db.client().await;
-    client.batch_execute("update graphile_worker._private_jobs set attempts = 1 where max_attempts = 1").await.unwrap();
+    client
+        .batch_execute("update graphile_worker._private_jobs set attempts = 1 where max_attempts = 1")
+        .await
+        .unwrap();
     client.batch_execute("delete from graphile_worker._private_jobs where task_id = (select id from graphile_worker._private_tasks where identifier = 'keep-me')").await.unwrap();
 
     utils
-        .cleanup(&[CleanupTask::GcJobQueues, CleanupTask::GcTaskIdentifiers, CleanupTask::DeletePermafailedJobs], &["keep-me"])
+        .cleanup(
+            &[CleanupTask::GcJobQueues, CleanupTask::GcTaskIdentifiers, CleanupTask::DeletePermafailedJobs],
+            &["keep-me"],
+        )
         .await
         .unwrap();
     let names = |sql: &'static str| {
