@@ -10,12 +10,13 @@ use futures::channel::mpsc;
 use futures::future::{self, Either};
 use futures::lock::Mutex;
 use futures::StreamExt;
+use std::collections::HashMap;
 use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio_postgres::config::Host;
 use tokio_postgres::tls::NoTlsStream;
-use tokio_postgres::{Client, Config, Connection, NoTls};
+use tokio_postgres::{Client, Config, Connection, NoTls, Statement};
 
 /// A connection whose messages (notifications included) the caller must poll.
 pub type RawConnection = Connection<Box<dyn Socket>, NoTlsStream>;
@@ -93,8 +94,15 @@ struct Shared {
     max_size: usize,
     // One entry per connection allowed: `Some` an idle connection, `None` room to open one.
     // Waiting on the receiver is waiting for a free slot, in arrival order.
-    returns: mpsc::UnboundedSender<Option<Client>>,
-    slots: Mutex<mpsc::UnboundedReceiver<Option<Client>>>,
+    returns: mpsc::UnboundedSender<Option<Conn>>,
+    slots: Mutex<mpsc::UnboundedReceiver<Option<Conn>>>,
+}
+
+/// A connection and the statements prepared on it (prepared statements belong to their
+/// session, so the cache lives with the connection).
+struct Conn {
+    client: Client,
+    prepared: HashMap<String, Statement>,
 }
 
 impl Pool {
@@ -115,11 +123,14 @@ impl Pool {
             let mut slots = self.0.slots.lock().await;
             slots.next().await
         };
-        let mut checkout = PooledClient { client: None, pool: self.0.clone() };
+        let mut checkout = PooledClient { conn: None, pool: self.0.clone() };
         match slot.flatten() {
-            Some(client) if !client.is_closed() => checkout.client = Some(client),
+            Some(conn) if !conn.client.is_closed() => checkout.conn = Some(conn),
             // On error the slot goes back empty when `checkout` drops.
-            _ => checkout.client = Some(connect(self.0.runtime.as_ref(), &self.0.config).await?),
+            _ => {
+                let client = connect(self.0.runtime.as_ref(), &self.0.config).await?;
+                checkout.conn = Some(Conn { client, prepared: HashMap::new() });
+            }
         }
         Ok(checkout)
     }
@@ -142,27 +153,45 @@ impl Pool {
 
 /// A connection checked out of a [`Pool`]; it goes back when dropped.
 pub struct PooledClient {
-    client: Option<Client>,
+    // Set in `Pool::get` before the value is handed out, taken only in `drop`.
+    conn: Option<Conn>,
     pool: Arc<Shared>,
+}
+
+impl PooledClient {
+    fn conn(&mut self) -> &mut Conn {
+        self.conn.as_mut().unwrap_or_else(|| unreachable!("pooled client used after drop"))
+    }
+
+    /// `sql` prepared on this connection, once per connection. Its parameter types are
+    /// inferred from the casts in the text.
+    pub async fn prepared(&mut self, sql: &str) -> Result<Statement, Error> {
+        let conn = self.conn();
+        if let Some(statement) = conn.prepared.get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = conn.client.prepare(sql).await?;
+        conn.prepared.insert(sql.to_owned(), statement.clone());
+        Ok(statement)
+    }
 }
 
 impl Deref for PooledClient {
     type Target = Client;
     fn deref(&self) -> &Client {
-        // Set in `Pool::get` before the value is handed out, taken only in `drop`.
-        self.client.as_ref().unwrap_or_else(|| unreachable!("pooled client used after drop"))
+        &self.conn.as_ref().unwrap_or_else(|| unreachable!("pooled client used after drop")).client
     }
 }
 
 impl std::ops::DerefMut for PooledClient {
     fn deref_mut(&mut self) -> &mut Client {
-        self.client.as_mut().unwrap_or_else(|| unreachable!("pooled client used after drop"))
+        &mut self.conn().client
     }
 }
 
 impl Drop for PooledClient {
     fn drop(&mut self) {
-        let reusable = self.client.take().filter(|c| !c.is_closed());
+        let reusable = self.conn.take().filter(|c| !c.client.is_closed());
         let _ = self.pool.returns.unbounded_send(reusable);
     }
 }

@@ -117,6 +117,24 @@ pub mod utils {
     pub const CLEANUP_GC_JOB_QUEUES: &str = include_str!("../queries/cleanup_gc_job_queues.sql");
 }
 
+/// Statements of the worker loop. Each takes the worker (pool) id as `$1` where it locks or
+/// releases jobs, so a worker never touches a job another one holds.
+pub mod worker {
+    /// `$1` identifiers: (id, identifier) for each, registering missing ones.
+    pub const REGISTER_TASKS: &str = include_str!("../queries/worker/register_tasks.sql");
+    /// `$1` worker, `$2` task ids, `$3` forbidden flags, `$4` now or null, `$5` limit.
+    pub const GET_JOBS: &str = include_str!("../queries/worker/get_jobs.sql");
+    /// `$1` worker, `$2` job ids.
+    pub const COMPLETE_JOBS: &str = include_str!("../queries/worker/complete_jobs.sql");
+    /// `$1` worker, `$2` job ids, `$3` messages, `$4` next run times (null entries: backoff
+    /// from the database clock).
+    pub const FAIL_JOBS: &str = include_str!("../queries/worker/fail_jobs.sql");
+    /// `$1` worker, `$2` job ids: unlock with the attempt refunded.
+    pub const RETURN_JOBS: &str = include_str!("../queries/worker/return_jobs.sql");
+    /// `$1` locks older than this are freed (null: four hours before the database clock).
+    pub const RESET_LOCKED: &str = include_str!("../queries/worker/reset_locked.sql");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

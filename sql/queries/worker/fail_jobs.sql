@@ -1,0 +1,18 @@
+-- For the jobs $2 that worker $1 still holds: store the errors $3, schedule the next
+-- attempts at $4 (a null entry: the database clock plus the backoff), unlock them and
+-- release their queues.
+with failed as (
+  update :SCHEMA._private_jobs as jobs
+  set last_error = u.message,
+    run_at = coalesce(u.run_at,
+      greatest(now(), jobs.run_at) + exp(least(jobs.attempts, 10)) * interval '1 second'),
+    locked_by = null,
+    locked_at = null
+  from unnest($2::bigint[], $3::text[], $4::timestamptz[]) as u(id, message, run_at)
+  where jobs.id = u.id and jobs.locked_by = $1::text
+  returning jobs.job_queue_id
+)
+update :SCHEMA._private_job_queues as job_queues
+set locked_by = null, locked_at = null
+from failed
+where job_queues.id = failed.job_queue_id and job_queues.locked_by = $1::text

@@ -1,0 +1,46 @@
+-- Lock up to $5 runnable jobs for worker $1: available, due by $4 (null: the database
+-- clock), of the task ids $2, without any of the flags $3, and in a named queue only if
+-- no one holds that queue; at most one job per named queue. Each job's attempts count
+-- the attempt now starting. Rows: _private_jobs columns plus task_identifier and
+-- queue_name, in (priority, run_at, id) order.
+with candidates as (
+  select jobs.id, jobs.job_queue_id, jobs.priority, jobs.run_at
+  from :SCHEMA._private_jobs as jobs
+  where jobs.is_available = true
+    and jobs.run_at <= coalesce($4::timestamptz, now())
+    and jobs.task_id = any($2::int[])
+    and (jobs.job_queue_id is null or jobs.job_queue_id in (
+      select job_queues.id from :SCHEMA._private_job_queues as job_queues
+      where job_queues.is_available = true
+      for update skip locked))
+    and (jobs.flags ?| $3::text[]) is not true
+  order by jobs.priority asc, jobs.run_at asc
+  limit $5
+  for update skip locked
+),
+chosen as (
+  -- A queue may hold several candidates: keep its first, leave the rest untouched.
+  select distinct on (candidates.job_queue_id, case when candidates.job_queue_id is null then candidates.id end)
+    candidates.id, candidates.job_queue_id
+  from candidates
+  order by candidates.job_queue_id, case when candidates.job_queue_id is null then candidates.id end,
+    candidates.priority, candidates.run_at
+),
+locked_queues as (
+  update :SCHEMA._private_job_queues as job_queues
+  set locked_by = $1::text, locked_at = coalesce($4::timestamptz, now())
+  from chosen
+  where job_queues.id = chosen.job_queue_id
+),
+locked as (
+  update :SCHEMA._private_jobs as jobs
+  set attempts = jobs.attempts + 1, locked_by = $1::text, locked_at = coalesce($4::timestamptz, now())
+  from chosen
+  where jobs.id = chosen.id
+  returning jobs.*
+)
+select locked.*, tasks.identifier as task_identifier, job_queues.queue_name
+from locked
+inner join :SCHEMA._private_tasks as tasks on tasks.id = locked.task_id
+left join :SCHEMA._private_job_queues as job_queues on job_queues.id = locked.job_queue_id
+order by locked.priority, locked.run_at, locked.id
