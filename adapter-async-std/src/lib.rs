@@ -1,9 +1,53 @@
 //! formica-async-std: Formica on the async-std runtime.
 //!
-//! Will supply the driver's `Runtime` with async-std's sockets, timers and tasks, with no
-//! tokio runtime anywhere in the dependency graph. Not written yet: see the open issue
-//! "async-std adapter".
+//! Supplies the driver's [`Runtime`] with async-std's sockets, timers and tasks, and
+//! re-exports Formica's public API so an application depends on this crate alone. No tokio
+//! runtime is started anywhere: tokio-postgres only needs tokio's I/O traits, which
+//! `tokio_util::compat` puts on async-std's streams.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub use formica::*;
+
+use futures::future::BoxFuture;
+use std::io;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio_util::compat::FuturesAsyncReadCompatExt;
+
+/// The async-std [`Runtime`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AsyncStdRuntime;
+
+impl Runtime for AsyncStdRuntime {
+    fn connect(&self, address: Address) -> BoxFuture<'static, io::Result<Box<dyn Socket>>> {
+        Box::pin(async move {
+            Ok(match address {
+                Address::Tcp { host, port } => {
+                    let stream = async_std::net::TcpStream::connect((host.as_str(), port)).await?;
+                    // Statements are small and latency-bound: do not wait to coalesce them.
+                    stream.set_nodelay(true)?;
+                    Box::new(stream.compat()) as Box<dyn Socket>
+                }
+                #[cfg(unix)]
+                Address::Unix(path) => Box::new(async_std::os::unix::net::UnixStream::connect(path).await?.compat()),
+                #[cfg(not(unix))]
+                Address::Unix(_) => return Err(io::Error::new(io::ErrorKind::Unsupported, "Unix sockets")),
+            })
+        })
+    }
+
+    fn spawn(&self, task: BoxFuture<'static, ()>) {
+        async_std::task::spawn(task);
+    }
+
+    fn sleep_until(&self, deadline: Instant) -> BoxFuture<'static, ()> {
+        Box::pin(async_std::task::sleep(deadline.saturating_duration_since(Instant::now())))
+    }
+}
+
+/// A pool on async-std for the connection string `url` (a `postgres://` URL or libpq
+/// key=value settings), of up to `max_size` connections.
+pub fn pool(url: &str, max_size: usize) -> Result<Pool, Error> {
+    Pool::from_url(Arc::new(AsyncStdRuntime), url, max_size)
+}

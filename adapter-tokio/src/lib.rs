@@ -41,15 +41,10 @@ impl Runtime for TokioRuntime {
     fn sleep_until(&self, deadline: Instant) -> BoxFuture<'static, ()> {
         Box::pin(tokio::time::sleep_until(deadline.into()))
     }
-
-    fn now(&self) -> chrono::DateTime<chrono::Utc> {
-        std::time::SystemTime::now().into()
-    }
 }
 
 /// A pool on tokio for the connection string `url` (a `postgres://` URL or libpq
 /// key=value settings), of up to `max_size` connections.
 pub fn pool(url: &str, max_size: usize) -> Result<Pool, Error> {
-    let config: tokio_postgres::Config = url.parse().map_err(|e| Error::Config(format!("{e}")))?;
-    Ok(Pool::new(Arc::new(TokioRuntime), config, max_size))
+    Pool::from_url(Arc::new(TokioRuntime), url, max_size)
 }

@@ -117,6 +117,13 @@ impl Pool {
         Pool(Arc::new(Shared { runtime, config, max_size, returns, slots: Mutex::new(slots) }))
     }
 
+    /// A pool for the connection string `url` (a `postgres://` URL or libpq key=value
+    /// settings).
+    pub fn from_url(runtime: Arc<dyn Runtime>, url: &str, max_size: usize) -> Result<Self, Error> {
+        let config: Config = url.parse().map_err(|e| Error::Config(format!("{e}")))?;
+        Ok(Pool::new(runtime, config, max_size))
+    }
+
     /// Check out a connection, waiting for one to be free.
     pub async fn get(&self) -> Result<PooledClient, Error> {
         let slot = {

@@ -48,6 +48,9 @@ pub trait Runtime: Send + Sync + 'static {
     fn spawn(&self, task: BoxFuture<'static, ()>);
     /// A future that completes at `deadline` (at once if it has passed).
     fn sleep_until(&self, deadline: Instant) -> BoxFuture<'static, ()>;
-    /// The wall clock, read only by the driver and passed to the core.
-    fn now(&self) -> DateTime<Utc>;
+    /// The wall clock, read only by the driver and passed to the core. Override it to run
+    /// workers on a controlled clock.
+    fn now(&self) -> DateTime<Utc> {
+        std::time::SystemTime::now().into()
+    }
 }
