@@ -23,5 +23,5 @@ pub use error::{Error, MigrateError};
 pub use formica_core::job::{Job, JobKeyMode, JobSpec, JobSpecBuilder, JobSpecError, Task};
 pub use migrate::MigrationReport;
 pub use runtime::{Address, Runtime, Socket};
-pub use utils::{CleanupTask, RawJob, RescheduleJobOptions, WorkerUtils, DEFAULT_SCHEMA};
-pub use {chrono, serde_json, tokio_postgres};
+pub use utils::{CleanupTask, JobFilter, RawJob, RescheduleJobOptions, WorkerUtils, DEFAULT_SCHEMA};
+pub use {chrono, formica_sql as sql, serde_json, tokio_postgres};

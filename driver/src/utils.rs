@@ -46,6 +46,27 @@ pub struct RescheduleJobOptions {
     pub max_attempts: Option<i16>,
 }
 
+/// Which jobs [`WorkerUtils::list_jobs`] returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobFilter {
+    /// Only jobs of this task.
+    pub task: Option<String>,
+    /// Only jobs of this queue.
+    pub queue: Option<String>,
+    /// Only jobs that have failed at least once.
+    pub failed: bool,
+    /// Only jobs a worker holds.
+    pub locked: bool,
+    /// At most this many, oldest first.
+    pub limit: i64,
+}
+
+impl Default for JobFilter {
+    fn default() -> Self {
+        JobFilter { task: None, queue: None, failed: false, locked: false, limit: 100 }
+    }
+}
+
 /// Housekeeping that [`WorkerUtils::cleanup`] can do, in graphile-worker's order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum CleanupTask {
@@ -291,6 +312,15 @@ impl WorkerUtils {
         spec: JobSpec,
     ) -> Result<Job, Error> {
         self.add_raw_job(T::IDENTIFIER, serde_json::to_value(payloads)?, spec).await
+    }
+
+    /// Jobs matching `filter`, oldest first.
+    pub async fn list_jobs(&self, filter: &JobFilter) -> Result<Vec<Job>, Error> {
+        self.jobs_query(
+            sql::utils::LIST_JOBS,
+            &[&filter.task, &filter.queue, &filter.failed, &filter.locked, &filter.limit],
+        )
+        .await
     }
 
     /// Remove the job holding `job_key`. A job a worker is running cannot be removed: it

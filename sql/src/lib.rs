@@ -98,6 +98,8 @@ pub mod utils {
     pub const ADD_JOBS: &str = include_str!("../queries/add_jobs.sql");
     /// Names of task and queue ids (for rows whose names `ADD_JOBS` could not see).
     pub const NAMES: &str = include_str!("../queries/names.sql");
+    /// `$1` task, `$2` queue, `$3` failed only, `$4` locked only, `$5` limit.
+    pub const LIST_JOBS: &str = include_str!("../queries/list_jobs.sql");
     /// See the file for parameters.
     pub const REMOVE_JOB: &str = include_str!("../queries/remove_job.sql");
     /// See the file for parameters.
@@ -133,6 +135,16 @@ pub mod worker {
     pub const RETURN_JOBS: &str = include_str!("../queries/worker/return_jobs.sql");
     /// `$1` locks older than this are freed (null: four hours before the database clock).
     pub const RESET_LOCKED: &str = include_str!("../queries/worker/reset_locked.sql");
+}
+
+/// Read-only statements of the `formica` command.
+pub mod cli {
+    /// Counts per task and queue.
+    pub const STATUS: &str = include_str!("../queries/cli/status.sql");
+    /// Workers holding locks.
+    pub const WORKERS: &str = include_str!("../queries/cli/workers.sql");
+    /// The newest migration applied.
+    pub const VERSION: &str = include_str!("../queries/cli/version.sql");
 }
 
 #[cfg(test)]

@@ -1,0 +1,191 @@
+//! The utility subcommands: add and inspect jobs, and the admin functions.
+
+use crate::output::{print_jobs, print_table, Output};
+use clap::{Args, Subcommand};
+use formica_tokio::chrono::{DateTime, Utc};
+use formica_tokio::{Error, JobFilter, JobKeyMode, JobSpec, RescheduleJobOptions, WorkerUtils};
+use serde_json::{json, Value};
+
+/// Utility subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Admin {
+    /// Add a job and print it.
+    Add(AddArgs),
+    /// List jobs.
+    Jobs(JobsArgs),
+    /// Counts of jobs per task and queue, workers holding locks, and the schema version.
+    Status,
+    /// Delete jobs as if they had succeeded (jobs a live worker holds are skipped).
+    Complete {
+        /// Job ids.
+        #[arg(required = true)]
+        ids: Vec<i64>,
+    },
+    /// Fail jobs for good (jobs a live worker holds are skipped).
+    Fail {
+        /// Job ids.
+        #[arg(required = true)]
+        ids: Vec<i64>,
+        /// The reason stored as the job's last error.
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Change when and how jobs run (jobs a live worker holds are skipped).
+    Reschedule(RescheduleArgs),
+    /// Remove the job holding a job key.
+    Remove {
+        /// The job key.
+        key: String,
+    },
+    /// Release every job and queue held by workers known to be dead.
+    Unlock {
+        /// Worker ids (as shown in `locked_by`).
+        #[arg(required = true)]
+        worker_ids: Vec<String>,
+    },
+}
+
+/// `formica add`.
+#[derive(Debug, Args)]
+pub struct AddArgs {
+    /// The task identifier.
+    task: String,
+    /// The payload, as JSON (default `{}`).
+    payload: Option<String>,
+    /// Named queue: its jobs run one at a time.
+    #[arg(long)]
+    queue: Option<String>,
+    /// Earliest run time, RFC 3339 (default now).
+    #[arg(long)]
+    run_at: Option<DateTime<Utc>>,
+    /// Attempts before failing for good (default 25).
+    #[arg(long)]
+    max_attempts: Option<i16>,
+    /// De-duplication key.
+    #[arg(long)]
+    job_key: Option<String>,
+    /// replace, preserve_run_at or unsafe_dedupe.
+    #[arg(long, value_parser = parse_mode)]
+    job_key_mode: Option<JobKeyMode>,
+    /// Lower runs first (default 0).
+    #[arg(long, allow_hyphen_values = true)]
+    priority: Option<i16>,
+    /// Comma-separated flags.
+    #[arg(long, value_delimiter = ',')]
+    flags: Option<Vec<String>>,
+}
+
+fn parse_mode(s: &str) -> Result<JobKeyMode, String> {
+    s.parse().map_err(|e| format!("{e}"))
+}
+
+/// `formica jobs`.
+#[derive(Debug, Args)]
+pub struct JobsArgs {
+    /// Only jobs of this task.
+    #[arg(long)]
+    task: Option<String>,
+    /// Only jobs of this queue.
+    #[arg(long)]
+    queue: Option<String>,
+    /// Only jobs that have failed at least once.
+    #[arg(long)]
+    failed: bool,
+    /// Only jobs a worker holds.
+    #[arg(long)]
+    locked: bool,
+    /// At most this many jobs.
+    #[arg(long, default_value_t = 100)]
+    limit: i64,
+}
+
+/// `formica reschedule`.
+#[derive(Debug, Args)]
+pub struct RescheduleArgs {
+    /// Job ids.
+    #[arg(required = true)]
+    ids: Vec<i64>,
+    /// New earliest run time, RFC 3339.
+    #[arg(long)]
+    run_at: Option<DateTime<Utc>>,
+    /// New priority.
+    #[arg(long, allow_hyphen_values = true)]
+    priority: Option<i16>,
+    /// New attempt count.
+    #[arg(long)]
+    attempts: Option<i16>,
+    /// New attempt limit.
+    #[arg(long)]
+    max_attempts: Option<i16>,
+}
+
+/// Run one utility subcommand.
+pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(), Error> {
+    let sql = |text: &str| formica_tokio::sql::render(text, utils.schema());
+    match command {
+        Admin::Add(a) => {
+            let payload: Value = match &a.payload {
+                Some(text) => serde_json::from_str(text)
+                    .map_err(|e| Error::Config(format!("the payload is not valid JSON: {e}")))?,
+                None => json!({}),
+            };
+            let spec = JobSpec {
+                queue_name: a.queue,
+                run_at: a.run_at,
+                max_attempts: a.max_attempts,
+                job_key: a.job_key,
+                job_key_mode: a.job_key_mode,
+                priority: a.priority,
+                flags: a.flags,
+            };
+            let job = utils.add_raw_job(&a.task, payload, spec).await?;
+            print_jobs(out, &[job]);
+        }
+        Admin::Jobs(a) => {
+            let filter = JobFilter {
+                task: a.task,
+                queue: a.queue,
+                failed: a.failed,
+                locked: a.locked,
+                limit: a.limit,
+            };
+            print_jobs(out, &utils.list_jobs(&filter).await?);
+        }
+        Admin::Status => {
+            let client = utils.pool().get().await?;
+            let counts = client.query(&sql(formica_tokio::sql::cli::STATUS), &[]).await?;
+            let workers = client.query(&sql(formica_tokio::sql::cli::WORKERS), &[]).await?;
+            let version: Option<i32> =
+                client.query_one(&sql(formica_tokio::sql::cli::VERSION), &[]).await?.get(0);
+            crate::output::print_status(out, &counts, &workers, version);
+        }
+        Admin::Complete { ids } => print_jobs(out, &utils.complete_jobs(&ids).await?),
+        Admin::Fail { ids, reason } => {
+            print_jobs(out, &utils.permanently_fail_jobs(&ids, reason.as_deref()).await?)
+        }
+        Admin::Reschedule(a) => {
+            let options = RescheduleJobOptions {
+                run_at: a.run_at,
+                priority: a.priority,
+                attempts: a.attempts,
+                max_attempts: a.max_attempts,
+            };
+            print_jobs(out, &utils.reschedule_jobs(&a.ids, &options).await?);
+        }
+        Admin::Remove { key } => {
+            let removed: Vec<_> = utils.remove_job(&key).await?.into_iter().collect();
+            print_jobs(out, &removed);
+        }
+        Admin::Unlock { worker_ids } => {
+            let ids: Vec<&str> = worker_ids.iter().map(String::as_str).collect();
+            utils.force_unlock_workers(&ids).await?;
+            print_table(
+                out,
+                &["unlocked"],
+                vec![vec![worker_ids.join(", ")]],
+                json!({ "unlocked": worker_ids }),
+            );
+        }
+    }
+    Ok(())
+}

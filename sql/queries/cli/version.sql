@@ -1,0 +1,1 @@
+select max(id) as latest from :SCHEMA.migrations
