@@ -30,7 +30,9 @@ impl Runtime for AsyncStdRuntime {
                     Box::new(stream.compat()) as Box<dyn Socket>
                 }
                 #[cfg(unix)]
-                Address::Unix(path) => Box::new(async_std::os::unix::net::UnixStream::connect(path).await?.compat()),
+                Address::Unix(path) => {
+                    Box::new(async_std::os::unix::net::UnixStream::connect(path).await?.compat())
+                }
                 #[cfg(not(unix))]
                 Address::Unix(_) => return Err(io::Error::new(io::ErrorKind::Unsupported, "Unix sockets")),
             })

@@ -7,6 +7,8 @@
 
 pub use formica::*;
 
+pub mod exec;
+
 use futures::future::BoxFuture;
 use std::io;
 use std::sync::Arc;

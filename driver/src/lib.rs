@@ -16,6 +16,7 @@ mod error;
 pub mod migrate;
 mod rows;
 pub mod runtime;
+pub mod task;
 pub mod utils;
 
 pub use db::{Pool, PooledClient};
@@ -23,5 +24,6 @@ pub use error::{Error, MigrateError};
 pub use formica_core::job::{Job, JobKeyMode, JobSpec, JobSpecBuilder, JobSpecError, Task};
 pub use migrate::MigrationReport;
 pub use runtime::{Address, Runtime, Socket};
+pub use task::{AbortSignal, JobContext, TaskHandler, TaskResult};
 pub use utils::{CleanupTask, JobFilter, RawJob, RescheduleJobOptions, WorkerUtils, DEFAULT_SCHEMA};
 pub use {chrono, formica_sql as sql, serde_json, tokio_postgres};
