@@ -14,6 +14,55 @@ use std::io;
 use std::sync::Arc;
 use std::time::Instant;
 
+/// Options for a worker on tokio: `WorkerOptions::default().database_url(..)...init().await`.
+pub type WorkerOptions = formica::WorkerOptions<TokioRuntime>;
+
+/// Stop the worker of `handle` gracefully on the first SIGINT or SIGTERM, and abort its
+/// running tasks on the second. Call it from within the tokio runtime.
+pub fn stop_on_signals(handle: WorkerHandle) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut interrupt = signal(SignalKind::interrupt())?;
+        let mut terminate = signal(SignalKind::terminate())?;
+        tokio::spawn(async move {
+            let mut graceful = true;
+            loop {
+                let name = tokio::select! {
+                    Some(()) = interrupt.recv() => "SIGINT",
+                    Some(()) = terminate.recv() => "SIGTERM",
+                    else => return,
+                };
+                if graceful {
+                    tracing::info!(
+                        signal = name,
+                        "shutting down gracefully; send the signal again to abort running jobs"
+                    );
+                    handle.stop();
+                    graceful = false;
+                } else {
+                    tracing::warn!(signal = name, "aborting running jobs");
+                    handle.kill();
+                }
+            }
+        });
+    }
+    #[cfg(not(unix))]
+    {
+        tokio::spawn(async move {
+            let mut graceful = true;
+            while tokio::signal::ctrl_c().await.is_ok() {
+                if std::mem::take(&mut graceful) {
+                    handle.stop()
+                } else {
+                    handle.kill()
+                }
+            }
+        });
+    }
+    Ok(())
+}
+
 /// The tokio [`Runtime`]: tasks go to the current tokio runtime.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TokioRuntime;

@@ -1,1 +1,897 @@
-//! (in progress)
+//! The worker as a pure state machine.
+//!
+//! Shaped like quinn-proto and str0m: the caller feeds facts in with
+//! [`Worker::handle`]`(input, now)`, drains commands with [`Worker::poll_effect`] after
+//! every input, and sleeps until [`Worker::poll_timeout`] (then feeds
+//! [`Input::Timeout`]). Nothing here awaits, reads a clock or touches the database, so the
+//! same inputs always give the same effects: a trace of `(now, input)` replays a run.
+//!
+//! What the machine guarantees (and the tests check):
+//! - never more running tasks than `concurrency`, and a job is started at most once for
+//!   each time it is fetched;
+//! - every started job ends in exactly one completion, failure or return, and those
+//!   writes are retried until the database takes them: none is dropped;
+//! - one fetch at a time; wake-ups (notifications, finished tasks) during a fetch cause one
+//!   more fetch after it, not one each; while running, the poll timer is always armed, so a
+//!   lost notification delays a job by at most `poll_interval`;
+//! - its clock never goes back: an earlier `now` than seen before is taken as the latest;
+//! - after [`Effect::Stopped`] no effect comes out.
+
+use crate::backoff;
+use crate::job::Job;
+use crate::notify;
+use chrono::{DateTime, Duration, Utc};
+use std::collections::{BTreeMap, VecDeque};
+
+/// A point in time, UTC.
+pub type Timestamp = DateTime<Utc>;
+
+/// Locks older than this belong to dead workers (graphile-worker's "4 hour rule").
+pub const STALE_LOCK_AGE: Duration = Duration::hours(4);
+
+/// How a worker behaves. `Default` gives Formica's defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// The id written to `locked_by` (a pool id in graphile-worker's terms).
+    pub worker_id: String,
+    /// The tasks this worker can run; it fetches only their jobs.
+    pub task_identifiers: Vec<String>,
+    /// Most tasks running at once.
+    pub concurrency: usize,
+    /// How long to wait for a notification before looking for jobs anyway.
+    pub poll_interval: Duration,
+    /// Prefetch batch size; `None` fetches only for free slots.
+    pub local_queue_size: Option<usize>,
+    /// How long prefetched jobs may wait before they are given back.
+    pub local_queue_ttl: Duration,
+    /// How long completions wait to be written together (zero: at once).
+    pub complete_batch_delay: Duration,
+    /// How long failures wait to be written together (zero: at once).
+    pub fail_batch_delay: Duration,
+    /// How long a graceful shutdown waits for running tasks before aborting them.
+    pub graceful_shutdown_timeout: Duration,
+    /// Jobs with any of these flags are not fetched.
+    pub forbidden_flags: Vec<String>,
+    /// Send this process's clock with fetches and failures instead of using the database's.
+    pub use_local_time: bool,
+    /// Stop once no job is runnable (no listener, no lock sweep).
+    pub run_once: bool,
+    /// The longest wait between attempts to reconnect the listener.
+    pub max_listener_backoff: Duration,
+    /// Seed of the jitter (lock sweep times, listener backoff).
+    pub seed: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            worker_id: String::new(),
+            task_identifiers: Vec::new(),
+            concurrency: 10,
+            poll_interval: Duration::seconds(2),
+            local_queue_size: None,
+            local_queue_ttl: Duration::minutes(5),
+            complete_batch_delay: Duration::milliseconds(1),
+            fail_batch_delay: Duration::milliseconds(1),
+            graceful_shutdown_timeout: Duration::seconds(5),
+            forbidden_flags: Vec::new(),
+            use_local_time: false,
+            run_once: false,
+            max_listener_backoff: Duration::seconds(60),
+            seed: 0x5eed,
+        }
+    }
+}
+
+/// Identifies a query so its result can be matched to it.
+pub type QueryId = u64;
+
+/// A failed attempt to record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// The job.
+    pub job_id: i64,
+    /// The error, stored as `last_error`.
+    pub message: String,
+    /// When to try again (`None`: the database computes it from its clock).
+    pub run_at: Option<Timestamp>,
+}
+
+/// A statement for the driver to run, with its parameters. Each answers with the
+/// [`QueryResult`] variant named in its doc, or [`QueryResult::Err`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Statement {
+    /// Look up (registering the missing ones) the ids of task identifiers. Answer: `Tasks`.
+    RegisterTasks {
+        /// The identifiers.
+        identifiers: Vec<String>,
+    },
+    /// Lock up to `limit` runnable jobs for `worker_id` (at most one per named queue),
+    /// incrementing their attempts. Answer: `Jobs`.
+    GetJobs {
+        /// The locker.
+        worker_id: String,
+        /// Task ids to fetch.
+        task_ids: Vec<i32>,
+        /// Flags to refuse.
+        forbidden_flags: Vec<String>,
+        /// Most jobs to lock.
+        limit: usize,
+        /// The time jobs must be due by (`None`: the database clock).
+        now: Option<Timestamp>,
+    },
+    /// Delete these jobs (still held by `worker_id`) and release their queues. Answer: `Done`.
+    CompleteJobs {
+        /// The locker.
+        worker_id: String,
+        /// The jobs.
+        ids: Vec<i64>,
+    },
+    /// Record failed attempts, unlock the jobs and their queues. Answer: `Done`.
+    FailJobs {
+        /// The locker.
+        worker_id: String,
+        /// The failures.
+        failures: Vec<Failure>,
+    },
+    /// Unlock jobs that will not run now, refunding the attempt. Answer: `Done`.
+    ReturnJobs {
+        /// The locker.
+        worker_id: String,
+        /// The jobs.
+        ids: Vec<i64>,
+    },
+    /// Free jobs and queues locked before `locked_before` (`None`: four hours before the
+    /// database clock). Answer: `Done`.
+    ResetLocked {
+        /// The cut-off.
+        locked_before: Option<Timestamp>,
+    },
+}
+
+/// A database error, as data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DbError {
+    /// What the database or the connection said.
+    pub message: String,
+    /// Whether trying again may succeed (a lost connection, a deadlock).
+    pub retryable: bool,
+}
+
+/// What a statement returned.
+#[derive(Debug, Clone, PartialEq)]
+pub enum QueryResult {
+    /// `(id, identifier)` pairs, for `RegisterTasks`.
+    Tasks(Vec<(i32, String)>),
+    /// Locked jobs, for `GetJobs`.
+    Jobs(Vec<Job>),
+    /// The statement ran.
+    Done,
+    /// The statement failed.
+    Err(DbError),
+}
+
+/// How a task ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskOutcome {
+    /// It succeeded.
+    Ok,
+    /// It returned an error.
+    Err(String),
+    /// It panicked (a failure like any other).
+    Panicked(String),
+    /// It was aborted after [`Effect::AbortTask`]; the job goes back with its attempt refunded.
+    Aborted,
+}
+
+/// A fact for the machine, in the past tense.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    /// The query `id` ended with `result`.
+    QueryDone {
+        /// The query.
+        id: QueryId,
+        /// Its result.
+        result: QueryResult,
+    },
+    /// The task of `job_id` (started by [`Effect::StartTask`]) ended.
+    TaskFinished {
+        /// The job.
+        job_id: i64,
+        /// How.
+        outcome: TaskOutcome,
+    },
+    /// A notification arrived on the listener.
+    Notification {
+        /// Its channel.
+        channel: String,
+        /// Its payload.
+        payload: String,
+    },
+    /// The listener is connected and listening.
+    ListenerUp,
+    /// The listener's connection ended or could not be made.
+    ListenerDown {
+        /// Why.
+        error: String,
+    },
+    /// Someone asked the worker to stop (forcefully if not `graceful`).
+    ShutdownRequested {
+        /// Let running tasks finish first.
+        graceful: bool,
+    },
+    /// The deadline from [`Worker::poll_timeout`] passed (early or spurious ones are harmless).
+    Timeout,
+}
+
+/// Something the worker reports, for logs, metrics and hooks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event {
+    /// The worker started.
+    WorkerStart {
+        /// Its id.
+        worker_id: String,
+    },
+    /// The worker stopped: nothing of it is running or pending any more.
+    WorkerStop {
+        /// Its id.
+        worker_id: String,
+    },
+    /// A task started.
+    JobStart {
+        /// The job.
+        job_id: i64,
+        /// Its task.
+        task: String,
+        /// The attempt (1 for the first).
+        attempt: i16,
+    },
+    /// A task succeeded.
+    JobSuccess {
+        /// The job.
+        job_id: i64,
+    },
+    /// A task failed (it will be retried unless out of attempts).
+    JobError {
+        /// The job.
+        job_id: i64,
+        /// The error.
+        error: String,
+        /// The attempt that failed.
+        attempt: i16,
+        /// Attempts allowed.
+        max_attempts: i16,
+    },
+    /// A task failed its last attempt: the job will not run again.
+    JobPermanentlyFailed {
+        /// The job.
+        job_id: i64,
+        /// The error.
+        error: String,
+    },
+    /// A task ended, whichever way (its outcome is being written).
+    JobComplete {
+        /// The job.
+        job_id: i64,
+    },
+    /// A fetch found no job.
+    FetchEmpty,
+    /// A statement failed; it is retried.
+    DatabaseError {
+        /// What failed.
+        statement: &'static str,
+        /// The error.
+        error: String,
+    },
+    /// The listener is up.
+    ListenerUp,
+    /// The listener is down; the worker polls until it is back.
+    ListenerDown {
+        /// Why.
+        error: String,
+        /// When the next connection attempt is due.
+        retry_at: Timestamp,
+    },
+    /// The database got a breaking migration this worker may not know: it stops.
+    BreakingMigration {
+        /// The notification's payload.
+        payload: String,
+    },
+}
+
+/// A command for the driver.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Run `statement` and answer [`Input::QueryDone`] with the same `id`.
+    Query {
+        /// Match the answer with this.
+        id: QueryId,
+        /// What to run.
+        statement: Statement,
+    },
+    /// Run the task for `job` and answer [`Input::TaskFinished`] when it ends.
+    StartTask {
+        /// The job, as fetched (attempts counts this attempt).
+        job: Job,
+    },
+    /// Abort the task of `job_id` (it answers `TaskFinished` with `Aborted`).
+    AbortTask {
+        /// The job.
+        job_id: i64,
+    },
+    /// Open the listener (LISTEN `jobs:insert` and `worker:migrate`) and report
+    /// `ListenerUp`, `Notification`s and `ListenerDown`.
+    ConnectListener,
+    /// Report an event.
+    Emit(Event),
+    /// The worker has stopped: nothing is running or pending. Nothing follows.
+    Stopped,
+}
+
+/// Why a deadline is set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TimerKind {
+    /// Look for jobs even though no notification came.
+    Poll,
+    /// Write batched completions, failures and returns.
+    Flush,
+    /// Reconnect the listener.
+    Listener,
+    /// Free locks left by dead workers.
+    LockSweep,
+    /// Give back prefetched jobs that waited too long.
+    LocalQueueTtl,
+    /// Abort running tasks: the graceful shutdown took too long.
+    ShutdownGrace,
+    /// Try a failed fetch or task registration again.
+    Retry,
+}
+
+/// An input the machine cannot make sense of: a bug in the driver.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MisuseError {
+    /// A result for a query that is not pending.
+    #[error("result for unknown query {0}")]
+    UnknownQuery(QueryId),
+    /// A result of the wrong kind for its statement.
+    #[error("query {0} answered with a result of the wrong kind")]
+    WrongResult(QueryId),
+    /// A task ended that was not running.
+    #[error("task of job {0} finished but was not running")]
+    UnknownTask(i64),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Pending {
+    Register,
+    Fetch { limit: usize },
+    Write(Write),
+    Sweep,
+}
+
+/// Writes that must reach the database: retried until they do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Write {
+    Complete(Vec<i64>),
+    Fail(Vec<Failure>),
+    Return(Vec<i64>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Running,
+    /// No new fetch; waiting for running tasks, then for the writes.
+    Draining,
+    Stopped,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Listener {
+    Off,
+    Connecting,
+    Up,
+    Down { failures: u32 },
+}
+
+/// The worker machine. See the module docs.
+#[derive(Debug, Clone)]
+pub struct Worker {
+    config: Config,
+    now: Timestamp,
+    phase: Phase,
+    task_ids: Option<Vec<i32>>,
+    next_query: QueryId,
+    pending: BTreeMap<QueryId, Pending>,
+    running: BTreeMap<i64, Job>,
+    prefetched: VecDeque<Job>,
+    fetch_again: bool,
+    /// The last fetch found fewer jobs than it asked for.
+    drained: bool,
+    completions: Vec<i64>,
+    failures: Vec<Failure>,
+    returns: Vec<i64>,
+    /// Consecutive failed writes, for their retry backoff.
+    write_failures: u32,
+    listener: Listener,
+    timers: BTreeMap<TimerKind, Timestamp>,
+    effects: VecDeque<Effect>,
+    rng: u64,
+}
+
+impl Worker {
+    /// A worker that starts at `now`: it registers its tasks, connects its listener (unless
+    /// `run_once`) and then fetches.
+    pub fn new(config: Config, now: Timestamp) -> Self {
+        let mut worker = Worker {
+            rng: config.seed,
+            config,
+            now,
+            phase: Phase::Running,
+            task_ids: None,
+            next_query: 0,
+            pending: BTreeMap::new(),
+            running: BTreeMap::new(),
+            prefetched: VecDeque::new(),
+            fetch_again: false,
+            drained: false,
+            completions: Vec::new(),
+            failures: Vec::new(),
+            returns: Vec::new(),
+            write_failures: 0,
+            listener: Listener::Off,
+            timers: BTreeMap::new(),
+            effects: VecDeque::new(),
+        };
+        worker.emit(Event::WorkerStart { worker_id: worker.config.worker_id.clone() });
+        let identifiers = worker.config.task_identifiers.clone();
+        worker.query(Pending::Register, Statement::RegisterTasks { identifiers });
+        if !worker.config.run_once {
+            worker.listener = Listener::Connecting;
+            worker.effects.push_back(Effect::ConnectListener);
+            let first_sweep = worker.sweep_delay();
+            worker.timers.insert(TimerKind::LockSweep, now + first_sweep);
+        }
+        worker
+    }
+
+    /// The only mutator. Database and task failures arrive as data, never as `Err`; an
+    /// `Err` means the driver sent something that cannot be (a bug), and nothing changed.
+    pub fn handle(&mut self, input: Input, now: Timestamp) -> Result<(), MisuseError> {
+        if self.phase == Phase::Stopped {
+            return Ok(());
+        }
+        self.now = self.now.max(now);
+        match input {
+            Input::QueryDone { id, result } => self.query_done(id, result)?,
+            Input::TaskFinished { job_id, outcome } => self.task_finished(job_id, outcome)?,
+            Input::Notification { channel, payload } => self.notification(&channel, payload),
+            Input::ListenerUp => {
+                if self.listener != Listener::Off {
+                    self.listener = Listener::Up;
+                    self.emit(Event::ListenerUp);
+                    // Jobs may have been added while it was down.
+                    self.wake();
+                }
+            }
+            Input::ListenerDown { error } => self.listener_down(error),
+            Input::ShutdownRequested { graceful } => self.shutdown(graceful),
+            Input::Timeout => self.timeout(),
+        }
+        self.progress();
+        Ok(())
+    }
+
+    /// The next command, if any. Drain until `None` after every `handle`.
+    pub fn poll_effect(&mut self) -> Option<Effect> {
+        self.effects.pop_front()
+    }
+
+    /// The earliest deadline and why; feed [`Input::Timeout`] then.
+    pub fn poll_timeout(&self) -> Option<(Timestamp, TimerKind)> {
+        self.timers.iter().map(|(kind, at)| (*at, *kind)).min()
+    }
+
+    /// Tasks running now.
+    pub fn running(&self) -> usize {
+        self.running.len()
+    }
+
+    /// Whether the worker has stopped.
+    pub fn is_stopped(&self) -> bool {
+        self.phase == Phase::Stopped
+    }
+
+    fn emit(&mut self, event: Event) {
+        self.effects.push_back(Effect::Emit(event));
+    }
+
+    fn query(&mut self, pending: Pending, statement: Statement) {
+        let id = self.next_query;
+        self.next_query += 1;
+        self.pending.insert(id, pending);
+        self.effects.push_back(Effect::Query { id, statement });
+    }
+
+    fn fetching(&self) -> bool {
+        self.pending.values().any(|p| matches!(p, Pending::Fetch { .. }))
+    }
+
+    fn local_now(&self) -> Option<Timestamp> {
+        self.config.use_local_time.then_some(self.now)
+    }
+
+    fn next_random(&mut self) -> u64 {
+        // splitmix64: small, good enough for jitter, and ours (no RNG reads).
+        self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// 8 to 10 minutes, jittered so that workers started together spread their sweeps.
+    fn sweep_delay(&mut self) -> Duration {
+        Duration::milliseconds(480_000 + (self.next_random() % 120_001) as i64)
+    }
+
+    /// A notification or a freed slot: look for jobs now (or right after the fetch in flight).
+    fn wake(&mut self) {
+        self.drained = false;
+        if self.fetching() {
+            self.fetch_again = true;
+        }
+    }
+
+    /// Start what can start and fetch what should be fetched; stop when all is done.
+    fn progress(&mut self) {
+        while self.running.len() < self.config.concurrency && self.phase == Phase::Running {
+            let Some(job) = self.prefetched.pop_front() else { break };
+            self.start(job);
+        }
+        if self.prefetched.is_empty() {
+            self.timers.remove(&TimerKind::LocalQueueTtl);
+        }
+        self.maybe_fetch();
+        self.maybe_flush();
+        if self.phase == Phase::Running && self.config.run_once && self.drained && self.idle() {
+            self.phase = Phase::Draining;
+        }
+        if self.phase == Phase::Draining && self.idle() && self.pending.is_empty() && self.nothing_to_write()
+        {
+            self.phase = Phase::Stopped;
+            self.timers.clear();
+            self.emit(Event::WorkerStop { worker_id: self.config.worker_id.clone() });
+            self.effects.push_back(Effect::Stopped);
+        }
+    }
+
+    fn idle(&self) -> bool {
+        self.running.is_empty() && self.prefetched.is_empty()
+    }
+
+    fn nothing_to_write(&self) -> bool {
+        self.completions.is_empty() && self.failures.is_empty() && self.returns.is_empty()
+    }
+
+    fn maybe_fetch(&mut self) {
+        if self.phase != Phase::Running || self.fetching() {
+            return;
+        }
+        let Some(task_ids) = self.task_ids.clone() else { return };
+        if task_ids.is_empty() {
+            return;
+        }
+        let free = self.config.concurrency.saturating_sub(self.running.len());
+        let limit = match self.config.local_queue_size {
+            // Refill the local queue once it cannot fill the free slots any more.
+            Some(size) if self.prefetched.len() < free.max(1) => size.saturating_sub(self.prefetched.len()),
+            Some(_) => 0,
+            None => free,
+        };
+        if limit == 0 || (self.drained && !self.fetch_again) || self.timers.contains_key(&TimerKind::Retry) {
+            return;
+        }
+        self.fetch_again = false;
+        let statement = Statement::GetJobs {
+            worker_id: self.config.worker_id.clone(),
+            task_ids,
+            forbidden_flags: self.config.forbidden_flags.clone(),
+            limit,
+            now: self.local_now(),
+        };
+        self.query(Pending::Fetch { limit }, statement);
+    }
+
+    fn start(&mut self, job: Job) {
+        self.emit(Event::JobStart {
+            job_id: job.id,
+            task: job.task_identifier.clone(),
+            attempt: job.attempts,
+        });
+        self.running.insert(job.id, job.clone());
+        self.effects.push_back(Effect::StartTask { job });
+    }
+
+    fn query_done(&mut self, id: QueryId, result: QueryResult) -> Result<(), MisuseError> {
+        let pending = self.pending.get(&id).ok_or(MisuseError::UnknownQuery(id))?.clone();
+        match (pending, result) {
+            (pending, QueryResult::Err(error)) => {
+                self.pending.remove(&id);
+                self.query_failed(pending, error);
+            }
+            (Pending::Register, QueryResult::Tasks(tasks)) => {
+                self.pending.remove(&id);
+                let mut ids: Vec<i32> = tasks.into_iter().map(|(id, _)| id).collect();
+                ids.sort_unstable();
+                ids.dedup();
+                if ids.len() < self.config.task_identifiers.len() {
+                    // Registered concurrently by someone else after our snapshot: ask again.
+                    let identifiers = self.config.task_identifiers.clone();
+                    self.query(Pending::Register, Statement::RegisterTasks { identifiers });
+                } else {
+                    self.task_ids = Some(ids);
+                    if self.config.task_identifiers.is_empty() {
+                        self.drained = true;
+                    }
+                }
+            }
+            (Pending::Fetch { limit }, QueryResult::Jobs(jobs)) => {
+                self.pending.remove(&id);
+                self.fetched(limit, jobs);
+            }
+            (Pending::Write(_), QueryResult::Done) => {
+                self.pending.remove(&id);
+                self.write_failures = 0;
+                // Finished jobs released their named queues: the next job of a queue may
+                // be runnable now.
+                self.wake();
+            }
+            (Pending::Sweep, QueryResult::Done) => {
+                self.pending.remove(&id);
+            }
+            (Pending::Register | Pending::Fetch { .. } | Pending::Write(_) | Pending::Sweep, _) => {
+                return Err(MisuseError::WrongResult(id));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every failure is retried: a write (put back and flushed again with a growing delay,
+    /// never dropped), a fetch or a registration after `poll_interval`, a sweep at the next
+    /// sweep.
+    fn query_failed(&mut self, pending: Pending, error: DbError) {
+        let statement = match pending {
+            Pending::Register => "register tasks",
+            Pending::Fetch { .. } => "fetch jobs",
+            Pending::Sweep => "reset stale locks",
+            Pending::Write(Write::Complete(_)) => "complete jobs",
+            Pending::Write(Write::Fail(_)) => "fail jobs",
+            Pending::Write(Write::Return(_)) => "return jobs",
+        };
+        self.emit(Event::DatabaseError { statement, error: error.message });
+        match pending {
+            Pending::Register | Pending::Fetch { .. } => {
+                self.timers.insert(TimerKind::Retry, self.now + self.config.poll_interval);
+            }
+            Pending::Sweep => {}
+            Pending::Write(write) => {
+                match write {
+                    Write::Complete(ids) => self.completions.splice(0..0, ids).for_each(drop),
+                    Write::Fail(failures) => self.failures.splice(0..0, failures).for_each(drop),
+                    Write::Return(ids) => self.returns.splice(0..0, ids).for_each(drop),
+                }
+                self.write_failures += 1;
+                let delay_ms = (100_i64 << self.write_failures.min(8)).min(30_000);
+                let at = self.now + Duration::milliseconds(delay_ms);
+                let due = self.timers.get(&TimerKind::Flush).map_or(at, |&t| t.max(at));
+                self.timers.insert(TimerKind::Flush, due);
+            }
+        }
+    }
+
+    fn fetched(&mut self, limit: usize, jobs: Vec<Job>) {
+        let got = jobs.len();
+        self.drained = got < limit;
+        if got == 0 {
+            self.emit(Event::FetchEmpty);
+        }
+        if self.phase != Phase::Running {
+            // Fetched while a shutdown began: give them back untouched.
+            self.returns.extend(jobs.iter().map(|j| j.id));
+        } else {
+            if self.prefetched.is_empty() && self.config.local_queue_size.is_some() && got > 0 {
+                self.timers.insert(TimerKind::LocalQueueTtl, self.now + self.config.local_queue_ttl);
+            }
+            self.prefetched.extend(jobs);
+        }
+        if self.drained && self.fetch_again {
+            self.drained = false;
+        }
+        self.arm_poll();
+    }
+
+    fn arm_poll(&mut self) {
+        if self.phase == Phase::Running && !self.config.run_once {
+            self.timers.insert(TimerKind::Poll, self.now + self.config.poll_interval);
+        }
+    }
+
+    fn task_finished(&mut self, job_id: i64, outcome: TaskOutcome) -> Result<(), MisuseError> {
+        let job = self.running.remove(&job_id).ok_or(MisuseError::UnknownTask(job_id))?;
+        match outcome {
+            TaskOutcome::Ok => {
+                self.emit(Event::JobSuccess { job_id });
+                self.completions.push(job_id);
+                self.schedule_flush(self.config.complete_batch_delay);
+            }
+            TaskOutcome::Err(error) | TaskOutcome::Panicked(error) => {
+                self.emit(Event::JobError {
+                    job_id,
+                    error: error.clone(),
+                    attempt: job.attempts,
+                    max_attempts: job.max_attempts,
+                });
+                if job.attempts >= job.max_attempts {
+                    self.emit(Event::JobPermanentlyFailed { job_id, error: error.clone() });
+                }
+                let run_at = self.local_now().map(|now| backoff::next_run_at(now, job.run_at, job.attempts));
+                self.failures.push(Failure { job_id, message: error, run_at });
+                self.schedule_flush(self.config.fail_batch_delay);
+            }
+            TaskOutcome::Aborted => {
+                self.returns.push(job_id);
+                self.schedule_flush(Duration::zero());
+            }
+        }
+        self.emit(Event::JobComplete { job_id });
+        // A free slot: in direct mode it wants a job.
+        if self.config.local_queue_size.is_none() || self.prefetched.is_empty() {
+            self.drained &= !self.config.run_once;
+            self.fetch_again |= self.fetching();
+        }
+        Ok(())
+    }
+
+    fn schedule_flush(&mut self, delay: Duration) {
+        let at = self.now + delay.max(Duration::zero());
+        let due = self.timers.get(&TimerKind::Flush).map_or(at, |&t| t.min(at));
+        self.timers.insert(TimerKind::Flush, due);
+    }
+
+    fn maybe_flush(&mut self) {
+        let due = self.timers.get(&TimerKind::Flush).is_some_and(|&at| at <= self.now);
+        if !due {
+            return;
+        }
+        self.timers.remove(&TimerKind::Flush);
+        let worker_id = self.config.worker_id.clone();
+        if !self.completions.is_empty() {
+            let ids = std::mem::take(&mut self.completions);
+            let statement = Statement::CompleteJobs { worker_id: worker_id.clone(), ids: ids.clone() };
+            self.query(Pending::Write(Write::Complete(ids)), statement);
+        }
+        if !self.failures.is_empty() {
+            let failures = std::mem::take(&mut self.failures);
+            let statement = Statement::FailJobs { worker_id: worker_id.clone(), failures: failures.clone() };
+            self.query(Pending::Write(Write::Fail(failures)), statement);
+        }
+        if !self.returns.is_empty() {
+            let ids = std::mem::take(&mut self.returns);
+            let statement = Statement::ReturnJobs { worker_id, ids: ids.clone() };
+            self.query(Pending::Write(Write::Return(ids)), statement);
+        }
+    }
+
+    fn notification(&mut self, channel: &str, payload: String) {
+        match channel {
+            "jobs:insert" if notify::parse_insert_count(&payload) > 0 => self.wake(),
+            "worker:migrate" if payload.contains("\"breaking\":true") => {
+                self.emit(Event::BreakingMigration { payload });
+                self.shutdown(true);
+            }
+            _ => {}
+        }
+    }
+
+    fn listener_down(&mut self, error: String) {
+        if self.listener == Listener::Off {
+            return;
+        }
+        let failures = match self.listener {
+            Listener::Down { failures } => failures + 1,
+            Listener::Off | Listener::Connecting | Listener::Up => 1,
+        };
+        // 50 ms * e^failures, capped, with jitter in [50%, 100%].
+        let base_ms = (50.0 * f64::from(failures.min(20)).exp())
+            .min(self.config.max_listener_backoff.num_milliseconds() as f64);
+        let jitter = 0.5 + (self.next_random() % 1000) as f64 / 2000.0;
+        let retry_at = self.now + Duration::milliseconds((base_ms * jitter).ceil() as i64);
+        self.listener = Listener::Down { failures };
+        self.emit(Event::ListenerDown { error, retry_at });
+        if self.phase == Phase::Running {
+            self.timers.insert(TimerKind::Listener, retry_at);
+        }
+    }
+
+    fn shutdown(&mut self, graceful: bool) {
+        if self.phase == Phase::Stopped {
+            return;
+        }
+        if self.phase == Phase::Running {
+            self.phase = Phase::Draining;
+            self.listener = Listener::Off;
+            for kind in [TimerKind::Poll, TimerKind::Listener, TimerKind::LockSweep, TimerKind::LocalQueueTtl]
+            {
+                self.timers.remove(&kind);
+            }
+            // Prefetched jobs never started: back without using an attempt.
+            let unstarted: Vec<i64> = self.prefetched.drain(..).map(|j| j.id).collect();
+            if !unstarted.is_empty() {
+                self.returns.extend(unstarted);
+                self.schedule_flush(Duration::zero());
+            }
+            if graceful {
+                self.timers
+                    .insert(TimerKind::ShutdownGrace, self.now + self.config.graceful_shutdown_timeout);
+            }
+        }
+        if !graceful {
+            self.abort_running();
+        }
+    }
+
+    fn abort_running(&mut self) {
+        self.timers.remove(&TimerKind::ShutdownGrace);
+        let ids: Vec<i64> = self.running.keys().copied().collect();
+        for job_id in ids {
+            self.effects.push_back(Effect::AbortTask { job_id });
+        }
+    }
+
+    fn timeout(&mut self) {
+        let due: Vec<TimerKind> =
+            self.timers.iter().filter(|(_, &at)| at <= self.now).map(|(kind, _)| *kind).collect();
+        for kind in due {
+            match kind {
+                // Handled in `progress`.
+                TimerKind::Flush => {}
+                TimerKind::Poll => {
+                    self.timers.remove(&kind);
+                    self.drained = false;
+                    self.fetch_again |= self.fetching();
+                    self.arm_poll();
+                }
+                TimerKind::Listener => {
+                    self.timers.remove(&kind);
+                    self.listener = Listener::Connecting;
+                    self.effects.push_back(Effect::ConnectListener);
+                }
+                TimerKind::LockSweep => {
+                    let next = self.sweep_delay();
+                    self.timers.insert(kind, self.now + next);
+                    if !self.pending.values().any(|p| *p == Pending::Sweep) {
+                        let locked_before = self.local_now().map(|now| now - STALE_LOCK_AGE);
+                        self.query(Pending::Sweep, Statement::ResetLocked { locked_before });
+                    }
+                }
+                TimerKind::LocalQueueTtl => {
+                    self.timers.remove(&kind);
+                    let expired: Vec<i64> = self.prefetched.drain(..).map(|j| j.id).collect();
+                    self.returns.extend(expired);
+                    self.schedule_flush(Duration::zero());
+                }
+                TimerKind::ShutdownGrace => self.abort_running(),
+                TimerKind::Retry => {
+                    self.timers.remove(&kind);
+                    let registering = self.pending.values().any(|p| *p == Pending::Register);
+                    if self.task_ids.is_none() && !registering {
+                        let identifiers = self.config.task_identifiers.clone();
+                        self.query(Pending::Register, Statement::RegisterTasks { identifiers });
+                    }
+                }
+            }
+        }
+    }
+}

@@ -8,22 +8,29 @@
 //! - [`db`]: connections and the pool.
 //! - [`migrate`]: installing and upgrading the `graphile_worker` schema.
 //! - [`utils`]: [`WorkerUtils`], adding and managing jobs.
+//! - [`task`]: [`TaskHandler`] and what a running task can reach.
+//! - [`worker`]: [`WorkerOptions`] and [`Worker`], the loop that runs jobs.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod db;
 mod error;
+mod listener;
 pub mod migrate;
 mod rows;
 pub mod runtime;
+mod statements;
 pub mod task;
 pub mod utils;
+pub mod worker;
 
 pub use db::{Pool, PooledClient};
 pub use error::{Error, MigrateError};
 pub use formica_core::job::{Job, JobKeyMode, JobSpec, JobSpecBuilder, JobSpecError, Task};
+pub use formica_core::worker::Event;
 pub use migrate::MigrationReport;
 pub use runtime::{Address, Runtime, Socket};
 pub use task::{AbortSignal, JobContext, TaskHandler, TaskResult};
 pub use utils::{CleanupTask, JobFilter, RawJob, RescheduleJobOptions, WorkerUtils, DEFAULT_SCHEMA};
+pub use worker::{FlagsFn, Hook, Worker, WorkerHandle, WorkerOptions};
 pub use {chrono, formica_sql as sql, serde_json, tokio_postgres};

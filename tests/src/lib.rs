@@ -2,16 +2,21 @@
 //! the server named by `DATABASE_URL` (set by `scripts/test`), so tests run in parallel
 //! and never see each other's jobs.
 
-use formica_tokio::{Pool, WorkerUtils};
+use formica::{Pool, Runtime, WorkerUtils};
+use std::future::Future;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tokio_postgres::Client;
 
-/// A database created for one test.
+/// A database created for one test, and the runtime the test runs on.
 pub struct TestDb {
     /// Its name.
     pub name: String,
     /// A connection string for it.
     pub url: String,
+    /// The runtime connections are made with.
+    pub runtime: Arc<dyn Runtime>,
 }
 
 fn server_url() -> String {
@@ -48,16 +53,31 @@ fn with_database(url: &str, db: &str) -> String {
 }
 
 /// Connect with tokio-postgres directly (for assertions that must not go through Formica).
-pub async fn connect(url: &str) -> Client {
+pub async fn connect(runtime: &dyn Runtime, url: &str) -> Client {
     let config: tokio_postgres::Config = url.parse().expect("a valid connection string");
-    formica_tokio::db::connect(&formica_tokio::TokioRuntime, &config)
-        .await
-        .expect("connect to the test server")
+    formica::db::connect(runtime, &config).await.expect("connect to the test server")
 }
 
 impl TestDb {
-    /// A new, empty database.
+    /// A new, empty database, on tokio.
     pub async fn new() -> TestDb {
+        TestDb::new_on(Arc::new(formica_tokio::TokioRuntime)).await
+    }
+
+    /// A new database with the schema installed in `graphile_worker`, on tokio.
+    pub async fn migrated() -> TestDb {
+        TestDb::migrated_on(Arc::new(formica_tokio::TokioRuntime)).await
+    }
+
+    /// A new database with the schema installed, on `runtime`.
+    pub async fn migrated_on(runtime: Arc<dyn Runtime>) -> TestDb {
+        let db = TestDb::new_on(runtime).await;
+        db.utils().migrate().await.expect("migrate");
+        db
+    }
+
+    /// A new, empty database, on `runtime`.
+    pub async fn new_on(runtime: Arc<dyn Runtime>) -> TestDb {
         static COUNTER: AtomicU32 = AtomicU32::new(0);
         let name = format!(
             "formica_test_{}_{}_{}",
@@ -65,22 +85,15 @@ impl TestDb {
             COUNTER.fetch_add(1, Ordering::Relaxed),
             chrono::Utc::now().timestamp_micros()
         );
-        let admin = connect(&server_url()).await;
+        let admin = connect(runtime.as_ref(), &server_url()).await;
         admin.batch_execute(&format!("create database {name}")).await.expect("create test database");
         let url = with_database(&server_url(), &name);
-        TestDb { name, url }
-    }
-
-    /// A new database with the schema installed in `graphile_worker`.
-    pub async fn migrated() -> TestDb {
-        let db = TestDb::new().await;
-        db.utils().migrate().await.expect("migrate");
-        db
+        TestDb { name, url, runtime }
     }
 
     /// A Formica pool on this database.
     pub fn pool(&self) -> Pool {
-        formica_tokio::pool(&self.url, 4).expect("pool")
+        Pool::from_url(self.runtime.clone(), &self.url, 4).expect("pool")
     }
 
     /// Utilities on the `graphile_worker` schema.
@@ -95,8 +108,76 @@ impl TestDb {
 
     /// A plain client on this database.
     pub async fn client(&self) -> Client {
-        connect(&self.url).await
+        connect(self.runtime.as_ref(), &self.url).await
     }
+
+    /// Worker options on this database and runtime, polling rarely (LISTEN does the work).
+    pub fn worker_options(&self) -> formica::WorkerOptions {
+        formica::WorkerOptions::with_runtime(self.runtime.clone()).database_url(&self.url).max_pool_size(4)
+    }
+
+    /// One number from `sql`.
+    pub async fn count(&self, sql: &str) -> i64 {
+        self.client().await.query_one(sql, &[]).await.unwrap_or_else(|e| panic!("{sql}: {e:?}")).get(0)
+    }
+
+    /// Wait until `sql` returns `want` (checking every 20 ms), or panic after `within`.
+    pub async fn wait_for_count(&self, sql: &str, want: i64, within: Duration) {
+        let client = self.client().await;
+        let deadline = Instant::now() + within;
+        loop {
+            let n: i64 = client.query_one(sql, &[]).await.expect(sql).get(0);
+            if n == want {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{sql} gave {n}, expected {want} within {within:?}");
+            sleep(self.runtime.as_ref(), Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// Sleep on `runtime`.
+pub async fn sleep(runtime: &dyn Runtime, duration: Duration) {
+    runtime.sleep_until(Instant::now() + duration).await
+}
+
+/// `future`'s output, or `None` if it takes longer than `within`.
+pub async fn timeout<T>(
+    runtime: &dyn Runtime,
+    within: Duration,
+    future: impl Future<Output = T>,
+) -> Option<T> {
+    futures::pin_mut!(future);
+    match futures::future::select(future, runtime.sleep_until(Instant::now() + within)).await {
+        futures::future::Either::Left((value, _)) => Some(value),
+        futures::future::Either::Right(_) => None,
+    }
+}
+
+/// Define each `async fn name(runtime: Arc<dyn Runtime>)` test once and run it on both
+/// adapters: `tokio_runtime::name` and `async_std_runtime::name` (the latter with no tokio
+/// runtime anywhere).
+#[macro_export]
+macro_rules! on_both_runtimes {
+    ($($name:ident),* $(,)?) => {
+        mod tokio_runtime {
+            $(
+                #[test]
+                fn $name() {
+                    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio");
+                    rt.block_on(super::$name(std::sync::Arc::new(formica_tokio::TokioRuntime)));
+                }
+            )*
+        }
+        mod async_std_runtime {
+            $(
+                #[test]
+                fn $name() {
+                    async_std::task::block_on(super::$name(std::sync::Arc::new(formica_async_std::AsyncStdRuntime)));
+                }
+            )*
+        }
+    };
 }
 
 /// The structure of `schema` as sorted lines of facts: relations, columns (types,
@@ -200,7 +281,7 @@ pub async fn listen(url: &str, channel: &str) -> (Client, futures::channel::mpsc
     use futures::StreamExt;
     let config: tokio_postgres::Config = url.parse().expect("a valid connection string");
     let (client, mut connection) =
-        formica_tokio::db::connect_raw(&formica_tokio::TokioRuntime, &config).await.expect("connect");
+        formica::db::connect_raw(&formica_tokio::TokioRuntime, &config).await.expect("connect");
     let (tx, rx) = futures::channel::mpsc::unbounded();
     tokio::spawn(async move {
         let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));

@@ -15,7 +15,7 @@ with candidates as (
       for update skip locked))
     and (jobs.flags ?| $3::text[]) is not true
   order by jobs.priority asc, jobs.run_at asc
-  limit $5
+  limit $5::int
   for update skip locked
 ),
 chosen as (

@@ -1,0 +1,184 @@
+//! Tasks as executable files, as graphile-worker runs them: any program in the tasks
+//! directory is a task, whatever language it is written in.
+//!
+//! A file's task identifier is its path below the directory, folders joined by `/`, up to
+//! the first dot of the file name (`users/emails/verify.sh` is `users/emails/verify`).
+//! Folder names must match `[A-Za-z0-9_-]+`, file names `[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*`,
+//! and the file must be executable by its owner; anything else is reported and skipped.
+//! The program gets the payload as `{"payload": ...}` on stdin and the job in
+//! `GRAPHILE_WORKER_*` variables; exit status 0 is success. Unlike graphile-worker (whose
+//! error is a bare "An error occurred"), a failure's `last_error` says the exit status and
+//! the end of the program's stderr.
+
+use formica::{JobContext, TaskResult};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
+
+/// How much of the end of stderr a failure keeps in `last_error`.
+const STDERR_TAIL: usize = 2000;
+
+/// A task found in the tasks directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecutableTask {
+    /// Its task identifier.
+    pub identifier: String,
+    /// The program.
+    pub path: PathBuf,
+}
+
+/// What discovery found: tasks by identifier, and files it skipped with the reason.
+#[derive(Debug, Default)]
+pub struct Discovered {
+    /// The tasks, by identifier (the first file in name order wins for an identifier).
+    pub tasks: BTreeMap<String, ExecutableTask>,
+    /// Files and folders that are not tasks, with why.
+    pub skipped: Vec<(PathBuf, String)>,
+}
+
+fn is_name(s: &str) -> bool {
+    !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// Scan `dir` recursively for executable tasks. A missing directory has no tasks.
+pub fn discover(dir: &Path) -> std::io::Result<Discovered> {
+    let mut found = Discovered::default();
+    if dir.exists() {
+        scan(dir, &mut Vec::new(), &mut found)?;
+    }
+    Ok(found)
+}
+
+fn scan(dir: &Path, prefix: &mut Vec<String>, found: &mut Discovered) -> std::io::Result<()> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        let path = entry.path();
+        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+            found.skipped.push((path, "the name is not valid UTF-8".into()));
+            continue;
+        };
+        // Follow symbolic links to what they point at.
+        let meta = match std::fs::metadata(&path) {
+            Ok(meta) => meta,
+            Err(e) => {
+                found.skipped.push((path, format!("cannot be read: {e}")));
+                continue;
+            }
+        };
+        if meta.is_dir() {
+            if !is_name(&name) {
+                found.skipped.push((path, "folder names must match [A-Za-z0-9_-]+".into()));
+                continue;
+            }
+            prefix.push(name);
+            scan(&path, prefix, found)?;
+            prefix.pop();
+            continue;
+        }
+        let base = name.split('.').next().unwrap_or_default();
+        if !name.split('.').all(is_name) {
+            found.skipped.push((path, "file names must match [A-Za-z0-9_-]+(.[A-Za-z0-9_-]+)*".into()));
+            continue;
+        }
+        if !is_owner_executable(&meta) {
+            found.skipped.push((path, "not executable (chmod u+x to make it a task)".into()));
+            continue;
+        }
+        let identifier = prefix.iter().map(String::as_str).chain([base]).collect::<Vec<_>>().join("/");
+        found.tasks.entry(identifier.clone()).or_insert(ExecutableTask { identifier, path });
+    }
+    Ok(())
+}
+
+#[cfg(unix)]
+fn is_owner_executable(meta: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    meta.is_file() && meta.permissions().mode() & 0o100 != 0
+}
+
+#[cfg(not(unix))]
+fn is_owner_executable(_: &std::fs::Metadata) -> bool {
+    false
+}
+
+impl ExecutableTask {
+    /// Run the program for the job in `ctx`. Dropping the future (a forced shutdown) kills
+    /// the program.
+    pub async fn run(&self, ctx: JobContext, payload: serde_json::Value) -> TaskResult {
+        let job = ctx.job();
+        let mut command = tokio::process::Command::new(&self.path);
+        command
+            .env("GRAPHILE_WORKER_PAYLOAD_FORMAT", "json")
+            .env("GRAPHILE_WORKER_TASK_IDENTIFIER", &job.task_identifier)
+            .env("GRAPHILE_WORKER_JOB_ID", job.id.to_string())
+            .env("GRAPHILE_WORKER_JOB_ATTEMPTS", job.attempts.to_string())
+            .env("GRAPHILE_WORKER_JOB_MAX_ATTEMPTS", job.max_attempts.to_string())
+            .env("GRAPHILE_WORKER_JOB_PRIORITY", job.priority.to_string())
+            .env(
+                "GRAPHILE_WORKER_JOB_RUN_AT",
+                job.run_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            )
+            .env_remove("GRAPHILE_WORKER_JOB_KEY")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        if let Some(key) = &job.key {
+            command.env("GRAPHILE_WORKER_JOB_KEY", key);
+        }
+        let mut child = command.spawn().map_err(|e| format!("cannot start {}: {e}", self.path.display()))?;
+        let input = serde_json::to_vec(&serde_json::json!({ "payload": payload }))?;
+        let mut stdin = child.stdin.take().ok_or("no stdin pipe")?;
+        let stdout = child.stdout.take().ok_or("no stdout pipe")?;
+        let stderr = child.stderr.take().ok_or("no stderr pipe")?;
+        let feed = async move {
+            // A program that exits without reading its input is not an error of ours.
+            let _ = stdin.write_all(&input).await;
+            drop(stdin);
+        };
+        let (_, _, tail, status) =
+            tokio::join!(feed, log_lines(stdout, false), log_lines(stderr, true), child.wait());
+        let status = status?;
+        if status.success() {
+            return Ok(());
+        }
+        let tail = tail.trim_end();
+        Err(if tail.is_empty() {
+            format!("{} {status}", self.path.display())
+        } else {
+            format!("{} {status}; stderr ends with:\n{tail}", self.path.display())
+        }
+        .into())
+    }
+}
+
+/// Log each line (stdout at info, stderr at error) in the job's span, and return the end of
+/// the stream (used for stderr).
+async fn log_lines(stream: impl AsyncRead + Unpin, is_stderr: bool) -> String {
+    let mut lines = BufReader::new(stream).lines();
+    let mut tail = String::new();
+    while let Ok(Some(line)) = lines.next_line().await {
+        if is_stderr {
+            tracing::error!(target: "formica::task", "{line}");
+            tail.push_str(&line);
+            tail.push('\n');
+            if tail.len() > 2 * STDERR_TAIL {
+                keep_tail(&mut tail);
+            }
+        } else {
+            tracing::info!(target: "formica::task", "{line}");
+        }
+    }
+    keep_tail(&mut tail);
+    tail
+}
+
+/// Cut `text` to its last [`STDERR_TAIL`] bytes (on a character boundary).
+fn keep_tail(text: &mut String) {
+    if let Some(cut) = text.len().checked_sub(STDERR_TAIL) {
+        let cut = (cut..text.len()).find(|&i| text.is_char_boundary(i)).unwrap_or(text.len());
+        text.drain(..cut);
+    }
+}

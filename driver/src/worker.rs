@@ -1,0 +1,435 @@
+//! The worker: the one async loop that drives `formica_core::worker::Worker`.
+//!
+//! The core decides everything (what to fetch and when, batching, retries, shutdown); this
+//! loop only carries its effects out and feeds the results back as inputs:
+//!
+//! - `Query` runs a statement on the pool (in a spawned task) and answers `QueryDone`;
+//! - `StartTask` runs the task's handler (spawned, panics caught) and answers `TaskFinished`;
+//! - `AbortTask` fires the task's abort signal and drops it;
+//! - `ConnectListener` opens the LISTEN connection, which answers `ListenerUp`,
+//!   `Notification`s and finally `ListenerDown`;
+//! - `Emit` goes to the log and to the hooks;
+//! - the earliest `poll_timeout` deadline becomes a `Timeout`.
+//!
+//! All inputs arrive through one channel, so the machine sees them one at a time and in the
+//! order they happened. No job state and no retry logic live here.
+
+use crate::db::Pool;
+use crate::error::Error;
+use crate::listener::listen;
+use crate::runtime::Runtime;
+use crate::statements::{execute, Prepared};
+use crate::task::{AbortSignal, AbortTrigger, Handlers, JobContext, TaskHandler, TaskResult};
+use crate::utils::{WorkerUtils, DEFAULT_SCHEMA};
+use chrono::{DateTime, Utc};
+use formica_core::worker::{self as core, Effect, Event, Input, TaskOutcome};
+use futures::channel::mpsc;
+use futures::future::{AbortHandle, Abortable, BoxFuture, Either, FutureExt};
+use futures::StreamExt;
+use std::collections::HashMap;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tracing::Instrument;
+
+/// A function that gives the flags to refuse, evaluated before every fetch.
+pub type FlagsFn = Arc<dyn Fn() -> BoxFuture<'static, Vec<String>> + Send + Sync>;
+
+/// A subscriber to worker events (job start, success, failure, completion, worker start
+/// and stop, ...), called in the loop: keep it quick (count, send to a channel).
+pub type Hook = Arc<dyn Fn(&Event) + Send + Sync>;
+
+enum Connection {
+    Url(String),
+    Pool(Pool),
+}
+
+/// How to build a [`Worker`]. Defaults favour throughput without surprises: 10 concurrent
+/// jobs, a local queue of prefetched jobs, completions and failures batched for 1 ms,
+/// prepared statements, a 2 s poll as the fallback behind LISTEN/NOTIFY.
+///
+/// Adapters name it with their runtime (`formica_tokio::WorkerOptions`), so that
+/// `WorkerOptions::default()` runs on that runtime.
+pub struct WorkerOptions<R = ()> {
+    runtime: Arc<dyn Runtime>,
+    _runtime: PhantomData<fn() -> R>,
+    connection: Option<Connection>,
+    schema: String,
+    config: core::Config,
+    max_pool_size: usize,
+    handlers: Handlers,
+    flags_fn: Option<FlagsFn>,
+    prepared_statements: bool,
+    hooks: Vec<Hook>,
+}
+
+impl<R: Runtime + Default> Default for WorkerOptions<R> {
+    fn default() -> Self {
+        Self::with_runtime(Arc::new(R::default()))
+    }
+}
+
+impl<R> WorkerOptions<R> {
+    /// Options for a worker on `runtime`.
+    pub fn with_runtime(runtime: Arc<dyn Runtime>) -> Self {
+        WorkerOptions {
+            runtime,
+            _runtime: PhantomData,
+            connection: None,
+            schema: DEFAULT_SCHEMA.to_owned(),
+            config: core::Config::default(),
+            max_pool_size: 10,
+            handlers: Handlers::default(),
+            flags_fn: None,
+            prepared_statements: true,
+            hooks: Vec::new(),
+        }
+    }
+    /// Connect with this connection string (`postgres://` URL or key=value settings).
+    pub fn database_url(mut self, url: impl Into<String>) -> Self {
+        self.connection = Some(Connection::Url(url.into()));
+        self
+    }
+    /// Use an existing pool.
+    pub fn pool(mut self, pool: Pool) -> Self {
+        self.connection = Some(Connection::Pool(pool));
+        self
+    }
+    /// The schema of the job tables (default `graphile_worker`).
+    pub fn schema(mut self, schema: impl Into<String>) -> Self {
+        self.schema = schema.into();
+        self
+    }
+    /// Jobs run at the same time (default 10).
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.config.concurrency = n.max(1);
+        self
+    }
+    /// How often to look for jobs when no notification comes (default 2 s).
+    pub fn poll_interval(mut self, every: Duration) -> Self {
+        self.config.poll_interval = to_chrono(every);
+        self
+    }
+    /// Prefetch up to `size` jobs at once (0: fetch only for free slots).
+    pub fn local_queue_size(mut self, size: usize) -> Self {
+        self.config.local_queue_size = (size > 0).then_some(size);
+        self
+    }
+    /// Batch completions for this long (zero: write each at once).
+    pub fn complete_job_batch_delay(mut self, delay: Duration) -> Self {
+        self.config.complete_batch_delay = to_chrono(delay);
+        self
+    }
+    /// Batch failures for this long (zero: write each at once).
+    pub fn fail_job_batch_delay(mut self, delay: Duration) -> Self {
+        self.config.fail_batch_delay = to_chrono(delay);
+        self
+    }
+    /// How long a graceful shutdown waits for running tasks before aborting them.
+    pub fn graceful_shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.config.graceful_shutdown_timeout = to_chrono(timeout);
+        self
+    }
+    /// Use this process's clock instead of the database's for due times and locks.
+    pub fn use_local_time(mut self, yes: bool) -> Self {
+        self.config.use_local_time = yes;
+        self
+    }
+    /// The id written to `locked_by` (default: random `formica-<hex>`).
+    pub fn worker_id(mut self, id: impl Into<String>) -> Self {
+        self.config.worker_id = id.into();
+        self
+    }
+    /// Connections in the pool (default 10).
+    pub fn max_pool_size(mut self, n: usize) -> Self {
+        self.max_pool_size = n.max(1);
+        self
+    }
+    /// Refuse jobs with any of these flags.
+    pub fn forbidden_flags<I: IntoIterator<Item = S>, S: Into<String>>(mut self, flags: I) -> Self {
+        self.config.forbidden_flags = flags.into_iter().map(Into::into).collect();
+        self
+    }
+    /// Refuse jobs with any of the flags `f` returns, asked before every fetch.
+    pub fn forbidden_flags_fn<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Vec<String>> + Send + 'static,
+    {
+        self.flags_fn = Some(Arc::new(move || f().boxed()));
+        self
+    }
+    /// Send statements unprepared (for pgBouncer in transaction mode).
+    pub fn prepared_statements(mut self, yes: bool) -> Self {
+        self.prepared_statements = yes;
+        self
+    }
+    /// Run jobs of task `T` with `T::run`.
+    pub fn define_job<T: TaskHandler>(mut self) -> Self {
+        self.handlers.define::<T>();
+        self
+    }
+    /// Run jobs of task `identifier` with `run` (payload as JSON).
+    pub fn define_raw_job<F, Fut>(mut self, identifier: &str, run: F) -> Self
+    where
+        F: Fn(JobContext, serde_json::Value) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = TaskResult> + Send + 'static,
+    {
+        self.handlers.define_raw(identifier, run);
+        self
+    }
+    /// Call `hook` for every worker event.
+    pub fn on_event(mut self, hook: impl Fn(&Event) + Send + Sync + 'static) -> Self {
+        self.hooks.push(Arc::new(hook));
+        self
+    }
+
+    /// Connect, install or upgrade the schema, and return the worker, ready to run.
+    pub async fn init(self) -> Result<Worker, Error> {
+        let pool = match self.connection {
+            Some(Connection::Pool(pool)) => pool,
+            Some(Connection::Url(url)) => Pool::from_url(self.runtime.clone(), &url, self.max_pool_size)?,
+            None => return Err(Error::Config("no database: set database_url(...) or pool(...)".into())),
+        };
+        let utils = WorkerUtils::new(pool, self.schema).with_use_local_time(self.config.use_local_time);
+        utils.migrate().await?;
+        let mut config = self.config;
+        if config.worker_id.is_empty() {
+            config.worker_id = random_worker_id();
+        }
+        config.task_identifiers = self.handlers.0.keys().cloned().collect();
+        let (inputs, receiver) = mpsc::unbounded();
+        Ok(Worker {
+            shared: Arc::new(Shared {
+                utils,
+                handlers: self.handlers,
+                flags_fn: self.flags_fn,
+                prepared: Prepared::new(self.prepared_statements),
+                hooks: self.hooks,
+                worker_id: config.worker_id.clone().into(),
+            }),
+            config,
+            inputs,
+            receiver,
+        })
+    }
+}
+
+fn to_chrono(d: Duration) -> chrono::Duration {
+    chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)
+}
+
+/// A worker id unlikely to collide: the process id, the start time and a counter.
+fn random_worker_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_u128(
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos(),
+    );
+    format!("formica-{:016x}", h.finish())
+}
+
+/// What every spawned piece of the loop shares.
+pub(crate) struct Shared {
+    pub(crate) utils: WorkerUtils,
+    handlers: Handlers,
+    pub(crate) flags_fn: Option<FlagsFn>,
+    pub(crate) prepared: Prepared,
+    hooks: Vec<Hook>,
+    worker_id: Arc<str>,
+}
+
+/// Asks a running worker to stop, from anywhere.
+#[derive(Clone)]
+pub struct WorkerHandle(mpsc::UnboundedSender<Input>);
+
+impl WorkerHandle {
+    /// Stop taking jobs, let running ones finish (up to the graceful shutdown timeout),
+    /// give back prefetched ones, then return from `run`.
+    pub fn stop(&self) {
+        let _ = self.0.unbounded_send(Input::ShutdownRequested { graceful: true });
+    }
+    /// Abort running tasks now and give their jobs back.
+    pub fn kill(&self) {
+        let _ = self.0.unbounded_send(Input::ShutdownRequested { graceful: false });
+    }
+}
+
+/// A worker, ready to run.
+pub struct Worker {
+    shared: Arc<Shared>,
+    config: core::Config,
+    inputs: mpsc::UnboundedSender<Input>,
+    receiver: mpsc::UnboundedReceiver<Input>,
+}
+
+struct Running {
+    abort: AbortHandle,
+    trigger: AbortTrigger,
+}
+
+impl Worker {
+    /// A handle to stop this worker from elsewhere.
+    pub fn handle(&self) -> WorkerHandle {
+        WorkerHandle(self.inputs.clone())
+    }
+
+    /// The id this worker locks jobs with.
+    pub fn worker_id(&self) -> &str {
+        &self.shared.worker_id
+    }
+
+    /// Utilities on the same pool and schema.
+    pub fn create_utils(&self) -> WorkerUtils {
+        self.shared.utils.clone()
+    }
+
+    /// Run until stopped through a [`WorkerHandle`] (or a signal, where the adapter handles
+    /// them).
+    pub async fn run(self) -> Result<(), Error> {
+        self.drive(false).await
+    }
+
+    /// Run until no job is runnable now, then return.
+    pub async fn run_once(self) -> Result<(), Error> {
+        self.drive(true).await
+    }
+
+    async fn drive(self, once: bool) -> Result<(), Error> {
+        let Worker { shared, mut config, inputs, mut receiver } = self;
+        config.run_once = once;
+        let runtime = shared.utils.pool().runtime().clone();
+        let mut machine = core::Worker::new(config, runtime.now());
+        let mut running: HashMap<i64, Running> = HashMap::new();
+        let mut listener: Option<AbortHandle> = None;
+        loop {
+            while let Some(effect) = machine.poll_effect() {
+                match effect {
+                    Effect::Query { id, statement } => {
+                        let (shared, inputs) = (shared.clone(), inputs.clone());
+                        runtime.spawn(Box::pin(async move {
+                            let result = execute(&shared, statement).await;
+                            let _ = inputs.unbounded_send(Input::QueryDone { id, result });
+                        }));
+                    }
+                    Effect::StartTask { job } => {
+                        let job_id = job.id;
+                        let (abort, task) = start_task(&shared, job, inputs.clone());
+                        running.insert(job_id, abort);
+                        runtime.spawn(task);
+                    }
+                    Effect::AbortTask { job_id } => {
+                        if let Some(task) = running.remove(&job_id) {
+                            task.trigger.fire();
+                            task.abort.abort();
+                        }
+                    }
+                    Effect::ConnectListener => {
+                        let (handle, registration) = AbortHandle::new_pair();
+                        if let Some(old) = listener.replace(handle) {
+                            old.abort();
+                        }
+                        let config = shared.utils.pool().config().clone();
+                        let task = listen(runtime.clone(), config, inputs.clone());
+                        runtime.spawn(Box::pin(Abortable::new(task, registration).map(|_| ())));
+                    }
+                    Effect::Emit(event) => {
+                        if let Event::JobComplete { job_id, .. } = &event {
+                            running.remove(job_id);
+                        }
+                        log_event(&event, &shared.worker_id);
+                        for hook in &shared.hooks {
+                            hook(&event);
+                        }
+                    }
+                    Effect::Stopped => {
+                        if let Some(listener) = listener.take() {
+                            listener.abort();
+                        }
+                        return Ok(());
+                    }
+                }
+            }
+            let timer = match machine.poll_timeout() {
+                Some((at, _)) => Either::Left(runtime.sleep_until(instant_at(runtime.as_ref(), at))),
+                None => Either::Right(futures::future::pending()),
+            };
+            let input = match futures::future::select(receiver.next(), timer).await {
+                Either::Left((Some(input), _)) => input,
+                // Every sender lives in this function or in tasks it spawned: unreachable,
+                // but if it happens there is nothing left to wait for.
+                Either::Left((None, _)) => return Ok(()),
+                Either::Right(((), _)) => Input::Timeout,
+            };
+            if let Input::TaskFinished { job_id, .. } = &input {
+                running.remove(job_id);
+            }
+            machine
+                .handle(input, runtime.now())
+                .map_err(|e| Error::Config(format!("internal error in the worker state machine: {e}")))?;
+        }
+    }
+}
+
+/// The monotonic instant at which the wall clock reads `at`.
+fn instant_at(runtime: &dyn Runtime, at: DateTime<Utc>) -> Instant {
+    let wait = (at - runtime.now()).to_std().unwrap_or_default();
+    Instant::now() + wait
+}
+
+/// Spawnable future running `job`'s handler and reporting how it ended.
+fn start_task(
+    shared: &Arc<Shared>,
+    job: formica_core::job::Job,
+    inputs: mpsc::UnboundedSender<Input>,
+) -> (Running, BoxFuture<'static, ()>) {
+    let (trigger, signal): (AbortTrigger, AbortSignal) = AbortSignal::new();
+    let (abort, registration) = AbortHandle::new_pair();
+    let job_id = job.id;
+    let span = tracing::info_span!("job", job_id, task = %job.task_identifier, worker_id = %shared.worker_id);
+    let handler = shared.handlers.0.get(&job.task_identifier).cloned();
+    let payload = job.payload.clone();
+    let ctx = JobContext {
+        job: Arc::new(job),
+        worker_id: shared.worker_id.clone(),
+        utils: shared.utils.clone(),
+        abort: signal,
+        span: span.clone(),
+    };
+    let work = async move {
+        match handler {
+            Some(handler) => handler(ctx, payload).await,
+            None => Err(format!(
+                "Unsupported task {:?}: this worker has no handler for it",
+                ctx.job.task_identifier
+            )),
+        }
+    };
+    let task = async move {
+        let outcome = match AssertUnwindSafe(Abortable::new(work, registration)).catch_unwind().await {
+            Ok(Ok(Ok(()))) => TaskOutcome::Ok,
+            Ok(Ok(Err(message))) => TaskOutcome::Err(message),
+            Ok(Err(_aborted)) => TaskOutcome::Aborted,
+            Err(panic) => TaskOutcome::Panicked(panic_message(&panic)),
+        };
+        let _ = inputs.unbounded_send(Input::TaskFinished { job_id, outcome });
+    }
+    .instrument(span);
+    (Running { abort, trigger }, Box::pin(task))
+}
+
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    let text = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a non-string panic payload".into());
+    format!("task panicked: {text}")
+}
+
+fn log_event(event: &Event, worker_id: &str) {
+    tracing::debug!(worker_id, ?event, "worker event");
+}

@@ -1,0 +1,541 @@
+//! The worker's behaviour on a real PostgreSQL, on both runtimes: every test runs once on
+//! tokio and once on async-std (`on_both_runtimes!`), asserting outcomes in the database
+//! and in the calls the tasks received.
+
+use formica::{Event, JobContext, JobSpec, Runtime, Task, TaskHandler, TaskResult};
+use formica_tests::{on_both_runtimes, sleep, timeout, TestDb};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+type Log = Arc<Mutex<Vec<String>>>;
+
+/// A raw task that appends `<label><payload.n>` to `log` and sleeps `payload.ms`.
+fn recorder(
+    log: &Log,
+    label: &'static str,
+) -> impl Fn(JobContext, serde_json::Value) -> futures::future::BoxFuture<'static, TaskResult>
+       + Send
+       + Sync
+       + 'static {
+    let log = log.clone();
+    move |ctx: JobContext, payload: serde_json::Value| {
+        let log = log.clone();
+        Box::pin(async move {
+            let n = payload["n"].as_i64().unwrap_or(-1);
+            log.lock().unwrap().push(format!("{label}{n}"));
+            if let Some(ms) = payload["ms"].as_u64() {
+                let rt = ctx.utils().pool().runtime().clone();
+                sleep(rt.as_ref(), Duration::from_millis(ms)).await;
+            }
+            log.lock().unwrap().push(format!("{label}{n}!"));
+            Ok(())
+        })
+    }
+}
+
+fn entries(log: &Log) -> Vec<String> {
+    log.lock().unwrap().clone()
+}
+
+async fn listen_notify_runs_a_job_within_milliseconds(rt: Arc<dyn Runtime>) {
+    let db = TestDb::migrated_on(rt.clone()).await;
+    let log: Log = Default::default();
+    let (up_tx, up_rx) = futures::channel::oneshot::channel();
+    let up_tx = Mutex::new(Some(up_tx));
+    let worker = db
+        .worker_options()
+        .poll_interval(Duration::from_secs(3600))
+        .define_raw_job("hello", recorder(&log, "hello"))
+        .on_event(move |e| {
+            if matches!(e, Event::ListenerUp) {
+                if let Some(tx) = up_tx.lock().unwrap().take() {
+                    let _ = tx.send(());
+                }
+            }
+        })
+        .init()
+        .await
+        .expect("init");
+    let handle = worker.handle();
+    let run = rt.clone();
+    let (done_tx, done_rx) = futures::channel::oneshot::channel();
+    run.spawn(Box::pin(async move {
+        let _ = done_tx.send(worker.run().await);
+    }));
+    timeout(rt.as_ref(), Duration::from_secs(10), up_rx).await.expect("listener up").unwrap();
+    // Let the first (empty) fetch finish so the worker is idle, waiting on an hour's poll.
+    sleep(rt.as_ref(), Duration::from_millis(100)).await;
+
+    let client = db.client().await;
+    let start = Instant::now();
+    client.batch_execute("select graphile_worker.add_job('hello', '{\"n\": 1}')").await.unwrap();
+    db.wait_for_count("select count(*) from graphile_worker.jobs", 0, Duration::from_secs(5)).await;
+    let latency = start.elapsed();
+    println!("add_job -> completed: {latency:?}");
+    assert!(latency < Duration::from_secs(1), "took {latency:?}: not woken by NOTIFY");
+    assert_eq!(entries(&log), vec!["hello1", "hello1!"]);
+    handle.stop();
+    timeout(rt.as_ref(), Duration::from_secs(10), done_rx).await.expect("stopped").unwrap().expect("run ok");
+}
+
+#[derive(Serialize, Deserialize)]
+struct Typed {
+    n: i64,
+}
+
+impl Task for Typed {
+    const IDENTIFIER: &'static str = "typed";
+}
+
+impl TaskHandler for Typed {
+    async fn run(self, ctx: JobContext) -> TaskResult {
+        let client = ctx.client().await?;
+        client
+            .execute("insert into ran (n, job_id) values ($1, $2)", &[&(self.n as i32), &ctx.job().id])
+            .await?;
+        Ok(())
+    }
+}
+
+async fn run_once_runs_due_jobs_in_priority_then_run_at_order(rt: Arc<dyn Runtime>) {
+    let db = TestDb::migrated_on(rt.clone()).await;
+    let utils = db.utils();
+    let log: Log = Default::default();
+    let base = chrono::Utc::now() - chrono::Duration::minutes(10);
+    for (n, priority, minutes) in [(1, 5, 0), (2, 0, 3), (3, 0, 1), (4, -1, 9), (5, 0, 2)] {
+        let spec =
+            JobSpec::builder().priority(priority).run_at(base + chrono::Duration::minutes(minutes)).build();
+        utils.add_raw_job("ordered", json!({ "n": n }), spec).await.unwrap();
+    }
+    let future = JobSpec::builder().run_at(chrono::Utc::now() + chrono::Duration::hours(1)).build();
+    utils.add_raw_job("ordered", json!({ "n": 99 }), future).await.unwrap();
+    utils.add_raw_job("unknown_task", json!({}), JobSpec::default()).await.unwrap();
+
+    let worker = db
+        .worker_options()
+        .concurrency(1)
+        .define_raw_job("ordered", recorder(&log, ""))
+        .init()
+        .await
+        .unwrap();
+    timeout(rt.as_ref(), Duration::from_secs(20), worker.run_once())
+        .await
+        .expect("run_once returns")
+        .expect("ok");
+    let starts: Vec<String> = entries(&log).into_iter().filter(|e| !e.ends_with('!')).collect();
+    assert_eq!(starts, vec!["4", "3", "5", "2", "1"], "priority first, then run_at");
+    let left: Vec<(String, i16)> = db
+        .client()
+        .await
+        .query("select task_identifier, attempts from graphile_worker.jobs order by id", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(
+        left,
+        vec![("ordered".into(), 0), ("unknown_task".into(), 0)],
+        "future and unknown jobs untouched"
+    );
+}
+
+async fn typed_tasks_get_their_payload_and_a_database_client(rt: Arc<dyn Runtime>) {
+    let db = TestDb::migrated_on(rt.clone()).await;
+    db.client().await.batch_execute("create table ran (n int, job_id bigint)").await.unwrap();
+    let utils = db.utils();
+    utils.add_job(&Typed { n: 7 }, JobSpec::default()).await.unwrap();
+    let bad = utils.add_raw_job("typed", json!({"n": "not a number"}), JobSpec::default()).await.unwrap();
+    utils.add_job(&Typed { n: 8 }, JobSpec::default()).await.unwrap();
+    let worker = db.worker_options().concurrency(2).define_job::<Typed>().init().await.unwrap();
+    timeout(rt.as_ref(), Duration::from_secs(20), worker.run_once()).await.expect("returns").expect("ok");
+    assert_eq!(db.count("select count(*) from ran where n in (7, 8)").await, 2);
+    let row = db
+        .client()
+        .await
+        .query_one("select attempts, last_error from graphile_worker.jobs where id = $1", &[&bad.id])
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, i16>(0), 1);
+    let error: String = row.get(1);
+    assert!(error.contains("payload does not match task \"typed\""), "{error}");
+}
+
+async fn a_failing_task_is_retried_with_backoff_and_fails_for_good_at_max_attempts(rt: Arc<dyn Runtime>) {
+    let db = TestDb::migrated_on(rt.clone()).await;
+    let utils = db.utils();
+    let retry = utils
+        .add_raw_job("fails", json!({"n": 1}), JobSpec::builder().max_attempts(3).build())
+        .await
+        .unwrap();
+    let last = utils
+        .add_raw_job("fails", json!({"n": 2}), JobSpec::builder().max_attempts(1).build())
+        .await
+        .unwrap();
+    let panics = utils.add_raw_job("panics", json!({}), JobSpec::default()).await.unwrap();
+    let ok = utils.add_raw_job("ok", json!({}), JobSpec::default()).await.unwrap();
+    let failed_events = Arc::new(Mutex::new(Vec::new()));
+    let seen = failed_events.clone();
+    let before = chrono::Utc::now();
+    let worker = db
+        .worker_options()
+        .concurrency(4)
+        .define_raw_job("fails", |_, payload| async move { Err(format!("boom {}", payload["n"]).into()) })
+        .define_raw_job("panics", |_, _| async move {
+            if true {
+                panic!("kaboom");
+            }
+            Ok(())
+        })
+        .define_raw_job("ok", |_, _| async move { Ok(()) })
+        .on_event(move |e| {
+            if let Event::JobPermanentlyFailed { job_id, .. } = e {
+                seen.lock().unwrap().push(*job_id);
+            }
+        })
+        .init()
+        .await
+        .unwrap();
+    timeout(rt.as_ref(), Duration::from_secs(20), worker.run_once()).await.expect("returns").expect("ok");
+    let after = chrono::Utc::now();
+    let client = db.client().await;
+    let get = |id: i64| {
+        let client = &client;
+        async move {
+            client
+                .query_one("select attempts, last_error, run_at, locked_at is null from graphile_worker._private_jobs where id = $1", &[&id])
+                .await
+                .unwrap()
+        }
+    };
+    let r = get(retry.id).await;
+    assert_eq!(
+        (r.get::<_, i16>(0), r.get::<_, Option<String>>(1).as_deref(), r.get::<_, bool>(3)),
+        (1, Some("boom 1"), true)
+    );
+    let run_at: chrono::DateTime<chrono::Utc> = r.get(2);
+    let e1 = chrono::Duration::milliseconds(2718);
+    assert!(
+        run_at >= before + e1 - chrono::Duration::milliseconds(50) && run_at <= after + e1,
+        "run_at {run_at} is ~e^1 s later"
+    );
+    let r = get(last.id).await;
+    assert_eq!((r.get::<_, i16>(0), r.get::<_, Option<String>>(1).as_deref()), (1, Some("boom 2")));
+    assert_eq!(
+        *failed_events.lock().unwrap(),
+        vec![last.id],
+        "permanent failure reported once, for the job out of attempts"
+    );
+    let r = get(panics.id).await;
+    let message: String = r.get(1);
+    assert!(message.contains("kaboom"), "{message}");
+    assert_eq!(
+        db.count(&format!("select count(*) from graphile_worker.jobs where id = {}", ok.id)).await,
+        0,
+        "the worker went on"
+    );
+}
+
+async fn named_queues_run_one_at_a_time_in_order_others_in_parallel(rt: Arc<dyn Runtime>) {
+    let db = TestDb::migrated_on(rt.clone()).await;
+    let utils = db.utils();
+    for n in 0..8 {
+        utils
+            .add_raw_job("serial", json!({ "n": n, "ms": 20 }), JobSpec::builder().queue_name("q").build())
+            .await
+            .unwrap();
+    }
+    for n in 0..8 {
+        utils.add_raw_job("parallel", json!({ "n": n, "ms": 200 }), JobSpec::default()).await.unwrap();
+    }
+    let log: Log = Default::default();
+    let worker = db
+        .worker_options()
+        .concurrency(10)
+        .local_queue_size(50)
+        .define_raw_job("serial", recorder(&log, "s"))
+        .define_raw_job("parallel", recorder(&log, "p"))
+        .init()
+        .await
+        .unwrap();
+    let start = Instant::now();
+    timeout(rt.as_ref(), Duration::from_secs(30), worker.run_once()).await.expect("returns").expect("ok");
+    let elapsed = start.elapsed();
+    let log = entries(&log);
+    let serial: Vec<&String> = log.iter().filter(|e| e.starts_with('s')).collect();
+    let expected: Vec<String> = (0..8).flat_map(|n| [format!("s{n}"), format!("s{n}!")]).collect();
+    assert_eq!(serial, expected.iter().collect::<Vec<_>>(), "queue jobs never overlap and keep their order");
+    assert!(elapsed < Duration::from_millis(1200), "8 parallel jobs of 200 ms took {elapsed:?}");
+    let mut open = 0;
+    let mut most = 0;
+    for e in log.iter().filter(|e| e.starts_with('p')) {
+        open += if e.ends_with('!') { -1 } else { 1 };
+        most = most.max(open);
+    }
+    assert!(most > 1, "jobs without a queue overlapped (at most {most} at once)");
+    assert_eq!(db.count("select count(*) from graphile_worker.jobs").await, 0);
+}
+
+/// Start `worker.run()` in the background; the receiver yields its result.
+fn spawn_run(
+    rt: &Arc<dyn Runtime>,
+    worker: formica::Worker,
+) -> futures::channel::oneshot::Receiver<Result<(), formica::Error>> {
+    let (tx, rx) = futures::channel::oneshot::channel();
+    rt.spawn(Box::pin(async move {
+        let _ = tx.send(worker.run().await);
+    }));
+    rx
+}
+
+async fn forbidden_flags_skip_jobs_and_a_flags_function_is_asked_before_each_fetch(rt: Arc<dyn Runtime>) {
+    let db = TestDb::migrated_on(rt.clone()).await;
+    let utils = db.utils();
+    utils.add_raw_job("t", json!({"n": 1}), JobSpec::builder().flags(["slow"]).build()).await.unwrap();
+    utils.add_raw_job("t", json!({"n": 2}), JobSpec::builder().flags(["fast"]).build()).await.unwrap();
+    utils.add_raw_job("t", json!({"n": 3}), JobSpec::default()).await.unwrap();
+    let log: Log = Default::default();
+    let worker = db
+        .worker_options()
+        .forbidden_flags(["slow"])
+        .define_raw_job("t", recorder(&log, ""))
+        .init()
+        .await
+        .unwrap();
+    timeout(rt.as_ref(), Duration::from_secs(20), worker.run_once()).await.expect("returns").expect("ok");
+    let mut ran: Vec<String> = entries(&log).into_iter().filter(|e| !e.ends_with('!')).collect();
+    ran.sort();
+    assert_eq!(ran, vec!["2", "3"], "the job flagged slow was skipped");
+
+    // A function: refuses "slow" at first, then nothing; each fetch asks it again.
+    let asked = Arc::new(Mutex::new(0));
+    let counter = asked.clone();
+    let log2: Log = Default::default();
+    let worker = db
+        .worker_options()
+        .concurrency(1)
+        .poll_interval(Duration::from_millis(50))
+        .forbidden_flags_fn(move || {
+            let counter = counter.clone();
+            async move {
+                let mut n = counter.lock().unwrap();
+                *n += 1;
+                if *n <= 2 {
+                    vec!["slow".to_owned()]
+                } else {
+                    vec![]
+                }
+            }
+        })
+        .define_raw_job("t", recorder(&log2, ""))
+        .init()
+        .await
+        .unwrap();
+    let handle = worker.handle();
+    let done = spawn_run(&rt, worker);
+    db.wait_for_count("select count(*) from graphile_worker.jobs", 0, Duration::from_secs(10)).await;
+    handle.stop();
+    timeout(rt.as_ref(), Duration::from_secs(10), done).await.expect("stops").unwrap().unwrap();
+    assert!(*asked.lock().unwrap() >= 3, "asked before each fetch");
+    assert_eq!(entries(&log2), vec!["1", "1!"]);
+}
+
+async fn the_worker_reconnects_its_listener_and_polls_meanwhile(rt: Arc<dyn Runtime>) {
+    let db = TestDb::migrated_on(rt.clone()).await;
+    let ups = Arc::new(Mutex::new(0));
+    let counter = ups.clone();
+    let log: Log = Default::default();
+    let worker = db
+        .worker_options()
+        .poll_interval(Duration::from_millis(200))
+        .define_raw_job("t", recorder(&log, ""))
+        .on_event(move |e| {
+            if matches!(e, Event::ListenerUp) {
+                *counter.lock().unwrap() += 1;
+            }
+        })
+        .init()
+        .await
+        .unwrap();
+    let handle = worker.handle();
+    let done = spawn_run(&rt, worker);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while *ups.lock().unwrap() == 0 {
+        assert!(Instant::now() < deadline, "listener never came up");
+        sleep(rt.as_ref(), Duration::from_millis(10)).await;
+    }
+    let killed = db
+        .count(&format!(
+            "select count(*) from (select pg_terminate_backend(pid) from pg_stat_activity
+               where datname = '{}' and query ilike 'LISTEN%') t",
+            db.name
+        ))
+        .await;
+    assert_eq!(killed, 1, "one LISTEN backend");
+    db.utils().add_raw_job("t", json!({"n": 1}), JobSpec::default()).await.unwrap();
+    db.wait_for_count("select count(*) from graphile_worker.jobs", 0, Duration::from_secs(10)).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while *ups.lock().unwrap() < 2 {
+        assert!(Instant::now() < deadline, "listener did not reconnect");
+        sleep(rt.as_ref(), Duration::from_millis(20)).await;
+    }
+    // Listening again: a new job runs at once although the poll is slow... and it is.
+    db.utils().add_raw_job("t", json!({"n": 2}), JobSpec::default()).await.unwrap();
+    db.wait_for_count("select count(*) from graphile_worker.jobs", 0, Duration::from_secs(10)).await;
+    handle.stop();
+    timeout(rt.as_ref(), Duration::from_secs(10), done).await.expect("stops").unwrap().unwrap();
+    assert_eq!(entries(&log), vec!["1", "1!", "2", "2!"]);
+}
+
+async fn graceful_shutdown_waits_for_running_tasks_and_returns_prefetched_jobs(rt: Arc<dyn Runtime>) {
+    let db = TestDb::migrated_on(rt.clone()).await;
+    let utils = db.utils();
+    let slow = utils
+        .add_raw_job("slow", json!({"n": 0, "ms": 500}), JobSpec::builder().priority(-1).build())
+        .await
+        .unwrap();
+    for n in 1..=5 {
+        utils.add_raw_job("slow", json!({ "n": n, "ms": 500 }), JobSpec::default()).await.unwrap();
+    }
+    let log: Log = Default::default();
+    let worker = db
+        .worker_options()
+        .concurrency(1)
+        .local_queue_size(10)
+        .define_raw_job("slow", recorder(&log, ""))
+        .init()
+        .await
+        .unwrap();
+    let handle = worker.handle();
+    let done = spawn_run(&rt, worker);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while entries(&log).is_empty() {
+        assert!(Instant::now() < deadline, "the first job never started");
+        sleep(rt.as_ref(), Duration::from_millis(5)).await;
+    }
+    handle.stop();
+    timeout(rt.as_ref(), Duration::from_secs(10), done).await.expect("stops").unwrap().unwrap();
+    assert_eq!(entries(&log), vec!["0", "0!"], "the running job finished; no new one started");
+    assert_eq!(
+        db.count(&format!("select count(*) from graphile_worker.jobs where id = {}", slow.id)).await,
+        0
+    );
+    assert_eq!(
+        db.count("select count(*) from graphile_worker.jobs where attempts = 0 and locked_at is null").await,
+        5,
+        "prefetched jobs are back, unlocked, attempt refunded"
+    );
+}
+
+async fn forced_shutdown_aborts_tasks_after_the_timeout_and_returns_their_jobs(rt: Arc<dyn Runtime>) {
+    let db = TestDb::migrated_on(rt.clone()).await;
+    let job = db
+        .utils()
+        .add_raw_job("forever", json!({}), JobSpec::builder().queue_name("q").build())
+        .await
+        .unwrap();
+    let (started_tx, started_rx) = futures::channel::oneshot::channel::<()>();
+    let started_tx = Arc::new(Mutex::new(Some(started_tx)));
+    let signal: Arc<Mutex<Option<formica::AbortSignal>>> = Default::default();
+    let seen = signal.clone();
+    let worker = db
+        .worker_options()
+        .graceful_shutdown_timeout(Duration::from_millis(300))
+        .define_raw_job("forever", move |ctx, _| {
+            let started = started_tx.lock().unwrap().take();
+            let seen = seen.clone();
+            async move {
+                *seen.lock().unwrap() = Some(ctx.abort_signal().clone());
+                if let Some(tx) = started {
+                    let _ = tx.send(());
+                }
+                futures::future::pending::<()>().await;
+                Ok(())
+            }
+        })
+        .init()
+        .await
+        .unwrap();
+    let handle = worker.handle();
+    let done = spawn_run(&rt, worker);
+    timeout(rt.as_ref(), Duration::from_secs(10), started_rx).await.expect("started").unwrap();
+    let asked = Instant::now();
+    handle.stop();
+    timeout(rt.as_ref(), Duration::from_secs(10), done).await.expect("stops").unwrap().unwrap();
+    let took = asked.elapsed();
+    assert!(took >= Duration::from_millis(250) && took < Duration::from_secs(5), "stopped after {took:?}");
+    let signal = signal.lock().unwrap().clone().expect("the task ran");
+    assert!(signal.is_aborted(), "the task's abort signal fired");
+    let row = db
+        .client()
+        .await
+        .query_one(
+            "select j.attempts, j.locked_by is null, q.locked_by is null from graphile_worker._private_jobs j
+             join graphile_worker._private_job_queues q on q.id = j.job_queue_id where j.id = $1",
+            &[&job.id],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (row.get::<_, i16>(0), row.get::<_, bool>(1), row.get::<_, bool>(2)),
+        (0, true, true),
+        "returned, attempt refunded, queue free"
+    );
+}
+
+async fn two_workers_drain_ten_thousand_jobs_each_exactly_once(rt: Arc<dyn Runtime>) {
+    let db = TestDb::migrated_on(rt.clone()).await;
+    db.client()
+        .await
+        .batch_execute("create table ran (job_id bigint primary key, worker text)")
+        .await
+        .unwrap();
+    let jobs: Vec<formica::RawJob> = (0..10_000)
+        .map(|n| formica::RawJob {
+            identifier: "count".into(),
+            payload: json!({ "n": n }),
+            spec: JobSpec::default(),
+        })
+        .collect();
+    for chunk in jobs.chunks(2_000) {
+        db.utils().add_raw_jobs(chunk).await.unwrap();
+    }
+    let make = |local: usize| {
+        db.worker_options().concurrency(8).local_queue_size(local).define_raw_job(
+            "count",
+            |ctx, _| async move {
+                let client = ctx.client().await?;
+                // The primary key makes a second run of a job an error, hence a failed job.
+                client.execute("insert into ran values ($1, $2)", &[&ctx.job().id, &ctx.worker_id()]).await?;
+                Ok(())
+            },
+        )
+    };
+    let a = make(0).init().await.unwrap();
+    let b = make(200).init().await.unwrap();
+    assert_ne!(a.worker_id(), b.worker_id());
+    let (a, b) = futures::join!(
+        timeout(rt.as_ref(), Duration::from_secs(120), a.run_once()),
+        timeout(rt.as_ref(), Duration::from_secs(120), b.run_once())
+    );
+    a.expect("a returns").expect("a ok");
+    b.expect("b returns").expect("b ok");
+    assert_eq!(db.count("select count(*) from ran").await, 10_000);
+    assert_eq!(db.count("select count(*) from graphile_worker.jobs").await, 0, "none left, none failed");
+    assert_eq!(db.count("select count(distinct worker) from ran").await, 2, "both workers took part");
+}
+
+on_both_runtimes!(
+    listen_notify_runs_a_job_within_milliseconds,
+    run_once_runs_due_jobs_in_priority_then_run_at_order,
+    typed_tasks_get_their_payload_and_a_database_client,
+    a_failing_task_is_retried_with_backoff_and_fails_for_good_at_max_attempts,
+    named_queues_run_one_at_a_time_in_order_others_in_parallel,
+    forbidden_flags_skip_jobs_and_a_flags_function_is_asked_before_each_fetch,
+    the_worker_reconnects_its_listener_and_polls_meanwhile,
+    graceful_shutdown_waits_for_running_tasks_and_returns_prefetched_jobs,
+    forced_shutdown_aborts_tasks_after_the_timeout_and_returns_their_jobs,
+    two_workers_drain_ten_thousand_jobs_each_exactly_once,
+);
