@@ -114,3 +114,124 @@ async fn a_newer_breaking_schema_exits_57() {
     assert_eq!(out.status.code(), Some(57), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("breaking migration 21"));
 }
+
+/// A tasks folder with a task that records its environment and stdin, one that fails with
+/// a message on stderr, one that sleeps, and files that are not tasks.
+fn tasks_folder(name: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("formica-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("nested")).unwrap();
+    let write = |path: &str, text: &str, mode: u32| {
+        let path = dir.join(path);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    write(
+        "nested/record.sh",
+        "#!/bin/sh\nout=\"$(dirname \"$0\")/../record-$GRAPHILE_WORKER_JOB_ID.txt\"\n\
+         { echo \"$GRAPHILE_WORKER_PAYLOAD_FORMAT|$GRAPHILE_WORKER_TASK_IDENTIFIER|$GRAPHILE_WORKER_JOB_KEY|$GRAPHILE_WORKER_JOB_ATTEMPTS|$GRAPHILE_WORKER_JOB_MAX_ATTEMPTS|$GRAPHILE_WORKER_JOB_PRIORITY\"; cat; } > \"$out\"\n",
+        0o755,
+    );
+    write("fail.sh", "#!/bin/sh\necho 'first line' >&2\necho 'the disk is on fire' >&2\nexit 3\n", 0o755);
+    write("sleep.sh", "#!/bin/sh\nsleep 1\ntouch \"$(dirname \"$0\")/slept\"\n", 0o755);
+    write("notes.txt", "not executable", 0o644);
+    write("bad name.sh", "#!/bin/sh\n", 0o755);
+    dir
+}
+
+#[tokio::test]
+async fn executable_tasks_get_the_job_in_env_and_stdin_and_failures_keep_stderr() {
+    let db = TestDb::migrated().await;
+    let dir = tasks_folder("exec");
+    let utils = db.utils();
+    let spec = formica_tokio::JobSpec::builder().job_key("key-1").priority(2).max_attempts(4).build();
+    let ok = utils.add_raw_job("nested/record", serde_json::json!({"x": [1, 2]}), spec).await.unwrap();
+    let failing = utils.add_raw_job("fail", serde_json::json!({}), Default::default()).await.unwrap();
+    let out = formica(&db, &["--once", "--tasks", dir.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let logs = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        logs.contains("notes.txt") && logs.contains("not executable"),
+        "skipped files are reported: {logs}"
+    );
+    assert!(logs.contains("bad name.sh"), "{logs}");
+
+    let record = std::fs::read_to_string(dir.join(format!("record-{}.txt", ok.id))).expect("the task ran");
+    let (env, stdin) = record.split_once('\n').unwrap();
+    assert_eq!(env, "json|nested/record|key-1|1|4|2");
+    assert_eq!(
+        serde_json::from_str::<Value>(stdin.trim()).unwrap(),
+        serde_json::json!({"payload": {"x": [1, 2]}})
+    );
+
+    let row = db
+        .client()
+        .await
+        .query_one(
+            "select attempts, last_error from graphile_worker._private_jobs where id = $1",
+            &[&failing.id],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, i16>(0), 1);
+    let error: String = row.get(1);
+    assert!(error.contains("exit status: 3") && error.contains("the disk is on fire"), "{error}");
+    assert_eq!(db.count("select count(*) from graphile_worker.jobs").await, 1, "only the failed job is left");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn sigterm_lets_the_running_task_finish_then_exits() {
+    let db = TestDb::migrated().await;
+    let dir = tasks_folder("sigterm");
+    db.utils().add_raw_job("sleep", serde_json::json!({}), Default::default()).await.unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_formica"))
+        .args(["-c", &db.url, "--tasks", dir.to_str().unwrap()])
+        .env("RUST_LOG", "warn")
+        .spawn()
+        .expect("start formica");
+    db.wait_for_count(
+        "select count(*) from graphile_worker.jobs where locked_at is not null",
+        1,
+        std::time::Duration::from_secs(10),
+    )
+    .await;
+    let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    let exit = child.wait().expect("formica exits");
+    assert!(exit.success(), "{exit:?}");
+    assert!(dir.join("slept").exists(), "the running task finished before exit");
+    assert_eq!(db.count("select count(*) from graphile_worker.jobs").await, 0, "and its job completed");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn with_nothing_configured_a_private_database_is_started_reused_and_stopped() {
+    let dir = std::env::temp_dir().join(format!("formica-embedded-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_formica"))
+            .args(args)
+            .current_dir(&dir)
+            .env_remove("DATABASE_URL")
+            .env_remove("PGHOST")
+            .env_remove("PGDATABASE")
+            .env("RUST_LOG", "info")
+            .output()
+            .expect("run formica");
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (_, logs) = run(&["add", "hello", r#"{"n":1}"#]);
+    assert!(logs.contains("private PostgreSQL database in .formica/"), "{logs}");
+    assert!(logs.contains("reused=false") && logs.contains("stopped the private database"), "{logs}");
+    assert!(dir.join(".formica/data/PG_VERSION").exists());
+    // The second run finds the job the first one added: the same database, reused.
+    let (jobs, _) = run(&["jobs", "--json"]);
+    let jobs: Value = serde_json::from_str(&jobs).unwrap();
+    assert_eq!(jobs[0]["task_identifier"], "hello");
+    assert!(!dir.join(".formica/data/postmaster.pid").exists(), "the server was stopped");
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -431,5 +431,24 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
 }
 
 fn log_event(event: &Event, worker_id: &str) {
-    tracing::debug!(worker_id, ?event, "worker event");
+    match event {
+        Event::WorkerStart { .. } => tracing::info!(worker_id, "worker started"),
+        Event::WorkerStop { .. } => tracing::info!(worker_id, "worker stopped"),
+        Event::JobError { job_id, error, attempt, max_attempts } => {
+            tracing::warn!(worker_id, job_id, attempt, max_attempts, "job failed: {error}")
+        }
+        Event::JobPermanentlyFailed { job_id, error } => {
+            tracing::error!(worker_id, job_id, "job failed for good (out of attempts): {error}")
+        }
+        Event::DatabaseError { statement, error } => {
+            tracing::warn!(worker_id, statement, "database error, will retry: {error}")
+        }
+        Event::ListenerDown { error, retry_at } => {
+            tracing::warn!(worker_id, %retry_at, "LISTEN connection down, polling meanwhile: {error}")
+        }
+        Event::BreakingMigration { payload } => {
+            tracing::error!(worker_id, payload, "the database got a breaking migration: stopping")
+        }
+        _ => tracing::debug!(worker_id, ?event, "worker event"),
+    }
 }

@@ -8,9 +8,13 @@ mod embedded;
 mod output;
 
 use clap::Parser;
-use formica_tokio::{Error, MigrateError, WorkerUtils};
+use formica_tokio::exec;
+use formica_tokio::{CleanupTask, Error, MigrateError, WorkerOptions, WorkerUtils};
 use output::Output;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// Exit code when the database has a breaking migration newer than this Formica (as
 /// graphile-worker).
@@ -37,10 +41,100 @@ struct Cli {
     #[arg(long, global = true)]
     json: bool,
     /// Install or upgrade the schema, then exit.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "once")]
     schema_only: bool,
+    #[command(flatten)]
+    run: RunArgs,
     #[command(subcommand)]
     command: Option<admin::Admin>,
+}
+
+/// How the worker runs (no subcommand).
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    /// Run until no job is runnable now, then exit.
+    #[arg(long)]
+    once: bool,
+    /// Folder of executable tasks (nested folders give `a/b` identifiers).
+    #[arg(long, default_value = "tasks")]
+    tasks: PathBuf,
+    /// Crontab file (recurring jobs are not supported yet: giving one is an error).
+    #[arg(long)]
+    crontab: Option<PathBuf>,
+    /// Jobs run at the same time.
+    #[arg(short = 'j', long, default_value_t = 10)]
+    jobs: usize,
+    /// Most database connections.
+    #[arg(short = 'm', long, default_value_t = 10)]
+    max_pool_size: usize,
+    /// Milliseconds between looks for jobs when no notification comes.
+    #[arg(long, default_value_t = 2000)]
+    poll_interval: u64,
+    /// Send statements unprepared (for pgBouncer in transaction mode).
+    #[arg(long)]
+    no_prepared_statements: bool,
+    /// Housekeeping to run before starting: comma-separated GC_JOB_QUEUES,
+    /// GC_TASK_IDENTIFIERS, DELETE_PERMAFAILED_JOBS (keeps this worker's tasks).
+    #[arg(long, value_delimiter = ',')]
+    cleanup: Vec<CleanupTask>,
+    /// Prefetch up to this many jobs (0: fetch only for free slots).
+    #[arg(long, default_value_t = 0)]
+    local_queue_size: usize,
+    /// Milliseconds to batch completions for (0: write each at once).
+    #[arg(long, default_value_t = 1)]
+    complete_batch_delay: u64,
+    /// Milliseconds to batch failures for (0: write each at once).
+    #[arg(long, default_value_t = 1)]
+    fail_batch_delay: u64,
+}
+
+/// Run a worker for the executable tasks of `run.tasks`.
+async fn run_worker(url: &str, schema: &str, run: RunArgs) -> Result<(), Error> {
+    if let Some(crontab) = &run.crontab {
+        return Err(Error::Config(format!(
+            "--crontab {}: recurring jobs are not supported by this version of formica yet",
+            crontab.display()
+        )));
+    }
+    let found = exec::discover(&run.tasks)
+        .map_err(|e| Error::Config(format!("cannot read the tasks folder {}: {e}", run.tasks.display())))?;
+    for (path, reason) in &found.skipped {
+        tracing::warn!(file = %path.display(), "not a task: {reason}");
+    }
+    if found.tasks.is_empty() {
+        tracing::warn!(folder = %run.tasks.display(), "no executable tasks found: jobs will wait for a worker that has them");
+    }
+    let mut options = WorkerOptions::default()
+        .database_url(url)
+        .schema(schema)
+        .concurrency(run.jobs)
+        .max_pool_size(run.max_pool_size)
+        .poll_interval(Duration::from_millis(run.poll_interval))
+        .prepared_statements(!run.no_prepared_statements)
+        .local_queue_size(run.local_queue_size)
+        .complete_job_batch_delay(Duration::from_millis(run.complete_batch_delay))
+        .fail_job_batch_delay(Duration::from_millis(run.fail_batch_delay));
+    for task in found.tasks.values() {
+        tracing::info!(task = %task.identifier, file = %task.path.display(), "task");
+        let task = Arc::new(task.clone());
+        options = options.define_raw_job(&task.identifier.clone(), move |ctx, payload| {
+            let task = task.clone();
+            async move { task.run(ctx, payload).await }
+        });
+    }
+    let worker = options.init().await?;
+    if !run.cleanup.is_empty() {
+        let keep: Vec<&str> = found.tasks.keys().map(String::as_str).collect();
+        worker.create_utils().cleanup(&run.cleanup, &keep).await?;
+    }
+    formica_tokio::stop_on_signals(worker.handle())
+        .map_err(|e| Error::Config(format!("cannot watch for signals: {e}")))?;
+    tracing::info!(worker_id = worker.worker_id(), tasks = found.tasks.len(), "worker started");
+    if run.once {
+        worker.run_once().await
+    } else {
+        worker.run().await
+    }
 }
 
 /// libpq's PG* variables as a key=value connection string, if any is set.
@@ -70,16 +164,18 @@ async fn main_inner(cli: Cli) -> Result<(), Error> {
         }
     };
     let result = async {
+        if cli.command.is_none() && !cli.schema_only {
+            return run_worker(&url, &cli.schema, cli.run).await;
+        }
         let utils = WorkerUtils::new(formica_tokio::pool(&url, 4)?, cli.schema.clone());
         utils.migrate().await?;
-        if cli.schema_only {
-            println!("Schema updated");
-            return Ok(());
-        }
         let out = if cli.json { Output::Json } else { Output::Human };
         match cli.command {
             Some(command) => admin::run(command, &utils, out).await,
-            None => Err(Error::Config("running a worker from the command line is not available yet".into())),
+            None => {
+                println!("Schema updated");
+                Ok(())
+            }
         }
     }
     .await;
@@ -96,6 +192,7 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
