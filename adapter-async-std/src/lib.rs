@@ -15,6 +15,26 @@ use std::sync::Arc;
 use std::time::Instant;
 use tokio_util::compat::FuturesAsyncReadCompatExt;
 
+/// Options for a worker on async-std: `WorkerOptions::default().database_url(..)...init().await`.
+pub type WorkerOptions = formica::WorkerOptions<AsyncStdRuntime>;
+
+/// Stop the worker of `handle` gracefully on the first SIGINT or SIGTERM, and abort its
+/// running tasks on the second.
+#[cfg(unix)]
+pub fn stop_on_signals(handle: WorkerHandle) -> io::Result<()> {
+    use async_signal::{Signal, Signals};
+    use futures::StreamExt;
+    let signals = Signals::new([Signal::Int, Signal::Term])?.filter_map(|signal| async move {
+        match signal {
+            Ok(Signal::Int) => Some("SIGINT"),
+            Ok(_) => Some("SIGTERM"),
+            Err(_) => None,
+        }
+    });
+    async_std::task::spawn(handle.stop_on_signals(signals));
+    Ok(())
+}
+
 /// The async-std [`Runtime`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct AsyncStdRuntime;

@@ -19,47 +19,25 @@ pub type WorkerOptions = formica::WorkerOptions<TokioRuntime>;
 
 /// Stop the worker of `handle` gracefully on the first SIGINT or SIGTERM, and abort its
 /// running tasks on the second. Call it from within the tokio runtime.
-pub fn stop_on_signals(handle: WorkerHandle) -> std::io::Result<()> {
+pub fn stop_on_signals(handle: WorkerHandle) -> io::Result<()> {
     #[cfg(unix)]
-    {
+    let signals = {
         use tokio::signal::unix::{signal, SignalKind};
-        let mut interrupt = signal(SignalKind::interrupt())?;
-        let mut terminate = signal(SignalKind::terminate())?;
-        tokio::spawn(async move {
-            let mut graceful = true;
-            loop {
-                let name = tokio::select! {
-                    Some(()) = interrupt.recv() => "SIGINT",
-                    Some(()) = terminate.recv() => "SIGTERM",
-                    else => return,
-                };
-                if graceful {
-                    tracing::info!(
-                        signal = name,
-                        "shutting down gracefully; send the signal again to abort running jobs"
-                    );
-                    handle.stop();
-                    graceful = false;
-                } else {
-                    tracing::warn!(signal = name, "aborting running jobs");
-                    handle.kill();
-                }
-            }
-        });
-    }
+        let streams = (signal(SignalKind::interrupt())?, signal(SignalKind::terminate())?);
+        futures::stream::unfold(streams, |(mut interrupt, mut terminate)| async move {
+            let name = tokio::select! {
+                Some(()) = interrupt.recv() => "SIGINT",
+                Some(()) = terminate.recv() => "SIGTERM",
+                else => return None,
+            };
+            Some((name, (interrupt, terminate)))
+        })
+    };
     #[cfg(not(unix))]
-    {
-        tokio::spawn(async move {
-            let mut graceful = true;
-            while tokio::signal::ctrl_c().await.is_ok() {
-                if std::mem::take(&mut graceful) {
-                    handle.stop()
-                } else {
-                    handle.kill()
-                }
-            }
-        });
-    }
+    let signals = futures::stream::unfold((), |()| async {
+        tokio::signal::ctrl_c().await.ok().map(|()| ("Ctrl-C", ()))
+    });
+    tokio::spawn(handle.stop_on_signals(signals));
     Ok(())
 }
 

@@ -256,6 +256,25 @@ impl WorkerHandle {
     pub fn kill(&self) {
         let _ = self.0.unbounded_send(Input::ShutdownRequested { graceful: false });
     }
+
+    /// Stop gracefully on the first item of `signals` (each names the signal, for the log)
+    /// and abort running tasks on the second. Adapters feed it their runtime's SIGINT and
+    /// SIGTERM; spawn the returned future.
+    pub async fn stop_on_signals(self, signals: impl futures::Stream<Item = &'static str>) {
+        use futures::StreamExt;
+        let mut signals = std::pin::pin!(signals);
+        if let Some(name) = signals.next().await {
+            tracing::info!(
+                signal = name,
+                "shutting down gracefully; send the signal again to abort running jobs"
+            );
+            self.stop();
+        }
+        if let Some(name) = signals.next().await {
+            tracing::warn!(signal = name, "aborting running jobs");
+            self.kill();
+        }
+    }
 }
 
 /// A worker, ready to run.
