@@ -1,0 +1,51 @@
+//! Formica as a peer of `../shared/bench` (see its README): `bench_peer run|once`, settings
+//! from `DATABASE_URL`, `CONCURRENCY`, `LOCAL_QUEUE_SIZE` (unset or < 1: off),
+//! `COMPLETE_BATCH_MS` (unset or -1: off), `POLL_INTERVAL_MS` and `MAX_PG_CONN`; tasks
+//! `noop` and `latency` (prints `BENCH_START <i>` as it starts).
+use formica_tokio::{stop_on_signals, WorkerOptions};
+use std::io::Write;
+use std::time::Duration;
+
+fn setting(name: &str) -> Option<i64> {
+    std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let once = match std::env::args().nth(1).as_deref() {
+        Some("run") => false,
+        Some("once") => true,
+        _ => return Err("usage: bench_peer run|once".into()),
+    };
+    let mut options = WorkerOptions::default()
+        .database_url(std::env::var("DATABASE_URL").map_err(|_| "set DATABASE_URL")?)
+        .define_raw_job("noop", |_, _| async { Ok(()) })
+        .define_raw_job("latency", |_, payload| async move {
+            let i = payload.get("i").cloned().unwrap_or_default();
+            writeln!(std::io::stdout().lock(), "BENCH_START {i}")?;
+            Ok(())
+        });
+    if let Some(n) = setting("CONCURRENCY") {
+        options = options.concurrency(n.max(1) as usize);
+    }
+    if let Some(n) = setting("LOCAL_QUEUE_SIZE").filter(|&n| n >= 1) {
+        options = options.local_queue_size(n as usize);
+    }
+    if let Some(ms) = setting("COMPLETE_BATCH_MS") {
+        options = options.complete_job_batch_delay(Duration::from_millis(ms.max(0) as u64));
+    }
+    if let Some(ms) = setting("POLL_INTERVAL_MS") {
+        options = options.poll_interval(Duration::from_millis(ms.max(1) as u64));
+    }
+    if let Some(n) = setting("MAX_PG_CONN") {
+        options = options.max_pool_size(n.max(2) as usize);
+    }
+    let worker = options.init().await?;
+    if once {
+        worker.run_once().await?;
+    } else {
+        stop_on_signals(worker.handle())?;
+        worker.run().await?;
+    }
+    Ok(())
+}
