@@ -49,7 +49,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let samples = setting("SAMPLES").unwrap_or(200) as usize;
     let mut config: tokio_postgres::Config = server.parse()?;
     let admin = db::connect(&TokioRuntime, &config).await?;
-    admin.batch_execute("drop database if exists formica_perf with (force); create database formica_perf").await?;
+    admin.batch_execute("drop database if exists formica_perf with (force)").await?;
+    admin.batch_execute("create database formica_perf").await?;
     config.dbname("formica_perf");
     let client = db::connect(&TokioRuntime, &config).await?;
     let pool = Pool::new(Arc::new(TokioRuntime), config, setting("CONCURRENCY").unwrap_or(10) as usize + 2);

@@ -135,6 +135,10 @@ pub mod worker {
     pub const RETURN_JOBS: &str = include_str!("../queries/worker/return_jobs.sql");
     /// `$1` locks older than this are freed (null: four hours before the database clock).
     pub const RESET_LOCKED: &str = include_str!("../queries/worker/reset_locked.sql");
+    /// Make crontab identifiers known; rows: those known before, with their last slot.
+    pub const REGISTER_CRONTABS: &str = include_str!("../queries/worker/register_crontabs.sql");
+    /// Add the jobs of one cron slot, once across every worker; rows: the new job ids.
+    pub const SCHEDULE_CRONTABS: &str = include_str!("../queries/worker/schedule_crontabs.sql");
 }
 
 /// Read-only statements of the `formica` command.
