@@ -26,6 +26,7 @@ pub mod worker;
 
 pub use db::{Pool, PooledClient};
 pub use error::{Error, MigrateError};
+pub use formica_core::cron::{self, Cron, CronItem, Crontab, CrontabError};
 pub use formica_core::job::{Job, JobKeyMode, JobSpec, JobSpecBuilder, JobSpecError, Task};
 pub use formica_core::worker::Event;
 pub use migrate::MigrationReport;

@@ -4,6 +4,7 @@
 //! connection given at all, a private database in `./.formica/` is used (see `embedded`).
 
 mod admin;
+mod crontab;
 mod embedded;
 mod output;
 
@@ -46,7 +47,17 @@ struct Cli {
     #[command(flatten)]
     run: RunArgs,
     #[command(subcommand)]
-    command: Option<admin::Admin>,
+    command: Option<Command>,
+}
+
+/// The subcommands: job management on the database, and crontab checks without one.
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    #[command(flatten)]
+    Admin(admin::Admin),
+    /// Check a crontab file, or print it as JSON (no database needed).
+    #[command(subcommand)]
+    Crontab(crontab::CrontabCommand),
 }
 
 /// How the worker runs (no subcommand).
@@ -155,7 +166,7 @@ fn from_pg_env() -> Option<String> {
     (!parts.is_empty()).then(|| parts.join(" "))
 }
 
-async fn main_inner(cli: Cli) -> Result<(), Error> {
+async fn main_inner(cli: Cli, admin: Option<admin::Admin>) -> Result<(), Error> {
     let (embedded, url) = match cli.connection.clone().or_else(from_pg_env) {
         Some(url) => (None, url),
         None => {
@@ -164,13 +175,13 @@ async fn main_inner(cli: Cli) -> Result<(), Error> {
         }
     };
     let result = async {
-        if cli.command.is_none() && !cli.schema_only {
+        if admin.is_none() && !cli.schema_only {
             return run_worker(&url, &cli.schema, cli.run).await;
         }
         let utils = WorkerUtils::new(formica_tokio::pool(&url, 4)?, cli.schema.clone());
         utils.migrate().await?;
         let out = if cli.json { Output::Json } else { Output::Human };
-        match cli.command {
+        match admin {
             Some(command) => admin::run(command, &utils, out).await,
             None => {
                 println!("Schema updated");
@@ -186,7 +197,20 @@ async fn main_inner(cli: Cli) -> Result<(), Error> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
+    let admin = match cli.command.take() {
+        Some(Command::Crontab(command)) => {
+            return match crontab::run(command, chrono::Utc::now()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(message) => {
+                    eprintln!("formica: {message}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        Some(Command::Admin(admin)) => Some(admin),
+        None => None,
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
@@ -201,7 +225,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(main_inner(cli)) {
+    match runtime.block_on(main_inner(cli, admin)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("formica: {e}");
