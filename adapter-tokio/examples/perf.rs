@@ -7,7 +7,9 @@
 //! Settings (environment): `JOBS` (20000), `CONCURRENCY` (10), `LOCAL_QUEUE_SIZE` (unset:
 //! off), `COMPLETE_BATCH_MS` (default of the worker), `SAMPLES` (200 latency samples).
 //! Each run uses a database of its own (`formica_perf`), dropped and created again.
-use formica_tokio::{db, serde_json::json, tokio_postgres, JobSpec, Pool, RawJob, TokioRuntime, WorkerOptions, WorkerUtils};
+use formica_tokio::{
+    db, serde_json::json, tokio_postgres, JobSpec, Pool, RawJob, TokioRuntime, WorkerOptions, WorkerUtils,
+};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -44,7 +46,8 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let server = std::env::var("DATABASE_URL").map_err(|_| "set DATABASE_URL (or run through scripts/with-postgres)")?;
+    let server = std::env::var("DATABASE_URL")
+        .map_err(|_| "set DATABASE_URL (or run through scripts/with-postgres)")?;
     let jobs = setting("JOBS").unwrap_or(20_000) as usize;
     let samples = setting("SAMPLES").unwrap_or(200) as usize;
     let mut config: tokio_postgres::Config = server.parse()?;
@@ -75,7 +78,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         utils.add_raw_jobs(&batch).await?;
     }
     let added = jobs.div_ceil(1000) * 1000;
-    rows.push(("bulk enqueue (add_jobs x 1000)".into(), format!("{:.0} jobs/s", added as f64 / secs(started))));
+    rows.push((
+        "bulk enqueue (add_jobs x 1000)".into(),
+        format!("{:.0} jobs/s", added as f64 / secs(started)),
+    ));
     client.batch_execute("analyze graphile_worker._private_jobs").await?;
 
     // Throughput: drain them with a running worker.
@@ -89,7 +95,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let drained = started.elapsed();
     tokio::time::sleep(Duration::from_millis(600)).await; // pg_stat counters are flushed lazily
     let transactions = scalar(&client, commits).await - before;
-    rows.push(("throughput".into(), format!("{:.0} jobs/s ({added} jobs)", added as f64 / drained.as_secs_f64())));
+    rows.push((
+        "throughput".into(),
+        format!("{:.0} jobs/s ({added} jobs)", added as f64 / drained.as_secs_f64()),
+    ));
     rows.push(("transactions per job".into(), format!("{:.3}", transactions as f64 / added as f64)));
     let stopping = Instant::now();
     handle.stop();
@@ -114,7 +123,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut latencies = Vec::with_capacity(samples);
     for i in 0..samples as i64 {
         let sent = Instant::now();
-        client.execute("select graphile_worker.add_job('latency', json_build_object('i', $1::bigint))", &[&i]).await?;
+        client
+            .execute("select graphile_worker.add_job('latency', json_build_object('i', $1::bigint))", &[&i])
+            .await?;
         let at = loop {
             if let Some(&(_, at)) = starts.lock().expect("no poisoning").iter().find(|(n, _)| *n == i) {
                 break at;
@@ -153,4 +164,3 @@ fn ms(d: Duration) -> f64 {
 fn secs(since: Instant) -> f64 {
     since.elapsed().as_secs_f64()
 }
-

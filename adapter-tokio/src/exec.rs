@@ -9,11 +9,18 @@
 //! `GRAPHILE_WORKER_*` variables; exit status 0 is success. Unlike graphile-worker (whose
 //! error is a bare "An error occurred"), a failure's `last_error` says the exit status and
 //! the end of the program's stderr.
+//!
+//! A program must not outlive its worker: once a worker is gone, its jobs may be unlocked
+//! (`formica unlock`) and run elsewhere, and a program still running from the dead worker
+//! would run the job twice at once. A forced shutdown kills programs (kill on drop), and
+//! on Linux programs are started through util-linux's `setpriv --pdeathsig KILL` when it
+//! is installed, so the kernel kills them too when the worker is killed (SIGKILL, OOM).
 
 use formica::{JobContext, TaskResult};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::OnceLock;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
 
 /// How much of the end of stderr a failure keeps in `last_error`.
@@ -108,7 +115,14 @@ impl ExecutableTask {
     /// the program.
     pub async fn run(&self, ctx: JobContext, payload: serde_json::Value) -> TaskResult {
         let job = ctx.job();
-        let mut command = tokio::process::Command::new(&self.path);
+        let mut command = match death_signal_launcher() {
+            Some(setpriv) => {
+                let mut command = tokio::process::Command::new(setpriv);
+                command.args(["--pdeathsig", "KILL", "--"]).arg(&self.path);
+                command
+            }
+            None => tokio::process::Command::new(&self.path),
+        };
         command
             .env("GRAPHILE_WORKER_PAYLOAD_FORMAT", "json")
             .env("GRAPHILE_WORKER_TASK_IDENTIFIER", &job.task_identifier)
@@ -152,6 +166,21 @@ impl ExecutableTask {
         }
         .into())
     }
+}
+
+/// `setpriv`, where it is installed (Linux): it execs the program with a parent-death
+/// signal, so the kernel kills the program when the thread that started it (a runtime
+/// worker thread, which lives as long as the worker) goes away.
+fn death_signal_launcher() -> Option<&'static Path> {
+    static LAUNCHER: OnceLock<Option<PathBuf>> = OnceLock::new();
+    LAUNCHER
+        .get_or_init(|| {
+            if !cfg!(target_os = "linux") {
+                return None;
+            }
+            ["/usr/bin/setpriv", "/bin/setpriv"].iter().map(PathBuf::from).find(|p| p.is_file())
+        })
+        .as_deref()
 }
 
 /// Log each line (stdout at info, stderr at error) in the job's span, and return the end of

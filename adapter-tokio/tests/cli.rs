@@ -235,3 +235,44 @@ fn with_nothing_configured_a_private_database_is_started_reused_and_stopped() {
     assert!(!dir.join(".formica/data/postmaster.pid").exists(), "the server was stopped");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn crontab_check_and_parse_print_items_or_the_mistake_with_line_and_column() {
+    let dir = std::env::temp_dir().join(format!("formica-crontab-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = dir.join("good");
+    std::fs::write(&good, "# nightly\n0 4 * * 7 report ?id=nightly&fill=2h&max=3 {to: 'ops'}\n").unwrap();
+    let bad = dir.join("bad");
+    std::fs::write(&bad, "* * * * * ok\n\n*/0 * * * * broken\n").unwrap();
+    let crontab = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_formica")).arg("crontab").args(args).output().unwrap()
+    };
+
+    let out = crontab(&["check", good.to_str().unwrap()]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], r#"0 4 * * 0 report ?id=nightly&fill=2h&max=3 {"to":"ops"}"#);
+    assert_eq!(lines.len(), 6, "the item and its next five runs: {text}");
+    assert!(lines[1..].iter().all(|l| l.ends_with("04:00 UTC (Sun)")), "{text}");
+
+    let out = crontab(&["parse", good.to_str().unwrap(), "--json"]);
+    assert!(out.status.success());
+    let items: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        items,
+        serde_json::json!([{
+            "identifier": "nightly", "task": "report",
+            "minutes": [0], "hours": [4], "dates": (1..=31).collect::<Vec<_>>(),
+            "months": (1..=12).collect::<Vec<_>>(), "dows": [0],
+            "options": { "backfillPeriod": 7_200_000, "maxAttempts": 3 },
+            "payload": { "to": "ops" },
+        }])
+    );
+
+    let out = crontab(&["check", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let error = String::from_utf8(out.stderr).unwrap();
+    assert!(error.contains("line 3, column 3"), "{error}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

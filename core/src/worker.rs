@@ -18,10 +18,12 @@
 //! - after [`Effect::Stopped`] no effect comes out.
 
 use crate::backoff;
+use crate::cron::runner::{CronBatch, CronRunner, KnownCrontab};
+use crate::cron::CronItem;
 use crate::job::Job;
 use crate::notify;
 use chrono::{DateTime, Duration, Utc};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// A point in time, UTC.
 pub type Timestamp = DateTime<Utc>;
@@ -60,6 +62,8 @@ pub struct Config {
     pub max_listener_backoff: Duration,
     /// Seed of the jitter (lock sweep times, listener backoff).
     pub seed: u64,
+    /// Recurring jobs this worker schedules (not in `run_once` mode).
+    pub crontab: Vec<CronItem>,
 }
 
 impl Default for Config {
@@ -79,6 +83,7 @@ impl Default for Config {
             run_once: false,
             max_listener_backoff: Duration::seconds(60),
             seed: 0x5eed,
+            crontab: Vec::new(),
         }
     }
 }
@@ -147,6 +152,18 @@ pub enum Statement {
         /// The cut-off.
         locked_before: Option<Timestamp>,
     },
+    /// Make the crontab's identifiers known (new ones with `known_since`). Answer:
+    /// `KnownCrontabs` with the rows that existed before.
+    RegisterCrontabs {
+        /// The items' identifiers.
+        identifiers: Vec<String>,
+        /// When the worker's cron started.
+        known_since: Timestamp,
+    },
+    /// Add the jobs of one cron minute, each only if this statement advances its item's
+    /// `last_execution` to that minute (so each minute is scheduled once across workers).
+    /// Answer: `Done`.
+    ScheduleCron(CronBatch),
 }
 
 /// A database error, as data.
@@ -165,6 +182,8 @@ pub enum QueryResult {
     Tasks(Vec<(i32, String)>),
     /// Locked jobs, for `GetJobs`.
     Jobs(Vec<Job>),
+    /// The crontab identifiers known before registration, for `RegisterCrontabs`.
+    KnownCrontabs(Vec<KnownCrontab>),
     /// The statement ran.
     Done,
     /// The statement failed.
@@ -346,6 +365,8 @@ pub enum TimerKind {
     ShutdownGrace,
     /// Try a failed fetch or task registration again.
     Retry,
+    /// The next cron minute, or a cron statement to try again.
+    Cron,
 }
 
 /// An input the machine cannot make sense of: a bug in the driver.
@@ -369,6 +390,7 @@ enum Pending {
     Fetch { limit: usize },
     Write(Write),
     Sweep,
+    Cron,
 }
 
 /// Writes that must reach the database: retried until they do.
@@ -390,9 +412,14 @@ enum Phase {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Listener {
     Off,
-    Connecting,
+    /// Connecting after `failures` failed attempts in a row.
+    Connecting {
+        failures: u32,
+    },
     Up,
-    Down { failures: u32 },
+    Down {
+        failures: u32,
+    },
 }
 
 /// The worker machine. See the module docs.
@@ -406,6 +433,11 @@ pub struct Worker {
     pending: BTreeMap<QueryId, Pending>,
     running: BTreeMap<i64, Job>,
     prefetched: VecDeque<Job>,
+    /// Tasks told to abort (so each is told once).
+    aborting: BTreeSet<i64>,
+    /// The local queue gave its jobs back after waiting too long: do not prefetch again
+    /// until a slot frees, or the same jobs would go round in circles.
+    ttl_expired: bool,
     fetch_again: bool,
     /// The last fetch found fewer jobs than it asked for.
     drained: bool,
@@ -418,6 +450,8 @@ pub struct Worker {
     timers: BTreeMap<TimerKind, Timestamp>,
     effects: VecDeque<Effect>,
     rng: u64,
+    /// Present when the worker schedules a crontab.
+    cron: Option<CronRunner>,
 }
 
 impl Worker {
@@ -434,6 +468,8 @@ impl Worker {
             pending: BTreeMap::new(),
             running: BTreeMap::new(),
             prefetched: VecDeque::new(),
+            aborting: BTreeSet::new(),
+            ttl_expired: false,
             fetch_again: false,
             drained: false,
             completions: Vec::new(),
@@ -443,16 +479,22 @@ impl Worker {
             listener: Listener::Off,
             timers: BTreeMap::new(),
             effects: VecDeque::new(),
+            cron: None,
         };
         worker.emit(Event::WorkerStart { worker_id: worker.config.worker_id.clone() });
         let identifiers = worker.config.task_identifiers.clone();
         worker.query(Pending::Register, Statement::RegisterTasks { identifiers });
+        if !worker.config.run_once && !worker.config.crontab.is_empty() {
+            worker.cron = Some(CronRunner::new(worker.config.crontab.clone(), now));
+        }
         if !worker.config.run_once {
-            worker.listener = Listener::Connecting;
+            worker.listener = Listener::Connecting { failures: 0 };
             worker.effects.push_back(Effect::ConnectListener);
             let first_sweep = worker.sweep_delay();
             worker.timers.insert(TimerKind::LockSweep, now + first_sweep);
         }
+        // Armed from the start, so a worker whose first fetch never comes back still polls.
+        worker.arm_poll();
         worker
     }
 
@@ -503,6 +545,16 @@ impl Worker {
         self.phase == Phase::Stopped
     }
 
+    /// The machine's clock: the latest `now` it was given (it never goes back).
+    pub fn now(&self) -> Timestamp {
+        self.now
+    }
+
+    /// When the timer `kind` is due, if it is armed.
+    pub fn deadline(&self, kind: TimerKind) -> Option<Timestamp> {
+        self.timers.get(&kind).copied()
+    }
+
     fn emit(&mut self, event: Event) {
         self.effects.push_back(Effect::Emit(event));
     }
@@ -516,6 +568,24 @@ impl Worker {
 
     fn fetching(&self) -> bool {
         self.pending.values().any(|p| matches!(p, Pending::Fetch { .. }))
+    }
+
+    /// Whether job `id` is running, waiting locally, or has an outcome not yet written.
+    fn holds(&self, id: i64) -> bool {
+        self.running.contains_key(&id)
+            || self.prefetched.iter().any(|p| p.id == id)
+            || self.completions.contains(&id)
+            || self.returns.contains(&id)
+            || self.failures.iter().any(|f| f.job_id == id)
+            || self.pending.values().any(|p| match p {
+                Pending::Write(Write::Complete(ids) | Write::Return(ids)) => ids.contains(&id),
+                Pending::Write(Write::Fail(failures)) => failures.iter().any(|f| f.job_id == id),
+                Pending::Register | Pending::Fetch { .. } | Pending::Sweep | Pending::Cron => false,
+            })
+    }
+
+    fn writing(&self) -> bool {
+        self.pending.values().any(|p| matches!(p, Pending::Write(_)))
     }
 
     fn local_now(&self) -> Option<Timestamp> {
@@ -555,7 +625,17 @@ impl Worker {
         }
         self.maybe_fetch();
         self.maybe_flush();
-        if self.phase == Phase::Running && self.config.run_once && self.drained && self.idle() {
+        self.drive_cron();
+        // Run-once stops when a fetch found nothing and nothing it did is still being
+        // written: a completion being written may free a named queue's next job.
+        if self.phase == Phase::Running
+            && self.config.run_once
+            && self.drained
+            && self.idle()
+            && !self.fetching()
+            && self.nothing_to_write()
+            && !self.writing()
+        {
             self.phase = Phase::Draining;
         }
         if self.phase == Phase::Draining && self.idle() && self.pending.is_empty() && self.nothing_to_write()
@@ -585,6 +665,7 @@ impl Worker {
         }
         let free = self.config.concurrency.saturating_sub(self.running.len());
         let limit = match self.config.local_queue_size {
+            Some(_) if self.ttl_expired && free == 0 => 0,
             // Refill the local queue once it cannot fill the free slots any more.
             Some(size) if self.prefetched.len() < free.max(1) => size.saturating_sub(self.prefetched.len()),
             Some(_) => 0,
@@ -651,7 +732,28 @@ impl Worker {
             (Pending::Sweep, QueryResult::Done) => {
                 self.pending.remove(&id);
             }
-            (Pending::Register | Pending::Fetch { .. } | Pending::Write(_) | Pending::Sweep, _) => {
+            (Pending::Cron, QueryResult::KnownCrontabs(known)) => {
+                self.pending.remove(&id);
+                if let Some(cron) = &mut self.cron {
+                    cron.registered(&known);
+                }
+            }
+            (Pending::Cron, QueryResult::Done) => {
+                self.pending.remove(&id);
+                if let Some(cron) = &mut self.cron {
+                    cron.batch_done();
+                }
+                // Its jobs may be due now.
+                self.wake();
+            }
+            (
+                Pending::Register
+                | Pending::Fetch { .. }
+                | Pending::Write(_)
+                | Pending::Sweep
+                | Pending::Cron,
+                _,
+            ) => {
                 return Err(MisuseError::WrongResult(id));
             }
         }
@@ -666,6 +768,7 @@ impl Worker {
             Pending::Register => "register tasks",
             Pending::Fetch { .. } => "fetch jobs",
             Pending::Sweep => "reset stale locks",
+            Pending::Cron => "schedule cron jobs",
             Pending::Write(Write::Complete(_)) => "complete jobs",
             Pending::Write(Write::Fail(_)) => "fail jobs",
             Pending::Write(Write::Return(_)) => "return jobs",
@@ -673,9 +776,16 @@ impl Worker {
         self.emit(Event::DatabaseError { statement, error: error.message });
         match pending {
             Pending::Register | Pending::Fetch { .. } => {
+                // Nothing is known about what is runnable: the retry fetches.
+                self.drained = false;
                 self.timers.insert(TimerKind::Retry, self.now + self.config.poll_interval);
             }
             Pending::Sweep => {}
+            Pending::Cron => {
+                if let Some(cron) = &mut self.cron {
+                    cron.failed(self.now, self.config.poll_interval);
+                }
+            }
             Pending::Write(write) => {
                 match write {
                     Write::Complete(ids) => self.completions.splice(0..0, ids).for_each(drop),
@@ -691,15 +801,23 @@ impl Worker {
         }
     }
 
-    fn fetched(&mut self, limit: usize, jobs: Vec<Job>) {
+    fn fetched(&mut self, limit: usize, mut jobs: Vec<Job>) {
         let got = jobs.len();
         self.drained = got < limit;
         if got == 0 {
             self.emit(Event::FetchEmpty);
         }
+        // A job this worker already runs, holds or is writing the outcome of can come back
+        // only if its lock looked dead (older than four hours) and a sweep freed it: it is
+        // not started again; the lock is ours again, and the outcome this worker has or will
+        // have settles the job.
+        jobs.retain(|job| !self.holds(job.id));
         if self.phase != Phase::Running {
             // Fetched while a shutdown began: give them back untouched.
-            self.returns.extend(jobs.iter().map(|j| j.id));
+            if !jobs.is_empty() {
+                self.returns.extend(jobs.iter().map(|j| j.id));
+                self.schedule_flush(Duration::zero());
+            }
         } else {
             if self.prefetched.is_empty() && self.config.local_queue_size.is_some() && got > 0 {
                 self.timers.insert(TimerKind::LocalQueueTtl, self.now + self.config.local_queue_ttl);
@@ -720,6 +838,8 @@ impl Worker {
 
     fn task_finished(&mut self, job_id: i64, outcome: TaskOutcome) -> Result<(), MisuseError> {
         let job = self.running.remove(&job_id).ok_or(MisuseError::UnknownTask(job_id))?;
+        self.aborting.remove(&job_id);
+        self.ttl_expired = false;
         match outcome {
             TaskOutcome::Ok => {
                 self.emit(Event::JobSuccess { job_id });
@@ -800,8 +920,9 @@ impl Worker {
             return;
         }
         let failures = match self.listener {
-            Listener::Down { failures } => failures + 1,
-            Listener::Off | Listener::Connecting | Listener::Up => 1,
+            // A failed reconnection attempt counts on: the backoff grows until one succeeds.
+            Listener::Down { failures } | Listener::Connecting { failures } => failures + 1,
+            Listener::Off | Listener::Up => 1,
         };
         // 50 ms * e^failures, capped, with jitter in [50%, 100%].
         let base_ms = (50.0 * f64::from(failures.min(20)).exp())
@@ -842,10 +963,36 @@ impl Worker {
         }
     }
 
+    /// Send what the cron runner has ready (its registration, then one minute's batch at a
+    /// time) and arm its timer; on shutdown, drop what it has not sent.
+    fn drive_cron(&mut self) {
+        let Some(cron) = &mut self.cron else { return };
+        if self.phase != Phase::Running {
+            cron.stop();
+            self.timers.remove(&TimerKind::Cron);
+            return;
+        }
+        let now = self.now;
+        let mut statements = Vec::new();
+        if let Some((identifiers, known_since)) = cron.registration(now) {
+            statements.push(Statement::RegisterCrontabs { identifiers, known_since });
+        }
+        cron.tick(now);
+        if let Some(batch) = cron.poll_batch(now) {
+            statements.push(Statement::ScheduleCron(batch));
+        }
+        let deadline = cron.deadline();
+        self.timers.insert(TimerKind::Cron, deadline);
+        for statement in statements {
+            self.query(Pending::Cron, statement);
+        }
+    }
+
     fn abort_running(&mut self) {
         self.timers.remove(&TimerKind::ShutdownGrace);
-        let ids: Vec<i64> = self.running.keys().copied().collect();
+        let ids: Vec<i64> = self.running.keys().copied().filter(|id| !self.aborting.contains(id)).collect();
         for job_id in ids {
+            self.aborting.insert(job_id);
             self.effects.push_back(Effect::AbortTask { job_id });
         }
     }
@@ -865,7 +1012,11 @@ impl Worker {
                 }
                 TimerKind::Listener => {
                     self.timers.remove(&kind);
-                    self.listener = Listener::Connecting;
+                    let failures = match self.listener {
+                        Listener::Down { failures } | Listener::Connecting { failures } => failures,
+                        Listener::Off | Listener::Up => 0,
+                    };
+                    self.listener = Listener::Connecting { failures };
                     self.effects.push_back(Effect::ConnectListener);
                 }
                 TimerKind::LockSweep => {
@@ -879,14 +1030,21 @@ impl Worker {
                 TimerKind::LocalQueueTtl => {
                     self.timers.remove(&kind);
                     let expired: Vec<i64> = self.prefetched.drain(..).map(|j| j.id).collect();
-                    self.returns.extend(expired);
-                    self.schedule_flush(Duration::zero());
+                    if !expired.is_empty() {
+                        self.ttl_expired = true;
+                        self.returns.extend(expired);
+                        self.schedule_flush(Duration::zero());
+                    }
                 }
                 TimerKind::ShutdownGrace => self.abort_running(),
+                // Re-armed by `drive_cron`.
+                TimerKind::Cron => {
+                    self.timers.remove(&kind);
+                }
                 TimerKind::Retry => {
                     self.timers.remove(&kind);
                     let registering = self.pending.values().any(|p| *p == Pending::Register);
-                    if self.task_ids.is_none() && !registering {
+                    if self.task_ids.is_none() && !registering && self.phase == Phase::Running {
                         let identifiers = self.config.task_identifiers.clone();
                         self.query(Pending::Register, Statement::RegisterTasks { identifiers });
                     }

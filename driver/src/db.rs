@@ -3,20 +3,56 @@
 //! Every connection is made with `Config::connect_raw` over a socket the runtime opened,
 //! so tokio-postgres never needs a tokio runtime and one client type serves every
 //! adapter. TLS is not supported yet: connect over a trusted network or a Unix socket.
+//!
+//! Two limits keep a broken network from leaving a worker silently idle:
+//!
+//! - opening a connection gives up after `connect_timeout` (from the connection settings,
+//!   else [`DEFAULT_CONNECT_TIMEOUT`]), so a server that accepts and never answers is an
+//!   error, not a hang;
+//! - the connections of a [`Pool`] and the worker's LISTEN connection are *watched*: one
+//!   that owes a response (a statement was sent, its `ReadyForQuery` has not come) and has
+//!   received nothing for the response timeout is closed, so the statement fails with an
+//!   error the worker retries on a fresh connection. TCP keepalives cannot do this: a
+//!   proxy or a pooler that hangs still acknowledges TCP. The timeout is `tcp_user_timeout`
+//!   of the connection settings (tokio-postgres reads it in seconds; `0` turns the watch
+//!   off), else [`DEFAULT_RESPONSE_TIMEOUT`]; [`Pool::with_response_timeout`] sets it in
+//!   code. A statement that legitimately runs longer than this without sending a row (a
+//!   long report inside a task, through the worker's pool) needs a longer timeout.
 
-use crate::error::Error;
+use crate::error::{describe, Error};
 use crate::runtime::{Address, Runtime, Socket};
 use futures::channel::mpsc;
-use futures::future::{self, Either};
+use futures::future::{self, BoxFuture, Either};
 use futures::lock::Mutex;
 use futures::StreamExt;
 use std::collections::HashMap;
+use std::io;
 use std::ops::Deref;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Instant;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_postgres::config::Host;
 use tokio_postgres::tls::NoTlsStream;
 use tokio_postgres::{Client, Config, Connection, NoTls, Statement};
+
+/// How long opening a connection may take when the settings give no `connect_timeout`.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a watched connection may owe a response while receiving nothing, when the
+/// settings give no `tcp_user_timeout` (see the module docs).
+pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The response timeout `config` asks for: `tcp_user_timeout` if set (`None` when it is
+/// zero: no watch), else [`DEFAULT_RESPONSE_TIMEOUT`].
+pub fn response_timeout(config: &Config) -> Option<Duration> {
+    match config.get_tcp_user_timeout() {
+        Some(timeout) if timeout.is_zero() => None,
+        Some(timeout) => Some(*timeout),
+        None => Some(DEFAULT_RESPONSE_TIMEOUT),
+    }
+}
 
 /// A connection whose messages (notifications included) the caller must poll.
 pub type RawConnection = Connection<Box<dyn Socket>, NoTlsStream>;
@@ -45,23 +81,50 @@ pub fn addresses(config: &Config) -> Result<Vec<Address>, Error> {
 }
 
 /// Open a connection: the first address that answers wins. The caller polls the returned
-/// connection (spawn it, or read its notifications).
+/// connection (spawn it, or read its notifications). The connection is not watched (see
+/// [`connect_raw_watched`]).
 pub async fn connect_raw(rt: &dyn Runtime, config: &Config) -> Result<(Client, RawConnection), Error> {
+    open(rt, None, config).await
+}
+
+/// [`connect_raw`], and the connection is closed when it owes a response and receives
+/// nothing for [`response_timeout`]`(config)` (see the module docs).
+pub async fn connect_raw_watched(
+    rt: Arc<dyn Runtime>,
+    config: &Config,
+) -> Result<(Client, RawConnection), Error> {
+    let watch = response_timeout(config).map(|timeout| (rt.clone(), timeout));
+    open(rt.as_ref(), watch, config).await
+}
+
+async fn open(
+    rt: &dyn Runtime,
+    watch: Option<(Arc<dyn Runtime>, Duration)>,
+    config: &Config,
+) -> Result<(Client, RawConnection), Error> {
+    let timeout = config.get_connect_timeout().copied().unwrap_or(DEFAULT_CONNECT_TIMEOUT);
     let mut last = None;
     for address in addresses(config)? {
+        let watch = watch.clone();
         let attempt = async {
             let socket = rt.connect(address.clone()).await.map_err(|e| Error::connect(&address, e))?;
-            config.connect_raw(socket, NoTls).await.map_err(|e| Error::connect(&address, e))
-        };
-        let result = match config.get_connect_timeout() {
-            None => attempt.await,
-            Some(timeout) => {
-                let deadline = rt.sleep_until(Instant::now() + *timeout);
-                match future::select(Box::pin(attempt), deadline).await {
-                    Either::Left((result, _)) => result,
-                    Either::Right(((), _)) => Err(Error::connect(&address, "timed out")),
+            let socket = match watch {
+                Some((runtime, timeout)) => {
+                    Box::new(Watched::new(socket, runtime, timeout)) as Box<dyn Socket>
                 }
-            }
+                None => socket,
+            };
+            config.connect_raw(socket, NoTls).await.map_err(|e| Error::connect(&address, describe(&e)))
+        };
+        let deadline = rt.sleep_until(Instant::now() + timeout);
+        let result = match future::select(Box::pin(attempt), deadline).await {
+            Either::Left((result, _)) => result,
+            Either::Right(((), _)) => Err(Error::connect(
+                &address,
+                format!(
+                    "no answer within {timeout:?} (connect_timeout): is a PostgreSQL server listening there?"
+                ),
+            )),
         };
         match result {
             Ok(pair) => return Ok(pair),
@@ -72,15 +135,198 @@ pub async fn connect_raw(rt: &dyn Runtime, config: &Config) -> Result<(Client, R
 }
 
 /// Open a connection whose messages are handled in the background (notifications are
-/// dropped): for ordinary statements.
+/// dropped): for ordinary statements. Not watched (see [`connect_raw_watched`]).
 pub async fn connect(rt: &dyn Runtime, config: &Config) -> Result<Client, Error> {
     let (client, connection) = connect_raw(rt, config).await?;
+    spawn_connection(rt, connection);
+    Ok(client)
+}
+
+/// [`connect`], watched.
+pub async fn connect_watched(rt: Arc<dyn Runtime>, config: &Config) -> Result<Client, Error> {
+    let (client, connection) = connect_raw_watched(rt.clone(), config).await?;
+    spawn_connection(rt.as_ref(), connection);
+    Ok(client)
+}
+
+fn spawn_connection(rt: &dyn Runtime, connection: RawConnection) {
     rt.spawn(Box::pin(async move {
         if let Err(e) = connection.await {
-            tracing::warn!(error = %e, "PostgreSQL connection closed with an error");
+            tracing::warn!(error = %describe(&e), "PostgreSQL connection closed with an error");
         }
     }));
-    Ok(client)
+}
+
+/// A socket that fails its reads once the connection has owed a response for the timeout
+/// with nothing received (and nothing sent) meanwhile. It follows the protocol's message
+/// framing in both directions: each request that ends in `ReadyForQuery` (the startup
+/// message, `Query`, `Sync`, `FunctionCall`) is owed until that `ReadyForQuery` arrives.
+/// An idle connection (a LISTEN connection between notifications) owes nothing and is
+/// never timed out.
+struct Watched {
+    inner: Box<dyn Socket>,
+    runtime: Arc<dyn Runtime>,
+    timeout: Duration,
+    sent: Framing,
+    received: Framing,
+    /// Requests whose `ReadyForQuery` has not arrived.
+    owed: u64,
+    /// The last byte sent or received.
+    last_activity: Instant,
+    /// A wake-up at the given instant, polled with the connection's waker.
+    alarm: Option<(Instant, BoxFuture<'static, ()>)>,
+    expired: bool,
+}
+
+/// Follows message boundaries in one direction of the protocol.
+struct Framing {
+    /// The next message is the untagged startup message.
+    startup: bool,
+    header: [u8; 5],
+    filled: usize,
+    /// Body bytes of the current message still to pass.
+    skip: usize,
+}
+
+impl Framing {
+    fn new(startup: bool) -> Self {
+        Framing { startup, header: [0; 5], filled: 0, skip: 0 }
+    }
+
+    /// Pass `data`, calling `on_message` with the tag of each message that begins in it
+    /// (`0` for the startup message).
+    fn feed(&mut self, mut data: &[u8], mut on_message: impl FnMut(u8)) {
+        while !data.is_empty() {
+            if self.skip > 0 {
+                let n = self.skip.min(data.len());
+                self.skip -= n;
+                data = &data[n..];
+                continue;
+            }
+            let header_len = if self.startup { 4 } else { 5 };
+            let n = (header_len - self.filled).min(data.len());
+            self.header[self.filled..self.filled + n].copy_from_slice(&data[..n]);
+            self.filled += n;
+            data = &data[n..];
+            if self.filled == header_len {
+                let (tag, len) = if self.startup {
+                    (0, [self.header[0], self.header[1], self.header[2], self.header[3]])
+                } else {
+                    (self.header[0], [self.header[1], self.header[2], self.header[3], self.header[4]])
+                };
+                self.skip = (u32::from_be_bytes(len) as usize).saturating_sub(4);
+                self.filled = 0;
+                self.startup = false;
+                on_message(tag);
+            }
+        }
+    }
+}
+
+impl Watched {
+    fn new(inner: Box<dyn Socket>, runtime: Arc<dyn Runtime>, timeout: Duration) -> Self {
+        Watched {
+            inner,
+            runtime,
+            timeout,
+            sent: Framing::new(true),
+            received: Framing::new(false),
+            owed: 0,
+            last_activity: Instant::now(),
+            alarm: None,
+            expired: false,
+        }
+    }
+
+    /// `Ready` with the error once the connection has owed a response for too long;
+    /// otherwise make sure `cx` is woken when that could happen.
+    fn watch(&mut self, cx: &mut Context<'_>) -> Poll<io::Error> {
+        loop {
+            if self.owed == 0 && !self.expired {
+                self.alarm = None;
+                return Poll::Pending;
+            }
+            let deadline = self.last_activity + self.timeout;
+            if self.expired || Instant::now() >= deadline {
+                self.expired = true;
+                self.alarm = None;
+                return Poll::Ready(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "no response from PostgreSQL for {:?} (the response timeout, tcp_user_timeout): \
+                         the connection is taken as dead",
+                        self.timeout
+                    ),
+                ));
+            }
+            // Activity only moves the deadline later: an alarm set for an earlier one rings
+            // early, and is set again here.
+            let alarm = match &mut self.alarm {
+                Some((at, alarm)) if *at <= deadline => alarm,
+                _ => &mut self.alarm.insert((deadline, self.runtime.sleep_until(deadline))).1,
+            };
+            match alarm.as_mut().poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(()) => self.alarm = None,
+            }
+        }
+    }
+}
+
+impl AsyncRead for Watched {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if this.expired {
+            return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "the connection timed out")));
+        }
+        let before = buf.filled().len();
+        match Pin::new(&mut this.inner).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                let data = &buf.filled()[before..];
+                if !data.is_empty() {
+                    this.last_activity = Instant::now();
+                    let owed = &mut this.owed;
+                    this.received.feed(data, |tag| {
+                        if tag == b'Z' {
+                            *owed = owed.saturating_sub(1);
+                        }
+                    });
+                }
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => this.watch(cx).map(Err),
+        }
+    }
+}
+
+impl AsyncWrite for Watched {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let result = Pin::new(&mut this.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = &result {
+            if *n > 0 {
+                this.last_activity = Instant::now();
+                let owed = &mut this.owed;
+                this.sent.feed(&buf[..*n], |tag| {
+                    if matches!(tag, 0 | b'Q' | b'S' | b'F') {
+                        *owed += 1;
+                    }
+                });
+                // The connection may wait on this write's waker alone: arm the alarm with it.
+                let _ = this.watch(cx);
+            }
+        }
+        result
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
 }
 
 /// A pool of at most `max_size` connections, opened lazily and reused. A connection found
@@ -124,6 +370,17 @@ impl Pool {
         Ok(Pool::new(runtime, config, max_size))
     }
 
+    /// The same pool with connections watched for `timeout` (`None`: not watched): a
+    /// connection that owes a response and receives nothing for that long is closed (see
+    /// the module docs). It is kept in the settings as `tcp_user_timeout`, so the worker's
+    /// LISTEN connection, made from [`Pool::config`], follows it too. Call it before the
+    /// pool is used: connections already open keep their watch.
+    pub fn with_response_timeout(self, timeout: Option<Duration>) -> Self {
+        let mut config = self.0.config.clone();
+        config.tcp_user_timeout(timeout.unwrap_or(Duration::ZERO));
+        Pool::new(self.0.runtime.clone(), config, self.0.max_size)
+    }
+
     /// Check out a connection, waiting for one to be free.
     pub async fn get(&self) -> Result<PooledClient, Error> {
         let slot = {
@@ -135,7 +392,7 @@ impl Pool {
             Some(conn) if !conn.client.is_closed() => checkout.conn = Some(conn),
             // On error the slot goes back empty when `checkout` drops.
             _ => {
-                let client = connect(self.0.runtime.as_ref(), &self.0.config).await?;
+                let client = connect_watched(self.0.runtime.clone(), &self.0.config).await?;
                 checkout.conn = Some(Conn { client, prepared: HashMap::new() });
             }
         }

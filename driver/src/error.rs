@@ -11,7 +11,7 @@ pub enum Error {
     #[error("invalid job spec: {0}")]
     Spec(#[from] JobSpecError),
     /// PostgreSQL refused a statement or the connection broke.
-    #[error("database error: {0}")]
+    #[error("database error: {}", describe(.0))]
     Db(#[from] tokio_postgres::Error),
     /// No server could be reached at any configured address.
     #[error("could not connect to PostgreSQL at {address}: {message}")]
@@ -21,6 +21,9 @@ pub enum Error {
         /// What went wrong there.
         message: String,
     },
+    /// A connection did not answer in time and was given up.
+    #[error("timed out: {0}")]
+    TimedOut(String),
     /// The connection settings name no server.
     #[error("invalid connection settings: {0}")]
     Config(String),
@@ -37,6 +40,23 @@ pub enum Error {
     /// function's check and its update. Adding again is safe.
     #[error("job with key {0:?} was not added: the job holding that key was locked meanwhile; add it again")]
     NotAdded(Option<String>),
+}
+
+/// What tokio-postgres says, with what it keeps in its sources: its `Display` alone is only
+/// the kind ("db error", "error communicating with the server"), not the server's message
+/// or the I/O error.
+pub(crate) fn describe(e: &tokio_postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        return format!("{db} (SQLSTATE {})", db.code().code());
+    }
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 impl Error {
@@ -93,7 +113,7 @@ pub enum MigrateError {
         schema: String,
     },
     /// A statement failed while migrating.
-    #[error("migrating schema {schema:?} failed at {step}: {source}")]
+    #[error("migrating schema {schema:?} failed at {step}: {}", describe(.source))]
     Failed {
         /// The schema name.
         schema: String,

@@ -33,5 +33,5 @@ pub use migrate::MigrationReport;
 pub use runtime::{Address, Runtime, Socket};
 pub use task::{AbortSignal, JobContext, TaskHandler, TaskResult};
 pub use utils::{CleanupTask, JobFilter, RawJob, RescheduleJobOptions, WorkerUtils, DEFAULT_SCHEMA};
-pub use worker::{FlagsFn, Hook, Worker, WorkerHandle, WorkerOptions};
+pub use worker::{CronSource, FlagsFn, Hook, Worker, WorkerHandle, WorkerOptions};
 pub use {chrono, formica_sql as sql, serde_json, tokio_postgres};

@@ -3,21 +3,32 @@
 //! One connection per worker, outside the pool, because a pooled connection's messages are
 //! dropped. It reports `ListenerUp` once listening and `ListenerDown` when it ends; the core
 //! decides when to connect again (capped backoff) and keeps polling meanwhile.
+//!
+//! A LISTEN connection is idle most of the time, so a connection that died silently (a
+//! proxy or a network that stopped forwarding without closing) would never be noticed by
+//! waiting for notifications. The listener therefore sends a trivial statement every
+//! [`PING_INTERVAL`] (or every response timeout, if shorter): on a dead connection it gets
+//! no answer within the response timeout, and the listener reports `ListenerDown`.
 
-use crate::db::connect_raw;
+use crate::db::{connect_raw_watched, response_timeout};
 use crate::runtime::Runtime;
 use formica_core::worker::Input;
 use futures::channel::mpsc::UnboundedSender;
+use futures::future::{self, Either};
 use futures::StreamExt;
 use std::sync::Arc;
-use tokio_postgres::{AsyncMessage, Config};
+use std::time::{Duration, Instant};
+use tokio_postgres::{AsyncMessage, Client, Config};
+
+/// The longest time between two checks that the LISTEN connection still answers.
+pub const PING_INTERVAL: Duration = Duration::from_secs(30);
 
 /// The channels a worker listens on.
 pub const CHANNELS: [&str; 2] = ["jobs:insert", "worker:migrate"];
 
 /// Connect, LISTEN, and forward what arrives until the connection ends.
 pub(crate) async fn listen(runtime: Arc<dyn Runtime>, config: Config, inputs: UnboundedSender<Input>) {
-    let error = match run(runtime.as_ref(), &config, &inputs).await {
+    let error = match run(&runtime, &config, &inputs).await {
         Ok(()) => "the connection closed".to_owned(),
         Err(e) => e.to_string(),
     };
@@ -25,11 +36,15 @@ pub(crate) async fn listen(runtime: Arc<dyn Runtime>, config: Config, inputs: Un
 }
 
 async fn run(
-    runtime: &dyn Runtime,
+    runtime: &Arc<dyn Runtime>,
     config: &Config,
     inputs: &UnboundedSender<Input>,
 ) -> Result<(), crate::Error> {
-    let (client, mut connection) = connect_raw(runtime, config).await?;
+    let (client, mut connection) = connect_raw_watched(runtime.clone(), config).await?;
+    // Without a watch the ping still gets an answer within this, or the connection is
+    // taken as dead.
+    let ping_timeout = response_timeout(config).unwrap_or(PING_INTERVAL);
+    let ping_every = ping_timeout.min(PING_INTERVAL);
     let (messages_tx, mut messages) = futures::channel::mpsc::unbounded();
     // The connection is polled here, in this task: it delivers notifications and drives the
     // LISTEN statement itself.
@@ -49,7 +64,17 @@ async fn run(
         let sql: String = CHANNELS.iter().map(|c| format!("LISTEN \"{c}\";")).collect();
         client.batch_execute(&sql).await?;
         let _ = inputs.unbounded_send(Input::ListenerUp);
-        while let Some(message) = messages.next().await {
+        let mut tick = runtime.sleep_until(Instant::now() + ping_every);
+        loop {
+            let message = match future::select(messages.next(), &mut tick).await {
+                Either::Left((Some(message), _)) => message,
+                Either::Left((None, _)) => break,
+                Either::Right(((), _)) => {
+                    ping(runtime.as_ref(), &client, ping_timeout).await?;
+                    tick = runtime.sleep_until(Instant::now() + ping_every);
+                    continue;
+                }
+            };
             if let AsyncMessage::Notification(n) = message {
                 let _ = inputs.unbounded_send(Input::Notification {
                     channel: n.channel().to_owned(),
@@ -62,5 +87,17 @@ async fn run(
     futures::pin_mut!(drive, listen);
     match futures::future::select(drive, listen).await {
         futures::future::Either::Left((result, _)) | futures::future::Either::Right((result, _)) => result,
+    }
+}
+
+/// A round trip on the LISTEN connection, answered within `timeout`.
+async fn ping(runtime: &dyn Runtime, client: &Client, timeout: Duration) -> Result<(), crate::Error> {
+    let statement = client.simple_query("");
+    futures::pin_mut!(statement);
+    match future::select(statement, runtime.sleep_until(Instant::now() + timeout)).await {
+        Either::Left((result, _)) => result.map(drop).map_err(crate::Error::from),
+        Either::Right(((), _)) => Err(crate::Error::TimedOut(format!(
+            "the LISTEN connection did not answer a ping within {timeout:?}: taken as dead"
+        ))),
     }
 }

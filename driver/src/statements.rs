@@ -6,6 +6,7 @@ use crate::db::PooledClient;
 use crate::error::Error;
 use crate::rows::jobs_from_rows;
 use crate::worker::Shared;
+use formica_core::cron::runner::KnownCrontab;
 use formica_core::worker::{DbError, QueryResult, Statement};
 use formica_sql as sql;
 use tokio_postgres::types::{ToSql, Type};
@@ -137,6 +138,45 @@ async fn run(shared: &Shared, statement: Statement) -> Result<QueryResult, Error
         Statement::ResetLocked { locked_before } => {
             let sql = sql::render(sql::worker::RESET_LOCKED, schema);
             query(&mut client, prepared, &sql, &[(&locked_before, Type::TIMESTAMPTZ)]).await?;
+            Ok(QueryResult::Done)
+        }
+        Statement::RegisterCrontabs { identifiers, known_since } => {
+            let sql = sql::render(sql::worker::REGISTER_CRONTABS, schema);
+            let params: [Param; 2] = [(&identifiers, Type::TEXT_ARRAY), (&known_since, Type::TIMESTAMPTZ)];
+            let rows = query(&mut client, prepared, &sql, &params).await?;
+            let known = rows
+                .iter()
+                .map(|r| {
+                    Ok(KnownCrontab {
+                        identifier: r.try_get(0)?,
+                        known_since: r.try_get(1)?,
+                        last_execution: r.try_get(2)?,
+                    })
+                })
+                .collect::<Result<_, tokio_postgres::Error>>()?;
+            Ok(QueryResult::KnownCrontabs(known))
+        }
+        Statement::ScheduleCron(batch) => {
+            let jobs: Vec<serde_json::Value> = batch
+                .jobs
+                .iter()
+                .map(|job| {
+                    serde_json::json!({
+                        "identifier": job.identifier,
+                        "task": job.task,
+                        "payload": job.payload,
+                        "queue_name": job.spec.queue_name,
+                        "max_attempts": job.spec.max_attempts,
+                        "priority": job.spec.priority,
+                        "job_key": job.spec.job_key,
+                        "job_key_mode": job.spec.job_key_mode.map(|m| m.as_str()),
+                    })
+                })
+                .collect();
+            let jobs = serde_json::Value::Array(jobs);
+            let sql = sql::render(sql::worker::SCHEDULE_CRONTABS, schema);
+            query(&mut client, prepared, &sql, &[(&jobs, Type::JSON), (&batch.at, Type::TIMESTAMPTZ)])
+                .await?;
             Ok(QueryResult::Done)
         }
     }

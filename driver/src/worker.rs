@@ -22,6 +22,7 @@ use crate::statements::{execute, Prepared};
 use crate::task::{AbortSignal, AbortTrigger, Handlers, JobContext, TaskHandler, TaskResult};
 use crate::utils::{WorkerUtils, DEFAULT_SCHEMA};
 use chrono::{DateTime, Utc};
+use formica_core::cron::{self, Cron, CronItem, Crontab};
 use formica_core::worker::{self as core, Effect, Event, Input, TaskOutcome};
 use futures::channel::mpsc;
 use futures::future::{AbortHandle, Abortable, BoxFuture, Either, FutureExt};
@@ -30,6 +31,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::panic::AssertUnwindSafe;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::Instrument;
@@ -63,6 +65,72 @@ pub struct WorkerOptions<R = ()> {
     flags_fn: Option<FlagsFn>,
     prepared_statements: bool,
     hooks: Vec<Hook>,
+    crontabs: Vec<CronSource>,
+}
+
+/// Recurring jobs for [`WorkerOptions::with_cron`]: crontab text (`&str`, `String`), a
+/// crontab file (`&Path`, `PathBuf`), or typed items ([`Cron`], `Vec<Cron>`).
+#[derive(Debug, Clone)]
+pub enum CronSource {
+    /// Crontab text.
+    Text(String),
+    /// A crontab file, read by `init`.
+    File(PathBuf),
+    /// Items built in code.
+    Items(Vec<Cron>),
+}
+
+impl From<&str> for CronSource {
+    fn from(text: &str) -> Self {
+        CronSource::Text(text.to_owned())
+    }
+}
+impl From<String> for CronSource {
+    fn from(text: String) -> Self {
+        CronSource::Text(text)
+    }
+}
+impl From<&Path> for CronSource {
+    fn from(path: &Path) -> Self {
+        CronSource::File(path.to_owned())
+    }
+}
+impl From<PathBuf> for CronSource {
+    fn from(path: PathBuf) -> Self {
+        CronSource::File(path)
+    }
+}
+impl From<Cron> for CronSource {
+    fn from(item: Cron) -> Self {
+        CronSource::Items(vec![item])
+    }
+}
+impl From<Vec<Cron>> for CronSource {
+    fn from(items: Vec<Cron>) -> Self {
+        CronSource::Items(items)
+    }
+}
+
+impl CronSource {
+    /// The items, or the parser's error naming where the mistake is.
+    fn items(self) -> Result<Vec<CronItem>, Error> {
+        let crontab = match self {
+            CronSource::Text(text) => {
+                cron::parse(&text).map_err(|e| Error::Config(format!("crontab: {e}")))?
+            }
+            CronSource::File(path) => {
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| Error::Config(format!("cannot read crontab {}: {e}", path.display())))?;
+                cron::parse(&text).map_err(|e| Error::Config(format!("crontab {}: {e}", path.display())))?
+            }
+            CronSource::Items(items) => {
+                let items = items.into_iter().map(Cron::build).collect::<Result<Vec<_>, _>>();
+                Crontab::from_items(items.map_err(|e| Error::Config(format!("cron item: {e}")))?)
+                    .map_err(|e| Error::Config(format!("cron items: {e}")))?
+            }
+        };
+        Ok(crontab.into_items())
+    }
 }
 
 impl<R: Runtime + Default> Default for WorkerOptions<R> {
@@ -85,7 +153,16 @@ impl<R> WorkerOptions<R> {
             flags_fn: None,
             prepared_statements: true,
             hooks: Vec::new(),
+            crontabs: Vec::new(),
         }
+    }
+    /// Schedule recurring jobs: crontab text, a crontab file, or typed [`Cron`] items (see
+    /// [`CronSource`]); may be called several times. A mistake fails [`Self::init`] with
+    /// the line and column. Each (item, minute) is scheduled once across all workers that
+    /// share the database; `run_once` does not schedule.
+    pub fn with_cron(mut self, source: impl Into<CronSource>) -> Self {
+        self.crontabs.push(source.into());
+        self
     }
     /// Connect with this connection string (`postgres://` URL or key=value settings).
     pub fn database_url(mut self, url: impl Into<String>) -> Self {
@@ -193,9 +270,16 @@ impl<R> WorkerOptions<R> {
             Some(Connection::Url(url)) => Pool::from_url(self.runtime.clone(), &url, self.max_pool_size)?,
             None => return Err(Error::Config("no database: set database_url(...) or pool(...)".into())),
         };
+        let mut crontab = Vec::new();
+        for source in self.crontabs {
+            crontab.extend(source.items()?);
+        }
+        // Identifiers must be unique across every source.
+        let crontab = Crontab::from_items(crontab).map_err(|e| Error::Config(format!("crontab: {e}")))?;
         let utils = WorkerUtils::new(pool, self.schema).with_use_local_time(self.config.use_local_time);
         utils.migrate().await?;
         let mut config = self.config;
+        config.crontab = crontab.into_items();
         if config.worker_id.is_empty() {
             config.worker_id = random_worker_id();
         }

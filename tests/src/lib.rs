@@ -2,6 +2,9 @@
 //! the server named by `DATABASE_URL` (set by `scripts/test`), so tests run in parallel
 //! and never see each other's jobs.
 
+pub mod cluster;
+pub mod proxy;
+
 use formica::{Pool, Runtime, WorkerUtils};
 use std::future::Future;
 use std::sync::atomic::{AtomicU32, Ordering};

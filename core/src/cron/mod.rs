@@ -116,7 +116,7 @@ impl fmt::Display for Crontab {
 }
 
 /// One recurring job: when it fires, which task it runs and with what options and payload.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CronItem {
     identifier: String,
     task: String,

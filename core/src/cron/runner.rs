@@ -27,7 +27,7 @@ pub struct KnownCrontab {
 }
 
 /// One job of a cron batch.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CronJob {
     /// The item's identifier, whose `last_execution` guards the job.
     pub identifier: String,
@@ -40,7 +40,7 @@ pub struct CronJob {
 }
 
 /// The jobs of every item due at one minute, scheduled by one statement.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CronBatch {
     /// The whole minute (UTC) the jobs are for.
     pub at: DateTime<Utc>,

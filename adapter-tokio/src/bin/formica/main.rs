@@ -69,7 +69,7 @@ struct RunArgs {
     /// Folder of executable tasks (nested folders give `a/b` identifiers).
     #[arg(long, default_value = "tasks")]
     tasks: PathBuf,
-    /// Crontab file (recurring jobs are not supported yet: giving one is an error).
+    /// Crontab file of recurring jobs (default: ./crontab if present).
     #[arg(long)]
     crontab: Option<PathBuf>,
     /// Jobs run at the same time.
@@ -101,12 +101,6 @@ struct RunArgs {
 
 /// Run a worker for the executable tasks of `run.tasks`.
 async fn run_worker(url: &str, schema: &str, run: RunArgs) -> Result<(), Error> {
-    if let Some(crontab) = &run.crontab {
-        return Err(Error::Config(format!(
-            "--crontab {}: recurring jobs are not supported by this version of formica yet",
-            crontab.display()
-        )));
-    }
     let found = exec::discover(&run.tasks)
         .map_err(|e| Error::Config(format!("cannot read the tasks folder {}: {e}", run.tasks.display())))?;
     for (path, reason) in &found.skipped {
@@ -125,6 +119,14 @@ async fn run_worker(url: &str, schema: &str, run: RunArgs) -> Result<(), Error> 
         .local_queue_size(run.local_queue_size)
         .complete_job_batch_delay(Duration::from_millis(run.complete_batch_delay))
         .fail_job_batch_delay(Duration::from_millis(run.fail_batch_delay));
+    let default_crontab = PathBuf::from("crontab");
+    match run.crontab.or_else(|| default_crontab.is_file().then_some(default_crontab)) {
+        Some(file) => {
+            tracing::info!(file = %file.display(), "crontab");
+            options = options.with_cron(file);
+        }
+        None => tracing::info!("no crontab file: cron is disabled"),
+    }
     for task in found.tasks.values() {
         tracing::info!(task = %task.identifier, file = %task.path.display(), "task");
         let task = Arc::new(task.clone());

@@ -1,0 +1,188 @@
+//! A `formica` worker process killed with SIGKILL while it runs jobs.
+//!
+//! What the worker held stays locked: no other worker runs those jobs (nor the rest of
+//! their named queues) while the lock is held. The recovery is `formica status` (it lists
+//! the workers holding locks) and `formica unlock <worker id>` once that worker is known to
+//! be dead (the automatic sweep frees locks only after four hours, as graphile-worker's).
+//! Then another worker runs the jobs again, queues in order. The task programs of the
+//! killed worker die with it: they do not go on running jobs that are now unlocked.
+
+use formica_tests::TestDb;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn write_task(dir: &Path, name: &str, script: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// A worker process, killed if the test fails before it is stopped.
+struct Worker(Child);
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn worker(db: &TestDb, tasks: &Path) -> Worker {
+    Worker(
+        Command::new(env!("CARGO_BIN_EXE_formica"))
+            .args(["-c", &db.url, "--tasks", tasks.to_str().unwrap(), "-j", "4", "--poll-interval", "200"])
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start formica"),
+    )
+}
+
+fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path).unwrap_or_default().lines().map(str::to_owned).collect()
+}
+
+/// Processes whose command line mentions `needle`.
+fn processes_running(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if cmdline.contains(needle) {
+                found.push(format!("{}: {cmdline}", entry.file_name().to_string_lossy()));
+            }
+        }
+    }
+    found
+}
+
+async fn wait_until(within: Duration, what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn formica(db: &TestDb, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_formica")).args(["-c", &db.url]).args(args).output().unwrap();
+    assert!(out.status.success(), "formica {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sigkilled_worker_s_jobs_stay_locked_until_unlocked_then_run_again_elsewhere() {
+    let db = TestDb::migrated().await;
+    let root: PathBuf = std::env::temp_dir().join(format!("formica-crash-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let (first, second) = (root.join("first"), root.join("second"));
+    // The first worker's task starts, then takes 3 s; the second's is quick. Both log the
+    // job id (and attempt) to a file beside them.
+    write_task(
+        &first,
+        "slow.sh",
+        "#!/bin/sh\nd=$(dirname \"$0\")\necho \"$GRAPHILE_WORKER_JOB_ID\" >> \"$d/started\"\nsleep 3\n\
+         echo \"$GRAPHILE_WORKER_JOB_ID\" >> \"$d/finished\"\n",
+    );
+    write_task(
+        &second,
+        "slow.sh",
+        "#!/bin/sh\necho \"$GRAPHILE_WORKER_JOB_ID $GRAPHILE_WORKER_JOB_ATTEMPTS\" >> \"$(dirname \"$0\")/ran\"\n",
+    );
+    let utils = db.utils();
+    let spec = |queue: Option<&str>| {
+        let b = formica_tokio::JobSpec::builder();
+        match queue {
+            Some(q) => b.queue_name(q).build(),
+            None => b.build(),
+        }
+    };
+    let mut ids = Vec::new();
+    for queue in [Some("q"), Some("q"), None, None] {
+        ids.push(utils.add_raw_job("slow", serde_json::json!({}), spec(queue)).await.unwrap().id);
+    }
+    let (q1, q2) = (ids[0], ids[1]);
+
+    let mut a = worker(&db, &first);
+    wait_until(Duration::from_secs(15), "three tasks started (one per queue slot)", || {
+        lines(&first.join("started")).len() == 3
+    })
+    .await;
+    let holders: Vec<String> = db
+        .client()
+        .await
+        .query(
+            "select distinct locked_by from graphile_worker._private_jobs where locked_by is not null",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(holders.len(), 1, "{holders:?}");
+    let dead = holders[0].clone();
+    assert!(Command::new("kill").args(["-KILL", &a.0.id().to_string()]).status().unwrap().success());
+    a.0.wait().unwrap();
+
+    // Its task programs died with it (they would have slept 3 s more).
+    wait_until(Duration::from_secs(1), "the killed worker's task programs exited", || {
+        processes_running(first.to_str().unwrap()).is_empty()
+    })
+    .await;
+
+    let locked = "select count(*) from graphile_worker._private_jobs where locked_by is not null";
+    assert_eq!(db.count(locked).await, 3, "the dead worker's jobs stay locked");
+    assert_eq!(
+        db.count("select count(*) from graphile_worker._private_job_queues where locked_by is not null")
+            .await,
+        1,
+        "and its queue"
+    );
+    let status = formica(&db, &["status", "--json"]);
+    assert!(status.contains(&dead), "status names the worker holding locks: {status}");
+
+    // A new worker leaves locked jobs alone, and the rest of the locked queue too.
+    let mut b = worker(&db, &second);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        lines(&second.join("ran")),
+        Vec::<String>::new(),
+        "nothing runs while the dead worker holds it"
+    );
+
+    formica(&db, &["unlock", &dead]);
+    wait_until(Duration::from_secs(15), "every job ran on the second worker", || {
+        lines(&second.join("ran")).len() == 4
+    })
+    .await;
+    db.wait_for_count("select count(*) from graphile_worker.jobs", 0, Duration::from_secs(10)).await;
+    assert_eq!(
+        db.count("select count(*) from graphile_worker._private_job_queues where locked_by is not null")
+            .await,
+        0,
+        "the queue is free"
+    );
+    let ran = lines(&second.join("ran"));
+    let attempt = |id: i64| {
+        ran.iter()
+            .find_map(|l| l.strip_prefix(&format!("{id} ")))
+            .unwrap_or_else(|| panic!("job {id} ran on the second worker: {ran:?}"))
+            .to_owned()
+    };
+    for &id in &ids {
+        // The crashed attempt counts; the job that never started is on its first.
+        assert_eq!(attempt(id), if id == q2 { "1" } else { "2" }, "job {id}");
+    }
+    let position = |id: i64| ran.iter().position(|l| l.starts_with(&format!("{id} "))).unwrap();
+    assert!(position(q1) < position(q2), "the queue kept its order: {ran:?}");
+
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!first.join("finished").exists(), "no task of the killed worker finished after it died");
+    assert!(Command::new("kill").args(["-TERM", &b.0.id().to_string()]).status().unwrap().success());
+    assert!(b.0.wait().unwrap().success());
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -1,0 +1,744 @@
+//! A deterministic world for the worker machine: test scheduling without a database, a
+//! runtime or a real clock.
+//!
+//! A [`World`] holds a simulated clock, an in-memory database with the semantics of
+//! Formica's SQL ([`Db`]), any number of workers ([`Worker`] machines, each with its own
+//! [`Config`]), their tasks and their LISTEN connections. It plays the driver: it runs
+//! every [`Effect`] the machines emit (a query is answered by the database after a
+//! latency, a task ends as a script says, a listener connects or fails), and feeds the
+//! results back as [`Input`]s. [`World::step`] jumps the clock straight to the next thing
+//! that happens (an answer, a task's end, a notification, a machine's timer): an hour of
+//! polling takes microseconds, and nothing sleeps.
+//!
+//! Every choice (latencies, failures, the `r` of notification payloads, whatever the task
+//! script draws) comes from one seeded generator, so a seed and a sequence of calls give
+//! the same [`trace`](World::trace) every time: a failing run replays exactly.
+//!
+//! The world checks the machine's promises as it goes and panics, naming the worker and
+//! job, if one is broken: a job started while it is already running on that worker, more
+//! tasks running than `concurrency`, an effect after [`Effect::Stopped`], or a stop while
+//! tasks or queries are still out. Everything else is for the caller to check, on the
+//! trace or on the database.
+//!
+//! ```
+//! use formica_core::sim::{AddJob, TaskPlan, World, WorldConfig};
+//! use formica_core::job::JobSpec;
+//! use formica_core::worker::{Config, TaskOutcome};
+//! use chrono::Duration;
+//!
+//! let mut world = World::new(WorldConfig::default());
+//! world.set_script(|job, _rng| match job.payload["fail"].as_bool() {
+//!     Some(true) => TaskPlan::finish(Duration::seconds(1), TaskOutcome::Err("no".into())),
+//!     _ => TaskPlan::finish(Duration::seconds(1), TaskOutcome::Ok),
+//! });
+//! let config = Config { worker_id: "w".into(), task_identifiers: vec!["email".into()], ..Config::default() };
+//! let w = world.add_worker(config);
+//! world.db_mut().add_job(&AddJob::new("email", serde_json::json!({"fail": false}), JobSpec::default())).unwrap();
+//! world.db_mut().add_job(&AddJob::new("email", serde_json::json!({"fail": true}), JobSpec::default())).unwrap();
+//! world.run_for(Duration::seconds(3)); // one attempt each; the retry is due after e^1 s
+//! let left: Vec<_> = world.db().jobs().collect();
+//! assert_eq!(left.len(), 1, "the good job was completed");
+//! assert_eq!(left[0].attempts, 1);
+//! assert_eq!(left[0].last_error.as_deref(), Some("no"));
+//! world.shutdown(w, true);
+//! assert!(world.run_until_stopped(Duration::minutes(1)));
+//! ```
+
+mod db;
+mod rng;
+
+pub use db::{AddJob, Db, Notification, Queue, Reschedule};
+pub use rng::SimRng;
+
+use crate::job::Job;
+use crate::worker::{
+    Config, DbError, Effect, Input, QueryId, QueryResult, Statement, TaskOutcome, TimerKind,
+};
+use crate::worker::{Timestamp, Worker};
+use chrono::Duration;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+/// A worker's place in the world (stable across restarts).
+pub type WorkerIndex = usize;
+
+/// How a started task behaves, chosen by the script when it starts.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TaskPlan {
+    /// End `after` this long with `outcome` (unless aborted first).
+    Finish {
+        /// How long the task runs.
+        after: Duration,
+        /// How it ends.
+        outcome: TaskOutcome,
+    },
+    /// Run until aborted.
+    Hang,
+    /// Run until [`World::finish_task`] ends it (or an abort does).
+    Manual,
+}
+
+impl TaskPlan {
+    /// End after `after` with `outcome`.
+    pub fn finish(after: Duration, outcome: TaskOutcome) -> Self {
+        TaskPlan::Finish { after, outcome }
+    }
+}
+
+/// How the world's plumbing behaves.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorldConfig {
+    /// Seed of every choice.
+    pub seed: u64,
+    /// The wall clock at the start.
+    pub start: Timestamp,
+    /// Shortest and longest time from a query to its answer.
+    pub query_latency: (Duration, Duration),
+    /// Shortest and longest time to connect a listener.
+    pub listener_latency: (Duration, Duration),
+    /// Shortest and longest time for a notification to reach a listener.
+    pub notification_latency: (Duration, Duration),
+    /// Time from an abort to the task reporting `Aborted`.
+    pub abort_latency: Duration,
+    /// Chance, in thousandths, that a query fails (retryable) without running.
+    pub query_failure_per_mille: u32,
+}
+
+impl Default for WorldConfig {
+    fn default() -> Self {
+        WorldConfig {
+            seed: 0,
+            start: Timestamp::from_timestamp(1_704_067_200, 0).unwrap_or_default(),
+            query_latency: (Duration::milliseconds(1), Duration::milliseconds(5)),
+            listener_latency: (Duration::milliseconds(5), Duration::milliseconds(20)),
+            notification_latency: (Duration::milliseconds(1), Duration::milliseconds(3)),
+            abort_latency: Duration::milliseconds(1),
+            query_failure_per_mille: 0,
+        }
+    }
+}
+
+/// One line of the trace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceEntry {
+    /// The wall clock when it happened.
+    pub at: Timestamp,
+    /// The worker concerned, if one is.
+    pub worker: Option<WorkerIndex>,
+    /// What happened.
+    pub what: Traced,
+}
+
+/// What a trace line records.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Traced {
+    /// A machine was created with this `worker_id` (at the start, or by a restart).
+    Started {
+        /// The id it locks jobs with.
+        worker_id: String,
+    },
+    /// An input fed to the machine (with `at` as its `now`).
+    Input(Input),
+    /// An effect the machine emitted.
+    Effect(Effect),
+    /// The worker's process died: its tasks, queries and listener are gone, its locks stay.
+    Crashed,
+    /// The wall clock was moved by this much (forward or back).
+    ClockJumped(Duration),
+}
+
+/// What one [`World::step`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stepped {
+    /// A query was answered.
+    Answered {
+        /// The worker.
+        worker: WorkerIndex,
+        /// The query.
+        id: QueryId,
+    },
+    /// A task ended.
+    TaskEnded {
+        /// The worker.
+        worker: WorkerIndex,
+        /// The job.
+        job_id: i64,
+    },
+    /// A listener connected or failed to.
+    Listener {
+        /// The worker.
+        worker: WorkerIndex,
+    },
+    /// A notification reached a listener.
+    Notified {
+        /// The worker.
+        worker: WorkerIndex,
+    },
+    /// A machine's timer fired.
+    Timer {
+        /// The worker.
+        worker: WorkerIndex,
+        /// Which timer.
+        kind: TimerKind,
+    },
+    /// Something was due but no longer concerned anyone (an answer for a crashed worker).
+    Nothing,
+}
+
+/// The task script: called when a task starts.
+pub type Script = Box<dyn FnMut(&Job, &mut SimRng) -> TaskPlan>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Life {
+    Running,
+    Stopped,
+    Crashed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ListenerState {
+    Off,
+    Connecting(u64),
+    Up(u64),
+}
+
+#[derive(Debug, Clone)]
+struct RunningTask {
+    job: Job,
+    token: u64,
+    aborting: bool,
+}
+
+#[derive(Debug, Clone)]
+struct SimWorker {
+    base: Config,
+    incarnation: u32,
+    machine: Worker,
+    life: Life,
+    tasks: BTreeMap<i64, RunningTask>,
+    listener: ListenerState,
+    listener_available: bool,
+    fail_next: u32,
+    in_flight: BTreeSet<QueryId>,
+}
+
+#[derive(Debug, Clone)]
+enum Due {
+    Answer { worker: WorkerIndex, incarnation: u32, id: QueryId, statement: Statement },
+    TaskEnd { worker: WorkerIndex, token: u64, job_id: i64, outcome: TaskOutcome },
+    Listener { worker: WorkerIndex, token: u64, up: bool },
+    Notify { worker: WorkerIndex, token: u64, notification: Notification },
+}
+
+/// The deterministic world. See the module docs.
+pub struct World {
+    config: WorldConfig,
+    db: Db,
+    rng: SimRng,
+    /// Time elapsed since the start (never goes back).
+    mono: Duration,
+    /// Wall clock minus (start + mono): moved by [`World::jump_clock`].
+    offset: Duration,
+    workers: Vec<SimWorker>,
+    agenda: BTreeMap<(i64, u64), Due>,
+    seq: u64,
+    tokens: u64,
+    script: Script,
+    trace: Vec<TraceEntry>,
+    steps_at_this_instant: u32,
+}
+
+impl fmt::Debug for World {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("World")
+            .field("now", &self.now())
+            .field("workers", &self.workers.len())
+            .field("agenda", &self.agenda.len())
+            .field("jobs", &self.db.jobs().count())
+            .finish_non_exhaustive()
+    }
+}
+
+const LIVELOCK_STEPS: u32 = 100_000;
+
+impl World {
+    /// An empty world: no workers, an empty database. Tasks succeed after one second until
+    /// [`World::set_script`] says otherwise.
+    pub fn new(config: WorldConfig) -> Self {
+        World {
+            db: Db::new(config.start, config.seed ^ 0xdb),
+            rng: SimRng::new(config.seed),
+            mono: Duration::zero(),
+            offset: Duration::zero(),
+            workers: Vec::new(),
+            agenda: BTreeMap::new(),
+            seq: 0,
+            tokens: 0,
+            script: Box::new(|_, _| TaskPlan::finish(Duration::seconds(1), TaskOutcome::Ok)),
+            trace: Vec::new(),
+            steps_at_this_instant: 0,
+            config,
+        }
+    }
+
+    /// The wall clock.
+    pub fn now(&self) -> Timestamp {
+        self.config.start + self.mono + self.offset
+    }
+
+    /// Time elapsed since the start, whatever the wall clock did.
+    pub fn elapsed(&self) -> Duration {
+        self.mono
+    }
+
+    /// The database.
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
+    /// The database, to add or manage jobs as an application would (its clock is set to
+    /// the wall clock first; notifications it sends are delivered from the next step on).
+    pub fn db_mut(&mut self) -> &mut Db {
+        let now = self.now();
+        self.db.set_now(now);
+        &mut self.db
+    }
+
+    /// Decide how tasks behave: `script` is called with each job as its task starts.
+    pub fn set_script(&mut self, script: impl FnMut(&Job, &mut SimRng) -> TaskPlan + 'static) {
+        self.script = Box::new(script);
+    }
+
+    /// Everything that happened, in order.
+    pub fn trace(&self) -> &[TraceEntry] {
+        &self.trace
+    }
+
+    /// Start a worker with `config` now; returns its index.
+    pub fn add_worker(&mut self, config: Config) -> WorkerIndex {
+        let index = self.workers.len();
+        let machine = Worker::new(config.clone(), self.now());
+        self.workers.push(SimWorker {
+            base: config.clone(),
+            incarnation: 0,
+            machine,
+            life: Life::Running,
+            tasks: BTreeMap::new(),
+            listener: ListenerState::Off,
+            listener_available: true,
+            fail_next: 0,
+            in_flight: BTreeSet::new(),
+        });
+        self.record(Some(index), Traced::Started { worker_id: config.worker_id });
+        self.drain(index);
+        index
+    }
+
+    /// The number of workers ever added.
+    pub fn workers(&self) -> usize {
+        self.workers.len()
+    }
+
+    /// The machine of worker `w` (its current incarnation).
+    pub fn machine(&self, w: WorkerIndex) -> &Worker {
+        &self.workers[w].machine
+    }
+
+    /// The id worker `w` locks jobs with now (a restart gives a new one).
+    pub fn worker_id(&self, w: WorkerIndex) -> String {
+        self.config_of(w).worker_id
+    }
+
+    /// The configuration of worker `w`'s current incarnation.
+    pub fn config_of(&self, w: WorkerIndex) -> Config {
+        let worker = &self.workers[w];
+        let mut config = worker.base.clone();
+        if worker.incarnation > 0 {
+            config.worker_id = format!("{}~{}", config.worker_id, worker.incarnation);
+            config.seed = config.seed.wrapping_add(u64::from(worker.incarnation));
+        }
+        config
+    }
+
+    /// Whether worker `w` has stopped (and not crashed).
+    pub fn is_stopped(&self, w: WorkerIndex) -> bool {
+        self.workers[w].life == Life::Stopped
+    }
+
+    /// Whether worker `w` crashed (and was not restarted).
+    pub fn is_crashed(&self, w: WorkerIndex) -> bool {
+        self.workers[w].life == Life::Crashed
+    }
+
+    /// The jobs whose tasks run on worker `w`, by id.
+    pub fn running(&self, w: WorkerIndex) -> impl Iterator<Item = &Job> {
+        self.workers[w].tasks.values().map(|t| &t.job)
+    }
+
+    /// Queries of worker `w` waiting for their answer.
+    pub fn in_flight(&self, w: WorkerIndex) -> usize {
+        self.workers[w].in_flight.len()
+    }
+
+    /// Whether worker `w`'s listener is connected.
+    pub fn listening(&self, w: WorkerIndex) -> bool {
+        matches!(self.workers[w].listener, ListenerState::Up(_))
+    }
+
+    /// Move the wall clock by `by` (back if negative). Elapsed time, and so the order of
+    /// what is scheduled, is untouched; the machines see the new time from their next input.
+    pub fn jump_clock(&mut self, by: Duration) {
+        self.offset += by;
+        self.record(None, Traced::ClockJumped(by));
+    }
+
+    /// Ask worker `w` to stop (forcefully if not `graceful`).
+    pub fn shutdown(&mut self, w: WorkerIndex, graceful: bool) {
+        self.feed(w, Input::ShutdownRequested { graceful });
+    }
+
+    /// Kill worker `w`'s process: tasks, queries in flight and its listener vanish; the
+    /// jobs and queues it holds stay locked.
+    pub fn crash(&mut self, w: WorkerIndex) {
+        if self.workers[w].life != Life::Running {
+            return;
+        }
+        let worker = &mut self.workers[w];
+        worker.life = Life::Crashed;
+        worker.tasks.clear();
+        worker.in_flight.clear();
+        worker.listener = ListenerState::Off;
+        self.record(Some(w), Traced::Crashed);
+    }
+
+    /// Start worker `w` again (crashing it first if it runs) with the same configuration
+    /// but a new worker id (`<id>~<n>`), as a new process would.
+    pub fn restart(&mut self, w: WorkerIndex) {
+        self.crash(w);
+        let worker = &mut self.workers[w];
+        worker.incarnation += 1;
+        worker.life = Life::Running;
+        worker.fail_next = 0;
+        let config = self.config_of(w);
+        self.workers[w].machine = Worker::new(config.clone(), self.now());
+        self.record(Some(w), Traced::Started { worker_id: config.worker_id });
+        self.drain(w);
+    }
+
+    /// Drop worker `w`'s listener connection (it reports `ListenerDown` now).
+    pub fn drop_listener(&mut self, w: WorkerIndex) {
+        if self.workers[w].life != Life::Running {
+            return;
+        }
+        match self.workers[w].listener {
+            ListenerState::Up(_) | ListenerState::Connecting(_) => {
+                self.workers[w].listener = ListenerState::Off;
+                self.feed(w, Input::ListenerDown { error: "simulated: connection lost".into() });
+            }
+            ListenerState::Off => {}
+        }
+    }
+
+    /// Whether worker `w`'s listener connections succeed from now on (they do at first).
+    pub fn set_listener_available(&mut self, w: WorkerIndex, available: bool) {
+        self.workers[w].listener_available = available;
+    }
+
+    /// Make the next `n` queries of worker `w` fail (retryable) without running.
+    pub fn fail_next_queries(&mut self, w: WorkerIndex, n: u32) {
+        self.workers[w].fail_next = n;
+    }
+
+    /// Send a notification, as `NOTIFY channel, payload` would, to every listener that is up.
+    pub fn notify(&mut self, channel: &str, payload: &str) {
+        let notification = Notification { channel: channel.into(), payload: payload.into() };
+        self.broadcast(vec![notification]);
+    }
+
+    /// End the task of `job_id` on worker `w` now with `outcome` (for [`TaskPlan::Manual`]
+    /// tasks, though any running task may be ended). False if no such task runs.
+    pub fn finish_task(&mut self, w: WorkerIndex, job_id: i64, outcome: TaskOutcome) -> bool {
+        if self.workers[w].life != Life::Running || self.workers[w].tasks.remove(&job_id).is_none() {
+            return false;
+        }
+        self.feed(w, Input::TaskFinished { job_id, outcome });
+        true
+    }
+
+    /// When the next step happens, in elapsed time (`None`: nothing will ever happen).
+    pub fn next_at(&self) -> Option<Duration> {
+        self.next().map(|(at, _)| at)
+    }
+
+    /// Do the next thing that happens, moving the clock to it. `None` if nothing is
+    /// scheduled (every worker stopped or crashed, nothing in flight).
+    pub fn step(&mut self) -> Option<Stepped> {
+        self.deliver_notifications();
+        let (at, next) = self.next()?;
+        if at > self.mono {
+            self.mono = at;
+            self.steps_at_this_instant = 0;
+        } else {
+            self.steps_at_this_instant += 1;
+            assert!(
+                self.steps_at_this_instant < LIVELOCK_STEPS,
+                "livelock: {LIVELOCK_STEPS} steps without time passing at {}",
+                self.now()
+            );
+        }
+        Some(match next {
+            Next::Agenda(key) => match self.agenda.remove(&key) {
+                Some(due) => self.run_due(due),
+                None => Stepped::Nothing,
+            },
+            Next::Timer(worker, kind) => {
+                self.feed(worker, Input::Timeout);
+                Stepped::Timer { worker, kind }
+            }
+        })
+    }
+
+    /// Step until `by` has elapsed, then move the clock to that point.
+    pub fn run_for(&mut self, by: Duration) {
+        let until = self.mono + by;
+        while self.next_at().is_some_and(|at| at <= until) {
+            self.step();
+        }
+        self.mono = self.mono.max(until);
+        self.deliver_notifications();
+    }
+
+    /// Step until `done(self)` holds, for at most `limit` of elapsed time; whether it held.
+    pub fn run_until(&mut self, limit: Duration, mut done: impl FnMut(&World) -> bool) -> bool {
+        let until = self.mono + limit;
+        loop {
+            if done(self) {
+                return true;
+            }
+            match self.next_at() {
+                Some(at) if at <= until => {
+                    self.step();
+                }
+                _ => {
+                    self.mono = self.mono.max(until);
+                    return done(self);
+                }
+            }
+        }
+    }
+
+    /// Step until every worker has stopped or crashed (at most `limit`); whether they did.
+    pub fn run_until_stopped(&mut self, limit: Duration) -> bool {
+        self.run_until(limit, |w| w.workers.iter().all(|w| w.life != Life::Running))
+    }
+
+    fn next(&self) -> Option<(Duration, Next)> {
+        let agenda =
+            self.agenda.keys().next().map(|&(at, seq)| (Duration::microseconds(at), Next::Agenda((at, seq))));
+        let base = self.config.start + self.offset;
+        let timers =
+            self.workers.iter().enumerate().filter(|(_, w)| w.life == Life::Running).filter_map(|(i, w)| {
+                let (deadline, kind) = w.machine.poll_timeout()?;
+                Some(((deadline - base).max(self.mono), Next::Timer(i, kind)))
+            });
+        // Agenda items first at equal times, then workers in index order.
+        agenda.into_iter().chain(timers).min_by_key(|(at, next)| (*at, matches!(next, Next::Timer(..))))
+    }
+
+    fn schedule(&mut self, after: Duration, due: Due) {
+        let at = (self.mono + after.max(Duration::zero())).num_microseconds().unwrap_or(i64::MAX);
+        self.seq += 1;
+        self.agenda.insert((at, self.seq), due);
+    }
+
+    fn latency(&mut self, (lo, hi): (Duration, Duration)) -> Duration {
+        let lo_us = lo.num_microseconds().unwrap_or(0);
+        let hi_us = hi.num_microseconds().unwrap_or(0);
+        Duration::microseconds(self.rng.between(lo_us, hi_us))
+    }
+
+    fn token(&mut self) -> u64 {
+        self.tokens += 1;
+        self.tokens
+    }
+
+    fn record(&mut self, worker: Option<WorkerIndex>, what: Traced) {
+        let at = self.now();
+        self.trace.push(TraceEntry { at, worker, what });
+    }
+
+    fn run_due(&mut self, due: Due) -> Stepped {
+        match due {
+            Due::Answer { worker, incarnation, id, statement } => {
+                let w = &mut self.workers[worker];
+                if w.incarnation != incarnation || w.life != Life::Running || !w.in_flight.remove(&id) {
+                    return Stepped::Nothing;
+                }
+                let fail = if w.fail_next > 0 {
+                    w.fail_next -= 1;
+                    true
+                } else {
+                    self.rng.chance(self.config.query_failure_per_mille)
+                };
+                let result = if fail {
+                    QueryResult::Err(DbError {
+                        message: "simulated: connection lost".into(),
+                        retryable: true,
+                    })
+                } else {
+                    let now = self.now();
+                    self.db.set_now(now);
+                    self.db.execute(&statement)
+                };
+                self.deliver_notifications();
+                self.feed(worker, Input::QueryDone { id, result });
+                Stepped::Answered { worker, id }
+            }
+            Due::TaskEnd { worker, token, job_id, outcome } => {
+                let w = &mut self.workers[worker];
+                if w.life != Life::Running || w.tasks.get(&job_id).is_none_or(|t| t.token != token) {
+                    return Stepped::Nothing;
+                }
+                w.tasks.remove(&job_id);
+                self.feed(worker, Input::TaskFinished { job_id, outcome });
+                Stepped::TaskEnded { worker, job_id }
+            }
+            Due::Listener { worker, token, up } => {
+                let w = &mut self.workers[worker];
+                if w.life != Life::Running || w.listener != ListenerState::Connecting(token) {
+                    return Stepped::Nothing;
+                }
+                if up {
+                    w.listener = ListenerState::Up(token);
+                    self.feed(worker, Input::ListenerUp);
+                } else {
+                    w.listener = ListenerState::Off;
+                    self.feed(worker, Input::ListenerDown { error: "simulated: connection refused".into() });
+                }
+                Stepped::Listener { worker }
+            }
+            Due::Notify { worker, token, notification } => {
+                let w = &self.workers[worker];
+                if w.life != Life::Running || w.listener != ListenerState::Up(token) {
+                    return Stepped::Nothing;
+                }
+                let Notification { channel, payload } = notification;
+                self.feed(worker, Input::Notification { channel, payload });
+                Stepped::Notified { worker }
+            }
+        }
+    }
+
+    fn deliver_notifications(&mut self) {
+        let notifications = self.db.take_notifications();
+        if !notifications.is_empty() {
+            self.broadcast(notifications);
+        }
+    }
+
+    fn broadcast(&mut self, notifications: Vec<Notification>) {
+        for notification in notifications {
+            for worker in 0..self.workers.len() {
+                let w = &self.workers[worker];
+                if let (Life::Running, ListenerState::Up(token)) = (w.life, w.listener) {
+                    let after = self.latency(self.config.notification_latency);
+                    self.schedule(after, Due::Notify { worker, token, notification: notification.clone() });
+                }
+            }
+        }
+    }
+
+    /// Feed `input` to worker `w` at the wall clock and carry out what it says.
+    fn feed(&mut self, w: WorkerIndex, input: Input) {
+        if self.workers[w].life != Life::Running {
+            return;
+        }
+        self.record(Some(w), Traced::Input(input.clone()));
+        let now = self.now();
+        let worker_id = self.worker_id(w);
+        if let Err(e) = self.workers[w].machine.handle(input, now) {
+            panic!("worker {worker_id}: the sim fed an input the machine refused: {e}");
+        }
+        self.drain(w);
+    }
+
+    fn drain(&mut self, w: WorkerIndex) {
+        let worker_id = self.worker_id(w);
+        while let Some(effect) = self.workers[w].machine.poll_effect() {
+            assert!(
+                self.workers[w].life == Life::Running,
+                "worker {worker_id}: effect {effect:?} after Stopped"
+            );
+            self.record(Some(w), Traced::Effect(effect.clone()));
+            match effect {
+                Effect::Query { id, statement } => {
+                    self.workers[w].in_flight.insert(id);
+                    let incarnation = self.workers[w].incarnation;
+                    let after = self.latency(self.config.query_latency);
+                    self.schedule(after, Due::Answer { worker: w, incarnation, id, statement });
+                }
+                Effect::StartTask { job } => {
+                    let concurrency = self.workers[w].base.concurrency;
+                    let tasks = &self.workers[w].tasks;
+                    assert!(!tasks.contains_key(&job.id), "worker {worker_id}: job {} started twice", job.id);
+                    assert!(
+                        tasks.len() < concurrency,
+                        "worker {worker_id}: job {} started with {} of {concurrency} slots busy",
+                        job.id,
+                        tasks.len()
+                    );
+                    let token = self.token();
+                    let plan = (self.script)(&job, &mut self.rng);
+                    let job_id = job.id;
+                    self.workers[w].tasks.insert(job_id, RunningTask { job, token, aborting: false });
+                    match plan {
+                        TaskPlan::Finish { after, outcome } => {
+                            self.schedule(after, Due::TaskEnd { worker: w, token, job_id, outcome })
+                        }
+                        TaskPlan::Hang | TaskPlan::Manual => {}
+                    }
+                }
+                Effect::AbortTask { job_id } => {
+                    let latency = self.config.abort_latency;
+                    if let Some(task) = self.workers[w].tasks.get_mut(&job_id) {
+                        if !task.aborting {
+                            task.aborting = true;
+                            let token = task.token;
+                            let outcome = TaskOutcome::Aborted;
+                            self.schedule(latency, Due::TaskEnd { worker: w, token, job_id, outcome });
+                        }
+                    }
+                }
+                Effect::ConnectListener => {
+                    let token = self.token();
+                    self.workers[w].listener = ListenerState::Connecting(token);
+                    let up = self.workers[w].listener_available;
+                    let after = self.latency(self.config.listener_latency);
+                    self.schedule(after, Due::Listener { worker: w, token, up });
+                }
+                Effect::Emit(_) => {}
+                Effect::Stopped => {
+                    let worker = &mut self.workers[w];
+                    assert!(
+                        worker.tasks.is_empty(),
+                        "worker {worker_id}: stopped with tasks running: {:?}",
+                        worker.tasks.keys().collect::<Vec<_>>()
+                    );
+                    assert!(
+                        worker.in_flight.is_empty(),
+                        "worker {worker_id}: stopped with queries in flight: {:?}",
+                        worker.in_flight
+                    );
+                    worker.life = Life::Stopped;
+                    worker.listener = ListenerState::Off;
+                }
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Next {
+    Agenda((i64, u64)),
+    Timer(WorkerIndex, TimerKind),
+}

@@ -1,0 +1,601 @@
+//! Focused tests of the worker machine: each drives it by hand (or through the sim where a
+//! database makes the point clearer) and checks one mechanism.
+
+use chrono::{DateTime, Duration, Utc};
+use formica_core::job::{Job, JobSpec};
+use formica_core::sim::{AddJob, Db, TaskPlan, World, WorldConfig};
+use formica_core::worker::{
+    Config, Effect, Event, Failure, Input, QueryId, QueryResult, Statement, TaskOutcome, TimerKind, Worker,
+};
+use serde_json::json;
+use std::collections::BTreeSet;
+
+fn t0() -> DateTime<Utc> {
+    DateTime::<Utc>::from_timestamp(1_704_067_200, 0).unwrap_or_default()
+}
+
+fn job(id: i64, queue: Option<&str>, attempts: i16, max_attempts: i16) -> Job {
+    Job {
+        id,
+        job_queue_id: queue.map(|_| 1),
+        queue_name: queue.map(str::to_owned),
+        task_identifier: "t".into(),
+        payload: json!({}),
+        priority: 0,
+        run_at: t0(),
+        attempts,
+        max_attempts,
+        last_error: None,
+        created_at: t0(),
+        updated_at: t0(),
+        key: None,
+        locked_at: Some(t0()),
+        locked_by: Some("w".into()),
+        revision: 0,
+        flags: BTreeSet::new(),
+    }
+}
+
+fn config() -> Config {
+    Config {
+        worker_id: "w".into(),
+        task_identifiers: vec!["t".into()],
+        concurrency: 3,
+        complete_batch_delay: Duration::zero(),
+        fail_batch_delay: Duration::zero(),
+        ..Config::default()
+    }
+}
+
+/// A machine driven by hand, with a clock.
+struct Hand {
+    machine: Worker,
+    now: DateTime<Utc>,
+}
+
+impl Hand {
+    /// Started, its tasks registered as id 1: returns it and the effects of registration
+    /// (the first fetch).
+    fn started(config: Config) -> (Hand, Vec<Effect>) {
+        let mut hand = Hand { machine: Worker::new(config, t0()), now: t0() };
+        let effects = hand.drain();
+        let (register, _) = queries(&effects)[0].clone();
+        let effects =
+            hand.feed(Input::QueryDone { id: register, result: QueryResult::Tasks(vec![(1, "t".into())]) });
+        (hand, effects)
+    }
+
+    fn drain(&mut self) -> Vec<Effect> {
+        std::iter::from_fn(|| self.machine.poll_effect()).collect()
+    }
+
+    fn feed(&mut self, input: Input) -> Vec<Effect> {
+        self.machine.handle(input, self.now).expect("a valid input");
+        self.drain()
+    }
+
+    fn advance(&mut self, by: Duration) {
+        self.now += by;
+    }
+
+    /// Move to the next deadline and fire it.
+    fn fire(&mut self) -> (TimerKind, Vec<Effect>) {
+        let (at, kind) = self.machine.poll_timeout().expect("a deadline");
+        self.now = self.now.max(at);
+        (kind, self.feed(Input::Timeout))
+    }
+
+    fn done(&mut self, id: QueryId) -> Vec<Effect> {
+        self.feed(Input::QueryDone { id, result: QueryResult::Done })
+    }
+
+    fn jobs(&mut self, id: QueryId, jobs: Vec<Job>) -> Vec<Effect> {
+        self.feed(Input::QueryDone { id, result: QueryResult::Jobs(jobs) })
+    }
+
+    fn finish(&mut self, job_id: i64, outcome: TaskOutcome) -> Vec<Effect> {
+        self.feed(Input::TaskFinished { job_id, outcome })
+    }
+}
+
+fn queries(effects: &[Effect]) -> Vec<(QueryId, Statement)> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Query { id, statement } => Some((*id, statement.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn fetches(effects: &[Effect]) -> Vec<(QueryId, usize)> {
+    queries(effects)
+        .into_iter()
+        .filter_map(|(id, s)| match s {
+            Statement::GetJobs { limit, .. } => Some((id, limit)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn started(effects: &[Effect]) -> Vec<i64> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::StartTask { job } => Some(job.id),
+            _ => None,
+        })
+        .collect()
+}
+
+fn aborted(effects: &[Effect]) -> Vec<i64> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::AbortTask { job_id } => Some(*job_id),
+            _ => None,
+        })
+        .collect()
+}
+
+fn writes(effects: &[Effect]) -> Vec<(QueryId, Statement)> {
+    queries(effects)
+        .into_iter()
+        .filter(|(_, s)| {
+            matches!(
+                s,
+                Statement::CompleteJobs { .. } | Statement::FailJobs { .. } | Statement::ReturnJobs { .. }
+            )
+        })
+        .collect()
+}
+
+fn events(effects: &[Effect]) -> Vec<Event> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Emit(event) => Some(event.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn direct_fetching_asks_for_the_free_slots_only() {
+    let (mut hand, effects) = Hand::started(config());
+    let [(fetch, limit)] = fetches(&effects)[..] else { panic!("one fetch: {effects:?}") };
+    assert_eq!(limit, 3, "all three slots are free");
+    let effects = hand.jobs(fetch, vec![job(1, None, 1, 25), job(2, None, 1, 25), job(3, None, 1, 25)]);
+    assert_eq!(started(&effects), vec![1, 2, 3]);
+    assert!(fetches(&effects).is_empty(), "no slot is free");
+    let effects = hand.finish(2, TaskOutcome::Ok);
+    let [(_, 1)] = fetches(&effects)[..] else { panic!("a fetch for the one free slot: {effects:?}") };
+}
+
+#[test]
+fn local_queue_fetching_asks_for_a_batch_and_hands_jobs_out_as_slots_free() {
+    let (mut hand, effects) = Hand::started(Config { concurrency: 2, local_queue_size: Some(5), ..config() });
+    let [(fetch, 5)] = fetches(&effects)[..] else { panic!("a batch of 5: {effects:?}") };
+    let batch = (1..=5).map(|id| job(id, None, 1, 25)).collect();
+    let effects = hand.jobs(fetch, batch);
+    assert_eq!(started(&effects), vec![1, 2]);
+    assert!(fetches(&effects).is_empty(), "three jobs wait locally");
+    assert!(hand.machine.deadline(TimerKind::LocalQueueTtl).is_some(), "waiting jobs have a deadline");
+    let effects = hand.finish(1, TaskOutcome::Ok);
+    assert_eq!(started(&effects), vec![3], "the next local job, without a query");
+    assert!(fetches(&effects).is_empty());
+    hand.finish(2, TaskOutcome::Ok);
+    let effects = hand.finish(3, TaskOutcome::Ok);
+    assert_eq!(started(&effects), vec![5]);
+    let [(_, 5)] = fetches(&effects)[..] else {
+        panic!("the local queue is refilled once empty: {effects:?}")
+    };
+}
+
+#[test]
+fn a_short_fetch_leaves_the_worker_idle_until_woken() {
+    let (mut hand, effects) = Hand::started(config());
+    let (fetch, _) = fetches(&effects)[0];
+    let effects = hand.jobs(fetch, vec![job(1, None, 1, 25)]);
+    assert_eq!(started(&effects), vec![1]);
+    assert!(fetches(&effects).is_empty(), "fewer rows than asked: nothing else is runnable");
+    let effects = hand.finish(1, TaskOutcome::Ok);
+    let (complete, _) = writes(&effects)[0].clone();
+    assert!(fetches(&effects).is_empty(), "a free slot alone does not fetch after a short fetch");
+    let effects = hand.done(complete);
+    assert_eq!(fetches(&effects).len(), 1, "a written completion may free a queue: look again");
+    let (fetch, _) = fetches(&effects)[0];
+    let effects = hand.jobs(fetch, vec![]);
+    assert!(events(&effects).contains(&Event::FetchEmpty));
+    let (kind, effects) = hand.fire();
+    assert_eq!(kind, TimerKind::Poll);
+    assert_eq!(fetches(&effects).len(), 1, "the poll looks again");
+}
+
+#[test]
+fn notifications_during_a_fetch_cause_one_more_fetch_not_one_each() {
+    let (mut hand, effects) = Hand::started(config());
+    let (fetch, _) = fetches(&effects)[0];
+    let note =
+        || Input::Notification { channel: "jobs:insert".into(), payload: r#"{"r":0.5,"count":1}"#.into() };
+    for _ in 0..5 {
+        assert!(fetches(&hand.feed(note())).is_empty(), "one fetch at a time");
+    }
+    let effects = hand.jobs(fetch, vec![]);
+    let [(again, 3)] = fetches(&effects)[..] else { panic!("exactly one more fetch: {effects:?}") };
+    let effects = hand.jobs(again, vec![]);
+    assert!(fetches(&effects).is_empty(), "and no more");
+    // Idle: a notification fetches at once; a removal (negative count) does not.
+    let removal = Input::Notification { channel: "jobs:insert".into(), payload: r#"{"count":-1}"#.into() };
+    assert!(fetches(&hand.feed(removal)).is_empty());
+    assert_eq!(fetches(&hand.feed(note())).len(), 1);
+}
+
+#[test]
+fn the_poll_timer_is_always_armed_while_running() {
+    let mut hand = Hand { machine: Worker::new(config(), t0()), now: t0() };
+    let effects = hand.drain();
+    assert!(hand.machine.deadline(TimerKind::Poll).is_some(), "armed before registration answers");
+    let (register, _) = queries(&effects)[0].clone();
+    let failed = QueryResult::Err(formica_core::worker::DbError { message: "down".into(), retryable: true });
+    hand.feed(Input::QueryDone { id: register, result: failed.clone() });
+    assert!(hand.machine.deadline(TimerKind::Poll).is_some());
+    // Retry registration, then let a few fetches fail and succeed.
+    for round in 0..20 {
+        let (kind, effects) = hand.fire();
+        assert!(hand.machine.deadline(TimerKind::Poll).is_some(), "round {round} after {kind:?}");
+        for (id, statement) in queries(&effects) {
+            let result = match statement {
+                Statement::RegisterTasks { .. } => QueryResult::Tasks(vec![(1, "t".into())]),
+                Statement::GetJobs { .. } if round % 3 == 0 => failed.clone(),
+                Statement::GetJobs { .. } => QueryResult::Jobs(vec![]),
+                _ => QueryResult::Done,
+            };
+            hand.feed(Input::QueryDone { id, result });
+            assert!(hand.machine.deadline(TimerKind::Poll).is_some(), "round {round}");
+        }
+        let poll = hand.machine.deadline(TimerKind::Poll).expect("armed");
+        assert!(poll <= hand.now + Duration::seconds(2), "never later than one interval");
+    }
+}
+
+#[test]
+fn listener_reconnects_with_a_capped_growing_backoff() {
+    let cap = Duration::seconds(3);
+    let (mut hand, _) = Hand::started(Config { max_listener_backoff: cap, ..config() });
+    let mut delays = Vec::new();
+    for failure in 1..=8 {
+        let effects = hand.feed(Input::ListenerDown { error: "refused".into() });
+        let retry_at = events(&effects)
+            .into_iter()
+            .find_map(|e| match e {
+                Event::ListenerDown { retry_at, .. } => Some(retry_at),
+                _ => None,
+            })
+            .expect("a ListenerDown event");
+        assert_eq!(hand.machine.deadline(TimerKind::Listener), Some(retry_at));
+        let delay = retry_at - hand.now;
+        let base = (50.0 * (failure as f64).exp()).min(cap.num_milliseconds() as f64);
+        assert!(delay <= cap, "capped: {delay}");
+        assert!(
+            delay.num_milliseconds() as f64 >= (base * 0.5).floor(),
+            "failure {failure}: {delay} vs {base}"
+        );
+        delays.push(delay);
+        hand.now = retry_at;
+        let effects = hand.feed(Input::Timeout);
+        assert!(effects.contains(&Effect::ConnectListener));
+    }
+    assert!(delays[0] < Duration::milliseconds(200));
+    assert!(delays[7] >= cap / 2);
+    // A connection that comes up resets the backoff and looks for missed jobs.
+    let effects = hand.feed(Input::ListenerUp);
+    assert!(events(&effects).contains(&Event::ListenerUp));
+    let effects = hand.feed(Input::ListenerDown { error: "lost".into() });
+    let delay = events(&effects)
+        .into_iter()
+        .find_map(|e| match e {
+            Event::ListenerDown { retry_at, .. } => Some(retry_at - hand.now),
+            _ => None,
+        })
+        .expect("event");
+    assert!(delay < Duration::milliseconds(200), "reset after success: {delay}");
+}
+
+#[test]
+fn completions_are_batched_under_the_flush_timer() {
+    let (mut hand, effects) =
+        Hand::started(Config { complete_batch_delay: Duration::milliseconds(50), ..config() });
+    let (fetch, _) = fetches(&effects)[0];
+    hand.jobs(fetch, vec![job(1, None, 1, 25), job(2, None, 1, 25), job(3, None, 1, 25)]);
+    assert!(writes(&hand.finish(1, TaskOutcome::Ok)).is_empty(), "waits for the batch");
+    assert_eq!(hand.machine.deadline(TimerKind::Flush), Some(t0() + Duration::milliseconds(50)));
+    hand.advance(Duration::milliseconds(10));
+    assert!(writes(&hand.finish(2, TaskOutcome::Ok)).is_empty());
+    assert_eq!(
+        hand.machine.deadline(TimerKind::Flush),
+        Some(t0() + Duration::milliseconds(50)),
+        "a later completion joins the batch without delaying it"
+    );
+    let (kind, effects) = hand.fire();
+    assert_eq!(kind, TimerKind::Flush);
+    let [(_, Statement::CompleteJobs { ids, .. })] = &writes(&effects)[..] else { panic!("{effects:?}") };
+    assert_eq!(ids, &vec![1, 2]);
+}
+
+#[test]
+fn a_zero_batch_delay_writes_at_once() {
+    let (mut hand, effects) = Hand::started(config());
+    let (fetch, _) = fetches(&effects)[0];
+    hand.jobs(fetch, vec![job(1, None, 1, 25), job(2, None, 1, 25)]);
+    let effects = hand.finish(1, TaskOutcome::Ok);
+    let [(_, Statement::CompleteJobs { ids, .. })] = &writes(&effects)[..] else { panic!("{effects:?}") };
+    assert_eq!(ids, &vec![1]);
+    let effects = hand.finish(2, TaskOutcome::Err("no".into()));
+    let [(_, Statement::FailJobs { failures, .. })] = &writes(&effects)[..] else { panic!("{effects:?}") };
+    assert_eq!(failures[0].job_id, 2);
+}
+
+#[test]
+fn failures_back_off_and_the_last_attempt_fails_permanently() {
+    let (mut hand, effects) = Hand::started(Config { use_local_time: true, ..config() });
+    let (fetch, _) = fetches(&effects)[0];
+    hand.jobs(fetch, vec![job(1, None, 2, 3), job(2, None, 3, 3), job(3, None, 12, 25)]);
+    hand.advance(Duration::seconds(5));
+    let effects = hand.finish(1, TaskOutcome::Err("e1".into()));
+    let evs = events(&effects);
+    assert!(evs.contains(&Event::JobError { job_id: 1, error: "e1".into(), attempt: 2, max_attempts: 3 }));
+    assert!(!evs.iter().any(|e| matches!(e, Event::JobPermanentlyFailed { .. })), "one attempt is left");
+    let [(_, Statement::FailJobs { failures, .. })] = &writes(&effects)[..] else { panic!("{effects:?}") };
+    let expected = hand.now + Duration::microseconds((2f64.exp() * 1e6).round() as i64);
+    assert_eq!(failures, &vec![Failure { job_id: 1, message: "e1".into(), run_at: Some(expected) }]);
+
+    let effects = hand.finish(2, TaskOutcome::Panicked("p".into()));
+    assert!(events(&effects).contains(&Event::JobPermanentlyFailed { job_id: 2, error: "p".into() }));
+    let effects = hand.finish(3, TaskOutcome::Err("e3".into()));
+    let [(_, Statement::FailJobs { failures, .. })] = &writes(&effects)[..] else { panic!("{effects:?}") };
+    let capped = hand.now + Duration::microseconds((10f64.exp() * 1e6).round() as i64);
+    assert_eq!(failures[0].run_at, Some(capped), "the delay stops growing at e^10 s");
+}
+
+#[test]
+fn the_permanent_failure_is_visible_in_the_database() {
+    let mut world = World::new(WorldConfig::default());
+    world.set_script(|_, _| TaskPlan::finish(Duration::milliseconds(10), TaskOutcome::Err("always".into())));
+    let spec = JobSpec::builder().max_attempts(2).build();
+    world.db_mut().add_job(&AddJob::new("t", json!({}), spec)).expect("add");
+    world.add_worker(config());
+    world.run_for(Duration::minutes(1));
+    let job = world.db().jobs().next().cloned().expect("the job stays");
+    assert_eq!((job.attempts, job.max_attempts, job.locked_at), (2, 2, None));
+    assert_eq!(job.last_error.as_deref(), Some("always"));
+    let permanent = world
+        .trace()
+        .iter()
+        .filter(|e| {
+            matches!(
+                &e.what,
+                formica_core::sim::Traced::Effect(Effect::Emit(Event::JobPermanentlyFailed { .. }))
+            )
+        })
+        .count();
+    assert_eq!(permanent, 1);
+}
+
+#[test]
+fn locks_are_swept_every_eight_to_ten_minutes() {
+    for seed in 0..20 {
+        let (mut hand, _) = Hand::started(Config { seed, use_local_time: seed % 2 == 0, ..config() });
+        let mut last = t0();
+        let mut sweeps = 0;
+        while sweeps < 3 {
+            let (kind, effects) = hand.fire();
+            for (id, statement) in queries(&effects) {
+                let result = match statement {
+                    Statement::GetJobs { .. } => QueryResult::Jobs(vec![]),
+                    Statement::ResetLocked { locked_before } => {
+                        assert_eq!(kind, TimerKind::LockSweep);
+                        let gap = hand.now - last;
+                        assert!(
+                            gap >= Duration::minutes(8) && gap <= Duration::minutes(10),
+                            "seed {seed}: {gap}"
+                        );
+                        let expected = (seed % 2 == 0).then(|| hand.now - Duration::hours(4));
+                        assert_eq!(locked_before, expected);
+                        last = hand.now;
+                        sweeps += 1;
+                        QueryResult::Done
+                    }
+                    _ => QueryResult::Done,
+                };
+                hand.feed(Input::QueryDone { id, result });
+            }
+        }
+    }
+    let once = Worker::new(Config { run_once: true, ..config() }, t0());
+    assert_eq!(once.deadline(TimerKind::LockSweep), None, "run-once does not sweep");
+}
+
+#[test]
+fn graceful_shutdown_lets_tasks_finish_and_returns_unstarted_jobs() {
+    let (mut hand, effects) = Hand::started(Config { concurrency: 1, local_queue_size: Some(3), ..config() });
+    let (fetch, _) = fetches(&effects)[0];
+    hand.jobs(fetch, vec![job(1, None, 1, 25), job(2, None, 1, 25)]);
+    let effects = hand.feed(Input::ShutdownRequested { graceful: true });
+    assert!(aborted(&effects).is_empty(), "running tasks may finish");
+    let [(ret, Statement::ReturnJobs { ids, .. })] = &writes(&effects)[..] else { panic!("{effects:?}") };
+    assert_eq!(ids, &vec![2], "the prefetched job goes back");
+    let ret = *ret;
+    hand.done(ret);
+    assert!(hand.machine.deadline(TimerKind::Poll).is_none(), "no more fetching");
+    let effects = hand.finish(1, TaskOutcome::Ok);
+    let (complete, _) = writes(&effects)[0].clone();
+    let effects = hand.done(complete);
+    assert!(effects.contains(&Effect::Stopped));
+    assert!(events(&effects).contains(&Event::WorkerStop { worker_id: "w".into() }));
+    assert_eq!(hand.machine.poll_timeout(), None);
+    for input in [Input::Timeout, Input::ListenerUp, Input::ShutdownRequested { graceful: false }] {
+        assert!(hand.feed(input).is_empty(), "nothing after Stopped");
+    }
+}
+
+#[test]
+fn graceful_shutdown_aborts_tasks_that_outlive_the_grace_period() {
+    let (mut hand, effects) = Hand::started(config());
+    let (fetch, _) = fetches(&effects)[0];
+    hand.jobs(fetch, vec![job(1, None, 1, 25), job(2, None, 1, 25)]);
+    hand.feed(Input::ShutdownRequested { graceful: true });
+    let grace = hand.machine.deadline(TimerKind::ShutdownGrace).expect("grace timer");
+    assert_eq!(grace, t0() + Duration::seconds(5));
+    hand.finish(1, TaskOutcome::Ok);
+    let (kind, effects) = loop {
+        let (kind, effects) = hand.fire();
+        if kind == TimerKind::ShutdownGrace {
+            break (kind, effects);
+        }
+    };
+    assert_eq!(kind, TimerKind::ShutdownGrace);
+    assert_eq!(aborted(&effects), vec![2]);
+    let effects = hand.finish(2, TaskOutcome::Aborted);
+    let [(_, Statement::ReturnJobs { ids, .. })] = &writes(&effects)[..] else { panic!("{effects:?}") };
+    assert_eq!(ids, &vec![2], "an aborted job goes back");
+}
+
+#[test]
+fn forced_shutdown_aborts_each_task_once_and_refunds_their_attempts() {
+    let mut world = World::new(WorldConfig::default());
+    world.set_script(|_, _| TaskPlan::Hang);
+    for n in 0..3 {
+        world.db_mut().add_job(&AddJob::new("t", json!(n), JobSpec::default())).expect("add");
+    }
+    let w = world.add_worker(config());
+    world.run_for(Duration::seconds(1));
+    assert_eq!(world.running(w).count(), 3);
+    assert!(world.db().jobs().all(|j| j.attempts == 1));
+    world.shutdown(w, false);
+    world.shutdown(w, false);
+    assert!(world.run_until_stopped(Duration::seconds(10)));
+    let aborts = world
+        .trace()
+        .iter()
+        .filter(|e| matches!(e.what, formica_core::sim::Traced::Effect(Effect::AbortTask { .. })))
+        .count();
+    assert_eq!(aborts, 3, "one abort per task, however often asked");
+    assert!(world.db().jobs().all(|j| j.attempts == 0 && j.locked_at.is_none()), "{:?}", world.db());
+}
+
+#[test]
+fn a_fetch_answered_during_shutdown_is_given_back_and_the_worker_stops() {
+    let (mut hand, effects) = Hand::started(config());
+    let (fetch, _) = fetches(&effects)[0];
+    assert!(hand
+        .feed(Input::ShutdownRequested { graceful: true })
+        .iter()
+        .all(|e| !matches!(e, Effect::Stopped)));
+    let effects = hand.jobs(fetch, vec![job(7, None, 1, 25)]);
+    assert!(started(&effects).is_empty());
+    let [(ret, Statement::ReturnJobs { ids, .. })] = &writes(&effects)[..] else {
+        panic!("returned at once: {effects:?}")
+    };
+    assert_eq!(ids, &vec![7]);
+    let ret = *ret;
+    let effects = hand.done(ret);
+    assert!(effects.contains(&Effect::Stopped));
+}
+
+#[test]
+fn run_once_works_through_a_named_queue_before_stopping() {
+    let mut world = World::new(WorldConfig::default());
+    world.set_script(|_, _| TaskPlan::finish(Duration::milliseconds(5), TaskOutcome::Ok));
+    for n in 0..4 {
+        let spec = JobSpec::builder().queue_name("q").build();
+        world.db_mut().add_job(&AddJob::new("t", json!(n), spec)).expect("add");
+    }
+    world.add_worker(Config { run_once: true, concurrency: 2, ..config() });
+    assert!(world.run_until_stopped(Duration::minutes(1)));
+    assert_eq!(
+        world.db().jobs().count(),
+        0,
+        "each job of the queue ran: {:?}",
+        world.db().jobs().collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_job_still_running_here_is_not_started_again_when_fetched_again() {
+    let (mut hand, effects) = Hand::started(config());
+    let (fetch, _) = fetches(&effects)[0];
+    hand.jobs(fetch, vec![job(1, None, 1, 25)]);
+    let effects = hand.feed(Input::Notification { channel: "jobs:insert".into(), payload: String::new() });
+    let (fetch, _) = fetches(&effects)[0];
+    // The sweep freed job 1's lock (its clock jumped) and this worker's fetch took it again.
+    let effects = hand.jobs(fetch, vec![job(1, None, 2, 25), job(2, None, 1, 25)]);
+    assert_eq!(started(&effects), vec![2]);
+    assert_eq!(hand.machine.running(), 2);
+    let effects = hand.finish(1, TaskOutcome::Ok);
+    assert_eq!(writes(&effects).len(), 1, "the one task's outcome settles the job");
+}
+
+#[test]
+fn the_local_queue_gives_back_stale_jobs_and_does_not_take_them_again_while_busy() {
+    let (mut hand, effects) = Hand::started(Config {
+        concurrency: 1,
+        local_queue_size: Some(2),
+        local_queue_ttl: Duration::seconds(30),
+        ..config()
+    });
+    let (fetch, _) = fetches(&effects)[0];
+    hand.jobs(fetch, vec![job(1, None, 1, 25), job(2, None, 1, 25)]);
+    let mut returned = false;
+    while hand.now < t0() + Duration::seconds(40) {
+        let (kind, effects) = hand.fire();
+        for (id, statement) in queries(&effects) {
+            match statement {
+                Statement::ReturnJobs { ids, .. } => {
+                    assert!(hand.now >= t0() + Duration::seconds(30), "returned at the TTL, not before");
+                    assert_eq!(ids, vec![2]);
+                    returned = true;
+                    hand.done(id);
+                }
+                Statement::GetJobs { .. } => panic!("refetched while every slot is busy ({kind:?})"),
+                _ => {
+                    hand.done(id);
+                }
+            }
+        }
+    }
+    assert!(returned);
+    let effects = hand.finish(1, TaskOutcome::Ok);
+    assert_eq!(fetches(&effects).len(), 1, "a free slot fetches again");
+}
+
+#[test]
+fn the_clock_never_goes_back() {
+    let (mut hand, _) = Hand::started(config());
+    hand.now = t0() + Duration::seconds(10);
+    hand.feed(Input::Timeout);
+    hand.now = t0() - Duration::hours(1);
+    hand.feed(Input::Timeout);
+    assert_eq!(hand.machine.now(), t0() + Duration::seconds(10));
+}
+
+#[test]
+fn the_sim_database_takes_one_job_per_named_queue_per_fetch() {
+    let mut db = Db::new(t0(), 1);
+    for n in 0..3 {
+        db.add_job(&AddJob::new("t", json!(n), JobSpec::builder().queue_name("q").build())).expect("add");
+    }
+    db.add_job(&AddJob::new("t", json!("free"), JobSpec::default())).expect("add");
+    let fetch = |db: &mut Db| match db.execute(&Statement::GetJobs {
+        worker_id: "w".into(),
+        task_ids: vec![1],
+        forbidden_flags: vec![],
+        limit: 10,
+        now: None,
+    }) {
+        QueryResult::Jobs(jobs) => jobs.len(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(fetch(&mut db), 2, "one of the queue and the free job");
+    assert_eq!(fetch(&mut db), 0, "the queue is held");
+}
