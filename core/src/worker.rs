@@ -981,8 +981,10 @@ impl Worker {
         if let Some(batch) = cron.poll_batch(now) {
             statements.push(Statement::ScheduleCron(batch));
         }
-        let deadline = cron.deadline();
-        self.timers.insert(TimerKind::Cron, deadline);
+        match cron.deadline() {
+            Some(at) => self.timers.insert(TimerKind::Cron, at),
+            None => self.timers.remove(&TimerKind::Cron),
+        };
         for statement in statements {
             self.query(Pending::Cron, statement);
         }

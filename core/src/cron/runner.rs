@@ -177,11 +177,13 @@ impl CronRunner {
         self.retry_at = Some(now + delay);
     }
 
-    /// When the runner next needs a [`CronRunner::tick`] or a retry.
-    pub fn deadline(&self) -> DateTime<Utc> {
-        match self.retry_at {
-            Some(at) => at.min(self.next),
-            None => self.next,
+    /// When the runner next needs a [`CronRunner::tick`] or a retry; `None` while its
+    /// registration is in flight (nothing can happen before the answer).
+    pub fn deadline(&self) -> Option<DateTime<Utc>> {
+        match self.phase {
+            Phase::Registering => None,
+            Phase::Unregistered => self.retry_at,
+            Phase::Running => Some(self.retry_at.map_or(self.next, |at| at.min(self.next))),
         }
     }
 
@@ -228,12 +230,12 @@ mod tests {
         assert!(r.registration(start).is_none(), "one registration in flight");
         r.registered(&[]);
         assert!(drain(&mut r, start).is_empty(), "new items are not backfilled");
-        assert_eq!(r.deadline(), at(10, 1, 0), "the partial minute of the start is not scheduled");
+        assert_eq!(r.deadline(), Some(at(10, 1, 0)), "the partial minute of the start is not scheduled");
         r.tick(at(10, 1, 0));
         assert_eq!(drain(&mut r, at(10, 1, 0)), vec![(at(10, 1, 0), false, 1)]);
         r.tick(at(10, 1, 40));
         assert!(drain(&mut r, at(10, 1, 40)).is_empty(), "a minute is scheduled once");
-        assert_eq!(r.deadline(), at(10, 2, 0));
+        assert_eq!(r.deadline(), Some(at(10, 2, 0)));
     }
 
     #[test]
@@ -275,7 +277,7 @@ mod tests {
         assert_eq!(minutes, vec![at(10, 0, 0), at(10, 1, 0), at(10, 2, 0), at(10, 3, 0)]);
         r.tick(at(10, 1, 0));
         assert!(drain(&mut r, at(10, 1, 0)).is_empty());
-        assert_eq!(r.deadline(), at(10, 4, 0), "the cursor never moves back");
+        assert_eq!(r.deadline(), Some(at(10, 4, 0)), "the cursor never moves back");
     }
 
     #[test]
@@ -291,7 +293,7 @@ mod tests {
         let first = r.poll_batch(at(10, 1, 0)).expect("a batch");
         r.failed(at(10, 1, 0), Duration::seconds(5));
         assert!(r.poll_batch(at(10, 1, 4)).is_none());
-        assert_eq!(r.deadline(), at(10, 1, 5));
+        assert_eq!(r.deadline(), Some(at(10, 1, 5)));
         assert_eq!(r.poll_batch(at(10, 1, 5)), Some(first));
         assert!(r.busy());
     }

@@ -1,0 +1,140 @@
+//! Cron across several workers in `core::sim`: whatever the workers do (crash, restart,
+//! refused statements) and however the clock moves (late, forward, back), each due
+//! (identifier, minute) is scheduled exactly once while a worker keeps running, never
+//! twice in any case, and a restart backfills only within `fill`.
+
+use chrono::{DateTime, Duration, DurationRound, Utc};
+use formica_core::cron::{parse, CronItem};
+use formica_core::sim::{World, WorldConfig};
+use formica_core::worker::Config;
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+const CRONTAB: &str = "* * * * * every ?fill=10m\n*/7 * * * * sevens ?fill=1h\n0 * * * * hourly";
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// Let time pass, in seconds.
+    Run(i64),
+    /// Move the wall clock, in seconds (negative: back), then let 3 s pass. Forward jumps
+    /// stay within the smallest `fill` (10 minutes): a worker whose clock leaps further
+    /// than another worker's backfill window can lose the minutes in between to that
+    /// worker's later `last_execution` (one high-water mark per item, as graphile-worker).
+    Jump(i64),
+    /// Crash worker 1 or 2 (worker 0 keeps running).
+    Crash(usize),
+    /// Start worker 1 or 2 again.
+    Restart(usize),
+    /// Refuse the next queries of a worker.
+    Fail(usize, u32),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (1i64..300).prop_map(Op::Run),
+        1 => (-600i64..540).prop_map(Op::Jump),
+        1 => (1usize..3).prop_map(Op::Crash),
+        1 => (1usize..3).prop_map(Op::Restart),
+        1 => ((0usize..3), (1u32..4)).prop_map(|(w, n)| Op::Fail(w, n)),
+    ]
+}
+
+fn items() -> Vec<CronItem> {
+    parse(CRONTAB).expect("valid crontab").into_items()
+}
+
+fn worker_config(n: usize) -> Config {
+    Config {
+        worker_id: format!("w{n}"),
+        // The workers do not run the cron tasks, so every scheduled job stays in the table.
+        task_identifiers: vec!["other".into()],
+        crontab: items(),
+        ..Config::default()
+    }
+}
+
+/// How many jobs each (task, minute) got.
+fn scheduled(world: &World) -> BTreeMap<(String, DateTime<Utc>), usize> {
+    let mut counts = BTreeMap::new();
+    for job in world.db().jobs() {
+        *counts.entry((job.task_identifier.clone(), job.run_at)).or_default() += 1;
+    }
+    counts
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn each_due_minute_is_scheduled_once_across_workers_restarts_and_clock_jumps(
+        seed in any::<u64>(),
+        ops in proptest::collection::vec(op(), 1..25),
+    ) {
+        let mut world = World::new(WorldConfig { seed, ..WorldConfig::default() });
+        let workers: Vec<_> = (0..3).map(|n| world.add_worker(worker_config(n))).collect();
+        let first = world.now();
+        for op in ops {
+            match op {
+                Op::Run(s) => world.run_for(Duration::seconds(s)),
+                Op::Jump(s) => {
+                    world.jump_clock(Duration::seconds(s));
+                    world.run_for(Duration::seconds(3));
+                }
+                Op::Crash(w) => world.crash(workers[w]),
+                Op::Restart(w) => world.restart(workers[w]),
+                Op::Fail(w, n) => world.fail_next_queries(workers[w], n),
+            }
+        }
+        // Let refused statements be retried (at most a poll interval later).
+        world.run_for(Duration::seconds(5));
+
+        let counts = scheduled(&world);
+        for ((task, minute), n) in &counts {
+            prop_assert_eq!(*n, 1, "{} at {} scheduled {} times", task, minute, n);
+        }
+        // Worker 0 never stopped: every minute it reached is scheduled, from the first
+        // whole minute after it started to the last minute its clock finished with.
+        let reached = world.machine(workers[0]).now().duration_trunc(Duration::minutes(1)).unwrap();
+        let start = first.duration_trunc(Duration::minutes(1)).unwrap() + Duration::minutes(1);
+        for item in items() {
+            let mut at = start;
+            while at < reached {
+                if item.matches(at) {
+                    prop_assert!(
+                        counts.contains_key(&(item.task().to_owned(), at)),
+                        "{} at {} was skipped (worker 0 reached {})", item.task(), at, reached
+                    );
+                }
+                at += Duration::minutes(1);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_restart_after_downtime_backfills_within_fill_only() {
+    let mut world = World::new(WorldConfig::default());
+    let w = world.add_worker(worker_config(0));
+    world.run_for(Duration::minutes(3));
+    world.crash(w);
+    let before = scheduled(&world).len();
+    // Down for 30 minutes: `every` (fill 10m) gets its last 10 minutes back, `hourly` (no
+    // fill) nothing, `sevens` (fill 1h) every multiple of 7 since its last run.
+    world.run_for(Duration::minutes(30));
+    world.restart(w);
+    let now = world.now();
+    world.run_for(Duration::seconds(5));
+    let after = scheduled(&world);
+    let backfilled: Vec<_> = world
+        .db()
+        .jobs()
+        .filter(|j| j.payload["_cron"]["backfilled"] == serde_json::json!(true))
+        .map(|j| (j.task_identifier.clone(), j.run_at))
+        .collect();
+    let every: Vec<_> = backfilled.iter().filter(|(t, _)| t == "every").collect();
+    assert_eq!(every.len(), 10, "{backfilled:?}");
+    assert!(every.iter().all(|(_, at)| *at >= now - Duration::minutes(10) && *at < now));
+    assert!(backfilled.iter().all(|(t, _)| t != "hourly"));
+    assert!(after.values().all(|&n| n == 1));
+    assert!(after.len() > before);
+}
