@@ -303,6 +303,14 @@ pub enum Event {
         /// The error.
         error: String,
     },
+    /// `run_once` only: finding jobs failed in a way retrying cannot fix (a missing
+    /// table, a permission); the worker stops.
+    GaveUp {
+        /// What failed.
+        statement: &'static str,
+        /// The error.
+        error: String,
+    },
     /// The listener is up.
     ListenerUp,
     /// The listener is down; the worker polls until it is back.
@@ -773,6 +781,16 @@ impl Worker {
             Pending::Write(Write::Fail(_)) => "fail jobs",
             Pending::Write(Write::Return(_)) => "return jobs",
         };
+        if self.config.run_once
+            && !error.retryable
+            && matches!(pending, Pending::Register | Pending::Fetch { .. })
+        {
+            // Waiting cannot fix a missing table or a permission: say so and stop, rather
+            // than never returning.
+            self.emit(Event::GaveUp { statement, error: error.message });
+            self.shutdown(true);
+            return;
+        }
         self.emit(Event::DatabaseError { statement, error: error.message });
         match pending {
             Pending::Register | Pending::Fetch { .. } => {

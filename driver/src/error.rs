@@ -40,6 +40,14 @@ pub enum Error {
     /// function's check and its update. Adding again is safe.
     #[error("job with key {0:?} was not added: the job holding that key was locked meanwhile; add it again")]
     NotAdded(Option<String>),
+    /// `run_once` stopped because looking for jobs failed in a way retrying cannot fix.
+    #[error("the worker stopped: {statement} failed and retrying cannot help: {error}")]
+    GaveUp {
+        /// What failed.
+        statement: &'static str,
+        /// The database's error.
+        error: String,
+    },
 }
 
 /// What tokio-postgres says, with what it keeps in its sources: its `Display` alone is only

@@ -408,6 +408,7 @@ impl Worker {
         let mut machine = core::Worker::new(config, runtime.now());
         let mut running: HashMap<i64, Running> = HashMap::new();
         let mut listener: Option<AbortHandle> = None;
+        let mut gave_up = None;
         loop {
             while let Some(effect) = machine.poll_effect() {
                 match effect {
@@ -440,8 +441,14 @@ impl Worker {
                         runtime.spawn(Box::pin(Abortable::new(task, registration).map(|_| ())));
                     }
                     Effect::Emit(event) => {
-                        if let Event::JobComplete { job_id, .. } = &event {
-                            running.remove(job_id);
+                        match &event {
+                            Event::JobComplete { job_id, .. } => {
+                                running.remove(job_id);
+                            }
+                            Event::GaveUp { statement, error } => {
+                                gave_up = Some(Error::GaveUp { statement, error: error.clone() })
+                            }
+                            _ => {}
                         }
                         log_event(&event, &shared.worker_id);
                         for hook in &shared.hooks {
@@ -452,7 +459,7 @@ impl Worker {
                         if let Some(listener) = listener.take() {
                             listener.abort();
                         }
-                        return Ok(());
+                        return gave_up.map_or(Ok(()), Err);
                     }
                 }
             }
@@ -548,6 +555,9 @@ fn log_event(event: &Event, worker_id: &str) {
         }
         Event::ListenerDown { error, retry_at } => {
             tracing::warn!(worker_id, %retry_at, "LISTEN connection down, polling meanwhile: {error}")
+        }
+        Event::GaveUp { statement, error } => {
+            tracing::error!(worker_id, statement, "giving up, retrying cannot help: {error}")
         }
         Event::BreakingMigration { payload } => {
             tracing::error!(worker_id, payload, "the database got a breaking migration: stopping")

@@ -338,6 +338,13 @@ async fn a_half_migrated_schema_gives_errors_naming_what_is_missing() {
     timeout(rt().as_ref(), Duration::from_secs(10), run).await.expect("stops").unwrap().unwrap();
     let first = errors.lock().unwrap()[0].clone();
     assert!(first.contains("_private_job_queues") && first.contains("does not exist"), "{first}");
+    // `run_once` does not wait forever for a table that will not come back: it says why.
+    let once = db.worker_options().define_raw_job("bystander", |_, _| async { Ok(()) }).init().await.unwrap();
+    let error = timeout(rt().as_ref(), Duration::from_secs(10), once.run_once())
+        .await
+        .expect("run_once returns")
+        .expect_err("and fails");
+    assert!(error.to_string().contains("_private_job_queues"), "{error}");
     // Dropping the table took its foreign key with it, and nothing else changed since.
     assert_eq!(before.len(), after_drop.len());
     assert_eq!(snapshot(&db).await, after_drop, "the worker changed no job");
