@@ -139,7 +139,7 @@ mod tests {
         }
     }
 
-    use JobKeyMode::{PreserveRunAt as Preserve, Replace, UnsafeDedupe as Dedupe};
+    use JobKeyMode::{PreserveRunAt as Preserve, Replace, UnsafeDedupe};
 
     #[test]
     fn the_table_of_cases() {
@@ -149,13 +149,13 @@ mod tests {
         let cases: Vec<(&str, Option<ExistingJob>, JobKeyMode, Decision)> = vec![
             ("none/replace", None, Replace, Decision::Insert),
             ("none/preserve", None, Preserve, Decision::Insert),
-            ("none/dedupe", None, Dedupe, Decision::Insert),
+            ("none/dedupe", None, UnsafeDedupe, Decision::Insert),
             ("fresh/replace", Some(existing(0, 25, false)), Replace, update(t(500))),
             ("fresh/preserve", Some(existing(0, 25, false)), Preserve, update(t(100))),
-            ("fresh/dedupe", Some(existing(0, 25, false)), Dedupe, Decision::Keep { revision: 4 }),
+            ("fresh/dedupe", Some(existing(0, 25, false)), UnsafeDedupe, Decision::Keep { revision: 4 }),
             ("retry/replace", Some(existing(2, 25, false)), Replace, update(t(500))),
             ("retry/preserve", Some(existing(2, 25, false)), Preserve, update(t(500))),
-            ("retry/dedupe", Some(existing(2, 25, false)), Dedupe, Decision::Keep { revision: 4 }),
+            ("retry/dedupe", Some(existing(2, 25, false)), UnsafeDedupe, Decision::Keep { revision: 4 }),
             (
                 "locked/replace",
                 Some(existing(1, 25, true)),
@@ -168,7 +168,7 @@ mod tests {
                 Preserve,
                 Decision::DetachAndInsert { attempts: 5 },
             ),
-            ("locked/dedupe", Some(existing(1, 25, true)), Dedupe, Decision::Keep { revision: 4 }),
+            ("locked/dedupe", Some(existing(1, 25, true)), UnsafeDedupe, Decision::Keep { revision: 4 }),
             // Locked before its first attempt was counted: still locked, still detached.
             (
                 "locked0/preserve",
@@ -188,7 +188,7 @@ mod tests {
                 Preserve,
                 Decision::DetachAndInsert { attempts: 3 },
             ),
-            ("failed/dedupe", Some(existing(3, 3, false)), Dedupe, Decision::Keep { revision: 4 }),
+            ("failed/dedupe", Some(existing(3, 3, false)), UnsafeDedupe, Decision::Keep { revision: 4 }),
             // Attempts above the limit (max_attempts lowered by reschedule): set to the limit.
             ("over/replace", Some(existing(9, 4, false)), Replace, Decision::DetachAndInsert { attempts: 4 }),
             ("last-retry/replace", Some(existing(2, 3, false)), Replace, update(t(500))),
@@ -215,7 +215,7 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         }
-        assert_eq!(decision(Dedupe, &arr), Decision::Keep { revision: 4 });
+        assert_eq!(decision(UnsafeDedupe, &arr), Decision::Keep { revision: 4 });
         old.payload = json!({"was": "object"});
         match decide(Some(&old), NewJob { mode: Replace, payload: &arr, run_at: t(1) }) {
             Decision::Update { payload, .. } => assert_eq!(payload, arr, "an array replaces an object"),

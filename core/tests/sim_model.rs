@@ -394,7 +394,7 @@ impl Model {
                     })
                     .filter(|r| forbidden_flags.iter().all(|f| !r.flags.contains(f)))
                     .collect();
-                candidates.sort_by(|a, b| (a.priority, a.run_at, a.id).cmp(&(b.priority, b.run_at, b.id)));
+                candidates.sort_by_key(|r| (r.priority, r.run_at, r.id));
                 let mut seen_queues = BTreeSet::new();
                 let chosen: Vec<i64> = candidates
                     .iter()

@@ -85,7 +85,8 @@ fn worker_config(index: usize, b: &mut Bytes<'_>) -> Config {
 }
 
 fn add_job(b: &mut Bytes<'_>, now: Timestamp, serial: u64) -> AddJob {
-    let payload = if b.below(3) == 0 { serde_json::json!([serial]) } else { serde_json::json!({ "n": serial }) };
+    let payload =
+        if b.below(3) == 0 { serde_json::json!([serial]) } else { serde_json::json!({ "n": serial }) };
     let spec = JobSpec {
         queue_name: match b.below(3) {
             0 => Some(format!("q{}", b.below(2))),
@@ -100,7 +101,10 @@ fn add_job(b: &mut Bytes<'_>, now: Timestamp, serial: u64) -> AddJob {
             0 => Some(format!("k{}", b.below(4))),
             _ => None,
         },
-        job_key_mode: Some([JobKeyMode::Replace, JobKeyMode::PreserveRunAt, JobKeyMode::UnsafeDedupe][usize::from(b.below(3))]),
+        job_key_mode: Some(
+            [JobKeyMode::Replace, JobKeyMode::PreserveRunAt, JobKeyMode::UnsafeDedupe]
+                [usize::from(b.below(3))],
+        ),
         priority: Some(i16::from(b.below(3)) - 1),
         flags: if b.below(4) == 0 { Some(vec!["x".into()]) } else { None },
     };
@@ -149,7 +153,10 @@ impl Checks {
                                 (Some(Statement::GetJobs { .. }), QueryResult::Jobs(jobs)) => {
                                     // A job still running here may be locked again (after a
                                     // stale-lock sweep); that lock must not start it twice.
-                                    let fresh = jobs.iter().map(|j| j.id).filter(|id| !watch.running.contains_key(id));
+                                    let fresh = jobs
+                                        .iter()
+                                        .map(|j| j.id)
+                                        .filter(|id| !watch.running.contains_key(id));
                                     watch.granted.extend(fresh.collect::<Vec<_>>());
                                 }
                                 (Some(Statement::ReturnJobs { ids, .. }), QueryResult::Done) => {
@@ -185,10 +192,9 @@ impl Checks {
                             if let Some(queue) = &job.queue_name {
                                 for other in self.watches.values() {
                                     for (id, q) in &other.running {
-                                        let held = world
-                                            .db()
-                                            .job(*id)
-                                            .is_some_and(|j| j.locked_by.as_deref() == Some(&other.worker_id));
+                                        let held = world.db().job(*id).is_some_and(|j| {
+                                            j.locked_by.as_deref() == Some(&other.worker_id)
+                                        });
                                         assert!(
                                             *id == job.id || q.as_ref() != Some(queue) || !held,
                                             "queue {queue}: job {} started while {id} runs",
@@ -198,7 +204,10 @@ impl Checks {
                                 }
                             }
                         }
-                        Effect::AbortTask { .. } | Effect::ConnectListener | Effect::Emit(_) | Effect::Stopped => {}
+                        Effect::AbortTask { .. }
+                        | Effect::ConnectListener
+                        | Effect::Emit(_)
+                        | Effect::Stopped => {}
                     }
                 }
             }
@@ -223,7 +232,8 @@ pub fn check(data: &[u8]) {
         ..WorldConfig::default()
     };
     let mut world = World::new(config);
-    let mix = [1 + u64::from(b.below(8)), u64::from(b.below(4)), u64::from(b.below(3)), u64::from(b.below(2))];
+    let mix =
+        [1 + u64::from(b.below(8)), u64::from(b.below(4)), u64::from(b.below(3)), u64::from(b.below(2))];
     world.set_script(move |_, rng| {
         let after = Duration::milliseconds(rng.between(0, 3000));
         let mut pick = rng.below(mix.iter().sum());
@@ -282,7 +292,8 @@ pub fn check(data: &[u8]) {
                 world.db_mut().remove_job(&key);
             }
             6 => {
-                let ids: Vec<i64> = world.db().jobs().map(|j| j.id).filter(|id| id % 3 == i64::from(b.below(3))).collect();
+                let ids: Vec<i64> =
+                    world.db().jobs().map(|j| j.id).filter(|id| id % 3 == i64::from(b.below(3))).collect();
                 match b.below(3) {
                     0 => {
                         let done = world.db_mut().complete_jobs(&ids);
@@ -343,7 +354,10 @@ pub fn check(data: &[u8]) {
     }
     for w in (0..workers).filter(|w| world.is_stopped(*w)) {
         let id = world.worker_id(w);
-        assert!(world.db().jobs().all(|j| j.locked_by.as_deref() != Some(id.as_str())), "{id} stopped holding a job");
+        assert!(
+            world.db().jobs().all(|j| j.locked_by.as_deref() != Some(id.as_str())),
+            "{id} stopped holding a job"
+        );
         assert_eq!(world.machine(w).poll_timeout(), None, "{id} arms a timer after Stopped");
         let mut machine = world.machine(w).clone();
         for input in [Input::Timeout, Input::ListenerUp, Input::ShutdownRequested { graceful: false }] {

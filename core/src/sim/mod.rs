@@ -130,6 +130,8 @@ pub struct TraceEntry {
 }
 
 /// What a trace line records.
+// Lines are written once and read by matching: unboxed variants keep the patterns plain.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Traced {
     /// A machine was created with this `worker_id` (at the start, or by a restart).

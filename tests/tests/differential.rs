@@ -1,0 +1,679 @@
+//! Differential test: the same random sequences of operations run against `core::sim`'s
+//! in-memory database and against PostgreSQL with our migrations, through the real
+//! statements (`formica_sql`, bound as the driver binds them). After every operation the
+//! job tables must agree, ids aside: task, queue, payload, priority, run_at, attempts,
+//! max_attempts, key, lock, flags, last_error, revision, created_at and updated_at, and the
+//! queues' locks; so must what each operation returned.
+//!
+//! Each operation runs in its own PostgreSQL transaction, and the sim's clock is set to
+//! that transaction's `now()`, so defaults and `updated_at` agree to the microsecond. Times
+//! the test chooses are distinct (a serial number of microseconds is added to each), because
+//! PostgreSQL fetches jobs of equal (priority, run_at) in whatever order it meets them.
+//!
+//! Sequences come from a seeded generator (`FORMICA_DIFF_SEED` picks the first seed,
+//! `FORMICA_DIFF_CASES` the number of sequences, 32 by default).
+
+use chrono::{DateTime, Duration, Utc};
+use formica_core::job::{Job, JobKeyMode, JobSpec};
+use formica_core::sim::{AddJob, Db, Reschedule, SimRng};
+use formica_core::worker::{DbError, Failure, QueryResult, Statement};
+use formica_sql as sql;
+use formica_tests::TestDb;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Row, Transaction};
+
+const SCHEMA: &str = "graphile_worker";
+const TASKS: [&str; 2] = ["a", "b"];
+const WORKERS: [&str; 2] = ["w0", "w1"];
+
+/// A job row as both sides are compared: everything but the ids.
+#[derive(Debug, Clone, PartialEq)]
+struct Cmp {
+    task: String,
+    queue: Option<String>,
+    payload: Value,
+    priority: i16,
+    run_at: DateTime<Utc>,
+    attempts: i16,
+    max_attempts: i16,
+    last_error: Option<String>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    key: Option<String>,
+    locked_at: Option<DateTime<Utc>>,
+    locked_by: Option<String>,
+    revision: i32,
+    flags: BTreeSet<String>,
+}
+
+impl Cmp {
+    fn of_job(job: &Job) -> Cmp {
+        Cmp {
+            task: job.task_identifier.clone(),
+            queue: job.queue_name.clone(),
+            payload: job.payload.clone(),
+            priority: job.priority,
+            run_at: job.run_at,
+            attempts: job.attempts,
+            max_attempts: job.max_attempts,
+            last_error: job.last_error.clone(),
+            created_at: job.created_at,
+            updated_at: job.updated_at,
+            key: job.key.clone(),
+            locked_at: job.locked_at,
+            locked_by: job.locked_by.clone(),
+            revision: job.revision,
+            flags: job.flags.clone(),
+        }
+    }
+
+    /// A row with the `_private_jobs` columns plus `task_identifier` and `queue_name` (the
+    /// names may be null in rows of statements that created the task or queue: `names`
+    /// fills them in from the ids).
+    fn of_row(row: &Row, names: &Names) -> Cmp {
+        let flags: Option<Value> = row.get("flags");
+        let task_id: i32 = row.get("task_id");
+        let queue_id: Option<i32> = row.get("job_queue_id");
+        let task: Option<String> = row.get("task_identifier");
+        let queue: Option<String> = row.get("queue_name");
+        Cmp {
+            task: task.or_else(|| names.tasks.get(&task_id).cloned()).unwrap_or_default(),
+            queue: queue.or_else(|| queue_id.and_then(|q| names.queues.get(&q).cloned())),
+            payload: row.get("payload"),
+            priority: row.get("priority"),
+            run_at: row.get("run_at"),
+            attempts: row.get("attempts"),
+            max_attempts: row.get("max_attempts"),
+            last_error: row.get("last_error"),
+            created_at: row.get("created_at"),
+            updated_at: row.get("updated_at"),
+            key: row.get("key"),
+            locked_at: row.get("locked_at"),
+            locked_by: row.get("locked_by"),
+            revision: row.get("revision"),
+            flags: match flags {
+                Some(Value::Object(map)) => map.into_iter().map(|(k, _)| k).collect(),
+                _ => BTreeSet::new(),
+            },
+        }
+    }
+}
+
+/// Every row's payload is unique (each added job carries a serial number, merged arrays
+/// too): it names a job on both sides.
+fn name_of(payload: &Value) -> String {
+    payload.to_string()
+}
+
+fn sorted(mut rows: Vec<Cmp>) -> Vec<Cmp> {
+    rows.sort_by_key(|r| name_of(&r.payload));
+    rows
+}
+
+#[derive(Debug, Default)]
+struct Names {
+    tasks: BTreeMap<i32, String>,
+    queues: BTreeMap<i32, String>,
+}
+
+// ---------------------------------------------------------------------------------------
+// Operations.
+
+#[derive(Debug, Clone)]
+struct NewJob {
+    task: usize,
+    payload: Value,
+    queue: Option<String>,
+    /// Seconds from the transaction's `now()` (a serial number of microseconds is added).
+    run_at: Option<i64>,
+    max_attempts: i16,
+    key: Option<String>,
+    priority: i16,
+    flags: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    AddJob {
+        job: NewJob,
+        mode: Option<JobKeyMode>,
+    },
+    AddJobs {
+        jobs: Vec<NewJob>,
+        preserve_run_at: bool,
+    },
+    RemoveJob {
+        key: String,
+    },
+    Complete {
+        picks: Vec<u64>,
+    },
+    PermanentlyFail {
+        picks: Vec<u64>,
+        message: Option<String>,
+    },
+    Reschedule {
+        picks: Vec<u64>,
+        run_at: Option<i64>,
+        priority: Option<i16>,
+        attempts: Option<i16>,
+        max_attempts: Option<i16>,
+    },
+    ForceUnlock {
+        workers: Vec<String>,
+    },
+    Fetch {
+        worker: usize,
+        tasks: Vec<usize>,
+        forbidden: Vec<String>,
+        limit: usize,
+        now: Option<i64>,
+    },
+    WorkerComplete {
+        worker: usize,
+        mask: u64,
+    },
+    WorkerFail {
+        worker: usize,
+        mask: u64,
+        explicit: Option<i64>,
+    },
+    WorkerReturn {
+        worker: usize,
+        mask: u64,
+    },
+}
+
+struct Gen {
+    rng: SimRng,
+    serial: u64,
+}
+
+impl Gen {
+    fn pick<T: Clone>(&mut self, items: &[T]) -> T {
+        items[self.rng.below(items.len() as u64) as usize].clone()
+    }
+
+    fn maybe<T>(&mut self, per_mille: u32, f: impl FnOnce(&mut Self) -> T) -> Option<T> {
+        if self.rng.chance(per_mille) {
+            Some(f(self))
+        } else {
+            None
+        }
+    }
+
+    fn offset(&mut self) -> i64 {
+        match self.rng.below(10) {
+            0 => -6 * 3600,
+            1..=3 => self.rng.between(1, 60),
+            _ => self.rng.between(-30, 0),
+        }
+    }
+
+    fn job(&mut self, explicit_run_at: bool) -> NewJob {
+        self.serial += 1;
+        let serial = self.serial;
+        let payload = if self.rng.chance(300) { json!([{ "n": serial }]) } else { json!({ "n": serial }) };
+        NewJob {
+            task: self.rng.below(2) as usize,
+            payload,
+            queue: self.maybe(350, |g| format!("q{}", g.rng.below(2))),
+            run_at: if explicit_run_at || self.rng.chance(750) { Some(self.offset()) } else { None },
+            max_attempts: self.rng.between(1, 3) as i16,
+            key: self.maybe(500, |g| format!("k{}", g.rng.below(4))),
+            priority: self.rng.between(-1, 1) as i16,
+            flags: self.maybe(250, |g| {
+                let all = ["x", "y"];
+                let n = g.rng.between(1, 2) as usize;
+                all[..n].iter().map(|s| (*s).to_owned()).collect()
+            }),
+        }
+    }
+
+    fn picks(&mut self) -> Vec<u64> {
+        (0..self.rng.between(1, 2)).map(|_| self.rng.next_u64()).collect()
+    }
+
+    fn op(&mut self) -> Op {
+        match self.rng.below(100) {
+            0..=29 => {
+                let mode = self.pick(&[
+                    None,
+                    Some(JobKeyMode::Replace),
+                    Some(JobKeyMode::PreserveRunAt),
+                    Some(JobKeyMode::UnsafeDedupe),
+                ]);
+                Op::AddJob { job: self.job(false), mode }
+            }
+            30..=39 => {
+                let n = self.rng.below(4);
+                Op::AddJobs {
+                    jobs: (0..n).map(|_| self.job(true)).collect(),
+                    preserve_run_at: self.rng.chance(500),
+                }
+            }
+            40..=44 => Op::RemoveJob { key: format!("k{}", self.rng.below(4)) },
+            45..=47 => Op::Complete { picks: self.picks() },
+            48..=50 => Op::PermanentlyFail {
+                picks: self.picks(),
+                message: self.maybe(500, |g| format!("admin {}", g.rng.below(100))),
+            },
+            51..=54 => {
+                let picks = self.picks();
+                let single = picks.len() == 1;
+                Op::Reschedule {
+                    run_at: if single { self.maybe(600, Self::offset) } else { None },
+                    priority: self.maybe(300, |g| g.rng.between(-1, 1) as i16),
+                    attempts: self.maybe(500, |g| g.rng.between(0, 2) as i16),
+                    max_attempts: self.maybe(400, |g| g.rng.between(1, 3) as i16),
+                    picks,
+                }
+            }
+            55..=57 => Op::ForceUnlock { workers: vec![self.pick(&WORKERS).to_owned()] },
+            58..=79 => Op::Fetch {
+                worker: self.rng.below(2) as usize,
+                tasks: match self.rng.below(3) {
+                    0 => vec![0],
+                    1 => vec![1],
+                    _ => vec![0, 1],
+                },
+                forbidden: self.maybe(300, |g| vec![g.pick(&["x", "y"]).to_owned()]).unwrap_or_default(),
+                limit: self.rng.between(1, 4) as usize,
+                now: self.maybe(600, |g| match g.rng.below(8) {
+                    0 => -5 * 3600,
+                    _ => g.rng.between(-10, 90),
+                }),
+            },
+            80..=86 => Op::WorkerComplete { worker: self.rng.below(2) as usize, mask: self.rng.next_u64() },
+            87..=94 => Op::WorkerFail {
+                worker: self.rng.below(2) as usize,
+                mask: self.rng.next_u64(),
+                explicit: self.maybe(600, Self::offset),
+            },
+            _ => Op::WorkerReturn { worker: self.rng.below(2) as usize, mask: self.rng.next_u64() },
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Running an operation on both sides.
+
+struct Both {
+    sim: Db,
+    /// Distinct microseconds for every time the test chooses.
+    serial: i64,
+}
+
+fn at(now: DateTime<Utc>, secs: i64, serial: i64) -> DateTime<Utc> {
+    now + Duration::seconds(secs) + Duration::microseconds(serial)
+}
+
+async fn names(tx: &Transaction<'_>) -> Names {
+    let mut names = Names::default();
+    for row in
+        tx.query(&format!("select id, identifier from {SCHEMA}._private_tasks"), &[]).await.expect("tasks")
+    {
+        names.tasks.insert(row.get(0), row.get(1));
+    }
+    for row in tx
+        .query(&format!("select id, queue_name from {SCHEMA}._private_job_queues"), &[])
+        .await
+        .expect("queues")
+    {
+        names.queues.insert(row.get(0), row.get(1));
+    }
+    names
+}
+
+/// PostgreSQL's rows by payload name, with their ids.
+async fn pg_jobs(tx: &Transaction<'_>) -> BTreeMap<String, (i64, Cmp)> {
+    let names = names(tx).await;
+    let rows = tx
+        .query(
+            &format!(
+                "select j.*, t.identifier as task_identifier, q.queue_name
+                 from {SCHEMA}._private_jobs j
+                 join {SCHEMA}._private_tasks t on t.id = j.task_id
+                 left join {SCHEMA}._private_job_queues q on q.id = j.job_queue_id"
+            ),
+            &[],
+        )
+        .await
+        .expect("read jobs");
+    rows.iter()
+        .map(|r| {
+            let cmp = Cmp::of_row(r, &names);
+            (name_of(&cmp.payload), (r.get::<_, i64>("id"), cmp))
+        })
+        .collect()
+}
+
+fn sim_jobs(sim: &Db) -> BTreeMap<String, (i64, Cmp)> {
+    sim.jobs().map(|j| (name_of(&j.payload), (j.id, Cmp::of_job(j)))).collect()
+}
+
+/// What an operation gave back, comparable across the two sides.
+#[derive(Debug, PartialEq)]
+enum Outcome {
+    Rows(Vec<Cmp>),
+    Failed,
+    Nothing,
+}
+
+fn spec_of(job: &NewJob, now: DateTime<Utc>, serial: &mut i64, mode: Option<JobKeyMode>) -> AddJob {
+    *serial += 1;
+    AddJob {
+        identifier: TASKS[job.task].to_owned(),
+        payload: Some(job.payload.clone()),
+        spec: JobSpec {
+            queue_name: job.queue.clone(),
+            run_at: job.run_at.map(|s| at(now, s, *serial)),
+            max_attempts: Some(job.max_attempts),
+            job_key: job.key.clone(),
+            job_key_mode: mode,
+            priority: Some(job.priority),
+            flags: job.flags.clone(),
+        },
+    }
+}
+
+fn sim_rows(result: Result<Vec<Job>, DbError>) -> Outcome {
+    match result {
+        Ok(jobs) => Outcome::Rows(sorted(jobs.iter().map(Cmp::of_job).collect())),
+        Err(_) => Outcome::Failed,
+    }
+}
+
+async fn pg_rows(tx: &Transaction<'_>, text: &str, params: &[&(dyn ToSql + Sync)]) -> Outcome {
+    match tx.query(&sql::render(text, SCHEMA), params).await {
+        Ok(rows) => {
+            let names = names(tx).await;
+            Outcome::Rows(sorted(rows.iter().map(|r| Cmp::of_row(r, &names)).collect()))
+        }
+        Err(_) => Outcome::Failed,
+    }
+}
+
+/// The ids, on each side, of the current jobs chosen by `picks` (in payload order).
+fn choose(
+    sim: &BTreeMap<String, (i64, Cmp)>,
+    pg: &BTreeMap<String, (i64, Cmp)>,
+    picks: &[u64],
+) -> (Vec<i64>, Vec<i64>) {
+    let names: Vec<&String> = sim.keys().collect();
+    if names.is_empty() {
+        return (vec![], vec![]);
+    }
+    let chosen: BTreeSet<&String> = picks.iter().map(|p| names[(*p % names.len() as u64) as usize]).collect();
+    let sim_ids = chosen.iter().map(|n| sim[*n].0).collect();
+    let pg_ids = chosen.iter().filter_map(|n| pg.get(*n).map(|(id, _)| *id)).collect();
+    (sim_ids, pg_ids)
+}
+
+/// The jobs `worker` holds (in payload order) selected by the bits of `mask`.
+fn held(
+    sim: &BTreeMap<String, (i64, Cmp)>,
+    pg: &BTreeMap<String, (i64, Cmp)>,
+    worker: &str,
+    mask: u64,
+) -> Vec<(String, i64, i64)> {
+    sim.iter()
+        .filter(|(_, (_, c))| c.locked_by.as_deref() == Some(worker))
+        .enumerate()
+        .filter(|(i, _)| mask & (1 << (i % 64)) != 0)
+        .filter_map(|(_, (name, (sim_id, _)))| pg.get(name).map(|(pg_id, _)| (name.clone(), *sim_id, *pg_id)))
+        .collect()
+}
+
+fn task_ids(names: &Names, wanted: &[&str]) -> Vec<i32> {
+    names.tasks.iter().filter(|(_, n)| wanted.contains(&n.as_str())).map(|(id, _)| *id).collect()
+}
+
+impl Both {
+    async fn run(&mut self, tx: &Transaction<'_>, op: &Op) -> (Outcome, Outcome) {
+        let now: DateTime<Utc> = tx.query_one("select now()", &[]).await.expect("now").get(0);
+        self.sim.set_now(now);
+        let sim_before = sim_jobs(&self.sim);
+        let pg_before = pg_jobs(tx).await;
+        match op {
+            Op::AddJob { job, mode } => {
+                let add = spec_of(job, now, &mut self.serial, *mode);
+                let sim = sim_rows(self.sim.add_job(&add).map(|j| vec![j]));
+                let max_attempts = add.spec.max_attempts.map(i32::from);
+                let priority = add.spec.priority.map(i32::from);
+                let mode = add.spec.job_key_mode.map(JobKeyMode::as_str);
+                let pg = pg_rows(
+                    tx,
+                    sql::utils::ADD_JOB,
+                    &[
+                        &add.identifier,
+                        &add.payload,
+                        &add.spec.queue_name,
+                        &add.spec.run_at,
+                        &max_attempts,
+                        &add.spec.job_key,
+                        &priority,
+                        &add.spec.flags,
+                        &mode,
+                    ],
+                )
+                .await;
+                (sim, pg)
+            }
+            Op::AddJobs { jobs, preserve_run_at } => {
+                let adds: Vec<AddJob> =
+                    jobs.iter().map(|j| spec_of(j, now, &mut self.serial, None)).collect();
+                let sim = sim_rows(self.sim.add_jobs(&adds, *preserve_run_at));
+                let specs: Vec<Value> = adds
+                    .iter()
+                    .map(|a| {
+                        json!({
+                            "identifier": a.identifier,
+                            "payload": a.payload,
+                            "queue_name": a.spec.queue_name,
+                            "run_at": a.spec.run_at,
+                            "max_attempts": a.spec.max_attempts,
+                            "job_key": a.spec.job_key,
+                            "priority": a.spec.priority,
+                            "flags": a.spec.flags,
+                        })
+                    })
+                    .collect();
+                let pg = pg_rows(tx, sql::utils::ADD_JOBS, &[&Value::Array(specs), preserve_run_at]).await;
+                (sim, pg)
+            }
+            Op::RemoveJob { key } => {
+                let sim = sim_rows(Ok(self.sim.remove_job(key).into_iter().collect()));
+                let pg = pg_rows(tx, sql::utils::REMOVE_JOB, &[key]).await;
+                (sim, pg)
+            }
+            Op::Complete { picks } => {
+                let (sim_ids, pg_ids) = choose(&sim_before, &pg_before, picks);
+                let sim = sim_rows(Ok(self.sim.complete_jobs(&sim_ids)));
+                let pg = pg_rows(tx, sql::utils::COMPLETE_JOBS, &[&pg_ids]).await;
+                (sim, pg)
+            }
+            Op::PermanentlyFail { picks, message } => {
+                let (sim_ids, pg_ids) = choose(&sim_before, &pg_before, picks);
+                let sim = sim_rows(Ok(self.sim.permanently_fail_jobs(&sim_ids, message.as_deref())));
+                let pg = pg_rows(tx, sql::utils::PERMANENTLY_FAIL_JOBS, &[&pg_ids, message]).await;
+                (sim, pg)
+            }
+            Op::Reschedule { picks, run_at, priority, attempts, max_attempts } => {
+                let (sim_ids, pg_ids) = choose(&sim_before, &pg_before, picks);
+                self.serial += 1;
+                let with = Reschedule {
+                    run_at: run_at.map(|s| at(now, s, self.serial)),
+                    priority: *priority,
+                    attempts: *attempts,
+                    max_attempts: *max_attempts,
+                };
+                let sim = sim_rows(self.sim.reschedule_jobs(&sim_ids, &with));
+                let int = |v: Option<i16>| v.map(i32::from);
+                let pg = pg_rows(
+                    tx,
+                    sql::utils::RESCHEDULE_JOBS,
+                    &[
+                        &pg_ids,
+                        &with.run_at,
+                        &int(with.priority),
+                        &int(with.attempts),
+                        &int(with.max_attempts),
+                    ],
+                )
+                .await;
+                (sim, pg)
+            }
+            Op::ForceUnlock { workers } => {
+                let refs: Vec<&str> = workers.iter().map(String::as_str).collect();
+                self.sim.force_unlock_workers(&refs);
+                tx.execute(&sql::render(sql::utils::FORCE_UNLOCK_WORKERS, SCHEMA), &[&refs])
+                    .await
+                    .expect("force_unlock_workers");
+                (Outcome::Nothing, Outcome::Nothing)
+            }
+            Op::Fetch { worker, tasks, forbidden, limit, now: offset } => {
+                let worker_id = WORKERS[*worker].to_owned();
+                self.serial += 1;
+                let fetch_now = offset.map(|s| at(now, s, self.serial));
+                let wanted: Vec<&str> = tasks.iter().map(|t| TASKS[*t]).collect();
+                let sim_task_ids: Vec<i32> =
+                    self.sim.tasks().filter(|(_, n)| wanted.contains(n)).map(|(id, _)| id).collect();
+                let sim = match self.sim.execute(&Statement::GetJobs {
+                    worker_id: worker_id.clone(),
+                    task_ids: sim_task_ids,
+                    forbidden_flags: forbidden.clone(),
+                    limit: *limit,
+                    now: fetch_now,
+                }) {
+                    QueryResult::Jobs(jobs) => Outcome::Rows(sorted(jobs.iter().map(Cmp::of_job).collect())),
+                    other => panic!("GetJobs answered {other:?}"),
+                };
+                let pg_task_ids = task_ids(&names(tx).await, &wanted);
+                let limit = *limit as i32;
+                let pg = pg_rows(
+                    tx,
+                    sql::worker::GET_JOBS,
+                    &[&worker_id, &pg_task_ids, forbidden, &fetch_now, &limit],
+                )
+                .await;
+                (sim, pg)
+            }
+            Op::WorkerComplete { worker, mask } => {
+                let worker_id = WORKERS[*worker].to_owned();
+                let jobs = held(&sim_before, &pg_before, &worker_id, *mask);
+                let sim_ids: Vec<i64> = jobs.iter().map(|j| j.1).collect();
+                let pg_ids: Vec<i64> = jobs.iter().map(|j| j.2).collect();
+                let result =
+                    self.sim.execute(&Statement::CompleteJobs { worker_id: worker_id.clone(), ids: sim_ids });
+                assert_eq!(result, QueryResult::Done);
+                tx.execute(&sql::render(sql::worker::COMPLETE_JOBS, SCHEMA), &[&worker_id, &pg_ids])
+                    .await
+                    .expect("complete_jobs");
+                (Outcome::Nothing, Outcome::Nothing)
+            }
+            Op::WorkerFail { worker, mask, explicit } => {
+                let worker_id = WORKERS[*worker].to_owned();
+                let mut jobs = held(&sim_before, &pg_before, &worker_id, *mask);
+                if explicit.is_none() {
+                    // The database computes run_at: one job at a time, so no two get the same.
+                    jobs.truncate(1);
+                }
+                let mut failures = Vec::new();
+                for (i, (name, sim_id, _)) in jobs.iter().enumerate() {
+                    self.serial += 1;
+                    failures.push(Failure {
+                        job_id: *sim_id,
+                        message: format!("failed {name} #{i}"),
+                        run_at: explicit.map(|s| at(now, s, self.serial)),
+                    });
+                }
+                let pg_ids: Vec<i64> = jobs.iter().map(|j| j.2).collect();
+                let messages: Vec<&str> = failures.iter().map(|f| f.message.as_str()).collect();
+                let run_ats: Vec<Option<DateTime<Utc>>> = failures.iter().map(|f| f.run_at).collect();
+                tx.execute(
+                    &sql::render(sql::worker::FAIL_JOBS, SCHEMA),
+                    &[&worker_id, &pg_ids, &messages, &run_ats],
+                )
+                .await
+                .expect("fail_jobs");
+                let result = self.sim.execute(&Statement::FailJobs { worker_id, failures });
+                assert_eq!(result, QueryResult::Done);
+                (Outcome::Nothing, Outcome::Nothing)
+            }
+            Op::WorkerReturn { worker, mask } => {
+                let worker_id = WORKERS[*worker].to_owned();
+                let jobs = held(&sim_before, &pg_before, &worker_id, *mask);
+                let sim_ids: Vec<i64> = jobs.iter().map(|j| j.1).collect();
+                let pg_ids: Vec<i64> = jobs.iter().map(|j| j.2).collect();
+                let result =
+                    self.sim.execute(&Statement::ReturnJobs { worker_id: worker_id.clone(), ids: sim_ids });
+                assert_eq!(result, QueryResult::Done);
+                tx.execute(&sql::render(sql::worker::RETURN_JOBS, SCHEMA), &[&worker_id, &pg_ids])
+                    .await
+                    .expect("return_jobs");
+                (Outcome::Nothing, Outcome::Nothing)
+            }
+        }
+    }
+}
+
+async fn pg_queues(
+    client: &tokio_postgres::Client,
+) -> BTreeMap<String, (Option<DateTime<Utc>>, Option<String>)> {
+    client
+        .query(&format!("select queue_name, locked_at, locked_by from {SCHEMA}._private_job_queues"), &[])
+        .await
+        .expect("queues")
+        .iter()
+        .map(|r| (r.get(0), (r.get(1), r.get(2))))
+        .collect()
+}
+
+async fn run_sequence(seed: u64, ops: usize) {
+    let db = TestDb::migrated().await;
+    let mut client = db.client().await;
+    let mut generator = Gen { rng: SimRng::new(seed), serial: 0 };
+    let start: DateTime<Utc> = client.query_one("select now()", &[]).await.expect("now").get(0);
+    let mut both = Both { sim: Db::new(start, seed), serial: 0 };
+    let mut history = Vec::new();
+    for step in 0..ops {
+        let op = generator.op();
+        history.push(op.clone());
+        let tx = client.transaction().await.expect("begin");
+        let (sim, pg) = both.run(&tx, &op).await;
+        if pg == Outcome::Failed {
+            tx.rollback().await.expect("rollback");
+        } else {
+            tx.commit().await.expect("commit");
+        }
+        let context = || format!("seed {seed}, step {step}: {op:#?}\nafter {:#?}", &history[..step]);
+        assert_eq!(sim, pg, "the operation's result (sim, PostgreSQL) differs; {}", context());
+
+        let tx = client.transaction().await.expect("begin");
+        let pg_rows: Vec<Cmp> = pg_jobs(&tx).await.into_values().map(|(_, c)| c).collect();
+        tx.commit().await.expect("commit");
+        let sim_rows: Vec<Cmp> = sim_jobs(&both.sim).into_values().map(|(_, c)| c).collect();
+        if sim_rows != pg_rows {
+            let diff: Vec<(Option<&Cmp>, Option<&Cmp>)> = (0..sim_rows.len().max(pg_rows.len()))
+                .map(|i| (sim_rows.get(i), pg_rows.get(i)))
+                .filter(|(a, b)| a != b)
+                .collect();
+            panic!("the job tables differ (sim, PostgreSQL): {diff:#?}\n{}", context());
+        }
+        let sim_queues: BTreeMap<String, (Option<DateTime<Utc>>, Option<String>)> =
+            both.sim.queues().map(|q| (q.name.clone(), (q.locked_at, q.locked_by.clone()))).collect();
+        assert_eq!(sim_queues, pg_queues(&client).await, "queue locks differ; {}", context());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sim_database_agrees_with_postgresql() {
+    let first: u64 = std::env::var("FORMICA_DIFF_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
+    let cases: u64 = std::env::var("FORMICA_DIFF_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(32);
+    for seed in first..first + cases {
+        run_sequence(seed, 60).await;
+    }
+}
