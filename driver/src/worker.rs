@@ -405,7 +405,8 @@ impl Worker {
         let Worker { shared, mut config, inputs, mut receiver } = self;
         config.run_once = once;
         let runtime = shared.utils.pool().runtime().clone();
-        let mut machine = core::Worker::new(config, runtime.now());
+        let mut clock = Clock::new(runtime.now());
+        let mut machine = core::Worker::new(config, clock.now(runtime.as_ref()));
         let mut running: HashMap<i64, Running> = HashMap::new();
         let mut listener: Option<AbortHandle> = None;
         let mut gave_up = None;
@@ -464,7 +465,7 @@ impl Worker {
                 }
             }
             let timer = match machine.poll_timeout() {
-                Some((at, _)) => Either::Left(runtime.sleep_until(instant_at(runtime.as_ref(), at))),
+                Some((at, _)) => Either::Left(runtime.sleep_until(clock.instant_at(at))),
                 None => Either::Right(futures::future::pending()),
             };
             let input = match futures::future::select(receiver.next(), timer).await {
@@ -478,16 +479,37 @@ impl Worker {
                 running.remove(job_id);
             }
             machine
-                .handle(input, runtime.now())
+                .handle(input, clock.now(runtime.as_ref()))
                 .map_err(|e| Error::Config(format!("internal error in the worker state machine: {e}")))?;
         }
     }
 }
 
-/// The monotonic instant at which the wall clock reads `at`.
-fn instant_at(runtime: &dyn Runtime, at: DateTime<Utc>) -> Instant {
-    let wait = (at - runtime.now()).to_std().unwrap_or_default();
-    Instant::now() + wait
+/// The time fed to the machine: the wall clock, but never going back and always moving on
+/// with the monotonic clock. After the wall clock is set back, the machine's timers still
+/// fire after the real time they asked for (instead of stalling for the size of the jump);
+/// the fed time follows the wall clock again once the wall clock catches up.
+struct Clock {
+    fed: DateTime<Utc>,
+    at: Instant,
+}
+
+impl Clock {
+    fn new(wall: DateTime<Utc>) -> Self {
+        Clock { fed: wall, at: Instant::now() }
+    }
+
+    fn now(&mut self, runtime: &dyn Runtime) -> DateTime<Utc> {
+        let moved_on = self.fed + chrono::Duration::from_std(self.at.elapsed()).unwrap_or_default();
+        self.fed = moved_on.max(runtime.now());
+        self.at = Instant::now();
+        self.fed
+    }
+
+    /// The monotonic instant at which the fed clock reads `at`.
+    fn instant_at(&self, at: DateTime<Utc>) -> Instant {
+        self.at + (at - self.fed).to_std().unwrap_or_default()
+    }
 }
 
 /// Spawnable future running `job`'s handler and reporting how it ended.

@@ -1,24 +1,33 @@
-//! Recurring jobs on a real PostgreSQL, on both runtimes. Workers run on a shifted wall
-//! clock (a `Runtime` whose `now` is set by the test), so minute boundaries come within
-//! milliseconds instead of a real minute.
+//! Recurring jobs and the wall clock, on a real PostgreSQL and both runtimes. Workers run on
+//! a shifted wall clock (a `Runtime` whose `now` is set by the test), so minute boundaries
+//! come within milliseconds instead of a real minute, and the clock can be set back.
 
 use chrono::{DateTime, TimeZone, Utc};
 use formica::{Address, Runtime, Socket, WorkerOptions};
 use formica_tests::{on_both_runtimes, sleep, timeout, TestDb};
 use futures::future::BoxFuture;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// A runtime whose wall clock reads `start` at creation and then runs at normal speed.
+/// A runtime whose wall clock reads `start` at creation, runs at normal speed, and can be
+/// set back or forward.
 struct Shifted {
     inner: Arc<dyn Runtime>,
-    offset: chrono::Duration,
+    offset: Mutex<chrono::Duration>,
 }
 
 impl Shifted {
-    fn starting_at(inner: Arc<dyn Runtime>, start: DateTime<Utc>) -> Arc<dyn Runtime> {
-        let offset = start - inner.now();
+    fn new(inner: Arc<dyn Runtime>, start: DateTime<Utc>) -> Arc<Shifted> {
+        let offset = Mutex::new(start - inner.now());
         Arc::new(Shifted { inner, offset })
+    }
+
+    fn starting_at(inner: Arc<dyn Runtime>, start: DateTime<Utc>) -> Arc<dyn Runtime> {
+        Shifted::new(inner, start)
+    }
+
+    fn jump(&self, by: chrono::Duration) {
+        *self.offset.lock().unwrap() += by;
     }
 }
 
@@ -33,7 +42,7 @@ impl Runtime for Shifted {
         self.inner.sleep_until(deadline)
     }
     fn now(&self) -> DateTime<Utc> {
-        self.inner.now() + self.offset
+        self.inner.now() + *self.offset.lock().unwrap()
     }
 }
 
@@ -168,7 +177,40 @@ async fn a_bad_crontab_fails_init_with_its_line_and_column(rt: Arc<dyn Runtime>)
     assert!(error.contains("line 2") && error.contains("column 1"), "{error}");
 }
 
+async fn a_wall_clock_set_back_does_not_stall_polling(rt: Arc<dyn Runtime>) {
+    let db = TestDb::migrated_on(rt.clone()).await;
+    let clock = Shifted::new(rt.clone(), at(10, 0, 0, 0));
+    let worker = WorkerOptions::<()>::with_runtime(clock.clone())
+        .database_url(&db.url)
+        .poll_interval(Duration::from_millis(200))
+        .define_raw_job("polled", |_, _| async { Ok(()) })
+        .init()
+        .await
+        .expect("init");
+    let handle = worker.handle();
+    let (tx, rx) = futures::channel::oneshot::channel();
+    rt.spawn(Box::pin(async move {
+        let _ = tx.send(worker.run().await);
+    }));
+    sleep(rt.as_ref(), Duration::from_millis(300)).await;
+    clock.jump(-chrono::Duration::hours(1));
+    sleep(rt.as_ref(), Duration::from_millis(300)).await;
+    // Inserted without add_job, so no NOTIFY: only the poll can find it.
+    db.client()
+        .await
+        .batch_execute(
+            "insert into graphile_worker._private_jobs (task_id, payload, run_at)
+             select id, '{}', now() from graphile_worker._private_tasks where identifier = 'polled'",
+        )
+        .await
+        .unwrap();
+    db.wait_for_count("select count(*) from graphile_worker._private_jobs", 0, Duration::from_secs(3)).await;
+    handle.stop();
+    timeout(rt.as_ref(), Duration::from_secs(10), rx).await.expect("stops").unwrap().expect("ok");
+}
+
 on_both_runtimes!(
+    a_wall_clock_set_back_does_not_stall_polling,
     two_workers_with_one_crontab_schedule_each_minute_once,
     after_downtime_a_known_item_is_backfilled_over_its_fill_period,
     a_new_item_is_not_backfilled,
