@@ -1,0 +1,91 @@
+//! Cron shared with the real graphile-worker 0.18.0: a Node worker and a Formica worker with
+//! the same crontab schedule each minute once, with the same payload. Ignored by default
+//! (it waits for a real minute boundary): run through `scripts/compat-graphile-worker`,
+//! which sets `FORMICA_GRAPHILE_WORKER` to graphile-worker's CLI.
+
+use chrono::{DateTime, DurationRound, Utc};
+use formica_tests::TestDb;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+#[tokio::test]
+#[ignore]
+async fn graphile_worker_and_formica_with_one_crontab_schedule_each_minute_once() {
+    let cli = std::env::var("FORMICA_GRAPHILE_WORKER").expect("run scripts/compat-graphile-worker");
+    let db = TestDb::migrated().await;
+    let dir = std::env::temp_dir().join(format!("formica-cron-compat-{}", db.name));
+    std::fs::create_dir_all(dir.join("tasks")).unwrap();
+    std::fs::write(dir.join("tasks/other.js"), "module.exports = async () => {};\n").unwrap();
+    let crontab = "* * * * * tick ?max=3 {source: 'crontab'}\n";
+    std::fs::write(dir.join("crontab"), crontab).unwrap();
+
+    let server: tokio_postgres::Config = std::env::var("DATABASE_URL").unwrap().parse().unwrap();
+    let host = match &server.get_hosts()[0] {
+        tokio_postgres::config::Host::Tcp(h) => h.clone(),
+        tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
+    };
+    let url = format!(
+        "postgres://{}@{host}:{}/{}",
+        server.get_user().unwrap_or("postgres"),
+        server.get_ports().first().copied().unwrap_or(5432),
+        db.name
+    );
+    let mut node = Command::new("node")
+        .arg(&cli)
+        .args(["-c", &url, "--crontab", "crontab"])
+        .current_dir(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start graphile-worker");
+    let worker = db
+        .worker_options()
+        .define_raw_job("other", |_, _| async { Ok(()) })
+        .with_cron(crontab)
+        .init()
+        .await
+        .unwrap();
+    let handle = worker.handle();
+    let run = tokio::spawn(worker.run());
+
+    // Both run across the next minute boundary.
+    let boundary =
+        Utc::now().duration_trunc(chrono::Duration::minutes(1)).unwrap() + chrono::Duration::minutes(1);
+    tokio::time::sleep((boundary - Utc::now()).to_std().unwrap() + Duration::from_secs(3)).await;
+    handle.stop();
+    run.await.unwrap().unwrap();
+    let _ = node.kill();
+    let _ = node.wait();
+
+    let rows = db
+        .client()
+        .await
+        .query(
+            "select jobs.run_at, jobs.payload, jobs.max_attempts from graphile_worker._private_jobs as jobs
+             join graphile_worker._private_tasks as tasks on tasks.id = jobs.task_id
+             where tasks.identifier = 'tick' and jobs.run_at = $1",
+            &[&boundary],
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1, "the minute {boundary} is scheduled once by the two workers");
+    let payload: serde_json::Value = rows[0].get(1);
+    let ts = boundary.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string();
+    assert_eq!(
+        payload,
+        serde_json::json!({ "source": "crontab", "_cron": { "ts": ts, "backfilled": false } })
+    );
+    assert_eq!(rows[0].get::<_, i16>(2), 3);
+    let last: DateTime<Utc> = db
+        .client()
+        .await
+        .query_one(
+            "select last_execution from graphile_worker._private_known_crontabs where identifier = 'tick'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(last, boundary);
+    let _ = std::fs::remove_dir_all(dir);
+}
