@@ -348,7 +348,25 @@ pub fn check(data: &[u8]) {
     checks.read(&world);
     let limit = world.elapsed() + Duration::days(2);
     while !(0..workers).all(|w| world.is_stopped(w) || world.is_crashed(w)) {
-        assert!(world.next_at().is_some_and(|at| at <= limit), "the workers did not stop");
+        if !world.next_at().is_some_and(|at| at <= limit) {
+            let stuck: Vec<String> = (0..workers)
+                .filter(|w| !world.is_stopped(*w) && !world.is_crashed(*w))
+                .map(|w| {
+                    format!(
+                        "{}: {} running, {} in flight, timer {:?}",
+                        world.worker_id(w),
+                        world.running(w).count(),
+                        world.in_flight(w),
+                        world.machine(w).poll_timeout()
+                    )
+                })
+                .collect();
+            let tail: Vec<String> = world.trace().iter().rev().take(30).map(|e| format!("{e:?}")).collect();
+            panic!(
+                "the workers did not stop: {stuck:?}\nlast trace entries (newest first):\n{}",
+                tail.join("\n")
+            );
+        }
         world.step();
         checks.read(&world);
     }
