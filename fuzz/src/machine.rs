@@ -348,7 +348,7 @@ pub fn check(data: &[u8]) {
     checks.read(&world);
     let limit = world.elapsed() + Duration::days(2);
     while !(0..workers).all(|w| world.is_stopped(w) || world.is_crashed(w)) {
-        if !world.next_at().is_some_and(|at| at <= limit) {
+        if world.next_at().is_none_or(|at| at > limit) {
             let stuck: Vec<String> = (0..workers)
                 .filter(|w| !world.is_stopped(*w) && !world.is_crashed(*w))
                 .map(|w| {
