@@ -11,8 +11,9 @@
 //!   each time it is fetched;
 //! - every started job ends in exactly one completion, failure or return, and those
 //!   writes are retried until the database takes them: none is dropped;
-//! - one fetch at a time; wake-ups (notifications, finished tasks) during a fetch cause one
-//!   more fetch after it, not one each; while running, the poll timer is always armed, so a
+//! - one fetch at a time without a local queue, at most two with one (each for half the
+//!   queue, never more than the queue size held or asked for); wake-ups (notifications,
+//!   finished tasks) during a fetch cause one more fetch after it, not one each; while running, the poll timer is always armed, so a
 //!   lost notification delays a job by at most `poll_interval`;
 //! - its clock never goes back: an earlier `now` than seen before is taken as the latest;
 //! - after [`Effect::Stopped`] no effect comes out.
@@ -27,6 +28,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// A point in time, UTC.
 pub type Timestamp = DateTime<Utc>;
+
+/// Most fetches in flight at once with a local queue (direct mode: one).
+const MAX_PREFETCHES: usize = 2;
 
 /// Locks older than this belong to dead workers (graphile-worker's "4 hour rule").
 pub const STALE_LOCK_AGE: Duration = Duration::hours(4);
@@ -631,7 +635,9 @@ impl Worker {
         if self.prefetched.is_empty() {
             self.timers.remove(&TimerKind::LocalQueueTtl);
         }
-        self.maybe_fetch();
+        for _ in 0..MAX_PREFETCHES {
+            self.maybe_fetch();
+        }
         self.maybe_flush();
         self.drive_cron();
         // Run-once stops when a fetch found nothing and nothing it did is still being
@@ -664,7 +670,9 @@ impl Worker {
     }
 
     fn maybe_fetch(&mut self) {
-        if self.phase != Phase::Running || self.fetching() {
+        let (in_flight, asked) = self.fetches();
+        let most = if self.config.local_queue_size.is_some() { MAX_PREFETCHES } else { 1 };
+        if self.phase != Phase::Running || in_flight >= most {
             return;
         }
         let Some(task_ids) = self.task_ids.clone() else { return };
@@ -674,9 +682,20 @@ impl Worker {
         let free = self.config.concurrency.saturating_sub(self.running.len());
         let limit = match self.config.local_queue_size {
             Some(_) if self.ttl_expired && free == 0 => 0,
-            // Refill the local queue once it cannot fill the free slots any more.
-            Some(size) if self.prefetched.len() < free.max(1) => size.saturating_sub(self.prefetched.len()),
-            Some(_) => 0,
+            // Fetch half a queue at a time, up to two fetches in flight: PostgreSQL locks the
+            // next batch while this one runs (and while the other fetch's rows are locked),
+            // and the queue never holds or asks for more than `size` jobs.
+            Some(size) => {
+                let batch = size.div_ceil(2);
+                let held = self.prefetched.len() + asked;
+                if held + batch <= size {
+                    batch
+                } else if in_flight == 0 && held < free {
+                    size - held
+                } else {
+                    0
+                }
+            }
             None => free,
         };
         if limit == 0 || (self.drained && !self.fetch_again) || self.timers.contains_key(&TimerKind::Retry) {
@@ -691,6 +710,14 @@ impl Worker {
             now: self.local_now(),
         };
         self.query(Pending::Fetch { limit }, statement);
+    }
+
+    /// Fetches in flight, and how many jobs they asked for.
+    fn fetches(&self) -> (usize, usize) {
+        self.pending.values().fold((0, 0), |(n, asked), p| match p {
+            Pending::Fetch { limit } => (n + 1, asked + limit),
+            _ => (n, asked),
+        })
     }
 
     fn start(&mut self, job: Job) {
