@@ -13,8 +13,9 @@
 //!   writes are retried until the database takes them: none is dropped;
 //! - one fetch at a time without a local queue, at most two with one (each for half the
 //!   queue, never more than the queue size held or asked for); wake-ups (notifications,
-//!   finished tasks) during a fetch cause one more fetch after it, not one each; while running, the poll timer is always armed, so a
-//!   lost notification delays a job by at most `poll_interval`;
+//!   finished tasks) during a fetch cause one more fetch after it, not one each; while
+//!   running, the poll timer is always armed, so a lost notification delays a job by at
+//!   most `poll_interval`;
 //! - its clock never goes back: an earlier `now` than seen before is taken as the latest;
 //! - after [`Effect::Stopped`] no effect comes out.
 
@@ -413,6 +414,15 @@ enum Write {
     Return(Vec<i64>),
 }
 
+/// What the machine keeps of a running job: what a failure needs (the job itself goes to
+/// the driver, uncloned).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Started {
+    attempts: i16,
+    max_attempts: i16,
+    run_at: Timestamp,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Running,
@@ -443,7 +453,7 @@ pub struct Worker {
     task_ids: Option<Vec<i32>>,
     next_query: QueryId,
     pending: BTreeMap<QueryId, Pending>,
-    running: BTreeMap<i64, Job>,
+    running: BTreeMap<i64, Started>,
     prefetched: VecDeque<Job>,
     /// Tasks told to abort (so each is told once).
     aborting: BTreeSet<i64>,
@@ -647,8 +657,9 @@ impl Worker {
             && self.drained
             && self.idle()
             && !self.fetching()
-            && self.nothing_to_write()
+            // A write in flight or waiting may free a named queue: fetch once more after it.
             && !self.writing()
+            && self.nothing_to_write()
         {
             self.phase = Phase::Draining;
         }
@@ -688,7 +699,10 @@ impl Worker {
             Some(size) => {
                 let batch = size.div_ceil(2);
                 let held = self.prefetched.len() + asked;
-                if held + batch <= size {
+                // A second fetch only while the queue keeps every slot busy: the two may
+                // lock jobs out of order, and the queue is sorted again as they arrive.
+                let ahead = in_flight == 0 || !self.prefetched.is_empty();
+                if ahead && held + batch <= size {
                     batch
                 } else if in_flight == 0 && held < free {
                     size - held
@@ -726,19 +740,18 @@ impl Worker {
             task: job.task_identifier.clone(),
             attempt: job.attempts,
         });
-        self.running.insert(job.id, job.clone());
+        let started = Started { attempts: job.attempts, max_attempts: job.max_attempts, run_at: job.run_at };
+        self.running.insert(job.id, started);
         self.effects.push_back(Effect::StartTask { job });
     }
 
     fn query_done(&mut self, id: QueryId, result: QueryResult) -> Result<(), MisuseError> {
-        let pending = self.pending.get(&id).ok_or(MisuseError::UnknownQuery(id))?.clone();
+        let pending = self.pending.remove(&id).ok_or(MisuseError::UnknownQuery(id))?;
         match (pending, result) {
             (pending, QueryResult::Err(error)) => {
-                self.pending.remove(&id);
                 self.query_failed(pending, error);
             }
             (Pending::Register, QueryResult::Tasks(tasks)) => {
-                self.pending.remove(&id);
                 let mut ids: Vec<i32> = tasks.into_iter().map(|(id, _)| id).collect();
                 ids.sort_unstable();
                 ids.dedup();
@@ -754,27 +767,21 @@ impl Worker {
                 }
             }
             (Pending::Fetch { limit }, QueryResult::Jobs(jobs)) => {
-                self.pending.remove(&id);
                 self.fetched(limit, jobs);
             }
             (Pending::Write(_), QueryResult::Done) => {
-                self.pending.remove(&id);
                 self.write_failures = 0;
                 // Finished jobs released their named queues: the next job of a queue may
                 // be runnable now.
                 self.wake();
             }
-            (Pending::Sweep, QueryResult::Done) => {
-                self.pending.remove(&id);
-            }
+            (Pending::Sweep, QueryResult::Done) => {}
             (Pending::Cron, QueryResult::KnownCrontabs(known)) => {
-                self.pending.remove(&id);
                 if let Some(cron) = &mut self.cron {
                     cron.registered(&known);
                 }
             }
             (Pending::Cron, QueryResult::Done) => {
-                self.pending.remove(&id);
                 if let Some(cron) = &mut self.cron {
                     cron.batch_done();
                 }
@@ -782,13 +789,15 @@ impl Worker {
                 self.wake();
             }
             (
-                Pending::Register
+                pending @ (Pending::Register
                 | Pending::Fetch { .. }
                 | Pending::Write(_)
                 | Pending::Sweep
-                | Pending::Cron,
+                | Pending::Cron),
                 _,
             ) => {
+                // Nothing changed: the query is still pending.
+                self.pending.insert(id, pending);
                 return Err(MisuseError::WrongResult(id));
             }
         }
@@ -867,7 +876,17 @@ impl Worker {
             if self.prefetched.is_empty() && self.config.local_queue_size.is_some() && got > 0 {
                 self.timers.insert(TimerKind::LocalQueueTtl, self.now + self.config.local_queue_ttl);
             }
+            let key = |j: &Job| (j.priority, j.run_at, j.id);
+            let in_order = match (self.prefetched.back(), jobs.first()) {
+                (Some(last), Some(first)) => key(last) <= key(first),
+                _ => true,
+            };
             self.prefetched.extend(jobs);
+            if !in_order {
+                // Two fetches in flight may come back out of order: run in (priority,
+                // run_at, id) order all the same.
+                self.prefetched.make_contiguous().sort_by_key(key);
+            }
         }
         if self.drained && self.fetch_again {
             self.drained = false;
