@@ -464,16 +464,29 @@ impl Worker {
                     }
                 }
             }
-            let timer = match machine.poll_timeout() {
-                Some((at, _)) => Either::Left(runtime.sleep_until(clock.instant_at(at))),
-                None => Either::Right(futures::future::pending()),
+            let now = clock.now(runtime.as_ref());
+            let deadline = machine.poll_timeout().map(|(at, _)| at);
+            // A deadline that passed, then inputs already waiting, are taken without arming a
+            // timer; only an idle loop sleeps.
+            let ready = match deadline {
+                Some(at) if at <= now => Some(Input::Timeout),
+                _ => receiver.try_recv().ok(),
             };
-            let input = match futures::future::select(receiver.next(), timer).await {
-                Either::Left((Some(input), _)) => input,
-                // Every sender lives in this function or in tasks it spawned: unreachable,
-                // but if it happens there is nothing left to wait for.
-                Either::Left((None, _)) => return Ok(()),
-                Either::Right(((), _)) => Input::Timeout,
+            let input = match ready {
+                Some(input) => input,
+                None => {
+                    let timer = match deadline {
+                        Some(at) => Either::Left(runtime.sleep_until(clock.instant_at(at))),
+                        None => Either::Right(futures::future::pending()),
+                    };
+                    match futures::future::select(receiver.next(), timer).await {
+                        Either::Left((Some(input), _)) => input,
+                        // Every sender lives in this function or in tasks it spawned:
+                        // unreachable, but if it happens there is nothing left to wait for.
+                        Either::Left((None, _)) => return Ok(()),
+                        Either::Right(((), _)) => Input::Timeout,
+                    }
+                }
             };
             if let Input::TaskFinished { job_id, .. } = &input {
                 running.remove(job_id);
