@@ -3,7 +3,8 @@
 //! The core decides everything (what to fetch and when, batching, retries, shutdown); this
 //! loop only carries its effects out and feeds the results back as inputs:
 //!
-//! - `Query` runs a statement on the pool (in a spawned task) and answers `QueryDone`;
+//! - `Query` runs a statement on the pool (a future polled by this loop, so its answer
+//!   reaches the machine with no channel or task switch) and answers `QueryDone`;
 //! - `StartTask` runs the task's handler (spawned, panics caught) and answers `TaskFinished`;
 //! - `AbortTask` fires the task's abort signal and drops it;
 //! - `ConnectListener` opens the LISTEN connection, which answers `ListenerUp`,
@@ -11,8 +12,8 @@
 //! - `Emit` goes to the log and to the hooks;
 //! - the earliest `poll_timeout` deadline becomes a `Timeout`.
 //!
-//! All inputs arrive through one channel, so the machine sees them one at a time and in the
-//! order they happened. No job state and no retry logic live here.
+//! Other inputs arrive through one channel; the machine sees them one at a time, each
+//! source in the order its inputs happened. No job state and no retry logic live here.
 
 use crate::db::Pool;
 use crate::error::Error;
@@ -26,6 +27,7 @@ use formica_core::cron::{self, Cron, CronItem, Crontab};
 use formica_core::worker::{self as core, Effect, Event, Input, TaskOutcome};
 use futures::channel::mpsc;
 use futures::future::{AbortHandle, Abortable, BoxFuture, Either, FutureExt};
+use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use std::collections::HashMap;
 use std::future::Future;
@@ -416,14 +418,16 @@ impl Worker {
         let mut running: HashMap<i64, Running> = HashMap::new();
         let mut listener: Option<AbortHandle> = None;
         let mut gave_up = None;
+        let mut queries: FuturesUnordered<BoxFuture<'static, Input>> = FuturesUnordered::new();
         loop {
             while let Some(effect) = machine.poll_effect() {
                 match effect {
                     Effect::Query { id, statement } => {
-                        let (shared, inputs) = (shared.clone(), inputs.clone());
-                        runtime.spawn(Box::pin(async move {
-                            let result = execute(&shared, statement).await;
-                            let _ = inputs.unbounded_send(Input::QueryDone { id, result });
+                        // Polled by this loop, not spawned: its answer needs no channel and
+                        // no task switch on the way to the machine.
+                        let shared = shared.clone();
+                        queries.push(Box::pin(async move {
+                            Input::QueryDone { id, result: execute(&shared, statement).await }
                         }));
                     }
                     Effect::StartTask { job } => {
@@ -476,7 +480,10 @@ impl Worker {
             // timer; only an idle loop sleeps.
             let ready = match deadline {
                 Some(at) if at <= now => Some(Input::Timeout),
-                _ => receiver.try_recv().ok(),
+                _ => match queries.next().now_or_never().flatten() {
+                    Some(answer) => Some(answer),
+                    None => receiver.try_recv().ok(),
+                },
             };
             let input = match ready {
                 Some(input) => input,
@@ -485,11 +492,18 @@ impl Worker {
                         Some(at) => Either::Left(runtime.sleep_until(clock.instant_at(at))),
                         None => Either::Right(futures::future::pending()),
                     };
-                    match futures::future::select(receiver.next(), timer).await {
-                        Either::Left((Some(input), _)) => input,
+                    // An empty set of queries ends its stream: wait on it only when not empty.
+                    let answer = match queries.is_empty() {
+                        true => Either::Left(futures::future::pending()),
+                        false => Either::Right(queries.select_next_some()),
+                    };
+                    let inputs = futures::future::select(receiver.next(), answer);
+                    match futures::future::select(inputs, timer).await {
+                        Either::Left((Either::Left((Some(input), _)), _)) => input,
+                        Either::Left((Either::Right((answer, _)), _)) => answer,
                         // Every sender lives in this function or in tasks it spawned:
                         // unreachable, but if it happens there is nothing left to wait for.
-                        Either::Left((None, _)) => return Ok(()),
+                        Either::Left((Either::Left((None, _)), _)) => return Ok(()),
                         Either::Right(((), _)) => Input::Timeout,
                     }
                 }
