@@ -7,7 +7,8 @@
 //! - a job is started only on a lock a fetch granted to that worker, once per grant;
 //! - every started job ends in exactly one complete, fail or return, matching how its task
 //!   ended, and a fetched job that is never started is returned;
-//! - the machine's clock never goes back and is the latest `now` it was given; fetches and
+//! - the machine's clock never goes back and is the latest `now` it was given (the wall clock, or,
+//!   once that went back, the time last fed plus the time elapsed since); fetches and
 //!   failures carry it when `use_local_time` is on;
 //! - failures follow the backoff curve `run_at = max(now, run_at) + e^min(attempts, 10) s`
 //!   (as sent by the machine, and as stored when the database computes it);
@@ -524,7 +525,7 @@ struct Incarnation {
     config: Config,
     alive: bool,
     stopped: bool,
-    clock: DateTime<Utc>,
+    clock: (DateTime<Utc>, Duration),
     pending: BTreeMap<QueryId, Statement>,
     grants: BTreeMap<i64, Grant>,
     in_write: BTreeSet<i64>,
@@ -577,10 +578,10 @@ impl Checker {
                 continue;
             }
             let now = world.machine(worker).now();
-            if now != inc.clock {
+            if now != inc.clock.0 {
                 return Err(format!(
                     "worker {}: machine clock {now}, latest input {}",
-                    inc.worker_id, inc.clock
+                    inc.worker_id, inc.clock.0
                 ));
             }
             if let Some(before) = self.seen_clock.insert(life, now) {
@@ -632,7 +633,7 @@ impl Checker {
                     config,
                     alive: true,
                     stopped: false,
-                    clock: entry.at,
+                    clock: (entry.at, entry.elapsed),
                     pending: BTreeMap::new(),
                     grants: BTreeMap::new(),
                     in_write: BTreeSet::new(),
@@ -646,18 +647,22 @@ impl Checker {
                 Ok(())
             }
             Traced::ClockJumped(_) => Ok(()),
-            Traced::Input(input) => self.input(worker, entry.at, input),
+            Traced::Input(input) => self.input(worker, entry, input),
             Traced::Effect(effect) => self.effect(worker, effect),
         }
     }
 
-    fn input(&mut self, worker: usize, at: DateTime<Utc>, input: &Input) -> Result<(), String> {
+    fn input(&mut self, worker: usize, entry: &TraceEntry, input: &Input) -> Result<(), String> {
+        let at = entry.at;
         let inc = self.life(worker)?;
         if inc.stopped {
             return Err("input fed after Stopped".into());
         }
-        inc.clock = inc.clock.max(at);
-        let clock = inc.clock;
+        // The machine's clock: the wall clock, unless it went back; then the time last fed
+        // plus the time elapsed since (as the driver does).
+        let (fed, fed_at) = inc.clock;
+        inc.clock = (at.max(fed + (entry.elapsed - fed_at)), entry.elapsed);
+        let clock = inc.clock.0;
         // Anything but the answer to a fetch may make a job runnable or free a slot.
         let fetch_answer = matches!(input, Input::QueryDone { id, result: QueryResult::Jobs(_) } if inc.pending.contains_key(id));
         if !fetch_answer {
@@ -774,7 +779,7 @@ impl Checker {
             Effect::Query { id, statement } => {
                 match statement {
                     Statement::GetJobs { now, worker_id, .. } => {
-                        let want = inc.config.use_local_time.then_some(inc.clock);
+                        let want = inc.config.use_local_time.then_some(inc.clock.0);
                         if *now != want || *worker_id != inc.worker_id {
                             return Err(format!("fetch with now {now:?} by {worker_id}, expected {want:?}"));
                         }

@@ -123,6 +123,8 @@ impl Default for WorldConfig {
 pub struct TraceEntry {
     /// The wall clock when it happened.
     pub at: Timestamp,
+    /// Time elapsed since the start, whatever the wall clock did.
+    pub elapsed: Duration,
     /// The worker concerned, if one is.
     pub worker: Option<WorkerIndex>,
     /// What happened.
@@ -222,6 +224,10 @@ struct SimWorker {
     listener_available: bool,
     fail_next: u32,
     in_flight: BTreeSet<QueryId>,
+    /// The time last fed to the machine and when (elapsed): like the driver, the world
+    /// feeds a clock that never goes back and moves on with elapsed time, so a wall clock
+    /// set back does not stall the machine's timers.
+    fed: (Timestamp, Duration),
 }
 
 #[derive(Debug, Clone)]
@@ -320,7 +326,9 @@ impl World {
     pub fn add_worker(&mut self, config: Config) -> WorkerIndex {
         let index = self.workers.len();
         let machine = Worker::new(config.clone(), self.now());
+        let fed = (self.now(), self.mono);
         self.workers.push(SimWorker {
+            fed,
             base: config.clone(),
             incarnation: 0,
             machine,
@@ -423,6 +431,7 @@ impl World {
         worker.fail_next = 0;
         let config = self.config_of(w);
         self.workers[w].machine = Worker::new(config.clone(), self.now());
+        self.workers[w].fed = (self.now(), self.mono);
         self.record(Some(w), Traced::Started { worker_id: config.worker_id });
         self.drain(w);
     }
@@ -537,11 +546,13 @@ impl World {
     fn next(&self) -> Option<(Duration, Next)> {
         let agenda =
             self.agenda.keys().next().map(|&(at, seq)| (Duration::microseconds(at), Next::Agenda((at, seq))));
-        let base = self.config.start + self.offset;
         let timers =
             self.workers.iter().enumerate().filter(|(_, w)| w.life == Life::Running).filter_map(|(i, w)| {
                 let (deadline, kind) = w.machine.poll_timeout()?;
-                Some(((deadline - base).max(self.mono), Next::Timer(i, kind)))
+                let (fed, fed_at) = w.fed;
+                let wall = (deadline - self.config.start - self.offset).max(self.mono);
+                // Due when either the fed clock or the wall clock reaches the deadline.
+                Some(((fed_at + (deadline - fed)).min(wall).max(self.mono), Next::Timer(i, kind)))
             });
         // Agenda items first at equal times, then workers in index order.
         agenda.into_iter().chain(timers).min_by_key(|(at, next)| (*at, matches!(next, Next::Timer(..))))
@@ -565,8 +576,8 @@ impl World {
     }
 
     fn record(&mut self, worker: Option<WorkerIndex>, what: Traced) {
-        let at = self.now();
-        self.trace.push(TraceEntry { at, worker, what });
+        let (at, elapsed) = (self.now(), self.mono);
+        self.trace.push(TraceEntry { at, elapsed, worker, what });
     }
 
     fn run_due(&mut self, due: Due) -> Stepped {
@@ -656,7 +667,9 @@ impl World {
             return;
         }
         self.record(Some(w), Traced::Input(input.clone()));
-        let now = self.now();
+        let (fed, fed_at) = self.workers[w].fed;
+        let now = (fed + (self.mono - fed_at)).max(self.now());
+        self.workers[w].fed = (now, self.mono);
         let worker_id = self.worker_id(w);
         if let Err(e) = self.workers[w].machine.handle(input, now) {
             panic!("worker {worker_id}: the sim fed an input the machine refused: {e}");
