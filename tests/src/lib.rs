@@ -5,7 +5,8 @@
 pub mod cluster;
 pub mod proxy;
 
-use formica::{Pool, Runtime, WorkerUtils};
+use formica::{JobContext, Pool, Runtime, Task, TaskHandler, TaskResult, Worker, WorkerHandle, WorkerUtils};
+use serde::{Deserialize, Serialize};
 use std::future::Future;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -154,6 +155,73 @@ pub async fn timeout<T>(
     match futures::future::select(future, runtime.sleep_until(Instant::now() + within)).await {
         futures::future::Either::Left((value, _)) => Some(value),
         futures::future::Either::Right(_) => None,
+    }
+}
+
+/// Wait until `done()` holds (checking every 10 ms), or panic with `what` after `within`.
+pub async fn wait_until(runtime: &dyn Runtime, within: Duration, what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
+        sleep(runtime, Duration::from_millis(10)).await;
+    }
+}
+
+/// A worker running in the background (`Worker::run` spawned on its runtime).
+pub struct Running {
+    runtime: Arc<dyn Runtime>,
+    worker_id: String,
+    handle: WorkerHandle,
+    done: futures::channel::oneshot::Receiver<Result<(), formica::Error>>,
+}
+
+impl Running {
+    /// Start `worker.run()` on `runtime`.
+    pub fn spawn(runtime: &Arc<dyn Runtime>, worker: Worker) -> Running {
+        let (tx, done) = futures::channel::oneshot::channel();
+        let worker_id = worker.worker_id().to_owned();
+        let handle = worker.handle();
+        runtime.spawn(Box::pin(async move {
+            let _ = tx.send(worker.run().await);
+        }));
+        Running { runtime: runtime.clone(), worker_id, handle, done }
+    }
+
+    /// The worker's id.
+    pub fn worker_id(&self) -> &str {
+        &self.worker_id
+    }
+
+    /// Stop the worker gracefully; panics unless its `run()` returns `Ok` within `within`.
+    pub async fn stop(self, within: Duration) {
+        self.handle.stop();
+        timeout(self.runtime.as_ref(), within, self.done)
+            .await
+            .expect("the worker stops")
+            .expect("the worker's task ended without a result")
+            .expect("the worker's run() is ok");
+    }
+}
+
+/// A typed task, `typed` with a payload `{"n": <integer>}`, that inserts `n` and its job's
+/// id into the table `ran (n int, job_id bigint)`, which the test creates.
+#[derive(Serialize, Deserialize)]
+pub struct Typed {
+    /// The number it inserts.
+    pub n: i64,
+}
+
+impl Task for Typed {
+    const IDENTIFIER: &'static str = "typed";
+}
+
+impl TaskHandler for Typed {
+    async fn run(self, ctx: JobContext) -> TaskResult {
+        let client = ctx.client().await?;
+        client
+            .execute("insert into ran (n, job_id) values ($1, $2)", &[&(self.n as i32), &ctx.job().id])
+            .await?;
+        Ok(())
     }
 }
 

@@ -11,10 +11,10 @@
 //! is seen, and the jobs table must be empty at the end: no job lost, no completion
 //! dropped.
 
-use formica::{Event, JobContext, JobSpec, RawJob, Runtime, TaskResult, Worker};
+use formica::{Event, JobContext, JobSpec, RawJob, Runtime, TaskResult};
 use formica_tests::cluster::PrivateCluster;
 use formica_tests::proxy::Proxy;
-use formica_tests::{on_both_runtimes, sleep, timeout, TestDb};
+use formica_tests::{on_both_runtimes, sleep, wait_until, Running, TestDb};
 use futures::future::BoxFuture;
 use serde_json::json;
 use std::collections::HashMap;
@@ -67,25 +67,32 @@ fn distinct_runs(runs: &Runs) -> usize {
     runs.lock().unwrap().len()
 }
 
-/// Start `worker.run()` in the background; the receiver yields its result.
-fn spawn_run(
-    rt: &Arc<dyn Runtime>,
-    worker: Worker,
-) -> futures::channel::oneshot::Receiver<Result<(), formica::Error>> {
-    let (tx, rx) = futures::channel::oneshot::channel();
-    rt.spawn(Box::pin(async move {
-        let _ = tx.send(worker.run().await);
-    }));
-    rx
+/// How many times the listener came up.
+fn listener_ups(events: &Events) -> usize {
+    count_events(events, |e| matches!(e, Event::ListenerUp))
 }
 
-/// Wait until `done()` holds (checking every 10 ms), or panic with `what` after `within`.
-async fn wait_until(rt: &dyn Runtime, within: Duration, what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    while !done() {
-        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
-        sleep(rt, Duration::from_millis(10)).await;
-    }
+/// A worker from `options` with a task `count` that records its runs and then sleeps `ms`
+/// (`recording_task`), and a hook keeping its events (`keep_events`), running.
+async fn run_counting(
+    rt: &Arc<dyn Runtime>,
+    options: formica::WorkerOptions,
+    ms: u64,
+) -> (Runs, Events, Running) {
+    let runs = Runs::default();
+    let events = Events::default();
+    let worker = options
+        .define_raw_job("count", recording_task(&runs, ms))
+        .on_event(keep_events(&events))
+        .init()
+        .await
+        .expect("init");
+    (runs, events, Running::spawn(rt, worker))
+}
+
+/// Wait until the listener of a worker started by `run_counting` is up.
+async fn wait_for_listener(rt: &dyn Runtime, events: &Events) {
+    wait_until(rt, Duration::from_secs(10), "the listener is up", || listener_ups(events) == 1).await
 }
 
 /// `n` jobs of task `task`, added in batches; their ids.
@@ -149,21 +156,13 @@ async fn server_restart(cluster: PrivateCluster, rt: Arc<dyn Runtime>) {
     utils.migrate().await.expect("migrate");
     let ids = add_jobs(&utils, "count", JOBS).await;
 
-    let runs: Runs = Default::default();
-    let events: Events = Default::default();
-    let worker = formica::WorkerOptions::<()>::with_runtime(rt.clone())
+    let options = formica::WorkerOptions::with_runtime(rt.clone())
         .database_url(&url)
         .concurrency(CONCURRENCY)
         .local_queue_size(64)
-        .poll_interval(Duration::from_secs(2))
-        .define_raw_job("count", recording_task(&runs, 3))
-        .on_event(keep_events(&events))
-        .init()
-        .await
-        .expect("init");
-    let handle = worker.handle();
+        .poll_interval(Duration::from_secs(2));
+    let (runs, events, running) = run_counting(&rt, options, 3).await;
     let started = Instant::now();
-    let done = spawn_run(&rt, worker);
 
     wait_until(rt.as_ref(), Duration::from_secs(60), "a quarter of the jobs ran", || {
         distinct_runs(&runs) >= JOBS / 4
@@ -258,12 +257,7 @@ async fn server_restart(cluster: PrivateCluster, rt: Arc<dyn Runtime>) {
         assert!(latency < Duration::from_millis(700), "woken by NOTIFY, not the 2 s poll: {latency:?}");
     }
 
-    handle.stop();
-    timeout(rt.as_ref(), Duration::from_secs(20), done)
-        .await
-        .expect("the worker stops")
-        .unwrap()
-        .expect("ok");
+    running.stop(Duration::from_secs(20)).await;
 
     let (lost, repeated) = lost_and_repeated(&runs, &ids);
     assert!(lost.is_empty(), "{} jobs never ran: {:?}", lost.len(), &lost[..lost.len().min(10)]);
@@ -287,20 +281,9 @@ async fn terminated_backends_lose_no_job(rt: Arc<dyn Runtime>) {
     const JOBS: usize = 10_000;
     let db = TestDb::migrated_on(rt.clone()).await;
     let ids = add_jobs(&db.utils(), "count", JOBS).await;
-    let runs: Runs = Default::default();
-    let events: Events = Default::default();
-    let worker = db
-        .worker_options()
-        .concurrency(8)
-        .local_queue_size(32)
-        .poll_interval(Duration::from_millis(500))
-        .define_raw_job("count", recording_task(&runs, 1))
-        .on_event(keep_events(&events))
-        .init()
-        .await
-        .unwrap();
-    let handle = worker.handle();
-    let done = spawn_run(&rt, worker);
+    let options =
+        db.worker_options().concurrency(8).local_queue_size(32).poll_interval(Duration::from_millis(500));
+    let (runs, events, running) = run_counting(&rt, options, 1).await;
     let admin = db.client().await;
     let kill = format!(
         "select count(pg_terminate_backend(pid)) from pg_stat_activity where datname = '{}' and pid <> pg_backend_pid()",
@@ -318,8 +301,7 @@ async fn terminated_backends_lose_no_job(rt: Arc<dyn Runtime>) {
     }
     wait_until(rt.as_ref(), Duration::from_secs(60), "every job ran", || distinct_runs(&runs) >= JOBS).await;
     db.wait_for_count("select count(*) from graphile_worker.jobs", 0, Duration::from_secs(60)).await;
-    handle.stop();
-    timeout(rt.as_ref(), Duration::from_secs(20), done).await.expect("stops").unwrap().unwrap();
+    running.stop(Duration::from_secs(20)).await;
 
     let (lost, repeated) = lost_and_repeated(&runs, &ids);
     assert!(lost.is_empty(), "{} jobs never ran", lost.len());
@@ -332,10 +314,7 @@ async fn terminated_backends_lose_no_job(rt: Arc<dyn Runtime>) {
         );
     }
     assert!(repeated.len() <= 2 * (8 + 32), "{} jobs ran twice", repeated.len());
-    assert!(
-        count_events(&events, |e| matches!(e, Event::ListenerUp)) >= 3,
-        "the listener came back after each termination"
-    );
+    assert!(listener_ups(&events) >= 3, "the listener came back after each termination");
     println!(
         "{} ran twice, {} database errors",
         repeated.len(),
@@ -356,26 +335,13 @@ async fn hung_connections_are_given_up_and_the_worker_recovers(rt: Arc<dyn Runti
     let (proxy, url) = Proxy::in_front_of(&db.url);
     // A 2 s response timeout, from the connection string.
     let url = format!("{url} tcp_user_timeout=2");
-    let runs: Runs = Default::default();
-    let events: Events = Default::default();
-    let worker = options_on(&rt, &url)
-        .concurrency(4)
-        .poll_interval(Duration::from_millis(300))
-        .define_raw_job("count", recording_task(&runs, 0))
-        .on_event(keep_events(&events))
-        .init()
-        .await
-        .unwrap();
-    let handle = worker.handle();
-    let done = spawn_run(&rt, worker);
+    let options = options_on(&rt, &url).concurrency(4).poll_interval(Duration::from_millis(300));
+    let (runs, events, running) = run_counting(&rt, options, 0).await;
     let utils = db.utils();
     let mut ids = add_jobs(&utils, "count", 20).await;
     wait_until(rt.as_ref(), Duration::from_secs(10), "the first jobs ran", || distinct_runs(&runs) == 20)
         .await;
-    wait_until(rt.as_ref(), Duration::from_secs(10), "the listener is up", || {
-        count_events(&events, |e| matches!(e, Event::ListenerUp)) == 1
-    })
-    .await;
+    wait_for_listener(rt.as_ref(), &events).await;
 
     // Every connection the worker has (pool and listener) now hangs.
     let frozen = proxy.freeze_all();
@@ -391,7 +357,7 @@ async fn hung_connections_are_given_up_and_the_worker_recovers(rt: Arc<dyn Runti
     assert!(recovered >= Duration::from_millis(1500), "the hung connection was waited on ({recovered:?})");
     db.wait_for_count("select count(*) from graphile_worker.jobs", 0, Duration::from_secs(10)).await;
     wait_until(rt.as_ref(), Duration::from_secs(15), "the hung listener is replaced", || {
-        count_events(&events, |e| matches!(e, Event::ListenerUp)) >= 2
+        listener_ups(&events) >= 2
     })
     .await;
     let down = events
@@ -407,8 +373,7 @@ async fn hung_connections_are_given_up_and_the_worker_recovers(rt: Arc<dyn Runti
         down.contains("no response from PostgreSQL") || down.contains("did not answer a ping"),
         "the listener says why: {down}"
     );
-    handle.stop();
-    timeout(rt.as_ref(), Duration::from_secs(10), done).await.expect("stops").unwrap().unwrap();
+    running.stop(Duration::from_secs(10)).await;
     let (lost, repeated) = lost_and_repeated(&runs, &ids);
     assert!(lost.is_empty() && repeated.is_empty(), "lost {lost:?}, repeated {repeated:?}");
     drop(proxy);
@@ -423,16 +388,10 @@ fn without_a_response_timeout_a_hung_connection_stalls_the_worker() {
         let db = TestDb::migrated_on(rt.clone()).await;
         let (proxy, url) = Proxy::in_front_of(&db.url);
         let pool = formica::Pool::from_url(rt.clone(), &url, 1).unwrap().with_response_timeout(None);
-        let runs: Runs = Default::default();
-        let worker = formica::WorkerOptions::<()>::with_runtime(rt.clone())
+        let options = formica::WorkerOptions::with_runtime(rt.clone())
             .pool(pool)
-            .poll_interval(Duration::from_millis(200))
-            .define_raw_job("count", recording_task(&runs, 0))
-            .init()
-            .await
-            .unwrap();
-        let handle = worker.handle();
-        let done = spawn_run(&rt, worker);
+            .poll_interval(Duration::from_millis(200));
+        let (runs, _, running) = run_counting(&rt, options, 0).await;
         add_jobs(&db.utils(), "count", 1).await;
         wait_until(rt.as_ref(), Duration::from_secs(10), "the first job ran", || distinct_runs(&runs) == 1)
             .await;
@@ -444,8 +403,7 @@ fn without_a_response_timeout_a_hung_connection_stalls_the_worker() {
         // Cutting the connections (as the kernel would, much later) unblocks it.
         proxy.cut_all();
         wait_until(rt.as_ref(), Duration::from_secs(10), "the job ran", || distinct_runs(&runs) == 2).await;
-        handle.stop();
-        timeout(rt.as_ref(), Duration::from_secs(10), done).await.expect("stops").unwrap().unwrap();
+        running.stop(Duration::from_secs(10)).await;
     });
 }
 
@@ -456,21 +414,9 @@ async fn a_silently_dead_listen_connection_is_covered_by_polling_then_replaced(r
     let db = TestDb::migrated_on(rt.clone()).await;
     let (proxy, url) = Proxy::in_front_of(&db.url);
     let url = format!("{url} tcp_user_timeout=3");
-    let runs: Runs = Default::default();
-    let events: Events = Default::default();
-    let worker = options_on(&rt, &url)
-        .poll_interval(Duration::from_millis(400))
-        .define_raw_job("count", recording_task(&runs, 0))
-        .on_event(keep_events(&events))
-        .init()
-        .await
-        .unwrap();
-    let handle = worker.handle();
-    let done = spawn_run(&rt, worker);
-    wait_until(rt.as_ref(), Duration::from_secs(10), "the listener is up", || {
-        count_events(&events, |e| matches!(e, Event::ListenerUp)) == 1
-    })
-    .await;
+    let options = options_on(&rt, &url).poll_interval(Duration::from_millis(400));
+    let (runs, events, running) = run_counting(&rt, options, 0).await;
+    wait_for_listener(rt.as_ref(), &events).await;
     sleep(rt.as_ref(), Duration::from_millis(200)).await;
     assert_eq!(proxy.freeze_where_client_said(b"LISTEN"), 1, "the LISTEN connection");
     let froze_at = Instant::now();
@@ -489,36 +435,21 @@ async fn a_silently_dead_listen_connection_is_covered_by_polling_then_replaced(r
         "the dead listener was not noticed yet: the jobs ran by polling"
     );
     wait_until(rt.as_ref(), Duration::from_secs(15), "the dead listener is replaced", || {
-        count_events(&events, |e| matches!(e, Event::ListenerUp)) == 2
+        listener_ups(&events) == 2
     })
     .await;
     println!("dead LISTEN connection replaced {:?} after it froze", froze_at.elapsed());
     // Ping interval (3 s) + response timeout (3 s) + reconnection, with room for a busy machine.
     assert!(froze_at.elapsed() < Duration::from_secs(10), "within ping interval + timeout");
-    handle.stop();
-    timeout(rt.as_ref(), Duration::from_secs(10), done).await.expect("stops").unwrap().unwrap();
+    running.stop(Duration::from_secs(10)).await;
     assert_eq!(db.count("select count(*) from graphile_worker.jobs").await, 0);
 }
 
 async fn a_flood_of_notifications_does_not_starve_task_completion(rt: Arc<dyn Runtime>) {
     const JOBS: usize = 400;
     let db = TestDb::migrated_on(rt.clone()).await;
-    let runs: Runs = Default::default();
-    let events: Events = Default::default();
-    let worker = db
-        .worker_options()
-        .concurrency(4)
-        .define_raw_job("count", recording_task(&runs, 5))
-        .on_event(keep_events(&events))
-        .init()
-        .await
-        .unwrap();
-    let handle = worker.handle();
-    let done = spawn_run(&rt, worker);
-    wait_until(rt.as_ref(), Duration::from_secs(10), "the listener is up", || {
-        count_events(&events, |e| matches!(e, Event::ListenerUp)) == 1
-    })
-    .await;
+    let (runs, events, running) = run_counting(&rt, db.worker_options().concurrency(4), 5).await;
+    wait_for_listener(rt.as_ref(), &events).await;
     let ids = add_jobs(&db.utils(), "count", JOBS).await;
     let start = Instant::now();
     // 10,000 distinct notifications (identical ones in a transaction would be merged).
@@ -544,8 +475,7 @@ async fn a_flood_of_notifications_does_not_starve_task_completion(rt: Arc<dyn Ru
     // 400 jobs of 5 ms on 4 slots need 0.5 s of task time.
     assert!(took < Duration::from_secs(10), "completions were starved: {took:?}");
     assert!(empty_fetches < 200, "notifications are coalesced into few fetches: {empty_fetches}");
-    handle.stop();
-    timeout(rt.as_ref(), Duration::from_secs(10), done).await.expect("stops").unwrap().unwrap();
+    running.stop(Duration::from_secs(10)).await;
     let (lost, repeated) = lost_and_repeated(&runs, &ids);
     assert!(lost.is_empty() && repeated.is_empty());
 }
@@ -557,8 +487,7 @@ async fn a_task_that_never_returns_does_not_block_other_slots(rt: Arc<dyn Runtim
         utils.add_raw_job("forever", json!({}), JobSpec::builder().priority(-1).build()).await.unwrap();
     let starts = Arc::new(AtomicUsize::new(0));
     let started = starts.clone();
-    let runs: Runs = Default::default();
-    let worker = db
+    let options = db
         .worker_options()
         .concurrency(3)
         .poll_interval(Duration::from_millis(100))
@@ -569,14 +498,9 @@ async fn a_task_that_never_returns_does_not_block_other_slots(rt: Arc<dyn Runtim
                 futures::future::pending::<()>().await;
                 Ok(())
             }
-        })
-        .define_raw_job("count", recording_task(&runs, 2))
-        .init()
-        .await
-        .unwrap();
-    let worker_id = worker.worker_id().to_owned();
-    let handle = worker.handle();
-    let done = spawn_run(&rt, worker);
+        });
+    let (runs, _, running) = run_counting(&rt, options, 2).await;
+    let worker_id = running.worker_id().to_owned();
     wait_until(rt.as_ref(), Duration::from_secs(10), "the stuck task started", || {
         starts.load(Ordering::SeqCst) == 1
     })
@@ -599,12 +523,8 @@ async fn a_task_that_never_returns_does_not_block_other_slots(rt: Arc<dyn Runtim
         .await
         .unwrap();
     assert_eq!((row.get::<_, Option<String>>(0), row.get::<_, i16>(1)), (Some(worker_id), 1));
-    handle.stop();
-    timeout(rt.as_ref(), Duration::from_secs(10), done)
-        .await
-        .expect("stops despite the stuck task")
-        .unwrap()
-        .unwrap();
+    // (It stops despite the stuck task.)
+    running.stop(Duration::from_secs(10)).await;
     let row = db
         .client()
         .await
@@ -659,8 +579,7 @@ fn memory_stays_bounded_while_200k_jobs_pass_through() {
             .init()
             .await
             .unwrap();
-        let handle = worker.handle();
-        let done = spawn_run(&rt, worker);
+        let running = Running::spawn(&rt, worker);
         let utils = db.utils();
         let start = Instant::now();
         let mut samples = Vec::new();
@@ -676,8 +595,7 @@ fn memory_stays_bounded_while_200k_jobs_pass_through() {
             println!("{want:>7} jobs done after {:>6.1?}: RSS {} MiB", start.elapsed(), rss / 1024);
         }
         db.wait_for_count("select count(*) from graphile_worker.jobs", 0, Duration::from_secs(60)).await;
-        handle.stop();
-        timeout(rt.as_ref(), Duration::from_secs(10), done).await.expect("stops").unwrap().unwrap();
+        running.stop(Duration::from_secs(10)).await;
         let peak = status_kib("VmHWM:");
         println!(
             "{JOBS} jobs in {:?} ({:.0}/s); peak RSS (VmHWM) {} MiB",

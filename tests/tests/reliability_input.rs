@@ -2,12 +2,9 @@
 //! the jobs already in the queue are neither lost nor changed (every test compares a
 //! snapshot of them before and after).
 
-use formica::{
-    Error, Event, JobContext, JobKeyMode, JobSpec, RawJob, Runtime, Task, TaskHandler, TaskResult,
-};
+use formica::{Error, Event, JobKeyMode, JobSpec, RawJob, Runtime};
 use formica_tests::proxy::Proxy;
-use formica_tests::{sleep, timeout, TestDb};
-use serde::{Deserialize, Serialize};
+use formica_tests::{timeout, wait_until, Running, TestDb, Typed};
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -45,21 +42,6 @@ async fn bystanders(db: &TestDb) -> Vec<String> {
 
 fn rt() -> Arc<dyn Runtime> {
     Arc::new(formica_tokio::TokioRuntime)
-}
-
-#[derive(Serialize, Deserialize)]
-struct Typed {
-    n: i64,
-}
-
-impl Task for Typed {
-    const IDENTIFIER: &'static str = "typed";
-}
-
-impl TaskHandler for Typed {
-    async fn run(self, _: JobContext) -> TaskResult {
-        Ok(())
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -327,15 +309,12 @@ async fn a_half_migrated_schema_gives_errors_naming_what_is_missing() {
         .init()
         .await
         .expect("the ledger says the schema is current");
-    let handle = worker.handle();
-    let run = tokio::spawn(worker.run());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while errors.lock().unwrap().len() < 2 {
-        assert!(Instant::now() < deadline, "the worker did not report the missing table");
-        sleep(rt().as_ref(), Duration::from_millis(20)).await;
-    }
-    handle.stop();
-    timeout(rt().as_ref(), Duration::from_secs(10), run).await.expect("stops").unwrap().unwrap();
+    let running = Running::spawn(&rt(), worker);
+    wait_until(rt().as_ref(), Duration::from_secs(10), "the worker reported the missing table", || {
+        errors.lock().unwrap().len() >= 2
+    })
+    .await;
+    running.stop(Duration::from_secs(10)).await;
     let first = errors.lock().unwrap()[0].clone();
     assert!(first.contains("_private_job_queues") && first.contains("does not exist"), "{first}");
     // `run_once` does not wait forever for a table that will not come back: it says why.

@@ -2,9 +2,8 @@
 //! tokio and once on async-std (`on_both_runtimes!`), asserting outcomes in the database
 //! and in the calls the tasks received.
 
-use formica::{Event, JobContext, JobSpec, Runtime, Task, TaskHandler, TaskResult};
-use formica_tests::{on_both_runtimes, sleep, timeout, TestDb};
-use serde::{Deserialize, Serialize};
+use formica::{Event, JobContext, JobSpec, Runtime, TaskResult};
+use formica_tests::{on_both_runtimes, sleep, timeout, wait_until, Running, TestDb, Typed};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -58,12 +57,7 @@ async fn listen_notify_runs_a_job_within_milliseconds(rt: Arc<dyn Runtime>) {
         .init()
         .await
         .expect("init");
-    let handle = worker.handle();
-    let run = rt.clone();
-    let (done_tx, done_rx) = futures::channel::oneshot::channel();
-    run.spawn(Box::pin(async move {
-        let _ = done_tx.send(worker.run().await);
-    }));
+    let running = Running::spawn(&rt, worker);
     timeout(rt.as_ref(), Duration::from_secs(10), up_rx).await.expect("listener up").unwrap();
     // Let the first (empty) fetch finish so the worker is idle, waiting on an hour's poll.
     sleep(rt.as_ref(), Duration::from_millis(100)).await;
@@ -76,27 +70,7 @@ async fn listen_notify_runs_a_job_within_milliseconds(rt: Arc<dyn Runtime>) {
     println!("add_job -> completed: {latency:?}");
     assert!(latency < Duration::from_secs(1), "took {latency:?}: not woken by NOTIFY");
     assert_eq!(entries(&log), vec!["hello1", "hello1!"]);
-    handle.stop();
-    timeout(rt.as_ref(), Duration::from_secs(10), done_rx).await.expect("stopped").unwrap().expect("run ok");
-}
-
-#[derive(Serialize, Deserialize)]
-struct Typed {
-    n: i64,
-}
-
-impl Task for Typed {
-    const IDENTIFIER: &'static str = "typed";
-}
-
-impl TaskHandler for Typed {
-    async fn run(self, ctx: JobContext) -> TaskResult {
-        let client = ctx.client().await?;
-        client
-            .execute("insert into ran (n, job_id) values ($1, $2)", &[&(self.n as i32), &ctx.job().id])
-            .await?;
-        Ok(())
-    }
+    running.stop(Duration::from_secs(10)).await;
 }
 
 async fn run_once_runs_due_jobs_in_priority_then_run_at_order(rt: Arc<dyn Runtime>) {
@@ -278,18 +252,6 @@ async fn named_queues_run_one_at_a_time_in_order_others_in_parallel(rt: Arc<dyn 
     assert_eq!(db.count("select count(*) from graphile_worker.jobs").await, 0);
 }
 
-/// Start `worker.run()` in the background; the receiver yields its result.
-fn spawn_run(
-    rt: &Arc<dyn Runtime>,
-    worker: formica::Worker,
-) -> futures::channel::oneshot::Receiver<Result<(), formica::Error>> {
-    let (tx, rx) = futures::channel::oneshot::channel();
-    rt.spawn(Box::pin(async move {
-        let _ = tx.send(worker.run().await);
-    }));
-    rx
-}
-
 async fn forbidden_flags_skip_jobs_and_a_flags_function_is_asked_before_each_fetch(rt: Arc<dyn Runtime>) {
     let db = TestDb::migrated_on(rt.clone()).await;
     let utils = db.utils();
@@ -333,11 +295,9 @@ async fn forbidden_flags_skip_jobs_and_a_flags_function_is_asked_before_each_fet
         .init()
         .await
         .unwrap();
-    let handle = worker.handle();
-    let done = spawn_run(&rt, worker);
+    let running = Running::spawn(&rt, worker);
     db.wait_for_count("select count(*) from graphile_worker.jobs", 0, Duration::from_secs(10)).await;
-    handle.stop();
-    timeout(rt.as_ref(), Duration::from_secs(10), done).await.expect("stops").unwrap().unwrap();
+    running.stop(Duration::from_secs(10)).await;
     assert!(*asked.lock().unwrap() >= 3, "asked before each fetch");
     assert_eq!(entries(&log2), vec!["1", "1!"]);
 }
@@ -359,13 +319,9 @@ async fn the_worker_reconnects_its_listener_and_polls_meanwhile(rt: Arc<dyn Runt
         .init()
         .await
         .unwrap();
-    let handle = worker.handle();
-    let done = spawn_run(&rt, worker);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while *ups.lock().unwrap() == 0 {
-        assert!(Instant::now() < deadline, "listener never came up");
-        sleep(rt.as_ref(), Duration::from_millis(10)).await;
-    }
+    let running = Running::spawn(&rt, worker);
+    wait_until(rt.as_ref(), Duration::from_secs(10), "the listener came up", || *ups.lock().unwrap() > 0)
+        .await;
     let killed = db
         .count(&format!(
             "select count(*) from (select pg_terminate_backend(pid) from pg_stat_activity
@@ -376,16 +332,14 @@ async fn the_worker_reconnects_its_listener_and_polls_meanwhile(rt: Arc<dyn Runt
     assert_eq!(killed, 1, "one LISTEN backend");
     db.utils().add_raw_job("t", json!({"n": 1}), JobSpec::default()).await.unwrap();
     db.wait_for_count("select count(*) from graphile_worker.jobs", 0, Duration::from_secs(10)).await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while *ups.lock().unwrap() < 2 {
-        assert!(Instant::now() < deadline, "listener did not reconnect");
-        sleep(rt.as_ref(), Duration::from_millis(20)).await;
-    }
+    wait_until(rt.as_ref(), Duration::from_secs(10), "the listener reconnected", || {
+        *ups.lock().unwrap() >= 2
+    })
+    .await;
     // Listening again: a new job runs at once although the poll is slow... and it is.
     db.utils().add_raw_job("t", json!({"n": 2}), JobSpec::default()).await.unwrap();
     db.wait_for_count("select count(*) from graphile_worker.jobs", 0, Duration::from_secs(10)).await;
-    handle.stop();
-    timeout(rt.as_ref(), Duration::from_secs(10), done).await.expect("stops").unwrap().unwrap();
+    running.stop(Duration::from_secs(10)).await;
     assert_eq!(entries(&log), vec!["1", "1!", "2", "2!"]);
 }
 
@@ -408,15 +362,10 @@ async fn graceful_shutdown_waits_for_running_tasks_and_returns_prefetched_jobs(r
         .init()
         .await
         .unwrap();
-    let handle = worker.handle();
-    let done = spawn_run(&rt, worker);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while entries(&log).is_empty() {
-        assert!(Instant::now() < deadline, "the first job never started");
-        sleep(rt.as_ref(), Duration::from_millis(5)).await;
-    }
-    handle.stop();
-    timeout(rt.as_ref(), Duration::from_secs(10), done).await.expect("stops").unwrap().unwrap();
+    let running = Running::spawn(&rt, worker);
+    wait_until(rt.as_ref(), Duration::from_secs(10), "the first job started", || !entries(&log).is_empty())
+        .await;
+    running.stop(Duration::from_secs(10)).await;
     assert_eq!(entries(&log), vec!["0", "0!"], "the running job finished; no new one started");
     assert_eq!(
         db.count(&format!("select count(*) from graphile_worker.jobs where id = {}", slow.id)).await,
@@ -458,12 +407,10 @@ async fn forced_shutdown_aborts_tasks_after_the_timeout_and_returns_their_jobs(r
         .init()
         .await
         .unwrap();
-    let handle = worker.handle();
-    let done = spawn_run(&rt, worker);
+    let running = Running::spawn(&rt, worker);
     timeout(rt.as_ref(), Duration::from_secs(10), started_rx).await.expect("started").unwrap();
     let asked = Instant::now();
-    handle.stop();
-    timeout(rt.as_ref(), Duration::from_secs(10), done).await.expect("stops").unwrap().unwrap();
+    running.stop(Duration::from_secs(10)).await;
     let took = asked.elapsed();
     assert!(took >= Duration::from_millis(250) && took < Duration::from_secs(5), "stopped after {took:?}");
     let signal = signal.lock().unwrap().clone().expect("the task ran");
