@@ -2,18 +2,23 @@
 //! (a trigger, graphile-worker, Formica) would call it, case by case.
 
 use formica_tests::{listen, TestDb};
+use futures::channel::mpsc::UnboundedReceiver;
 use futures::StreamExt;
 use serde_json::{json, Value};
 use std::time::Duration;
 use tokio_postgres::{Client, Row};
 
+/// A new migrated database, and a client on it.
 struct Jobs {
+    db: TestDb,
     client: Client,
 }
 
 impl Jobs {
-    async fn new(db: &TestDb) -> Jobs {
-        Jobs { client: db.client().await }
+    async fn new() -> Jobs {
+        let db = TestDb::migrated().await;
+        let client = db.client().await;
+        Jobs { db, client }
     }
 
     /// `select * from graphile_worker.add_job(<args>)`.
@@ -38,16 +43,30 @@ impl Jobs {
     async fn exec(&self, sql: &str) {
         self.client.batch_execute(sql).await.unwrap_or_else(|e| panic!("{sql}: {e:?}"));
     }
+
+    /// The one row of `sql`.
+    async fn row(&self, sql: &str) -> Row {
+        self.client.query_one(sql, &[]).await.unwrap_or_else(|e| panic!("{sql}: {e:?}"))
+    }
 }
 
 fn payload(row: &Row) -> Value {
     row.get("payload")
 }
 
+/// The payload of the next notification (within 5 s; panics with `what` if none comes).
+async fn next_note(notes: &mut UnboundedReceiver<String>, what: &str) -> String {
+    tokio::time::timeout(Duration::from_secs(5), notes.next()).await.expect(what).expect("listening")
+}
+
+/// The next notification's payload, as JSON.
+async fn next_json_note(notes: &mut UnboundedReceiver<String>, what: &str) -> Value {
+    serde_json::from_str(&next_note(notes, what).await).expect("a JSON payload")
+}
+
 #[tokio::test]
 async fn replace_overwrites_a_pending_job_including_run_at() {
-    let db = TestDb::migrated().await;
-    let jobs = Jobs::new(&db).await;
+    let jobs = Jobs::new().await;
     let first = jobs
         .add("'a', '{\"v\":1}', 'q1', now() + interval '1 hour', 5, job_key => 'k', priority => 3, flags => array['f1']")
         .await;
@@ -64,38 +83,25 @@ async fn replace_overwrites_a_pending_job_including_run_at() {
     assert_eq!(row.get::<_, i16>("priority"), 4);
     assert_eq!(row.get::<_, Option<Value>>("flags"), None, "flags replaced too");
     let later: bool = jobs
-        .client
-        .query_one("select run_at > now() + interval '90 minutes' from graphile_worker._private_jobs", &[])
+        .row("select run_at > now() + interval '90 minutes' from graphile_worker._private_jobs")
         .await
-        .unwrap()
         .get(0);
     assert!(later, "run_at replaced");
-    let names: (String, String) = {
-        let r = jobs
-            .client
-            .query_one("select task_identifier, queue_name from graphile_worker.jobs", &[])
-            .await
-            .unwrap();
-        (r.get(0), r.get(1))
-    };
+    let r = jobs.row("select task_identifier, queue_name from graphile_worker.jobs").await;
+    let names: (String, String) = (r.get(0), r.get(1));
     assert_eq!(names, ("b".into(), "q2".into()), "task and queue replaced");
 }
 
 #[tokio::test]
 async fn preserve_run_at_keeps_run_at_only_while_unattempted() {
-    let db = TestDb::migrated().await;
-    let jobs = Jobs::new(&db).await;
+    let jobs = Jobs::new().await;
     jobs.add("'t', '{\"v\":1}', run_at => '2030-01-01Z', job_key => 'k'").await;
     let kept = jobs
         .add("'t', '{\"v\":2}', run_at => '2040-01-01Z', job_key => 'k', job_key_mode => 'preserve_run_at'")
         .await;
     assert_eq!(payload(&kept), json!({"v": 2}));
-    let run_at: String = jobs
-        .client
-        .query_one("select run_at::date::text from graphile_worker._private_jobs", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let run_at: String =
+        jobs.row("select run_at::date::text from graphile_worker._private_jobs").await.get(0);
     assert_eq!(run_at, "2030-01-01");
 
     // After a failed attempt the replacement's run_at wins and the attempt record resets.
@@ -105,25 +111,18 @@ async fn preserve_run_at_keeps_run_at_only_while_unattempted() {
         .await;
     assert_eq!(replaced.get::<_, i16>("attempts"), 0);
     assert_eq!(replaced.get::<_, Option<String>>("last_error"), None);
-    let run_at: String = jobs
-        .client
-        .query_one("select run_at::date::text from graphile_worker._private_jobs", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let run_at: String =
+        jobs.row("select run_at::date::text from graphile_worker._private_jobs").await.get(0);
     assert_eq!(run_at, "2040-01-01");
 }
 
 #[tokio::test]
 async fn unsafe_dedupe_leaves_the_existing_job_alone_and_notifies_only_inserts() {
-    let db = TestDb::migrated().await;
-    let (_listener, mut notes) = listen(&db.url, "jobs:insert").await;
-    let jobs = Jobs::new(&db).await;
+    let jobs = Jobs::new().await;
+    let (_listener, mut notes) = listen(&jobs.db.url, "jobs:insert").await;
     let first = jobs.add("'t', '{\"v\":1}', job_key => 'k', job_key_mode => 'unsafe_dedupe'").await;
     assert_eq!(first.get::<_, i32>("revision"), 0);
-    let note =
-        tokio::time::timeout(Duration::from_secs(5), notes.next()).await.expect("a notification").unwrap();
-    let note: Value = serde_json::from_str(&note).expect("JSON payload");
+    let note = next_json_note(&mut notes, "a notification").await;
     assert_eq!(note["count"], json!(1));
     assert!(note["r"].is_number(), "{note}");
 
@@ -141,14 +140,13 @@ async fn unsafe_dedupe_leaves_the_existing_job_alone_and_notifies_only_inserts()
     assert_eq!(jobs.all().await.len(), 1);
     // Only the first call inserted: exactly one notification arrived.
     jobs.exec("notify \"jobs:insert\", 'marker'").await;
-    let next = tokio::time::timeout(Duration::from_secs(5), notes.next()).await.expect("marker").unwrap();
+    let next = next_note(&mut notes, "marker").await;
     assert_eq!(next, "marker", "no notification for the deduplicated adds");
 }
 
 #[tokio::test]
 async fn a_locked_job_gives_up_its_key_to_a_new_job() {
-    let db = TestDb::migrated().await;
-    let jobs = Jobs::new(&db).await;
+    let jobs = Jobs::new().await;
     let old = jobs.add("'t', '{\"v\":1}', job_key => 'k', max_attempts => 5").await;
     jobs.exec("update graphile_worker._private_jobs set locked_at = now(), locked_by = 'w', attempts = 1")
         .await;
@@ -169,8 +167,7 @@ async fn a_locked_job_gives_up_its_key_to_a_new_job() {
 
 #[tokio::test]
 async fn a_permanently_failed_job_gives_up_its_key_to_a_new_job() {
-    let db = TestDb::migrated().await;
-    let jobs = Jobs::new(&db).await;
+    let jobs = Jobs::new().await;
     jobs.add("'t', '{\"v\":1}', job_key => 'k', max_attempts => 3").await;
     jobs.exec("update graphile_worker._private_jobs set attempts = 3, last_error = 'dead'").await;
     for mode in ["replace", "preserve_run_at"] {
@@ -186,8 +183,7 @@ async fn a_permanently_failed_job_gives_up_its_key_to_a_new_job() {
 
 #[tokio::test]
 async fn array_payloads_merge_only_when_both_are_arrays() {
-    let db = TestDb::migrated().await;
-    let jobs = Jobs::new(&db).await;
+    let jobs = Jobs::new().await;
     jobs.add("'t', '[1, {\"a\": 1}]', job_key => 'k'").await;
     let merged = jobs.add("'t', '[2]', job_key => 'k'").await;
     assert_eq!(payload(&merged), json!([1, {"a": 1}, 2]));
@@ -201,8 +197,7 @@ async fn array_payloads_merge_only_when_both_are_arrays() {
 
 #[tokio::test]
 async fn job_key_mode_is_checked_only_with_a_key() {
-    let db = TestDb::migrated().await;
-    let jobs = Jobs::new(&db).await;
+    let jobs = Jobs::new().await;
     let err = jobs.try_add("'t', job_key => 'k', job_key_mode => 'merge'").await.expect_err("invalid mode");
     assert_eq!(err.code().map(|c| c.code()), Some("GWBKM"));
     assert!(jobs.all().await.is_empty());
@@ -212,8 +207,7 @@ async fn job_key_mode_is_checked_only_with_a_key() {
 
 #[tokio::test]
 async fn limits_are_enforced_by_the_schema() {
-    let db = TestDb::migrated().await;
-    let jobs = Jobs::new(&db).await;
+    let jobs = Jobs::new().await;
     let cases = [
         (format!("'{}'", "t".repeat(129)), "tasks_identifier_check"),
         (format!("'t', queue_name => '{}'", "q".repeat(129)), "job_queues_queue_name_check"),
@@ -241,11 +235,10 @@ async fn limits_are_enforced_by_the_schema() {
 
 #[tokio::test]
 async fn add_jobs_handles_keys_in_one_batch_and_notifies_the_count() {
-    let db = TestDb::migrated().await;
-    let (_listener, mut notes) = listen(&db.url, "jobs:insert").await;
-    let jobs = Jobs::new(&db).await;
+    let jobs = Jobs::new().await;
+    let (_listener, mut notes) = listen(&jobs.db.url, "jobs:insert").await;
     jobs.add("'t', '{\"old\":1}', job_key => 'a'").await;
-    tokio::time::timeout(Duration::from_secs(5), notes.next()).await.expect("first notification");
+    next_note(&mut notes, "first notification").await;
     let rows = jobs
         .client
         .query(
@@ -258,13 +251,7 @@ async fn add_jobs_handles_keys_in_one_batch_and_notifies_the_count() {
         .await
         .expect("add_jobs");
     assert_eq!(rows.len(), 3);
-    let note: Value = serde_json::from_str(
-        &tokio::time::timeout(Duration::from_secs(5), notes.next())
-            .await
-            .expect("batch notification")
-            .unwrap(),
-    )
-    .unwrap();
+    let note = next_json_note(&mut notes, "batch notification").await;
     assert_eq!(note["count"], json!(3));
     let all = jobs.all().await;
     assert_eq!(all.len(), 3, "key 'a' was updated in place");
@@ -291,8 +278,7 @@ async fn add_jobs_handles_keys_in_one_batch_and_notifies_the_count() {
 
 #[tokio::test]
 async fn task_and_queue_rows_are_created_once_without_burning_ids() {
-    let db = TestDb::migrated().await;
-    let jobs = Jobs::new(&db).await;
+    let jobs = Jobs::new().await;
     for _ in 0..5 {
         jobs.add("'t', queue_name => 'q'").await;
     }
@@ -313,34 +299,26 @@ async fn task_and_queue_rows_are_created_once_without_burning_ids() {
 
 #[tokio::test]
 async fn remove_job_deletes_an_unlocked_job_and_detaches_a_locked_one() {
-    let db = TestDb::migrated().await;
-    let (_listener, mut notes) = listen(&db.url, "jobs:insert").await;
-    let jobs = Jobs::new(&db).await;
+    let jobs = Jobs::new().await;
+    let (_listener, mut notes) = listen(&jobs.db.url, "jobs:insert").await;
     jobs.add("'t', job_key => 'free'").await;
     jobs.add("'t', job_key => 'busy', max_attempts => 4").await;
     jobs.exec("update graphile_worker._private_jobs set locked_at = now(), locked_by = 'w', attempts = 1 where key = 'busy'").await;
     for _ in 0..2 {
-        tokio::time::timeout(Duration::from_secs(5), notes.next()).await.expect("insert notifications");
+        next_note(&mut notes, "insert notifications").await;
     }
-    let removed =
-        jobs.client.query_one("select * from graphile_worker.remove_job('free')", &[]).await.unwrap();
+    let removed = jobs.row("select * from graphile_worker.remove_job('free')").await;
     assert_eq!(removed.get::<_, Option<String>>("key").as_deref(), Some("free"));
-    let note: Value = serde_json::from_str(
-        &tokio::time::timeout(Duration::from_secs(5), notes.next())
-            .await
-            .expect("removal notification")
-            .unwrap(),
-    )
-    .unwrap();
+    let note = next_json_note(&mut notes, "removal notification").await;
     assert_eq!(note["count"], json!(-1));
 
-    let busy = jobs.client.query_one("select * from graphile_worker.remove_job('busy')", &[]).await.unwrap();
+    let busy = jobs.row("select * from graphile_worker.remove_job('busy')").await;
     assert_eq!(busy.get::<_, Option<String>>("key"), None);
     assert_eq!(busy.get::<_, i16>("attempts"), 4);
     let all = jobs.all().await;
     assert_eq!(all.len(), 1, "the locked job stays until its worker finishes");
     assert_eq!(all[0].get::<_, Option<String>>("locked_by").as_deref(), Some("w"));
 
-    let none = jobs.client.query_one("select (graphile_worker.remove_job('nothing')).id", &[]).await.unwrap();
+    let none = jobs.row("select (graphile_worker.remove_job('nothing')).id").await;
     assert_eq!(none.get::<_, Option<i64>>(0), None);
 }
