@@ -8,6 +8,8 @@
 pub use formica::*;
 
 pub mod exec;
+#[doc(hidden)]
+pub mod server_programs;
 
 use futures::future::BoxFuture;
 use std::io;
