@@ -11,9 +11,11 @@
 //!   each time it is fetched;
 //! - every started job ends in exactly one completion, failure or return, and those
 //!   writes are retried until the database takes them: none is dropped;
-//! - one fetch at a time; wake-ups (notifications, finished tasks) during a fetch cause one
-//!   more fetch after it, not one each; while running, the poll timer is always armed, so a
-//!   lost notification delays a job by at most `poll_interval`;
+//! - one fetch at a time without a local queue, at most two with one (a batch
+//!   each, never more than the queue size held or asked for, started in order); wake-ups (notifications,
+//!   finished tasks) during a fetch cause one more fetch after it, not one each; while
+//!   running, the poll timer is always armed, so a lost notification delays a job by at
+//!   most `poll_interval`;
 //! - its clock never goes back: an earlier `now` than seen before is taken as the latest;
 //! - after [`Effect::Stopped`] no effect comes out.
 
@@ -27,6 +29,12 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// A point in time, UTC.
 pub type Timestamp = DateTime<Utc>;
+
+/// The default most jobs held in the local queue.
+pub const DEFAULT_LOCAL_QUEUE_SIZE: usize = 1000;
+
+/// Most fetches in flight at once with a local queue (direct mode: one).
+const MAX_PREFETCHES: usize = 2;
 
 /// Locks older than this belong to dead workers (graphile-worker's "4 hour rule").
 pub const STALE_LOCK_AGE: Duration = Duration::hours(4);
@@ -42,7 +50,17 @@ pub struct Config {
     pub concurrency: usize,
     /// How long to wait for a notification before looking for jobs anyway.
     pub poll_interval: Duration,
-    /// Prefetch batch size; `None` fetches only for free slots.
+    /// Most jobs held locked but not yet started (`None`: fetch only for free slots).
+    ///
+    /// Prefetching keeps the slots busy while PostgreSQL locks the next batch, but jobs in
+    /// the local queue are held away from other workers. So the batch adapts: it starts at
+    /// `concurrency` and doubles (up to a third of the size) only when a full batch arrives to
+    /// find the slots idle and the queue empty, and falls back to `concurrency` when jobs
+    /// wait past `local_queue_ttl` (they are given back). A new batch is asked for while
+    /// the held and asked-for jobs leave room for it, at most two fetches at a time. So a
+    /// worker holds about what it runs during one or two fetches: a few ms of work under
+    /// load, about `concurrency` jobs (one task run each) with slow tasks, and never longer
+    /// than `local_queue_ttl`. Default: 1000; the batch grows only if tasks are quick.
     pub local_queue_size: Option<usize>,
     /// How long prefetched jobs may wait before they are given back.
     pub local_queue_ttl: Duration,
@@ -73,7 +91,7 @@ impl Default for Config {
             task_identifiers: Vec::new(),
             concurrency: 10,
             poll_interval: Duration::seconds(2),
-            local_queue_size: None,
+            local_queue_size: Some(DEFAULT_LOCAL_QUEUE_SIZE),
             local_queue_ttl: Duration::minutes(5),
             complete_batch_delay: Duration::milliseconds(1),
             fail_batch_delay: Duration::milliseconds(1),
@@ -409,6 +427,15 @@ enum Write {
     Return(Vec<i64>),
 }
 
+/// What the machine keeps of a running job: what a failure needs (the job itself goes to
+/// the driver, uncloned).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Started {
+    attempts: i16,
+    max_attempts: i16,
+    run_at: Timestamp,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Running,
@@ -439,14 +466,20 @@ pub struct Worker {
     task_ids: Option<Vec<i32>>,
     next_query: QueryId,
     pending: BTreeMap<QueryId, Pending>,
-    running: BTreeMap<i64, Job>,
+    running: BTreeMap<i64, Started>,
     prefetched: VecDeque<Job>,
     /// Tasks told to abort (so each is told once).
     aborting: BTreeSet<i64>,
     /// The local queue gave its jobs back after waiting too long: do not prefetch again
     /// until a slot frees, or the same jobs would go round in circles.
     ttl_expired: bool,
+    /// Jobs of a fetch that came back before an earlier one: they join `prefetched` (in
+    /// order) once the earlier one is back, so a fetch racing ahead never starts later jobs
+    /// first.
+    early: Vec<Job>,
     fetch_again: bool,
+    /// Jobs per fetch with a local queue (adapts; see `Config::local_queue_size`).
+    batch: usize,
     /// The last fetch found fewer jobs than it asked for.
     drained: bool,
     completions: Vec<i64>,
@@ -478,7 +511,9 @@ impl Worker {
             prefetched: VecDeque::new(),
             aborting: BTreeSet::new(),
             ttl_expired: false,
+            early: Vec::new(),
             fetch_again: false,
+            batch: 1,
             drained: false,
             completions: Vec::new(),
             failures: Vec::new(),
@@ -581,7 +616,7 @@ impl Worker {
     /// Whether job `id` is running, waiting locally, or has an outcome not yet written.
     fn holds(&self, id: i64) -> bool {
         self.running.contains_key(&id)
-            || self.prefetched.iter().any(|p| p.id == id)
+            || self.prefetched.iter().chain(&self.early).any(|p| p.id == id)
             || self.completions.contains(&id)
             || self.returns.contains(&id)
             || self.failures.iter().any(|f| f.job_id == id)
@@ -631,7 +666,9 @@ impl Worker {
         if self.prefetched.is_empty() {
             self.timers.remove(&TimerKind::LocalQueueTtl);
         }
-        self.maybe_fetch();
+        for _ in 0..MAX_PREFETCHES {
+            self.maybe_fetch();
+        }
         self.maybe_flush();
         self.drive_cron();
         // Run-once stops when a fetch found nothing and nothing it did is still being
@@ -641,8 +678,9 @@ impl Worker {
             && self.drained
             && self.idle()
             && !self.fetching()
-            && self.nothing_to_write()
+            // A write in flight or waiting may free a named queue: fetch once more after it.
             && !self.writing()
+            && self.nothing_to_write()
         {
             self.phase = Phase::Draining;
         }
@@ -656,7 +694,7 @@ impl Worker {
     }
 
     fn idle(&self) -> bool {
-        self.running.is_empty() && self.prefetched.is_empty()
+        self.running.is_empty() && self.prefetched.is_empty() && self.early.is_empty()
     }
 
     fn nothing_to_write(&self) -> bool {
@@ -664,7 +702,9 @@ impl Worker {
     }
 
     fn maybe_fetch(&mut self) {
-        if self.phase != Phase::Running || self.fetching() {
+        let (in_flight, asked) = self.fetches();
+        let most = if self.config.local_queue_size.is_some() { MAX_PREFETCHES } else { 1 };
+        if self.phase != Phase::Running || in_flight >= most {
             return;
         }
         let Some(task_ids) = self.task_ids.clone() else { return };
@@ -674,9 +714,24 @@ impl Worker {
         let free = self.config.concurrency.saturating_sub(self.running.len());
         let limit = match self.config.local_queue_size {
             Some(_) if self.ttl_expired && free == 0 => 0,
-            // Refill the local queue once it cannot fill the free slots any more.
-            Some(size) if self.prefetched.len() < free.max(1) => size.saturating_sub(self.prefetched.len()),
-            Some(_) => 0,
+            // Fetch a batch (adaptive, at most a third of the queue) at a time, up to two in
+            // flight: PostgreSQL locks the next batch while this one runs, and the queue
+            // never holds or asks for more than `size` jobs.
+            Some(size) => {
+                let most = size.div_ceil(3);
+                let batch = self.batch.clamp(self.config.concurrency.min(most).max(1), most);
+                let held = self.prefetched.len() + self.early.len() + asked;
+                // A second fetch only while jobs wait in the queue: with idle slots, one
+                // racing ahead could start later jobs before the earlier fetch's.
+                let ahead = in_flight == 0 || !self.prefetched.is_empty();
+                if ahead && held + batch <= size {
+                    batch
+                } else if in_flight == 0 && held < free {
+                    size - held
+                } else {
+                    0
+                }
+            }
             None => free,
         };
         if limit == 0 || (self.drained && !self.fetch_again) || self.timers.contains_key(&TimerKind::Retry) {
@@ -693,25 +748,32 @@ impl Worker {
         self.query(Pending::Fetch { limit }, statement);
     }
 
+    /// Fetches in flight, and how many jobs they asked for.
+    fn fetches(&self) -> (usize, usize) {
+        self.pending.values().fold((0, 0), |(n, asked), p| match p {
+            Pending::Fetch { limit } => (n + 1, asked + limit),
+            _ => (n, asked),
+        })
+    }
+
     fn start(&mut self, job: Job) {
         self.emit(Event::JobStart {
             job_id: job.id,
             task: job.task_identifier.clone(),
             attempt: job.attempts,
         });
-        self.running.insert(job.id, job.clone());
+        let started = Started { attempts: job.attempts, max_attempts: job.max_attempts, run_at: job.run_at };
+        self.running.insert(job.id, started);
         self.effects.push_back(Effect::StartTask { job });
     }
 
     fn query_done(&mut self, id: QueryId, result: QueryResult) -> Result<(), MisuseError> {
-        let pending = self.pending.get(&id).ok_or(MisuseError::UnknownQuery(id))?.clone();
+        let pending = self.pending.remove(&id).ok_or(MisuseError::UnknownQuery(id))?;
         match (pending, result) {
             (pending, QueryResult::Err(error)) => {
-                self.pending.remove(&id);
                 self.query_failed(pending, error);
             }
             (Pending::Register, QueryResult::Tasks(tasks)) => {
-                self.pending.remove(&id);
                 let mut ids: Vec<i32> = tasks.into_iter().map(|(id, _)| id).collect();
                 ids.sort_unstable();
                 ids.dedup();
@@ -727,27 +789,21 @@ impl Worker {
                 }
             }
             (Pending::Fetch { limit }, QueryResult::Jobs(jobs)) => {
-                self.pending.remove(&id);
-                self.fetched(limit, jobs);
+                self.fetched(id, limit, jobs);
             }
             (Pending::Write(_), QueryResult::Done) => {
-                self.pending.remove(&id);
                 self.write_failures = 0;
                 // Finished jobs released their named queues: the next job of a queue may
                 // be runnable now.
                 self.wake();
             }
-            (Pending::Sweep, QueryResult::Done) => {
-                self.pending.remove(&id);
-            }
+            (Pending::Sweep, QueryResult::Done) => {}
             (Pending::Cron, QueryResult::KnownCrontabs(known)) => {
-                self.pending.remove(&id);
                 if let Some(cron) = &mut self.cron {
                     cron.registered(&known);
                 }
             }
             (Pending::Cron, QueryResult::Done) => {
-                self.pending.remove(&id);
                 if let Some(cron) = &mut self.cron {
                     cron.batch_done();
                 }
@@ -755,13 +811,15 @@ impl Worker {
                 self.wake();
             }
             (
-                Pending::Register
+                pending @ (Pending::Register
                 | Pending::Fetch { .. }
                 | Pending::Write(_)
                 | Pending::Sweep
-                | Pending::Cron,
+                | Pending::Cron),
                 _,
             ) => {
+                // Nothing changed: the query is still pending.
+                self.pending.insert(id, pending);
                 return Err(MisuseError::WrongResult(id));
             }
         }
@@ -819,7 +877,7 @@ impl Worker {
         }
     }
 
-    fn fetched(&mut self, limit: usize, mut jobs: Vec<Job>) {
+    fn fetched(&mut self, id: QueryId, limit: usize, mut jobs: Vec<Job>) {
         let got = jobs.len();
         self.drained = got < limit;
         if got == 0 {
@@ -840,7 +898,32 @@ impl Worker {
             if self.prefetched.is_empty() && self.config.local_queue_size.is_some() && got > 0 {
                 self.timers.insert(TimerKind::LocalQueueTtl, self.now + self.config.local_queue_ttl);
             }
+            let earlier = self.pending.iter().any(|(&q, p)| q < id && matches!(p, Pending::Fetch { .. }));
+            if earlier {
+                self.early.extend(jobs);
+                self.arm_poll();
+                return;
+            }
+            if let Some(size) = self.config.local_queue_size {
+                // The slots ran dry waiting for a full batch: fetch more at a time.
+                let starved = self.prefetched.is_empty() && self.running.len() < self.config.concurrency;
+                if starved && got >= limit {
+                    self.batch = limit.saturating_mul(2).min(size.div_ceil(3));
+                }
+            }
+            let mut jobs = jobs;
+            jobs.append(&mut self.early);
+            let key = |j: &Job| (j.priority, j.run_at, j.id);
+            let in_order = match (self.prefetched.back(), jobs.first()) {
+                (Some(last), Some(first)) => key(last) <= key(first),
+                _ => true,
+            };
             self.prefetched.extend(jobs);
+            if !in_order {
+                // Two fetches in flight may come back out of order: run in (priority,
+                // run_at, id) order all the same.
+                self.prefetched.make_contiguous().sort_by_key(key);
+            }
         }
         if self.drained && self.fetch_again {
             self.drained = false;
@@ -966,7 +1049,8 @@ impl Worker {
                 self.timers.remove(&kind);
             }
             // Prefetched jobs never started: back without using an attempt.
-            let unstarted: Vec<i64> = self.prefetched.drain(..).map(|j| j.id).collect();
+            let early = std::mem::take(&mut self.early);
+            let unstarted: Vec<i64> = self.prefetched.drain(..).chain(early).map(|j| j.id).collect();
             if !unstarted.is_empty() {
                 self.returns.extend(unstarted);
                 self.schedule_flush(Duration::zero());
@@ -1049,7 +1133,10 @@ impl Worker {
                 }
                 TimerKind::LocalQueueTtl => {
                     self.timers.remove(&kind);
-                    let expired: Vec<i64> = self.prefetched.drain(..).map(|j| j.id).collect();
+                    // Held too long: give them back, and fetch less at a time from now on.
+                    let early = std::mem::take(&mut self.early);
+                    let expired: Vec<i64> = self.prefetched.drain(..).chain(early).map(|j| j.id).collect();
+                    self.batch = 1;
                     if !expired.is_empty() {
                         self.ttl_expired = true;
                         self.returns.extend(expired);
