@@ -11,11 +11,13 @@
 //!   each time it is fetched;
 //! - every started job ends in exactly one completion, failure or return, and those
 //!   writes are retried until the database takes them: none is dropped;
-//! - one fetch at a time without a local queue, at most two with one (a batch
-//!   each, never more than the queue size held or asked for, started in order); wake-ups (notifications,
-//!   finished tasks) during a fetch cause one more fetch after it, not one each; while
-//!   running, the poll timer is always armed, so a lost notification delays a job by at
-//!   most `poll_interval`;
+//! - one fetch at a time without a local queue, at most two with one (a batch each, never
+//!   more than the queue size held or asked for; a job never starts while a fetch sent
+//!   before its own is out, and held jobs start in (priority, run_at, id) order); once a
+//!   fetch came back short, one at a time, and wake-ups (notifications, finished tasks)
+//!   during a fetch cause one more fetch after it, not one each; while running, the poll
+//!   timer is always armed, so a lost notification delays a job by at most
+//!   `poll_interval`;
 //! - its clock never goes back: an earlier `now` than seen before is taken as the latest;
 //! - after [`Effect::Stopped`] no effect comes out.
 
@@ -54,15 +56,17 @@ pub struct Config {
     ///
     /// Prefetching keeps the slots busy while PostgreSQL locks the next batch, but jobs in
     /// the local queue are held away from other workers. So the batch adapts: it starts at
-    /// `concurrency` and doubles (up to a third of the size) only when a full batch arrives to
-    /// find the slots idle and the queue empty, and falls back to `concurrency` when jobs
-    /// wait past `local_queue_ttl` (they are given back). A new batch is asked for while
-    /// the held and asked-for jobs leave room for it, at most two fetches at a time. So a
-    /// worker holds about what it runs during one or two fetches: a few ms of work under
-    /// load, about `concurrency` jobs (one task run each) with slow tasks, and never longer
-    /// than `local_queue_ttl`. Default: 1000; the batch grows only if tasks are quick.
+    /// `concurrency` and doubles (up to a third of the size) only when the slots ran dry and
+    /// a full batch arrives to find them idle, and falls back to `concurrency` when no job
+    /// is taken from the queue for `local_queue_ttl` (they are given back). The next batch
+    /// is asked for once fewer than a batch wait, at most two fetches at a time, and only
+    /// for slots about to idle once a fetch came back short. So a worker holds about what
+    /// it runs during one or two fetches: a few ms of work under load, a few times
+    /// `concurrency` jobs with slow tasks. Default: 1000; the batch grows only if tasks are
+    /// quick.
     pub local_queue_size: Option<usize>,
-    /// How long prefetched jobs may wait before they are given back.
+    /// How long the local queue may hand out no job (every slot busy) before its jobs are
+    /// given back.
     pub local_queue_ttl: Duration,
     /// How long completions wait to be written together (zero: at once).
     pub complete_batch_delay: Duration,
@@ -480,8 +484,13 @@ pub struct Worker {
     fetch_again: bool,
     /// Jobs per fetch with a local queue (adapts; see `Config::local_queue_size`).
     batch: usize,
-    /// The last fetch found fewer jobs than it asked for.
+    /// A slot freed with no job waiting since the last batch came: a bigger batch may help.
+    ran_dry: bool,
+    /// The last fetch found fewer jobs than it asked for, and nothing since may have made a
+    /// job runnable.
     drained: bool,
+    /// The last fetch found fewer jobs than it asked for (wake-ups do not clear this).
+    short: bool,
     completions: Vec<i64>,
     failures: Vec<Failure>,
     returns: Vec<i64>,
@@ -514,7 +523,9 @@ impl Worker {
             early: Vec::new(),
             fetch_again: false,
             batch: 1,
+            ran_dry: false,
             drained: false,
+            short: false,
             completions: Vec::new(),
             failures: Vec::new(),
             returns: Vec::new(),
@@ -659,12 +670,18 @@ impl Worker {
 
     /// Start what can start and fetch what should be fetched; stop when all is done.
     fn progress(&mut self) {
+        let mut claimed = false;
         while self.running.len() < self.config.concurrency && self.phase == Phase::Running {
             let Some(job) = self.prefetched.pop_front() else { break };
             self.start(job);
+            claimed = true;
         }
+        // The TTL counts from the last job the queue handed out: it gives jobs back only
+        // while every slot stays busy, not every `local_queue_ttl` under steady load.
         if self.prefetched.is_empty() {
             self.timers.remove(&TimerKind::LocalQueueTtl);
+        } else if claimed || !self.timers.contains_key(&TimerKind::LocalQueueTtl) {
+            self.timers.insert(TimerKind::LocalQueueTtl, self.now + self.config.local_queue_ttl);
         }
         for _ in 0..MAX_PREFETCHES {
             self.maybe_fetch();
@@ -714,20 +731,24 @@ impl Worker {
         let free = self.config.concurrency.saturating_sub(self.running.len());
         let limit = match self.config.local_queue_size {
             Some(_) if self.ttl_expired && free == 0 => 0,
-            // Fetch a batch (adaptive, at most a third of the queue) at a time, up to two in
-            // flight: PostgreSQL locks the next batch while this one runs, and the queue
-            // never holds or asks for more than `size` jobs.
+            // A batch (adaptive: at least `concurrency`, at most a third of the queue) at a
+            // time; the queue never holds or asks for more than `size` jobs.
             Some(size) => {
-                let most = size.div_ceil(3);
-                let batch = self.batch.clamp(self.config.concurrency.min(most).max(1), most);
-                let held = self.prefetched.len() + self.early.len() + asked;
-                // A second fetch only while jobs wait in the queue: with idle slots, one
-                // racing ahead could start later jobs before the earlier fetch's.
-                let ahead = in_flight == 0 || !self.prefetched.is_empty();
-                if ahead && held + batch <= size {
+                let least = self.config.concurrency.clamp(1, size);
+                let batch = self.batch.clamp(least, size.div_ceil(3).max(least));
+                let queued = self.prefetched.len() + self.early.len();
+                let wanted = if self.short {
+                    // Nothing more was runnable: fetch only for slots about to idle, one
+                    // fetch at a time, so a flood of wake-ups is not a flood of fetches.
+                    in_flight == 0 && queued < free
+                } else {
+                    // More is runnable: fetch the next batch before this one runs out, so
+                    // PostgreSQL locks it while this one runs. A second fetch only while
+                    // jobs wait here (with idle slots it would only race the first).
+                    queued < batch && (in_flight == 0 || !self.prefetched.is_empty())
+                };
+                if wanted && queued + asked + batch <= size {
                     batch
-                } else if in_flight == 0 && held < free {
-                    size - held
                 } else {
                     0
                 }
@@ -880,6 +901,7 @@ impl Worker {
     fn fetched(&mut self, id: QueryId, limit: usize, mut jobs: Vec<Job>) {
         let got = jobs.len();
         self.drained = got < limit;
+        self.short = got < limit;
         if got == 0 {
             self.emit(Event::FetchEmpty);
         }
@@ -894,34 +916,24 @@ impl Worker {
                 self.returns.extend(jobs.iter().map(|j| j.id));
                 self.schedule_flush(Duration::zero());
             }
+        } else if self.pending.range(..id).any(|(_, p)| matches!(p, Pending::Fetch { .. })) {
+            // An earlier fetch is still out, and PostgreSQL may have run it after this one:
+            // its jobs may come first.
+            self.early.extend(jobs);
         } else {
-            if self.prefetched.is_empty() && self.config.local_queue_size.is_some() && got > 0 {
-                self.timers.insert(TimerKind::LocalQueueTtl, self.now + self.config.local_queue_ttl);
-            }
-            let earlier = self.pending.iter().any(|(&q, p)| q < id && matches!(p, Pending::Fetch { .. }));
-            if earlier {
-                self.early.extend(jobs);
-                self.arm_poll();
-                return;
-            }
+            // The slots ran dry, and a full batch finds them still idle: fetch more at a time.
+            let idle = self.prefetched.is_empty() && self.running.len() < self.config.concurrency;
             if let Some(size) = self.config.local_queue_size {
-                // The slots ran dry waiting for a full batch: fetch more at a time.
-                let starved = self.prefetched.is_empty() && self.running.len() < self.config.concurrency;
-                if starved && got >= limit {
+                if std::mem::take(&mut self.ran_dry) && idle && got >= limit {
                     self.batch = limit.saturating_mul(2).min(size.div_ceil(3));
                 }
             }
-            let mut jobs = jobs;
-            jobs.append(&mut self.early);
-            let key = |j: &Job| (j.priority, j.run_at, j.id);
-            let in_order = match (self.prefetched.back(), jobs.first()) {
-                (Some(last), Some(first)) => key(last) <= key(first),
-                _ => true,
-            };
             self.prefetched.extend(jobs);
-            if !in_order {
-                // Two fetches in flight may come back out of order: run in (priority,
-                // run_at, id) order all the same.
+            self.prefetched.extend(self.early.drain(..));
+            // Each batch comes sorted, but two in flight may have been locked in either
+            // order: start in (priority, run_at, id) order all the same.
+            let key = |j: &Job| (j.priority, j.run_at, j.id);
+            if !self.prefetched.iter().is_sorted_by_key(key) {
                 self.prefetched.make_contiguous().sort_by_key(key);
             }
         }
@@ -967,6 +979,7 @@ impl Worker {
             }
         }
         self.emit(Event::JobComplete { job_id });
+        self.ran_dry |= self.prefetched.is_empty();
         // A free slot: in direct mode it wants a job.
         if self.config.local_queue_size.is_none() || self.prefetched.is_empty() {
             self.drained &= !self.config.run_once;
