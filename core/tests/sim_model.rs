@@ -662,7 +662,7 @@ impl Checker {
             }
             Traced::ClockJumped(_) => Ok(()),
             Traced::Input(input) => self.input(worker, entry, input),
-            Traced::Effect(effect) => self.effect(worker, effect),
+            Traced::Effect(effect) => self.effect(worker, entry.at, effect),
         }
     }
 
@@ -784,7 +784,7 @@ impl Checker {
         }
     }
 
-    fn effect(&mut self, worker: usize, effect: &Effect) -> Result<(), String> {
+    fn effect(&mut self, worker: usize, at: DateTime<Utc>, effect: &Effect) -> Result<(), String> {
         let life = *self.current.get(&worker).ok_or("no incarnation")?;
         let inc = &mut self.lives[life];
         if inc.stopped {
@@ -893,7 +893,9 @@ impl Checker {
                     return Err(format!("job {} started with {} slots busy", job.id, inc.running()));
                 }
                 inc.grants.insert(job.id, Grant::Running { job: job.clone() });
-                // Named queues: no other live task of the queue whose lock is still held.
+                // Named queues: no other live task of the queue whose lock is still held: the
+                // lock it started with, neither reset nor older than four hours (get_jobs
+                // takes such locks as abandoned).
                 if let Some(queue) = &job.queue_name {
                     for other in self.lives.iter().filter(|l| l.alive && !l.stopped) {
                         for (id, grant) in &other.grants {
@@ -901,11 +903,11 @@ impl Checker {
                                 continue;
                             }
                             let Grant::Running { job: running } = grant else { continue };
-                            let still_locked = self
-                                .model
-                                .rows
-                                .get(id)
-                                .is_some_and(|r| r.locked_by.as_ref() == Some(&other.worker_id));
+                            let still_locked = self.model.rows.get(id).is_some_and(|r| {
+                                r.locked_by.as_ref() == Some(&other.worker_id)
+                                    && r.locked_at == running.locked_at
+                                    && r.locked_at.is_some_and(|t| t > at - four_hours())
+                            });
                             if running.queue_name.as_ref() == Some(queue) && still_locked {
                                 return Err(format!("queue {queue}: job {} started while {id} runs", job.id));
                             }
@@ -1372,7 +1374,14 @@ fn run_case(case: &Case) -> Result<World, String> {
     for (i, op) in case.ops.iter().enumerate() {
         run.op(op).map_err(|e| format!("op {i} {op:?}: {e}"))?;
     }
-    run.finish()?;
+    if let Err(e) = run.finish() {
+        // To read what led there: FORMICA_SIM_TRACE=<file> keeps the failing run's trace.
+        if let Some(path) = std::env::var_os("FORMICA_SIM_TRACE") {
+            let lines: Vec<String> = run.world.trace().iter().map(|e| format!("{e:?}")).collect();
+            std::fs::write(path, lines.join("\n")).expect("writing FORMICA_SIM_TRACE");
+        }
+        return Err(e);
+    }
     Ok(run.world)
 }
 
