@@ -11,9 +11,13 @@
 //!   each time it is fetched;
 //! - every started job ends in exactly one completion, failure or return, and those
 //!   writes are retried until the database takes them: none is dropped;
-//! - one fetch at a time; wake-ups (notifications, finished tasks) during a fetch cause one
-//!   more fetch after it, not one each; while running, the poll timer is always armed, so a
-//!   lost notification delays a job by at most `poll_interval`;
+//! - one fetch at a time without a local queue, at most two with one (a batch each, never
+//!   more than the queue size held or asked for; a job never starts while a fetch sent
+//!   before its own is out, and held jobs start in (priority, run_at, id) order); once a
+//!   fetch came back short, one at a time, and wake-ups (notifications, finished tasks)
+//!   during a fetch cause one more fetch after it, not one each; while running, the poll
+//!   timer is always armed, so a lost notification delays a job by at most
+//!   `poll_interval`;
 //! - its clock never goes back: an earlier `now` than seen before is taken as the latest;
 //! - after [`Effect::Stopped`] no effect comes out.
 
@@ -27,6 +31,12 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// A point in time, UTC.
 pub type Timestamp = DateTime<Utc>;
+
+/// The default most jobs held in the local queue.
+pub const DEFAULT_LOCAL_QUEUE_SIZE: usize = 1000;
+
+/// Most fetches in flight at once with a local queue (direct mode: one).
+const MAX_PREFETCHES: usize = 2;
 
 /// Locks older than this belong to dead workers (graphile-worker's "4 hour rule").
 pub const STALE_LOCK_AGE: Duration = Duration::hours(4);
@@ -42,9 +52,21 @@ pub struct Config {
     pub concurrency: usize,
     /// How long to wait for a notification before looking for jobs anyway.
     pub poll_interval: Duration,
-    /// Prefetch batch size; `None` fetches only for free slots.
+    /// Most jobs held locked but not yet started (`None`: fetch only for free slots).
+    ///
+    /// Prefetching keeps the slots busy while PostgreSQL locks the next batch, but jobs in
+    /// the local queue are held away from other workers. So the batch adapts: it starts at
+    /// `concurrency` and doubles (up to a third of the size) only when the slots ran dry and
+    /// a full batch arrives to find them idle, and falls back to `concurrency` when no job
+    /// is taken from the queue for `local_queue_ttl` (they are given back). The next batch
+    /// is asked for once fewer than a batch wait, at most two fetches at a time, and only
+    /// for slots about to idle once a fetch came back short. So a worker holds about what
+    /// it runs during one or two fetches: a few ms of work under load, a few times
+    /// `concurrency` jobs with slow tasks. Default: 1000; the batch grows only if tasks are
+    /// quick.
     pub local_queue_size: Option<usize>,
-    /// How long prefetched jobs may wait before they are given back.
+    /// How long the local queue may hand out no job (every slot busy) before its jobs are
+    /// given back.
     pub local_queue_ttl: Duration,
     /// How long completions wait to be written together (zero: at once).
     pub complete_batch_delay: Duration,
@@ -73,7 +95,7 @@ impl Default for Config {
             task_identifiers: Vec::new(),
             concurrency: 10,
             poll_interval: Duration::seconds(2),
-            local_queue_size: None,
+            local_queue_size: Some(DEFAULT_LOCAL_QUEUE_SIZE),
             local_queue_ttl: Duration::minutes(5),
             complete_batch_delay: Duration::milliseconds(1),
             fail_batch_delay: Duration::milliseconds(1),
@@ -409,6 +431,15 @@ enum Write {
     Return(Vec<i64>),
 }
 
+/// What the machine keeps of a running job: what a failure needs (the job itself goes to
+/// the driver, uncloned).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Started {
+    attempts: i16,
+    max_attempts: i16,
+    run_at: Timestamp,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Running,
@@ -439,16 +470,27 @@ pub struct Worker {
     task_ids: Option<Vec<i32>>,
     next_query: QueryId,
     pending: BTreeMap<QueryId, Pending>,
-    running: BTreeMap<i64, Job>,
+    running: BTreeMap<i64, Started>,
     prefetched: VecDeque<Job>,
     /// Tasks told to abort (so each is told once).
     aborting: BTreeSet<i64>,
     /// The local queue gave its jobs back after waiting too long: do not prefetch again
     /// until a slot frees, or the same jobs would go round in circles.
     ttl_expired: bool,
+    /// Jobs of a fetch that came back before an earlier one: they join `prefetched` (in
+    /// order) once the earlier one is back, so a fetch racing ahead never starts later jobs
+    /// first.
+    early: Vec<Job>,
     fetch_again: bool,
-    /// The last fetch found fewer jobs than it asked for.
+    /// Jobs per fetch with a local queue (adapts; see `Config::local_queue_size`).
+    batch: usize,
+    /// A slot freed with no job waiting since the last batch came: a bigger batch may help.
+    ran_dry: bool,
+    /// The last fetch found fewer jobs than it asked for, and nothing since may have made a
+    /// job runnable.
     drained: bool,
+    /// The last fetch found fewer jobs than it asked for (wake-ups do not clear this).
+    short: bool,
     completions: Vec<i64>,
     failures: Vec<Failure>,
     returns: Vec<i64>,
@@ -478,8 +520,12 @@ impl Worker {
             prefetched: VecDeque::new(),
             aborting: BTreeSet::new(),
             ttl_expired: false,
+            early: Vec::new(),
             fetch_again: false,
+            batch: 1,
+            ran_dry: false,
             drained: false,
+            short: false,
             completions: Vec::new(),
             failures: Vec::new(),
             returns: Vec::new(),
@@ -581,7 +627,7 @@ impl Worker {
     /// Whether job `id` is running, waiting locally, or has an outcome not yet written.
     fn holds(&self, id: i64) -> bool {
         self.running.contains_key(&id)
-            || self.prefetched.iter().any(|p| p.id == id)
+            || self.prefetched.iter().chain(&self.early).any(|p| p.id == id)
             || self.completions.contains(&id)
             || self.returns.contains(&id)
             || self.failures.iter().any(|f| f.job_id == id)
@@ -624,14 +670,22 @@ impl Worker {
 
     /// Start what can start and fetch what should be fetched; stop when all is done.
     fn progress(&mut self) {
+        let mut claimed = false;
         while self.running.len() < self.config.concurrency && self.phase == Phase::Running {
             let Some(job) = self.prefetched.pop_front() else { break };
             self.start(job);
+            claimed = true;
         }
+        // The TTL counts from the last job the queue handed out: it gives jobs back only
+        // while every slot stays busy, not every `local_queue_ttl` under steady load.
         if self.prefetched.is_empty() {
             self.timers.remove(&TimerKind::LocalQueueTtl);
+        } else if claimed || !self.timers.contains_key(&TimerKind::LocalQueueTtl) {
+            self.timers.insert(TimerKind::LocalQueueTtl, self.now + self.config.local_queue_ttl);
         }
-        self.maybe_fetch();
+        for _ in 0..MAX_PREFETCHES {
+            self.maybe_fetch();
+        }
         self.maybe_flush();
         self.drive_cron();
         // Run-once stops when a fetch found nothing and nothing it did is still being
@@ -641,8 +695,9 @@ impl Worker {
             && self.drained
             && self.idle()
             && !self.fetching()
-            && self.nothing_to_write()
+            // A write in flight or waiting may free a named queue: fetch once more after it.
             && !self.writing()
+            && self.nothing_to_write()
         {
             self.phase = Phase::Draining;
         }
@@ -656,7 +711,7 @@ impl Worker {
     }
 
     fn idle(&self) -> bool {
-        self.running.is_empty() && self.prefetched.is_empty()
+        self.running.is_empty() && self.prefetched.is_empty() && self.early.is_empty()
     }
 
     fn nothing_to_write(&self) -> bool {
@@ -664,7 +719,9 @@ impl Worker {
     }
 
     fn maybe_fetch(&mut self) {
-        if self.phase != Phase::Running || self.fetching() {
+        let (in_flight, asked) = self.fetches();
+        let most = if self.config.local_queue_size.is_some() { MAX_PREFETCHES } else { 1 };
+        if self.phase != Phase::Running || in_flight >= most {
             return;
         }
         let Some(task_ids) = self.task_ids.clone() else { return };
@@ -674,9 +731,28 @@ impl Worker {
         let free = self.config.concurrency.saturating_sub(self.running.len());
         let limit = match self.config.local_queue_size {
             Some(_) if self.ttl_expired && free == 0 => 0,
-            // Refill the local queue once it cannot fill the free slots any more.
-            Some(size) if self.prefetched.len() < free.max(1) => size.saturating_sub(self.prefetched.len()),
-            Some(_) => 0,
+            // A batch (adaptive: at least `concurrency`, at most a third of the queue) at a
+            // time; the queue never holds or asks for more than `size` jobs.
+            Some(size) => {
+                let least = self.config.concurrency.clamp(1, size);
+                let batch = self.batch.clamp(least, size.div_ceil(3).max(least));
+                let queued = self.prefetched.len() + self.early.len();
+                let wanted = if self.short {
+                    // Nothing more was runnable: fetch only for slots about to idle, one
+                    // fetch at a time, so a flood of wake-ups is not a flood of fetches.
+                    in_flight == 0 && queued < free
+                } else {
+                    // More is runnable: fetch the next batch before this one runs out, so
+                    // PostgreSQL locks it while this one runs. A second fetch only while
+                    // jobs wait here (with idle slots it would only race the first).
+                    queued < batch && (in_flight == 0 || !self.prefetched.is_empty())
+                };
+                if wanted && queued + asked + batch <= size {
+                    batch
+                } else {
+                    0
+                }
+            }
             None => free,
         };
         if limit == 0 || (self.drained && !self.fetch_again) || self.timers.contains_key(&TimerKind::Retry) {
@@ -693,25 +769,32 @@ impl Worker {
         self.query(Pending::Fetch { limit }, statement);
     }
 
+    /// Fetches in flight, and how many jobs they asked for.
+    fn fetches(&self) -> (usize, usize) {
+        self.pending.values().fold((0, 0), |(n, asked), p| match p {
+            Pending::Fetch { limit } => (n + 1, asked + limit),
+            _ => (n, asked),
+        })
+    }
+
     fn start(&mut self, job: Job) {
         self.emit(Event::JobStart {
             job_id: job.id,
             task: job.task_identifier.clone(),
             attempt: job.attempts,
         });
-        self.running.insert(job.id, job.clone());
+        let started = Started { attempts: job.attempts, max_attempts: job.max_attempts, run_at: job.run_at };
+        self.running.insert(job.id, started);
         self.effects.push_back(Effect::StartTask { job });
     }
 
     fn query_done(&mut self, id: QueryId, result: QueryResult) -> Result<(), MisuseError> {
-        let pending = self.pending.get(&id).ok_or(MisuseError::UnknownQuery(id))?.clone();
+        let pending = self.pending.remove(&id).ok_or(MisuseError::UnknownQuery(id))?;
         match (pending, result) {
             (pending, QueryResult::Err(error)) => {
-                self.pending.remove(&id);
                 self.query_failed(pending, error);
             }
             (Pending::Register, QueryResult::Tasks(tasks)) => {
-                self.pending.remove(&id);
                 let mut ids: Vec<i32> = tasks.into_iter().map(|(id, _)| id).collect();
                 ids.sort_unstable();
                 ids.dedup();
@@ -727,27 +810,21 @@ impl Worker {
                 }
             }
             (Pending::Fetch { limit }, QueryResult::Jobs(jobs)) => {
-                self.pending.remove(&id);
-                self.fetched(limit, jobs);
+                self.fetched(id, limit, jobs);
             }
             (Pending::Write(_), QueryResult::Done) => {
-                self.pending.remove(&id);
                 self.write_failures = 0;
                 // Finished jobs released their named queues: the next job of a queue may
                 // be runnable now.
                 self.wake();
             }
-            (Pending::Sweep, QueryResult::Done) => {
-                self.pending.remove(&id);
-            }
+            (Pending::Sweep, QueryResult::Done) => {}
             (Pending::Cron, QueryResult::KnownCrontabs(known)) => {
-                self.pending.remove(&id);
                 if let Some(cron) = &mut self.cron {
                     cron.registered(&known);
                 }
             }
             (Pending::Cron, QueryResult::Done) => {
-                self.pending.remove(&id);
                 if let Some(cron) = &mut self.cron {
                     cron.batch_done();
                 }
@@ -755,13 +832,15 @@ impl Worker {
                 self.wake();
             }
             (
-                Pending::Register
+                pending @ (Pending::Register
                 | Pending::Fetch { .. }
                 | Pending::Write(_)
                 | Pending::Sweep
-                | Pending::Cron,
+                | Pending::Cron),
                 _,
             ) => {
+                // Nothing changed: the query is still pending.
+                self.pending.insert(id, pending);
                 return Err(MisuseError::WrongResult(id));
             }
         }
@@ -819,9 +898,10 @@ impl Worker {
         }
     }
 
-    fn fetched(&mut self, limit: usize, mut jobs: Vec<Job>) {
+    fn fetched(&mut self, id: QueryId, limit: usize, mut jobs: Vec<Job>) {
         let got = jobs.len();
         self.drained = got < limit;
+        self.short = got < limit;
         if got == 0 {
             self.emit(Event::FetchEmpty);
         }
@@ -836,11 +916,26 @@ impl Worker {
                 self.returns.extend(jobs.iter().map(|j| j.id));
                 self.schedule_flush(Duration::zero());
             }
+        } else if self.pending.range(..id).any(|(_, p)| matches!(p, Pending::Fetch { .. })) {
+            // An earlier fetch is still out, and PostgreSQL may have run it after this one:
+            // its jobs may come first.
+            self.early.extend(jobs);
         } else {
-            if self.prefetched.is_empty() && self.config.local_queue_size.is_some() && got > 0 {
-                self.timers.insert(TimerKind::LocalQueueTtl, self.now + self.config.local_queue_ttl);
+            // The slots ran dry, and a full batch finds them still idle: fetch more at a time.
+            let idle = self.prefetched.is_empty() && self.running.len() < self.config.concurrency;
+            if let Some(size) = self.config.local_queue_size {
+                if std::mem::take(&mut self.ran_dry) && idle && got >= limit {
+                    self.batch = limit.saturating_mul(2).min(size.div_ceil(3));
+                }
             }
             self.prefetched.extend(jobs);
+            self.prefetched.extend(self.early.drain(..));
+            // Each batch comes sorted, but two in flight may have been locked in either
+            // order: start in (priority, run_at, id) order all the same.
+            let key = |j: &Job| (j.priority, j.run_at, j.id);
+            if !self.prefetched.iter().is_sorted_by_key(key) {
+                self.prefetched.make_contiguous().sort_by_key(key);
+            }
         }
         if self.drained && self.fetch_again {
             self.drained = false;
@@ -884,6 +979,7 @@ impl Worker {
             }
         }
         self.emit(Event::JobComplete { job_id });
+        self.ran_dry |= self.prefetched.is_empty();
         // A free slot: in direct mode it wants a job.
         if self.config.local_queue_size.is_none() || self.prefetched.is_empty() {
             self.drained &= !self.config.run_once;
@@ -966,7 +1062,8 @@ impl Worker {
                 self.timers.remove(&kind);
             }
             // Prefetched jobs never started: back without using an attempt.
-            let unstarted: Vec<i64> = self.prefetched.drain(..).map(|j| j.id).collect();
+            let early = std::mem::take(&mut self.early);
+            let unstarted: Vec<i64> = self.prefetched.drain(..).chain(early).map(|j| j.id).collect();
             if !unstarted.is_empty() {
                 self.returns.extend(unstarted);
                 self.schedule_flush(Duration::zero());
@@ -1049,7 +1146,10 @@ impl Worker {
                 }
                 TimerKind::LocalQueueTtl => {
                     self.timers.remove(&kind);
-                    let expired: Vec<i64> = self.prefetched.drain(..).map(|j| j.id).collect();
+                    // Held too long: give them back, and fetch less at a time from now on.
+                    let early = std::mem::take(&mut self.early);
+                    let expired: Vec<i64> = self.prefetched.drain(..).chain(early).map(|j| j.id).collect();
+                    self.batch = 1;
                     if !expired.is_empty() {
                         self.ttl_expired = true;
                         self.returns.extend(expired);

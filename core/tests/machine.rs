@@ -162,7 +162,7 @@ fn events(effects: &[Effect]) -> Vec<Event> {
 
 #[test]
 fn direct_fetching_asks_for_the_free_slots_only() {
-    let (mut hand, effects) = Hand::started(config());
+    let (mut hand, effects) = Hand::started(Config { local_queue_size: None, ..config() });
     let [(fetch, limit)] = fetches(&effects)[..] else { panic!("one fetch: {effects:?}") };
     assert_eq!(limit, 3, "all three slots are free");
     let effects = hand.jobs(fetch, vec![job(1, None, 1, 25), job(2, None, 1, 25), job(3, None, 1, 25)]);
@@ -172,24 +172,157 @@ fn direct_fetching_asks_for_the_free_slots_only() {
     let [(_, 1)] = fetches(&effects)[..] else { panic!("a fetch for the one free slot: {effects:?}") };
 }
 
+fn jobs_of(ids: std::ops::RangeInclusive<i64>) -> Vec<Job> {
+    ids.map(|id| job(id, None, 1, 25)).collect()
+}
+
 #[test]
 fn local_queue_fetching_asks_for_a_batch_and_hands_jobs_out_as_slots_free() {
-    let (mut hand, effects) = Hand::started(Config { concurrency: 2, local_queue_size: Some(5), ..config() });
-    let [(fetch, 5)] = fetches(&effects)[..] else { panic!("a batch of 5: {effects:?}") };
-    let batch = (1..=5).map(|id| job(id, None, 1, 25)).collect();
-    let effects = hand.jobs(fetch, batch);
+    let (mut hand, effects) =
+        Hand::started(Config { concurrency: 2, local_queue_size: Some(30), ..config() });
+    let [(fetch, 2)] = fetches(&effects)[..] else { panic!("a first batch of concurrency: {effects:?}") };
+    let effects = hand.jobs(fetch, jobs_of(1..=2));
     assert_eq!(started(&effects), vec![1, 2]);
-    assert!(fetches(&effects).is_empty(), "three jobs wait locally");
+    let [(fetch, 2)] = fetches(&effects)[..] else {
+        panic!("the next batch is fetched while this one runs: {effects:?}")
+    };
+    let effects = hand.jobs(fetch, jobs_of(3..=4));
+    assert!(started(&effects).is_empty() && fetches(&effects).is_empty(), "a batch waits: {effects:?}");
     assert!(hand.machine.deadline(TimerKind::LocalQueueTtl).is_some(), "waiting jobs have a deadline");
     let effects = hand.finish(1, TaskOutcome::Ok);
     assert_eq!(started(&effects), vec![3], "the next local job, without a query");
-    assert!(fetches(&effects).is_empty());
+    assert_eq!(fetches(&effects).len(), 2, "fewer than a batch wait: two fetches go out: {effects:?}");
+    assert!(fetches(&hand.feed(note())).is_empty(), "never more than two in flight");
+}
+
+fn note() -> Input {
+    Input::Notification { channel: "jobs:insert".into(), payload: r#"{"r":0.5,"count":1}"#.into() }
+}
+
+/// Concurrency 2, a queue of 30: jobs 1 and 2 run, 3 runs after 1 finished and 4 waits,
+/// with two fetches out (ids returned in the order sent).
+fn two_fetches_out(config: Config) -> (Hand, QueryId, QueryId) {
+    let (mut hand, effects) = Hand::started(Config { concurrency: 2, local_queue_size: Some(30), ..config });
+    let (fetch, _) = fetches(&effects)[0];
+    let effects = hand.jobs(fetch, jobs_of(1..=2));
+    let (fetch, _) = fetches(&effects)[0];
+    hand.jobs(fetch, jobs_of(3..=4));
+    let effects = hand.finish(1, TaskOutcome::Ok);
+    let [(first, 2), (second, 2)] = fetches(&effects)[..] else { panic!("two fetches: {effects:?}") };
+    assert!(first < second);
+    let (complete, _) = writes(&effects)[0];
+    assert!(fetches(&hand.done(complete)).is_empty(), "never more than two in flight");
+    (hand, first, second)
+}
+
+#[test]
+fn a_fetch_that_comes_back_first_waits_for_the_earlier_one_and_jobs_start_in_order() {
+    let (mut hand, first, second) = two_fetches_out(config());
+    // PostgreSQL ran the second fetch first: it locked the jobs that come first, but its
+    // answer may still arrive first.
+    hand.jobs(second, jobs_of(5..=6));
     hand.finish(2, TaskOutcome::Ok);
     let effects = hand.finish(3, TaskOutcome::Ok);
-    assert_eq!(started(&effects), vec![5]);
-    let [(_, 5)] = fetches(&effects)[..] else {
-        panic!("the local queue is refilled once empty: {effects:?}")
+    assert!(started(&effects).is_empty(), "a slot is free, but the earlier fetch is out: {effects:?}");
+    let mut first_jobs = jobs_of(7..=8);
+    first_jobs[1].priority = -1;
+    let effects = hand.jobs(first, first_jobs);
+    assert_eq!(started(&effects), vec![8], "the higher priority first, from either fetch");
+    let mut order = Vec::new();
+    for id in [4, 8, 5] {
+        order.extend(started(&hand.finish(id, TaskOutcome::Ok)));
+    }
+    assert_eq!(order, vec![5, 6, 7], "then (priority, run_at, id) order across both batches");
+}
+
+#[test]
+fn shutdown_with_two_fetches_out_returns_every_unstarted_job() {
+    let (mut hand, first, second) = two_fetches_out(config());
+    hand.jobs(second, jobs_of(7..=8));
+    let effects = hand.feed(Input::ShutdownRequested { graceful: true });
+    let [(ret, Statement::ReturnJobs { ids, .. })] = &writes(&effects)[..] else { panic!("{effects:?}") };
+    assert_eq!(ids, &vec![4, 7, 8], "the queued job and the early batch go back");
+    let ret = *ret;
+    hand.done(ret);
+    let effects = hand.jobs(first, jobs_of(5..=6));
+    assert!(started(&effects).is_empty());
+    let [(ret, Statement::ReturnJobs { ids, .. })] = &writes(&effects)[..] else { panic!("{effects:?}") };
+    assert_eq!(ids, &vec![5, 6], "the late batch goes back too");
+    let ret = *ret;
+    hand.done(ret);
+    for id in [2, 3] {
+        let effects = hand.finish(id, TaskOutcome::Ok);
+        for (write, _) in writes(&effects) {
+            hand.done(write);
+        }
+    }
+    assert!(hand.machine.is_stopped());
+}
+
+#[test]
+fn run_once_stops_only_when_no_fetch_is_out_and_the_last_came_back_empty() {
+    let (mut hand, first, second) = two_fetches_out(Config { run_once: true, ..config() });
+    let mut writes_out: Vec<QueryId> = Vec::new();
+    for id in [2, 3, 4] {
+        let effects = hand.finish(id, TaskOutcome::Ok);
+        writes_out.extend(writes(&effects).into_iter().map(|(w, _)| w));
+    }
+    for write in writes_out {
+        hand.done(write);
+    }
+    assert_eq!(hand.machine.running(), 0);
+    let mut effects = hand.jobs(first, vec![]);
+    assert!(!hand.machine.is_stopped(), "idle and the first came back empty, but the second is out");
+    let mut out = vec![second];
+    while let Some(fetch) = out.pop() {
+        assert!(!effects.contains(&Effect::Stopped));
+        effects = hand.jobs(fetch, vec![]);
+        out.extend(fetches(&effects).into_iter().map(|(id, _)| id));
+    }
+    assert!(effects.contains(&Effect::Stopped), "{effects:?}");
+}
+
+#[test]
+fn the_batch_grows_only_when_the_slots_ran_dry_and_shrinks_when_jobs_go_back() {
+    let (mut hand, effects) = Hand::started(Config {
+        concurrency: 2,
+        local_queue_size: Some(30),
+        local_queue_ttl: Duration::seconds(30),
+        ..config()
+    });
+    let (fetch, _) = fetches(&effects)[0];
+    let effects = hand.jobs(fetch, jobs_of(1..=2));
+    let [(fetch, 2)] = fetches(&effects)[..] else {
+        panic!("idle at start is not running dry: the batch stays at 2: {effects:?}")
     };
+    hand.finish(1, TaskOutcome::Ok);
+    hand.finish(2, TaskOutcome::Ok);
+    let effects = hand.jobs(fetch, jobs_of(3..=4));
+    let [(fetch, 4)] = fetches(&effects)[..] else {
+        panic!("the slots ran dry and a full batch found them idle: it doubles: {effects:?}")
+    };
+    let effects = hand.jobs(fetch, jobs_of(5..=8));
+    assert!(fetches(&effects).is_empty(), "a batch waits");
+    let effects = hand.finish(3, TaskOutcome::Ok);
+    let [(one, 4), (two, 4)] = fetches(&effects)[..] else {
+        panic!("a full batch that found the slots busy does not grow it: {effects:?}")
+    };
+    hand.jobs(one, jobs_of(9..=12));
+    let effects = hand.jobs(two, jobs_of(13..=16));
+    assert!(fetches(&effects).is_empty(), "{effects:?}");
+    let returned = loop {
+        let (_, effects) = hand.fire();
+        if !writes(&effects).is_empty() {
+            break writes(&effects);
+        }
+    };
+    assert_eq!(hand.now, t0() + Duration::seconds(30), "the TTL after the last job was taken");
+    let [(ret, Statement::ReturnJobs { ids, .. })] = &returned[..] else { panic!("{returned:?}") };
+    assert_eq!(ids, &(6..=16).collect::<Vec<_>>(), "no job taken for the TTL: all go back");
+    let ret = *ret;
+    hand.done(ret);
+    let effects = hand.finish(4, TaskOutcome::Ok);
+    let [(_, 2)] = fetches(&effects)[..] else { panic!("back to concurrency: {effects:?}") };
 }
 
 #[test]
@@ -216,8 +349,6 @@ fn a_short_fetch_leaves_the_worker_idle_until_woken() {
 fn notifications_during_a_fetch_cause_one_more_fetch_not_one_each() {
     let (mut hand, effects) = Hand::started(config());
     let (fetch, _) = fetches(&effects)[0];
-    let note =
-        || Input::Notification { channel: "jobs:insert".into(), payload: r#"{"r":0.5,"count":1}"#.into() };
     for _ in 0..5 {
         assert!(fetches(&hand.feed(note())).is_empty(), "one fetch at a time");
     }
@@ -419,8 +550,10 @@ fn locks_are_swept_every_eight_to_ten_minutes() {
 #[test]
 fn graceful_shutdown_lets_tasks_finish_and_returns_unstarted_jobs() {
     let (mut hand, effects) = Hand::started(Config { concurrency: 1, local_queue_size: Some(3), ..config() });
-    let (fetch, _) = fetches(&effects)[0];
-    hand.jobs(fetch, vec![job(1, None, 1, 25), job(2, None, 1, 25)]);
+    let [(fetch, 1)] = fetches(&effects)[..] else { panic!("a batch of concurrency: {effects:?}") };
+    let effects = hand.jobs(fetch, jobs_of(1..=1));
+    let [(fetch, 1)] = fetches(&effects)[..] else { panic!("the next batch while 1 runs: {effects:?}") };
+    hand.jobs(fetch, jobs_of(2..=2));
     let effects = hand.feed(Input::ShutdownRequested { graceful: true });
     assert!(aborted(&effects).is_empty(), "running tasks may finish");
     let [(ret, Statement::ReturnJobs { ids, .. })] = &writes(&effects)[..] else { panic!("{effects:?}") };
@@ -545,7 +678,9 @@ fn the_local_queue_gives_back_stale_jobs_and_does_not_take_them_again_while_busy
         ..config()
     });
     let (fetch, _) = fetches(&effects)[0];
-    hand.jobs(fetch, vec![job(1, None, 1, 25), job(2, None, 1, 25)]);
+    let effects = hand.jobs(fetch, jobs_of(1..=1));
+    let [(fetch, 1)] = fetches(&effects)[..] else { panic!("the next batch while 1 runs: {effects:?}") };
+    hand.jobs(fetch, jobs_of(2..=2));
     let mut returned = false;
     while hand.now < t0() + Duration::seconds(40) {
         let (kind, effects) = hand.fire();

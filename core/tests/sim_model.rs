@@ -510,8 +510,9 @@ fn same_jobs(got: &[Job], want: &[Job]) -> bool {
 
 #[derive(Debug, Clone, PartialEq)]
 enum Grant {
-    /// Locked for this worker by a fetch, not started.
-    Waiting,
+    /// Locked for this worker by fetch `fetch`, not started; `key` is the job's
+    /// (priority, run_at, id) as fetched.
+    Waiting { fetch: QueryId, key: (i16, DateTime<Utc>, i64) },
     /// Its task runs.
     Running { job: Job },
     /// Its task ended this way; the outcome is not written yet.
@@ -538,6 +539,19 @@ struct Incarnation {
 impl Incarnation {
     fn running(&self) -> usize {
         self.grants.values().filter(|g| matches!(g, Grant::Running { .. })).count()
+    }
+
+    /// Fetches in flight that were sent before `fetch`.
+    fn fetches_before(&self, fetch: QueryId) -> usize {
+        self.pending.range(..fetch).filter(|(_, s)| matches!(s, Statement::GetJobs { .. })).count()
+    }
+
+    /// Jobs fetched, not started and not being given back: the local queue.
+    fn queued(&self) -> impl Iterator<Item = (QueryId, (i16, DateTime<Utc>, i64))> + '_ {
+        self.grants.iter().filter(|(id, _)| !self.in_write.contains(id)).filter_map(|(_, g)| match g {
+            Grant::Waiting { fetch, key } => Some((*fetch, *key)),
+            _ => None,
+        })
     }
 }
 
@@ -648,7 +662,7 @@ impl Checker {
             }
             Traced::ClockJumped(_) => Ok(()),
             Traced::Input(input) => self.input(worker, entry, input),
-            Traced::Effect(effect) => self.effect(worker, effect),
+            Traced::Effect(effect) => self.effect(worker, entry.at, effect),
         }
     }
 
@@ -686,7 +700,7 @@ impl Checker {
                 if !same {
                     return Err(format!("{statement:?} answered {result:?}, model says {want:?}"));
                 }
-                self.after_statement(worker, &worker_id, &statement, result, &released)
+                self.after_statement(worker, &worker_id, (*id, &statement), result, &released)
             }
             Input::TaskFinished { job_id, outcome } => {
                 let inc = self.life(worker)?;
@@ -710,7 +724,7 @@ impl Checker {
         &mut self,
         worker: usize,
         worker_id: &str,
-        statement: &Statement,
+        (fetch, statement): (QueryId, &Statement),
         result: &QueryResult,
         released: &[i64],
     ) -> Result<(), String> {
@@ -725,7 +739,8 @@ impl Checker {
                         // A new lock on a job this worker still holds: absorbed (never started).
                         Some(_) => {}
                         None => {
-                            inc.grants.insert(job.id, Grant::Waiting);
+                            let key = (job.priority, job.run_at, job.id);
+                            inc.grants.insert(job.id, Grant::Waiting { fetch, key });
                         }
                     }
                 }
@@ -759,7 +774,7 @@ impl Checker {
                 for id in ids {
                     inc.in_write.remove(id);
                     match inc.grants.remove(id) {
-                        Some(Grant::Waiting | Grant::Ended { outcome: TaskOutcome::Aborted, .. }) => {}
+                        Some(Grant::Waiting { .. } | Grant::Ended { outcome: TaskOutcome::Aborted, .. }) => {}
                         other => return Err(format!("job {id} returned in state {other:?}")),
                     }
                 }
@@ -769,7 +784,7 @@ impl Checker {
         }
     }
 
-    fn effect(&mut self, worker: usize, effect: &Effect) -> Result<(), String> {
+    fn effect(&mut self, worker: usize, at: DateTime<Utc>, effect: &Effect) -> Result<(), String> {
         let life = *self.current.get(&worker).ok_or("no incarnation")?;
         let inc = &mut self.lives[life];
         if inc.stopped {
@@ -778,13 +793,32 @@ impl Checker {
         match effect {
             Effect::Query { id, statement } => {
                 match statement {
-                    Statement::GetJobs { now, worker_id, .. } => {
+                    Statement::GetJobs { now, worker_id, limit, .. } => {
                         let want = inc.config.use_local_time.then_some(inc.clock.0);
                         if *now != want || *worker_id != inc.worker_id {
                             return Err(format!("fetch with now {now:?} by {worker_id}, expected {want:?}"));
                         }
-                        if inc.pending.values().any(|s| matches!(s, Statement::GetJobs { .. })) {
-                            return Err("two fetches in flight".into());
+                        let asked: Vec<usize> = inc
+                            .pending
+                            .values()
+                            .filter_map(|s| match s {
+                                Statement::GetJobs { limit, .. } => Some(*limit),
+                                _ => None,
+                            })
+                            .collect();
+                        // One fetch at a time in direct mode, two with a local queue; each
+                        // asks for the free slots only, or for what fits in the queue.
+                        let (most, room) = match inc.config.local_queue_size {
+                            None => (1, inc.config.concurrency.saturating_sub(inc.running())),
+                            Some(size) => {
+                                (2, size.saturating_sub(inc.queued().count() + asked.iter().sum::<usize>()))
+                            }
+                        };
+                        if asked.len() >= most {
+                            return Err(format!("a fetch with {} in flight", asked.len()));
+                        }
+                        if *limit == 0 || *limit > room {
+                            return Err(format!("a fetch of {limit} jobs with room for {room}"));
                         }
                         // Idle after a short fetch until something happens.
                         if inc.last_fetch_short && !inc.woken_since_fetch {
@@ -822,7 +856,7 @@ impl Checker {
                         return Err(format!("job {job_id} in two writes at once"));
                     }
                     match (statement, inc.grants.get(&job_id)) {
-                        (Statement::ReturnJobs { .. }, Some(Grant::Waiting)) => {}
+                        (Statement::ReturnJobs { .. }, Some(Grant::Waiting { .. })) => {}
                         (_, Some(Grant::Ended { .. })) => {}
                         (_, other) => {
                             return Err(format!("write {statement:?} for job {job_id} in state {other:?}"))
@@ -833,18 +867,35 @@ impl Checker {
                 Ok(())
             }
             Effect::StartTask { job } => {
-                if inc.grants.get(&job.id) != Some(&Grant::Waiting) {
+                let Some(&Grant::Waiting { fetch, key }) = inc.grants.get(&job.id) else {
                     return Err(format!(
                         "job {} started without a fresh lock: {:?}",
                         job.id,
                         inc.grants.get(&job.id)
                     ));
+                };
+                // PostgreSQL may run two fetches in either order: a job waits for the fetches
+                // sent before its own, and the jobs that may start, start in key order.
+                if inc.fetches_before(fetch) > 0 {
+                    return Err(format!("job {} started while an earlier fetch is out", job.id));
+                }
+                if let Some((_, first)) =
+                    inc.queued().filter(|(f, _)| inc.fetches_before(*f) == 0).min_by_key(|(_, k)| *k)
+                {
+                    if first < key {
+                        return Err(format!(
+                            "job {} started before job {} that comes first",
+                            job.id, first.2
+                        ));
+                    }
                 }
                 if inc.running() >= inc.config.concurrency {
                     return Err(format!("job {} started with {} slots busy", job.id, inc.running()));
                 }
                 inc.grants.insert(job.id, Grant::Running { job: job.clone() });
-                // Named queues: no other live task of the queue whose lock is still held.
+                // Named queues: no other live task of the queue whose lock is still held: the
+                // lock it started with, neither reset nor older than four hours (get_jobs
+                // takes such locks as abandoned).
                 if let Some(queue) = &job.queue_name {
                     for other in self.lives.iter().filter(|l| l.alive && !l.stopped) {
                         for (id, grant) in &other.grants {
@@ -852,11 +903,11 @@ impl Checker {
                                 continue;
                             }
                             let Grant::Running { job: running } = grant else { continue };
-                            let still_locked = self
-                                .model
-                                .rows
-                                .get(id)
-                                .is_some_and(|r| r.locked_by.as_ref() == Some(&other.worker_id));
+                            let still_locked = self.model.rows.get(id).is_some_and(|r| {
+                                r.locked_by.as_ref() == Some(&other.worker_id)
+                                    && r.locked_at == running.locked_at
+                                    && r.locked_at.is_some_and(|t| t > at - four_hours())
+                            });
                             if running.queue_name.as_ref() == Some(queue) && still_locked {
                                 return Err(format!("queue {queue}: job {} started while {id} runs", job.id));
                             }
@@ -996,7 +1047,7 @@ fn op() -> impl Strategy<Value = Op> {
 fn worker_config(index: usize) -> impl Strategy<Value = Config> {
     (
         1..=4usize,
-        prop::option::weighted(0.4, 1..=5usize),
+        prop::option::weighted(0.6, 1..=12usize),
         prop_oneof![Just(0i64), Just(1), Just(50)],
         prop_oneof![Just(0i64), Just(1), Just(50)],
         any::<bool>(),
@@ -1323,7 +1374,14 @@ fn run_case(case: &Case) -> Result<World, String> {
     for (i, op) in case.ops.iter().enumerate() {
         run.op(op).map_err(|e| format!("op {i} {op:?}: {e}"))?;
     }
-    run.finish()?;
+    if let Err(e) = run.finish() {
+        // To read what led there: FORMICA_SIM_TRACE=<file> keeps the failing run's trace.
+        if let Some(path) = std::env::var_os("FORMICA_SIM_TRACE") {
+            let lines: Vec<String> = run.world.trace().iter().map(|e| format!("{e:?}")).collect();
+            std::fs::write(path, lines.join("\n")).expect("writing FORMICA_SIM_TRACE");
+        }
+        return Err(e);
+    }
     Ok(run.world)
 }
 

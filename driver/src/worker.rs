@@ -191,7 +191,13 @@ impl<R> WorkerOptions<R> {
         self.config.poll_interval = to_chrono(every);
         self
     }
-    /// Prefetch up to `size` jobs at once (0: fetch only for free slots).
+    /// Hold up to `size` prefetched jobs (default 1000; 0: fetch only for free slots).
+    ///
+    /// Prefetched jobs are locked by this worker, so others cannot run them. The batch
+    /// adapts to keep that short: it starts at `concurrency` and grows (up to a third of
+    /// `size`) only when a full batch arrives to find the slots idle, so a worker holds
+    /// about what it runs during one or two fetches. Queued jobs are given back at shutdown,
+    /// or when no slot took one for 5 minutes (and the batch starts small again).
     pub fn local_queue_size(mut self, size: usize) -> Self {
         self.config.local_queue_size = (size > 0).then_some(size);
         self

@@ -88,8 +88,9 @@ struct RunArgs {
     /// GC_TASK_IDENTIFIERS, DELETE_PERMAFAILED_JOBS (keeps this worker's tasks).
     #[arg(long, value_delimiter = ',')]
     cleanup: Vec<CleanupTask>,
-    /// Prefetch up to this many jobs (0: fetch only for free slots).
-    #[arg(long, default_value_t = 0)]
+    /// Prefetch up to this many jobs, in batches that grow only while tasks are quick (0:
+    /// fetch only for free slots).
+    #[arg(long, default_value_t = 1000)]
     local_queue_size: usize,
     /// Milliseconds to batch completions for (0: write each at once).
     #[arg(long, default_value_t = 1)]
