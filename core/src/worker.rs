@@ -792,6 +792,10 @@ impl Worker {
         let pending = self.pending.remove(&id).ok_or(MisuseError::UnknownQuery(id))?;
         match (pending, result) {
             (pending, QueryResult::Err(error)) => {
+                if matches!(pending, Pending::Fetch { .. }) && !self.earlier_fetch_out(id) {
+                    // Nothing of this fetch will come: the jobs of later ones need not wait.
+                    self.enqueue(Vec::new());
+                }
                 self.query_failed(pending, error);
             }
             (Pending::Register, QueryResult::Tasks(tasks)) => {
@@ -916,7 +920,7 @@ impl Worker {
                 self.returns.extend(jobs.iter().map(|j| j.id));
                 self.schedule_flush(Duration::zero());
             }
-        } else if self.pending.range(..id).any(|(_, p)| matches!(p, Pending::Fetch { .. })) {
+        } else if self.earlier_fetch_out(id) {
             // An earlier fetch is still out, and PostgreSQL may have run it after this one:
             // its jobs may come first.
             self.early.extend(jobs);
@@ -928,19 +932,29 @@ impl Worker {
                     self.batch = limit.saturating_mul(2).min(size.div_ceil(3));
                 }
             }
-            self.prefetched.extend(jobs);
-            self.prefetched.extend(self.early.drain(..));
-            // Each batch comes sorted, but two in flight may have been locked in either
-            // order: start in (priority, run_at, id) order all the same.
-            let key = |j: &Job| (j.priority, j.run_at, j.id);
-            if !self.prefetched.iter().is_sorted_by_key(key) {
-                self.prefetched.make_contiguous().sort_by_key(key);
-            }
+            self.enqueue(jobs);
         }
         if self.drained && self.fetch_again {
             self.drained = false;
         }
         self.arm_poll();
+    }
+
+    /// Whether a fetch sent before fetch `id` is still out.
+    fn earlier_fetch_out(&self, id: QueryId) -> bool {
+        self.pending.range(..id).any(|(_, p)| matches!(p, Pending::Fetch { .. }))
+    }
+
+    /// `jobs` join the local queue, and so do the jobs of later fetches that came back
+    /// first. Each batch comes sorted, but two in flight may have been locked in either
+    /// order: start in (priority, run_at, id) order all the same.
+    fn enqueue(&mut self, jobs: Vec<Job>) {
+        self.prefetched.extend(jobs);
+        self.prefetched.extend(self.early.drain(..));
+        let key = |j: &Job| (j.priority, j.run_at, j.id);
+        if !self.prefetched.iter().is_sorted_by_key(key) {
+            self.prefetched.make_contiguous().sort_by_key(key);
+        }
     }
 
     fn arm_poll(&mut self) {

@@ -236,6 +236,25 @@ fn a_fetch_that_comes_back_first_waits_for_the_earlier_one_and_jobs_start_in_ord
 }
 
 #[test]
+fn jobs_of_a_later_fetch_start_when_the_earlier_one_fails() {
+    let (mut hand, first, second) = two_fetches_out(config());
+    hand.jobs(second, jobs_of(5..=6));
+    hand.finish(2, TaskOutcome::Ok);
+    hand.finish(3, TaskOutcome::Ok);
+    // The earlier fetch's connection died: nothing of it will come, so the later batch
+    // must not wait for it.
+    let failed =
+        QueryResult::Err(formica_core::worker::DbError { message: "terminated".into(), retryable: true });
+    let effects = hand.feed(Input::QueryDone { id: first, result: failed });
+    assert_eq!(started(&effects), vec![5], "the free slot takes the later batch at once: {effects:?}");
+    let mut order = Vec::new();
+    for id in [4, 5] {
+        order.extend(started(&hand.finish(id, TaskOutcome::Ok)));
+    }
+    assert_eq!(order, vec![6]);
+}
+
+#[test]
 fn shutdown_with_two_fetches_out_returns_every_unstarted_job() {
     let (mut hand, first, second) = two_fetches_out(config());
     hand.jobs(second, jobs_of(7..=8));
