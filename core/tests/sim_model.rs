@@ -5,6 +5,8 @@
 //!
 //! - busy slots never exceed `concurrency`;
 //! - a job is started only on a lock a fetch granted to that worker, once per grant;
+//! - no fetched job waits while a slot is idle, unless a fetch sent before its own is still
+//!   out (or a shutdown began);
 //! - every started job ends in exactly one complete, fail or return, matching how its task
 //!   ended, and a fetched job that is never started is returned;
 //! - the machine's clock never goes back and is the latest `now` it was given (the wall clock, or,
@@ -25,7 +27,9 @@
 use chrono::{DateTime, Duration, Utc};
 use formica_core::job::{Job, JobKeyMode, JobSpec};
 use formica_core::sim::{AddJob, Reschedule, TaskPlan, TraceEntry, Traced, World, WorldConfig};
-use formica_core::worker::{Config, Effect, Failure, Input, QueryId, QueryResult, Statement, TaskOutcome};
+use formica_core::worker::{
+    Config, Effect, Event, Failure, Input, QueryId, QueryResult, Statement, TaskOutcome,
+};
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use serde_json::{json, Value};
@@ -534,6 +538,8 @@ struct Incarnation {
     last_fetch_short: bool,
     /// Something that may make a job runnable happened since the last fetch was sent.
     woken_since_fetch: bool,
+    /// A shutdown was asked for or begun by the machine.
+    shutting_down: bool,
 }
 
 impl Incarnation {
@@ -590,6 +596,21 @@ impl Checker {
             let inc = &self.lives[life];
             if !inc.alive || inc.stopped {
                 continue;
+            }
+            // No job waits here while a slot is idle, unless a fetch sent before its own is
+            // still out (it may bring jobs that come first).
+            if !inc.shutting_down && inc.running() < inc.config.concurrency {
+                let ready = inc.grants.iter().find(
+                    |(_, g)| matches!(g, Grant::Waiting { fetch, .. } if inc.fetches_before(*fetch) == 0),
+                );
+                if let Some((id, _)) = ready {
+                    return Err(format!(
+                        "worker {}: job {id} waits while {} of {} slots run",
+                        inc.worker_id,
+                        inc.running(),
+                        inc.config.concurrency
+                    ));
+                }
             }
             let now = world.machine(worker).now();
             if now != inc.clock.0 {
@@ -653,6 +674,7 @@ impl Checker {
                     in_write: BTreeSet::new(),
                     last_fetch_short: false,
                     woken_since_fetch: false,
+                    shutting_down: false,
                 });
                 Ok(())
             }
@@ -712,11 +734,13 @@ impl Checker {
                     other => Err(format!("task of job {job_id} finished in state {other:?}")),
                 }
             }
-            Input::Notification { .. }
-            | Input::ListenerUp
-            | Input::ListenerDown { .. }
-            | Input::ShutdownRequested { .. }
-            | Input::Timeout => Ok(()),
+            Input::ShutdownRequested { .. } => {
+                self.life(worker)?.shutting_down = true;
+                Ok(())
+            }
+            Input::Notification { .. } | Input::ListenerUp | Input::ListenerDown { .. } | Input::Timeout => {
+                Ok(())
+            }
         }
     }
 
@@ -920,6 +944,10 @@ impl Checker {
                 Some(Grant::Running { .. } | Grant::Ended { .. }) => Ok(()),
                 other => Err(format!("abort of job {job_id} in state {other:?}")),
             },
+            Effect::Emit(Event::GaveUp { .. } | Event::BreakingMigration { .. }) => {
+                inc.shutting_down = true;
+                Ok(())
+            }
             Effect::ConnectListener | Effect::Emit(_) => Ok(()),
             Effect::Stopped => {
                 inc.stopped = true;
