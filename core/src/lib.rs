@@ -14,6 +14,7 @@
 #![warn(missing_docs)]
 
 pub mod backoff;
+pub mod clock;
 pub mod cron;
 pub mod job;
 pub mod job_key;

@@ -38,47 +38,13 @@ use std::collections::{BTreeMap, BTreeSet};
 // ---------------------------------------------------------------------------------------
 // The model: the job tables, naively.
 
-#[derive(Debug, Clone, PartialEq)]
-struct Row {
-    id: i64,
-    task: String,
-    queue: Option<String>,
-    payload: Value,
-    priority: i16,
-    run_at: DateTime<Utc>,
-    attempts: i16,
-    max_attempts: i16,
-    last_error: Option<String>,
-    created_at: DateTime<Utc>,
-    updated_at: DateTime<Utc>,
-    key: Option<String>,
-    locked_at: Option<DateTime<Utc>>,
-    locked_by: Option<String>,
-    revision: i32,
-    flags: BTreeSet<String>,
-}
+/// A row of the model's job table: a `Job` without its queue id (the model names queues,
+/// it does not number them).
+type Row = Job;
 
-impl Row {
-    fn of(job: &Job) -> Row {
-        Row {
-            id: job.id,
-            task: job.task_identifier.clone(),
-            queue: job.queue_name.clone(),
-            payload: job.payload.clone(),
-            priority: job.priority,
-            run_at: job.run_at,
-            attempts: job.attempts,
-            max_attempts: job.max_attempts,
-            last_error: job.last_error.clone(),
-            created_at: job.created_at,
-            updated_at: job.updated_at,
-            key: job.key.clone(),
-            locked_at: job.locked_at,
-            locked_by: job.locked_by.clone(),
-            revision: job.revision,
-            flags: job.flags.clone(),
-        }
-    }
+/// `job` as the model's table holds it.
+fn row_of(job: &Job) -> Row {
+    Job { job_queue_id: None, ..job.clone() }
 }
 
 /// Why a job left the table.
@@ -138,10 +104,11 @@ impl Model {
     }
 
     fn fresh(&self, id: i64, now: DateTime<Utc>, add: &AddJob) -> Row {
-        Row {
+        Job {
             id,
-            task: add.identifier.clone(),
-            queue: add.spec.queue_name.clone(),
+            job_queue_id: None,
+            task_identifier: add.identifier.clone(),
+            queue_name: add.spec.queue_name.clone(),
             payload: add.payload.clone().unwrap_or(json!({})),
             priority: add.spec.priority.unwrap_or(0),
             run_at: add.spec.run_at.unwrap_or(now),
@@ -220,8 +187,8 @@ impl Model {
                     if !(preserve && row.attempts == 0) {
                         row.run_at = add.spec.run_at.unwrap_or(now);
                     }
-                    row.task = add.identifier.clone();
-                    row.queue = add.spec.queue_name.clone();
+                    row.task_identifier = add.identifier.clone();
+                    row.queue_name = add.spec.queue_name.clone();
                     row.max_attempts = add.spec.max_attempts.unwrap_or(25);
                     row.priority = add.spec.priority.unwrap_or(0);
                     row.flags = add.spec.flags.clone().unwrap_or_default().into_iter().collect();
@@ -393,9 +360,11 @@ impl Model {
                     .rows
                     .values()
                     .filter(|r| r.locked_at.is_none() && r.attempts < r.max_attempts && r.run_at <= now)
-                    .filter(|r| names.contains(&&r.task))
+                    .filter(|r| names.contains(&&r.task_identifier))
                     .filter(|r| {
-                        r.queue.as_ref().is_none_or(|q| self.queues.get(q).is_some_and(|l| l.0.is_none()))
+                        r.queue_name
+                            .as_ref()
+                            .is_none_or(|q| self.queues.get(q).is_some_and(|l| l.0.is_none()))
                     })
                     .filter(|r| forbidden_flags.iter().all(|f| !r.flags.contains(f)))
                     .collect();
@@ -404,7 +373,7 @@ impl Model {
                 let chosen: Vec<i64> = candidates
                     .iter()
                     .take(*limit)
-                    .filter(|r| r.queue.as_ref().is_none_or(|q| seen_queues.insert(q.clone())))
+                    .filter(|r| r.queue_name.as_ref().is_none_or(|q| seen_queues.insert(q.clone())))
                     .map(|r| r.id)
                     .collect();
                 let mut jobs = Vec::new();
@@ -413,21 +382,21 @@ impl Model {
                     row.attempts += 1;
                     row.locked_at = Some(now);
                     row.locked_by = Some(worker_id.clone());
-                    let (queue, snapshot) = (row.queue.clone(), row.clone());
+                    let (queue, snapshot) = (row.queue_name.clone(), row.clone());
                     if let Some(q) = queue {
                         self.queues.insert(q, (Some(now), Some(worker_id.clone())));
                     }
                     jobs.push(snapshot);
                 }
-                // Rows come back as the machine gets them; compared field by field by the caller.
-                (QueryResult::Jobs(jobs.iter().map(row_to_job).collect()), vec![])
+                // Compared without queue ids by the caller.
+                (QueryResult::Jobs(jobs), vec![])
             }
             Statement::CompleteJobs { worker_id, ids } => {
                 for id in ids {
                     if self.rows.get(id).is_some_and(|r| r.locked_by.as_ref() == Some(worker_id)) {
                         let row = self.rows.remove(id).expect("present");
                         self.gone.insert(*id, Gone::Completed);
-                        self.unlock_queue(&row.queue, worker_id);
+                        self.unlock_queue(&row.queue_name, worker_id);
                     }
                 }
                 (QueryResult::Done, vec![])
@@ -442,7 +411,7 @@ impl Model {
                     row.run_at = run_at.unwrap_or_else(|| db_now.max(row.run_at) + retry_delay(row.attempts));
                     row.locked_at = None;
                     row.locked_by = None;
-                    let queue = row.queue.clone();
+                    let queue = row.queue_name.clone();
                     self.unlock_queue(&queue, worker_id);
                 }
                 (QueryResult::Done, vec![])
@@ -456,7 +425,7 @@ impl Model {
                     row.attempts = (row.attempts - 1).max(0);
                     row.locked_at = None;
                     row.locked_by = None;
-                    let queue = row.queue.clone();
+                    let queue = row.queue_name.clone();
                     self.unlock_queue(&queue, worker_id);
                 }
                 (QueryResult::Done, vec![])
@@ -483,30 +452,8 @@ impl Model {
     }
 }
 
-fn row_to_job(row: &Row) -> Job {
-    Job {
-        id: row.id,
-        job_queue_id: None,
-        queue_name: row.queue.clone(),
-        task_identifier: row.task.clone(),
-        payload: row.payload.clone(),
-        priority: row.priority,
-        run_at: row.run_at,
-        attempts: row.attempts,
-        max_attempts: row.max_attempts,
-        last_error: row.last_error.clone(),
-        created_at: row.created_at,
-        updated_at: row.updated_at,
-        key: row.key.clone(),
-        locked_at: row.locked_at,
-        locked_by: row.locked_by.clone(),
-        revision: row.revision,
-        flags: row.flags.clone(),
-    }
-}
-
 fn same_jobs(got: &[Job], want: &[Job]) -> bool {
-    got.len() == want.len() && got.iter().zip(want).all(|(g, w)| Row::of(g) == Row::of(w))
+    got.len() == want.len() && got.iter().zip(want).all(|(g, w)| row_of(g) == row_of(w))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -629,7 +576,7 @@ impl Checker {
     }
 
     fn compare(&self, world: &World) -> Result<(), String> {
-        let sim: Vec<Row> = world.db().jobs().map(Row::of).collect();
+        let sim: Vec<Row> = world.db().jobs().map(row_of).collect();
         let model: Vec<Row> = self.model.rows.values().cloned().collect();
         if sim != model {
             let sim_ids: BTreeSet<i64> = sim.iter().map(|r| r.id).collect();
@@ -1226,7 +1173,7 @@ impl Run {
                 let mode = [JobKeyMode::Replace, JobKeyMode::PreserveRunAt, JobKeyMode::UnsafeDedupe]
                     [*mode as usize % 3];
                 let add = add_job_of(job, now, self.serial, Some(mode));
-                let got = self.world.db_mut().add_job(&add).map(|j| Row::of(&j)).ok();
+                let got = self.world.db_mut().add_job(&add).map(|j| row_of(&j)).ok();
                 let want = self.checker.model.add_job(now, &add);
                 if got != want {
                     return Err(format!("add_job {add:?}: sim {got:?}, model {want:?}"));
@@ -1244,7 +1191,7 @@ impl Run {
                     .world
                     .db_mut()
                     .add_jobs(&adds, *preserve)
-                    .map(|v| v.iter().map(Row::of).collect::<Vec<_>>())
+                    .map(|v| v.iter().map(row_of).collect::<Vec<_>>())
                     .ok();
                 let want = self.checker.model.add_jobs(now, &adds, *preserve);
                 if got != want {
@@ -1253,7 +1200,7 @@ impl Run {
             }
             Op::Remove { key } => {
                 let key = format!("k{key}");
-                let got = self.world.db_mut().remove_job(&key).map(|j| Row::of(&j));
+                let got = self.world.db_mut().remove_job(&key).map(|j| row_of(&j));
                 let want = self.checker.model.remove_job(now, &key);
                 if got != want {
                     return Err(format!("remove_job {key}: sim {got:?}, model {want:?}"));
@@ -1261,7 +1208,7 @@ impl Run {
             }
             Op::AdminComplete { pick } => {
                 let ids = self.pick(*pick);
-                let got: Vec<Row> = self.world.db_mut().complete_jobs(&ids).iter().map(Row::of).collect();
+                let got: Vec<Row> = self.world.db_mut().complete_jobs(&ids).iter().map(row_of).collect();
                 let want = self.checker.model.complete_jobs(now, &ids);
                 if got != want {
                     return Err(format!("complete_jobs: sim {got:?}, model {want:?}"));
@@ -1270,7 +1217,7 @@ impl Run {
             Op::AdminFail { pick } => {
                 let ids = self.pick(*pick);
                 let got: Vec<Row> =
-                    self.world.db_mut().permanently_fail_jobs(&ids, None).iter().map(Row::of).collect();
+                    self.world.db_mut().permanently_fail_jobs(&ids, None).iter().map(row_of).collect();
                 let want = self.checker.model.permanently_fail_jobs(now, &ids, None);
                 if got != want {
                     return Err(format!("permanently_fail_jobs: sim {got:?}, model {want:?}"));
@@ -1290,7 +1237,7 @@ impl Run {
                     .reschedule_jobs(&ids, &with)
                     .map_err(|e| format!("reschedule: {e:?}"))?
                     .iter()
-                    .map(Row::of)
+                    .map(row_of)
                     .collect();
                 let want = self.checker.model.reschedule_jobs(now, &ids, &with);
                 if got != want {

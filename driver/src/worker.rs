@@ -23,6 +23,7 @@ use crate::statements::{execute, Prepared};
 use crate::task::{AbortSignal, AbortTrigger, Handlers, JobContext, TaskHandler, TaskResult};
 use crate::utils::{WorkerUtils, DEFAULT_SCHEMA};
 use chrono::{DateTime, Utc};
+use formica_core::clock::FeedClock;
 use formica_core::cron::{self, Cron, CronItem, Crontab};
 use formica_core::worker::{self as core, Effect, Event, Input, TaskOutcome};
 use futures::channel::mpsc;
@@ -518,30 +519,26 @@ impl Worker {
     }
 }
 
-/// The time fed to the machine: the wall clock, but never going back and always moving on
-/// with the monotonic clock. After the wall clock is set back, the machine's timers still
-/// fire after the real time they asked for (instead of stalling for the size of the jump);
-/// the fed time follows the wall clock again once the wall clock catches up.
+/// The machine's [`FeedClock`], read from the runtime's wall clock and a monotonic clock
+/// started with the worker.
 struct Clock {
-    fed: DateTime<Utc>,
-    at: Instant,
+    feed: FeedClock,
+    origin: Instant,
 }
 
 impl Clock {
     fn new(wall: DateTime<Utc>) -> Self {
-        Clock { fed: wall, at: Instant::now() }
+        Clock { feed: FeedClock::new(wall, chrono::Duration::zero()), origin: Instant::now() }
     }
 
     fn now(&mut self, runtime: &dyn Runtime) -> DateTime<Utc> {
-        let moved_on = self.fed + chrono::Duration::from_std(self.at.elapsed()).unwrap_or_default();
-        self.fed = moved_on.max(runtime.now());
-        self.at = Instant::now();
-        self.fed
+        let mono = chrono::Duration::from_std(self.origin.elapsed()).unwrap_or(chrono::Duration::MAX);
+        self.feed.now(runtime.now(), mono)
     }
 
-    /// The monotonic instant at which the fed clock reads `at`.
+    /// The instant at which the fed clock reads `at`.
     fn instant_at(&self, at: DateTime<Utc>) -> Instant {
-        self.at + (at - self.fed).to_std().unwrap_or_default()
+        self.origin + self.feed.mono_at(at).to_std().unwrap_or_default()
     }
 }
 

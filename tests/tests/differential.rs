@@ -28,76 +28,45 @@ const SCHEMA: &str = "graphile_worker";
 const TASKS: [&str; 2] = ["a", "b"];
 const WORKERS: [&str; 2] = ["w0", "w1"];
 
-/// A job row as both sides are compared: everything but the ids.
-#[derive(Debug, Clone, PartialEq)]
-struct Cmp {
-    task: String,
-    queue: Option<String>,
-    payload: Value,
-    priority: i16,
-    run_at: DateTime<Utc>,
-    attempts: i16,
-    max_attempts: i16,
-    last_error: Option<String>,
-    created_at: DateTime<Utc>,
-    updated_at: DateTime<Utc>,
-    key: Option<String>,
-    locked_at: Option<DateTime<Utc>>,
-    locked_by: Option<String>,
-    revision: i32,
-    flags: BTreeSet<String>,
+/// A job row as both sides are compared: everything but the ids (each side numbers its
+/// jobs and queues in its own order).
+type Cmp = Job;
+
+/// `job` without its ids.
+fn cmp(job: &Job) -> Cmp {
+    Job { id: 0, job_queue_id: None, ..job.clone() }
 }
 
-impl Cmp {
-    fn of_job(job: &Job) -> Cmp {
-        Cmp {
-            task: job.task_identifier.clone(),
-            queue: job.queue_name.clone(),
-            payload: job.payload.clone(),
-            priority: job.priority,
-            run_at: job.run_at,
-            attempts: job.attempts,
-            max_attempts: job.max_attempts,
-            last_error: job.last_error.clone(),
-            created_at: job.created_at,
-            updated_at: job.updated_at,
-            key: job.key.clone(),
-            locked_at: job.locked_at,
-            locked_by: job.locked_by.clone(),
-            revision: job.revision,
-            flags: job.flags.clone(),
-        }
-    }
-
-    /// A row with the `_private_jobs` columns plus `task_identifier` and `queue_name` (the
-    /// names may be null in rows of statements that created the task or queue: `names`
-    /// fills them in from the ids).
-    fn of_row(row: &Row, names: &Names) -> Cmp {
-        let flags: Option<Value> = row.get("flags");
-        let task_id: i32 = row.get("task_id");
-        let queue_id: Option<i32> = row.get("job_queue_id");
-        let task: Option<String> = row.get("task_identifier");
-        let queue: Option<String> = row.get("queue_name");
-        Cmp {
-            task: task.or_else(|| names.tasks.get(&task_id).cloned()).unwrap_or_default(),
-            queue: queue.or_else(|| queue_id.and_then(|q| names.queues.get(&q).cloned())),
-            payload: row.get("payload"),
-            priority: row.get("priority"),
-            run_at: row.get("run_at"),
-            attempts: row.get("attempts"),
-            max_attempts: row.get("max_attempts"),
-            last_error: row.get("last_error"),
-            created_at: row.get("created_at"),
-            updated_at: row.get("updated_at"),
-            key: row.get("key"),
-            locked_at: row.get("locked_at"),
-            locked_by: row.get("locked_by"),
-            revision: row.get("revision"),
-            flags: match flags {
-                Some(Value::Object(map)) => map.into_iter().map(|(k, _)| k).collect(),
-                _ => BTreeSet::new(),
-            },
-        }
+/// A row with the `_private_jobs` columns plus `task_identifier` and `queue_name` (the
+/// names may be null in rows of statements that created the task or queue: `names` fills
+/// them in from the ids), without its ids.
+fn cmp_row(row: &Row, names: &Names) -> Cmp {
+    let flags: Option<Value> = row.get("flags");
+    let task_id: i32 = row.get("task_id");
+    let queue_id: Option<i32> = row.get("job_queue_id");
+    let task: Option<String> = row.get("task_identifier");
+    let queue: Option<String> = row.get("queue_name");
+    Job {
+        id: 0,
+        job_queue_id: None,
+        task_identifier: task.or_else(|| names.tasks.get(&task_id).cloned()).unwrap_or_default(),
+        queue_name: queue.or_else(|| queue_id.and_then(|q| names.queues.get(&q).cloned())),
+        payload: row.get("payload"),
+        priority: row.get("priority"),
+        run_at: row.get("run_at"),
+        attempts: row.get("attempts"),
+        max_attempts: row.get("max_attempts"),
+        last_error: row.get("last_error"),
+        created_at: row.get("created_at"),
+        updated_at: row.get("updated_at"),
+        key: row.get("key"),
+        locked_at: row.get("locked_at"),
+        locked_by: row.get("locked_by"),
+        revision: row.get("revision"),
+        flags: match flags {
+            Some(Value::Object(map)) => map.into_iter().map(|(k, _)| k).collect(),
+            _ => BTreeSet::new(),
+        },
     }
 }
 
@@ -344,14 +313,14 @@ async fn pg_jobs(tx: &Transaction<'_>) -> BTreeMap<String, (i64, Cmp)> {
         .expect("read jobs");
     rows.iter()
         .map(|r| {
-            let cmp = Cmp::of_row(r, &names);
+            let cmp = cmp_row(r, &names);
             (name_of(&cmp.payload), (r.get::<_, i64>("id"), cmp))
         })
         .collect()
 }
 
 fn sim_jobs(sim: &Db) -> BTreeMap<String, (i64, Cmp)> {
-    sim.jobs().map(|j| (name_of(&j.payload), (j.id, Cmp::of_job(j)))).collect()
+    sim.jobs().map(|j| (name_of(&j.payload), (j.id, cmp(j)))).collect()
 }
 
 /// What an operation gave back, comparable across the two sides.
@@ -381,7 +350,7 @@ fn spec_of(job: &NewJob, now: DateTime<Utc>, serial: &mut i64, mode: Option<JobK
 
 fn sim_rows(result: Result<Vec<Job>, DbError>) -> Outcome {
     match result {
-        Ok(jobs) => Outcome::Rows(sorted(jobs.iter().map(Cmp::of_job).collect())),
+        Ok(jobs) => Outcome::Rows(sorted(jobs.iter().map(cmp).collect())),
         Err(_) => Outcome::Failed,
     }
 }
@@ -390,7 +359,7 @@ async fn pg_rows(tx: &Transaction<'_>, text: &str, params: &[&(dyn ToSql + Sync)
     match tx.query(&sql::render(text, SCHEMA), params).await {
         Ok(rows) => {
             let names = names(tx).await;
-            Outcome::Rows(sorted(rows.iter().map(|r| Cmp::of_row(r, &names)).collect()))
+            Outcome::Rows(sorted(rows.iter().map(|r| cmp_row(r, &names)).collect()))
         }
         Err(_) => Outcome::Failed,
     }
@@ -548,7 +517,7 @@ impl Both {
                     limit: *limit,
                     now: fetch_now,
                 }) {
-                    QueryResult::Jobs(jobs) => Outcome::Rows(sorted(jobs.iter().map(Cmp::of_job).collect())),
+                    QueryResult::Jobs(jobs) => Outcome::Rows(sorted(jobs.iter().map(cmp).collect())),
                     other => panic!("GetJobs answered {other:?}"),
                 };
                 let pg_task_ids = task_ids(&names(tx).await, &wanted);

@@ -50,6 +50,7 @@ mod rng;
 pub use db::{AddJob, Db, Notification, Queue, Reschedule};
 pub use rng::SimRng;
 
+use crate::clock::FeedClock;
 use crate::job::Job;
 use crate::worker::{
     Config, DbError, Effect, Input, QueryId, QueryResult, Statement, TaskOutcome, TimerKind,
@@ -224,10 +225,9 @@ struct SimWorker {
     listener_available: bool,
     fail_next: u32,
     in_flight: BTreeSet<QueryId>,
-    /// The time last fed to the machine and when (elapsed): like the driver, the world
-    /// feeds a clock that never goes back and moves on with elapsed time, so a wall clock
-    /// set back does not stall the machine's timers.
-    fed: (Timestamp, Duration),
+    /// Like the driver, the world feeds a clock that never goes back and moves on with
+    /// elapsed time, so a wall clock set back does not stall the machine's timers.
+    clock: FeedClock,
 }
 
 #[derive(Debug, Clone)]
@@ -326,9 +326,9 @@ impl World {
     pub fn add_worker(&mut self, config: Config) -> WorkerIndex {
         let index = self.workers.len();
         let machine = Worker::new(config.clone(), self.now());
-        let fed = (self.now(), self.mono);
+        let clock = FeedClock::new(self.now(), self.mono);
         self.workers.push(SimWorker {
-            fed,
+            clock,
             base: config.clone(),
             incarnation: 0,
             machine,
@@ -431,7 +431,7 @@ impl World {
         worker.fail_next = 0;
         let config = self.config_of(w);
         self.workers[w].machine = Worker::new(config.clone(), self.now());
-        self.workers[w].fed = (self.now(), self.mono);
+        self.workers[w].clock = FeedClock::new(self.now(), self.mono);
         self.record(Some(w), Traced::Started { worker_id: config.worker_id });
         self.drain(w);
     }
@@ -549,10 +549,9 @@ impl World {
         let timers =
             self.workers.iter().enumerate().filter(|(_, w)| w.life == Life::Running).filter_map(|(i, w)| {
                 let (deadline, kind) = w.machine.poll_timeout()?;
-                let (fed, fed_at) = w.fed;
-                let wall = (deadline - self.config.start - self.offset).max(self.mono);
+                let wall = deadline - self.config.start - self.offset;
                 // Due when either the fed clock or the wall clock reaches the deadline.
-                Some(((fed_at + (deadline - fed)).min(wall).max(self.mono), Next::Timer(i, kind)))
+                Some((w.clock.mono_at(deadline).min(wall).max(self.mono), Next::Timer(i, kind)))
             });
         // Agenda items first at equal times, then workers in index order.
         agenda.into_iter().chain(timers).min_by_key(|(at, next)| (*at, matches!(next, Next::Timer(..))))
@@ -667,9 +666,8 @@ impl World {
             return;
         }
         self.record(Some(w), Traced::Input(input.clone()));
-        let (fed, fed_at) = self.workers[w].fed;
-        let now = (fed + (self.mono - fed_at)).max(self.now());
-        self.workers[w].fed = (now, self.mono);
+        let (wall, mono) = (self.now(), self.mono);
+        let now = self.workers[w].clock.now(wall, mono);
         let worker_id = self.worker_id(w);
         if let Err(e) = self.workers[w].machine.handle(input, now) {
             panic!("worker {worker_id}: the sim fed an input the machine refused: {e}");
