@@ -624,18 +624,19 @@ impl Worker {
         self.pending.values().any(|p| matches!(p, Pending::Fetch { .. }))
     }
 
-    /// Whether job `id` is running, waiting locally, or has an outcome not yet written.
-    fn holds(&self, id: i64) -> bool {
-        self.running.contains_key(&id)
-            || self.prefetched.iter().chain(&self.early).any(|p| p.id == id)
-            || self.completions.contains(&id)
-            || self.returns.contains(&id)
-            || self.failures.iter().any(|f| f.job_id == id)
-            || self.pending.values().any(|p| match p {
-                Pending::Write(Write::Complete(ids) | Write::Return(ids)) => ids.contains(&id),
-                Pending::Write(Write::Fail(failures)) => failures.iter().any(|f| f.job_id == id),
-                Pending::Register | Pending::Fetch { .. } | Pending::Sweep | Pending::Cron => false,
-            })
+    /// The jobs running, waiting locally, or with an outcome not yet written.
+    fn held(&self) -> BTreeSet<i64> {
+        let written = self.pending.values().flat_map(|p| match p {
+            Pending::Write(Write::Complete(ids) | Write::Return(ids)) => ids.clone(),
+            Pending::Write(Write::Fail(failures)) => failures.iter().map(|f| f.job_id).collect(),
+            Pending::Register | Pending::Fetch { .. } | Pending::Sweep | Pending::Cron => Vec::new(),
+        });
+        (self.running.keys().copied())
+            .chain(self.prefetched.iter().chain(&self.early).map(|j| j.id))
+            .chain(self.completions.iter().chain(&self.returns).copied())
+            .chain(self.failures.iter().map(|f| f.job_id))
+            .chain(written)
+            .collect()
     }
 
     fn writing(&self) -> bool {
@@ -913,7 +914,10 @@ impl Worker {
         // only if its lock looked dead (older than four hours) and a sweep freed it: it is
         // not started again; the lock is ours again, and the outcome this worker has or will
         // have settles the job.
-        jobs.retain(|job| !self.holds(job.id));
+        if !jobs.is_empty() {
+            let held = self.held();
+            jobs.retain(|job| !held.contains(&job.id));
+        }
         if self.phase != Phase::Running {
             // Fetched while a shutdown began: give them back untouched.
             if !jobs.is_empty() {
