@@ -15,7 +15,7 @@
 
 use chrono::{DateTime, Duration, Utc};
 use formica_core::job::{Job, JobKeyMode, JobSpec};
-use formica_core::sim::{AddJob, Db, Reschedule, SimRng};
+use formica_core::sim::{AddJob, Db, Reschedule, SplitMix};
 use formica_core::worker::{DbError, Failure, QueryResult, Statement};
 use formica_sql as sql;
 use formica_tests::TestDb;
@@ -156,7 +156,7 @@ enum Op {
 }
 
 struct Gen {
-    rng: SimRng,
+    rng: SplitMix,
     serial: u64,
 }
 
@@ -604,7 +604,7 @@ async fn pg_queues(
 async fn run_sequence(seed: u64, ops: usize) {
     let db = TestDb::migrated().await;
     let mut client = db.client().await;
-    let mut generator = Gen { rng: SimRng::new(seed), serial: 0 };
+    let mut generator = Gen { rng: SplitMix::new(seed), serial: 0 };
     let start: DateTime<Utc> = client.query_one("select now()", &[]).await.expect("now").get(0);
     let mut both = Both { sim: Db::new(start, seed), serial: 0 };
     let mut history = Vec::new();

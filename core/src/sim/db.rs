@@ -10,12 +10,14 @@
 //! whichever it meets first. Time is the database's own clock ([`Db::set_now`]), which
 //! plays `now()`.
 
-use super::rng::SimRng;
 use crate::backoff;
 use crate::cron::runner::KnownCrontab;
 use crate::job::{Job, JobKeyMode, JobSpec, DEFAULT_MAX_ATTEMPTS};
 use crate::job_key::{self, Decision, ExistingJob, NewJob};
-use crate::worker::{DbError, Failure, QueryResult, Statement, Timestamp, STALE_LOCK_AGE};
+use crate::protocol::{DbError, Failure, QueryResult, Statement, JOBS_INSERT};
+use crate::rng::SplitMix;
+use crate::time::Timestamp;
+use crate::worker::STALE_LOCK_AGE;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -83,7 +85,7 @@ pub struct Db {
     next_queue_id: i32,
     next_job_id: i64,
     notifications: Vec<Notification>,
-    rng: SimRng,
+    rng: SplitMix,
     known_crontabs: BTreeMap<String, KnownCrontab>,
 }
 
@@ -104,7 +106,7 @@ impl Db {
             next_queue_id: 1,
             next_job_id: 1,
             notifications: Vec::new(),
-            rng: SimRng::new(seed),
+            rng: SplitMix::new(seed),
             known_crontabs: BTreeMap::new(),
         }
     }
@@ -152,7 +154,7 @@ impl Db {
     fn notify_insert(&mut self, count: i64) {
         let r = self.rng.unit();
         self.notifications.push(Notification {
-            channel: "jobs:insert".into(),
+            channel: JOBS_INSERT.into(),
             payload: format!("{{\"r\":{r},\"count\":{count}}}"),
         });
     }
@@ -540,7 +542,8 @@ impl Db {
                     let now = self.now;
                     let Some(job) = self.jobs.get_mut(job_id) else { continue };
                     job.last_error = Some(message.clone());
-                    job.run_at = run_at.unwrap_or_else(|| now.max(job.run_at) + backoff::delay(job.attempts));
+                    job.run_at =
+                        run_at.unwrap_or_else(|| backoff::next_run_at(now, job.run_at, job.attempts));
                     job.locked_at = None;
                     job.locked_by = None;
                     let queue = job.job_queue_id;

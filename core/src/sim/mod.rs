@@ -45,17 +45,14 @@
 //! ```
 
 mod db;
-mod rng;
 
+pub use crate::rng::SplitMix;
 pub use db::{AddJob, Db, Notification, Queue, Reschedule};
-pub use rng::SimRng;
 
-use crate::clock::FeedClock;
 use crate::job::Job;
-use crate::worker::{
-    Config, DbError, Effect, Input, QueryId, QueryResult, Statement, TaskOutcome, TimerKind,
-};
-use crate::worker::{Timestamp, Worker};
+use crate::protocol::{DbError, Effect, Input, QueryId, QueryResult, Statement, TaskOutcome, TimerKind};
+use crate::time::{FeedClock, Timestamp};
+use crate::worker::{Config, Worker};
 use chrono::Duration;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -191,7 +188,7 @@ pub enum Stepped {
 }
 
 /// The task script: called when a task starts.
-pub type Script = Box<dyn FnMut(&Job, &mut SimRng) -> TaskPlan>;
+pub type Script = Box<dyn FnMut(&Job, &mut SplitMix) -> TaskPlan>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Life {
@@ -242,7 +239,7 @@ enum Due {
 pub struct World {
     config: WorldConfig,
     db: Db,
-    rng: SimRng,
+    rng: SplitMix,
     /// Time elapsed since the start (never goes back).
     mono: Duration,
     /// Wall clock minus (start + mono): moved by [`World::jump_clock`].
@@ -275,7 +272,7 @@ impl World {
     pub fn new(config: WorldConfig) -> Self {
         World {
             db: Db::new(config.start, config.seed ^ 0xdb),
-            rng: SimRng::new(config.seed),
+            rng: SplitMix::new(config.seed),
             mono: Duration::zero(),
             offset: Duration::zero(),
             workers: Vec::new(),
@@ -313,7 +310,7 @@ impl World {
     }
 
     /// Decide how tasks behave: `script` is called with each job as its task starts.
-    pub fn set_script(&mut self, script: impl FnMut(&Job, &mut SimRng) -> TaskPlan + 'static) {
+    pub fn set_script(&mut self, script: impl FnMut(&Job, &mut SplitMix) -> TaskPlan + 'static) {
         self.script = Box::new(script);
     }
 

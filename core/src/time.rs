@@ -1,3 +1,6 @@
+//! Time as the core sees it: [`Timestamp`], and [`FeedClock`], the time a driver feeds the
+//! machine.
+//!
 //! The time a driver feeds the machine: the wall clock, but never going back and always
 //! moving on with a monotonic clock. After the wall clock is set back, the machine's timers
 //! still fire after the real time they asked for (instead of stalling for the size of the
@@ -6,8 +9,10 @@
 //! Pure: the caller reads both clocks and passes them in. The monotonic reading is a
 //! [`Duration`] since any fixed origin of the caller's choosing.
 
-use crate::worker::Timestamp;
-use chrono::Duration;
+use chrono::{DateTime, Duration, Utc};
+
+/// A point in time, UTC: the one name the core uses for it.
+pub type Timestamp = DateTime<Utc>;
 
 /// The last time fed, and the monotonic reading then.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

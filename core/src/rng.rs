@@ -1,15 +1,16 @@
-//! A small seeded generator: the sim's only source of choice, so a seed replays a run.
+//! A small seeded generator: the only source of choice in the core (the worker's jitter,
+//! every choice of the sim), so a seed replays a run.
 
 /// splitmix64: tiny, fast, and good enough to pick latencies and outcomes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SimRng {
+pub struct SplitMix {
     state: u64,
 }
 
-impl SimRng {
+impl SplitMix {
     /// A generator seeded with `seed`.
     pub fn new(seed: u64) -> Self {
-        SimRng { state: seed }
+        SplitMix { state: seed }
     }
 
     /// The next 64 random bits.
@@ -52,11 +53,11 @@ impl SimRng {
 
 #[cfg(test)]
 mod tests {
-    use super::SimRng;
+    use super::SplitMix;
 
     #[test]
     fn same_seed_same_numbers_and_ranges_hold() {
-        let (mut a, mut b) = (SimRng::new(7), SimRng::new(7));
+        let (mut a, mut b) = (SplitMix::new(7), SplitMix::new(7));
         for _ in 0..100 {
             assert_eq!(a.next_u64(), b.next_u64());
         }

@@ -1,0 +1,355 @@
+//! The driver contract: what a driver feeds the worker machine ([`Input`]) and what it must
+//! carry out ([`Effect`]), with the data both carry.
+//!
+//! # The run loop
+//!
+//! A driver owns one [`Worker`](crate::worker::Worker) and does, until it sees
+//! [`Effect::Stopped`]:
+//!
+//! 1. drain [`Worker::poll_effect`](crate::worker::Worker::poll_effect) until `None`, carrying
+//!    out each effect: run a [`Statement`] and later feed [`Input::QueryDone`] with the same
+//!    [`QueryId`]; start a task and later feed [`Input::TaskFinished`]; open the listener and
+//!    feed [`Input::ListenerUp`], [`Input::Notification`]s and [`Input::ListenerDown`];
+//! 2. wait until the earliest of: an answer, a task's end, a notification, a shutdown
+//!    request, or the deadline of [`Worker::poll_timeout`](crate::worker::Worker::poll_timeout)
+//!    (then feed [`Input::Timeout`]);
+//! 3. feed that one input with the time now (a clock that never goes back:
+//!    [`FeedClock`](crate::time::FeedClock)), and go to 1.
+//!
+//! The machine changes only in `handle`, so its deadline can move only after an input: a
+//! driver reads it again after every drain. A `Timeout` fed early or twice does nothing.
+//! Failures are data: a refused statement is [`QueryResult::Err`], a failed task a
+//! [`TaskOutcome`]; `handle` returns `Err` only for a driver bug ([`MisuseError`]).
+//!
+//! Inputs are facts in the past tense, effects are commands. Neither is
+//! `#[non_exhaustive]`: a driver matches them exhaustively, so a new variant is a compile
+//! error where it must be handled, not a silent `_ =>`.
+
+use crate::cron::runner::{CronBatch, KnownCrontab};
+use crate::job::Job;
+use crate::time::Timestamp;
+
+/// The channel graphile-worker notifies when jobs are added (payload: [`crate::notify`]).
+pub const JOBS_INSERT: &str = "jobs:insert";
+/// The channel a migrator notifies after a migration (payload: [`crate::notify`]).
+pub const WORKER_MIGRATE: &str = "worker:migrate";
+/// Every channel a worker's listener listens on.
+pub const CHANNELS: [&str; 2] = [JOBS_INSERT, WORKER_MIGRATE];
+
+/// Identifies a query so its result can be matched to it.
+pub type QueryId = u64;
+
+/// A failed attempt to record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// The job.
+    pub job_id: i64,
+    /// The error, stored as `last_error`.
+    pub message: String,
+    /// When to try again (`None`: the database computes it from its clock).
+    pub run_at: Option<Timestamp>,
+}
+
+/// A statement for the driver to run, with its parameters. Each answers with the
+/// [`QueryResult`] variant named in its doc, or [`QueryResult::Err`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Statement {
+    /// Look up (registering the missing ones) the ids of task identifiers. Answer: `Tasks`.
+    RegisterTasks {
+        /// The identifiers.
+        identifiers: Vec<String>,
+    },
+    /// Lock up to `limit` runnable jobs for `worker_id` (at most one per named queue),
+    /// incrementing their attempts. Answer: `Jobs`.
+    GetJobs {
+        /// The locker.
+        worker_id: String,
+        /// Task ids to fetch.
+        task_ids: Vec<i32>,
+        /// Flags to refuse.
+        forbidden_flags: Vec<String>,
+        /// Most jobs to lock.
+        limit: usize,
+        /// The time jobs must be due by (`None`: the database clock).
+        now: Option<Timestamp>,
+    },
+    /// Delete these jobs (still held by `worker_id`) and release their queues. Answer: `Done`.
+    CompleteJobs {
+        /// The locker.
+        worker_id: String,
+        /// The jobs.
+        ids: Vec<i64>,
+    },
+    /// Record failed attempts, unlock the jobs and their queues. Answer: `Done`.
+    FailJobs {
+        /// The locker.
+        worker_id: String,
+        /// The failures.
+        failures: Vec<Failure>,
+    },
+    /// Unlock jobs that will not run now, refunding the attempt. Answer: `Done`.
+    ReturnJobs {
+        /// The locker.
+        worker_id: String,
+        /// The jobs.
+        ids: Vec<i64>,
+    },
+    /// Free jobs and queues locked before `locked_before` (`None`: four hours before the
+    /// database clock). Answer: `Done`.
+    ResetLocked {
+        /// The cut-off.
+        locked_before: Option<Timestamp>,
+    },
+    /// Make the crontab's identifiers known (new ones with `known_since`). Answer:
+    /// `KnownCrontabs` with the rows that existed before.
+    RegisterCrontabs {
+        /// The items' identifiers.
+        identifiers: Vec<String>,
+        /// When the worker's cron started.
+        known_since: Timestamp,
+    },
+    /// Add the jobs of one cron minute, each only if this statement advances its item's
+    /// `last_execution` to that minute (so each minute is scheduled once across workers).
+    /// Answer: `Done`.
+    ScheduleCron(CronBatch),
+}
+
+/// A database error, as data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DbError {
+    /// What the database or the connection said.
+    pub message: String,
+    /// Whether trying again may succeed (a lost connection, a deadlock).
+    pub retryable: bool,
+}
+
+/// What a statement returned.
+#[derive(Debug, Clone, PartialEq)]
+pub enum QueryResult {
+    /// `(id, identifier)` pairs, for `RegisterTasks`.
+    Tasks(Vec<(i32, String)>),
+    /// Locked jobs, for `GetJobs`.
+    Jobs(Vec<Job>),
+    /// The crontab identifiers known before registration, for `RegisterCrontabs`.
+    KnownCrontabs(Vec<KnownCrontab>),
+    /// The statement ran.
+    Done,
+    /// The statement failed.
+    Err(DbError),
+}
+
+/// How a task ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskOutcome {
+    /// It succeeded.
+    Ok,
+    /// It returned an error.
+    Err(String),
+    /// It panicked (a failure like any other).
+    Panicked(String),
+    /// It was aborted after [`Effect::AbortTask`]; the job goes back with its attempt refunded.
+    Aborted,
+}
+
+/// A fact for the machine, in the past tense.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    /// The query `id` ended with `result`.
+    QueryDone {
+        /// The query.
+        id: QueryId,
+        /// Its result.
+        result: QueryResult,
+    },
+    /// The task of `job_id` (started by [`Effect::StartTask`]) ended.
+    TaskFinished {
+        /// The job.
+        job_id: i64,
+        /// How.
+        outcome: TaskOutcome,
+    },
+    /// A notification arrived on the listener.
+    Notification {
+        /// Its channel.
+        channel: String,
+        /// Its payload.
+        payload: String,
+    },
+    /// The listener is connected and listening.
+    ListenerUp,
+    /// The listener's connection ended or could not be made.
+    ListenerDown {
+        /// Why.
+        error: String,
+    },
+    /// Someone asked the worker to stop (forcefully if not `graceful`).
+    ShutdownRequested {
+        /// Let running tasks finish first.
+        graceful: bool,
+    },
+    /// The deadline from [`Worker::poll_timeout`] passed (early or spurious ones are harmless).
+    Timeout,
+}
+
+/// Something the worker reports, for logs, metrics and hooks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event {
+    /// The worker started.
+    WorkerStart {
+        /// Its id.
+        worker_id: String,
+    },
+    /// The worker stopped: nothing of it is running or pending any more.
+    WorkerStop {
+        /// Its id.
+        worker_id: String,
+    },
+    /// A task started.
+    JobStart {
+        /// The job.
+        job_id: i64,
+        /// Its task.
+        task: String,
+        /// The attempt (1 for the first).
+        attempt: i16,
+    },
+    /// A task succeeded.
+    JobSuccess {
+        /// The job.
+        job_id: i64,
+    },
+    /// A task failed (it will be retried unless out of attempts).
+    JobError {
+        /// The job.
+        job_id: i64,
+        /// The error.
+        error: String,
+        /// The attempt that failed.
+        attempt: i16,
+        /// Attempts allowed.
+        max_attempts: i16,
+    },
+    /// A task failed its last attempt: the job will not run again.
+    JobPermanentlyFailed {
+        /// The job.
+        job_id: i64,
+        /// The error.
+        error: String,
+    },
+    /// A task ended, whichever way (its outcome is being written).
+    JobComplete {
+        /// The job.
+        job_id: i64,
+    },
+    /// A fetch found no job.
+    FetchEmpty,
+    /// A statement failed; it is retried.
+    DatabaseError {
+        /// What failed.
+        statement: &'static str,
+        /// The error.
+        error: String,
+    },
+    /// `run_once` only: finding jobs failed in a way retrying cannot fix (a missing
+    /// table, a permission); the worker stops.
+    GaveUp {
+        /// What failed.
+        statement: &'static str,
+        /// The error.
+        error: String,
+    },
+    /// The listener is up.
+    ListenerUp,
+    /// The listener is down; the worker polls until it is back.
+    ListenerDown {
+        /// Why.
+        error: String,
+        /// When the next connection attempt is due.
+        retry_at: Timestamp,
+    },
+    /// The database got a breaking migration this worker may not know: it stops.
+    BreakingMigration {
+        /// The notification's payload.
+        payload: String,
+    },
+}
+
+/// A command for the driver.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Run `statement` and answer [`Input::QueryDone`] with the same `id`.
+    Query {
+        /// Match the answer with this.
+        id: QueryId,
+        /// What to run.
+        statement: Statement,
+    },
+    /// Run the task for `job` and answer [`Input::TaskFinished`] when it ends.
+    StartTask {
+        /// The job, as fetched (attempts counts this attempt).
+        job: Job,
+    },
+    /// Abort the task of `job_id` (it answers `TaskFinished` with `Aborted`).
+    AbortTask {
+        /// The job.
+        job_id: i64,
+    },
+    /// Open the listener (LISTEN `jobs:insert` and `worker:migrate`) and report
+    /// `ListenerUp`, `Notification`s and `ListenerDown`.
+    ConnectListener,
+    /// Report an event.
+    Emit(Event),
+    /// The worker has stopped: nothing is running or pending. Nothing follows.
+    Stopped,
+}
+
+/// Why a deadline is set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TimerKind {
+    /// Look for jobs even though no notification came.
+    Poll,
+    /// Write batched completions, failures and returns.
+    Flush,
+    /// Reconnect the listener.
+    Listener,
+    /// Free locks left by dead workers.
+    LockSweep,
+    /// Give back prefetched jobs that waited too long.
+    LocalQueueTtl,
+    /// Abort running tasks: the graceful shutdown took too long.
+    ShutdownGrace,
+    /// Try a failed fetch or task registration again.
+    Retry,
+    /// The next cron minute, or a cron statement to try again.
+    Cron,
+}
+
+impl TimerKind {
+    /// Every kind, in the order ties between deadlines are broken.
+    pub const ALL: [TimerKind; 8] = [
+        TimerKind::Poll,
+        TimerKind::Flush,
+        TimerKind::Listener,
+        TimerKind::LockSweep,
+        TimerKind::LocalQueueTtl,
+        TimerKind::ShutdownGrace,
+        TimerKind::Retry,
+        TimerKind::Cron,
+    ];
+}
+
+/// An input the machine cannot make sense of: a bug in the driver.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MisuseError {
+    /// A result for a query that is not pending.
+    #[error("result for unknown query {0}")]
+    UnknownQuery(QueryId),
+    /// A result of the wrong kind for its statement.
+    #[error("query {0} answered with a result of the wrong kind")]
+    WrongResult(QueryId),
+    /// A task ended that was not running.
+    #[error("task of job {0} finished but was not running")]
+    UnknownTask(i64),
+}

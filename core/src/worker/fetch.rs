@@ -1,0 +1,326 @@
+//! [`Fetcher`]: when to look for jobs, how many to ask for, and the local queue of jobs
+//! fetched but not started yet.
+//!
+//! It knows no statement and no effect: the worker asks it [`Fetcher::want`] a fetch, tells
+//! it what was [`sent`](Fetcher::sent) and what came back, and takes jobs from it with
+//! [`Fetcher::take`]. It owns two deadlines: the poll (look for jobs although nothing said
+//! there are any) and the local queue's give-back.
+//!
+//! Promises (checked by `core/tests/machine.rs` and the model in `core/tests/sim_model.rs`):
+//! - one fetch at a time without a local queue; with one, at most [`MAX_PREFETCHES`], each a
+//!   batch, and the queue never holds or asks for more than its size;
+//! - a job never leaves the queue while a fetch sent before its own is out (PostgreSQL may
+//!   have locked the earlier fetch's jobs after the later's, and those may come first);
+//!   jobs leave in (priority, run_at, id) order;
+//! - once a fetch came back short, one fetch at a time, only for slots about to idle; a
+//!   wake-up (notification, freed slot, written outcome) during a fetch causes one more
+//!   fetch after it, not one each;
+//! - while the worker runs (and not in run-once mode) the poll deadline is always armed, so
+//!   a lost notification delays a job by at most the poll interval;
+//! - jobs the queue handed none of for the TTL (every slot busy) are given back, and it does
+//!   not prefetch again until a slot frees, or the same jobs would go round in circles.
+//!
+//! The batch adapts: it starts at `concurrency` and doubles (up to a third of the queue)
+//! only when the slots ran dry and a full batch arrives to find them idle; it falls back to
+//! one (`concurrency` at least) after a give-back.
+
+use super::config::Config;
+use crate::job::Job;
+use crate::protocol::QueryId;
+use crate::time::Timestamp;
+use chrono::Duration;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// Most fetches in flight at once with a local queue (direct mode: one).
+pub const MAX_PREFETCHES: usize = 2;
+
+/// The fetch and local-queue part of a worker.
+#[derive(Debug, Clone)]
+pub(crate) struct Fetcher {
+    concurrency: usize,
+    /// The local queue's size (`None`: fetch only for free slots).
+    size: Option<usize>,
+    ttl: Duration,
+    poll_interval: Duration,
+    run_once: bool,
+    /// Fetched, waiting for a slot, in start order.
+    queue: VecDeque<Job>,
+    /// Jobs of a fetch that came back before an earlier one: they join `queue` once the
+    /// earlier one is back (or failed).
+    early: Vec<Job>,
+    /// Fetches out, and how many jobs each asked for.
+    in_flight: BTreeMap<QueryId, usize>,
+    /// Jobs per fetch with a local queue.
+    batch: usize,
+    /// A slot freed with no job waiting since the last batch came: a bigger batch may help.
+    ran_dry: bool,
+    /// The last fetch found fewer jobs than it asked for, and nothing since may have made a
+    /// job runnable: do not fetch.
+    drained: bool,
+    /// The last fetch found fewer jobs than it asked for (wake-ups do not clear this): fetch
+    /// only for slots about to idle.
+    short: bool,
+    /// A wake-up came while a fetch was out: fetch once more after it.
+    fetch_again: bool,
+    /// The queue gave its jobs back: do not prefetch again until a slot frees.
+    gave_back: bool,
+    poll_at: Option<Timestamp>,
+    ttl_at: Option<Timestamp>,
+}
+
+impl Fetcher {
+    /// A fetcher for `config` whose poll deadline is armed from `now`.
+    pub fn new(config: &Config, now: Timestamp) -> Self {
+        let mut fetcher = Fetcher {
+            concurrency: config.concurrency,
+            size: config.local_queue_size,
+            ttl: config.local_queue_ttl,
+            poll_interval: config.poll_interval,
+            run_once: config.run_once,
+            queue: VecDeque::new(),
+            early: Vec::new(),
+            in_flight: BTreeMap::new(),
+            batch: 1,
+            ran_dry: false,
+            drained: false,
+            short: false,
+            fetch_again: false,
+            gave_back: false,
+            poll_at: None,
+            ttl_at: None,
+        };
+        // Armed from the start, so a worker whose first fetch never comes back still polls.
+        fetcher.arm_poll(now, true);
+        fetcher
+    }
+
+    /// The limit of a fetch to send now, with `running` tasks busy; `None`: no fetch now.
+    /// The caller sends it and reports [`Fetcher::sent`].
+    pub fn want(&mut self, running: usize) -> Option<usize> {
+        let in_flight = self.in_flight.len();
+        let asked: usize = self.in_flight.values().sum();
+        let most = if self.size.is_some() { MAX_PREFETCHES } else { 1 };
+        if in_flight >= most {
+            return None;
+        }
+        let free = self.concurrency.saturating_sub(running);
+        let limit = match self.size {
+            Some(_) if self.gave_back && free == 0 => 0,
+            // A batch (adaptive: at least `concurrency`, at most a third of the queue) at a
+            // time; the queue never holds or asks for more than `size` jobs.
+            Some(size) => {
+                let least = self.concurrency.clamp(1, size);
+                let batch = self.batch.clamp(least, size.div_ceil(3).max(least));
+                let queued = self.queue.len() + self.early.len();
+                let wanted = if self.short {
+                    // Nothing more was runnable: fetch only for slots about to idle, one
+                    // fetch at a time, so a flood of wake-ups is not a flood of fetches.
+                    in_flight == 0 && queued < free
+                } else {
+                    // More is runnable: fetch the next batch before this one runs out, so
+                    // PostgreSQL locks it while this one runs. A second fetch only while
+                    // jobs wait here (with idle slots it would only race the first).
+                    queued < batch && (in_flight == 0 || !self.queue.is_empty())
+                };
+                if wanted && queued + asked + batch <= size {
+                    batch
+                } else {
+                    0
+                }
+            }
+            None => free,
+        };
+        if limit == 0 || (self.drained && !self.fetch_again) {
+            return None;
+        }
+        self.fetch_again = false;
+        Some(limit)
+    }
+
+    /// Fetch `id` asking for `limit` jobs was sent.
+    pub fn sent(&mut self, id: QueryId, limit: usize) {
+        self.in_flight.insert(id, limit);
+    }
+
+    /// Fetch `id` came back with `jobs`; those in `held` (this worker already runs them or
+    /// writes their outcome: a sweep freed their lock) are dropped. With `running` tasks
+    /// busy. When the worker no longer `accepting` jobs, returns the ids to give back.
+    pub fn fetched(
+        &mut self,
+        id: QueryId,
+        mut jobs: Vec<Job>,
+        held: &BTreeSet<i64>,
+        running: usize,
+        accepting: bool,
+        now: Timestamp,
+    ) -> Vec<i64> {
+        let limit = self.in_flight.remove(&id).unwrap_or(0);
+        let got = jobs.len();
+        self.drained = got < limit;
+        self.short = got < limit;
+        // A job this worker already runs, holds or is writing the outcome of can come back
+        // only if its lock looked dead (older than four hours) and a sweep freed it: it is
+        // not started again; the lock is ours again, and the outcome this worker has or will
+        // have settles the job.
+        jobs.retain(|job| !held.contains(&job.id));
+        let mut give_back = Vec::new();
+        if !accepting {
+            // Fetched while a shutdown began: give them back untouched.
+            give_back.extend(jobs.iter().map(|j| j.id));
+        } else if self.earlier_out(id) {
+            self.early.extend(jobs);
+        } else {
+            // The slots ran dry, and a full batch finds them still idle: fetch more at a time.
+            let idle = self.queue.is_empty() && running < self.concurrency;
+            if let Some(size) = self.size {
+                if std::mem::take(&mut self.ran_dry) && idle && got >= limit {
+                    self.batch = limit.saturating_mul(2).min(size.div_ceil(3));
+                }
+            }
+            self.enqueue(jobs);
+        }
+        if self.drained && self.fetch_again {
+            self.drained = false;
+        }
+        self.arm_poll(now, accepting);
+        give_back
+    }
+
+    /// Fetch `id` failed: nothing of it will come, so the jobs of later fetches need not wait
+    /// for it.
+    pub fn failed(&mut self, id: QueryId) {
+        self.in_flight.remove(&id);
+        if !self.earlier_out(id) {
+            self.enqueue(Vec::new());
+        }
+    }
+
+    /// Whether a fetch sent before fetch `id` is still out.
+    fn earlier_out(&self, id: QueryId) -> bool {
+        self.in_flight.range(..id).next().is_some()
+    }
+
+    /// `jobs` join the queue, and so do the jobs of later fetches that came back first.
+    /// Each batch comes sorted, but two in flight may have been locked in either order: they
+    /// start in (priority, run_at, id) order all the same.
+    fn enqueue(&mut self, jobs: Vec<Job>) {
+        self.queue.extend(jobs);
+        self.queue.extend(self.early.drain(..));
+        let key = |j: &Job| (j.priority, j.run_at, j.id);
+        if !self.queue.iter().is_sorted_by_key(key) {
+            self.queue.make_contiguous().sort_by_key(key);
+        }
+    }
+
+    /// Up to `slots` jobs to start now, in order. The give-back deadline counts from the
+    /// last job the queue handed out: it gives jobs back only while every slot stays busy,
+    /// not every TTL under steady load.
+    pub fn take(&mut self, slots: usize, now: Timestamp) -> Vec<Job> {
+        let jobs: Vec<Job> = self.queue.drain(..slots.min(self.queue.len())).collect();
+        if self.queue.is_empty() {
+            self.ttl_at = None;
+        } else if !jobs.is_empty() || self.ttl_at.is_none() {
+            self.ttl_at = Some(now + self.ttl);
+        }
+        jobs
+    }
+
+    /// Something may have made a job runnable (a notification, a written outcome, the
+    /// listener back): look now, or right after the fetch out.
+    pub fn wake(&mut self) {
+        self.drained = false;
+        if self.fetching() {
+            self.fetch_again = true;
+        }
+    }
+
+    /// A task ended: its slot is free.
+    pub fn slot_freed(&mut self) {
+        self.gave_back = false;
+        self.ran_dry |= self.queue.is_empty();
+        // In direct mode, or with nothing queued, the free slot wants a job.
+        if self.size.is_none() || self.queue.is_empty() {
+            self.drained &= !self.run_once;
+            self.fetch_again |= self.fetching();
+        }
+    }
+
+    /// A fetch or the task registration failed: nothing is known about what is runnable, so
+    /// the retry fetches.
+    pub fn unknown(&mut self) {
+        self.drained = false;
+    }
+
+    /// The worker has no task to fetch for.
+    pub fn nothing_to_fetch(&mut self) {
+        self.drained = true;
+    }
+
+    /// The deadlines that passed at `now`: the poll wakes the fetcher (and is armed again
+    /// while `accepting`); a passed give-back deadline returns the queued ids to give back.
+    pub fn handle_timeout(&mut self, now: Timestamp, accepting: bool) -> Vec<i64> {
+        if self.poll_at.is_some_and(|at| at <= now) {
+            self.poll_at = None;
+            self.drained = false;
+            self.fetch_again |= self.fetching();
+            self.arm_poll(now, accepting);
+        }
+        if !self.ttl_at.is_some_and(|at| at <= now) {
+            return Vec::new();
+        }
+        self.ttl_at = None;
+        // Held too long: give them back, and fetch less at a time from now on.
+        let expired = self.drain();
+        self.batch = 1;
+        self.gave_back |= !expired.is_empty();
+        expired
+    }
+
+    /// Shutdown: disarm both deadlines and return the ids of the jobs never started.
+    pub fn stop(&mut self) -> Vec<i64> {
+        self.poll_at = None;
+        self.ttl_at = None;
+        self.drain()
+    }
+
+    fn drain(&mut self) -> Vec<i64> {
+        let early = std::mem::take(&mut self.early);
+        self.queue.drain(..).chain(early).map(|j| j.id).collect()
+    }
+
+    fn arm_poll(&mut self, now: Timestamp, accepting: bool) {
+        if accepting && !self.run_once {
+            self.poll_at = Some(now + self.poll_interval);
+        }
+    }
+
+    /// Whether a fetch is out.
+    pub fn fetching(&self) -> bool {
+        !self.in_flight.is_empty()
+    }
+
+    /// Whether no job waits here.
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty() && self.early.is_empty()
+    }
+
+    /// Whether the last fetch came back short and nothing since may have made a job runnable.
+    pub fn is_drained(&self) -> bool {
+        self.drained
+    }
+
+    /// The ids of the jobs waiting here.
+    pub fn ids(&self) -> impl Iterator<Item = i64> + '_ {
+        self.queue.iter().chain(&self.early).map(|j| j.id)
+    }
+
+    /// When to look for jobs although no notification came.
+    pub fn poll_deadline(&self) -> Option<Timestamp> {
+        self.poll_at
+    }
+
+    /// When the queued jobs are given back unless a slot takes one.
+    pub fn give_back_deadline(&self) -> Option<Timestamp> {
+        self.ttl_at
+    }
+}

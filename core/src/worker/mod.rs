@@ -1,0 +1,541 @@
+//! The worker as a pure state machine.
+//!
+//! Shaped like quinn-proto and str0m: the caller feeds facts in with
+//! [`Worker::handle`]`(input, now)`, drains commands with [`Worker::poll_effect`] after
+//! every input, and sleeps until [`Worker::poll_timeout`] (then feeds
+//! [`Input::Timeout`]). Nothing here awaits, reads a clock or touches the database, so the
+//! same inputs always give the same effects: a trace of `(now, input)` replays a run. The
+//! contract with the driver is [`crate::protocol`].
+//!
+//! What the machine guarantees (and the tests check):
+//! - never more running tasks than `concurrency`, and a job is started at most once for
+//!   each time it is fetched;
+//! - every started job ends in exactly one completion, failure or return, and those
+//!   writes are retried until the database takes them: none is dropped;
+//! - fetching follows [`fetch`]'s promises (at most two fetches, a batch each; start order;
+//!   one fetch after a short one; the poll always armed while running);
+//! - its clock never goes back: an earlier `now` than seen before is taken as the latest;
+//! - after [`Effect::Stopped`] no effect comes out and no deadline is armed.
+//!
+//! The machine is a composition of small parts, each owning its state and its deadline
+//! and knowing nothing of statements or effects: [`fetch::Fetcher`] (when and how much to
+//! fetch, the local queue), [`writes::Writes`] (outcomes on their way to the database),
+//! [`link::Link`] (the LISTEN connection) and the cron runner. This module is the only
+//! place that turns their decisions into [`Effect`]s, and [`Worker::poll_timeout`] is the
+//! earliest of their deadlines and its own three (lock sweep, retry, shutdown grace).
+
+mod config;
+mod fetch;
+mod link;
+mod writes;
+
+pub use self::config::{Config, DEFAULT_LOCAL_QUEUE_SIZE};
+pub use self::fetch::MAX_PREFETCHES;
+pub use crate::protocol::{
+    DbError, Effect, Event, Failure, Input, MisuseError, QueryId, QueryResult, Statement, TaskOutcome,
+    TimerKind,
+};
+pub use crate::time::Timestamp;
+
+use self::fetch::Fetcher;
+use self::link::Link;
+use self::writes::{Write, Writes};
+use crate::backoff;
+use crate::cron::runner::CronRunner;
+use crate::job::Job;
+use crate::notify;
+use crate::protocol::{JOBS_INSERT, WORKER_MIGRATE};
+use crate::rng::SplitMix;
+use chrono::Duration;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// Locks older than this belong to dead workers (graphile-worker's "4 hour rule").
+pub const STALE_LOCK_AGE: Duration = Duration::hours(4);
+
+/// Which part a query in flight belongs to (the parts keep what it carries).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Register,
+    Fetch,
+    Write,
+    Sweep,
+    Cron,
+}
+
+/// What the machine keeps of a running job: what a failure needs (the job itself goes to
+/// the driver, uncloned).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Started {
+    attempts: i16,
+    max_attempts: i16,
+    run_at: Timestamp,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Running,
+    /// No new fetch; waiting for running tasks, then for the writes.
+    Draining,
+    Stopped,
+}
+
+/// The worker machine. See the module docs.
+#[derive(Debug, Clone)]
+pub struct Worker {
+    config: Config,
+    now: Timestamp,
+    phase: Phase,
+    task_ids: Option<Vec<i32>>,
+    next_query: QueryId,
+    pending: BTreeMap<QueryId, Part>,
+    running: BTreeMap<i64, Started>,
+    /// Tasks told to abort (so each is told once).
+    aborting: BTreeSet<i64>,
+    fetcher: Fetcher,
+    writes: Writes,
+    link: Link,
+    /// Present when the worker schedules a crontab.
+    cron: Option<CronRunner>,
+    /// The next sweep of locks left by dead workers.
+    sweep_at: Option<Timestamp>,
+    /// When a failed fetch or task registration is tried again (no fetch before).
+    retry_at: Option<Timestamp>,
+    /// When a graceful shutdown stops waiting for running tasks.
+    grace_at: Option<Timestamp>,
+    effects: VecDeque<Effect>,
+    rng: SplitMix,
+}
+
+impl Worker {
+    /// A worker that starts at `now`: it registers its tasks, connects its listener (unless
+    /// `run_once`) and then fetches.
+    pub fn new(config: Config, now: Timestamp) -> Self {
+        let mut worker = Worker {
+            rng: SplitMix::new(config.seed),
+            fetcher: Fetcher::new(&config, now),
+            link: Link::new(config.max_listener_backoff),
+            cron: (!config.run_once && !config.crontab.is_empty())
+                .then(|| CronRunner::new(config.crontab.clone(), now)),
+            config,
+            now,
+            phase: Phase::Running,
+            task_ids: None,
+            next_query: 0,
+            pending: BTreeMap::new(),
+            running: BTreeMap::new(),
+            aborting: BTreeSet::new(),
+            writes: Writes::default(),
+            sweep_at: None,
+            retry_at: None,
+            grace_at: None,
+            effects: VecDeque::new(),
+        };
+        worker.emit(Event::WorkerStart { worker_id: worker.config.worker_id.clone() });
+        worker.register();
+        if !worker.config.run_once {
+            worker.link.connect();
+            worker.effects.push_back(Effect::ConnectListener);
+            worker.sweep_at = Some(now + worker.sweep_delay());
+        }
+        worker
+    }
+
+    /// The only mutator. Database and task failures arrive as data, never as `Err`; an
+    /// `Err` means the driver sent something that cannot be (a bug), and nothing changed.
+    pub fn handle(&mut self, input: Input, now: Timestamp) -> Result<(), MisuseError> {
+        if self.phase == Phase::Stopped {
+            return Ok(());
+        }
+        self.now = self.now.max(now);
+        match input {
+            Input::QueryDone { id, result } => self.query_done(id, result)?,
+            Input::TaskFinished { job_id, outcome } => self.task_finished(job_id, outcome)?,
+            Input::Notification { channel, payload } => self.notification(&channel, payload),
+            Input::ListenerUp => {
+                if self.link.up() {
+                    self.emit(Event::ListenerUp);
+                    // Jobs may have been added while it was down.
+                    self.fetcher.wake();
+                }
+            }
+            Input::ListenerDown { error } => {
+                if let Some(retry_at) = self.link.down(self.now, &mut self.rng) {
+                    self.emit(Event::ListenerDown { error, retry_at });
+                }
+            }
+            Input::ShutdownRequested { graceful } => self.shutdown(graceful),
+            Input::Timeout => self.timeout(),
+        }
+        self.progress();
+        Ok(())
+    }
+
+    /// The next command, if any. Drain until `None` after every `handle`.
+    pub fn poll_effect(&mut self) -> Option<Effect> {
+        self.effects.pop_front()
+    }
+
+    /// The earliest deadline and why; feed [`Input::Timeout`] then.
+    pub fn poll_timeout(&self) -> Option<(Timestamp, TimerKind)> {
+        TimerKind::ALL.iter().filter_map(|&kind| Some((self.deadline(kind)?, kind))).min()
+    }
+
+    /// When the timer `kind` is due, if it is armed.
+    pub fn deadline(&self, kind: TimerKind) -> Option<Timestamp> {
+        match kind {
+            TimerKind::Poll => self.fetcher.poll_deadline(),
+            TimerKind::Flush => self.writes.deadline(),
+            TimerKind::Listener => self.link.deadline(),
+            TimerKind::LockSweep => self.sweep_at,
+            TimerKind::LocalQueueTtl => self.fetcher.give_back_deadline(),
+            TimerKind::ShutdownGrace => self.grace_at,
+            TimerKind::Retry => self.retry_at,
+            TimerKind::Cron => {
+                self.cron.as_ref().filter(|_| self.phase == Phase::Running).and_then(CronRunner::deadline)
+            }
+        }
+    }
+
+    /// Tasks running now.
+    pub fn running(&self) -> usize {
+        self.running.len()
+    }
+
+    /// Whether the worker has stopped.
+    pub fn is_stopped(&self) -> bool {
+        self.phase == Phase::Stopped
+    }
+
+    /// The machine's clock: the latest `now` it was given (it never goes back).
+    pub fn now(&self) -> Timestamp {
+        self.now
+    }
+
+    fn emit(&mut self, event: Event) {
+        self.effects.push_back(Effect::Emit(event));
+    }
+
+    fn query(&mut self, part: Part, statement: Statement) -> QueryId {
+        let id = self.next_query;
+        self.next_query += 1;
+        self.pending.insert(id, part);
+        self.effects.push_back(Effect::Query { id, statement });
+        id
+    }
+
+    fn register(&mut self) {
+        let identifiers = self.config.task_identifiers.clone();
+        self.query(Part::Register, Statement::RegisterTasks { identifiers });
+    }
+
+    /// The jobs running, waiting locally, or with an outcome not yet written.
+    fn held(&self) -> BTreeSet<i64> {
+        (self.running.keys().copied()).chain(self.fetcher.ids()).chain(self.writes.ids()).collect()
+    }
+
+    fn local_now(&self) -> Option<Timestamp> {
+        self.config.use_local_time.then_some(self.now)
+    }
+
+    /// 8 to 10 minutes, jittered so that workers started together spread their sweeps.
+    fn sweep_delay(&mut self) -> Duration {
+        Duration::milliseconds(480_000 + (self.rng.next_u64() % 120_001) as i64)
+    }
+
+    /// Start what can start, send what is due; stop when all is done.
+    fn progress(&mut self) {
+        let accepting = self.phase == Phase::Running;
+        let slots = if accepting { self.config.concurrency.saturating_sub(self.running.len()) } else { 0 };
+        for job in self.fetcher.take(slots, self.now) {
+            self.start(job);
+        }
+        for _ in 0..MAX_PREFETCHES {
+            self.maybe_fetch();
+        }
+        for write in self.writes.due(self.now) {
+            let worker_id = self.config.worker_id.clone();
+            let statement = match &write {
+                Write::Complete(ids) => Statement::CompleteJobs { worker_id, ids: ids.clone() },
+                Write::Fail(failures) => Statement::FailJobs { worker_id, failures: failures.clone() },
+                Write::Return(ids) => Statement::ReturnJobs { worker_id, ids: ids.clone() },
+            };
+            let id = self.query(Part::Write, statement);
+            self.writes.sent(id, write);
+        }
+        self.drive_cron();
+        let idle = self.running.is_empty() && self.fetcher.is_empty();
+        let written = !self.writes.writing() && self.writes.nothing_waiting();
+        // Run-once stops when a fetch found nothing and nothing it did is still being
+        // written: a completion being written may free a named queue's next job.
+        if accepting
+            && self.config.run_once
+            && self.fetcher.is_drained()
+            && idle
+            && !self.fetcher.fetching()
+            && written
+        {
+            self.phase = Phase::Draining;
+        }
+        if self.phase == Phase::Draining && idle && self.pending.is_empty() && written {
+            self.phase = Phase::Stopped;
+            self.retry_at = None;
+            self.grace_at = None;
+            self.emit(Event::WorkerStop { worker_id: self.config.worker_id.clone() });
+            self.effects.push_back(Effect::Stopped);
+        }
+    }
+
+    fn maybe_fetch(&mut self) {
+        if self.phase != Phase::Running || self.retry_at.is_some() {
+            return;
+        }
+        let Some(task_ids) = self.task_ids.as_ref().filter(|ids| !ids.is_empty()) else { return };
+        let task_ids = task_ids.clone();
+        let Some(limit) = self.fetcher.want(self.running.len()) else { return };
+        let statement = Statement::GetJobs {
+            worker_id: self.config.worker_id.clone(),
+            task_ids,
+            forbidden_flags: self.config.forbidden_flags.clone(),
+            limit,
+            now: self.local_now(),
+        };
+        let id = self.query(Part::Fetch, statement);
+        self.fetcher.sent(id, limit);
+    }
+
+    fn start(&mut self, job: Job) {
+        self.emit(Event::JobStart {
+            job_id: job.id,
+            task: job.task_identifier.clone(),
+            attempt: job.attempts,
+        });
+        let started = Started { attempts: job.attempts, max_attempts: job.max_attempts, run_at: job.run_at };
+        self.running.insert(job.id, started);
+        self.effects.push_back(Effect::StartTask { job });
+    }
+
+    fn query_done(&mut self, id: QueryId, result: QueryResult) -> Result<(), MisuseError> {
+        let part = *self.pending.get(&id).ok_or(MisuseError::UnknownQuery(id))?;
+        let fits = match (&result, part) {
+            (QueryResult::Err(_), _)
+            | (QueryResult::Tasks(_), Part::Register)
+            | (QueryResult::Jobs(_), Part::Fetch)
+            | (QueryResult::KnownCrontabs(_), Part::Cron)
+            | (QueryResult::Done, Part::Write | Part::Sweep | Part::Cron) => true,
+            (
+                QueryResult::Tasks(_)
+                | QueryResult::Jobs(_)
+                | QueryResult::KnownCrontabs(_)
+                | QueryResult::Done,
+                Part::Register | Part::Fetch | Part::Write | Part::Sweep | Part::Cron,
+            ) => false,
+        };
+        if !fits {
+            // Nothing changed: the query is still pending.
+            return Err(MisuseError::WrongResult(id));
+        }
+        self.pending.remove(&id);
+        match result {
+            QueryResult::Err(error) => self.query_failed(id, part, error),
+            QueryResult::Tasks(tasks) => {
+                let mut ids: Vec<i32> = tasks.into_iter().map(|(id, _)| id).collect();
+                ids.sort_unstable();
+                ids.dedup();
+                if ids.len() < self.config.task_identifiers.len() {
+                    // Registered concurrently by someone else after our snapshot: ask again.
+                    self.register();
+                } else {
+                    self.task_ids = Some(ids);
+                    if self.config.task_identifiers.is_empty() {
+                        self.fetcher.nothing_to_fetch();
+                    }
+                }
+            }
+            QueryResult::Jobs(jobs) => {
+                if jobs.is_empty() {
+                    self.emit(Event::FetchEmpty);
+                }
+                let held = if jobs.is_empty() { BTreeSet::new() } else { self.held() };
+                let accepting = self.phase == Phase::Running;
+                let back = self.fetcher.fetched(id, jobs, &held, self.running.len(), accepting, self.now);
+                self.writes.give_back(back, self.now);
+            }
+            QueryResult::KnownCrontabs(known) => {
+                if let Some(cron) = &mut self.cron {
+                    cron.registered(&known);
+                }
+            }
+            QueryResult::Done => match part {
+                // Finished jobs released their named queues: the next job of a queue may be
+                // runnable now.
+                Part::Write => {
+                    self.writes.written(id);
+                    self.fetcher.wake();
+                }
+                Part::Cron => {
+                    if let Some(cron) = &mut self.cron {
+                        cron.batch_done();
+                    }
+                    // Its jobs may be due now.
+                    self.fetcher.wake();
+                }
+                Part::Sweep | Part::Register | Part::Fetch => {}
+            },
+        }
+        Ok(())
+    }
+
+    /// Every failure is retried: a write (by [`Writes`], never dropped), a fetch or a
+    /// registration after `poll_interval`, a sweep at the next sweep, cron by its runner.
+    fn query_failed(&mut self, id: QueryId, part: Part, error: DbError) {
+        let statement = match part {
+            Part::Register => "register tasks",
+            Part::Fetch => "fetch jobs",
+            Part::Sweep => "reset stale locks",
+            Part::Cron => "schedule cron jobs",
+            Part::Write => self.writes.name(id).unwrap_or("write outcomes"),
+        };
+        if part == Part::Fetch {
+            self.fetcher.failed(id);
+        }
+        if self.config.run_once && !error.retryable && matches!(part, Part::Register | Part::Fetch) {
+            // Waiting cannot fix a missing table or a permission: say so and stop, rather
+            // than never returning.
+            self.emit(Event::GaveUp { statement, error: error.message });
+            self.shutdown(true);
+            return;
+        }
+        self.emit(Event::DatabaseError { statement, error: error.message });
+        match part {
+            Part::Register | Part::Fetch => {
+                self.fetcher.unknown();
+                self.retry_at = Some(self.now + self.config.poll_interval);
+            }
+            Part::Sweep => {}
+            Part::Cron => {
+                if let Some(cron) = &mut self.cron {
+                    cron.failed(self.now, self.config.poll_interval);
+                }
+            }
+            Part::Write => self.writes.failed(id, self.now),
+        }
+    }
+
+    fn task_finished(&mut self, job_id: i64, outcome: TaskOutcome) -> Result<(), MisuseError> {
+        let job = self.running.remove(&job_id).ok_or(MisuseError::UnknownTask(job_id))?;
+        self.aborting.remove(&job_id);
+        match outcome {
+            TaskOutcome::Ok => {
+                self.emit(Event::JobSuccess { job_id });
+                self.writes.complete(job_id, self.now, self.config.complete_batch_delay);
+            }
+            TaskOutcome::Err(error) | TaskOutcome::Panicked(error) => {
+                self.emit(Event::JobError {
+                    job_id,
+                    error: error.clone(),
+                    attempt: job.attempts,
+                    max_attempts: job.max_attempts,
+                });
+                if job.attempts >= job.max_attempts {
+                    self.emit(Event::JobPermanentlyFailed { job_id, error: error.clone() });
+                }
+                let run_at = self.local_now().map(|now| backoff::next_run_at(now, job.run_at, job.attempts));
+                let failure = Failure { job_id, message: error, run_at };
+                self.writes.fail(failure, self.now, self.config.fail_batch_delay);
+            }
+            TaskOutcome::Aborted => self.writes.give_back(vec![job_id], self.now),
+        }
+        self.emit(Event::JobComplete { job_id });
+        self.fetcher.slot_freed();
+        Ok(())
+    }
+
+    fn notification(&mut self, channel: &str, payload: String) {
+        match channel {
+            JOBS_INSERT if notify::parse_insert_count(&payload) > 0 => self.fetcher.wake(),
+            WORKER_MIGRATE if notify::parse_migration(&payload).is_some_and(|m| m.breaking) => {
+                self.emit(Event::BreakingMigration { payload });
+                self.shutdown(true);
+            }
+            _ => {}
+        }
+    }
+
+    fn shutdown(&mut self, graceful: bool) {
+        if self.phase == Phase::Stopped {
+            return;
+        }
+        if self.phase == Phase::Running {
+            self.phase = Phase::Draining;
+            self.link.off();
+            self.sweep_at = None;
+            // Prefetched jobs never started: back without using an attempt.
+            let unstarted = self.fetcher.stop();
+            self.writes.give_back(unstarted, self.now);
+            if graceful {
+                self.grace_at = Some(self.now + self.config.graceful_shutdown_timeout);
+            }
+        }
+        if !graceful {
+            self.abort_running();
+        }
+    }
+
+    /// Send what the cron runner has ready (its registration, then one minute's batch at a
+    /// time); on shutdown, drop what it has not sent.
+    fn drive_cron(&mut self) {
+        let Some(cron) = &mut self.cron else { return };
+        if self.phase != Phase::Running {
+            cron.stop();
+            return;
+        }
+        let now = self.now;
+        let mut statements = Vec::new();
+        if let Some((identifiers, known_since)) = cron.registration(now) {
+            statements.push(Statement::RegisterCrontabs { identifiers, known_since });
+        }
+        cron.tick(now);
+        if let Some(batch) = cron.poll_batch(now) {
+            statements.push(Statement::ScheduleCron(batch));
+        }
+        for statement in statements {
+            self.query(Part::Cron, statement);
+        }
+    }
+
+    fn abort_running(&mut self) {
+        self.grace_at = None;
+        let ids: Vec<i64> = self.running.keys().copied().filter(|id| !self.aborting.contains(id)).collect();
+        for job_id in ids {
+            self.aborting.insert(job_id);
+            self.effects.push_back(Effect::AbortTask { job_id });
+        }
+    }
+
+    /// Each part handles its own deadlines; the flush and cron are driven by `progress`.
+    fn timeout(&mut self) {
+        let now = self.now;
+        let expired = self.fetcher.handle_timeout(now, self.phase == Phase::Running);
+        if self.link.handle_timeout(now) {
+            self.effects.push_back(Effect::ConnectListener);
+        }
+        if self.sweep_at.is_some_and(|at| at <= now) {
+            self.sweep_at = Some(now + self.sweep_delay());
+            if !self.pending.values().any(|p| *p == Part::Sweep) {
+                let locked_before = self.local_now().map(|now| now - STALE_LOCK_AGE);
+                self.query(Part::Sweep, Statement::ResetLocked { locked_before });
+            }
+        }
+        self.writes.give_back(expired, now);
+        if self.grace_at.is_some_and(|at| at <= now) {
+            self.abort_running();
+        }
+        if self.retry_at.is_some_and(|at| at <= now) {
+            self.retry_at = None;
+            let registering = self.pending.values().any(|p| *p == Part::Register);
+            if self.task_ids.is_none() && !registering && self.phase == Phase::Running {
+                self.register();
+            }
+        }
+    }
+}
