@@ -27,10 +27,13 @@
 mod config;
 mod fetch;
 mod link;
+mod slots;
+mod sweep;
 mod writes;
 
 pub use self::config::{Config, DEFAULT_LOCAL_QUEUE_SIZE};
 pub use self::fetch::MAX_PREFETCHES;
+pub use self::sweep::STALE_LOCK_AGE;
 pub use crate::protocol::{
     DbError, Effect, Event, Failure, Input, MisuseError, QueryId, QueryResult, Statement, TaskOutcome,
     TimerKind,
@@ -39,18 +42,16 @@ pub use crate::time::Timestamp;
 
 use self::fetch::Fetcher;
 use self::link::Link;
-use self::writes::{Write, Writes};
+use self::slots::Slots;
+use self::sweep::Sweeper;
+use self::writes::Writes;
 use crate::backoff;
 use crate::cron::runner::CronRunner;
 use crate::job::Job;
 use crate::notify;
 use crate::protocol::{JOBS_INSERT, WORKER_MIGRATE};
 use crate::rng::SplitMix;
-use chrono::Duration;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-
-/// Locks older than this belong to dead workers (graphile-worker's "4 hour rule").
-pub const STALE_LOCK_AGE: Duration = Duration::hours(4);
 
 /// Which part a query in flight belongs to (the parts keep what it carries).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,15 +61,6 @@ enum Part {
     Write,
     Sweep,
     Cron,
-}
-
-/// What the machine keeps of a running job: what a failure needs (the job itself goes to
-/// the driver, uncloned).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Started {
-    attempts: i16,
-    max_attempts: i16,
-    run_at: Timestamp,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,16 +80,13 @@ pub struct Worker {
     task_ids: Option<Vec<i32>>,
     next_query: QueryId,
     pending: BTreeMap<QueryId, Part>,
-    running: BTreeMap<i64, Started>,
-    /// Tasks told to abort (so each is told once).
-    aborting: BTreeSet<i64>,
+    slots: Slots,
     fetcher: Fetcher,
     writes: Writes,
     link: Link,
     /// Present when the worker schedules a crontab.
     cron: Option<CronRunner>,
-    /// The next sweep of locks left by dead workers.
-    sweep_at: Option<Timestamp>,
+    sweeper: Sweeper,
     /// When a failed fetch or task registration is tried again (no fetch before).
     retry_at: Option<Timestamp>,
     /// When a graceful shutdown stops waiting for running tasks.
@@ -113,6 +102,7 @@ impl Worker {
         let mut worker = Worker {
             rng: SplitMix::new(config.seed),
             fetcher: Fetcher::new(&config, now),
+            slots: Slots::new(config.concurrency),
             link: Link::new(config.max_listener_backoff),
             cron: (!config.run_once && !config.crontab.is_empty())
                 .then(|| CronRunner::new(config.crontab.clone(), now)),
@@ -122,10 +112,8 @@ impl Worker {
             task_ids: None,
             next_query: 0,
             pending: BTreeMap::new(),
-            running: BTreeMap::new(),
-            aborting: BTreeSet::new(),
             writes: Writes::default(),
-            sweep_at: None,
+            sweeper: Sweeper::default(),
             retry_at: None,
             grace_at: None,
             effects: VecDeque::new(),
@@ -135,7 +123,7 @@ impl Worker {
         if !worker.config.run_once {
             worker.link.connect();
             worker.effects.push_back(Effect::ConnectListener);
-            worker.sweep_at = Some(now + worker.sweep_delay());
+            worker.sweeper = Sweeper::start(now, &mut worker.rng);
         }
         worker
     }
@@ -186,7 +174,7 @@ impl Worker {
             TimerKind::Poll => self.fetcher.poll_deadline(),
             TimerKind::Flush => self.writes.deadline(),
             TimerKind::Listener => self.link.deadline(),
-            TimerKind::LockSweep => self.sweep_at,
+            TimerKind::LockSweep => self.sweeper.deadline(),
             TimerKind::LocalQueueTtl => self.fetcher.give_back_deadline(),
             TimerKind::ShutdownGrace => self.grace_at,
             TimerKind::Retry => self.retry_at,
@@ -198,7 +186,7 @@ impl Worker {
 
     /// Tasks running now.
     pub fn running(&self) -> usize {
-        self.running.len()
+        self.slots.len()
     }
 
     /// Whether the worker has stopped.
@@ -230,22 +218,17 @@ impl Worker {
 
     /// The jobs running, waiting locally, or with an outcome not yet written.
     fn held(&self) -> BTreeSet<i64> {
-        (self.running.keys().copied()).chain(self.fetcher.ids()).chain(self.writes.ids()).collect()
+        self.slots.ids().chain(self.fetcher.ids()).chain(self.writes.ids()).collect()
     }
 
     fn local_now(&self) -> Option<Timestamp> {
         self.config.use_local_time.then_some(self.now)
     }
 
-    /// 8 to 10 minutes, jittered so that workers started together spread their sweeps.
-    fn sweep_delay(&mut self) -> Duration {
-        Duration::milliseconds(480_000 + (self.rng.next_u64() % 120_001) as i64)
-    }
-
     /// Start what can start, send what is due; stop when all is done.
     fn progress(&mut self) {
         let accepting = self.phase == Phase::Running;
-        let slots = if accepting { self.config.concurrency.saturating_sub(self.running.len()) } else { 0 };
+        let slots = if accepting { self.slots.free() } else { 0 };
         for job in self.fetcher.take(slots, self.now) {
             self.start(job);
         }
@@ -253,27 +236,16 @@ impl Worker {
             self.maybe_fetch();
         }
         for write in self.writes.due(self.now) {
-            let worker_id = self.config.worker_id.clone();
-            let statement = match &write {
-                Write::Complete(ids) => Statement::CompleteJobs { worker_id, ids: ids.clone() },
-                Write::Fail(failures) => Statement::FailJobs { worker_id, failures: failures.clone() },
-                Write::Return(ids) => Statement::ReturnJobs { worker_id, ids: ids.clone() },
-            };
-            let id = self.query(Part::Write, statement);
+            let id = self.query(Part::Write, write.statement(&self.config.worker_id));
             self.writes.sent(id, write);
         }
         self.drive_cron();
-        let idle = self.running.is_empty() && self.fetcher.is_empty();
+        let idle = self.slots.is_empty() && self.fetcher.is_empty();
         let written = !self.writes.writing() && self.writes.nothing_waiting();
         // Run-once stops when a fetch found nothing and nothing it did is still being
         // written: a completion being written may free a named queue's next job.
-        if accepting
-            && self.config.run_once
-            && self.fetcher.is_drained()
-            && idle
-            && !self.fetcher.fetching()
-            && written
-        {
+        let found_all = self.fetcher.is_drained() && !self.fetcher.fetching();
+        if accepting && self.config.run_once && found_all && idle && written {
             self.phase = Phase::Draining;
         }
         if self.phase == Phase::Draining && idle && self.pending.is_empty() && written {
@@ -289,9 +261,8 @@ impl Worker {
         if self.phase != Phase::Running || self.retry_at.is_some() {
             return;
         }
-        let Some(task_ids) = self.task_ids.as_ref().filter(|ids| !ids.is_empty()) else { return };
-        let task_ids = task_ids.clone();
-        let Some(limit) = self.fetcher.want(self.running.len()) else { return };
+        let Some(task_ids) = self.task_ids.clone().filter(|ids| !ids.is_empty()) else { return };
+        let Some(limit) = self.fetcher.want(self.slots.len()) else { return };
         let statement = Statement::GetJobs {
             worker_id: self.config.worker_id.clone(),
             task_ids,
@@ -304,32 +275,22 @@ impl Worker {
     }
 
     fn start(&mut self, job: Job) {
-        self.emit(Event::JobStart {
-            job_id: job.id,
-            task: job.task_identifier.clone(),
-            attempt: job.attempts,
-        });
-        let started = Started { attempts: job.attempts, max_attempts: job.max_attempts, run_at: job.run_at };
-        self.running.insert(job.id, started);
+        let (job_id, task, attempt) = (job.id, job.task_identifier.clone(), job.attempts);
+        self.emit(Event::JobStart { job_id, task, attempt });
+        self.slots.start(&job);
         self.effects.push_back(Effect::StartTask { job });
     }
 
     fn query_done(&mut self, id: QueryId, result: QueryResult) -> Result<(), MisuseError> {
         let part = *self.pending.get(&id).ok_or(MisuseError::UnknownQuery(id))?;
-        let fits = match (&result, part) {
+        let fits = matches!(
+            (&result, part),
             (QueryResult::Err(_), _)
-            | (QueryResult::Tasks(_), Part::Register)
-            | (QueryResult::Jobs(_), Part::Fetch)
-            | (QueryResult::KnownCrontabs(_), Part::Cron)
-            | (QueryResult::Done, Part::Write | Part::Sweep | Part::Cron) => true,
-            (
-                QueryResult::Tasks(_)
-                | QueryResult::Jobs(_)
-                | QueryResult::KnownCrontabs(_)
-                | QueryResult::Done,
-                Part::Register | Part::Fetch | Part::Write | Part::Sweep | Part::Cron,
-            ) => false,
-        };
+                | (QueryResult::Tasks(_), Part::Register)
+                | (QueryResult::Jobs(_), Part::Fetch)
+                | (QueryResult::KnownCrontabs(_), Part::Cron)
+                | (QueryResult::Done, Part::Write | Part::Sweep | Part::Cron)
+        );
         if !fits {
             // Nothing changed: the query is still pending.
             return Err(MisuseError::WrongResult(id));
@@ -357,7 +318,7 @@ impl Worker {
                 }
                 let held = if jobs.is_empty() { BTreeSet::new() } else { self.held() };
                 let accepting = self.phase == Phase::Running;
-                let back = self.fetcher.fetched(id, jobs, &held, self.running.len(), accepting, self.now);
+                let back = self.fetcher.fetched(id, jobs, &held, self.slots.len(), accepting, self.now);
                 self.writes.give_back(back, self.now);
             }
             QueryResult::KnownCrontabs(known) => {
@@ -379,7 +340,8 @@ impl Worker {
                     // Its jobs may be due now.
                     self.fetcher.wake();
                 }
-                Part::Sweep | Part::Register | Part::Fetch => {}
+                Part::Sweep => self.sweeper.ended(),
+                Part::Register | Part::Fetch => {}
             },
         }
         Ok(())
@@ -411,7 +373,7 @@ impl Worker {
                 self.fetcher.unknown();
                 self.retry_at = Some(self.now + self.config.poll_interval);
             }
-            Part::Sweep => {}
+            Part::Sweep => self.sweeper.ended(),
             Part::Cron => {
                 if let Some(cron) = &mut self.cron {
                     cron.failed(self.now, self.config.poll_interval);
@@ -422,8 +384,7 @@ impl Worker {
     }
 
     fn task_finished(&mut self, job_id: i64, outcome: TaskOutcome) -> Result<(), MisuseError> {
-        let job = self.running.remove(&job_id).ok_or(MisuseError::UnknownTask(job_id))?;
-        self.aborting.remove(&job_id);
+        let job = self.slots.finish(job_id).ok_or(MisuseError::UnknownTask(job_id))?;
         match outcome {
             TaskOutcome::Ok => {
                 self.emit(Event::JobSuccess { job_id });
@@ -468,7 +429,7 @@ impl Worker {
         if self.phase == Phase::Running {
             self.phase = Phase::Draining;
             self.link.off();
-            self.sweep_at = None;
+            self.sweeper.stop();
             // Prefetched jobs never started: back without using an attempt.
             let unstarted = self.fetcher.stop();
             self.writes.give_back(unstarted, self.now);
@@ -505,9 +466,7 @@ impl Worker {
 
     fn abort_running(&mut self) {
         self.grace_at = None;
-        let ids: Vec<i64> = self.running.keys().copied().filter(|id| !self.aborting.contains(id)).collect();
-        for job_id in ids {
-            self.aborting.insert(job_id);
+        for job_id in self.slots.abort_all() {
             self.effects.push_back(Effect::AbortTask { job_id });
         }
     }
@@ -519,12 +478,9 @@ impl Worker {
         if self.link.handle_timeout(now) {
             self.effects.push_back(Effect::ConnectListener);
         }
-        if self.sweep_at.is_some_and(|at| at <= now) {
-            self.sweep_at = Some(now + self.sweep_delay());
-            if !self.pending.values().any(|p| *p == Part::Sweep) {
-                let locked_before = self.local_now().map(|now| now - STALE_LOCK_AGE);
-                self.query(Part::Sweep, Statement::ResetLocked { locked_before });
-            }
+        if self.sweeper.handle_timeout(now, &mut self.rng) {
+            let locked_before = self.local_now().map(|now| now - STALE_LOCK_AGE);
+            self.query(Part::Sweep, Statement::ResetLocked { locked_before });
         }
         self.writes.give_back(expired, now);
         if self.grace_at.is_some_and(|at| at <= now) {

@@ -1,8 +1,8 @@
 //! [`Writes`]: the outcomes of jobs (completions, failures, returns) on their way to the
 //! database.
 //!
-//! It knows no statement and no effect: the worker hands it outcomes, sends what
-//! [`Writes::due`] gives, and reports each write as [`written`](Writes::written) or
+//! It knows no effect: the worker hands it outcomes, sends the statement of each [`Write`]
+//! that [`Writes::due`] gives, and reports each write as [`written`](Writes::written) or
 //! [`failed`](Writes::failed). It owns one deadline, the flush.
 //!
 //! Promises:
@@ -14,7 +14,7 @@
 //! - the flush deadline is armed exactly while an outcome waits.
 
 use crate::backoff::WRITE_RETRY;
-use crate::protocol::{Failure, QueryId};
+use crate::protocol::{Failure, QueryId, Statement};
 use crate::time::Timestamp;
 use chrono::Duration;
 use std::collections::BTreeMap;
@@ -37,6 +37,16 @@ impl Write {
             Write::Complete(_) => "complete jobs",
             Write::Fail(_) => "fail jobs",
             Write::Return(_) => "return jobs",
+        }
+    }
+
+    /// The statement that makes this write for `worker_id`.
+    pub fn statement(&self, worker_id: &str) -> Statement {
+        let worker_id = worker_id.to_owned();
+        match self {
+            Write::Complete(ids) => Statement::CompleteJobs { worker_id, ids: ids.clone() },
+            Write::Fail(failures) => Statement::FailJobs { worker_id, failures: failures.clone() },
+            Write::Return(ids) => Statement::ReturnJobs { worker_id, ids: ids.clone() },
         }
     }
 

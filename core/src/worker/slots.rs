@@ -1,0 +1,71 @@
+//! [`Slots`]: the tasks a worker runs, never more than `concurrency`, and which of them
+//! were told to abort.
+//!
+//! Promises: a job holds at most one slot; a task is told to abort at most once.
+
+use crate::job::Job;
+use crate::time::Timestamp;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What a failure of a running job needs (the job itself goes to the driver, uncloned).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Started {
+    pub attempts: i16,
+    pub max_attempts: i16,
+    pub run_at: Timestamp,
+}
+
+/// The concurrency slots of a worker.
+#[derive(Debug, Clone)]
+pub(crate) struct Slots {
+    concurrency: usize,
+    running: BTreeMap<i64, Started>,
+    /// Tasks told to abort.
+    aborting: BTreeSet<i64>,
+}
+
+impl Slots {
+    /// `concurrency` free slots.
+    pub fn new(concurrency: usize) -> Self {
+        Slots { concurrency, running: BTreeMap::new(), aborting: BTreeSet::new() }
+    }
+
+    /// How many more tasks may start.
+    pub fn free(&self) -> usize {
+        self.concurrency.saturating_sub(self.running.len())
+    }
+
+    /// `job`'s task takes a slot.
+    pub fn start(&mut self, job: &Job) {
+        let started = Started { attempts: job.attempts, max_attempts: job.max_attempts, run_at: job.run_at };
+        self.running.insert(job.id, started);
+    }
+
+    /// The task of `job_id` ended: its slot is free. `None` if it was not running.
+    pub fn finish(&mut self, job_id: i64) -> Option<Started> {
+        self.aborting.remove(&job_id);
+        self.running.remove(&job_id)
+    }
+
+    /// The running tasks not yet told to abort; from now on they count as told.
+    pub fn abort_all(&mut self) -> Vec<i64> {
+        let ids: Vec<i64> = self.running.keys().copied().filter(|id| !self.aborting.contains(id)).collect();
+        self.aborting.extend(&ids);
+        ids
+    }
+
+    /// Tasks running.
+    pub fn len(&self) -> usize {
+        self.running.len()
+    }
+
+    /// Whether no task runs.
+    pub fn is_empty(&self) -> bool {
+        self.running.is_empty()
+    }
+
+    /// The jobs running.
+    pub fn ids(&self) -> impl Iterator<Item = i64> + '_ {
+        self.running.keys().copied()
+    }
+}

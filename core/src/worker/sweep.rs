@@ -1,0 +1,54 @@
+//! [`Sweeper`]: when to free the jobs and queues locked by workers that died.
+//!
+//! graphile-worker's rule: a lock older than [`STALE_LOCK_AGE`] belongs to a dead worker.
+//! Promises: a sweep every 8 to 10 minutes (jittered, so that workers started together
+//! spread theirs), never two at once, none after [`stop`](Sweeper::stop).
+
+use crate::rng::SplitMix;
+use crate::time::Timestamp;
+use chrono::Duration;
+
+/// Locks older than this belong to dead workers (graphile-worker's "4 hour rule").
+pub const STALE_LOCK_AGE: Duration = Duration::hours(4);
+
+/// The lock sweeper of a worker.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Sweeper {
+    at: Option<Timestamp>,
+    in_flight: bool,
+}
+
+impl Sweeper {
+    /// A sweeper whose first sweep is due 8 to 10 minutes after `now`.
+    pub fn start(now: Timestamp, rng: &mut SplitMix) -> Self {
+        Sweeper { at: Some(now + Self::delay(rng)), in_flight: false }
+    }
+
+    fn delay(rng: &mut SplitMix) -> Duration {
+        Duration::milliseconds(480_000 + (rng.next_u64() % 120_001) as i64)
+    }
+
+    /// Whether to send a sweep at `now` (the next one is then armed).
+    pub fn handle_timeout(&mut self, now: Timestamp, rng: &mut SplitMix) -> bool {
+        if !self.at.is_some_and(|at| at <= now) {
+            return false;
+        }
+        self.at = Some(now + Self::delay(rng));
+        !std::mem::replace(&mut self.in_flight, true)
+    }
+
+    /// The sweep sent ended (done or failed: a failed one waits for the next).
+    pub fn ended(&mut self) {
+        self.in_flight = false;
+    }
+
+    /// No more sweeps.
+    pub fn stop(&mut self) {
+        self.at = None;
+    }
+
+    /// When the next sweep is due.
+    pub fn deadline(&self) -> Option<Timestamp> {
+        self.at
+    }
+}
