@@ -72,6 +72,11 @@ impl Runtime for TokioRuntime {
     fn sleep_until(&self, deadline: Instant) -> BoxFuture<'static, ()> {
         Box::pin(tokio::time::sleep_until(deadline.into()))
     }
+
+    /// tokio's clock, so `tokio::time::pause()` and `advance()` drive the worker's timers.
+    fn monotonic(&self) -> Instant {
+        tokio::time::Instant::now().into_std()
+    }
 }
 
 /// A pool on tokio for the connection string `url` (a `postgres://` URL or libpq

@@ -12,19 +12,17 @@
 
 use crate::db::{connect_raw_watched, response_timeout};
 use crate::runtime::Runtime;
-use formica_core::worker::Input;
+use formica_core::protocol::{Input, CHANNELS};
 use futures::channel::mpsc::UnboundedSender;
 use futures::future::{self, Either};
 use futures::StreamExt;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio_postgres::{AsyncMessage, Client, Config};
 
 /// The longest time between two checks that the LISTEN connection still answers.
 pub const PING_INTERVAL: Duration = Duration::from_secs(30);
 
-/// The channels a worker listens on.
-pub const CHANNELS: [&str; 2] = ["jobs:insert", "worker:migrate"];
 
 /// Connect, LISTEN, and forward what arrives until the connection ends.
 pub(crate) async fn listen(runtime: Arc<dyn Runtime>, config: Config, inputs: UnboundedSender<Input>) {
@@ -64,14 +62,14 @@ async fn run(
         let sql: String = CHANNELS.iter().map(|c| format!("LISTEN \"{c}\";")).collect();
         client.batch_execute(&sql).await?;
         let _ = inputs.unbounded_send(Input::ListenerUp);
-        let mut tick = runtime.sleep_until(Instant::now() + ping_every);
+        let mut tick = runtime.sleep(ping_every);
         loop {
             let message = match future::select(messages.next(), &mut tick).await {
                 Either::Left((Some(message), _)) => message,
                 Either::Left((None, _)) => break,
                 Either::Right(((), _)) => {
                     ping(runtime.as_ref(), &client, ping_timeout).await?;
-                    tick = runtime.sleep_until(Instant::now() + ping_every);
+                    tick = runtime.sleep(ping_every);
                     continue;
                 }
             };
@@ -94,7 +92,7 @@ async fn run(
 async fn ping(runtime: &dyn Runtime, client: &Client, timeout: Duration) -> Result<(), crate::Error> {
     let statement = client.simple_query("");
     futures::pin_mut!(statement);
-    match future::select(statement, runtime.sleep_until(Instant::now() + timeout)).await {
+    match future::select(statement, runtime.sleep(timeout)).await {
         Either::Left((result, _)) => result.map(drop).map_err(crate::Error::from),
         Either::Right(((), _)) => Err(crate::Error::TimedOut(format!(
             "the LISTEN connection did not answer a ping within {timeout:?}: taken as dead"

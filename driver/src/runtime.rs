@@ -1,4 +1,4 @@
-//! What an async runtime must supply: sockets, timers, spawning and the wall clock.
+//! What an async runtime must supply: sockets, timers, spawning and the clocks.
 //!
 //! The driver is written once against this trait; each adapter implements it in a few
 //! lines. It is object safe so the driver holds an `Arc<dyn Runtime>` instead of growing a
@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use futures::future::BoxFuture;
 use std::io;
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 /// A connected byte stream to PostgreSQL.
@@ -46,11 +46,23 @@ pub trait Runtime: Send + Sync + 'static {
     fn connect(&self, address: Address) -> BoxFuture<'static, io::Result<Box<dyn Socket>>>;
     /// Run `task` in the background until it completes.
     fn spawn(&self, task: BoxFuture<'static, ()>);
-    /// A future that completes at `deadline` (at once if it has passed).
+    /// A future that completes at `deadline` of [`Runtime::monotonic`]'s clock (at once if
+    /// it has passed).
     fn sleep_until(&self, deadline: Instant) -> BoxFuture<'static, ()>;
+    /// A future that completes after `duration`.
+    fn sleep(&self, duration: Duration) -> BoxFuture<'static, ()> {
+        self.sleep_until(self.monotonic() + duration)
+    }
     /// The wall clock, read only by the driver and passed to the core. Override it to run
     /// workers on a controlled clock.
+    #[allow(clippy::disallowed_methods)] // The one place the driver reads the wall clock.
     fn now(&self) -> DateTime<Utc> {
         std::time::SystemTime::now().into()
+    }
+    /// The monotonic clock behind every timer and timeout of the driver. Override it with
+    /// the runtime's own (tokio's follows `tokio::time::pause`), so a test can drive time.
+    #[allow(clippy::disallowed_methods)] // The one place the driver reads the monotonic clock.
+    fn monotonic(&self) -> Instant {
+        Instant::now()
     }
 }

@@ -1,51 +1,189 @@
-//! Running the core's statements: binding parameters, choosing prepared or unnamed
-//! statements, and turning rows into the core's results. The one place where a
-//! `Statement` meets SQL.
+//! Running the core's statements: the one place where a `Statement` meets SQL.
+//!
+//! [`bind`] is pure: it turns a statement into its SQL template, typed parameters and the
+//! kind of answer its rows make. The [`Executor`] runs what `bind` gives on the pool, and
+//! the differential test runs the very same binding inside its own transaction, so "as the
+//! driver binds them" is one piece of code, not two that must agree.
 
-use crate::db::PooledClient;
+use crate::db::{Pool, PooledClient};
 use crate::error::Error;
 use crate::rows::jobs_from_rows;
-use crate::worker::Shared;
+use crate::worker::FlagsFn;
 use formica_core::cron::runner::KnownCrontab;
 use formica_core::worker::{DbError, QueryResult, Statement};
 use formica_sql as sql;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Row;
 
-/// Whether statements are prepared (named, cached per connection) or sent unnamed each time
-/// (one round trip as well, and safe behind pgBouncer in transaction mode).
-pub(crate) struct Prepared {
-    enabled: bool,
+/// A parameter, owned, with the type it is sent as when unprepared.
+pub type Param = (Box<dyn ToSql + Send + Sync>, Type);
+
+/// What the rows of a statement answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    Tasks,
+    Jobs,
+    KnownCrontabs,
+    Done,
 }
 
-impl Prepared {
-    pub(crate) fn new(enabled: bool) -> Self {
-        Prepared { enabled }
+/// A statement bound to its SQL and parameters.
+pub struct Bound {
+    /// The SQL, with the `:SCHEMA` placeholder (see [`sql::render`]).
+    pub template: &'static str,
+    /// The parameters, in order.
+    pub params: Vec<Param>,
+    answer: Answer,
+}
+
+impl Bound {
+    /// The parameters as tokio-postgres takes them for a prepared statement.
+    pub fn values(&self) -> Vec<&(dyn ToSql + Sync)> {
+        self.params.iter().map(|(v, _)| v.as_ref() as &(dyn ToSql + Sync)).collect()
+    }
+
+    /// The parameters with their types, for an unprepared statement.
+    pub fn typed(&self) -> Vec<(&(dyn ToSql + Sync), Type)> {
+        self.params.iter().map(|(v, t)| (v.as_ref() as &(dyn ToSql + Sync), t.clone())).collect()
+    }
+
+    /// The core's result, from the statement's rows.
+    pub fn answer(&self, rows: &[Row]) -> Result<QueryResult, Error> {
+        Ok(match self.answer {
+            Answer::Tasks => QueryResult::Tasks(
+                rows.iter()
+                    .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+                    .collect::<Result<_, tokio_postgres::Error>>()?,
+            ),
+            Answer::Jobs => QueryResult::Jobs(jobs_from_rows(rows)?),
+            Answer::KnownCrontabs => QueryResult::KnownCrontabs(
+                rows.iter()
+                    .map(|r| {
+                        Ok(KnownCrontab {
+                            identifier: r.try_get(0)?,
+                            known_since: r.try_get(1)?,
+                            last_execution: r.try_get(2)?,
+                        })
+                    })
+                    .collect::<Result<_, tokio_postgres::Error>>()?,
+            ),
+            Answer::Done => QueryResult::Done,
+        })
     }
 }
 
-type Param<'a> = (&'a (dyn ToSql + Sync), Type);
+fn param<T: ToSql + Send + Sync + 'static>(value: T, ty: Type) -> Param {
+    (Box::new(value), ty)
+}
 
-async fn query(
-    client: &mut PooledClient,
-    prepared: &Prepared,
-    sql: &str,
-    params: &[Param<'_>],
-) -> Result<Vec<Row>, Error> {
-    if prepared.enabled {
+/// The SQL and parameters of `statement` (the parameter order is each file's header).
+pub fn bind(statement: Statement) -> Bound {
+    let (template, params, answer) = match statement {
+        Statement::RegisterTasks { identifiers } => {
+            (sql::worker::REGISTER_TASKS, vec![param(identifiers, Type::TEXT_ARRAY)], Answer::Tasks)
+        }
+        Statement::GetJobs { worker_id, task_ids, forbidden_flags, limit, now } => (
+            sql::worker::GET_JOBS,
+            vec![
+                param(worker_id, Type::TEXT),
+                param(task_ids, Type::INT4_ARRAY),
+                param(forbidden_flags, Type::TEXT_ARRAY),
+                param(now, Type::TIMESTAMPTZ),
+                param(i32::try_from(limit).unwrap_or(i32::MAX), Type::INT4),
+            ],
+            Answer::Jobs,
+        ),
+        Statement::CompleteJobs { worker_id, ids } => (
+            sql::worker::COMPLETE_JOBS,
+            vec![param(worker_id, Type::TEXT), param(ids, Type::INT8_ARRAY)],
+            Answer::Done,
+        ),
+        Statement::FailJobs { worker_id, failures } => {
+            let ids: Vec<i64> = failures.iter().map(|f| f.job_id).collect();
+            let run_ats: Vec<_> = failures.iter().map(|f| f.run_at).collect();
+            let messages: Vec<String> = failures.into_iter().map(|f| f.message).collect();
+            let params = vec![
+                param(worker_id, Type::TEXT),
+                param(ids, Type::INT8_ARRAY),
+                param(messages, Type::TEXT_ARRAY),
+                param(run_ats, Type::TIMESTAMPTZ_ARRAY),
+            ];
+            (sql::worker::FAIL_JOBS, params, Answer::Done)
+        }
+        Statement::ReturnJobs { worker_id, ids } => (
+            sql::worker::RETURN_JOBS,
+            vec![param(worker_id, Type::TEXT), param(ids, Type::INT8_ARRAY)],
+            Answer::Done,
+        ),
+        Statement::ResetLocked { locked_before } => {
+            (sql::worker::RESET_LOCKED, vec![param(locked_before, Type::TIMESTAMPTZ)], Answer::Done)
+        }
+        Statement::RegisterCrontabs { identifiers, known_since } => (
+            sql::worker::REGISTER_CRONTABS,
+            vec![param(identifiers, Type::TEXT_ARRAY), param(known_since, Type::TIMESTAMPTZ)],
+            Answer::KnownCrontabs,
+        ),
+        Statement::ScheduleCron(batch) => {
+            let jobs: Vec<serde_json::Value> = batch
+                .jobs
+                .iter()
+                .map(|job| {
+                    serde_json::json!({
+                        "identifier": job.identifier,
+                        "task": job.task,
+                        "payload": job.payload,
+                        "queue_name": job.spec.queue_name,
+                        "max_attempts": job.spec.max_attempts,
+                        "priority": job.spec.priority,
+                        "job_key": job.spec.job_key,
+                        "job_key_mode": job.spec.job_key_mode.map(|m| m.as_str()),
+                    })
+                })
+                .collect();
+            let params = vec![param(serde_json::Value::Array(jobs), Type::JSON), param(batch.at, Type::TIMESTAMPTZ)];
+            (sql::worker::SCHEDULE_CRONTABS, params, Answer::Done)
+        }
+    };
+    Bound { template, params, answer }
+}
+
+/// What running the worker's statements needs: the pool, the schema, whether statements
+/// are prepared (named, cached per connection) or sent unnamed each time (one round trip
+/// as well, and safe behind pgBouncer in transaction mode), and the flags function.
+pub(crate) struct Executor {
+    pub(crate) pool: Pool,
+    pub(crate) schema: String,
+    pub(crate) prepared: bool,
+    pub(crate) flags_fn: Option<FlagsFn>,
+}
+
+impl Executor {
+    /// Run `statement` and describe how it went, failures included, as the core expects.
+    pub(crate) async fn execute(&self, statement: Statement) -> QueryResult {
+        match self.run(statement).await {
+            Ok(result) => result,
+            Err(e) => QueryResult::Err(DbError { retryable: is_retryable(&e), message: e.to_string() }),
+        }
+    }
+
+    async fn run(&self, mut statement: Statement) -> Result<QueryResult, Error> {
+        if let (Statement::GetJobs { forbidden_flags, .. }, Some(flags_fn)) = (&mut statement, &self.flags_fn) {
+            *forbidden_flags = flags_fn().await;
+        }
+        let bound = bind(statement);
+        let sql = sql::render(bound.template, &self.schema);
+        let mut client = self.pool.get().await?;
+        let rows = query(&mut client, self.prepared, &sql, &bound).await?;
+        bound.answer(&rows)
+    }
+}
+
+async fn query(client: &mut PooledClient, prepared: bool, sql: &str, bound: &Bound) -> Result<Vec<Row>, Error> {
+    if prepared {
         let statement = client.prepared(sql).await?;
-        let values: Vec<&(dyn ToSql + Sync)> = params.iter().map(|(v, _)| *v).collect();
-        Ok(client.query(&statement, &values).await?)
+        Ok(client.query(&statement, &bound.values()).await?)
     } else {
-        Ok(client.query_typed(sql, params).await?)
-    }
-}
-
-/// Run `statement` and describe how it went, failures included, as the core expects.
-pub(crate) async fn execute(shared: &Shared, statement: Statement) -> QueryResult {
-    match run(shared, statement).await {
-        Ok(result) => result,
-        Err(e) => QueryResult::Err(DbError { retryable: is_retryable(&e), message: e.to_string() }),
+        Ok(client.query_typed(sql, &bound.typed()).await?)
     }
 }
 
@@ -66,118 +204,5 @@ fn is_retryable(e: &Error) -> bool {
         },
         Error::Connect { .. } => true,
         _ => false,
-    }
-}
-
-async fn run(shared: &Shared, statement: Statement) -> Result<QueryResult, Error> {
-    let schema = shared.utils.schema();
-    let mut client = shared.utils.pool().get().await?;
-    let prepared = &shared.prepared;
-    match statement {
-        Statement::RegisterTasks { identifiers } => {
-            let sql = sql::render(sql::worker::REGISTER_TASKS, schema);
-            let rows = query(&mut client, prepared, &sql, &[(&identifiers, Type::TEXT_ARRAY)]).await?;
-            let tasks = rows
-                .iter()
-                .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
-                .collect::<Result<_, tokio_postgres::Error>>()?;
-            Ok(QueryResult::Tasks(tasks))
-        }
-        Statement::GetJobs { worker_id, task_ids, forbidden_flags, limit, now } => {
-            let flags = match &shared.flags_fn {
-                Some(f) => f().await,
-                None => forbidden_flags,
-            };
-            let limit = i32::try_from(limit).unwrap_or(i32::MAX);
-            let sql = sql::render(sql::worker::GET_JOBS, schema);
-            let rows = query(
-                &mut client,
-                prepared,
-                &sql,
-                &[
-                    (&worker_id, Type::TEXT),
-                    (&task_ids, Type::INT4_ARRAY),
-                    (&flags, Type::TEXT_ARRAY),
-                    (&now, Type::TIMESTAMPTZ),
-                    (&limit, Type::INT4),
-                ],
-            )
-            .await?;
-            Ok(QueryResult::Jobs(jobs_from_rows(&rows)?))
-        }
-        Statement::CompleteJobs { worker_id, ids } => {
-            let sql = sql::render(sql::worker::COMPLETE_JOBS, schema);
-            query(&mut client, prepared, &sql, &[(&worker_id, Type::TEXT), (&ids, Type::INT8_ARRAY)]).await?;
-            Ok(QueryResult::Done)
-        }
-        Statement::FailJobs { worker_id, failures } => {
-            let ids: Vec<i64> = failures.iter().map(|f| f.job_id).collect();
-            let messages: Vec<&str> = failures.iter().map(|f| f.message.as_str()).collect();
-            let run_ats: Vec<Option<chrono::DateTime<chrono::Utc>>> =
-                failures.iter().map(|f| f.run_at).collect();
-            let sql = sql::render(sql::worker::FAIL_JOBS, schema);
-            query(
-                &mut client,
-                prepared,
-                &sql,
-                &[
-                    (&worker_id, Type::TEXT),
-                    (&ids, Type::INT8_ARRAY),
-                    (&messages, Type::TEXT_ARRAY),
-                    (&run_ats, Type::TIMESTAMPTZ_ARRAY),
-                ],
-            )
-            .await?;
-            Ok(QueryResult::Done)
-        }
-        Statement::ReturnJobs { worker_id, ids } => {
-            let sql = sql::render(sql::worker::RETURN_JOBS, schema);
-            query(&mut client, prepared, &sql, &[(&worker_id, Type::TEXT), (&ids, Type::INT8_ARRAY)]).await?;
-            Ok(QueryResult::Done)
-        }
-        Statement::ResetLocked { locked_before } => {
-            let sql = sql::render(sql::worker::RESET_LOCKED, schema);
-            query(&mut client, prepared, &sql, &[(&locked_before, Type::TIMESTAMPTZ)]).await?;
-            Ok(QueryResult::Done)
-        }
-        Statement::RegisterCrontabs { identifiers, known_since } => {
-            let sql = sql::render(sql::worker::REGISTER_CRONTABS, schema);
-            let params: [Param; 2] = [(&identifiers, Type::TEXT_ARRAY), (&known_since, Type::TIMESTAMPTZ)];
-            let rows = query(&mut client, prepared, &sql, &params).await?;
-            let known = rows
-                .iter()
-                .map(|r| {
-                    Ok(KnownCrontab {
-                        identifier: r.try_get(0)?,
-                        known_since: r.try_get(1)?,
-                        last_execution: r.try_get(2)?,
-                    })
-                })
-                .collect::<Result<_, tokio_postgres::Error>>()?;
-            Ok(QueryResult::KnownCrontabs(known))
-        }
-        Statement::ScheduleCron(batch) => {
-            let jobs: Vec<serde_json::Value> = batch
-                .jobs
-                .iter()
-                .map(|job| {
-                    serde_json::json!({
-                        "identifier": job.identifier,
-                        "task": job.task,
-                        "payload": job.payload,
-                        "queue_name": job.spec.queue_name,
-                        "max_attempts": job.spec.max_attempts,
-                        "priority": job.spec.priority,
-                        "job_key": job.spec.job_key,
-                        "job_key_mode": job.spec.job_key_mode.map(|m| m.as_str()),
-                    })
-                })
-                .collect();
-            let jobs = serde_json::Value::Array(jobs);
-            let sql = sql::render(sql::worker::SCHEDULE_CRONTABS, schema);
-            query(&mut client, prepared, &sql, &[(&jobs, Type::JSON), (&batch.at, Type::TIMESTAMPTZ)])
-                .await?;
-            Ok(QueryResult::Done)
-        }
     }
 }

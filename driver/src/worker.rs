@@ -19,13 +19,13 @@ use crate::db::Pool;
 use crate::error::Error;
 use crate::listener::listen;
 use crate::runtime::Runtime;
-use crate::statements::{execute, Prepared};
+use crate::statements::Executor;
 use crate::task::{AbortSignal, AbortTrigger, Handlers, JobContext, TaskHandler, TaskResult};
 use crate::utils::{WorkerUtils, DEFAULT_SCHEMA};
 use chrono::{DateTime, Utc};
 use formica_core::cron::{self, Cron, CronItem, Crontab};
 use formica_core::time::FeedClock;
-use formica_core::worker::{self as core, Effect, Event, Input, TaskOutcome};
+use formica_core::worker::{self as machine, Effect, Event, Input, TaskOutcome};
 use futures::channel::mpsc;
 use futures::future::{AbortHandle, Abortable, BoxFuture, Either, FutureExt};
 use futures::stream::FuturesUnordered;
@@ -36,6 +36,8 @@ use std::marker::PhantomData;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tracing::Instrument;
 
@@ -62,7 +64,7 @@ pub struct WorkerOptions<R = ()> {
     _runtime: PhantomData<fn() -> R>,
     connection: Option<Connection>,
     schema: String,
-    config: core::Config,
+    config: machine::Config,
     max_pool_size: usize,
     handlers: Handlers,
     flags_fn: Option<FlagsFn>,
@@ -150,7 +152,7 @@ impl<R> WorkerOptions<R> {
             _runtime: PhantomData,
             connection: None,
             schema: DEFAULT_SCHEMA.to_owned(),
-            config: core::Config::default(),
+            config: machine::Config::default(),
             max_pool_size: 10,
             handlers: Handlers::default(),
             flags_fn: None,
@@ -296,10 +298,14 @@ impl<R> WorkerOptions<R> {
         let (inputs, receiver) = mpsc::unbounded();
         Ok(Worker {
             shared: Arc::new(Shared {
+                executor: Executor {
+                    pool: utils.pool().clone(),
+                    schema: utils.schema().to_owned(),
+                    prepared: self.prepared_statements,
+                    flags_fn: self.flags_fn,
+                },
                 utils,
                 handlers: self.handlers,
-                flags_fn: self.flags_fn,
-                prepared: Prepared::new(self.prepared_statements),
                 hooks: self.hooks,
                 worker_id: config.worker_id.clone().into(),
             }),
@@ -326,11 +332,10 @@ fn random_worker_id() -> String {
 }
 
 /// What every spawned piece of the loop shares.
-pub(crate) struct Shared {
-    pub(crate) utils: WorkerUtils,
+struct Shared {
+    utils: WorkerUtils,
+    executor: Executor,
     handlers: Handlers,
-    pub(crate) flags_fn: Option<FlagsFn>,
-    pub(crate) prepared: Prepared,
     hooks: Vec<Hook>,
     worker_id: Arc<str>,
 }
@@ -373,7 +378,7 @@ impl WorkerHandle {
 /// A worker, ready to run.
 pub struct Worker {
     shared: Arc<Shared>,
-    config: core::Config,
+    config: machine::Config,
     inputs: mpsc::UnboundedSender<Input>,
     receiver: mpsc::UnboundedReceiver<Input>,
 }
@@ -414,12 +419,13 @@ impl Worker {
         let Worker { shared, mut config, inputs, mut receiver } = self;
         config.run_once = once;
         let runtime = shared.utils.pool().runtime().clone();
-        let mut clock = Clock::new(runtime.now());
-        let mut machine = core::Worker::new(config, clock.now(runtime.as_ref()));
+        let mut clock = Clock::new(runtime.as_ref());
+        let mut machine = machine::Worker::new(config, clock.now(runtime.as_ref()));
         let mut running: HashMap<i64, Running> = HashMap::new();
         let mut listener: Option<AbortHandle> = None;
         let mut gave_up = None;
         let mut queries: FuturesUnordered<BoxFuture<'static, Input>> = FuturesUnordered::new();
+        let mut turn = Turn::default();
         loop {
             while let Some(effect) = machine.poll_effect() {
                 match effect {
@@ -428,7 +434,7 @@ impl Worker {
                         // no task switch on the way to the machine.
                         let shared = shared.clone();
                         queries.push(Box::pin(async move {
-                            Input::QueryDone { id, result: execute(&shared, statement).await }
+                            Input::QueryDone { id, result: shared.executor.execute(statement).await }
                         }));
                     }
                     Effect::StartTask { job } => {
@@ -477,18 +483,24 @@ impl Worker {
             }
             let now = clock.now(runtime.as_ref());
             let deadline = machine.poll_timeout().map(|(at, _)| at);
-            // A deadline that passed, then inputs already waiting, are taken without arming a
-            // timer; only an idle loop sleeps.
-            let ready = match deadline {
-                Some(at) if at <= now => Some(Input::Timeout),
-                _ => match queries.next().now_or_never().flatten() {
-                    Some(answer) => Some(answer),
-                    None => receiver.try_recv().ok(),
-                },
-            };
+            // A deadline that passed and inputs already waiting are taken without arming a
+            // timer, in turns (so an always-due timer cannot starve answers and signals, nor
+            // a flood of answers the timer); only an idle loop sleeps.
+            let due = deadline.is_some_and(|at| at <= now);
+            let ready = turn.next(|source| match source {
+                Source::Timer => due.then_some(Input::Timeout),
+                Source::Queries => queries.next().now_or_never().flatten(),
+                Source::Channel => receiver.try_recv().ok(),
+            });
+            if ready.is_some() && turn.spent() {
+                // Let the runtime run what this loop spawned (tasks, the listener) before
+                // taking more: on a single-threaded runtime they would wait otherwise.
+                YieldNow(false).await;
+            }
             let input = match ready {
                 Some(input) => input,
                 None => {
+                    turn.rested();
                     let timer = match deadline {
                         Some(at) => Either::Left(runtime.sleep_until(clock.instant_at(at))),
                         None => Either::Right(futures::future::pending()),
@@ -519,20 +531,85 @@ impl Worker {
     }
 }
 
-/// The machine's [`FeedClock`], read from the runtime's wall clock and a monotonic clock
-/// started with the worker.
+/// Where the loop looks for a ready input.
+#[derive(Debug, Clone, Copy)]
+enum Source {
+    Timer,
+    Queries,
+    Channel,
+}
+
+/// Inputs taken in a row without waiting, before the loop yields to the runtime once.
+const BUDGET: u32 = 64;
+
+/// Whose turn it is to be looked at first, and how much of the budget is left.
+#[derive(Debug, Default)]
+struct Turn {
+    first: usize,
+    taken: u32,
+}
+
+impl Turn {
+    const SOURCES: [Source; 3] = [Source::Timer, Source::Queries, Source::Channel];
+
+    /// The first ready input, looking at the sources in turn from the one after the source
+    /// that gave the last input.
+    fn next(&mut self, mut ready: impl FnMut(Source) -> Option<Input>) -> Option<Input> {
+        for i in 0..Self::SOURCES.len() {
+            let at = (self.first + i) % Self::SOURCES.len();
+            if let Some(input) = ready(Self::SOURCES[at]) {
+                self.first = (at + 1) % Self::SOURCES.len();
+                self.taken += 1;
+                return Some(input);
+            }
+        }
+        None
+    }
+
+    /// Whether the budget is spent (it then starts over).
+    fn spent(&mut self) -> bool {
+        let spent = self.taken >= BUDGET;
+        if spent {
+            self.taken = 0;
+        }
+        spent
+    }
+
+    /// The loop waited: the budget starts over.
+    fn rested(&mut self) {
+        self.taken = 0;
+    }
+}
+
+/// Pending once, waking itself at once: the runtime runs other tasks in between.
+struct YieldNow(bool);
+
+impl Future for YieldNow {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if std::mem::replace(&mut self.0, true) {
+            return Poll::Ready(());
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+/// The machine's [`FeedClock`], read from the runtime's wall clock and its monotonic clock
+/// (so a runtime with a controlled clock drives the worker's timers too).
 struct Clock {
     feed: FeedClock,
     origin: Instant,
 }
 
 impl Clock {
-    fn new(wall: DateTime<Utc>) -> Self {
-        Clock { feed: FeedClock::new(wall, chrono::Duration::zero()), origin: Instant::now() }
+    fn new(runtime: &dyn Runtime) -> Self {
+        Clock { feed: FeedClock::new(runtime.now(), chrono::Duration::zero()), origin: runtime.monotonic() }
     }
 
     fn now(&mut self, runtime: &dyn Runtime) -> DateTime<Utc> {
-        let mono = chrono::Duration::from_std(self.origin.elapsed()).unwrap_or(chrono::Duration::MAX);
+        let elapsed = runtime.monotonic().saturating_duration_since(self.origin);
+        let mono = chrono::Duration::from_std(elapsed).unwrap_or(chrono::Duration::MAX);
         self.feed.now(runtime.now(), mono)
     }
 

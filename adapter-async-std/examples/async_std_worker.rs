@@ -1,7 +1,7 @@
 //! The tokio `worker` example on async-std: no tokio runtime runs in this process.
 //!
 //! ```sh
-//! DATABASE_URL=postgres://localhost/mydb cargo run -p formica-async-std --example worker
+//! DATABASE_URL=postgres://localhost/mydb cargo run -p formica-async-std --example async_std_worker
 //! ```
 use formica_async_std::{stop_on_signals, JobContext, JobSpec, Task, TaskHandler, TaskResult, WorkerOptions};
 use serde::{Deserialize, Serialize};
