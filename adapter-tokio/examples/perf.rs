@@ -7,6 +7,9 @@
 //! Settings (environment): `JOBS` (20000), `CONCURRENCY` (10), `LOCAL_QUEUE_SIZE` (unset:
 //! off), `COMPLETE_BATCH_MS` (default of the worker), `SAMPLES` (200 latency samples).
 //! Each run uses a database of its own (`formica_perf`), dropped and created again.
+
+// An example program: it stops with a message when its setup fails.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 use formica_tokio::{
     db, serde_json::json, tokio_postgres, JobSpec, Pool, RawJob, TokioRuntime, WorkerOptions, WorkerUtils,
 };

@@ -1,5 +1,8 @@
 //! The `formica` command end to end: the binary against a real PostgreSQL.
 
+// Tests fail by panicking, and match only the variants they look for.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
+
 use formica_tests::TestDb;
 use serde_json::Value;
 use std::process::{Command, Output};

@@ -7,6 +7,9 @@
 //! Then another worker runs the jobs again, queues in order. The task programs of the
 //! killed worker die with it: they do not go on running jobs that are now unlocked.
 
+// Tests fail by panicking, and match only the variants they look for.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
+
 use formica_tests::TestDb;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

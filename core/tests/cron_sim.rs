@@ -3,6 +3,9 @@
 //! (identifier, minute) is scheduled exactly once while a worker keeps running, never
 //! twice in any case, and a restart backfills only within `fill`.
 
+// Tests fail by panicking, and match only the variants they look for.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
+
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use formica_core::cron::{parse, CronItem};
 use formica_core::sim::{World, WorldConfig};

@@ -1,6 +1,9 @@
 //! Focused tests of the worker machine: each drives it by hand (or through the sim where a
 //! database makes the point clearer) and checks one mechanism.
 
+// Tests fail by panicking, and match only the variants they look for.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
+
 use chrono::{DateTime, Duration, Utc};
 use formica_core::job::{Job, JobSpec};
 use formica_core::sim::{AddJob, Db, TaskPlan, World, WorldConfig};
@@ -752,4 +755,24 @@ fn the_sim_database_takes_one_job_per_named_queue_per_fetch() {
     };
     assert_eq!(fetch(&mut db), 2, "one of the queue and the free job");
     assert_eq!(fetch(&mut db), 0, "the queue is held");
+}
+
+#[test]
+fn a_breaking_migration_stops_the_worker_whatever_the_payloads_spacing() {
+    // PostgreSQL's json_build_object writes `{"migrationNumber" : 19, "breaking" : true}`:
+    // the text Formica's own migrator sends. A substring match on `"breaking":true` missed it.
+    for payload in
+        [r#"{"migrationNumber" : 19, "breaking" : true}"#, r#"{"migrationNumber":19,"breaking":true}"#]
+    {
+        let (mut hand, _) = Hand::started(config());
+        let channel = "worker:migrate".to_owned();
+        let effects = hand.feed(Input::Notification { channel, payload: payload.to_owned() });
+        let breaking = Effect::Emit(Event::BreakingMigration { payload: payload.to_owned() });
+        assert!(effects.contains(&breaking), "{payload}: {effects:?}");
+        assert_eq!(hand.machine.deadline(TimerKind::Poll), None, "{payload}: no more fetching");
+    }
+    let (mut hand, _) = Hand::started(config());
+    let payload = r#"{"migrationNumber" : 20, "breaking" : false}"#.to_owned();
+    let effects = hand.feed(Input::Notification { channel: "worker:migrate".into(), payload });
+    assert!(effects.is_empty(), "a migration that is not breaking changes nothing: {effects:?}");
 }

@@ -24,6 +24,9 @@
 //! - no job is lost: one disappears only when completed by a worker after its task
 //!   succeeded, completed by an admin or removed by key.
 
+// Tests fail by panicking, and match only the variants they look for.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
+
 use chrono::{DateTime, Duration, Utc};
 use formica_core::job::{Job, JobKeyMode, JobSpec};
 use formica_core::sim::{AddJob, Reschedule, TaskPlan, TraceEntry, Traced, World, WorldConfig};

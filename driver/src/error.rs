@@ -74,10 +74,8 @@ impl Error {
 
     /// The SQLSTATE code when PostgreSQL refused a statement.
     pub fn sqlstate(&self) -> Option<&str> {
-        match self {
-            Error::Db(e) => e.code().map(|c| c.code()),
-            _ => None,
-        }
+        let Error::Db(e) = self else { return None };
+        e.code().map(|c| c.code())
     }
 }
 

@@ -19,7 +19,8 @@ mod listener;
 pub mod migrate;
 mod rows;
 pub mod runtime;
-mod statements;
+#[doc(hidden)]
+pub mod statements;
 pub mod task;
 pub mod utils;
 pub mod worker;

@@ -23,7 +23,6 @@ use tokio_postgres::{AsyncMessage, Client, Config};
 /// The longest time between two checks that the LISTEN connection still answers.
 pub const PING_INTERVAL: Duration = Duration::from_secs(30);
 
-
 /// Connect, LISTEN, and forward what arrives until the connection ends.
 pub(crate) async fn listen(runtime: Arc<dyn Runtime>, config: Config, inputs: UnboundedSender<Input>) {
     let error = match run(&runtime, &config, &inputs).await {

@@ -50,11 +50,13 @@ impl Bound {
     /// The core's result, from the statement's rows.
     pub fn answer(&self, rows: &[Row]) -> Result<QueryResult, Error> {
         Ok(match self.answer {
-            Answer::Tasks => QueryResult::Tasks(
-                rows.iter()
-                    .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
-                    .collect::<Result<_, tokio_postgres::Error>>()?,
-            ),
+            Answer::Tasks => {
+                QueryResult::Tasks(rows.iter().map(|r| Ok((r.try_get(0)?, r.try_get(1)?))).collect::<Result<
+                    _,
+                    tokio_postgres::Error,
+                >>(
+                )?)
+            }
             Answer::Jobs => QueryResult::Jobs(jobs_from_rows(rows)?),
             Answer::KnownCrontabs => QueryResult::KnownCrontabs(
                 rows.iter()
@@ -140,7 +142,8 @@ pub fn bind(statement: Statement) -> Bound {
                     })
                 })
                 .collect();
-            let params = vec![param(serde_json::Value::Array(jobs), Type::JSON), param(batch.at, Type::TIMESTAMPTZ)];
+            let params =
+                vec![param(serde_json::Value::Array(jobs), Type::JSON), param(batch.at, Type::TIMESTAMPTZ)];
             (sql::worker::SCHEDULE_CRONTABS, params, Answer::Done)
         }
     };
@@ -167,7 +170,8 @@ impl Executor {
     }
 
     async fn run(&self, mut statement: Statement) -> Result<QueryResult, Error> {
-        if let (Statement::GetJobs { forbidden_flags, .. }, Some(flags_fn)) = (&mut statement, &self.flags_fn) {
+        if let (Statement::GetJobs { forbidden_flags, .. }, Some(flags_fn)) = (&mut statement, &self.flags_fn)
+        {
             *forbidden_flags = flags_fn().await;
         }
         let bound = bind(statement);
@@ -178,7 +182,12 @@ impl Executor {
     }
 }
 
-async fn query(client: &mut PooledClient, prepared: bool, sql: &str, bound: &Bound) -> Result<Vec<Row>, Error> {
+async fn query(
+    client: &mut PooledClient,
+    prepared: bool,
+    sql: &str,
+    bound: &Bound,
+) -> Result<Vec<Row>, Error> {
     if prepared {
         let statement = client.prepared(sql).await?;
         Ok(client.query(&statement, &bound.values()).await?)
@@ -190,19 +199,13 @@ async fn query(client: &mut PooledClient, prepared: bool, sql: &str, bound: &Bou
 /// Failures worth trying again: lost connections, serialization failures, deadlocks, a
 /// server starting up or shutting down. A statement the server rejects as wrong is not.
 fn is_retryable(e: &Error) -> bool {
-    match e {
-        Error::Db(db) => match db.code() {
-            None => true,
-            Some(code) => {
-                let code = code.code();
-                code.starts_with("08")
-                    || code.starts_with("57P")
-                    || code == "40001"
-                    || code == "40P01"
-                    || code == "53300"
-            }
-        },
-        Error::Connect { .. } => true,
-        _ => false,
-    }
+    let Error::Db(db) = e else { return matches!(e, Error::Connect { .. }) };
+    db.code().is_none_or(|code| {
+        let code = code.code();
+        code.starts_with("08")
+            || code.starts_with("57P")
+            || code == "40001"
+            || code == "40P01"
+            || code == "53300"
+    })
 }

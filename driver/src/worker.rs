@@ -35,8 +35,8 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tracing::Instrument;
@@ -459,14 +459,11 @@ impl Worker {
                         runtime.spawn(Box::pin(Abortable::new(task, registration).map(|_| ())));
                     }
                     Effect::Emit(event) => {
-                        match &event {
-                            Event::JobComplete { job_id, .. } => {
-                                running.remove(job_id);
-                            }
-                            Event::GaveUp { statement, error } => {
-                                gave_up = Some(Error::GaveUp { statement, error: error.clone() })
-                            }
-                            _ => {}
+                        if let Event::JobComplete { job_id, .. } = &event {
+                            running.remove(job_id);
+                        }
+                        if let Event::GaveUp { statement, error } = &event {
+                            gave_up = Some(Error::GaveUp { statement, error: error.clone() });
                         }
                         log_event(&event, &shared.worker_id);
                         for hook in &shared.hooks {
@@ -691,6 +688,12 @@ fn log_event(event: &Event, worker_id: &str) {
         Event::BreakingMigration { payload } => {
             tracing::error!(worker_id, payload, "the database got a breaking migration: stopping")
         }
+        Event::JobStart { .. }
+        | Event::JobSuccess { .. }
+        | Event::JobComplete { .. }
+        | Event::FetchEmpty
+        | Event::ListenerUp => tracing::debug!(worker_id, ?event, "worker event"),
+        // Events added after this driver was written.
         _ => tracing::debug!(worker_id, ?event, "worker event"),
     }
 }

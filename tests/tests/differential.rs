@@ -1,7 +1,7 @@
 //! Differential test: the same random sequences of operations run against `core::sim`'s
 //! in-memory database and against PostgreSQL with our migrations, through the real
-//! statements (`formica_sql`, bound as the driver binds them). After every operation the
-//! job tables must agree, ids aside: task, queue, payload, priority, run_at, attempts,
+//! statements (`formica_sql`; the worker's bound by the driver's own `statements::bind`).
+//! After every operation the job tables must agree, ids aside: task, queue, payload, priority, run_at, attempts,
 //! max_attempts, key, lock, flags, last_error, revision, created_at and updated_at, and the
 //! queues' locks; so must what each operation returned.
 //!
@@ -355,6 +355,13 @@ fn sim_rows(result: Result<Vec<Job>, DbError>) -> Outcome {
     }
 }
 
+/// Runs a worker statement on PostgreSQL bound exactly as the driver binds it.
+async fn pg_statement(tx: &Transaction<'_>, statement: Statement) -> QueryResult {
+    let bound = formica::statements::bind(statement);
+    let rows = tx.query(&sql::render(bound.template, SCHEMA), &bound.values()).await.expect("statement");
+    bound.answer(&rows).expect("decoding the rows")
+}
+
 async fn pg_rows(tx: &Transaction<'_>, text: &str, params: &[&(dyn ToSql + Sync)]) -> Outcome {
     match tx.query(&sql::render(text, SCHEMA), params).await {
         Ok(rows) => {
@@ -520,14 +527,17 @@ impl Both {
                     QueryResult::Jobs(jobs) => Outcome::Rows(sorted(jobs.iter().map(cmp).collect())),
                     other => panic!("GetJobs answered {other:?}"),
                 };
-                let pg_task_ids = task_ids(&names(tx).await, &wanted);
-                let limit = *limit as i32;
-                let pg = pg_rows(
-                    tx,
-                    sql::worker::GET_JOBS,
-                    &[&worker_id, &pg_task_ids, forbidden, &fetch_now, &limit],
-                )
-                .await;
+                let statement = Statement::GetJobs {
+                    worker_id,
+                    task_ids: task_ids(&names(tx).await, &wanted),
+                    forbidden_flags: forbidden.clone(),
+                    limit: *limit,
+                    now: fetch_now,
+                };
+                let pg = match pg_statement(tx, statement).await {
+                    QueryResult::Jobs(jobs) => Outcome::Rows(sorted(jobs.iter().map(cmp).collect())),
+                    other => panic!("GetJobs answered {other:?}"),
+                };
                 (sim, pg)
             }
             Op::WorkerComplete { worker, mask } => {
@@ -538,9 +548,8 @@ impl Both {
                 let result =
                     self.sim.execute(&Statement::CompleteJobs { worker_id: worker_id.clone(), ids: sim_ids });
                 assert_eq!(result, QueryResult::Done);
-                tx.execute(&sql::render(sql::worker::COMPLETE_JOBS, SCHEMA), &[&worker_id, &pg_ids])
-                    .await
-                    .expect("complete_jobs");
+                let pg = pg_statement(tx, Statement::CompleteJobs { worker_id, ids: pg_ids }).await;
+                assert_eq!(pg, QueryResult::Done);
                 (Outcome::Nothing, Outcome::Nothing)
             }
             Op::WorkerFail { worker, mask, explicit } => {
@@ -559,15 +568,14 @@ impl Both {
                         run_at: explicit.map(|s| at(now, s, self.serial)),
                     });
                 }
-                let pg_ids: Vec<i64> = jobs.iter().map(|j| j.2).collect();
-                let messages: Vec<&str> = failures.iter().map(|f| f.message.as_str()).collect();
-                let run_ats: Vec<Option<DateTime<Utc>>> = failures.iter().map(|f| f.run_at).collect();
-                tx.execute(
-                    &sql::render(sql::worker::FAIL_JOBS, SCHEMA),
-                    &[&worker_id, &pg_ids, &messages, &run_ats],
-                )
-                .await
-                .expect("fail_jobs");
+                let pg_failures: Vec<Failure> = (failures.iter().zip(&jobs))
+                    .map(|(f, (_, _, pg_id))| Failure { job_id: *pg_id, ..f.clone() })
+                    .collect();
+                let pg = pg_statement(
+                    tx,
+                    Statement::FailJobs { worker_id: worker_id.clone(), failures: pg_failures },
+                );
+                assert_eq!(pg.await, QueryResult::Done);
                 let result = self.sim.execute(&Statement::FailJobs { worker_id, failures });
                 assert_eq!(result, QueryResult::Done);
                 (Outcome::Nothing, Outcome::Nothing)
@@ -580,9 +588,8 @@ impl Both {
                 let result =
                     self.sim.execute(&Statement::ReturnJobs { worker_id: worker_id.clone(), ids: sim_ids });
                 assert_eq!(result, QueryResult::Done);
-                tx.execute(&sql::render(sql::worker::RETURN_JOBS, SCHEMA), &[&worker_id, &pg_ids])
-                    .await
-                    .expect("return_jobs");
+                let pg = pg_statement(tx, Statement::ReturnJobs { worker_id, ids: pg_ids }).await;
+                assert_eq!(pg, QueryResult::Done);
                 (Outcome::Nothing, Outcome::Nothing)
             }
         }

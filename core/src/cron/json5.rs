@@ -60,7 +60,7 @@ pub(super) fn normalize(value: &Value, depth: usize) -> Result<Value, String> {
             let entries = map.iter().map(|(k, v)| Ok((k.clone(), normalize(v, depth)?)));
             Value::Object(entries.collect::<Result<_, String>>()?)
         }
-        other => other.clone(),
+        Value::Null | Value::Bool(_) | Value::String(_) => value.clone(),
     })
 }
 
@@ -83,9 +83,10 @@ fn show(c: char) -> String {
     format!("'{}'", c.escape_debug())
 }
 
-/// Whitespace of ECMAScript, which JSON5 takes.
-fn is_space(c: char) -> bool {
-    super::parse::is_js_space(c)
+/// Whitespace as JavaScript's `\s` and `trim()` see it, which JSON5 takes too (and the
+/// crontab parser, to split a line as graphile-worker does).
+pub(super) fn is_js_space(c: char) -> bool {
+    (c.is_whitespace() && c != '\u{85}') || c == '\u{feff}'
 }
 
 /// Approximates ECMAScript's `IdentifierStart` (Unicode letters, `$`, `_`).
@@ -142,7 +143,7 @@ impl Parser<'_> {
     /// Whitespace, `// line` and `/* block */` comments.
     fn skip_trivia(&mut self) -> Result<(), Failure> {
         loop {
-            while self.peek().is_some_and(is_space) {
+            while self.peek().is_some_and(is_js_space) {
                 self.bump();
             }
             if self.eat("//") {

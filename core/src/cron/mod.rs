@@ -367,7 +367,7 @@ impl Unit {
     fn max_stored(self) -> u32 {
         match self {
             Unit::Dow => 6,
-            other => other.bounds().1,
+            Unit::Minute | Unit::Hour | Unit::Date | Unit::Month => self.bounds().1,
         }
     }
 

@@ -5,7 +5,8 @@
 //! (a query string without whitespace) and optionally a `{...}` JSON5 payload. Every check
 //! reports the byte offset where it failed so that errors carry a line and column.
 
-use super::{json5, CronItem, CronOptions, Crontab, CrontabError, FieldSet, Unit};
+use super::json5::{self, is_js_space};
+use super::{CronItem, CronOptions, Crontab, CrontabError, FieldSet, Unit};
 use crate::job::{JobKeyMode, MAX_IDENTIFIER_LEN, MAX_JOB_KEY_LEN, MAX_QUEUE_NAME_LEN};
 use serde_json::Map;
 use std::collections::BTreeMap;
@@ -59,11 +60,6 @@ pub(super) fn duplicate_message(identifier: &str, first: usize) -> String {
 /// 1-based column, in characters, of byte offset `at` in `line`.
 fn column(line: &str, at: usize) -> usize {
     line.get(..at).map_or(line.chars().count(), |before| before.chars().count()) + 1
-}
-
-/// Whitespace as JavaScript's `\s` and `trim()` see it.
-pub(super) fn is_js_space(c: char) -> bool {
-    (c.is_whitespace() && c != '\u{85}') || c == '\u{feff}'
 }
 
 /// The end of the run of non-whitespace starting at `from`.
@@ -261,7 +257,7 @@ fn bounded(unit: Unit, digits: &str, at: usize) -> Check<u32> {
     }
     let range = match unit {
         Unit::Dow => "0-6 (Sunday to Saturday; 7 is also Sunday)".to_owned(),
-        _ => format!("{min}-{max}"),
+        Unit::Minute | Unit::Hour | Unit::Date | Unit::Month => format!("{min}-{max}"),
     };
     let size = if value < min { "too small" } else { "too large" };
     Err(Problem::new(at, format!("value {digits} is {size} for the {} field: expected {range}", unit.name())))
@@ -432,13 +428,7 @@ pub(super) fn check_job_key(key: &str) -> Result<String, String> {
 
 /// `jobKeyMode` as text.
 fn job_key_mode(text: &str) -> Result<JobKeyMode, String> {
-    let mode = match text {
-        "replace" => JobKeyMode::Replace,
-        "preserve_run_at" => JobKeyMode::PreserveRunAt,
-        "unsafe_dedupe" => JobKeyMode::UnsafeDedupe,
-        _ => return Err(MODE_EXPECTED.to_owned()),
-    };
-    check_job_key_mode(mode)
+    check_job_key_mode(text.parse().map_err(|_| MODE_EXPECTED.to_owned())?)
 }
 
 const MODE_EXPECTED: &str = "expected 'replace' or 'preserve_run_at'";

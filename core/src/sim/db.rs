@@ -669,7 +669,10 @@ mod tests {
             now: None,
         }) {
             QueryResult::Jobs(jobs) => jobs,
-            other => panic!("{other:?}"),
+            other @ (QueryResult::Tasks(_)
+            | QueryResult::KnownCrontabs(_)
+            | QueryResult::Done
+            | QueryResult::Err(_)) => panic!("{other:?}"),
         }
     }
 

@@ -265,7 +265,7 @@ impl Fetcher {
             self.fetch_again |= self.fetching();
             self.arm_poll(now, accepting);
         }
-        if !self.ttl_at.is_some_and(|at| at <= now) {
+        if self.ttl_at.is_none_or(|at| at > now) {
             return Vec::new();
         }
         self.ttl_at = None;
@@ -322,5 +322,113 @@ impl Fetcher {
     /// When the queued jobs are given back unless a slot takes one.
     pub fn give_back_deadline(&self) -> Option<Timestamp> {
         self.ttl_at
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The fetcher alone, in the cases its history shows are easy to get wrong.
+    use super::*;
+    use serde_json::json;
+
+    fn t(ms: i64) -> Timestamp {
+        Timestamp::from_timestamp(1_700_000_000, 0).unwrap_or_default() + Duration::milliseconds(ms)
+    }
+
+    fn jobs(ids: &[i64]) -> Vec<Job> {
+        let job = |id| Job {
+            id,
+            job_queue_id: None,
+            queue_name: None,
+            task_identifier: "t".into(),
+            payload: json!({}),
+            priority: 0,
+            run_at: t(0),
+            attempts: 1,
+            max_attempts: 25,
+            last_error: None,
+            created_at: t(0),
+            updated_at: t(0),
+            key: None,
+            locked_at: Some(t(0)),
+            locked_by: Some("w".into()),
+            revision: 0,
+            flags: Default::default(),
+        };
+        ids.iter().copied().map(job).collect()
+    }
+
+    fn fetcher(concurrency: usize, size: usize) -> Fetcher {
+        let config = Config { concurrency, local_queue_size: Some(size), ..Config::default() };
+        Fetcher::new(&config, t(0))
+    }
+
+    fn ids(jobs: &[Job]) -> Vec<i64> {
+        jobs.iter().map(|j| j.id).collect()
+    }
+
+    #[test]
+    fn jobs_of_a_later_fetch_wait_for_the_earlier_one_then_start_in_order() {
+        let mut f = fetcher(2, 100);
+        let none = BTreeSet::new();
+        assert_eq!(f.want(0), Some(2));
+        f.sent(1, 2);
+        f.fetched(1, jobs(&[1, 2]), &none, 0, true, t(1));
+        assert_eq!(ids(&f.take(2, t(1))), [1, 2]);
+        // Both slots busy, queue empty: the next batch goes out, then a second behind it.
+        f.sent(2, 2);
+        f.sent(3, 2);
+        f.fetched(3, jobs(&[3, 4]), &none, 2, true, t(2));
+        assert!(f.take(2, t(2)).is_empty(), "fetch 2 is still out: its jobs may come first");
+        f.fetched(2, jobs(&[5, 6]), &none, 2, true, t(3));
+        assert_eq!(ids(&f.take(4, t(3))), [3, 4, 5, 6], "(priority, run_at, id) order");
+    }
+
+    #[test]
+    fn a_failed_earlier_fetch_releases_the_jobs_of_a_later_one() {
+        let mut f = fetcher(2, 100);
+        f.sent(1, 2);
+        f.sent(2, 2);
+        f.fetched(2, jobs(&[7, 8]), &BTreeSet::new(), 0, true, t(1));
+        assert!(f.take(2, t(1)).is_empty());
+        f.failed(1);
+        assert_eq!(ids(&f.take(2, t(2))), [7, 8]);
+        assert!(!f.fetching());
+    }
+
+    #[test]
+    fn after_a_give_back_no_prefetch_until_a_slot_frees() {
+        let mut f = fetcher(1, 100);
+        f.sent(1, 1);
+        f.fetched(1, jobs(&[1]), &BTreeSet::new(), 0, true, t(0));
+        assert_eq!(ids(&f.take(1, t(0))), [1]);
+        f.sent(2, 1);
+        f.fetched(2, jobs(&[2]), &BTreeSet::new(), 1, true, t(1));
+        assert!(f.take(0, t(1)).is_empty(), "the slot is busy");
+        let due = f.give_back_deadline().expect("queued jobs have a give-back deadline");
+        assert_eq!(f.handle_timeout(due, true), [2], "given back");
+        assert_eq!(f.want(1), None, "the slot is still busy: the same job would come round again");
+        f.slot_freed();
+        assert_eq!(f.want(0), Some(1), "a free slot fetches again, one batch at a time");
+    }
+
+    #[test]
+    fn the_batch_grows_only_when_the_slots_ran_dry_and_a_full_batch_finds_them_idle() {
+        let mut f = fetcher(2, 30);
+        let none = BTreeSet::new();
+        assert_eq!(f.want(0), Some(2));
+        f.sent(1, 2);
+        f.fetched(1, jobs(&[1, 2]), &none, 0, true, t(0));
+        f.take(2, t(0));
+        assert_eq!(f.want(2), Some(2), "no growth on the first fetch");
+        f.sent(2, 2);
+        f.slot_freed();
+        f.slot_freed(); // ran dry: both slots free, nothing queued
+        f.fetched(2, jobs(&[3, 4]), &none, 0, true, t(1));
+        f.take(2, t(1));
+        assert_eq!(f.want(2), Some(4), "a full batch found idle slots: twice the batch");
+        f.sent(3, 4);
+        f.fetched(3, jobs(&[5]), &none, 2, true, t(2));
+        assert_eq!(f.want(2), None, "short: one fetch at a time, only for slots about to idle");
     }
 }

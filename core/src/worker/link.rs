@@ -70,7 +70,7 @@ impl Link {
     /// Whether the reconnection is due at `now`; if so the link is connecting again and the
     /// caller opens the connection.
     pub fn handle_timeout(&mut self, now: Timestamp) -> bool {
-        if !self.reconnect_at.is_some_and(|at| at <= now) {
+        if self.reconnect_at.is_none_or(|at| at > now) {
             return false;
         }
         self.reconnect_at = None;

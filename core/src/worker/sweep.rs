@@ -30,7 +30,7 @@ impl Sweeper {
 
     /// Whether to send a sweep at `now` (the next one is then armed).
     pub fn handle_timeout(&mut self, now: Timestamp, rng: &mut SplitMix) -> bool {
-        if !self.at.is_some_and(|at| at <= now) {
+        if self.at.is_none_or(|at| at > now) {
             return false;
         }
         self.at = Some(now + Self::delay(rng));

@@ -98,7 +98,7 @@ impl Writes {
 
     /// The writes to send now, if the flush is due: completions, failures, returns.
     pub fn due(&mut self, now: Timestamp) -> Vec<Write> {
-        if !self.flush_at.is_some_and(|at| at <= now) {
+        if self.flush_at.is_none_or(|at| at > now) {
             return Vec::new();
         }
         self.flush_at = None;

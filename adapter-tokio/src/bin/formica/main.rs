@@ -232,9 +232,10 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("formica: {e}");
-            match e {
-                Error::Migrate(MigrateError::NewerBreaking { .. }) => ExitCode::from(EXIT_NEWER_SCHEMA),
-                _ => ExitCode::FAILURE,
+            if matches!(e, Error::Migrate(MigrateError::NewerBreaking { .. })) {
+                ExitCode::from(EXIT_NEWER_SCHEMA)
+            } else {
+                ExitCode::FAILURE
             }
         }
     }
