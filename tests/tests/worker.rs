@@ -474,7 +474,32 @@ async fn two_workers_drain_ten_thousand_jobs_each_exactly_once(rt: Arc<dyn Runti
     assert_eq!(db.count("select count(distinct worker) from ran").await, 2, "both workers took part");
 }
 
+/// With a poll interval of zero the poll timer is due every time the loop looks: the loop
+/// still takes task results, query answers and the stop request in turn.
+async fn an_always_due_timer_starves_neither_answers_nor_the_stop(rt: Arc<dyn Runtime>) {
+    let db = TestDb::migrated_on(rt.clone()).await;
+    let utils = db.utils();
+    for n in 0..20 {
+        utils.add_raw_job("rec", json!({ "n": n, "ms": 1 }), JobSpec::default()).await.unwrap();
+    }
+    let log: Log = Default::default();
+    let worker = db
+        .worker_options()
+        .poll_interval(Duration::ZERO)
+        .define_raw_job("rec", recorder(&log, ""))
+        .init()
+        .await
+        .unwrap();
+    let running = Running::spawn(&rt, worker);
+    db.wait_for_count("select count(*) from graphile_worker.jobs", 0, Duration::from_secs(30)).await;
+    running.stop(Duration::from_secs(10)).await;
+    let mut ran: Vec<String> = entries(&log).into_iter().filter(|e| !e.ends_with('!')).collect();
+    ran.sort_by_key(|e| e.parse::<i32>().unwrap_or(-1));
+    assert_eq!(ran, (0..20).map(|n| n.to_string()).collect::<Vec<_>>(), "each job ran once");
+}
+
 on_both_runtimes!(
+    an_always_due_timer_starves_neither_answers_nor_the_stop,
     listen_notify_runs_a_job_within_milliseconds,
     run_once_runs_due_jobs_in_priority_then_run_at_order,
     typed_tasks_get_their_payload_and_a_database_client,
