@@ -7,6 +7,7 @@
 //!
 //! - [`job`]: the job row, the job spec and its validation (Graphile's error codes).
 //! - [`backoff`], [`job_key`], [`notify`]: small pure decisions.
+//! - [`text`]: text from tasks made storable in PostgreSQL, escapes visible.
 //! - [`cron`]: the crontab format, matching and next-run computation.
 //! - [`worker`]: the worker state machine (`handle(input, now)`, `poll_effect()`, `poll_timeout()`).
 //! - [`sim`]: a deterministic world (clock, in-memory database, tasks) to test scheduling without a database.
@@ -20,4 +21,5 @@ pub mod job;
 pub mod job_key;
 pub mod notify;
 pub mod sim;
+pub mod text;
 pub mod worker;
