@@ -257,3 +257,19 @@ fn keep_tail(bytes: &mut Vec<u8>) {
         bytes.drain(..cut);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kept_tail_starts_on_a_character_boundary() {
+        let mut bytes = "xé".as_bytes().to_vec();
+        bytes.extend(vec![b'a'; STDERR_TAIL - 1]);
+        keep_tail(&mut bytes);
+        assert_eq!(bytes, vec![b'a'; STDERR_TAIL - 1], "the cut fell inside 'é': the rest of it is dropped");
+        let mut short = b"short \xff".to_vec();
+        keep_tail(&mut short);
+        assert_eq!(short, b"short \xff");
+    }
+}
