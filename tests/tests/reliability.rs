@@ -550,7 +550,7 @@ async fn a_statement_given_up_on_is_cancelled_on_the_server(rt: Arc<dyn Runtime>
     let url = format!("{} application_name=given_up", db.url);
     let pool = formica::Pool::from_url(rt.clone(), &url, 1)
         .unwrap()
-        .with_response_timeout(Some(Duration::from_secs(1)));
+        .with_response_timeout(Some(Duration::from_secs(2)));
     let client = pool.get().await.unwrap();
     let error = client.execute("update t set id = id where id = 1", &[]).await.expect_err("given up");
     assert!(client.is_closed(), "the connection is closed: {error:?}");
@@ -558,7 +558,7 @@ async fn a_statement_given_up_on_is_cancelled_on_the_server(rt: Arc<dyn Runtime>
     db.wait_for_count(
         "select count(*) from pg_stat_activity where application_name = 'given_up' and datname = current_database()",
         0,
-        Duration::from_secs(5),
+        Duration::from_secs(10),
     )
     .await;
     holder.batch_execute("commit").await.unwrap();
