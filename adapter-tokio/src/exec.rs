@@ -10,17 +10,21 @@
 //! error is a bare "An error occurred"), a failure's `last_error` says the exit status and
 //! the end of the program's stderr.
 //!
-//! A program must not outlive its worker: once a worker is gone, its jobs may be unlocked
-//! (`formica unlock`) and run elsewhere, and a program still running from the dead worker
-//! would run the job twice at once. A forced shutdown kills programs (kill on drop), and
-//! on Linux programs are started through util-linux's `setpriv --pdeathsig KILL` when it
-//! is installed, so the kernel kills them too when the worker is killed (SIGKILL, OOM).
+//! A program must not outlive its job or its worker: once a worker is gone, its jobs may
+//! be unlocked (`formica unlock`) and run elsewhere, and a program (or a child of it) still
+//! running from the dead worker would run the job twice at once. On Unix each program runs
+//! in a process group of its own, killed as a whole when the program exits, when its job
+//! is aborted (a forced shutdown) and when the worker process dies, however it dies (see
+//! `ProcessGroup`). Elsewhere only the program itself is killed, on abort.
+//!
+//! Output is read as bytes: a program may write anything, and what is not valid text is
+//! logged and kept in `last_error` with visible escapes.
 
+use formica::text::storable_bytes;
 use formica::{JobContext, TaskResult};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::OnceLock;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
 
 /// How much of the end of stderr a failure keeps in `last_error`.
@@ -112,17 +116,10 @@ fn is_owner_executable(_: &std::fs::Metadata) -> bool {
 
 impl ExecutableTask {
     /// Run the program for the job in `ctx`. Dropping the future (a forced shutdown) kills
-    /// the program.
+    /// the program and its process group.
     pub async fn run(&self, ctx: JobContext, payload: serde_json::Value) -> TaskResult {
         let job = ctx.job();
-        let mut command = match death_signal_launcher() {
-            Some(setpriv) => {
-                let mut command = tokio::process::Command::new(setpriv);
-                command.args(["--pdeathsig", "KILL", "--"]).arg(&self.path);
-                command
-            }
-            None => tokio::process::Command::new(&self.path),
-        };
+        let mut command = tokio::process::Command::new(&self.path);
         command
             .env("GRAPHILE_WORKER_PAYLOAD_FORMAT", "json")
             .env("GRAPHILE_WORKER_TASK_IDENTIFIER", &job.task_identifier)
@@ -142,7 +139,10 @@ impl ExecutableTask {
         if let Some(key) = &job.key {
             command.env("GRAPHILE_WORKER_JOB_KEY", key);
         }
-        let mut child = command.spawn().map_err(|e| format!("cannot start {}: {e}", self.path.display()))?;
+        let cannot_start = |e: std::io::Error| format!("cannot start {}: {e}", self.path.display());
+        let group = ProcessGroup::start().map_err(cannot_start)?;
+        group.admit(&mut command);
+        let mut child = command.spawn().map_err(cannot_start)?;
         let input = serde_json::to_vec(&serde_json::json!({ "payload": payload }))?;
         let mut stdin = child.stdin.take().ok_or("no stdin pipe")?;
         let stdout = child.stdout.take().ok_or("no stdout pipe")?;
@@ -152,8 +152,14 @@ impl ExecutableTask {
             let _ = stdin.write_all(&input).await;
             drop(stdin);
         };
+        let program = async move {
+            let status = child.wait().await;
+            // What the program left running ends with it (and stops holding its pipes open).
+            drop(group);
+            status
+        };
         let (_, _, tail, status) =
-            tokio::join!(feed, log_lines(stdout, false), log_lines(stderr, true), child.wait());
+            tokio::join!(feed, log_lines(stdout, false), log_lines(stderr, true), program);
         let status = status?;
         if status.success() {
             return Ok(());
@@ -168,46 +174,102 @@ impl ExecutableTask {
     }
 }
 
-/// `setpriv`, where it is installed (Linux): it execs the program with a parent-death
-/// signal, so the kernel kills the program when the thread that started it (a runtime
-/// worker thread, which lives as long as the worker) goes away.
-fn death_signal_launcher() -> Option<&'static Path> {
-    static LAUNCHER: OnceLock<Option<PathBuf>> = OnceLock::new();
-    LAUNCHER
-        .get_or_init(|| {
-            if !cfg!(target_os = "linux") {
-                return None;
-            }
-            ["/usr/bin/setpriv", "/bin/setpriv"].iter().map(PathBuf::from).find(|p| p.is_file())
-        })
-        .as_deref()
+/// The process group a program runs in, killed as a whole when this value is dropped or
+/// the worker process dies.
+///
+/// Its leader is a guardian, `sh` waiting to read from a pipe whose only writing end is
+/// this value's: when the end closes, dropped here or closed by the kernel because the
+/// worker died (SIGKILL, OOM), the guardian kills its group (`kill -KILL 0`). So it works
+/// on any Unix, and reaches the program's own children too, which a parent-death signal
+/// (Linux's `PR_SET_PDEATHSIG`, for the direct child only) does not. A process that leaves
+/// the group on purpose (`setsid`) is not followed.
+#[cfg(unix)]
+struct ProcessGroup {
+    id: u32,
+    // Holds the writing end of the guardian's stdin.
+    _guardian: tokio::process::Child,
+}
+
+#[cfg(unix)]
+impl ProcessGroup {
+    fn start() -> std::io::Result<Self> {
+        let guardian = tokio::process::Command::new("/bin/sh")
+            .args(["-c", "read _; kill -KILL 0"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()?;
+        let id = guardian.id().ok_or_else(|| std::io::Error::other("the group's guardian exited at once"))?;
+        Ok(ProcessGroup { id, _guardian: guardian })
+    }
+
+    fn admit(&self, command: &mut tokio::process::Command) {
+        command.process_group(self.id as i32);
+    }
+}
+
+/// Elsewhere there are no process groups: the program alone is killed on drop.
+#[cfg(not(unix))]
+struct ProcessGroup;
+
+#[cfg(not(unix))]
+impl ProcessGroup {
+    fn start() -> std::io::Result<Self> {
+        Ok(ProcessGroup)
+    }
+
+    fn admit(&self, _: &mut tokio::process::Command) {}
 }
 
 /// Log each line (stdout at info, stderr at error) in the job's span, and return the end of
-/// the stream (used for stderr).
+/// the stream (used for stderr). The stream is read as bytes to its end, whatever it holds;
+/// what is not valid text is logged and kept escaped (see [`formica::text`]).
 async fn log_lines(stream: impl AsyncRead + Unpin, is_stderr: bool) -> String {
-    let mut lines = BufReader::new(stream).lines();
-    let mut tail = String::new();
-    while let Ok(Some(line)) = lines.next_line().await {
+    let mut reader = BufReader::new(stream);
+    let mut line = Vec::new();
+    let mut tail = Vec::new();
+    loop {
+        line.clear();
+        if !matches!(reader.read_until(b'\n', &mut line).await, Ok(n) if n > 0) {
+            break;
+        }
+        let text = storable_bytes(line.strip_suffix(b"\n").unwrap_or(&line));
         if is_stderr {
-            tracing::error!(target: "formica::task", "{line}");
-            tail.push_str(&line);
-            tail.push('\n');
+            tracing::error!(target: "formica::task", "{text}");
+            tail.extend_from_slice(&line);
             if tail.len() > 2 * STDERR_TAIL {
                 keep_tail(&mut tail);
             }
         } else {
-            tracing::info!(target: "formica::task", "{line}");
+            tracing::info!(target: "formica::task", "{text}");
         }
     }
     keep_tail(&mut tail);
-    tail
+    storable_bytes(&tail).into_owned()
 }
 
-/// Cut `text` to its last [`STDERR_TAIL`] bytes (on a character boundary).
-fn keep_tail(text: &mut String) {
-    if let Some(cut) = text.len().checked_sub(STDERR_TAIL) {
-        let cut = (cut..text.len()).find(|&i| text.is_char_boundary(i)).unwrap_or(text.len());
-        text.drain(..cut);
+/// Cut `bytes` to its last [`STDERR_TAIL`] bytes, not starting inside a UTF-8 character.
+fn keep_tail(bytes: &mut Vec<u8>) {
+    if let Some(cut) = bytes.len().checked_sub(STDERR_TAIL) {
+        let is_continuation = |b: &u8| b & 0xC0 == 0x80;
+        let cut = cut + bytes[cut..].iter().take(3).take_while(|b| is_continuation(b)).count();
+        bytes.drain(..cut);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kept_tail_starts_on_a_character_boundary() {
+        let mut bytes = "xé".as_bytes().to_vec();
+        bytes.extend(vec![b'a'; STDERR_TAIL - 1]);
+        keep_tail(&mut bytes);
+        assert_eq!(bytes, vec![b'a'; STDERR_TAIL - 1], "the cut fell inside 'é': the rest of it is dropped");
+        let mut short = b"short \xff".to_vec();
+        keep_tail(&mut short);
+        assert_eq!(short, b"short \xff");
     }
 }

@@ -184,6 +184,78 @@ async fn executable_tasks_get_the_job_in_env_and_stdin_and_failures_keep_stderr(
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// `formica --once` on `dir`, killed (and the test failed) if it has not exited within 30 s.
+fn run_once_within_30s(db: &TestDb, dir: &std::path::Path) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_formica"))
+        .args(["-c", &db.url, "--once", "--tasks", dir.to_str().unwrap()])
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start formica");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!("formica --once did not finish: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[tokio::test]
+async fn programs_may_write_any_bytes_their_output_is_read_to_the_end_and_stored_escaped() {
+    use std::os::unix::fs::PermissionsExt;
+    let db = TestDb::migrated().await;
+    let dir = std::env::temp_dir().join(format!("formica-cli-bytes-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let write = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    // Writes after the bytes that are not text: they must still find the pipe open.
+    write("chatty.sh", "#!/bin/sh\nprintf 'a\\377b\\n'\nprintf 'x\\000y\\n'\nsleep 0.2\necho after\n");
+    write(
+        "garbled.sh",
+        "#!/bin/sh\nprintf 'nul \\000 here\\n' >&2\nprintf 'byte \\377 here\\n' >&2\nsleep 0.2\necho still >&2\nexit 4\n",
+    );
+    write("plain.sh", "#!/bin/sh\necho 'plainly failed' >&2\nexit 3\n");
+    let utils = db.utils();
+    let chatty = utils.add_raw_job("chatty", serde_json::json!({}), Default::default()).await.unwrap();
+    let garbled = utils.add_raw_job("garbled", serde_json::json!({}), Default::default()).await.unwrap();
+    let plain = utils.add_raw_job("plain", serde_json::json!({}), Default::default()).await.unwrap();
+
+    let out = run_once_within_30s(&db, &dir);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let client = db.client().await;
+    let failure = |id: i64| {
+        let client = &client;
+        async move {
+            let row = client
+                .query_opt(
+                    "select attempts, last_error, locked_at is null from graphile_worker._private_jobs where id = $1",
+                    &[&id],
+                )
+                .await
+                .unwrap();
+            row.map(|r| (r.get::<_, i16>(0), r.get::<_, String>(1), r.get::<_, bool>(2)))
+        }
+    };
+    assert_eq!(failure(chatty.id).await, None, "the chatty program succeeded");
+    let (attempts, error, unlocked) = failure(garbled.id).await.expect("the garbled job failed");
+    assert_eq!((attempts, unlocked), (1, true));
+    assert!(error.contains("exit status: 4"), "{error}");
+    assert!(error.ends_with("nul \\0 here\nbyte \\xFF here\nstill"), "{error}");
+    let (attempts, error, unlocked) = failure(plain.id).await.expect("the plain job failed");
+    assert_eq!((attempts, unlocked), (1, true));
+    assert!(error.ends_with("plainly failed"), "{error}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[tokio::test]
 async fn sigterm_lets_the_running_task_finish_then_exits() {
     let db = TestDb::migrated().await;

@@ -189,3 +189,45 @@ async fn a_sigkilled_worker_s_jobs_stay_locked_until_unlocked_then_run_again_els
     assert!(b.0.wait().unwrap().success());
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// Whether process `pid` is running (a zombie, dead and waiting to be reaped, is not).
+fn alive(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with(['Z', 'X'])),
+        Err(_) => false,
+    }
+}
+
+/// A task program starts a child of its own and waits for it; the worker is then stopped
+/// by force (two SIGTERMs: the job is aborted) or killed (SIGKILL). Either way the program
+/// and its child are gone soon after: nothing of the job goes on running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_program_and_its_children_die_on_abort_and_when_the_worker_is_killed() {
+    let db = TestDb::migrated().await;
+    let root: PathBuf = std::env::temp_dir().join(format!("formica-groups-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    write_task(
+        &root,
+        "spawner.sh",
+        "#!/bin/sh\nsleep 300 &\necho \"$$ $!\" > \"$(dirname \"$0\")/pids-$GRAPHILE_WORKER_JOB_ID\"\nwait\n",
+    );
+    for signals in [&["-TERM", "-TERM"][..], &["-KILL"][..]] {
+        let job = db.utils().add_raw_job("spawner", serde_json::json!({}), Default::default()).await.unwrap();
+        let pids_file = root.join(format!("pids-{}", job.id));
+        let mut w = worker(&db, &root);
+        wait_until(Duration::from_secs(15), "the program started its child", || lines(&pids_file).len() == 1)
+            .await;
+        let pids: Vec<String> = lines(&pids_file)[0].split(' ').map(str::to_owned).collect();
+        assert!(pids.iter().all(|p| alive(p)), "{pids:?} run");
+        for signal in signals {
+            assert!(Command::new("kill").args([*signal, &w.0.id().to_string()]).status().unwrap().success());
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        w.0.wait().unwrap();
+        wait_until(Duration::from_secs(5), &format!("after kill {signals:?}, {pids:?} are gone"), || {
+            !pids.iter().any(|p| alive(p))
+        })
+        .await;
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -7,6 +7,7 @@
 //!
 //! - [`job`]: the job row, the job spec and its validation (Graphile's error codes).
 //! - [`backoff`], [`job_key`], [`notify`]: small pure decisions.
+//! - [`text`]: text from tasks made storable in PostgreSQL, escapes visible.
 //! - [`cron`]: the crontab format, matching and next-run computation.
 //! - [`time`], [`rng`]: the core's one name for a point in time, the clock a driver feeds,
 //!   and the one seeded generator.
@@ -24,5 +25,6 @@ pub mod notify;
 pub mod protocol;
 pub mod rng;
 pub mod sim;
+pub mod text;
 pub mod time;
 pub mod worker;

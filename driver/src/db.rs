@@ -17,7 +17,10 @@
 //!   of the connection settings (tokio-postgres reads it in seconds; `0` turns the watch
 //!   off), else [`DEFAULT_RESPONSE_TIMEOUT`]; [`Pool::with_response_timeout`] sets it in
 //!   code. A statement that legitimately runs longer than this without sending a row (a
-//!   long report inside a task, through the worker's pool) needs a longer timeout.
+//!   long report inside a task, through the worker's pool) needs a longer timeout. The
+//!   statement given up on is also cancelled on the server (a cancel request on a new
+//!   connection to the same address): a backend waiting on a lock does not notice its
+//!   client is gone, and would otherwise go on waiting, holding its connection slot.
 
 use crate::error::{describe, Error};
 use crate::runtime::{Address, Runtime, Socket};
@@ -29,13 +32,13 @@ use std::collections::HashMap;
 use std::io;
 use std::ops::Deref;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_postgres::config::Host;
 use tokio_postgres::tls::NoTlsStream;
-use tokio_postgres::{Client, Config, Connection, NoTls, Statement};
+use tokio_postgres::{CancelToken, Client, Config, Connection, NoTls, Statement};
 
 /// How long opening a connection may take when the settings give no `connect_timeout`.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -108,13 +111,20 @@ async fn open(
         let watch = watch.clone();
         let attempt = async {
             let socket = rt.connect(address.clone()).await.map_err(|e| Error::connect(&address, e))?;
+            let cancel = Arc::new(OnceLock::new());
             let socket = match watch {
                 Some((runtime, timeout)) => {
-                    Box::new(Watched::new(socket, runtime, timeout)) as Box<dyn Socket>
+                    let target = CancelTarget { address: address.clone(), token: cancel.clone() };
+                    Box::new(Watched::new(socket, runtime, timeout, target)) as Box<dyn Socket>
                 }
                 None => socket,
             };
-            config.connect_raw(socket, NoTls).await.map_err(|e| Error::connect(&address, describe(&e)))
+            let (client, connection) = config
+                .connect_raw(socket, NoTls)
+                .await
+                .map_err(|e| Error::connect(&address, describe(&e)))?;
+            let _ = cancel.set(client.cancel_token());
+            Ok((client, connection))
         };
         let deadline = rt.sleep_until(Instant::now() + timeout);
         let result = match future::select(Box::pin(attempt), deadline).await {
@@ -176,6 +186,14 @@ struct Watched {
     /// A wake-up at the given instant, polled with the connection's waker.
     alarm: Option<(Instant, BoxFuture<'static, ()>)>,
     expired: bool,
+    cancel: CancelTarget,
+}
+
+/// Where to cancel a watched connection's statement: its server, and its cancel key (set
+/// once the connection is open).
+struct CancelTarget {
+    address: Address,
+    token: Arc<OnceLock<CancelToken>>,
 }
 
 /// Follows message boundaries in one direction of the protocol.
@@ -224,7 +242,12 @@ impl Framing {
 }
 
 impl Watched {
-    fn new(inner: Box<dyn Socket>, runtime: Arc<dyn Runtime>, timeout: Duration) -> Self {
+    fn new(
+        inner: Box<dyn Socket>,
+        runtime: Arc<dyn Runtime>,
+        timeout: Duration,
+        cancel: CancelTarget,
+    ) -> Self {
         Watched {
             inner,
             runtime,
@@ -235,7 +258,32 @@ impl Watched {
             last_activity: Instant::now(),
             alarm: None,
             expired: false,
+            cancel,
         }
+    }
+
+    /// Ask the server, in the background, to cancel what this connection is running. The
+    /// connection is being closed, so nothing else of ours can be running on it.
+    fn cancel_on_server(&self) {
+        let Some(token) = self.cancel.token.get().cloned() else {
+            return; // Still opening: no statement of ours runs yet.
+        };
+        let (runtime, address) = (self.runtime.clone(), self.cancel.address.clone());
+        let deadline = Instant::now() + self.timeout;
+        let cancel = async move {
+            let socket = runtime.connect(address.clone()).await?;
+            token.cancel_query_raw(socket, NoTls).await.map_err(io::Error::other)
+        };
+        let runtime = self.runtime.clone();
+        self.runtime.spawn(Box::pin(async move {
+            let result = match future::select(Box::pin(cancel), runtime.sleep_until(deadline)).await {
+                Either::Left((result, _)) => result,
+                Either::Right(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "no answer")),
+            };
+            if let Err(e) = result {
+                tracing::warn!(error = %e, "could not cancel a statement given up on; it may run on");
+            }
+        }));
     }
 
     /// `Ready` with the error once the connection has owed a response for too long;
@@ -248,6 +296,9 @@ impl Watched {
             }
             let deadline = self.last_activity + self.timeout;
             if self.expired || Instant::now() >= deadline {
+                if !self.expired {
+                    self.cancel_on_server();
+                }
                 self.expired = true;
                 self.alarm = None;
                 return Poll::Ready(io::Error::new(

@@ -29,6 +29,7 @@ pub use db::{Pool, PooledClient};
 pub use error::{Error, MigrateError};
 pub use formica_core::cron::{self, Cron, CronItem, Crontab, CrontabError};
 pub use formica_core::job::{Job, JobKeyMode, JobSpec, JobSpecBuilder, JobSpecError, Task};
+pub use formica_core::text;
 pub use formica_core::worker::Event;
 pub use migrate::MigrationReport;
 pub use runtime::{Address, Runtime, Socket};

@@ -5,6 +5,11 @@
 //! rows; a concurrent migrator (Formica or graphile-worker) blocks on that primary key and
 //! then fails with `23505`, which here means "someone else applied it": we re-read the
 //! ledger and go on. No advisory lock is needed, and graphile-worker does the same.
+//!
+//! graphile-worker applies one migration per transaction, so while it installs a fresh
+//! database its ledger passes through ids Formica does not upgrade from. A ledger found
+//! there is refused only once it stands still: we wait on the next id's ledger row as
+//! graphile-worker's own migrators do (see `is_moving`).
 
 use crate::error::MigrateError;
 use formica_sql as sql;
@@ -54,6 +59,9 @@ pub async fn migrate(client: &mut Client, schema: &str) -> Result<MigrationRepor
         let (ids, parts): (Vec<i32>, &[&str]) = match probe.latest {
             None => ((1..=sql::LATEST).collect(), sql::INSTALL),
             Some(found) if found < sql::OLDEST_UPGRADABLE => {
+                if is_moving(client, schema, found).await.map_err(failed("waiting for another migrator"))? {
+                    continue;
+                }
                 return Err(MigrateError::TooOld { schema: schema.to_owned(), found });
             }
             Some(found) => match sql::STEPS.iter().find(|s| s.id > found) {
@@ -111,6 +119,34 @@ async fn bootstrap(client: &Client, schema: &str) -> Result<(), tokio_postgres::
         Err(e) if is_clash(&e) => Ok(()),
         other => other,
     }
+}
+
+/// How often, and how long apart, [`is_moving`] looks for a migrator between two of its
+/// transactions.
+const MOVING_CHECKS: usize = 10;
+const MOVING_PAUSE: &str = "select pg_sleep(0.1)";
+
+/// Whether a ledger seen at `found` is being walked up by another migrator. Recording the
+/// next id (in a transaction rolled back at once) waits for a migrator whose row for it is
+/// not committed yet, and clashes once it is; between its transactions, the ledger is
+/// looked at again a few times over about a second.
+async fn is_moving(client: &mut Client, schema: &str, found: i32) -> Result<bool, tokio_postgres::Error> {
+    let next = found + 1;
+    for _ in 0..MOVING_CHECKS {
+        let tx = client.transaction().await?;
+        let breaking = sql::BREAKING.contains(&next);
+        match tx.execute(&sql::render(sql::migrate::RECORD, schema), &[&vec![next], &vec![breaking]]).await {
+            Err(e) if is_clash(&e) => return Ok(true),
+            other => other?,
+        };
+        tx.rollback().await?;
+        match probe(client, schema).await? {
+            Ok(probe) if probe.latest != Some(found) => return Ok(true),
+            _ => {}
+        }
+        client.batch_execute(MOVING_PAUSE).await?;
+    }
+    Ok(false)
 }
 
 /// Apply `parts` recorded as `ids` in one transaction. `Ok(false)`: another migrator

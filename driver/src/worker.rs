@@ -24,6 +24,7 @@ use crate::task::{AbortSignal, AbortTrigger, Handlers, JobContext, TaskHandler, 
 use crate::utils::{WorkerUtils, DEFAULT_SCHEMA};
 use chrono::{DateTime, Utc};
 use formica_core::cron::{self, Cron, CronItem, Crontab};
+use formica_core::text::storable;
 use formica_core::time::FeedClock;
 use formica_core::worker::{self as machine, Effect, Event, Input, TaskOutcome};
 use futures::channel::mpsc;
@@ -645,9 +646,10 @@ fn start_task(
         }
     };
     let task = async move {
+        // A task's message may hold NUL, which PostgreSQL refuses to store: it is escaped.
         let outcome = match AssertUnwindSafe(Abortable::new(work, registration)).catch_unwind().await {
             Ok(Ok(Ok(()))) => TaskOutcome::Ok,
-            Ok(Ok(Err(message))) => TaskOutcome::Err(message),
+            Ok(Ok(Err(message))) => TaskOutcome::Err(storable(&message).into_owned()),
             Ok(Err(_aborted)) => TaskOutcome::Aborted,
             Err(panic) => TaskOutcome::Panicked(panic_message(&panic)),
         };
@@ -663,7 +665,7 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
         .map(|s| s.to_string())
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "a non-string panic payload".into());
-    format!("task panicked: {text}")
+    format!("task panicked: {}", storable(&text))
 }
 
 fn log_event(event: &Event, worker_id: &str) {

@@ -539,12 +539,38 @@ async fn a_task_that_never_returns_does_not_block_other_slots(rt: Arc<dyn Runtim
     assert!(lost.is_empty() && repeated.is_empty());
 }
 
+/// A statement given up on (it owed a response for the response timeout: here it waits on
+/// a row lock another session holds) is cancelled on the server too: no backend is left
+/// waiting for the lock, holding a connection.
+async fn a_statement_given_up_on_is_cancelled_on_the_server(rt: Arc<dyn Runtime>) {
+    let db = TestDb::new_on(rt.clone()).await;
+    let holder = db.client().await;
+    holder.batch_execute("create table t (id int primary key); insert into t values (1)").await.unwrap();
+    holder.batch_execute("begin; select * from t for update").await.unwrap();
+    let url = format!("{} application_name=given_up", db.url);
+    let pool = formica::Pool::from_url(rt.clone(), &url, 1)
+        .unwrap()
+        .with_response_timeout(Some(Duration::from_secs(2)));
+    let client = pool.get().await.unwrap();
+    let error = client.execute("update t set id = id where id = 1", &[]).await.expect_err("given up");
+    assert!(client.is_closed(), "the connection is closed: {error:?}");
+    drop(client);
+    db.wait_for_count(
+        "select count(*) from pg_stat_activity where application_name = 'given_up' and datname = current_database()",
+        0,
+        Duration::from_secs(10),
+    )
+    .await;
+    holder.batch_execute("commit").await.unwrap();
+}
+
 on_both_runtimes!(
     terminated_backends_lose_no_job,
     hung_connections_are_given_up_and_the_worker_recovers,
     a_silently_dead_listen_connection_is_covered_by_polling_then_replaced,
     a_flood_of_notifications_does_not_starve_task_completion,
     a_task_that_never_returns_does_not_block_other_slots,
+    a_statement_given_up_on_is_cancelled_on_the_server,
 );
 
 // ---------------------------------------------------------------------------------------

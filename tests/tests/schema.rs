@@ -2,7 +2,7 @@
 //! fresh, partly migrated, too old, too new and concurrently migrated databases.
 
 use formica_tests::{expected_ledger, ledger, reference_facts, schema_facts, TestDb};
-use formica_tokio::{JobSpec, MigrateError};
+use formica_tokio::{sql, JobSpec, MigrateError, MigrationReport};
 
 fn diff(ours: &[String], reference: &[String]) -> String {
     let missing: Vec<_> = reference.iter().filter(|f| !ours.contains(f)).collect();
@@ -153,6 +153,45 @@ async fn concurrent_migrators_each_migration_applied_exactly_once() {
     }
     applied.sort();
     assert_eq!(applied, (1..=20).collect::<Vec<_>>(), "each migration applied by exactly one migrator");
+    let client = db.client().await;
+    assert_eq!(ledger(&client, "graphile_worker").await, expected_ledger());
+    assert_eq!(schema_facts(&client, "graphile_worker").await, reference);
+}
+
+/// graphile-worker migrates a fresh database one migration per transaction, so a Formica
+/// migrator starting meanwhile finds ledgers it does not upgrade from (below 16): it waits
+/// for the other migrator instead of refusing. The other migrator is a session doing what
+/// graphile-worker's does, a transaction per migration with its ledger row first (here the
+/// whole schema comes with migration 15, and 16 to 20 are ledger rows alone).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_migrator_waits_for_graphile_worker_migrating_the_same_fresh_database() {
+    let reference = reference_facts().await;
+    let db = TestDb::new().await;
+    let other = db.client().await;
+    let record = |id: i32| {
+        let breaking = expected_ledger()[id as usize - 1].1;
+        format!("insert into graphile_worker.migrations (id, breaking) values ({id}, {breaking})")
+    };
+    other.batch_execute(&sql::render(sql::migrate::BOOTSTRAP, "graphile_worker")).await.unwrap();
+    for id in 1..=14 {
+        other.batch_execute(&record(id)).await.unwrap();
+    }
+    other.batch_execute("begin").await.unwrap();
+    other.batch_execute(&record(15)).await.unwrap();
+    for part in sql::INSTALL {
+        other.batch_execute(&sql::render(part, "graphile_worker")).await.unwrap();
+    }
+
+    let utils = db.utils();
+    let ours = tokio::spawn(async move { utils.migrate().await });
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(!ours.is_finished(), "Formica waits while migration 15 is being applied: {:?}", ours.await);
+    other.batch_execute("commit").await.unwrap();
+    for id in 16..=20 {
+        other.batch_execute(&record(id)).await.unwrap();
+    }
+    let report = ours.await.unwrap().expect("Formica's migrator waits, then finds the schema current");
+    assert_eq!(report, MigrationReport { applied: vec![], latest: 20 });
     let client = db.client().await;
     assert_eq!(ledger(&client, "graphile_worker").await, expected_ledger());
     assert_eq!(schema_facts(&client, "graphile_worker").await, reference);

@@ -498,6 +498,56 @@ async fn an_always_due_timer_starves_neither_answers_nor_the_stop(rt: Arc<dyn Ru
     assert_eq!(ran, (0..20).map(|n| n.to_string()).collect::<Vec<_>>(), "each job ran once");
 }
 
+/// Errors and panics of tasks may carry NUL, which PostgreSQL refuses in text: they are
+/// stored with `\0` in its place, and the failures batched with them are written too.
+async fn task_errors_holding_nul_are_stored_escaped_beside_the_rest_of_their_batch(rt: Arc<dyn Runtime>) {
+    let db = TestDb::migrated_on(rt.clone()).await;
+    let utils = db.utils();
+    let mut nul = Vec::new();
+    for n in 0..3 {
+        nul.push(utils.add_raw_job("nul", json!({"n": n}), JobSpec::default()).await.unwrap().id);
+    }
+    let panics = utils.add_raw_job("panics", json!({}), JobSpec::default()).await.unwrap().id;
+    let plain = utils.add_raw_job("plain", json!({}), JobSpec::default()).await.unwrap().id;
+    let worker = db
+        .worker_options()
+        .concurrency(8)
+        .fail_job_batch_delay(Duration::from_millis(200))
+        .define_raw_job(
+            "nul",
+            |_, payload| async move { Err(format!("bad\0byte {}\0", payload["n"]).into()) },
+        )
+        .define_raw_job("panics", |_, _| async move {
+            if true {
+                panic!("kaboom\0here");
+            }
+            Ok(())
+        })
+        .define_raw_job("plain", |_, _| async move { Err("just failed".into()) })
+        .init()
+        .await
+        .unwrap();
+    timeout(rt.as_ref(), Duration::from_secs(20), worker.run_once())
+        .await
+        .expect("the failures are written and run_once returns")
+        .expect("ok");
+    let client = db.client().await;
+    let rows = client
+        .query(
+            "select id, attempts, last_error, locked_at is null from graphile_worker._private_jobs order by id",
+            &[],
+        )
+        .await
+        .unwrap();
+    let stored: Vec<(i64, i16, String, bool)> =
+        rows.iter().map(|r| (r.get(0), r.get(1), r.get(2), r.get(3))).collect();
+    let mut expected: Vec<(i64, i16, String, bool)> =
+        nul.iter().enumerate().map(|(n, &id)| (id, 1, format!("bad\\0byte {n}\\0"), true)).collect();
+    expected.push((panics, 1, "task panicked: kaboom\\0here".into(), true));
+    expected.push((plain, 1, "just failed".into(), true));
+    assert_eq!(stored, expected);
+}
+
 on_both_runtimes!(
     an_always_due_timer_starves_neither_answers_nor_the_stop,
     listen_notify_runs_a_job_within_milliseconds,
@@ -510,4 +560,5 @@ on_both_runtimes!(
     graceful_shutdown_waits_for_running_tasks_and_returns_prefetched_jobs,
     forced_shutdown_aborts_tasks_after_the_timeout_and_returns_their_jobs,
     two_workers_drain_ten_thousand_jobs_each_exactly_once,
+    task_errors_holding_nul_are_stored_escaped_beside_the_rest_of_their_batch,
 );
