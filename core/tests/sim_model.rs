@@ -550,9 +550,11 @@ impl Checker {
             // No job waits here while a slot is idle, unless a fetch sent before its own is
             // still out (it may bring jobs that come first).
             if !inc.shutting_down && inc.running() < inc.config.concurrency {
-                let ready = inc.grants.iter().find(
-                    |(_, g)| matches!(g, Grant::Waiting { fetch, .. } if inc.fetches_before(*fetch) == 0),
-                );
+                // A job whose return is being written is no longer the worker's to start.
+                let ready = inc.grants.iter().find(|(id, g)| {
+                    matches!(g, Grant::Waiting { fetch, .. } if inc.fetches_before(*fetch) == 0)
+                        && !inc.in_write.contains(*id)
+                });
                 if let Some((id, _)) = ready {
                     return Err(format!(
                         "worker {}: job {id} waits while {} of {} slots run",
