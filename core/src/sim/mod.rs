@@ -45,9 +45,13 @@
 //! ```
 
 mod db;
+pub mod faults;
 mod rng;
+#[cfg(feature = "proptest")]
+pub mod strategies;
 
 pub use db::{AddJob, Db, Notification, Queue, Reschedule};
+pub use faults::{App, Fault, Op};
 pub use rng::SimRng;
 
 use crate::clock::FeedClock;
