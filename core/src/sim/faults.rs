@@ -5,7 +5,8 @@
 //! and waits. [`run_ops`] plays it on the application ([`App`]: how it reacts to an event,
 //! what must hold) and checks after every step of the world, so an invariant is checked
 //! at every instant something happened, not only between operations; [`heal`] ends the
-//! faults, and [`run_checked`] lets the healed world work on under the same check. Ops print short (`crash w1`, `jump -300s`, `wait 1.5s`)
+//! faults, and [`settle`] (or [`run_checked`]) lets the healed world work on under the
+//! same check. Ops print short (`crash w1`, `jump -300s`, `wait 1.5s`)
 //! so that a shrunk failing case reads as a story; [`render_trace`] prints what the world
 //! did, one line per input or effect.
 //!
@@ -139,6 +140,29 @@ pub fn run_checked(
     // Nothing is due before `until`: this only moves the clock.
     world.run_for(until - world.elapsed());
     check(world)
+}
+
+/// Step `world` until `done` holds, calling `check` after every step; an error if `check`
+/// fails, or if `done` does not hold within `limit`. Use it after [`heal`]: "once the faults stop, every job
+/// runs" is `settle(world, limit, |w| w.db().jobs().next().is_none(), check)`.
+pub fn settle(
+    world: &mut World,
+    limit: Duration,
+    done: impl Fn(&World) -> bool,
+    mut check: impl FnMut(&World) -> Result<(), String>,
+) -> Result<(), String> {
+    let until = world.elapsed() + limit;
+    check(world)?;
+    while !done(world) {
+        match world.next_at() {
+            Some(at) if at <= until => {
+                world.step();
+                check(world)?;
+            }
+            _ => return Err(format!("not done {} minutes after the faults stopped", limit.num_minutes())),
+        }
+    }
+    Ok(())
 }
 
 /// End every fault: crashed workers start again (as new processes), listeners are

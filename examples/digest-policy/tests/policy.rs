@@ -15,7 +15,7 @@
 use chrono::{DateTime, Duration, Utc};
 use digest_policy::{crontab, decide, Decision, Event, TASKS};
 use formica_core::job::Job;
-use formica_core::sim::faults::{heal, render_trace, run_checked, run_ops};
+use formica_core::sim::faults::{heal, render_trace, run_checked, run_ops, settle};
 use formica_core::sim::strategies::{ops, Faults};
 use formica_core::sim::{AddJob, App, Op, TaskPlan, Traced, World, WorldConfig};
 use formica_core::worker::{Config, Effect, Input, TaskOutcome};
@@ -76,16 +76,18 @@ impl App<Event> for Digests {
     fn check(&mut self, world: &World) -> Result<(), String> {
         let mut pending = BTreeMap::new();
         for job in world.db().jobs() {
-            if job.task_identifier == "send_digest" && job.locked_at.is_none() && !job.is_permanently_failed()
+            let waiting = job.locked_at.is_none() && !job.is_permanently_failed();
+            if let (true, "send_digest", Some(account)) =
+                (waiting, job.task_identifier.as_str(), account(job))
             {
-                *pending.entry(account(job)).or_insert(0) += 1;
+                *pending.entry(account).or_insert(0) += 1;
             }
             if job.task_identifier == "reconcile" {
                 self.cron_job(job)?;
             }
         }
         if let Some((account, n)) = pending.iter().find(|(_, n)| **n > 1) {
-            return Err(format!("account {account:?} has {n} pending digests"));
+            return Err(format!("account {account} has {n} pending digests"));
         }
         let mut running = BTreeMap::new();
         for job in (0..world.workers()).flat_map(|w| world.running(w)) {
@@ -217,11 +219,8 @@ fn run(case: &Case, decide: Policy) -> Result<(), String> {
     let outcome = run_ops(&mut world, &case.ops, &mut app).and_then(|()| {
         heal(&mut world);
         let from = clocks(&world).max().unwrap_or(world.now());
-        let limit = world.elapsed() + Duration::hours(6);
         run_checked(&mut world, Duration::minutes(20), |w| app.check(w))?;
-        while unfinished(&world).next().is_some() && world.elapsed() < limit {
-            run_checked(&mut world, Duration::minutes(5), |w| app.check(w))?;
-        }
+        settle(&mut world, Duration::hours(6), |w| unfinished(w).next().is_none(), |w| app.check(w))?;
         let to = clocks(&world).min().unwrap_or(world.now());
         app.finished(&world, (from, to))
     });
