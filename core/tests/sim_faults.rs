@@ -148,7 +148,7 @@ mod strategies {
     use proptest::prelude::*;
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
         #[test]
         fn job_specs_pass_validation_and_the_schema_checks(
@@ -186,7 +186,7 @@ mod strategies {
         #[test]
         fn after_any_schedule_a_healed_world_runs_new_jobs(
             seed in any::<u64>(),
-            ops in ops(prop::sample::select(vec!["ada", "bob"]), &Faults::on(3), 0..30),
+            ops in ops(prop::sample::select(vec!["ada", "bob"]), &Faults::on(3), 0..20),
         ) {
             let mut world = World::new(WorldConfig { seed, ..WorldConfig::default() });
             for n in 0..3 {
