@@ -6,7 +6,8 @@
 //! checks, an item is one [`Cron`] builds (so a crontab line would parse to it), a fault
 //! names a worker the caller has. Names come mostly from a small pool (`q0`..`q3`,
 //! `k0`..`k3`) so that queues and job keys collide, and sometimes at the schema's length
-//! limits. Shrinking goes towards fewer ops, no fault, short waits and default specs.
+//! limits. A failing scenario shrinks by dropping ops first, then by simplifying those left
+//! (shorter waits, smaller jumps, lower worker numbers).
 //!
 //! [`World`]: super::World
 
@@ -57,9 +58,9 @@ pub fn job_key_mode() -> impl Strategy<Value = JobKeyMode> {
     prop_oneof![Just(JobKeyMode::Replace), Just(JobKeyMode::PreserveRunAt), Just(JobKeyMode::UnsafeDedupe)]
 }
 
-/// A valid [`JobSpec`] for `add_job`: each option is left to the database default about
-/// half the time; `run_at` is within an hour either side of `around`; `max_attempts` is 1
-/// to 25; flags are from `a`, `b`, `c`.
+/// A valid [`JobSpec`] for `add_job` (`add_jobs` refuses its `unsafe_dedupe` mode): each
+/// option is left to the database default about half the time; `run_at` is within an
+/// hour either side of `around`; `max_attempts` is 1 to 25; flags are from `a`, `b`, `c`.
 pub fn job_spec(around: Timestamp) -> impl Strategy<Value = JobSpec> {
     (
         prop::option::of(queue_name()),
@@ -163,7 +164,8 @@ impl Faults {
     }
 }
 
-/// One fault as `faults` allows (a crash or restart is as likely as each other kind).
+/// One fault as `faults` allows. A crash or restart is as likely as each other kind (when
+/// no worker may crash, that share goes to dropped listeners).
 pub fn fault(faults: &Faults) -> impl Strategy<Value = Fault> {
     assert!(faults.workers > 0, "faults need a worker");
     let any_worker = 0..faults.workers;
