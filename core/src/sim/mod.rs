@@ -20,6 +20,46 @@
 //! tasks or queries are still out. Everything else is for the caller to check, on the
 //! trace or on the database.
 //!
+//! To test an application's own scheduling under faults, see [`faults`] (faults and
+//! scenarios as data, a driver that checks after every step) and, with the `proptest`
+//! feature, `strategies` (job specs, crontab items, fault schedules); the crate's front
+//! page has a guide.
+//!
+//! # What the simulation promises, and what it does not
+//!
+//! Faithful, because it is the same code or checked against the real thing:
+//!
+//! - The workers are the real [`Worker`] machine that the driver runs in production: same
+//!   fetches, batching, local queue, retries, LISTEN fallback, cron runner and shutdown.
+//! - The database ([`Db`]) applies Formica's SQL semantics column by column: job keys in
+//!   all three modes, named queues and their locks, flags, `run_at`, attempts and the
+//!   backoff of failures, `add_jobs` batches, the admin functions. `tests/tests/differential.rs`
+//!   runs random sequences of these operations and of the worker's statements (fetch,
+//!   complete, fail, return) against PostgreSQL with Formica's migrations and requires the
+//!   same rows and results after each one. The cron statements and the four-hour lock
+//!   sweep are not in that comparison; `core/tests/sim_model.rs` checks them against a
+//!   model written from the documented rules.
+//! - Faults, as the driver meets them: a crashed process keeps its locks until the sweep;
+//!   a restart is a new worker id; a failed query is retried; a dropped listener leaves
+//!   polling; a clock jump moves the wall clock that the database and the workers read
+//!   (a worker's clock, like the driver's, never goes back).
+//!
+//! Not modelled:
+//!
+//! - Real task durations and CPU: a task takes what the script says, and the machine's
+//!   own work takes no time.
+//! - Database contention and the network: each statement runs atomically after a latency
+//!   drawn from [`WorldConfig`], never blocked by another; connection pools, pgBouncer,
+//!   timeouts and lost connections other than the injected failures are not there.
+//!   Jobs of equal `(priority, run_at)` are fetched in id order, where PostgreSQL takes
+//!   whichever it meets first.
+//! - Clock skew beyond what is injected: there is one wall clock, shared by every worker
+//!   and the database, that moves only by [`World::jump_clock`].
+//! - Other processes: graphile-worker in Node, or admin SQL the test does not run.
+//!
+//! So a property that holds here holds for the decisions and the schedule; confirm
+//! timing-sensitive conclusions against PostgreSQL through `formica-tokio`.
+//!
 //! ```
 //! use formica_core::sim::{AddJob, TaskPlan, World, WorldConfig};
 //! use formica_core::job::JobSpec;
@@ -45,9 +85,13 @@
 //! ```
 
 mod db;
+pub mod faults;
+#[cfg(feature = "proptest")]
+pub mod strategies;
 
 pub use crate::rng::SplitMix;
 pub use db::{AddJob, Db, Notification, Queue, Reschedule};
+pub use faults::{App, Fault, Op};
 
 use crate::job::Job;
 use crate::protocol::{DbError, Effect, Input, QueryId, QueryResult, Statement, TaskOutcome, TimerKind};
