@@ -1,6 +1,9 @@
 //! The fault driver of `core::sim` (`sim::faults`): faults and ops as data, the driver
 //! that plays them and checks after every step, `heal`, and the readable trace.
 
+// Tests fail by panicking, and match only the variants they look for.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
+
 use chrono::Duration;
 use formica_core::job::JobSpec;
 use formica_core::sim::faults::{heal, render_trace, run_ops};
