@@ -114,6 +114,23 @@ pub enum Statement {
     ScheduleCron(CronBatch),
 }
 
+/// A locked job whose row could not be read (a payload nested too deep, a number out of
+/// range, a time that is not finite...).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Undecodable {
+    /// The job.
+    pub job_id: i64,
+    /// What could not be read, naming the column.
+    pub error: String,
+}
+
+impl QueryResult {
+    /// The answer to `GetJobs` when every row was read.
+    pub fn jobs(jobs: Vec<Job>) -> Self {
+        QueryResult::Jobs { jobs, undecodable: Vec::new() }
+    }
+}
+
 /// A database error, as data.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DbError {
@@ -129,7 +146,13 @@ pub enum QueryResult {
     /// `(id, identifier)` pairs, for `RegisterTasks`.
     Tasks(Vec<(i32, String)>),
     /// Locked jobs, for `GetJobs`.
-    Jobs(Vec<Job>),
+    Jobs {
+        /// The jobs, as the statement returned them.
+        jobs: Vec<Job>,
+        /// Rows locked with them that could not be read as jobs: the machine fails each
+        /// one (the rest of the batch runs), so no lock is left behind.
+        undecodable: Vec<Undecodable>,
+    },
     /// The crontab identifiers known before registration, for `RegisterCrontabs`.
     KnownCrontabs(Vec<KnownCrontab>),
     /// The statement ran.
@@ -235,6 +258,14 @@ pub enum Event {
         /// The job.
         job_id: i64,
         /// The error.
+        error: String,
+    },
+    /// A locked job's row could not be read: the job is failed with `error` (the rest of
+    /// its batch runs).
+    JobUndecodable {
+        /// The job.
+        job_id: i64,
+        /// What could not be read, naming the column.
         error: String,
     },
     /// A task ended, whichever way (its outcome is being written).

@@ -10,7 +10,7 @@ use chrono::{DateTime, Duration, DurationRound, Utc};
 use formica_core::cron::{parse, CronItem};
 use formica_core::sim::faults::run_ops;
 use formica_core::sim::strategies::{fault, Faults};
-use formica_core::sim::{App, Op, World, WorldConfig};
+use formica_core::sim::{App, Fault, Op, World, WorldConfig};
 use formica_core::worker::Config;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -30,6 +30,20 @@ fn faults() -> Faults {
         max_failed_queries: 3,
         ..Faults::on(3)
     }
+}
+
+/// Whether every leap forward (jumps with no wait between them) stays within the smallest
+/// `fill`, as [`faults`] says.
+fn leaps_within_fill(ops: &[Op<()>]) -> bool {
+    let mut leap = 0;
+    ops.iter().all(|op| {
+        match op {
+            Op::Fault(Fault::JumpClock(secs)) => leap += (*secs).max(0),
+            Op::Wait(_) => leap = 0,
+            Op::Fault(_) | Op::Event(()) => {}
+        }
+        leap <= faults().max_jump_forward
+    })
 }
 
 /// Faults and waits of up to five minutes.
@@ -83,6 +97,7 @@ proptest! {
         seed in any::<u64>(),
         ops in proptest::collection::vec(op(), 1..25),
     ) {
+        prop_assume!(leaps_within_fill(&ops), "jumps with no wait between add up to one leap");
         let mut world = World::new(WorldConfig { seed, ..WorldConfig::default() });
         let workers: Vec<_> = (0..3).map(|n| world.add_worker(worker_config(n))).collect();
         let first = world.now();

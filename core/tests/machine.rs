@@ -93,7 +93,7 @@ impl Hand {
     }
 
     fn jobs(&mut self, id: QueryId, jobs: Vec<Job>) -> Vec<Effect> {
-        self.feed(Input::QueryDone { id, result: QueryResult::Jobs(jobs) })
+        self.feed(Input::QueryDone { id, result: QueryResult::jobs(jobs) })
     }
 
     fn finish(&mut self, job_id: i64, outcome: TaskOutcome) -> Vec<Effect> {
@@ -401,7 +401,7 @@ fn the_poll_timer_is_always_armed_while_running() {
             let result = match statement {
                 Statement::RegisterTasks { .. } => QueryResult::Tasks(vec![(1, "t".into())]),
                 Statement::GetJobs { .. } if round % 3 == 0 => failed.clone(),
-                Statement::GetJobs { .. } => QueryResult::Jobs(vec![]),
+                Statement::GetJobs { .. } => QueryResult::jobs(vec![]),
                 _ => QueryResult::Done,
             };
             hand.feed(Input::QueryDone { id, result });
@@ -545,7 +545,7 @@ fn locks_are_swept_every_eight_to_ten_minutes() {
             let (kind, effects) = hand.fire();
             for (id, statement) in queries(&effects) {
                 let result = match statement {
-                    Statement::GetJobs { .. } => QueryResult::Jobs(vec![]),
+                    Statement::GetJobs { .. } => QueryResult::jobs(vec![]),
                     Statement::ResetLocked { locked_before } => {
                         assert_eq!(kind, TimerKind::LockSweep);
                         let gap = hand.now - last;
@@ -750,7 +750,7 @@ fn the_sim_database_takes_one_job_per_named_queue_per_fetch() {
         limit: 10,
         now: None,
     }) {
-        QueryResult::Jobs(jobs) => jobs.len(),
+        QueryResult::Jobs { jobs, .. } => jobs.len(),
         other => panic!("{other:?}"),
     };
     assert_eq!(fetch(&mut db), 2, "one of the queue and the free job");

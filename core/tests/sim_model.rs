@@ -392,7 +392,7 @@ impl Model {
                     jobs.push(snapshot);
                 }
                 // Compared without queue ids by the caller.
-                (QueryResult::Jobs(jobs), vec![])
+                (QueryResult::jobs(jobs), vec![])
             }
             Statement::CompleteJobs { worker_id, ids } => {
                 for id in ids {
@@ -652,7 +652,7 @@ impl Checker {
         inc.clock = (at.max(fed + (entry.elapsed - fed_at)), entry.elapsed);
         let clock = inc.clock.0;
         // Anything but the answer to a fetch may make a job runnable or free a slot.
-        let fetch_answer = matches!(input, Input::QueryDone { id, result: QueryResult::Jobs(_) } if inc.pending.contains_key(id));
+        let fetch_answer = matches!(input, Input::QueryDone { id, result: QueryResult::Jobs { .. } } if inc.pending.contains_key(id));
         if !fetch_answer {
             inc.woken_since_fetch = true;
         }
@@ -668,7 +668,9 @@ impl Checker {
                 }
                 let (want, released) = self.model.execute(at, &statement);
                 let same = match (&want, result) {
-                    (QueryResult::Jobs(want), QueryResult::Jobs(got)) => same_jobs(got, want),
+                    (QueryResult::Jobs { jobs: want, .. }, QueryResult::Jobs { jobs: got, .. }) => {
+                        same_jobs(got, want)
+                    }
                     (want, got) => want == got,
                 };
                 if !same {
@@ -708,7 +710,7 @@ impl Checker {
         let _ = released;
         let inc = self.life(worker)?;
         match (statement, result) {
-            (Statement::GetJobs { limit, .. }, QueryResult::Jobs(jobs)) => {
+            (Statement::GetJobs { limit, .. }, QueryResult::Jobs { jobs, .. }) => {
                 inc.last_fetch_short = jobs.len() < *limit;
                 for job in jobs {
                     match inc.grants.get(&job.id) {

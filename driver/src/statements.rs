@@ -7,7 +7,7 @@
 
 use crate::db::{Pool, PooledClient};
 use crate::error::Error;
-use crate::rows::jobs_from_rows;
+use crate::rows::{decode_rows, Decoded};
 use crate::worker::FlagsFn;
 use formica_core::cron::runner::KnownCrontab;
 use formica_core::worker::{DbError, QueryResult, Statement};
@@ -57,7 +57,10 @@ impl Bound {
                 >>(
                 )?)
             }
-            Answer::Jobs => QueryResult::Jobs(jobs_from_rows(rows)?),
+            Answer::Jobs => {
+                let Decoded { jobs, undecodable } = decode_rows(rows)?;
+                QueryResult::Jobs { jobs, undecodable }
+            }
             Answer::KnownCrontabs => QueryResult::KnownCrontabs(
                 rows.iter()
                     .map(|r| {

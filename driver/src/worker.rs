@@ -675,6 +675,13 @@ fn log_event(event: &Event, worker_id: &str) {
         Event::JobError { job_id, error, attempt, max_attempts } => {
             tracing::warn!(worker_id, job_id, attempt, max_attempts, "job failed: {error}")
         }
+        Event::JobUndecodable { job_id, error } => {
+            tracing::error!(
+                worker_id,
+                job_id,
+                "the job's row could not be read, failing this attempt: {error}"
+            )
+        }
         Event::JobPermanentlyFailed { job_id, error } => {
             tracing::error!(worker_id, job_id, "job failed for good (out of attempts): {error}")
         }

@@ -150,7 +150,7 @@ impl Checks {
                     match input {
                         Input::QueryDone { id, result } => {
                             match (watch.pending.remove(id), result) {
-                                (Some(Statement::GetJobs { .. }), QueryResult::Jobs(jobs)) => {
+                                (Some(Statement::GetJobs { .. }), QueryResult::Jobs { jobs, .. }) => {
                                     // A job still running here may be locked again (after a
                                     // stale-lock sweep); that lock must not start it twice.
                                     let fresh = jobs

@@ -524,7 +524,7 @@ impl Both {
                     limit: *limit,
                     now: fetch_now,
                 }) {
-                    QueryResult::Jobs(jobs) => Outcome::Rows(sorted(jobs.iter().map(cmp).collect())),
+                    QueryResult::Jobs { jobs, .. } => Outcome::Rows(sorted(jobs.iter().map(cmp).collect())),
                     other => panic!("GetJobs answered {other:?}"),
                 };
                 let statement = Statement::GetJobs {
@@ -535,7 +535,7 @@ impl Both {
                     now: fetch_now,
                 };
                 let pg = match pg_statement(tx, statement).await {
-                    QueryResult::Jobs(jobs) => Outcome::Rows(sorted(jobs.iter().map(cmp).collect())),
+                    QueryResult::Jobs { jobs, .. } => Outcome::Rows(sorted(jobs.iter().map(cmp).collect())),
                     other => panic!("GetJobs answered {other:?}"),
                 };
                 (sim, pg)

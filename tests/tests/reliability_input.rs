@@ -405,3 +405,89 @@ async fn a_schema_owned_by_another_role_is_refused_naming_the_permission() {
     let _ = server.batch_execute(&format!("revoke all on database {} from {owner}", db.name)).await;
     let _ = server.batch_execute(&format!("drop role if exists {owner}; drop role if exists {user};")).await;
 }
+
+/// Rows PostgreSQL stores but Formica cannot read as jobs, one case for each way a column
+/// can be unreadable: each such job fails its attempt with an error naming the job and the
+/// column, its queue is unlocked, and every readable job fetched with it runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_row_fails_only_its_own_job_and_names_the_column() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+    // (column, value as SQL, what the error says)
+    let cases = [
+        ("payload", "'{\"x\": 1e400}'::json".to_owned(), "payload"),
+        ("payload", format!("'{deep}'::json"), "payload"),
+        ("payload", "'\"\\ud800\"'::json".to_owned(), "payload"),
+        ("run_at", "'-infinity'::timestamptz".to_owned(), "run_at"),
+        ("created_at", "'infinity'::timestamptz".to_owned(), "created_at"),
+        ("updated_at", "'-infinity'::timestamptz".to_owned(), "updated_at"),
+    ];
+    let client = db.client().await;
+    let mut bad = Vec::new();
+    for (i, (column, value, _)) in cases.iter().enumerate() {
+        // Half of them in a named queue, whose next job must still run.
+        let spec = if i % 2 == 0 {
+            JobSpec::builder().queue_name(format!("q{i}")).build()
+        } else {
+            JobSpec::default()
+        };
+        let id = utils.add_raw_job("ok", json!({ "bad": i }), spec).await.unwrap().id;
+        let sql = format!("update graphile_worker._private_jobs set {column} = {value} where id = $1");
+        client.execute(&sql, &[&id]).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+        bad.push(id);
+        if i % 2 == 0 {
+            let next = JobSpec::builder().queue_name(format!("q{i}")).build();
+            utils.add_raw_job("ok", json!({ "after": i }), next).await.unwrap();
+        }
+    }
+    for n in 0..20 {
+        utils.add_raw_job("ok", json!({ "n": n }), JobSpec::default()).await.unwrap();
+    }
+    let ran: Arc<Mutex<Vec<Value>>> = Default::default();
+    let seen = ran.clone();
+    let undecodable: Arc<Mutex<Vec<i64>>> = Default::default();
+    let events = undecodable.clone();
+    let worker = db
+        .worker_options()
+        .concurrency(4)
+        .define_raw_job("ok", move |_, payload| {
+            seen.lock().unwrap().push(payload);
+            async { Ok(()) }
+        })
+        .on_event(move |event| {
+            if let Event::JobUndecodable { job_id, .. } = event {
+                events.lock().unwrap().push(*job_id);
+            }
+        })
+        .init()
+        .await
+        .unwrap();
+    timeout(rt().as_ref(), Duration::from_secs(30), worker.run_once()).await.expect("returns").expect("ok");
+    assert_eq!(ran.lock().unwrap().len(), 20 + cases.len().div_ceil(2), "every readable job ran");
+    let mut reported = undecodable.lock().unwrap().clone();
+    reported.sort_unstable();
+    assert_eq!(reported, bad, "each unreadable job is reported once");
+    for (id, (_, _, column)) in bad.iter().zip(&cases) {
+        let row = client
+            .query_one(
+                "select attempts, last_error, locked_by is null from graphile_worker._private_jobs where id = $1",
+                &[id],
+            )
+            .await
+            .unwrap();
+        let error: String = row.get(1);
+        assert_eq!(row.get::<_, i16>(0), 1, "job {id}: the attempt counts");
+        assert!(row.get::<_, bool>(2), "job {id} is unlocked");
+        assert!(
+            error.contains(&format!("job {id}")) && error.contains(&format!("column {column}")),
+            "{error}"
+        );
+    }
+    assert_eq!(
+        db.count("select count(*) from graphile_worker._private_job_queues where locked_by is not null")
+            .await,
+        0,
+        "no queue is left locked"
+    );
+}

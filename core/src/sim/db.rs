@@ -517,7 +517,7 @@ impl Db {
                 QueryResult::Tasks(tasks)
             }
             Statement::GetJobs { worker_id, task_ids, forbidden_flags, limit, now } => {
-                QueryResult::Jobs(self.get_jobs(worker_id, task_ids, forbidden_flags, *limit, *now))
+                QueryResult::jobs(self.get_jobs(worker_id, task_ids, forbidden_flags, *limit, *now))
             }
             Statement::CompleteJobs { worker_id, ids } => {
                 let mine: Vec<i64> = ids
@@ -668,7 +668,7 @@ mod tests {
             limit,
             now: None,
         }) {
-            QueryResult::Jobs(jobs) => jobs,
+            QueryResult::Jobs { jobs, .. } => jobs,
             other @ (QueryResult::Tasks(_)
             | QueryResult::KnownCrontabs(_)
             | QueryResult::Done

@@ -259,7 +259,7 @@ fn statement_text(statement: &Statement) -> String {
 
 fn result_text(result: &QueryResult) -> String {
     match result {
-        QueryResult::Jobs(jobs) => {
+        QueryResult::Jobs { jobs, .. } => {
             let ids: Vec<i64> = jobs.iter().map(|j| j.id).collect();
             format!("jobs {ids:?}")
         }

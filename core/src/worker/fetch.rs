@@ -142,12 +142,15 @@ impl Fetcher {
         self.in_flight.insert(id, limit);
     }
 
-    /// Fetch `id` came back with `jobs`; those in `held` (this worker already runs them or
-    /// writes their outcome: a sweep freed their lock) are dropped. With `running` tasks
-    /// busy. When the worker no longer `accepting` jobs, returns the ids to give back.
+    /// Fetch `id` came back with `rows` locked, of which `jobs` could be read; those in
+    /// `held` (this worker already runs them or writes their outcome: a sweep freed their
+    /// lock) are dropped. With `running` tasks busy. When the worker no longer `accepting`
+    /// jobs, returns the ids to give back.
+    #[allow(clippy::too_many_arguments)] // Each is a fact of this one answer.
     pub fn fetched(
         &mut self,
         id: QueryId,
+        rows: usize,
         mut jobs: Vec<Job>,
         held: &BTreeSet<i64>,
         running: usize,
@@ -155,7 +158,7 @@ impl Fetcher {
         now: Timestamp,
     ) -> Vec<i64> {
         let limit = self.in_flight.remove(&id).unwrap_or(0);
-        let got = jobs.len();
+        let got = rows;
         self.drained = got < limit;
         self.short = got < limit;
         // A job this worker already runs, holds or is writing the outcome of can come back
@@ -373,14 +376,14 @@ mod tests {
         let none = BTreeSet::new();
         assert_eq!(f.want(0), Some(2));
         f.sent(1, 2);
-        f.fetched(1, jobs(&[1, 2]), &none, 0, true, t(1));
+        f.fetched(1, 2, jobs(&[1, 2]), &none, 0, true, t(1));
         assert_eq!(ids(&f.take(2, t(1))), [1, 2]);
         // Both slots busy, queue empty: the next batch goes out, then a second behind it.
         f.sent(2, 2);
         f.sent(3, 2);
-        f.fetched(3, jobs(&[3, 4]), &none, 2, true, t(2));
+        f.fetched(3, 2, jobs(&[3, 4]), &none, 2, true, t(2));
         assert!(f.take(2, t(2)).is_empty(), "fetch 2 is still out: its jobs may come first");
-        f.fetched(2, jobs(&[5, 6]), &none, 2, true, t(3));
+        f.fetched(2, 2, jobs(&[5, 6]), &none, 2, true, t(3));
         assert_eq!(ids(&f.take(4, t(3))), [3, 4, 5, 6], "(priority, run_at, id) order");
     }
 
@@ -389,7 +392,7 @@ mod tests {
         let mut f = fetcher(2, 100);
         f.sent(1, 2);
         f.sent(2, 2);
-        f.fetched(2, jobs(&[7, 8]), &BTreeSet::new(), 0, true, t(1));
+        f.fetched(2, 2, jobs(&[7, 8]), &BTreeSet::new(), 0, true, t(1));
         assert!(f.take(2, t(1)).is_empty());
         f.failed(1);
         assert_eq!(ids(&f.take(2, t(2))), [7, 8]);
@@ -400,10 +403,10 @@ mod tests {
     fn after_a_give_back_no_prefetch_until_a_slot_frees() {
         let mut f = fetcher(1, 100);
         f.sent(1, 1);
-        f.fetched(1, jobs(&[1]), &BTreeSet::new(), 0, true, t(0));
+        f.fetched(1, 1, jobs(&[1]), &BTreeSet::new(), 0, true, t(0));
         assert_eq!(ids(&f.take(1, t(0))), [1]);
         f.sent(2, 1);
-        f.fetched(2, jobs(&[2]), &BTreeSet::new(), 1, true, t(1));
+        f.fetched(2, 1, jobs(&[2]), &BTreeSet::new(), 1, true, t(1));
         assert!(f.take(0, t(1)).is_empty(), "the slot is busy");
         let due = f.give_back_deadline().expect("queued jobs have a give-back deadline");
         assert_eq!(f.handle_timeout(due, true), [2], "given back");
@@ -418,17 +421,17 @@ mod tests {
         let none = BTreeSet::new();
         assert_eq!(f.want(0), Some(2));
         f.sent(1, 2);
-        f.fetched(1, jobs(&[1, 2]), &none, 0, true, t(0));
+        f.fetched(1, 2, jobs(&[1, 2]), &none, 0, true, t(0));
         f.take(2, t(0));
         assert_eq!(f.want(2), Some(2), "no growth on the first fetch");
         f.sent(2, 2);
         f.slot_freed();
         f.slot_freed(); // ran dry: both slots free, nothing queued
-        f.fetched(2, jobs(&[3, 4]), &none, 0, true, t(1));
+        f.fetched(2, 2, jobs(&[3, 4]), &none, 0, true, t(1));
         f.take(2, t(1));
         assert_eq!(f.want(2), Some(4), "a full batch found idle slots: twice the batch");
         f.sent(3, 4);
-        f.fetched(3, jobs(&[5]), &none, 2, true, t(2));
+        f.fetched(3, 1, jobs(&[5]), &none, 2, true, t(2));
         assert_eq!(f.want(2), None, "short: one fetch at a time, only for slots about to idle");
     }
 }

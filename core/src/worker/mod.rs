@@ -1,11 +1,9 @@
 //! The worker as a pure state machine.
 //!
-//! Shaped like quinn-proto and str0m: the caller feeds facts in with
-//! [`Worker::handle`]`(input, now)`, drains commands with [`Worker::poll_effect`] after
-//! every input, and sleeps until [`Worker::poll_timeout`] (then feeds
-//! [`Input::Timeout`]). Nothing here awaits, reads a clock or touches the database, so the
-//! same inputs always give the same effects: a trace of `(now, input)` replays a run. The
-//! contract with the driver is [`crate::protocol`].
+//! The caller feeds facts in with [`Worker::handle`]`(input, now)`, drains commands with
+//! [`Worker::poll_effect`], and sleeps until [`Worker::poll_timeout`] ([`crate::protocol`]
+//! is the contract). Nothing here awaits, reads a clock or touches the database: a trace of
+//! `(now, input)` replays a run.
 //!
 //! What the machine guarantees (and the tests check):
 //! - never more running tasks than `concurrency`, and a job is started at most once for
@@ -17,12 +15,11 @@
 //! - its clock never goes back: an earlier `now` than seen before is taken as the latest;
 //! - after [`Effect::Stopped`] no effect comes out and no deadline is armed.
 //!
-//! The machine is a composition of small parts, each owning its state and its deadline
-//! and knowing nothing of statements or effects: [`fetch::Fetcher`] (when and how much to
-//! fetch, the local queue), [`writes::Writes`] (outcomes on their way to the database),
-//! [`link::Link`] (the LISTEN connection) and the cron runner. This module is the only
-//! place that turns their decisions into [`Effect`]s, and [`Worker::poll_timeout`] is the
-//! earliest of their deadlines and its own three (lock sweep, retry, shutdown grace).
+//! The machine composes small parts, each owning its state and its deadline and knowing no
+//! effect: [`fetch`] (when and how much to fetch, the local queue), [`writes`] (outcomes on
+//! their way to the database), [`link`] (the LISTEN connection), [`slots`], [`sweep`] and
+//! the cron runner. Only this module makes [`Effect`]s; [`Worker::poll_timeout`] is the
+//! earliest of the parts' deadlines and its own (retry).
 
 mod config;
 mod fetch;
@@ -36,7 +33,7 @@ pub use self::fetch::MAX_PREFETCHES;
 pub use self::sweep::STALE_LOCK_AGE;
 pub use crate::protocol::{
     DbError, Effect, Event, Failure, Input, MisuseError, QueryId, QueryResult, Statement, TaskOutcome,
-    TimerKind,
+    TimerKind, Undecodable,
 };
 pub use crate::time::Timestamp;
 
@@ -89,8 +86,6 @@ pub struct Worker {
     sweeper: Sweeper,
     /// When a failed fetch or task registration is tried again (no fetch before).
     retry_at: Option<Timestamp>,
-    /// When a graceful shutdown stops waiting for running tasks.
-    grace_at: Option<Timestamp>,
     effects: VecDeque<Effect>,
     rng: SplitMix,
 }
@@ -115,7 +110,6 @@ impl Worker {
             writes: Writes::default(),
             sweeper: Sweeper::default(),
             retry_at: None,
-            grace_at: None,
             effects: VecDeque::new(),
         };
         worker.emit(Event::WorkerStart { worker_id: worker.config.worker_id.clone() });
@@ -176,7 +170,7 @@ impl Worker {
             TimerKind::Listener => self.link.deadline(),
             TimerKind::LockSweep => self.sweeper.deadline(),
             TimerKind::LocalQueueTtl => self.fetcher.give_back_deadline(),
-            TimerKind::ShutdownGrace => self.grace_at,
+            TimerKind::ShutdownGrace => self.slots.deadline(),
             TimerKind::Retry => self.retry_at,
             TimerKind::Cron => {
                 self.cron.as_ref().filter(|_| self.phase == Phase::Running).and_then(CronRunner::deadline)
@@ -251,7 +245,7 @@ impl Worker {
         if self.phase == Phase::Draining && idle && self.pending.is_empty() && written {
             self.phase = Phase::Stopped;
             self.retry_at = None;
-            self.grace_at = None;
+            self.slots.stopped();
             self.emit(Event::WorkerStop { worker_id: self.config.worker_id.clone() });
             self.effects.push_back(Effect::Stopped);
         }
@@ -287,7 +281,7 @@ impl Worker {
             (&result, part),
             (QueryResult::Err(_), _)
                 | (QueryResult::Tasks(_), Part::Register)
-                | (QueryResult::Jobs(_), Part::Fetch)
+                | (QueryResult::Jobs { .. }, Part::Fetch)
                 | (QueryResult::KnownCrontabs(_), Part::Cron)
                 | (QueryResult::Done, Part::Write | Part::Sweep | Part::Cron)
         );
@@ -312,14 +306,24 @@ impl Worker {
                     }
                 }
             }
-            QueryResult::Jobs(jobs) => {
-                if jobs.is_empty() {
-                    self.emit(Event::FetchEmpty);
-                }
+            QueryResult::Jobs { jobs, undecodable } => {
+                let rows = jobs.len() + undecodable.len();
+                (rows == 0).then(|| self.emit(Event::FetchEmpty));
                 let held = if jobs.is_empty() { BTreeSet::new() } else { self.held() };
                 let accepting = self.phase == Phase::Running;
-                let back = self.fetcher.fetched(id, jobs, &held, self.slots.len(), accepting, self.now);
+                let back = self.fetcher.fetched(id, rows, jobs, &held, self.slots.len(), accepting, self.now);
                 self.writes.give_back(back, self.now);
+                // An unreadable row fails its attempt as a task's error would: its lock is
+                // released, and it is retried (an edited row may read next time).
+                for Undecodable { job_id, error } in undecodable {
+                    let message = format!("Formica could not read job {job_id}: {error}");
+                    self.emit(Event::JobUndecodable { job_id, error });
+                    self.writes.fail(
+                        Failure { job_id, message, run_at: None },
+                        self.now,
+                        self.config.fail_batch_delay,
+                    );
+                }
             }
             QueryResult::KnownCrontabs(known) => {
                 if let Some(cron) = &mut self.cron {
@@ -434,7 +438,7 @@ impl Worker {
             let unstarted = self.fetcher.stop();
             self.writes.give_back(unstarted, self.now);
             if graceful {
-                self.grace_at = Some(self.now + self.config.graceful_shutdown_timeout);
+                self.slots.wait_until(self.now + self.config.graceful_shutdown_timeout);
             }
         }
         if !graceful {
@@ -465,10 +469,8 @@ impl Worker {
     }
 
     fn abort_running(&mut self) {
-        self.grace_at = None;
-        for job_id in self.slots.abort_all() {
-            self.effects.push_back(Effect::AbortTask { job_id });
-        }
+        let ids = self.slots.abort_all();
+        self.effects.extend(ids.into_iter().map(|job_id| Effect::AbortTask { job_id }));
     }
 
     /// Each part handles its own deadlines; the flush and cron are driven by `progress`.
@@ -483,9 +485,8 @@ impl Worker {
             self.query(Part::Sweep, Statement::ResetLocked { locked_before });
         }
         self.writes.give_back(expired, now);
-        if self.grace_at.is_some_and(|at| at <= now) {
-            self.abort_running();
-        }
+        let overdue = self.slots.handle_timeout(now);
+        self.effects.extend(overdue.into_iter().map(|job_id| Effect::AbortTask { job_id }));
         if self.retry_at.is_some_and(|at| at <= now) {
             self.retry_at = None;
             let registering = self.pending.values().any(|p| *p == Part::Register);

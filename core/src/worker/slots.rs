@@ -1,7 +1,8 @@
-//! [`Slots`]: the tasks a worker runs, never more than `concurrency`, and which of them
-//! were told to abort.
+//! [`Slots`]: the tasks a worker runs, never more than `concurrency`, which of them were
+//! told to abort, and how long a graceful shutdown waits for them.
 //!
-//! Promises: a job holds at most one slot; a task is told to abort at most once.
+//! Promises: a job holds at most one slot; a task is told to abort at most once; once the
+//! grace deadline passes, every running task is told to abort.
 
 use crate::job::Job;
 use crate::time::Timestamp;
@@ -22,12 +23,14 @@ pub(crate) struct Slots {
     running: BTreeMap<i64, Started>,
     /// Tasks told to abort.
     aborting: BTreeSet<i64>,
+    /// When a graceful shutdown stops waiting for the running tasks.
+    grace_at: Option<Timestamp>,
 }
 
 impl Slots {
     /// `concurrency` free slots.
     pub fn new(concurrency: usize) -> Self {
-        Slots { concurrency, running: BTreeMap::new(), aborting: BTreeSet::new() }
+        Slots { concurrency, running: BTreeMap::new(), aborting: BTreeSet::new(), grace_at: None }
     }
 
     /// How many more tasks may start.
@@ -47,8 +50,33 @@ impl Slots {
         self.running.remove(&job_id)
     }
 
-    /// The running tasks not yet told to abort; from now on they count as told.
+    /// Wait for the running tasks until `at`, then abort them.
+    pub fn wait_until(&mut self, at: Timestamp) {
+        self.grace_at = Some(at);
+    }
+
+    /// The tasks to abort now: all of them once the grace deadline passed.
+    pub fn handle_timeout(&mut self, now: Timestamp) -> Vec<i64> {
+        match self.grace_at {
+            Some(at) if at <= now => self.abort_all(),
+            Some(_) | None => Vec::new(),
+        }
+    }
+
+    /// The worker stopped: nothing is waited for any more.
+    pub fn stopped(&mut self) {
+        self.grace_at = None;
+    }
+
+    /// When running tasks are aborted unless they ended.
+    pub fn deadline(&self) -> Option<Timestamp> {
+        self.grace_at
+    }
+
+    /// The running tasks not yet told to abort; from now on they count as told (and no
+    /// grace deadline is left).
     pub fn abort_all(&mut self) -> Vec<i64> {
+        self.grace_at = None;
         let ids: Vec<i64> = self.running.keys().copied().filter(|id| !self.aborting.contains(id)).collect();
         self.aborting.extend(&ids);
         ids
