@@ -459,17 +459,17 @@ fn binding_beyond_loopback_needs_a_token_or_read_only() {
 async fn ui_jobs_page_at_a_million_jobs() {
     let db = TestDb::migrated().await;
     let client = db.client().await;
-    // 1,000,000 jobs over 10 tasks and 2 queues: 1% failed, 0.1% out of attempts, a tenth
-    // scheduled later, some keyed; the rest ready.
+    // 1,000,000 jobs over 10 tasks, 2% in 2 named queues: 1% failed and waiting to retry,
+    // 0.1% out of attempts, a tenth scheduled later, a seventh keyed; the rest ready.
     client
         .batch_execute(
             "insert into graphile_worker._private_tasks (identifier) select 'task_' || i from generate_series(0, 9) i;
              insert into graphile_worker._private_job_queues (queue_name) values ('q_a'), ('q_b');
              insert into graphile_worker._private_jobs (task_id, job_queue_id, payload, run_at, attempts, max_attempts, last_error, key)
              select (select min(id) from graphile_worker._private_tasks) + i % 10,
-                    case when i % 50 = 0 then (select min(id) from graphile_worker._private_job_queues) + i % 2 end,
+                    case when i % 50 = 0 then (select min(id) from graphile_worker._private_job_queues) + (i / 50) % 2 end,
                     json_build_object('i', i),
-                    now() + case when i % 10 = 3 then interval '1 day' else -interval '1 minute' end,
+                    now() + case when i % 10 = 3 or i % 100 = 1 then interval '1 day' else -interval '1 minute' end,
                     case when i % 1000 = 7 then 25 when i % 100 = 1 then 3 else 0 end,
                     25,
                     case when i % 100 = 1 or i % 1000 = 7 then 'Error: connection refused at step ' || i end,
