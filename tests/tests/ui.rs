@@ -103,6 +103,24 @@ async fn overview_counts_each_job_in_one_state() {
 }
 
 #[tokio::test]
+async fn overview_counts_jobs_completed_since_it_started() {
+    let f = fixture().await;
+    let ui = Dashboard::start(f.utils.clone(), Options::default()).await;
+    assert_eq!(ui.get("/api/overview").await.json()["completed"], 0);
+    f.utils.complete_jobs(&[f.ready, f.scheduled]).await.unwrap();
+    // PostgreSQL publishes a backend's counters within seconds of its going idle.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let completed = ui.get("/api/overview").await.json()["completed"].as_i64().unwrap();
+        if completed == 2 {
+            break;
+        }
+        assert!(completed < 2 && std::time::Instant::now() < deadline, "completed: {completed}");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
 async fn jobs_filter_by_task_queue_state_key_and_error_text() {
     let f = fixture().await;
     let ui = Dashboard::start(f.utils.clone(), Options::default()).await;
@@ -208,6 +226,9 @@ async fn a_job_is_shown_whole() {
     );
     let page = ui.get(&format!("/jobs/{}", f.failed)).await;
     assert!(page.body.contains("stderr ends with: the end"), "the whole error is on the page");
+    assert!(page.body.contains("/run_now"));
+    let out_of_attempts = ui.get(&format!("/jobs/{}", f.permanently_failed)).await;
+    assert!(!out_of_attempts.body.contains("/run_now") && out_of_attempts.body.contains("Out of attempts"));
     let ready = ui.get(&format!("/jobs/{}", f.ready)).await;
     assert!(ready.body.contains("&quot;to&quot;: &quot;a&quot;"), "pretty payload: {}", ready.body);
     let missing = ui.get("/api/jobs/999999").await;

@@ -51,7 +51,7 @@ impl Driver {
 
     async fn browser(&self) -> Client {
         let mut options = json!({
-            "args": ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1280,900"]
+            "args": ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1280,1000"]
         });
         if std::path::Path::new("/usr/bin/chromium").exists() {
             options["binary"] = json!("/usr/bin/chromium");

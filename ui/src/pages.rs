@@ -337,7 +337,12 @@ async fn job(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
             r#"<h2>Actions</h2><div class="actions">{}{}</div>
 <form id="reschedule" class="filters inline" onsubmit="return false"><label>run_at <input name="run_at" placeholder="{}"></label><label>priority <input name="priority" type="number"></label><label>attempts <input name="attempts" type="number"></label><label>max_attempts <input name="max_attempts" type="number"></label>{}</form>
 <form id="fail" class="filters inline" onsubmit="return false"><label>reason <input name="reason" placeholder="Manually marked as failed"></label>{}</form>"#,
-            button(&s, "Run now", &format!("{base}/run_now"), &format!("Run job {id} now?"), &[]),
+            // Out of attempts, a job due now still would not run: Reschedule's attempts can.
+            if detail.row.state == "permanently_failed" {
+                "<span>Out of attempts: to retry, reschedule with fewer attempts.</span>".to_owned()
+            } else {
+                button(&s, "Run now", &format!("{base}/run_now"), &format!("Run job {id} now?"), &[])
+            },
             button(
                 &s,
                 "Remove",
@@ -362,12 +367,12 @@ async fn job(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
             ),
         );
     }
-    let _ = write!(html, r#"<h2>Payload</h2><pre id="payload">{}</pre>"#, esc(&payload));
     let _ = write!(
         html,
         r#"<h2>Last error</h2><pre id="last-error">{}</pre>"#,
         esc(j.last_error.as_deref().unwrap_or("(none)"))
     );
+    let _ = write!(html, r#"<h2>Payload</h2><pre id="payload">{}</pre>"#, esc(&payload));
     page(&s, &format!("Job {id}"), &html)
 }
 
