@@ -456,6 +456,8 @@ async fn values_are_escaped_in_every_page() {
         let page = ui.get(&path).await;
         assert_eq!(page.status, 200, "{path}");
         assert!(!page.body.contains("<script>window"), "{path} has raw markup: {}", page.body);
+        let policy = page.header("content-security-policy").unwrap_or_default();
+        assert!(policy.contains("default-src 'self'") && policy.contains("frame-ancestors 'none'"), "{path}");
         assert!(page.body.contains("&lt;script&gt;") || path.contains("task="), "{path}");
     }
 }

@@ -1,5 +1,9 @@
 // The dashboard's only script: an action button asks for confirmation, then posts to the
 // JSON API with the header that marks the request as the dashboard's own, and reloads.
+// An action's form is never submitted itself (Enter in one of its fields does nothing).
+document.addEventListener("submit", (event) => {
+  if (event.target.matches("form.inline")) event.preventDefault();
+});
 document.addEventListener("click", async (event) => {
   const button = event.target.closest("button[data-action]");
   if (!button) return;

@@ -62,9 +62,14 @@ fn opt_time(at: &Option<DateTime<Utc>>) -> String {
     at.as_ref().map(time).unwrap_or_default()
 }
 
+/// Defence in depth behind [`esc`]: no script but the dashboard's own file runs, and no
+/// other site may frame the pages (to trick a click on an action).
+const POLICY: &str = "default-src 'self'; frame-ancestors 'none'; form-action 'self'";
+
 fn page(s: &State, title: &str, body: &str) -> Response {
     let mode = if s.options.read_only { r#"<span class="badge">read-only</span>"# } else { "" };
-    Html(format!(
+    let headers = [(header::CONTENT_SECURITY_POLICY, POLICY), (header::X_FRAME_OPTIONS, "DENY")];
+    let html = Html(format!(
         r#"<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{title} · formica</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -76,8 +81,8 @@ fn page(s: &State, title: &str, body: &str) -> Response {
 {body}</main></body></html>"#,
         title = esc(title),
         schema = esc(s.utils.schema()),
-    ))
-    .into_response()
+    ));
+    (headers, html).into_response()
 }
 
 fn error_page(s: &State, e: Error) -> Response {
@@ -335,8 +340,8 @@ async fn job(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
         let _ = write!(
             html,
             r#"<h2>Actions</h2><div class="actions">{}{}</div>
-<form id="reschedule" class="filters inline" onsubmit="return false"><label>run_at <input name="run_at" placeholder="{}"></label><label>priority <input name="priority" type="number"></label><label>attempts <input name="attempts" type="number"></label><label>max_attempts <input name="max_attempts" type="number"></label>{}</form>
-<form id="fail" class="filters inline" onsubmit="return false"><label>reason <input name="reason" placeholder="Manually marked as failed"></label>{}</form>"#,
+<form id="reschedule" class="filters inline"><label>run_at <input name="run_at" placeholder="{}"></label><label>priority <input name="priority" type="number"></label><label>attempts <input name="attempts" type="number"></label><label>max_attempts <input name="max_attempts" type="number"></label>{}</form>
+<form id="fail" class="filters inline"><label>reason <input name="reason" placeholder="Manually marked as failed"></label>{}</form>"#,
             // Out of attempts, a job due now still would not run: Reschedule's attempts can.
             if detail.row.state == "permanently_failed" {
                 "<span>Out of attempts: to retry, reschedule with fewer attempts.</span>".to_owned()
