@@ -176,14 +176,21 @@ pub mod ui {
     /// Jobs matching filters, before its [`JOBS_ORDER`] part (uses `:JOB_STATE`).
     pub const JOBS: &str = include_str!("../queries/ui/jobs.sql");
     /// The orders of [`JOBS`]: name, and the part appended to it. The cursor is the last row
-    /// of the previous page: `$7` its id, and for the run_at orders `$8` its run_at.
+    /// of the previous page: `$7` its id, and for `next` `$8` its run_at and `$9` its
+    /// priority. `next` is the workers' order (priority, then run_at) over the jobs that
+    /// will run (not running, attempts left): it walks the fetch's own partial index.
     pub const JOBS_ORDER: [(&str, &str); 3] = [
         ("newest", "and ($7::bigint is null or jobs.id < $7::bigint) order by jobs.id desc limit $6"),
         ("oldest", "and ($7::bigint is null or jobs.id > $7::bigint) order by jobs.id limit $6"),
         (
-            "run_at",
-            "and ($7::bigint is null or (jobs.run_at, jobs.id) > ($8::timestamptz, $7::bigint)) \
-             order by jobs.run_at, jobs.id limit $6",
+            "next",
+            // "After the cursor" as the index's range (priority, run_at) >= the cursor's,
+            // less the ties already shown: a three-column row comparison instead is
+            // estimated to match one row, and PostgreSQL then sorts the whole table.
+            "and jobs.is_available = true \
+             and ($7::bigint is null or ((jobs.priority, jobs.run_at) >= ($9::smallint, $8::timestamptz) \
+               and not (jobs.priority = $9::smallint and jobs.run_at = $8::timestamptz and jobs.id <= $7::bigint))) \
+             order by jobs.priority, jobs.run_at, jobs.id limit $6",
         ),
     ];
     /// One job, with its queue's lock (uses `:JOB_STATE`).

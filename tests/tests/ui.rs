@@ -164,13 +164,27 @@ async fn jobs_pages_through_every_order_without_gaps_or_repeats() {
     let utils = db.utils();
     let now = Utc::now();
     let mut added = Vec::new();
-    for i in 0..7i64 {
-        // Two jobs share each run_at, so the id breaks ties in the run_at order.
-        let run_at = Some(now + ChronoDuration::minutes(10 - i / 2));
-        added.push(add(&utils, "t", json!({ "i": i }), JobSpec { run_at, ..Default::default() }).await);
+    // (priority, minutes from now, id): pairs share a run_at so the id breaks ties, and
+    // two priorities make the workers' order differ from run_at's.
+    let mut next_order = Vec::new();
+    for i in 0..9i64 {
+        let (priority, minutes) = (if i % 3 == 0 { -1i16 } else { 0 }, 10 - i / 2);
+        let spec = JobSpec {
+            run_at: Some(now + ChronoDuration::minutes(minutes)),
+            priority: Some(priority),
+            ..Default::default()
+        };
+        let id = add(&utils, "t", json!({ "i": i }), spec).await;
+        added.push(id);
+        next_order.push((priority, minutes, id));
     }
+    // Out of attempts: listed, but never next to run.
+    let given_up = add(&utils, "t", json!({}), JobSpec::default()).await;
+    utils.permanently_fail_jobs(&[given_up], None).await.unwrap();
+    added.push(given_up);
+    next_order.sort();
     let ui = Dashboard::start(utils.clone(), Options::default()).await;
-    for sort in ["newest", "oldest", "run_at"] {
+    for sort in ["newest", "oldest", "next"] {
         let mut seen = Vec::new();
         let mut after: Option<String> = None;
         loop {
@@ -190,12 +204,7 @@ async fn jobs_pages_through_every_order_without_gaps_or_repeats() {
         let expected: Vec<i64> = match sort {
             "newest" => added.iter().rev().copied().collect(),
             "oldest" => added.clone(),
-            _ => {
-                let mut by_run_at: Vec<(i64, i64)> =
-                    added.iter().enumerate().map(|(i, id)| (-(i as i64 / 2), *id)).collect();
-                by_run_at.sort();
-                by_run_at.into_iter().map(|(_, id)| id).collect()
-            }
+            _ => next_order.iter().map(|&(_, _, id)| id).collect(),
         };
         assert_eq!(seen, expected, "{sort}");
     }
@@ -483,7 +492,8 @@ async fn ui_jobs_page_at_a_million_jobs() {
     let db = TestDb::migrated().await;
     let client = db.client().await;
     // 1,000,000 jobs over 10 tasks, 2% in 2 named queues: 1% failed and waiting to retry,
-    // 0.1% out of attempts, a tenth scheduled later, a seventh keyed; the rest ready.
+    // 0.1% out of attempts, a tenth scheduled later, a seventh keyed; the rest ready. Added
+    // over a day: about 12 jobs share each run_at.
     client
         .batch_execute(
             "insert into graphile_worker._private_tasks (identifier) select 'task_' || i from generate_series(0, 9) i;
@@ -492,7 +502,7 @@ async fn ui_jobs_page_at_a_million_jobs() {
              select (select min(id) from graphile_worker._private_tasks) + i % 10,
                     case when i % 50 = 0 then (select min(id) from graphile_worker._private_job_queues) + (i / 50) % 2 end,
                     json_build_object('i', i),
-                    now() + case when i % 10 = 3 or i % 100 = 1 then interval '1 day' else -interval '1 minute' end,
+                    now() - (i % 86400) * interval '1 second' + case when i % 10 = 3 or i % 100 = 1 then interval '2 days' else interval '0' end,
                     case when i % 1000 = 7 then 25 when i % 100 = 1 then 3 else 0 end,
                     25,
                     case when i % 100 = 1 or i % 1000 = 7 then 'Error: connection refused at step ' || i end,
@@ -502,11 +512,25 @@ async fn ui_jobs_page_at_a_million_jobs() {
         )
         .await
         .expect("insert a million jobs");
+    // A page from the middle of the workers' order.
+    let middle = client
+        .query_one(
+            "select id, priority, run_at from graphile_worker._private_jobs where is_available order by priority, run_at, id offset 400000 limit 1",
+            &[],
+        )
+        .await
+        .unwrap();
+    let (id, priority, run_at): (i64, i16, chrono::DateTime<Utc>) =
+        (middle.get(0), middle.get(1), middle.get(2));
+    let deep =
+        format!("/api/jobs?sort=next&after={id}_{priority}_{}", run_at.to_rfc3339().replace('+', "%2B"));
     let ui = Dashboard::start(db.utils(), Options::default()).await;
     let cases = [
         "/api/jobs",
+        "/api/jobs?after=500000",
         "/api/jobs?sort=oldest",
-        "/api/jobs?sort=run_at",
+        "/api/jobs?sort=next",
+        &deep,
         "/api/jobs?state=ready",
         "/api/jobs?state=failed",
         "/api/jobs?state=permanently_failed",

@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 use formica::cron::Crontab;
 use formica::rows::jobs_from_rows;
 use formica::sql;
+use formica::tokio_postgres::types::ToSql;
 use formica::{Job, WorkerUtils};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -156,7 +157,8 @@ pub struct JobQuery {
     pub key: Option<String>,
     /// Only jobs whose `last_error` contains this text (case-insensitive).
     pub error: Option<String>,
-    /// `newest` (default), `oldest` or `run_at`.
+    /// `newest` (default), `oldest`, or `next`: the jobs that will run, in the order
+    /// workers take them (priority, then run_at).
     pub sort: Option<String>,
     /// The page after this cursor (a previous page's `next`).
     pub after: Option<String>,
@@ -198,7 +200,7 @@ pub struct JobPage {
 pub async fn jobs(utils: &WorkerUtils, query: &JobQuery) -> Result<JobPage, Error> {
     let sort = given(&query.sort).unwrap_or("newest");
     let (_, order) = sql::ui::JOBS_ORDER.iter().find(|(name, _)| *name == sort).ok_or_else(|| {
-        Error::BadRequest(format!("unknown sort {sort:?}: expected newest, oldest or run_at"))
+        Error::BadRequest(format!("unknown sort {sort:?}: expected newest, oldest or next"))
     })?;
     let state = given(&query.state);
     if let Some(state) = state {
@@ -213,9 +215,9 @@ pub async fn jobs(utils: &WorkerUtils, query: &JobQuery) -> Result<JobPage, Erro
     if !(1..=MAX_PAGE).contains(&limit) {
         return Err(Error::BadRequest(format!("limit must be between 1 and {MAX_PAGE}")));
     }
-    let (after_id, after_run_at) = match given(&query.after) {
-        None => (None, None),
-        Some(cursor) => parse_cursor(cursor, sort == "run_at")?,
+    let cursor = match given(&query.after) {
+        None => Cursor::default(),
+        Some(text) => Cursor::parse(text, sort == "next")?,
     };
     let text = render(utils, &format!("{}{order}", sql::ui::JOBS));
     let client = utils.pool().get().await?;
@@ -223,35 +225,54 @@ pub async fn jobs(utils: &WorkerUtils, query: &JobQuery) -> Result<JobPage, Erro
         (given(&query.task), given(&query.queue), given(&query.key), given(&query.error));
     // One more than a page tells whether there is a next one.
     let fetch = limit + 1;
-    let rows = if sort == "run_at" {
-        client.query(&text, &[&task, &queue, &state, &key, &error, &fetch, &after_id, &after_run_at]).await?
+    let rows = if sort == "next" {
+        let params: [&(dyn ToSql + Sync); 9] =
+            [&task, &queue, &state, &key, &error, &fetch, &cursor.id, &cursor.run_at, &cursor.priority];
+        client.query(&text, &params).await?
     } else {
-        client.query(&text, &[&task, &queue, &state, &key, &error, &fetch, &after_id]).await?
+        client.query(&text, &[&task, &queue, &state, &key, &error, &fetch, &cursor.id]).await?
     };
     let mut jobs = with_states(&rows)?;
     let next = if jobs.len() as i64 > limit {
         jobs.truncate(limit as usize);
-        jobs.last().map(|last| match sort {
-            "run_at" => format!("{}_{}", last.job.id, last.job.run_at.to_rfc3339()),
-            _ => last.job.id.to_string(),
-        })
+        jobs.last().map(|last| Cursor::after(&last.job, sort == "next"))
     } else {
         None
     };
     Ok(JobPage { jobs, next })
 }
 
-/// A cursor is the last job's id, and for the run_at order `_` and its run_at.
-fn parse_cursor(cursor: &str, with_run_at: bool) -> Result<(Option<i64>, Option<DateTime<Utc>>), Error> {
-    let bad = || Error::BadRequest(format!("bad page cursor {cursor:?}"));
-    let (id, run_at) = match cursor.split_once('_') {
-        Some((id, at)) if with_run_at => {
-            (id, Some(DateTime::parse_from_rfc3339(at).map_err(|_| bad())?.with_timezone(&Utc)))
+/// Where a page starts: after the job with this id (and, in the `next` order, this
+/// priority and run_at). As text: `id`, or `id_priority_runat`.
+#[derive(Debug, Default, PartialEq)]
+struct Cursor {
+    id: Option<i64>,
+    priority: Option<i16>,
+    run_at: Option<DateTime<Utc>>,
+}
+
+impl Cursor {
+    fn after(job: &Job, next_order: bool) -> String {
+        if next_order {
+            format!("{}_{}_{}", job.id, job.priority, job.run_at.to_rfc3339())
+        } else {
+            job.id.to_string()
         }
-        None if !with_run_at => (cursor, None),
-        _ => return Err(bad()),
-    };
-    Ok((Some(id.parse().map_err(|_| bad())?), run_at))
+    }
+
+    fn parse(text: &str, next_order: bool) -> Result<Cursor, Error> {
+        let bad = || Error::BadRequest(format!("bad page cursor {text:?}"));
+        let parts: Vec<&str> = text.splitn(3, '_').collect();
+        match (parts.as_slice(), next_order) {
+            ([id], false) => Ok(Cursor { id: Some(id.parse().map_err(|_| bad())?), ..Cursor::default() }),
+            ([id, priority, run_at], true) => Ok(Cursor {
+                id: Some(id.parse().map_err(|_| bad())?),
+                priority: Some(priority.parse().map_err(|_| bad())?),
+                run_at: Some(DateTime::parse_from_rfc3339(run_at).map_err(|_| bad())?.with_timezone(&Utc)),
+            }),
+            _ => Err(bad()),
+        }
+    }
 }
 
 fn with_states(rows: &[formica::tokio_postgres::Row]) -> Result<Vec<JobRow>, Error> {
@@ -403,12 +424,14 @@ mod tests {
 
     #[test]
     fn cursors_carry_the_order_they_were_made_for() {
-        assert_eq!(parse_cursor("42", false).unwrap(), (Some(42), None));
+        assert_eq!(Cursor::parse("42", false).unwrap(), Cursor { id: Some(42), ..Cursor::default() });
         let at = "2030-01-02T03:04:05.123456+00:00";
-        let (id, run_at) = parse_cursor(&format!("7_{at}"), true).unwrap();
-        assert_eq!((id, run_at.map(|t| t.to_rfc3339())), (Some(7), Some(at.to_owned())));
-        assert!(parse_cursor("7", true).is_err());
-        assert!(parse_cursor(&format!("7_{at}"), false).is_err());
-        assert!(parse_cursor("x", false).is_err());
+        let cursor = Cursor::parse(&format!("7_-3_{at}"), true).unwrap();
+        assert_eq!((cursor.id, cursor.priority), (Some(7), Some(-3)));
+        assert_eq!(cursor.run_at.map(|t| t.to_rfc3339()), Some(at.to_owned()));
+        assert!(Cursor::parse("7", true).is_err());
+        assert!(Cursor::parse(&format!("7_0_{at}"), false).is_err());
+        assert!(Cursor::parse("x", false).is_err());
+        assert!(Cursor::parse("7_x_2030", true).is_err());
     }
 }

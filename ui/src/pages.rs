@@ -262,7 +262,11 @@ async fn jobs(Ext(s): Ext<State>, Query(query): Query<JobQuery>) -> Response {
         select(
             "sort",
             query.sort.as_deref(),
-            &[("newest", "newest first"), ("oldest", "oldest first"), ("run_at", "next to run first")]
+            &[
+                ("newest", "newest first"),
+                ("oldest", "oldest first"),
+                ("next", "next to run (workers' order)")
+            ]
         ),
     );
     let headers = ["id", "task", "queue", "state", "run_at", "attempts", "priority", "key", "last_error"];
