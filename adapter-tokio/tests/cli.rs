@@ -351,3 +351,73 @@ fn crontab_check_and_parse_print_items_or_the_mistake_with_line_and_column() {
     assert!(error.contains("line 3, column 3"), "{error}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[tokio::test]
+async fn job_shows_one_job_whole_and_status_counts_it_once() {
+    let db = TestDb::new().await;
+    ok(&db, &["--schema-only"]);
+    let id = json(&db, &["add", "mail", r#"{"to":"<ada>"}"#, "--job-key", "m1"])[0]["id"].as_i64().unwrap();
+    let error = format!("Error: exit status 3\n{}\nstderr ends with: mailbox full", "x".repeat(200));
+    db.client()
+        .await
+        .execute(
+            "update graphile_worker._private_jobs set attempts = 1, last_error = $2, run_at = now() + interval '1 hour' where id = $1",
+            &[&id, &error],
+        )
+        .await
+        .unwrap();
+    let shown = ok(&db, &["job", &id.to_string()]);
+    assert!(shown.contains(&error), "the whole error: {shown}");
+    assert!(shown.contains("\"to\": \"<ada>\"") && shown.contains("state       failed"), "{shown}");
+    let whole = json(&db, &["job", &id.to_string()]);
+    assert_eq!(
+        (whole["last_error"].as_str(), whole["state"].as_str()),
+        (Some(error.as_str()), Some("failed"))
+    );
+    let missing = formica(&db, &["job", "999999"]);
+    assert!(!missing.status.success() && String::from_utf8_lossy(&missing.stderr).contains("no job 999999"));
+
+    // Scheduled for later and failed: one state, failed.
+    let status = json(&db, &["status"]);
+    let mail = &status["tasks"][0];
+    let counted: i64 = ["ready", "scheduled", "running", "failed", "permanently_failed"]
+        .iter()
+        .map(|k| mail[*k].as_i64().unwrap())
+        .sum();
+    assert_eq!((counted, mail["failed"].as_i64()), (1, Some(1)), "{status}");
+}
+
+#[tokio::test]
+async fn ui_serves_the_dashboard_and_refuses_to_bind_beyond_loopback_unprotected() {
+    use std::io::{Read, Write};
+    let db = TestDb::new().await;
+    ok(&db, &["--schema-only"]);
+    let refused = formica(&db, &["ui", "--bind", "0.0.0.0:0"]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("without --token or --read-only"));
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_formica"))
+        .args(["-c", &db.url, "ui", "--bind", &format!("127.0.0.1:{port}")])
+        .env("RUST_LOG", "warn")
+        .spawn()
+        .expect("run formica ui");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut stream = loop {
+        match std::net::TcpStream::connect(("127.0.0.1", port)) {
+            Ok(stream) => break stream,
+            Err(_) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(50))
+            }
+            Err(e) => panic!("formica ui did not listen: {e}"),
+        }
+    };
+    write!(stream, "GET /api/overview HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("\"totals\""), "{answer}");
+}

@@ -10,6 +10,7 @@
 //! - [`utils`]: [`WorkerUtils`], adding and managing jobs.
 //! - [`task`]: [`TaskHandler`] and what a running task can reach.
 //! - [`worker`]: [`WorkerOptions`] and [`Worker`], the loop that runs jobs.
+//! - [`rows`]: result rows read into [`Job`]s, for readers with queries of their own.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -17,7 +18,7 @@ pub mod db;
 mod error;
 mod listener;
 pub mod migrate;
-mod rows;
+pub mod rows;
 pub mod runtime;
 #[doc(hidden)]
 pub mod statements;

@@ -141,14 +141,66 @@ pub mod worker {
     pub const SCHEDULE_CRONTABS: &str = include_str!("../queries/worker/schedule_crontabs.sql");
 }
 
+/// A job's one state, as an SQL expression over a `_private_jobs` row named `jobs`:
+/// `running` (a worker holds it), `permanently_failed` (out of attempts), `ready` (may run
+/// now, retries that are due included), `failed` (waiting to retry), `scheduled` (waiting
+/// for its first run). Statements that need it name it `:JOB_STATE`; see [`with_job_state`].
+pub const JOB_STATE: &str = "(case \
+when jobs.locked_at is not null then 'running' \
+when jobs.attempts >= jobs.max_attempts then 'permanently_failed' \
+when jobs.run_at <= now() then 'ready' \
+when jobs.last_error is not null then 'failed' \
+else 'scheduled' end)";
+
+/// The job states of [`JOB_STATE`], in the order people read them.
+pub const JOB_STATES: [&str; 5] = ["ready", "scheduled", "running", "failed", "permanently_failed"];
+
+/// `sql` with `:JOB_STATE` replaced by [`JOB_STATE`] (before [`render`]).
+pub fn with_job_state(sql: &str) -> String {
+    sql.replace(":JOB_STATE", JOB_STATE)
+}
+
 /// Read-only statements of the `formica` command.
 pub mod cli {
-    /// Counts per task and queue.
+    /// Counts per task, queue and state (uses `:JOB_STATE`).
     pub const STATUS: &str = include_str!("../queries/cli/status.sql");
     /// Workers holding locks.
     pub const WORKERS: &str = include_str!("../queries/cli/workers.sql");
     /// The newest migration applied.
     pub const VERSION: &str = include_str!("../queries/cli/version.sql");
+}
+
+/// Read-only statements of the dashboard (`formica-ui`). None locks a row: they read
+/// committed data and never wait for, or hold up, a worker.
+pub mod ui {
+    /// Jobs matching filters, before its [`JOBS_ORDER`] part (uses `:JOB_STATE`).
+    pub const JOBS: &str = include_str!("../queries/ui/jobs.sql");
+    /// The orders of [`JOBS`]: name, and the part appended to it. The cursor is the last row
+    /// of the previous page: `$7` its id, and for `next` `$8` its run_at and `$9` its
+    /// priority. `next` is the workers' order (priority, then run_at) over the jobs that
+    /// will run (not running, attempts left): it walks the fetch's own partial index.
+    pub const JOBS_ORDER: [(&str, &str); 3] = [
+        ("newest", "and ($7::bigint is null or jobs.id < $7::bigint) order by jobs.id desc limit $6"),
+        ("oldest", "and ($7::bigint is null or jobs.id > $7::bigint) order by jobs.id limit $6"),
+        (
+            "next",
+            // "After the cursor" as the index's range (priority, run_at) >= the cursor's,
+            // less the ties already shown: a three-column row comparison instead is
+            // estimated to match one row, and PostgreSQL then sorts the whole table.
+            "and jobs.is_available = true \
+             and ($7::bigint is null or ((jobs.priority, jobs.run_at) >= ($9::smallint, $8::timestamptz) \
+               and not (jobs.priority = $9::smallint and jobs.run_at = $8::timestamptz and jobs.id <= $7::bigint))) \
+             order by jobs.priority, jobs.run_at, jobs.id limit $6",
+        ),
+    ];
+    /// One job, with its queue's lock (uses `:JOB_STATE`).
+    pub const JOB: &str = include_str!("../queries/ui/job.sql");
+    /// Named queues and their lock holders.
+    pub const QUEUES: &str = include_str!("../queries/ui/queues.sql");
+    /// Cron items seen and their last execution.
+    pub const CRONTABS: &str = include_str!("../queries/ui/crontabs.sql");
+    /// Rows ever deleted from the jobs table; `$1` the schema name (unquoted).
+    pub const DELETED_JOBS: &str = include_str!("../queries/ui/deleted_jobs.sql");
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! and never see each other's jobs.
 
 pub mod cluster;
+pub mod dashboard;
 pub mod proxy;
 
 use formica::{JobContext, Pool, Runtime, Task, TaskHandler, TaskResult, Worker, WorkerHandle, WorkerUtils};

@@ -1,6 +1,6 @@
 //! The utility subcommands: add and inspect jobs, and the admin functions.
 
-use crate::output::{print_jobs, print_table, Output};
+use crate::output::{print_job, print_jobs, print_table, Output};
 use clap::{Args, Subcommand};
 use formica_tokio::chrono::{DateTime, Utc};
 use formica_tokio::{Error, JobFilter, JobKeyMode, JobSpec, RescheduleJobOptions, WorkerUtils};
@@ -11,8 +11,13 @@ use serde_json::{json, Value};
 pub enum Admin {
     /// Add a job and print it.
     Add(AddArgs),
-    /// List jobs.
+    /// List jobs (one line each; `formica job ID` shows one whole).
     Jobs(JobsArgs),
+    /// Show one job whole: payload, full last error, lock.
+    Job {
+        /// The job id.
+        id: i64,
+    },
     /// Counts of jobs per task and queue, workers holding locks, and the schema version.
     Status,
     /// Delete jobs as if they had succeeded (jobs a live worker holds are skipped).
@@ -43,6 +48,25 @@ pub enum Admin {
         #[arg(required = true)]
         worker_ids: Vec<String>,
     },
+    /// Serve the web dashboard until interrupted.
+    Ui(UiArgs),
+}
+
+/// `formica ui`.
+#[derive(Debug, Args)]
+pub struct UiArgs {
+    /// Address to listen on; beyond 127.0.0.1 it needs --token or --read-only.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    bind: std::net::SocketAddr,
+    /// Require this token on every request (open the dashboard with ?token=...).
+    #[arg(long, env = "FORMICA_UI_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Only look: refuse every action.
+    #[arg(long)]
+    read_only: bool,
+    /// Crontab file, for the cron page's next runs (default: ./crontab if present).
+    #[arg(long)]
+    crontab: Option<std::path::PathBuf>,
 }
 
 /// `formica add`.
@@ -151,9 +175,19 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
             };
             print_jobs(out, &utils.list_jobs(&filter).await?);
         }
+        Admin::Job { id } => match formica_ui::data::job(utils, id).await.map_err(ui_error)? {
+            Some(job) => print_job(out, &job),
+            None => {
+                return Err(Error::Config(format!(
+                    "no job {id}: it completed, was removed, or never existed"
+                )))
+            }
+        },
+        Admin::Ui(a) => serve_ui(a, utils).await?,
         Admin::Status => {
             let client = utils.pool().get().await?;
-            let counts = client.query(&sql(formica_tokio::sql::cli::STATUS), &[]).await?;
+            let status = formica_tokio::sql::with_job_state(formica_tokio::sql::cli::STATUS);
+            let counts = client.query(&sql(&status), &[]).await?;
             let workers = client.query(&sql(formica_tokio::sql::cli::WORKERS), &[]).await?;
             let version: Option<i32> =
                 client.query_one(&sql(formica_tokio::sql::cli::VERSION), &[]).await?.get(0);
@@ -188,4 +222,47 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
         }
     }
     Ok(())
+}
+
+fn ui_error(e: formica_ui::Error) -> Error {
+    Error::Config(e.to_string())
+}
+
+/// Serve the dashboard on `a.bind` until Ctrl-C or SIGTERM.
+async fn serve_ui(a: UiArgs, utils: &WorkerUtils) -> Result<(), Error> {
+    let default_crontab = std::path::PathBuf::from("crontab");
+    let crontab = match a.crontab.or_else(|| default_crontab.is_file().then_some(default_crontab)) {
+        Some(file) => {
+            let text = std::fs::read_to_string(&file)
+                .map_err(|e| Error::Config(format!("cannot read {}: {e}", file.display())))?;
+            Some(
+                formica_tokio::cron::parse(&text)
+                    .map_err(|e| Error::Config(format!("{}: {e}", file.display())))?,
+            )
+        }
+        None => None,
+    };
+    let options = formica_ui::Options { read_only: a.read_only, token: a.token, crontab };
+    formica_ui::check_bind(&a.bind, &options).map_err(Error::Config)?;
+    let listener = tokio::net::TcpListener::bind(a.bind)
+        .await
+        .map_err(|e| Error::Config(format!("cannot listen on {}: {e}", a.bind)))?;
+    let mode = if options.read_only { " (read-only)" } else { "" };
+    tracing::info!("dashboard on http://{}/{mode}", a.bind);
+    let shutdown = async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let term = async {
+            match term.as_mut() {
+                Some(t) => t.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term => {}
+        }
+    };
+    formica_ui::serve(listener, utils.clone(), options, shutdown)
+        .await
+        .map_err(|e| Error::Config(format!("the dashboard stopped: {e}")))
 }

@@ -71,6 +71,49 @@ pub fn print_jobs(out: Output, jobs: &[Job]) {
     print_table(out, &headers, rows, json!(jobs));
 }
 
+/// Print one job whole: every field, the payload as pretty JSON, the full last error.
+pub fn print_job(out: Output, detail: &formica_ui::data::JobDetail) {
+    if out == Output::Json {
+        println!("{}", json!(detail));
+        return;
+    }
+    let j = &detail.row.job;
+    let time = |t: &formica_tokio::chrono::DateTime<formica_tokio::chrono::Utc>| {
+        t.to_rfc3339_opts(formica_tokio::chrono::SecondsFormat::Millis, true)
+    };
+    let none = || "(none)".to_owned();
+    let flags: Vec<&str> = j.flags.iter().map(String::as_str).collect();
+    let lock = match (&j.locked_by, &j.locked_at) {
+        (Some(by), Some(at)) => format!("{by} since {}", time(at)),
+        _ => none(),
+    };
+    let queue = match (&j.queue_name, &detail.queue_locked_by, &detail.queue_locked_at) {
+        (Some(q), Some(by), Some(at)) => format!("{q} (held by {by} since {})", time(at)),
+        (Some(q), _, _) => q.clone(),
+        _ => none(),
+    };
+    let fields = [
+        ("id", j.id.to_string()),
+        ("task", j.task_identifier.clone()),
+        ("state", detail.row.state.clone()),
+        ("queue", queue),
+        ("run_at", time(&j.run_at)),
+        ("attempts", format!("{}/{}", j.attempts, j.max_attempts)),
+        ("priority", j.priority.to_string()),
+        ("key", j.key.clone().unwrap_or_else(none)),
+        ("flags", if flags.is_empty() { none() } else { flags.join(", ") }),
+        ("locked", lock),
+        ("created_at", time(&j.created_at)),
+        ("updated_at", time(&j.updated_at)),
+        ("revision", j.revision.to_string()),
+    ];
+    for (name, value) in fields {
+        println!("{name:<11} {value}");
+    }
+    println!("payload:\n{}", serde_json::to_string_pretty(&j.payload).unwrap_or_default());
+    println!("last_error:\n{}", j.last_error.as_deref().unwrap_or("(none)"));
+}
+
 /// Print `formica status`.
 pub fn print_status(out: Output, counts: &[Row], workers: &[Row], version: Option<i32>) {
     const KINDS: [&str; 5] = ["ready", "scheduled", "running", "failed", "permanently_failed"];

@@ -1,0 +1,8 @@
+-- One job with its state and the lock on its named queue. $1 job id.
+select jobs.*, tasks.identifier as task_identifier, job_queues.queue_name,
+  :JOB_STATE as state,
+  job_queues.locked_by as queue_locked_by, job_queues.locked_at as queue_locked_at
+from :SCHEMA._private_jobs as jobs
+inner join :SCHEMA._private_tasks as tasks on tasks.id = jobs.task_id
+left join :SCHEMA._private_job_queues as job_queues on job_queues.id = jobs.job_queue_id
+where jobs.id = $1::bigint

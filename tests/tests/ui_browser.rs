@@ -1,0 +1,199 @@
+//! The dashboard in a real browser: headless Chromium driven through chromedriver
+//! (WebDriver), both from Debian (`apt-get install chromium chromium-driver`, done by
+//! `.ci/run`). Without them the test fails: it never skips.
+//!
+//! It loads the overview, filters to failed jobs, opens one, reads its whole error,
+//! presses "Run now", confirms, and sees the job run; a payload and an error holding
+//! markup stay text. It saves screenshots of the overview and of the job page to
+//! `target/ui-screenshots/`.
+
+use chrono::{Duration as ChronoDuration, Utc};
+use fantoccini::{Client, ClientBuilder, Locator};
+use formica::{JobSpec, RescheduleJobOptions};
+use formica_tests::dashboard::Dashboard;
+use formica_tests::{Running, TestDb};
+use serde_json::json;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// chromedriver on a free loopback port, stopped when dropped.
+struct Driver {
+    url: String,
+    _process: tokio::process::Child,
+}
+
+impl Driver {
+    async fn start() -> Driver {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut process = tokio::process::Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot start chromedriver ({e}): install Debian's chromium and chromium-driver packages"
+                )
+            });
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+            if let Some(status) = process.try_wait().unwrap() {
+                panic!("chromedriver exited at start: {status}");
+            }
+            assert!(Instant::now() < deadline, "chromedriver did not listen within 20 s");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Driver { url: format!("http://127.0.0.1:{port}"), _process: process }
+    }
+
+    async fn browser(&self) -> Client {
+        let mut options = json!({
+            "args": ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1280,1000"]
+        });
+        if std::path::Path::new("/usr/bin/chromium").exists() {
+            options["binary"] = json!("/usr/bin/chromium");
+        }
+        let mut caps = serde_json::Map::new();
+        caps.insert("goog:chromeOptions".into(), options);
+        ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(caps)
+            .connect(&self.url)
+            .await
+            .unwrap_or_else(|e| panic!("chromedriver could not start Chromium: {e}"))
+    }
+}
+
+fn screenshots() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let dir = target.join("ui-screenshots");
+    std::fs::create_dir_all(&dir).expect("create target/ui-screenshots");
+    dir
+}
+
+async fn text(browser: &Client, css: &str) -> String {
+    browser.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}")).text().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operate_a_failed_job_in_a_browser() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let later = Some(Utc::now() + ChronoDuration::hours(2));
+    for n in 0..3 {
+        let spec =
+            JobSpec { run_at: later, queue_name: (n == 0).then(|| "invoices".into()), ..Default::default() };
+        utils.add_raw_job("send_email", json!({ "n": n }), spec).await.unwrap();
+    }
+    let gave_up = utils.add_raw_job("build_report", json!({}), JobSpec::default()).await.unwrap();
+    utils.permanently_fail_jobs(&[gave_up.id], Some("report template missing")).await.unwrap();
+    let markup = "<script>window.pwned = 1</script>";
+    let spec = JobSpec { run_at: later, ..Default::default() };
+    let xss = utils.add_raw_job("render", json!({ "title": markup }), spec).await.unwrap();
+    db.client()
+        .await
+        .execute(
+            "update graphile_worker._private_jobs set attempts = 1, last_error = $2 where id = $1",
+            &[&xss.id, &format!("bad template: <img src=x onerror=\"window.pwned = 2\"> {markup}")],
+        )
+        .await
+        .unwrap();
+
+    // The flaky task fails with a long, many-lined error until allowed to succeed.
+    let error = format!(
+        "Error: exit status 1\n{}stderr ends with: disk quota exceeded on /var/spool/formica",
+        (1..=40).map(|i| format!("  at step {i}: copying chunk {i} of 40\n")).collect::<String>()
+    );
+    let allowed = Arc::new(AtomicBool::new(false));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let (allow, count, message) = (allowed.clone(), runs.clone(), error.clone());
+    let worker = db
+        .worker_options()
+        .poll_interval(Duration::from_millis(200))
+        .define_raw_job("flaky", move |_, _| {
+            let (ok, message) = (allow.load(Ordering::SeqCst), message.clone());
+            count.fetch_add(1, Ordering::SeqCst);
+            async move {
+                if ok {
+                    Ok(())
+                } else {
+                    Err(message.into())
+                }
+            }
+        })
+        .init()
+        .await
+        .unwrap();
+    let running = Running::spawn(&db.runtime, worker);
+    let flaky = utils.add_raw_job("flaky", json!({ "order": 42 }), JobSpec::default()).await.unwrap();
+    let failed_once = format!(
+        "select count(*) from graphile_worker._private_jobs where id = {} and attempts = 1 and locked_at is null and last_error is not null",
+        flaky.id
+    );
+    db.wait_for_count(&failed_once, 1, Duration::from_secs(20)).await;
+    // As a long backoff would: the retry is an hour away.
+    let in_an_hour =
+        RescheduleJobOptions { run_at: Some(Utc::now() + ChronoDuration::hours(1)), ..Default::default() };
+    utils.reschedule_jobs(&[flaky.id], &in_an_hour).await.unwrap();
+
+    let ui = Dashboard::start(utils.clone(), formica_ui::Options::default()).await;
+    let driver = Driver::start().await;
+    let browser = driver.browser().await;
+    let dir = screenshots();
+
+    // The overview counts the failed job.
+    browser.goto(&ui.url("/")).await.unwrap();
+    assert_eq!(text(&browser, "#total-failed").await, "2", "the flaky job and the one with markup");
+    assert_eq!(text(&browser, "#total-permanently_failed").await, "1");
+    std::fs::write(dir.join("overview.png"), browser.screenshot().await.unwrap()).unwrap();
+
+    // Filter the jobs to failed ones through the form, and open the one listed.
+    browser.goto(&ui.url("/jobs")).await.unwrap();
+    let form = browser.form(Locator::Css("form.filters")).await.unwrap();
+    form.set_by_name("state", "failed").await.unwrap();
+    form.submit().await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !browser.current_url().await.unwrap().as_str().contains("state=failed") {
+        assert!(Instant::now() < deadline, "the filter form did not load the filtered list");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let rows = browser.find_all(Locator::Css("tbody tr")).await.unwrap();
+    assert_eq!(rows.len(), 2, "the flaky job and the one with markup in its error");
+    browser.find(Locator::LinkText(&flaky.id.to_string())).await.unwrap().click().await.unwrap();
+
+    // The whole error, every line of it.
+    let shown = text(&browser, "#last-error").await;
+    assert_eq!(shown.trim_end(), error.trim_end());
+    assert_eq!(text(&browser, "#state").await, "failed");
+    std::fs::write(dir.join("job.png"), browser.screenshot().await.unwrap()).unwrap();
+
+    // Run now, confirmed: the worker runs it and it is gone.
+    allowed.store(true, Ordering::SeqCst);
+    let runs_before = runs.load(Ordering::SeqCst);
+    browser.find(Locator::Css("button[data-action$='/run_now']")).await.unwrap().click().await.unwrap();
+    browser.accept_alert().await.unwrap();
+    let gone = format!("select count(*) from graphile_worker._private_jobs where id = {}", flaky.id);
+    db.wait_for_count(&gone, 0, Duration::from_secs(20)).await;
+    assert_eq!(runs.load(Ordering::SeqCst), runs_before + 1, "run once, by the button");
+    browser.refresh().await.unwrap();
+    let page = text(&browser, "main").await;
+    assert!(page.contains(&format!("no job {}: it completed", flaky.id)), "{page}");
+
+    // Markup in a payload or an error is shown as text and never runs.
+    browser.goto(&ui.url(&format!("/jobs/{}", xss.id))).await.unwrap();
+    assert!(text(&browser, "#payload").await.contains(markup));
+    assert!(text(&browser, "#last-error").await.contains("<img src=x onerror="));
+    let pwned = browser.execute("return window.pwned === undefined", vec![]).await.unwrap();
+    assert_eq!(pwned, json!(true), "a value ran as script");
+
+    browser.close().await.unwrap();
+    running.stop(Duration::from_secs(10)).await;
+    for name in ["overview.png", "job.png"] {
+        let size = std::fs::metadata(dir.join(name)).unwrap().len();
+        assert!(size > 1000, "{name} is a picture ({size} bytes)");
+    }
+}

@@ -1,0 +1,144 @@
+//! The JSON API under `/api/`: the pages' data as JSON, and the actions, each one
+//! [`WorkerUtils`](formica::WorkerUtils) call as in the `formica` command.
+
+use crate::data::{self, JobQuery};
+use crate::{Error, State};
+use axum::extract::{Path, Query, State as Ext};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use chrono::{DateTime, Utc};
+use formica::{Job, RescheduleJobOptions};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+type Answer = Result<Json<Value>, Error>;
+
+pub fn routes() -> Router<State> {
+    Router::new()
+        .route("/overview", get(overview))
+        .route("/jobs", get(jobs))
+        .route("/jobs/{id}", get(job))
+        .route("/queues", get(queues))
+        .route("/workers", get(workers))
+        .route("/cron", get(cron))
+        .route("/jobs/{id}/run_now", post(run_now))
+        .route("/jobs/{id}/reschedule", post(reschedule))
+        .route("/jobs/{id}/remove", post(remove))
+        .route("/jobs/{id}/fail", post(fail))
+        .route("/workers/unlock", post(unlock))
+}
+
+fn answer(value: impl serde::Serialize) -> Answer {
+    Ok(Json(serde_json::to_value(value).map_err(|e| Error::Database(e.to_string()))?))
+}
+
+async fn overview(Ext(s): Ext<State>) -> Answer {
+    answer(data::overview(&s.utils, &s.throughput).await?)
+}
+
+async fn jobs(Ext(s): Ext<State>, Query(query): Query<JobQuery>) -> Answer {
+    answer(data::jobs(&s.utils, &query).await?)
+}
+
+async fn job(Ext(s): Ext<State>, Path(id): Path<i64>) -> Answer {
+    answer(data::job(&s.utils, id).await?.ok_or_else(|| gone(id))?)
+}
+
+async fn queues(Ext(s): Ext<State>) -> Answer {
+    answer(data::queues(&s.utils).await?)
+}
+
+async fn workers(Ext(s): Ext<State>) -> Answer {
+    answer(data::workers(&s.utils).await?)
+}
+
+async fn cron(Ext(s): Ext<State>) -> Answer {
+    answer(data::cron(&s.utils, s.options.crontab.as_ref()).await?)
+}
+
+fn gone(id: i64) -> Error {
+    Error::NotFound(format!("no job {id}: it completed, was removed, or never existed"))
+}
+
+/// The jobs an action changed, or why it changed none: the utilities skip jobs a worker
+/// holds, and jobs that are gone.
+async fn changed(s: &State, id: i64, jobs: Vec<Job>) -> Answer {
+    if jobs.is_empty() {
+        return Err(match data::job(&s.utils, id).await? {
+            Some(_) => {
+                Error::Conflict(format!("job {id} is running: a worker holds it, so it was left as it is"))
+            }
+            None => gone(id),
+        });
+    }
+    Ok(Json(json!({ "jobs": jobs })))
+}
+
+/// Run the job as soon as a worker is free: its run time becomes now, its attempts stay.
+async fn run_now(Ext(s): Ext<State>, Path(id): Path<i64>) -> Answer {
+    let options = RescheduleJobOptions { run_at: Some(Utc::now()), ..Default::default() };
+    let jobs = s.utils.reschedule_jobs(&[id], &options).await?;
+    changed(&s, id, jobs).await
+}
+
+/// New values for a job; absent ones stay as they are.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Reschedule {
+    run_at: Option<DateTime<Utc>>,
+    priority: Option<i16>,
+    attempts: Option<i16>,
+    max_attempts: Option<i16>,
+}
+
+async fn reschedule(Ext(s): Ext<State>, Path(id): Path<i64>, Json(body): Json<Reschedule>) -> Answer {
+    let options = RescheduleJobOptions {
+        run_at: body.run_at,
+        priority: body.priority,
+        attempts: body.attempts,
+        max_attempts: body.max_attempts,
+    };
+    if options == RescheduleJobOptions::default() {
+        return Err(Error::BadRequest(
+            "give at least one of run_at, priority, attempts, max_attempts".into(),
+        ));
+    }
+    if options.max_attempts.is_some_and(|m| m < 1) {
+        return Err(Error::BadRequest("max_attempts must be at least 1".into()));
+    }
+    let jobs = s.utils.reschedule_jobs(&[id], &options).await?;
+    changed(&s, id, jobs).await
+}
+
+/// Delete the job (as `formica complete`: jobs a worker holds are skipped).
+async fn remove(Ext(s): Ext<State>, Path(id): Path<i64>) -> Answer {
+    let jobs = s.utils.complete_jobs(&[id]).await?;
+    changed(&s, id, jobs).await
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Fail {
+    reason: Option<String>,
+}
+
+async fn fail(Ext(s): Ext<State>, Path(id): Path<i64>, body: Option<Json<Fail>>) -> Answer {
+    let reason = body.and_then(|Json(b)| b.reason).filter(|r| !r.trim().is_empty());
+    let jobs = s.utils.permanently_fail_jobs(&[id], reason.as_deref()).await?;
+    changed(&s, id, jobs).await
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Unlock {
+    worker_id: String,
+}
+
+/// Free everything a dead worker holds.
+async fn unlock(Ext(s): Ext<State>, Json(body): Json<Unlock>) -> Answer {
+    if body.worker_id.trim().is_empty() {
+        return Err(Error::BadRequest("worker_id is empty".into()));
+    }
+    s.utils.force_unlock_workers(&[body.worker_id.as_str()]).await?;
+    Ok(Json(json!({ "unlocked": body.worker_id })))
+}

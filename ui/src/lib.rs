@@ -1,0 +1,172 @@
+//! formica-ui: a web dashboard to see and operate a Formica (graphile-worker) queue.
+//!
+//! [`router`] serves server-rendered pages (overview, jobs, a job, queues, workers, cron)
+//! and the JSON API under `/api/` they are built from; the pages' few scripts call the
+//! API's actions, which go through [`WorkerUtils`] like the `formica` command's.
+//!
+//! Safe by default:
+//! - [`check_bind`] refuses to listen beyond the loopback interface without a token or
+//!   read-only mode;
+//! - with a token, every request must carry it (`Authorization: Bearer`, or the cookie set
+//!   by visiting any page with `?token=`); without one, only requests naming the host as
+//!   `localhost` or an IP address are served, so a DNS-rebound site cannot reach it;
+//! - actions are `POST`s that must carry the `x-formica-ui` header, which a cross-site
+//!   form cannot send and a cross-site script cannot without a CORS approval that is
+//!   never given; a request whose `Origin` or `Sec-Fetch-Site` says it is cross-site is
+//!   refused too;
+//! - every value is escaped where it is put into HTML ([`pages::esc`]);
+//! - reads never lock rows (see [`data`]).
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod api;
+pub mod data;
+mod guard;
+pub mod pages;
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use formica::cron::Crontab;
+use formica::WorkerUtils;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How the dashboard runs.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Refuse every action: only look.
+    pub read_only: bool,
+    /// Every request must carry this token.
+    pub token: Option<String>,
+    /// The crontab the workers run, for the cron page's next runs.
+    pub crontab: Option<Crontab>,
+}
+
+/// What the handlers share.
+struct Shared {
+    utils: WorkerUtils,
+    options: Options,
+    throughput: data::Throughput,
+}
+
+type State = Arc<Shared>;
+
+/// Why a request failed.
+#[derive(Debug)]
+pub enum Error {
+    /// The request is wrong (400).
+    BadRequest(String),
+    /// No such thing (404).
+    NotFound(String),
+    /// Not allowed (403).
+    Forbidden(String),
+    /// No or a wrong token (401).
+    Unauthorized,
+    /// The action found nothing to change, e.g. the job is running (409).
+    Conflict(String),
+    /// The database failed (500).
+    Database(String),
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::BadRequest(m) | Error::NotFound(m) | Error::Forbidden(m) | Error::Conflict(m) => {
+                f.write_str(m)
+            }
+            Error::Unauthorized => {
+                f.write_str("a token is required: open the dashboard's address with ?token=<token>")
+            }
+            Error::Database(m) => write!(f, "database error: {m}"),
+        }
+    }
+}
+
+impl Error {
+    pub(crate) fn status(&self) -> StatusCode {
+        match self {
+            Error::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Error::NotFound(_) => StatusCode::NOT_FOUND,
+            Error::Forbidden(_) => StatusCode::FORBIDDEN,
+            Error::Unauthorized => StatusCode::UNAUTHORIZED,
+            Error::Conflict(_) => StatusCode::CONFLICT,
+            Error::Database(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+impl From<formica::Error> for Error {
+    fn from(e: formica::Error) -> Self {
+        if let formica::Error::Spec(e) = e {
+            Error::BadRequest(e.to_string())
+        } else {
+            Error::Database(e.to_string())
+        }
+    }
+}
+
+impl From<formica::tokio_postgres::Error> for Error {
+    fn from(e: formica::tokio_postgres::Error) -> Self {
+        Error::Database(e.to_string())
+    }
+}
+
+/// API errors are JSON: `{"error": "..."}`.
+impl IntoResponse for Error {
+    fn into_response(self) -> Response {
+        (self.status(), axum::Json(serde_json::json!({ "error": self.to_string() }))).into_response()
+    }
+}
+
+/// Whether the dashboard may listen on `addr` with `options`: beyond the loopback
+/// interface, only with a token or read-only.
+pub fn check_bind(addr: &SocketAddr, options: &Options) -> Result<(), String> {
+    if addr.ip().is_loopback() || options.token.is_some() || options.read_only {
+        Ok(())
+    } else {
+        Err(format!(
+            "refusing to serve the dashboard on {addr} (beyond this machine) without --token or --read-only"
+        ))
+    }
+}
+
+/// The dashboard's routes over `utils`.
+pub fn router(utils: WorkerUtils, options: Options) -> Router {
+    build(utils, options).0
+}
+
+fn build(utils: WorkerUtils, options: Options) -> (Router, State) {
+    let state: State = Arc::new(Shared { utils, options, throughput: data::Throughput::default() });
+    let router = Router::new()
+        .merge(pages::routes())
+        .nest("/api", api::routes())
+        .layer(axum::middleware::from_fn_with_state(state.clone(), guard::guard))
+        .with_state(state.clone());
+    (router, state)
+}
+
+/// Serve the dashboard on `listener` until `shutdown` completes. Meanwhile the delete
+/// counter is sampled every minute, so the overview's hour fills in while nobody looks.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    utils: WorkerUtils,
+    options: Options,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let (app, state) = build(utils, options);
+    let sampler = tokio::spawn(async move {
+        loop {
+            if let Err(e) = data::sample(&state.utils, &state.throughput).await {
+                tracing::warn!("dashboard: cannot sample the throughput: {e}");
+            }
+            tokio::time::sleep(SAMPLE_EVERY).await;
+        }
+    });
+    let served = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
+    sampler.abort();
+    served
+}
+
+const SAMPLE_EVERY: Duration = Duration::from_secs(60);

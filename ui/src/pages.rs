@@ -1,0 +1,469 @@
+//! The HTML pages, rendered on the server from the same [`data`] as the API. Every value
+//! from the database or the request goes through [`esc`] on its way into the HTML; the
+//! pages' script (`assets/app.js`) only asks for confirmation and calls the API's actions.
+
+use crate::data::{self, JobQuery, JobRow};
+use crate::{Error, State};
+use axum::extract::{Path, Query, State as Ext};
+use axum::http::header;
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use chrono::{DateTime, SecondsFormat, Utc};
+use formica::sql::JOB_STATES;
+use std::fmt::Write;
+
+const STYLE: &str = include_str!("../assets/style.css");
+const SCRIPT: &str = include_str!("../assets/app.js");
+
+pub(crate) fn routes() -> Router<State> {
+    Router::new()
+        .route("/", get(overview))
+        .route("/jobs", get(jobs))
+        .route("/jobs/{id}", get(job))
+        .route("/queues", get(queues))
+        .route("/workers", get(workers))
+        .route("/cron", get(cron))
+        .route("/assets/style.css", get(|| async { ([(header::CONTENT_TYPE, "text/css")], STYLE) }))
+        .route("/assets/app.js", get(|| async { ([(header::CONTENT_TYPE, "text/javascript")], SCRIPT) }))
+}
+
+/// `text` made safe to put into HTML, as element text or a quoted attribute value.
+pub fn esc(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A query string value, percent-encoded.
+fn url(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            b => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+fn time(at: &DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+fn opt_time(at: &Option<DateTime<Utc>>) -> String {
+    at.as_ref().map(time).unwrap_or_default()
+}
+
+/// Defence in depth behind [`esc`]: no script but the dashboard's own file runs, and no
+/// other site may frame the pages (to trick a click on an action).
+const POLICY: &str = "default-src 'self'; frame-ancestors 'none'; form-action 'self'";
+
+fn page(s: &State, title: &str, body: &str) -> Response {
+    let mode = if s.options.read_only { r#"<span class="badge">read-only</span>"# } else { "" };
+    let headers = [(header::CONTENT_SECURITY_POLICY, POLICY), (header::X_FRAME_OPTIONS, "DENY")];
+    let html = Html(format!(
+        r#"<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{title} · formica</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="stylesheet" href="/assets/style.css"><script src="/assets/app.js" defer></script></head>
+<body><nav><strong>formica</strong> <a href="/">Overview</a> <a href="/jobs">Jobs</a>
+<a href="/queues">Queues</a> <a href="/workers">Workers</a> <a href="/cron">Cron</a> {mode}
+<span class="schema">schema {schema}</span></nav>
+<main><h1>{title}</h1><p id="message" class="error" hidden></p>
+{body}</main></body></html>"#,
+        title = esc(title),
+        schema = esc(s.utils.schema()),
+    ));
+    (headers, html).into_response()
+}
+
+fn error_page(s: &State, e: Error) -> Response {
+    let status = e.status();
+    let mut response = page(s, "Error", &format!(r#"<p class="error">{}</p>"#, esc(&e.to_string())));
+    *response.status_mut() = status;
+    response
+}
+
+fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut html = String::from("<table><thead><tr>");
+    for h in headers {
+        let _ = write!(html, "<th>{}</th>", esc(h));
+    }
+    html.push_str("</tr></thead><tbody>");
+    for row in rows {
+        html.push_str("<tr>");
+        for cell in row {
+            let _ = write!(html, "<td>{cell}</td>");
+        }
+        html.push_str("</tr>");
+    }
+    if rows.is_empty() {
+        let _ = write!(html, r#"<tr><td colspan="{}" class="none">none</td></tr>"#, headers.len());
+    }
+    html + "</tbody></table>"
+}
+
+/// An action button: asks `confirm`, then posts to `path` as JSON the fields of the form
+/// named by a `data-form` attribute and the object of a `data-body` one, given in `attrs`.
+fn button(s: &State, label: &str, path: &str, confirm: &str, attrs: &[(&str, &str)]) -> String {
+    if s.options.read_only {
+        return String::new();
+    }
+    let extra: String =
+        attrs.iter().map(|(name, value)| format!(r#" data-{name}="{}""#, esc(value))).collect();
+    format!(
+        r#"<button data-action="{}" data-confirm="{}"{extra}>{}</button>"#,
+        esc(path),
+        esc(confirm),
+        esc(label)
+    )
+}
+
+fn age(seconds: i64) -> String {
+    match seconds {
+        s if s < 120 => format!("{s} s"),
+        s if s < 7200 => format!("{} min", s / 60),
+        s if s < 172_800 => format!("{} h", s / 3600),
+        s => format!("{} days", s / 86_400),
+    }
+}
+
+async fn overview(Ext(s): Ext<State>) -> Response {
+    let o = match data::overview(&s.utils, &s.throughput).await {
+        Ok(o) => o,
+        Err(e) => return error_page(&s, e),
+    };
+    let mut html = String::from(r#"<div class="cards">"#);
+    for state in JOB_STATES {
+        let _ = write!(
+            html,
+            r#"<a class="card {state}" href="/jobs?state={state}"><span class="n" id="total-{state}">{}</span><span>{}</span></a>"#,
+            o.totals.get(state).copied().unwrap_or(0),
+            state.replace('_', " ")
+        );
+    }
+    html.push_str("</div>");
+    let minutes = (Utc::now() - o.completed_since).num_minutes();
+    let _ = write!(
+        html,
+        r#"<ul class="facts"><li><b id="completed">{}</b> jobs completed or removed in the last {}</li>
+<li><b id="failed-last-hour">{}</b> jobs failed in the last hour</li>
+<li>oldest ready job: <b id="oldest-ready">{}</b></li></ul>"#,
+        o.completed,
+        if minutes >= 59 {
+            "hour".to_owned()
+        } else {
+            format!("{minutes} min (since the dashboard started)")
+        },
+        o.failed_last_hour,
+        o.oldest_ready_age_seconds.map_or("none".to_owned(), |s| format!("waiting {}", age(s))),
+    );
+    let mut headers = vec!["task", "queue"];
+    headers.extend(JOB_STATES);
+    let rows: Vec<Vec<String>> = o
+        .counts
+        .iter()
+        .map(|c| {
+            let filter = format!(
+                "/jobs?task={}{}",
+                url(&c.task),
+                c.queue.as_deref().map(|q| format!("&queue={}", url(q))).unwrap_or_default()
+            );
+            let mut row = vec![
+                format!(r#"<a href="{}">{}</a>"#, esc(&filter), esc(&c.task)),
+                esc(c.queue.as_deref().unwrap_or("")),
+            ];
+            for state in JOB_STATES {
+                let n = c.states.get(state).copied().unwrap_or(0);
+                row.push(format!(r#"<a href="{}&state={state}">{n}</a>"#, esc(&filter)));
+            }
+            row
+        })
+        .collect();
+    html.push_str("<h2>By task and queue</h2>");
+    html.push_str(&table(&headers, &rows));
+    page(&s, "Overview", &html)
+}
+
+fn first_line(text: &str, max: usize) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    if line.chars().count() > max || line.len() < text.len() {
+        line.chars().take(max).collect::<String>() + "…"
+    } else {
+        line.to_owned()
+    }
+}
+
+fn job_rows(jobs: &[JobRow]) -> Vec<Vec<String>> {
+    jobs.iter()
+        .map(|r| {
+            let j = &r.job;
+            vec![
+                format!(r#"<a href="/jobs/{}">{}</a>"#, j.id, j.id),
+                esc(&j.task_identifier),
+                esc(j.queue_name.as_deref().unwrap_or("")),
+                format!(
+                    r#"<span class="state {}">{}</span>"#,
+                    esc(&r.state),
+                    esc(&r.state.replace('_', " "))
+                ),
+                time(&j.run_at),
+                format!("{}/{}", j.attempts, j.max_attempts),
+                j.priority.to_string(),
+                esc(j.key.as_deref().unwrap_or("")),
+                esc(&j.last_error.as_deref().map(|e| first_line(e, 80)).unwrap_or_default()),
+            ]
+        })
+        .collect()
+}
+
+fn select(name: &str, current: Option<&str>, choices: &[(&str, &str)]) -> String {
+    let mut html = format!(r#"<select name="{name}">"#);
+    for (value, label) in choices {
+        let selected = if current == Some(*value) { " selected" } else { "" };
+        let _ = write!(html, r#"<option value="{}"{selected}>{}</option>"#, esc(value), esc(label));
+    }
+    html + "</select>"
+}
+
+async fn jobs(Ext(s): Ext<State>, Query(query): Query<JobQuery>) -> Response {
+    let query = query.cleaned();
+    let result = match data::jobs(&s.utils, &query).await {
+        Ok(r) => r,
+        Err(e) => return error_page(&s, e),
+    };
+    let field = |name: &str, value: &Option<String>, hint: &str| {
+        format!(
+            r#"<label>{name} <input name="{name}" value="{}" placeholder="{hint}"></label>"#,
+            esc(value.as_deref().unwrap_or(""))
+        )
+    };
+    let mut states = vec![("", "any")];
+    states.extend(JOB_STATES.iter().map(|s| (*s, *s)));
+    let mut html = format!(
+        r#"<form class="filters" method="get" action="/jobs">{}{}<label>state {}</label>{}{}<label>sort {}</label><button type="submit">Filter</button></form>"#,
+        field("task", &query.task, "any"),
+        field("queue", &query.queue, "any"),
+        select("state", query.state.as_deref(), &states),
+        field("key", &query.key, "exact"),
+        field("error", &query.error, "text in last_error"),
+        select(
+            "sort",
+            query.sort.as_deref(),
+            &[
+                ("newest", "newest first"),
+                ("oldest", "oldest first"),
+                ("next", "next to run (workers' order)")
+            ]
+        ),
+    );
+    let headers = ["id", "task", "queue", "state", "run_at", "attempts", "priority", "key", "last_error"];
+    html.push_str(&table(&headers, &job_rows(&result.jobs)));
+    if let Some(next) = &result.next {
+        let next_query = JobQuery { after: Some(next.clone()), ..query.clone() };
+        let qs = serde_urlencoded(&next_query);
+        let _ = write!(html, r#"<p><a id="next-page" href="/jobs?{}">Next page →</a></p>"#, esc(&qs));
+    }
+    page(&s, "Jobs", &html)
+}
+
+/// `query`'s given fields as a query string.
+fn serde_urlencoded(query: &JobQuery) -> String {
+    let fields = [
+        ("task", &query.task),
+        ("queue", &query.queue),
+        ("state", &query.state),
+        ("key", &query.key),
+        ("error", &query.error),
+        ("sort", &query.sort),
+        ("after", &query.after),
+    ];
+    let mut parts: Vec<String> =
+        fields.iter().filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={}", url(v)))).collect();
+    if let Some(limit) = query.limit {
+        parts.push(format!("limit={limit}"));
+    }
+    parts.join("&")
+}
+
+async fn job(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
+    let detail = match data::job(&s.utils, id).await {
+        Ok(Some(d)) => d,
+        Ok(None) => {
+            return error_page(
+                &s,
+                Error::NotFound(format!("no job {id}: it completed, was removed, or never existed")),
+            )
+        }
+        Err(e) => return error_page(&s, e),
+    };
+    let j = &detail.row.job;
+    let payload = serde_json::to_string_pretty(&j.payload).unwrap_or_default();
+    let flags: Vec<&str> = j.flags.iter().map(String::as_str).collect();
+    let lock = match (&j.locked_by, &j.locked_at) {
+        (Some(by), at) => format!("{} since {}", esc(by), opt_time(at)),
+        _ => "no worker holds it".into(),
+    };
+    let queue_lock = match (&detail.queue_locked_by, &detail.queue_locked_at) {
+        (Some(by), at) => format!(" (queue held by {} since {})", esc(by), opt_time(at)),
+        _ => String::new(),
+    };
+    let facts = [
+        ("state", format!(r#"<span class="state {0}" id="state">{0}</span>"#, esc(&detail.row.state))),
+        ("task", esc(&j.task_identifier)),
+        ("queue", format!("{}{queue_lock}", esc(j.queue_name.as_deref().unwrap_or("(none)")))),
+        ("run_at", time(&j.run_at)),
+        ("attempts", format!("{} of {}", j.attempts, j.max_attempts)),
+        ("priority", j.priority.to_string()),
+        ("key", esc(j.key.as_deref().unwrap_or("(none)"))),
+        ("flags", esc(&if flags.is_empty() { "(none)".to_owned() } else { flags.join(", ") })),
+        ("locked", lock),
+        ("created_at", time(&j.created_at)),
+        ("updated_at", time(&j.updated_at)),
+        ("revision", j.revision.to_string()),
+    ];
+    let mut html = String::from("<dl>");
+    for (name, value) in facts {
+        let _ = write!(html, "<dt>{name}</dt><dd>{value}</dd>");
+    }
+    html.push_str("</dl>");
+    if !s.options.read_only {
+        let base = format!("/api/jobs/{id}");
+        let _ = write!(
+            html,
+            r#"<h2>Actions</h2><div class="actions">{}{}</div>
+<form id="reschedule" class="filters inline"><label>run_at <input name="run_at" placeholder="{}"></label><label>priority <input name="priority" type="number"></label><label>attempts <input name="attempts" type="number"></label><label>max_attempts <input name="max_attempts" type="number"></label>{}</form>
+<form id="fail" class="filters inline"><label>reason <input name="reason" placeholder="Manually marked as failed"></label>{}</form>"#,
+            // Out of attempts, a job due now still would not run: Reschedule's attempts can.
+            if detail.row.state == "permanently_failed" {
+                "<span>Out of attempts: to retry, reschedule with fewer attempts.</span>".to_owned()
+            } else {
+                button(&s, "Run now", &format!("{base}/run_now"), &format!("Run job {id} now?"), &[])
+            },
+            button(
+                &s,
+                "Remove",
+                &format!("{base}/remove"),
+                &format!("Delete job {id}? It will not run."),
+                &[]
+            ),
+            time(&Utc::now()),
+            button(
+                &s,
+                "Reschedule",
+                &format!("{base}/reschedule"),
+                &format!("Reschedule job {id}?"),
+                &[("form", "reschedule")]
+            ),
+            button(
+                &s,
+                "Permanently fail",
+                &format!("{base}/fail"),
+                &format!("Fail job {id} for good? It will not run again."),
+                &[("form", "fail")]
+            ),
+        );
+    }
+    let _ = write!(
+        html,
+        r#"<h2>Last error</h2><pre id="last-error">{}</pre>"#,
+        esc(j.last_error.as_deref().unwrap_or("(none)"))
+    );
+    let _ = write!(html, r#"<h2>Payload</h2><pre id="payload">{}</pre>"#, esc(&payload));
+    page(&s, &format!("Job {id}"), &html)
+}
+
+async fn queues(Ext(s): Ext<State>) -> Response {
+    let queues = match data::queues(&s.utils).await {
+        Ok(q) => q,
+        Err(e) => return error_page(&s, e),
+    };
+    let rows: Vec<Vec<String>> = queues
+        .iter()
+        .map(|q| {
+            vec![
+                format!(r#"<a href="/jobs?queue={}">{}</a>"#, esc(&url(&q.name)), esc(&q.name)),
+                esc(q.locked_by.as_deref().unwrap_or("")),
+                opt_time(&q.locked_at),
+            ]
+        })
+        .collect();
+    page(&s, "Queues", &table(&["queue", "held by", "since"], &rows))
+}
+
+async fn workers(Ext(s): Ext<State>) -> Response {
+    let workers = match data::workers(&s.utils).await {
+        Ok(w) => w,
+        Err(e) => return error_page(&s, e),
+    };
+    let rows: Vec<Vec<String>> = workers
+        .iter()
+        .map(|w| {
+            let body = serde_json::json!({ "worker_id": w.worker_id }).to_string();
+            let confirm = format!(
+                "Is worker {} dead? Its jobs and queues will be released for others to run.",
+                w.worker_id
+            );
+            let unlock = button(&s, "Unlock", "/api/workers/unlock", &confirm, &[("body", &body)]);
+            vec![esc(&w.worker_id), w.jobs.to_string(), w.queues.to_string(), time(&w.since), unlock]
+        })
+        .collect();
+    let html = format!(
+        "<p>Workers write no heartbeat: these are the workers holding jobs or queues now.</p>{}",
+        table(&["worker", "locked jobs", "locked queues", "since", ""], &rows)
+    );
+    page(&s, "Workers", &html)
+}
+
+async fn cron(Ext(s): Ext<State>) -> Response {
+    let items = match data::cron(&s.utils, s.options.crontab.as_ref()).await {
+        Ok(i) => i,
+        Err(e) => return error_page(&s, e),
+    };
+    let rows: Vec<Vec<String>> = items
+        .iter()
+        .map(|c| {
+            vec![
+                esc(&c.identifier),
+                esc(c.spec.as_deref().unwrap_or("(not in the crontab given to the dashboard)")),
+                opt_time(&c.last_execution),
+                c.next_runs.iter().map(time).collect::<Vec<_>>().join("<br>"),
+            ]
+        })
+        .collect();
+    page(&s, "Cron", &table(&["identifier", "item", "last execution", "next runs"], &rows))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn esc_leaves_no_markup() {
+        assert_eq!(
+            esc(r#"<script>alert("x" + 'y')</script> & co"#),
+            "&lt;script&gt;alert(&quot;x&quot; + &#39;y&#39;)&lt;/script&gt; &amp; co"
+        );
+        assert_eq!(esc("plain ü"), "plain ü");
+    }
+
+    #[test]
+    fn urls_encode_everything_but_unreserved_characters() {
+        assert_eq!(url("a b&c=d/é"), "a%20b%26c%3Dd%2F%C3%A9");
+        let q = JobQuery {
+            task: Some("t 1".into()),
+            after: Some("5".into()),
+            limit: Some(10),
+            ..Default::default()
+        };
+        assert_eq!(serde_urlencoded(&q), "task=t%201&after=5&limit=10");
+    }
+}
