@@ -199,14 +199,17 @@ async fn query(
     }
 }
 
-/// Failures worth trying again: lost connections, serialization failures, deadlocks, a
-/// server starting up or shutting down. A statement the server rejects as wrong is not.
+/// Failures worth trying again: lost or hung connections, serialization failures,
+/// deadlocks, a statement cancelled or timed out, a server starting up or shutting down,
+/// too many connections. A statement the server rejects as wrong is not: the core then
+/// isolates the job it is about instead of retrying it forever.
 fn is_retryable(e: &Error) -> bool {
-    let Error::Db(db) = e else { return matches!(e, Error::Connect { .. }) };
+    let Error::Db(db) = e else { return matches!(e, Error::Connect { .. } | Error::TimedOut(_)) };
     db.code().is_none_or(|code| {
         let code = code.code();
         code.starts_with("08")
             || code.starts_with("57P")
+            || code == "57014"
             || code == "40001"
             || code == "40P01"
             || code == "53300"

@@ -491,3 +491,93 @@ async fn an_unreadable_row_fails_only_its_own_job_and_names_the_column() {
         "no queue is left locked"
     );
 }
+
+/// Writes the database refuses for reasons retrying cannot fix, for each kind of outcome
+/// and several error classes (a trigger raising, a constraint, bad data, a permission):
+/// the job each write is about is failed on its own with a `last_error` saying why, and
+/// every other outcome batched with it is written as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_write_fails_only_the_job_it_is_about() {
+    let db = TestDb::migrated().await;
+    let client = db.client().await;
+    client
+        .batch_execute(
+            r#"
+            create function graphile_worker.test_refuse() returns trigger language plpgsql as $$
+            begin
+              raise exception 'refused by the test' using errcode = old.payload->>'refuse';
+            end $$;
+            create trigger test_refuse_complete before delete on graphile_worker._private_jobs
+              for each row when ((old.payload->>'refuse') is not null) execute function graphile_worker.test_refuse();
+            create trigger test_refuse_fail before update on graphile_worker._private_jobs
+              for each row when ((old.payload->>'refuse') is not null and new.locked_by is null
+                and new.last_error not like 'Formica could not record%')
+              execute function graphile_worker.test_refuse();
+            "#,
+        )
+        .await
+        .unwrap();
+    let utils = db.utils();
+    let codes = ["P0001", "23505", "22021", "42501", "23514"];
+    let mut refused = Vec::new();
+    for (i, code) in codes.iter().enumerate() {
+        for task in ["ok", "bad"] {
+            let id = utils
+                .add_raw_job(task, json!({ "refuse": code, "i": i }), JobSpec::default())
+                .await
+                .unwrap()
+                .id;
+            refused.push((id, task));
+        }
+    }
+    for n in 0..10 {
+        utils.add_raw_job("ok", json!({ "n": n }), JobSpec::default()).await.unwrap();
+        utils.add_raw_job("bad", json!({ "n": n }), JobSpec::default()).await.unwrap();
+    }
+    let worker = db
+        .worker_options()
+        .concurrency(4)
+        .complete_job_batch_delay(Duration::from_millis(50))
+        .fail_job_batch_delay(Duration::from_millis(50))
+        .define_raw_job("ok", |_, _| async { Ok(()) })
+        .define_raw_job("bad", |_, _| async { Err("it failed".into()) })
+        .init()
+        .await
+        .unwrap();
+    timeout(rt().as_ref(), Duration::from_secs(30), worker.run_once()).await.expect("returns").expect("ok");
+    let rows = client
+        .query(
+            "select id, payload, attempts, last_error, locked_by is null from graphile_worker._private_jobs order by id",
+            &[],
+        )
+        .await
+        .unwrap();
+    let left: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
+    assert!(refused.iter().all(|(id, _)| left.contains(id)), "each refused job is still there");
+    let plain_failed = rows.iter().filter(|r| r.get::<_, Value>(1).get("refuse").is_none()).count();
+    assert_eq!(plain_failed, 10, "the plain failures are recorded, the plain successes deleted");
+    assert_eq!(left.len(), refused.len() + 10);
+    for row in &rows {
+        let (id, attempts, error, unlocked): (i64, i16, String, bool) =
+            (row.get(0), row.get(2), row.get(3), row.get(4));
+        assert_eq!(attempts, 1, "job {id}");
+        assert!(unlocked, "job {id} is unlocked");
+        match refused.iter().find(|(r, _)| *r == id) {
+            Some((_, task)) => {
+                let what = if *task == "ok" { "its success" } else { "its error" };
+                assert!(
+                    error.starts_with("Formica could not record this job's outcome")
+                        && error.contains(what)
+                        && error.contains("refused by the test"),
+                    "job {id}: {error}"
+                );
+            }
+            None => assert_eq!(error, "it failed", "job {id}"),
+        }
+    }
+    assert_eq!(
+        db.count("select count(*) from graphile_worker._private_job_queues where locked_by is not null")
+            .await,
+        0
+    );
+}

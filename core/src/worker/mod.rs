@@ -371,6 +371,7 @@ impl Worker {
             self.shutdown(true);
             return;
         }
+        let message = error.message.clone();
         self.emit(Event::DatabaseError { statement, error: error.message });
         match part {
             Part::Register | Part::Fetch => {
@@ -383,7 +384,7 @@ impl Worker {
                     cron.failed(self.now, self.config.poll_interval);
                 }
             }
-            Part::Write => self.writes.failed(id, self.now),
+            Part::Write => self.writes.failed(id, self.now, error.retryable, &message),
         }
     }
 

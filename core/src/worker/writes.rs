@@ -8,16 +8,22 @@
 //! Promises:
 //! - an outcome waits at most its batch delay (a return: none) before it is sent, batched
 //!   with every outcome of its kind waiting then;
-//! - nothing is dropped: a refused write goes back in front of newer outcomes and is sent
-//!   again after [`WRITE_RETRY`]'s delay, which grows while writes keep failing and starts
-//!   over once one succeeds;
+//! - nothing is dropped: a write refused for a reason that may pass (a lost connection, a
+//!   deadlock) goes back in front of newer outcomes and is sent again after
+//!   [`WRITE_RETRY`]'s delay, which grows while writes keep failing and starts over once
+//!   one succeeds;
+//! - one bad job cannot hold back the others: a write refused for a reason retrying cannot
+//!   fix (text the database will not store, a trigger raising) is halved, each half sent on
+//!   its own, until the job it is about stands alone; that job is then failed with a
+//!   `last_error` that says why its outcome could not be written (a refused failure keeps
+//!   only that explanation), so its lock and its queue are released;
 //! - the flush deadline is armed exactly while an outcome waits.
 
 use crate::backoff::WRITE_RETRY;
 use crate::protocol::{Failure, QueryId, Statement};
 use crate::time::Timestamp;
 use chrono::Duration;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 /// One write: a batch of outcomes of one kind.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,6 +35,9 @@ pub(crate) enum Write {
     /// Unlock these jobs, refunding the attempt.
     Return(Vec<i64>),
 }
+
+/// What `last_error` says of an outcome the database refused to record.
+const UNRECORDED: &str = "Formica could not record this job's outcome";
 
 impl Write {
     /// What the write does, for error reports.
@@ -50,6 +59,45 @@ impl Write {
         }
     }
 
+    /// The write in two halves, if it holds more than one job.
+    fn halve(self) -> Result<(Write, Write), Write> {
+        fn halves<T>(mut items: Vec<T>) -> Result<(Vec<T>, Vec<T>), Vec<T>> {
+            if items.len() < 2 {
+                return Err(items);
+            }
+            let second = items.split_off(items.len() / 2);
+            Ok((items, second))
+        }
+        match self {
+            Write::Complete(ids) => {
+                halves(ids).map(|(a, b)| (Write::Complete(a), Write::Complete(b))).map_err(Write::Complete)
+            }
+            Write::Fail(failures) => {
+                halves(failures).map(|(a, b)| (Write::Fail(a), Write::Fail(b))).map_err(Write::Fail)
+            }
+            Write::Return(ids) => {
+                halves(ids).map(|(a, b)| (Write::Return(a), Write::Return(b))).map_err(Write::Return)
+            }
+        }
+    }
+
+    /// A one-job write the database refused with `error`, as the failure that releases the
+    /// job instead; `None` if it already is that failure (then only retrying is left).
+    fn as_unrecorded(&self, error: &str) -> Option<Write> {
+        let (job_id, what) = match self {
+            Write::Complete(ids) => (*ids.first()?, "its success"),
+            Write::Return(ids) => (*ids.first()?, "its return"),
+            Write::Fail(failures) if failures.first()?.message.starts_with(UNRECORDED) => return None,
+            Write::Fail(failures) => (failures.first()?.job_id, "its error"),
+        };
+        let message = format!("{UNRECORDED} ({what}): the database refused it: {error}");
+        let run_at = match self {
+            Write::Fail(failures) => failures.first()?.run_at,
+            Write::Complete(_) | Write::Return(_) => None,
+        };
+        Some(Write::Fail(vec![Failure { job_id, message, run_at }]))
+    }
+
     fn ids(&self) -> Box<dyn Iterator<Item = i64> + '_> {
         match self {
             Write::Complete(ids) | Write::Return(ids) => Box::new(ids.iter().copied()),
@@ -64,6 +112,8 @@ pub(crate) struct Writes {
     completions: Vec<i64>,
     failures: Vec<Failure>,
     returns: Vec<i64>,
+    /// Parts of refused writes, each sent on its own.
+    alone: VecDeque<Write>,
     in_flight: BTreeMap<QueryId, Write>,
     /// Writes refused in a row, for their retry delay.
     refused: u32,
@@ -96,7 +146,8 @@ impl Writes {
         self.flush_at = Some(self.flush_at.map_or(at, |due| due.min(at)));
     }
 
-    /// The writes to send now, if the flush is due: completions, failures, returns.
+    /// The writes to send now, if the flush is due: completions, failures, returns, then
+    /// the parts of refused writes, each alone.
     pub fn due(&mut self, now: Timestamp) -> Vec<Write> {
         if self.flush_at.is_none_or(|at| at > now) {
             return Vec::new();
@@ -112,6 +163,7 @@ impl Writes {
         if !self.returns.is_empty() {
             writes.push(Write::Return(std::mem::take(&mut self.returns)));
         }
+        writes.extend(self.alone.drain(..));
         writes
     }
 
@@ -131,14 +183,33 @@ impl Writes {
         self.refused = 0;
     }
 
-    /// Write `id` was refused at `now`: it goes back in front and is sent again later.
-    pub fn failed(&mut self, id: QueryId, now: Timestamp) {
+    /// Write `id` was refused at `now` with `error`: sent again later if `retryable`,
+    /// otherwise halved until the job it is about is failed on its own.
+    pub fn failed(&mut self, id: QueryId, now: Timestamp, retryable: bool, error: &str) {
         let Some(write) = self.in_flight.remove(&id) else { return };
+        if !retryable {
+            match write.halve() {
+                Ok((first, second)) => self.alone.extend([first, second]),
+                Err(one) => match one.as_unrecorded(error) {
+                    Some(failure) => self.alone.push_back(failure),
+                    // Even the explanation was refused: only retrying, alone, is left.
+                    None => {
+                        self.alone.push_back(one);
+                        return self.retry_later(now);
+                    }
+                },
+            }
+            return self.flush_within(now, Duration::zero());
+        }
         match write {
             Write::Complete(ids) => self.completions.splice(0..0, ids).for_each(drop),
             Write::Fail(failures) => self.failures.splice(0..0, failures).for_each(drop),
             Write::Return(ids) => self.returns.splice(0..0, ids).for_each(drop),
         }
+        self.retry_later(now);
+    }
+
+    fn retry_later(&mut self, now: Timestamp) {
         self.refused += 1;
         // Not before an earlier retry was due: the delay only grows while writes fail.
         let at = now + WRITE_RETRY.delay(self.refused);
@@ -152,18 +223,117 @@ impl Writes {
 
     /// Whether no outcome waits to be sent.
     pub fn nothing_waiting(&self) -> bool {
-        self.completions.is_empty() && self.failures.is_empty() && self.returns.is_empty()
+        self.completions.is_empty()
+            && self.failures.is_empty()
+            && self.returns.is_empty()
+            && self.alone.is_empty()
     }
 
     /// The jobs whose outcome waits or is being written.
     pub fn ids(&self) -> impl Iterator<Item = i64> + '_ {
         (self.completions.iter().chain(&self.returns).copied())
             .chain(self.failures.iter().map(|f| f.job_id))
-            .chain(self.in_flight.values().flat_map(Write::ids))
+            .chain(self.alone.iter().chain(self.in_flight.values()).flat_map(Write::ids))
     }
 
     /// When the waiting outcomes are sent.
     pub fn deadline(&self) -> Option<Timestamp> {
         self.flush_at
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(ms: i64) -> Timestamp {
+        Timestamp::from_timestamp(1_700_000_000, 0).unwrap_or_default() + Duration::milliseconds(ms)
+    }
+
+    /// Sends what is due at `now` as queries numbered from `next`; returns them.
+    fn send(writes: &mut Writes, now: Timestamp, next: &mut QueryId) -> Vec<(QueryId, Write)> {
+        let sent: Vec<(QueryId, Write)> = writes
+            .due(now)
+            .into_iter()
+            .map(|w| {
+                *next += 1;
+                (*next, w)
+            })
+            .collect();
+        for (id, w) in &sent {
+            writes.sent(*id, w.clone());
+        }
+        sent
+    }
+
+    #[test]
+    fn a_write_refused_for_good_is_halved_until_the_bad_job_is_failed_alone() {
+        let mut writes = Writes::default();
+        for id in 1..=5 {
+            writes.complete(id, t(0), Duration::zero());
+        }
+        let mut next = 0;
+        let mut completed = Vec::new();
+        let mut explained = Vec::new();
+        // The database refuses any write that touches job 4.
+        for round in 0..20 {
+            let sent = send(&mut writes, t(round), &mut next);
+            if sent.is_empty() {
+                break;
+            }
+            for (id, write) in sent {
+                let ids: Vec<i64> = write.ids().collect();
+                match &write {
+                    Write::Fail(f) if f[0].message.starts_with(UNRECORDED) => {
+                        explained.push((f[0].job_id, f[0].message.clone()));
+                        writes.written(id);
+                    }
+                    Write::Complete(_) if !ids.contains(&4) => {
+                        completed.extend(ids);
+                        writes.written(id);
+                    }
+                    Write::Complete(_) | Write::Fail(_) | Write::Return(_) => {
+                        writes.failed(id, t(round), false, "boom (P0001)");
+                    }
+                }
+            }
+        }
+        completed.sort_unstable();
+        assert_eq!(completed, [1, 2, 3, 5], "the others are written");
+        assert_eq!(explained.len(), 1);
+        assert_eq!(explained[0].0, 4);
+        assert!(
+            explained[0].1.contains("its success") && explained[0].1.contains("boom (P0001)"),
+            "{explained:?}"
+        );
+        assert!(writes.nothing_waiting() && !writes.writing() && writes.deadline().is_none());
+    }
+
+    #[test]
+    fn a_retryable_refusal_keeps_the_batch_whole_and_backs_off() {
+        let mut writes = Writes::default();
+        writes.complete(1, t(0), Duration::zero());
+        writes.complete(2, t(0), Duration::zero());
+        let mut next = 0;
+        let sent = send(&mut writes, t(0), &mut next);
+        assert_eq!(sent.len(), 1);
+        writes.failed(sent[0].0, t(0), true, "connection lost");
+        assert_eq!(writes.deadline(), Some(t(200)), "after the first retry delay");
+        assert_eq!(send(&mut writes, t(200), &mut next)[0].1, Write::Complete(vec![1, 2]));
+    }
+
+    #[test]
+    fn a_refused_explanation_is_retried_alone_with_backoff() {
+        let mut writes = Writes::default();
+        let message = format!("{UNRECORDED} (its error): x");
+        writes.fail(Failure { job_id: 9, message, run_at: None }, t(0), Duration::zero());
+        writes.complete(1, t(0), Duration::zero());
+        let mut next = 0;
+        let sent = send(&mut writes, t(0), &mut next);
+        let (fail, _) = sent.iter().find(|(_, w)| matches!(w, Write::Fail(_))).expect("a failure write");
+        writes.failed(*fail, t(0), false, "still refused");
+        assert_eq!(writes.deadline(), Some(t(200)), "backs off instead of spinning");
+        let again = send(&mut writes, t(200), &mut next);
+        assert_eq!(again.len(), 1, "alone: {again:?}");
     }
 }
