@@ -201,9 +201,16 @@ impl<R> WorkerOptions<R> {
     /// adapts to keep that short: it starts at `concurrency` and grows (up to a third of
     /// `size`) only when a full batch arrives to find the slots idle, so a worker holds
     /// about what it runs during one or two fetches. Queued jobs are given back at shutdown,
-    /// or when no slot took one for 5 minutes (and the batch starts small again).
+    /// or when no slot took one for [`Self::local_queue_ttl`] (and the batch starts small
+    /// again).
     pub fn local_queue_size(mut self, size: usize) -> Self {
         self.config.local_queue_size = (size > 0).then_some(size);
+        self
+    }
+    /// Give prefetched jobs back when every slot stayed busy this long (default 5 s), so an
+    /// idle worker elsewhere runs them instead of them waiting behind slow tasks here.
+    pub fn local_queue_ttl(mut self, ttl: Duration) -> Self {
+        self.config.local_queue_ttl = to_chrono(ttl);
         self
     }
     /// Batch completions for this long (zero: write each at once).

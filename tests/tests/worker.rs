@@ -548,7 +548,53 @@ async fn task_errors_holding_nul_are_stored_escaped_beside_the_rest_of_their_bat
     assert_eq!(stored, expected);
 }
 
+/// Jobs prefetched by a worker whose slots are all busy with slow tasks are given back
+/// after the local queue's TTL (5 s by default), and an idle worker runs them meanwhile.
+async fn prefetched_jobs_behind_slow_tasks_go_to_an_idle_worker(rt: Arc<dyn Runtime>) {
+    let db = TestDb::migrated_on(rt.clone()).await;
+    let utils = db.utils();
+    for n in 0..2 {
+        utils
+            .add_raw_job("rec", json!({ "n": n, "ms": 9000 }), JobSpec::builder().priority(-1).build())
+            .await
+            .unwrap();
+    }
+    for n in 2..6 {
+        utils.add_raw_job("rec", json!({ "n": n, "ms": 10 }), JobSpec::default()).await.unwrap();
+    }
+    let busy: Log = Default::default();
+    let a = db
+        .worker_options()
+        .concurrency(2)
+        .define_raw_job("rec", recorder(&busy, "a"))
+        .init()
+        .await
+        .unwrap();
+    let a = Running::spawn(&rt, a);
+    // A runs the two slow jobs and prefetches quick ones it cannot start.
+    wait_until(rt.as_ref(), Duration::from_secs(10), "A started its slow jobs", || entries(&busy).len() >= 2)
+        .await;
+    sleep(rt.as_ref(), Duration::from_millis(200)).await;
+    let idle: Log = Default::default();
+    let b = db
+        .worker_options()
+        .poll_interval(Duration::from_millis(200))
+        .define_raw_job("rec", recorder(&idle, "b"))
+        .init()
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let b = Running::spawn(&rt, b);
+    db.wait_for_count("select count(*) from graphile_worker.jobs", 2, Duration::from_secs(8)).await;
+    assert!(started.elapsed() < Duration::from_secs(8), "the quick jobs ran before A's slots freed");
+    let ran_by_b: Vec<String> = entries(&idle).into_iter().filter(|e| !e.ends_with('!')).collect();
+    assert_eq!(ran_by_b.len(), 4, "B ran every quick job: {ran_by_b:?}");
+    a.stop(Duration::from_secs(20)).await;
+    b.stop(Duration::from_secs(10)).await;
+}
+
 on_both_runtimes!(
+    prefetched_jobs_behind_slow_tasks_go_to_an_idle_worker,
     an_always_due_timer_starves_neither_answers_nor_the_stop,
     listen_notify_runs_a_job_within_milliseconds,
     run_once_runs_due_jobs_in_priority_then_run_at_order,

@@ -31,7 +31,9 @@ pub struct Config {
     /// quick.
     pub local_queue_size: Option<usize>,
     /// How long the local queue may hand out no job (every slot busy) before its jobs are
-    /// given back.
+    /// given back, so another worker can run them. Short (5 s by default): under load the
+    /// queue hands out a job every few milliseconds, so only slots held by slow tasks make
+    /// it expire, and then the jobs are better run elsewhere than held.
     pub local_queue_ttl: Duration,
     /// How long completions wait to be written together (zero: at once).
     pub complete_batch_delay: Duration,
@@ -61,7 +63,7 @@ impl Default for Config {
             concurrency: 10,
             poll_interval: Duration::seconds(2),
             local_queue_size: Some(DEFAULT_LOCAL_QUEUE_SIZE),
-            local_queue_ttl: Duration::minutes(5),
+            local_queue_ttl: Duration::seconds(5),
             complete_batch_delay: Duration::milliseconds(1),
             fail_batch_delay: Duration::milliseconds(1),
             graceful_shutdown_timeout: Duration::seconds(5),
