@@ -299,6 +299,13 @@ pub enum Event {
         /// When the next connection attempt is due.
         retry_at: Timestamp,
     },
+    /// The worker stopped without waiting for the database any longer: the shutdown's bound
+    /// passed with statements still out or outcomes unwritten. These jobs' outcomes were not
+    /// recorded: they stay locked by this worker until a sweep frees them, then run again.
+    OutcomesAbandoned {
+        /// The jobs.
+        job_ids: Vec<i64>,
+    },
     /// The database got a breaking migration this worker may not know: it stops.
     BreakingMigration {
         /// The notification's payload.
@@ -354,11 +361,14 @@ pub enum TimerKind {
     Retry,
     /// The next cron minute, or a cron statement to try again.
     Cron,
+    /// Stop waiting for outcomes the database does not take: the shutdown has waited long
+    /// enough.
+    GiveUpWrites,
 }
 
 impl TimerKind {
     /// Every kind, in the order ties between deadlines are broken.
-    pub const ALL: [TimerKind; 8] = [
+    pub const ALL: [TimerKind; 9] = [
         TimerKind::Poll,
         TimerKind::Flush,
         TimerKind::Listener,
@@ -367,6 +377,7 @@ impl TimerKind {
         TimerKind::ShutdownGrace,
         TimerKind::Retry,
         TimerKind::Cron,
+        TimerKind::GiveUpWrites,
     ];
 }
 

@@ -776,3 +776,40 @@ fn a_breaking_migration_stops_the_worker_whatever_the_payloads_spacing() {
     let effects = hand.feed(Input::Notification { channel: "worker:migrate".into(), payload });
     assert!(effects.is_empty(), "a migration that is not breaking changes nothing: {effects:?}");
 }
+
+#[test]
+fn a_shutdown_stops_within_its_bound_while_the_database_refuses_every_write() {
+    // The database is gone: every write fails (retryably) for as long as the worker tries.
+    let mut world = World::new(WorldConfig::default());
+    world.set_script(|_, _| TaskPlan::finish(Duration::seconds(2), TaskOutcome::Ok));
+    for n in 0..3 {
+        world.db_mut().add_job(&AddJob::new("t", json!(n), JobSpec::default())).expect("add");
+    }
+    let w = world.add_worker(Config { complete_batch_delay: Duration::seconds(1), ..config() });
+    world.run_for(Duration::milliseconds(500));
+    assert_eq!(world.running(w).count(), 3);
+    world.fail_next_queries(w, u32::MAX);
+    world.shutdown(w, true);
+    let grace = config().graceful_shutdown_timeout;
+    let bound = grace + formica_core::worker::WRITES_GRACE;
+    let asked = world.now();
+    assert!(world.run_until_stopped(bound + Duration::seconds(1)), "stopped within the bound");
+    assert!(world.now() - asked <= bound + Duration::seconds(1));
+    let abandoned: Vec<Vec<i64>> = world
+        .trace()
+        .iter()
+        .filter_map(|e| match &e.what {
+            formica_core::sim::Traced::Effect(Effect::Emit(Event::OutcomesAbandoned { job_ids })) => {
+                Some(job_ids.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(abandoned.len(), 1, "one report of what was not written");
+    let mut ids = abandoned[0].clone();
+    ids.sort_unstable();
+    let mut held: Vec<i64> = world.db().jobs().map(|j| j.id).collect();
+    held.sort_unstable();
+    assert_eq!(ids, held, "the jobs whose success was not recorded are the ones left");
+    assert!(world.db().jobs().all(|j| j.locked_by.is_some()), "they stay locked for a sweep to free");
+}

@@ -490,6 +490,9 @@ struct Incarnation {
     woken_since_fetch: bool,
     /// A shutdown was asked for or begun by the machine.
     shutting_down: bool,
+    /// The machine stopped waiting for the database (its shutdown's bound passed): it may
+    /// stop with statements out and jobs unsettled, which stay locked for a sweep.
+    gave_up: bool,
 }
 
 impl Incarnation {
@@ -627,6 +630,7 @@ impl Checker {
                     last_fetch_short: false,
                     woken_since_fetch: false,
                     shutting_down: false,
+                    gave_up: false,
                 });
                 Ok(())
             }
@@ -902,9 +906,16 @@ impl Checker {
                 inc.shutting_down = true;
                 Ok(())
             }
+            Effect::Emit(Event::OutcomesAbandoned { .. }) => {
+                inc.gave_up = true;
+                Ok(())
+            }
             Effect::ConnectListener | Effect::Emit(_) => Ok(()),
             Effect::Stopped => {
                 inc.stopped = true;
+                if inc.gave_up {
+                    return Ok(());
+                }
                 if !inc.pending.is_empty() {
                     return Err(format!("stopped with queries pending: {:?}", inc.pending));
                 }
@@ -1318,13 +1329,26 @@ impl Run {
                 continue;
             }
             let id = self.world.worker_id(w);
-            if self.world.in_flight(w) != 0 || self.world.running(w).count() != 0 {
+            // A machine that gave up on a refusing database stops with statements out, and
+            // the jobs it names stay locked for a sweep.
+            let abandoned: Vec<&Vec<i64>> = (self.world.trace().iter())
+                .filter(|e| e.worker == Some(w))
+                .filter_map(|e| match &e.what {
+                    Traced::Effect(Effect::Emit(Event::OutcomesAbandoned { job_ids })) => Some(job_ids),
+                    _ => None,
+                })
+                .collect();
+            let gave_up = !abandoned.is_empty();
+            if (self.world.in_flight(w) != 0 && !gave_up) || self.world.running(w).count() != 0 {
                 return Err(format!("{id}: stopped with work out"));
             }
             if self.world.machine(w).poll_timeout().is_some() {
                 return Err(format!("{id}: a timer is armed after Stopped"));
             }
-            if let Some(job) = self.world.db().jobs().find(|j| j.locked_by.as_deref() == Some(id.as_str())) {
+            let held = |j: &&Job| {
+                j.locked_by.as_deref() == Some(id.as_str()) && !abandoned.iter().any(|a| a.contains(&j.id))
+            };
+            if let Some(job) = self.world.db().jobs().find(held) {
                 return Err(format!("{id}: stopped but still holds job {}", job.id));
             }
             let mut machine = self.world.machine(w).clone();

@@ -682,6 +682,12 @@ fn log_event(event: &Event, worker_id: &str) {
         Event::JobError { job_id, error, attempt, max_attempts } => {
             tracing::warn!(worker_id, job_id, attempt, max_attempts, "job failed: {error}")
         }
+        Event::OutcomesAbandoned { job_ids } => tracing::error!(
+            worker_id,
+            ?job_ids,
+            "stopping without recording these jobs' outcomes: the database did not take them in time; \
+             they stay locked until a sweep frees them, then run again"
+        ),
         Event::JobUndecodable { job_id, error } => {
             tracing::error!(
                 worker_id,

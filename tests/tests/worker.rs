@@ -563,13 +563,8 @@ async fn prefetched_jobs_behind_slow_tasks_go_to_an_idle_worker(rt: Arc<dyn Runt
         utils.add_raw_job("rec", json!({ "n": n, "ms": 10 }), JobSpec::default()).await.unwrap();
     }
     let busy: Log = Default::default();
-    let a = db
-        .worker_options()
-        .concurrency(2)
-        .define_raw_job("rec", recorder(&busy, "a"))
-        .init()
-        .await
-        .unwrap();
+    let a =
+        db.worker_options().concurrency(2).define_raw_job("rec", recorder(&busy, "a")).init().await.unwrap();
     let a = Running::spawn(&rt, a);
     // A runs the two slow jobs and prefetches quick ones it cannot start.
     wait_until(rt.as_ref(), Duration::from_secs(10), "A started its slow jobs", || entries(&busy).len() >= 2)

@@ -18,9 +18,11 @@
 //! The machine composes small parts, each owning its state and its deadline and knowing no
 //! effect: [`fetch`] (when and how much to fetch, the local queue), [`writes`] (outcomes on
 //! their way to the database), [`link`] (the LISTEN connection), [`slots`], [`sweep`] and
-//! the cron runner. Only this module makes [`Effect`]s; [`Worker::poll_timeout`] is the
+//! the cron runner; [`answers`] routes each database answer to its part. Only the worker
+//! makes [`Effect`]s; [`Worker::poll_timeout`] is the
 //! earliest of the parts' deadlines and its own (retry).
 
+mod answers;
 mod config;
 mod fetch;
 mod link;
@@ -31,6 +33,7 @@ mod writes;
 pub use self::config::{Config, DEFAULT_LOCAL_QUEUE_SIZE};
 pub use self::fetch::MAX_PREFETCHES;
 pub use self::sweep::STALE_LOCK_AGE;
+pub use self::writes::WRITES_GRACE;
 pub use crate::protocol::{
     DbError, Effect, Event, Failure, Input, MisuseError, QueryId, QueryResult, Statement, TaskOutcome,
     TimerKind, Undecodable,
@@ -172,6 +175,7 @@ impl Worker {
             TimerKind::LocalQueueTtl => self.fetcher.give_back_deadline(),
             TimerKind::ShutdownGrace => self.slots.deadline(),
             TimerKind::Retry => self.retry_at,
+            TimerKind::GiveUpWrites => self.writes.give_up_deadline(),
             TimerKind::Cron => {
                 self.cron.as_ref().filter(|_| self.phase == Phase::Running).and_then(CronRunner::deadline)
             }
@@ -242,10 +246,13 @@ impl Worker {
         if accepting && self.config.run_once && found_all && idle && written {
             self.phase = Phase::Draining;
         }
-        if self.phase == Phase::Draining && idle && self.pending.is_empty() && written {
+        let settled = self.pending.is_empty() && written;
+        if self.phase == Phase::Draining && idle && (settled || self.writes.gave_up()) {
             self.phase = Phase::Stopped;
             self.retry_at = None;
             self.slots.stopped();
+            let job_ids = self.writes.abandon();
+            (!settled).then(|| self.emit(Event::OutcomesAbandoned { job_ids }));
             self.emit(Event::WorkerStop { worker_id: self.config.worker_id.clone() });
             self.effects.push_back(Effect::Stopped);
         }
@@ -273,119 +280,6 @@ impl Worker {
         self.emit(Event::JobStart { job_id, task, attempt });
         self.slots.start(&job);
         self.effects.push_back(Effect::StartTask { job });
-    }
-
-    fn query_done(&mut self, id: QueryId, result: QueryResult) -> Result<(), MisuseError> {
-        let part = *self.pending.get(&id).ok_or(MisuseError::UnknownQuery(id))?;
-        let fits = matches!(
-            (&result, part),
-            (QueryResult::Err(_), _)
-                | (QueryResult::Tasks(_), Part::Register)
-                | (QueryResult::Jobs { .. }, Part::Fetch)
-                | (QueryResult::KnownCrontabs(_), Part::Cron)
-                | (QueryResult::Done, Part::Write | Part::Sweep | Part::Cron)
-        );
-        if !fits {
-            // Nothing changed: the query is still pending.
-            return Err(MisuseError::WrongResult(id));
-        }
-        self.pending.remove(&id);
-        match result {
-            QueryResult::Err(error) => self.query_failed(id, part, error),
-            QueryResult::Tasks(tasks) => {
-                let mut ids: Vec<i32> = tasks.into_iter().map(|(id, _)| id).collect();
-                ids.sort_unstable();
-                ids.dedup();
-                if ids.len() < self.config.task_identifiers.len() {
-                    // Registered concurrently by someone else after our snapshot: ask again.
-                    self.register();
-                } else {
-                    self.task_ids = Some(ids);
-                    if self.config.task_identifiers.is_empty() {
-                        self.fetcher.nothing_to_fetch();
-                    }
-                }
-            }
-            QueryResult::Jobs { jobs, undecodable } => {
-                let rows = jobs.len() + undecodable.len();
-                (rows == 0).then(|| self.emit(Event::FetchEmpty));
-                let held = if jobs.is_empty() { BTreeSet::new() } else { self.held() };
-                let accepting = self.phase == Phase::Running;
-                let back = self.fetcher.fetched(id, rows, jobs, &held, self.slots.len(), accepting, self.now);
-                self.writes.give_back(back, self.now);
-                // An unreadable row fails its attempt as a task's error would: its lock is
-                // released, and it is retried (an edited row may read next time).
-                for Undecodable { job_id, error } in undecodable {
-                    let message = format!("Formica could not read job {job_id}: {error}");
-                    self.emit(Event::JobUndecodable { job_id, error });
-                    self.writes.fail(
-                        Failure { job_id, message, run_at: None },
-                        self.now,
-                        self.config.fail_batch_delay,
-                    );
-                }
-            }
-            QueryResult::KnownCrontabs(known) => {
-                if let Some(cron) = &mut self.cron {
-                    cron.registered(&known);
-                }
-            }
-            QueryResult::Done => match part {
-                // Finished jobs released their named queues: the next job of a queue may be
-                // runnable now.
-                Part::Write => {
-                    self.writes.written(id);
-                    self.fetcher.wake();
-                }
-                Part::Cron => {
-                    if let Some(cron) = &mut self.cron {
-                        cron.batch_done();
-                    }
-                    // Its jobs may be due now.
-                    self.fetcher.wake();
-                }
-                Part::Sweep => self.sweeper.ended(),
-                Part::Register | Part::Fetch => {}
-            },
-        }
-        Ok(())
-    }
-
-    /// Every failure is retried: a write (by [`Writes`], never dropped), a fetch or a
-    /// registration after `poll_interval`, a sweep at the next sweep, cron by its runner.
-    fn query_failed(&mut self, id: QueryId, part: Part, error: DbError) {
-        let statement = match part {
-            Part::Register => "register tasks",
-            Part::Fetch => "fetch jobs",
-            Part::Sweep => "reset stale locks",
-            Part::Cron => "schedule cron jobs",
-            Part::Write => self.writes.name(id).unwrap_or("write outcomes"),
-        };
-        if part == Part::Fetch {
-            self.fetcher.failed(id);
-        }
-        if self.config.run_once && !error.retryable && matches!(part, Part::Register | Part::Fetch) {
-            // Waiting cannot fix a missing table or a permission: say so and stop, rather
-            // than never returning.
-            self.emit(Event::GaveUp { statement, error: error.message });
-            self.shutdown(true);
-            return;
-        }
-        let message = error.message.clone();
-        self.emit(Event::DatabaseError { statement, error: error.message });
-        match part {
-            Part::Register | Part::Fetch => {
-                self.fetcher.unknown();
-                self.retry_at = Some(self.now + self.config.poll_interval);
-            }
-            Part::Sweep => self.sweeper.ended(),
-            Part::Cron => {
-                if let Some(cron) = &mut self.cron {
-                    cron.failed(self.now, self.config.poll_interval);
-                }
-            }
-            Part::Write => self.writes.failed(id, self.now, error.retryable, &message),
-        }
     }
 
     fn task_finished(&mut self, job_id: i64, outcome: TaskOutcome) -> Result<(), MisuseError> {
@@ -438,12 +332,13 @@ impl Worker {
             // Prefetched jobs never started: back without using an attempt.
             let unstarted = self.fetcher.stop();
             self.writes.give_back(unstarted, self.now);
-            if graceful {
-                self.slots.wait_until(self.now + self.config.graceful_shutdown_timeout);
-            }
+            let grace = self.config.graceful_shutdown_timeout;
+            self.slots.wait_until(self.now + grace);
+            self.writes.give_up_at(self.now + grace + WRITES_GRACE);
         }
         if !graceful {
             self.abort_running();
+            self.writes.give_up_at(self.now + WRITES_GRACE);
         }
     }
 
@@ -486,6 +381,9 @@ impl Worker {
             self.query(Part::Sweep, Statement::ResetLocked { locked_before });
         }
         self.writes.give_back(expired, now);
+        if self.writes.handle_timeout(now) {
+            self.abort_running();
+        }
         let overdue = self.slots.handle_timeout(now);
         self.effects.extend(overdue.into_iter().map(|job_id| Effect::AbortTask { job_id }));
         if self.retry_at.is_some_and(|at| at <= now) {

@@ -17,7 +17,11 @@
 //!   its own, until the job it is about stands alone; that job is then failed with a
 //!   `last_error` that says why its outcome could not be written (a refused failure keeps
 //!   only that explanation), so its lock and its queue are released;
-//! - the flush deadline is armed exactly while an outcome waits.
+//! - the flush deadline is armed exactly while an outcome waits;
+//! - a shutdown waits for a refusing database a bounded time: [`Writes::give_up_at`] arms a
+//!   deadline after which, once a write is refused, the worker stops without the outcomes
+//!   still unwritten (their jobs stay locked until a sweep frees them; at-least-once still
+//!   holds).
 
 use crate::backoff::WRITE_RETRY;
 use crate::protocol::{Failure, QueryId, Statement};
@@ -35,6 +39,10 @@ pub(crate) enum Write {
     /// Unlock these jobs, refunding the attempt.
     Return(Vec<i64>),
 }
+
+/// How long a shutdown waits for the database to take the outcomes, once its tasks are
+/// done or aborted, before it stops without them.
+pub const WRITES_GRACE: Duration = Duration::seconds(10);
 
 /// What `last_error` says of an outcome the database refused to record.
 const UNRECORDED: &str = "Formica could not record this job's outcome";
@@ -118,6 +126,10 @@ pub(crate) struct Writes {
     /// Writes refused in a row, for their retry delay.
     refused: u32,
     flush_at: Option<Timestamp>,
+    give_up_at: Option<Timestamp>,
+    /// The give-up deadline passed: the next refusal gives up.
+    overdue: bool,
+    gave_up: bool,
 }
 
 impl Writes {
@@ -187,6 +199,7 @@ impl Writes {
     /// otherwise halved until the job it is about is failed on its own.
     pub fn failed(&mut self, id: QueryId, now: Timestamp, retryable: bool, error: &str) {
         let Some(write) = self.in_flight.remove(&id) else { return };
+        self.gave_up |= self.overdue;
         if !retryable {
             match write.halve() {
                 Ok((first, second)) => self.alone.extend([first, second]),
@@ -239,6 +252,40 @@ impl Writes {
     /// When the waiting outcomes are sent.
     pub fn deadline(&self) -> Option<Timestamp> {
         self.flush_at
+    }
+
+    /// Stop waiting for the database at `at` (or earlier, if already set so).
+    pub fn give_up_at(&mut self, at: Timestamp) {
+        self.give_up_at = Some(self.give_up_at.map_or(at, |due| due.min(at)));
+    }
+
+    /// Whether to give up at `now`: the deadline passed while writes are being refused
+    /// (a deadline that passes while the database answers, say after the wall clock
+    /// leapt, gives up only at the next refusal).
+    pub fn handle_timeout(&mut self, now: Timestamp) -> bool {
+        if self.give_up_at.is_some_and(|at| at <= now) {
+            self.give_up_at = None;
+            self.overdue = true;
+            self.gave_up |= self.refused > 0;
+        }
+        self.gave_up
+    }
+
+    /// Whether the worker stopped waiting for the database.
+    pub fn gave_up(&self) -> bool {
+        self.gave_up
+    }
+
+    /// The jobs whose outcome was never recorded, forgotten (the worker stops).
+    pub fn abandon(&mut self) -> Vec<i64> {
+        let ids = self.ids().collect();
+        *self = Writes::default();
+        ids
+    }
+
+    /// When the worker stops waiting for the database.
+    pub fn give_up_deadline(&self) -> Option<Timestamp> {
+        self.give_up_at
     }
 }
 

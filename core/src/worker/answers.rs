@@ -1,0 +1,121 @@
+//! How each answer from the database reaches the part whose query it was, and how each
+//! refusal is retried: the one place that knows which part owns which statement.
+
+use super::{Part, Phase, Worker};
+use crate::protocol::{DbError, Event, Failure, MisuseError, QueryId, QueryResult, Undecodable};
+use std::collections::BTreeSet;
+
+impl Worker {
+    pub(super) fn query_done(&mut self, id: QueryId, result: QueryResult) -> Result<(), MisuseError> {
+        let part = *self.pending.get(&id).ok_or(MisuseError::UnknownQuery(id))?;
+        let fits = matches!(
+            (&result, part),
+            (QueryResult::Err(_), _)
+                | (QueryResult::Tasks(_), Part::Register)
+                | (QueryResult::Jobs { .. }, Part::Fetch)
+                | (QueryResult::KnownCrontabs(_), Part::Cron)
+                | (QueryResult::Done, Part::Write | Part::Sweep | Part::Cron)
+        );
+        if !fits {
+            // Nothing changed: the query is still pending.
+            return Err(MisuseError::WrongResult(id));
+        }
+        self.pending.remove(&id);
+        match result {
+            QueryResult::Err(error) => self.query_failed(id, part, error),
+            QueryResult::Tasks(tasks) => {
+                let mut ids: Vec<i32> = tasks.into_iter().map(|(id, _)| id).collect();
+                ids.sort_unstable();
+                ids.dedup();
+                if ids.len() < self.config.task_identifiers.len() {
+                    // Registered concurrently by someone else after our snapshot: ask again.
+                    self.register();
+                } else {
+                    self.task_ids = Some(ids);
+                    if self.config.task_identifiers.is_empty() {
+                        self.fetcher.nothing_to_fetch();
+                    }
+                }
+            }
+            QueryResult::Jobs { jobs, undecodable } => {
+                let rows = jobs.len() + undecodable.len();
+                (rows == 0).then(|| self.emit(Event::FetchEmpty));
+                let held = if jobs.is_empty() { BTreeSet::new() } else { self.held() };
+                let accepting = self.phase == Phase::Running;
+                let back = self.fetcher.fetched(id, rows, jobs, &held, self.slots.len(), accepting, self.now);
+                self.writes.give_back(back, self.now);
+                // An unreadable row fails its attempt as a task's error would: its lock is
+                // released, and it is retried (an edited row may read next time).
+                for Undecodable { job_id, error } in undecodable {
+                    let message = format!("Formica could not read job {job_id}: {error}");
+                    self.emit(Event::JobUndecodable { job_id, error });
+                    self.writes.fail(
+                        Failure { job_id, message, run_at: None },
+                        self.now,
+                        self.config.fail_batch_delay,
+                    );
+                }
+            }
+            QueryResult::KnownCrontabs(known) => {
+                if let Some(cron) = &mut self.cron {
+                    cron.registered(&known);
+                }
+            }
+            QueryResult::Done => match part {
+                // Finished jobs released their named queues: the next job of a queue may be
+                // runnable now.
+                Part::Write => {
+                    self.writes.written(id);
+                    self.fetcher.wake();
+                }
+                Part::Cron => {
+                    if let Some(cron) = &mut self.cron {
+                        cron.batch_done();
+                    }
+                    // Its jobs may be due now.
+                    self.fetcher.wake();
+                }
+                Part::Sweep => self.sweeper.ended(),
+                Part::Register | Part::Fetch => {}
+            },
+        }
+        Ok(())
+    }
+
+    /// Every failure is retried: a write (by [`Writes`], never dropped), a fetch or a
+    /// registration after `poll_interval`, a sweep at the next sweep, cron by its runner.
+    fn query_failed(&mut self, id: QueryId, part: Part, error: DbError) {
+        let statement = match part {
+            Part::Register => "register tasks",
+            Part::Fetch => "fetch jobs",
+            Part::Sweep => "reset stale locks",
+            Part::Cron => "schedule cron jobs",
+            Part::Write => self.writes.name(id).unwrap_or("write outcomes"),
+        };
+        if part == Part::Fetch {
+            self.fetcher.failed(id);
+        }
+        if self.config.run_once && !error.retryable && matches!(part, Part::Register | Part::Fetch) {
+            // Waiting cannot fix a missing table or a permission: say so and stop, rather
+            // than never returning.
+            self.emit(Event::GaveUp { statement, error: error.message });
+            self.shutdown(true);
+            return;
+        }
+        let message = error.message.clone();
+        self.emit(Event::DatabaseError { statement, error: error.message });
+        match part {
+            Part::Register | Part::Fetch => {
+                self.fetcher.unknown();
+                self.retry_at = Some(self.now + self.config.poll_interval);
+            }
+            Part::Sweep => self.sweeper.ended(),
+            Part::Cron => {
+                if let Some(cron) = &mut self.cron {
+                    cron.failed(self.now, self.config.poll_interval);
+                }
+            }
+            Part::Write => self.writes.failed(id, self.now, error.retryable, &message),
+        }
+    }
+}
