@@ -2,7 +2,8 @@
 //!
 //! Every connection is made with `Config::connect_raw` over a socket the runtime opened,
 //! so tokio-postgres never needs a tokio runtime and one client type serves every
-//! adapter. TLS is not supported yet: connect over a trusted network or a Unix socket.
+//! adapter. TLS runs over that socket too (see [`crate::tls`]); the settings, environment
+//! and password file are read by [`crate::settings`].
 //!
 //! Two limits keep a broken network from leaving a worker silently idle:
 //!
@@ -21,6 +22,8 @@
 
 use crate::error::{describe, Error};
 use crate::runtime::{Address, Runtime, Socket};
+use crate::settings::ConnectionSettings;
+use crate::tls::{Connector, SslMode, Tls, TlsSocket};
 use futures::channel::mpsc;
 use futures::future::{self, BoxFuture, Either};
 use futures::lock::Mutex;
@@ -34,8 +37,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_postgres::config::Host;
-use tokio_postgres::tls::NoTlsStream;
-use tokio_postgres::{Client, Config, Connection, NoTls, Statement};
+use tokio_postgres::{Client, Config, Connection, Statement};
 
 /// How long opening a connection may take when the settings give no `connect_timeout`.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -55,7 +57,7 @@ pub fn response_timeout(config: &Config) -> Option<Duration> {
 }
 
 /// A connection whose messages (notifications included) the caller must poll.
-pub type RawConnection = Connection<Box<dyn Socket>, NoTlsStream>;
+pub type RawConnection = Connection<Box<dyn Socket>, TlsSocket<Box<dyn Socket>>>;
 
 /// The addresses `config` names, in the order libpq would try them.
 pub fn addresses(config: &Config) -> Result<Vec<Address>, Error> {
@@ -83,28 +85,31 @@ pub fn addresses(config: &Config) -> Result<Vec<Address>, Error> {
 /// Open a connection: the first address that answers wins. The caller polls the returned
 /// connection (spawn it, or read its notifications). The connection is not watched (see
 /// [`connect_raw_watched`]).
-pub async fn connect_raw(rt: &dyn Runtime, config: &Config) -> Result<(Client, RawConnection), Error> {
-    open(rt, None, config).await
+pub async fn connect_raw(
+    rt: &dyn Runtime,
+    settings: &ConnectionSettings,
+) -> Result<(Client, RawConnection), Error> {
+    open(rt, None, settings).await
 }
 
 /// [`connect_raw`], and the connection is closed when it owes a response and receives
 /// nothing for [`response_timeout`]`(config)` (see the module docs).
 pub async fn connect_raw_watched(
     rt: Arc<dyn Runtime>,
-    config: &Config,
+    settings: &ConnectionSettings,
 ) -> Result<(Client, RawConnection), Error> {
-    let watch = response_timeout(config).map(|timeout| (rt.clone(), timeout));
-    open(rt.as_ref(), watch, config).await
+    let watch = response_timeout(settings.config()).map(|timeout| (rt.clone(), timeout));
+    open(rt.as_ref(), watch, settings).await
 }
 
 async fn open(
     rt: &dyn Runtime,
     watch: Option<(Arc<dyn Runtime>, Duration)>,
-    config: &Config,
+    settings: &ConnectionSettings,
 ) -> Result<(Client, RawConnection), Error> {
-    let timeout = config.get_connect_timeout().copied().unwrap_or(DEFAULT_CONNECT_TIMEOUT);
+    let timeout = settings.config().get_connect_timeout().copied().unwrap_or(DEFAULT_CONNECT_TIMEOUT);
     let mut last = None;
-    for address in addresses(config)? {
+    for address in addresses(settings.config())? {
         let watch = watch.clone();
         let attempt = async {
             let socket = rt.connect(address.clone()).await.map_err(|e| Error::connect(&address, e))?;
@@ -114,7 +119,11 @@ async fn open(
                 }
                 None => socket,
             };
-            config.connect_raw(socket, NoTls).await.map_err(|e| Error::connect(&address, describe(&e)))
+            let (config, tls) = prepare(settings, &address)?;
+            match config.connect_raw(socket, tls).await {
+                Ok(pair) => Ok(pair),
+                Err(e) => Err(Error::connect(&address, explain(&e, settings.tls(), &address))),
+            }
         };
         let deadline = rt.sleep_until(Instant::now() + timeout);
         let result = match future::select(Box::pin(attempt), deadline).await {
@@ -134,17 +143,53 @@ async fn open(
     Err(last.unwrap_or_else(|| Error::Config("no address to connect to".into())))
 }
 
+/// The settings and the TLS handshake for connecting to `address`.
+fn prepare(settings: &ConnectionSettings, address: &Address) -> Result<(Config, Connector), Error> {
+    let mut config = settings.for_address(address);
+    let host = match address {
+        Address::Tcp { host, .. } => host.as_str(),
+        // As libpq: no TLS over a Unix socket.
+        Address::Unix(_) => {
+            config.ssl_mode(tokio_postgres::config::SslMode::Disable);
+            "localhost"
+        }
+    };
+    let tls = settings.tls().connector(host).map_err(Error::Config)?;
+    Ok((config, tls))
+}
+
+/// What went wrong while connecting, in words: tokio-postgres's refusal when the server
+/// offers no TLS names neither the cause nor the setting.
+fn explain(e: &tokio_postgres::Error, tls: &Tls, address: &Address) -> String {
+    if let Some(text) = tls.explain(e, address) {
+        return text;
+    }
+    let text = describe(e);
+    if text.contains("server does not support TLS") {
+        let mode = match tls.mode() {
+            SslMode::Require => "require",
+            SslMode::VerifyCa => "verify-ca",
+            _ => "verify-full",
+        };
+        return format!(
+            "the server does not offer TLS, and sslmode={mode} demands it: turn on ssl in the server's \
+             configuration, or connect with sslmode=prefer or disable"
+        );
+    }
+    text
+}
+
 /// Open a connection whose messages are handled in the background (notifications are
 /// dropped): for ordinary statements. Not watched (see [`connect_raw_watched`]).
-pub async fn connect(rt: &dyn Runtime, config: &Config) -> Result<Client, Error> {
-    let (client, connection) = connect_raw(rt, config).await?;
+pub async fn connect(rt: &dyn Runtime, settings: &ConnectionSettings) -> Result<Client, Error> {
+    let (client, connection) = connect_raw(rt, settings).await?;
     spawn_connection(rt, connection);
     Ok(client)
 }
 
 /// [`connect`], watched.
-pub async fn connect_watched(rt: Arc<dyn Runtime>, config: &Config) -> Result<Client, Error> {
-    let (client, connection) = connect_raw_watched(rt.clone(), config).await?;
+pub async fn connect_watched(rt: Arc<dyn Runtime>, settings: &ConnectionSettings) -> Result<Client, Error> {
+    let (client, connection) = connect_raw_watched(rt.clone(), settings).await?;
     spawn_connection(rt.as_ref(), connection);
     Ok(client)
 }
@@ -336,7 +381,7 @@ pub struct Pool(Arc<Shared>);
 
 struct Shared {
     runtime: Arc<dyn Runtime>,
-    config: Config,
+    settings: ConnectionSettings,
     max_size: usize,
     // One entry per connection allowed: `Some` an idle connection, `None` room to open one.
     // Waiting on the receiver is waiting for a free slot, in arrival order.
@@ -352,22 +397,24 @@ struct Conn {
 }
 
 impl Pool {
-    /// A pool of up to `max_size` (at least 1) connections made from `config`.
-    pub fn new(runtime: Arc<dyn Runtime>, config: Config, max_size: usize) -> Self {
+    /// A pool of up to `max_size` (at least 1) connections made with `settings` (a
+    /// [`ConnectionSettings`], or a tokio-postgres [`Config`]).
+    pub fn new(runtime: Arc<dyn Runtime>, settings: impl Into<ConnectionSettings>, max_size: usize) -> Self {
+        let settings = settings.into();
         let max_size = max_size.max(1);
         let (returns, slots) = mpsc::unbounded();
         for _ in 0..max_size {
             // The receiver lives in `Shared` beside the sender, so this cannot fail.
             let _ = returns.unbounded_send(None);
         }
-        Pool(Arc::new(Shared { runtime, config, max_size, returns, slots: Mutex::new(slots) }))
+        Pool(Arc::new(Shared { runtime, settings, max_size, returns, slots: Mutex::new(slots) }))
     }
 
     /// A pool for the connection string `url` (a `postgres://` URL or libpq key=value
-    /// settings).
+    /// settings), completed from the `PG*` environment variables (see
+    /// [`ConnectionSettings::parse`]).
     pub fn from_url(runtime: Arc<dyn Runtime>, url: &str, max_size: usize) -> Result<Self, Error> {
-        let config: Config = url.parse().map_err(|e| Error::Config(format!("{e}")))?;
-        Ok(Pool::new(runtime, config, max_size))
+        Ok(Pool::new(runtime, ConnectionSettings::parse(url)?, max_size))
     }
 
     /// The same pool with connections watched for `timeout` (`None`: not watched): a
@@ -376,9 +423,9 @@ impl Pool {
     /// LISTEN connection, made from [`Pool::config`], follows it too. Call it before the
     /// pool is used: connections already open keep their watch.
     pub fn with_response_timeout(self, timeout: Option<Duration>) -> Self {
-        let mut config = self.0.config.clone();
-        config.tcp_user_timeout(timeout.unwrap_or(Duration::ZERO));
-        Pool::new(self.0.runtime.clone(), config, self.0.max_size)
+        let mut settings = self.0.settings.clone();
+        settings.config_mut().tcp_user_timeout(timeout.unwrap_or(Duration::ZERO));
+        Pool::new(self.0.runtime.clone(), settings, self.0.max_size)
     }
 
     /// Check out a connection, waiting for one to be free.
@@ -392,7 +439,7 @@ impl Pool {
             Some(conn) if !conn.client.is_closed() => checkout.conn = Some(conn),
             // On error the slot goes back empty when `checkout` drops.
             _ => {
-                let client = connect_watched(self.0.runtime.clone(), &self.0.config).await?;
+                let client = connect_watched(self.0.runtime.clone(), &self.0.settings).await?;
                 checkout.conn = Some(Conn { client, prepared: HashMap::new() });
             }
         }
@@ -404,9 +451,14 @@ impl Pool {
         &self.0.runtime
     }
 
-    /// The connection settings.
+    /// tokio-postgres's part of the connection settings.
     pub fn config(&self) -> &Config {
-        &self.0.config
+        self.0.settings.config()
+    }
+
+    /// The connection settings.
+    pub fn settings(&self) -> &ConnectionSettings {
+        &self.0.settings
     }
 
     /// The most connections the pool opens.

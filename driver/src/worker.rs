@@ -19,6 +19,7 @@ use crate::db::Pool;
 use crate::error::Error;
 use crate::listener::listen;
 use crate::runtime::Runtime;
+use crate::settings::ConnectionSettings;
 use crate::statements::{execute, Prepared};
 use crate::task::{AbortSignal, AbortTrigger, Handlers, JobContext, TaskHandler, TaskResult};
 use crate::utils::{WorkerUtils, DEFAULT_SCHEMA};
@@ -273,11 +274,34 @@ impl<R> WorkerOptions<R> {
     }
 
     /// Connect, install or upgrade the schema, and return the worker, ready to run.
-    pub async fn init(self) -> Result<Worker, Error> {
-        let pool = match self.connection {
-            Some(Connection::Pool(pool)) => pool,
-            Some(Connection::Url(url)) => Pool::from_url(self.runtime.clone(), &url, self.max_pool_size)?,
-            None => return Err(Error::Config("no database: set database_url(...) or pool(...)".into())),
+    ///
+    /// Without `database_url` or `pool`, the connection string is `DATABASE_URL`, else the
+    /// `PG*` variables alone. Connections made here carry the worker id as
+    /// `application_name` unless the settings name one.
+    pub async fn init(mut self) -> Result<Worker, Error> {
+        if self.config.worker_id.is_empty() {
+            self.config.worker_id = random_worker_id();
+        }
+        let url =
+            match self.connection {
+                Some(Connection::Pool(pool)) => Err(pool),
+                Some(Connection::Url(url)) => Ok(url),
+                None => match std::env::var("DATABASE_URL") {
+                    Ok(url) => Ok(url),
+                    Err(_) if crate::settings::pg_env_is_set() => Ok(String::new()),
+                    Err(_) => return Err(Error::Config(
+                        "no database: set database_url(...) or pool(...), DATABASE_URL or PGHOST/PGDATABASE"
+                            .into(),
+                    )),
+                },
+            };
+        let pool = match url {
+            Err(pool) => pool,
+            Ok(url) => {
+                let mut settings = ConnectionSettings::parse(&url)?;
+                settings.default_application_name(&self.config.worker_id);
+                Pool::new(self.runtime.clone(), settings, self.max_pool_size)
+            }
         };
         let mut crontab = Vec::new();
         for source in self.crontabs {
@@ -289,9 +313,6 @@ impl<R> WorkerOptions<R> {
         utils.migrate().await?;
         let mut config = self.config;
         config.crontab = crontab.into_items();
-        if config.worker_id.is_empty() {
-            config.worker_id = random_worker_id();
-        }
         config.task_identifiers = self.handlers.0.keys().cloned().collect();
         let (inputs, receiver) = mpsc::unbounded();
         Ok(Worker {
@@ -448,8 +469,8 @@ impl Worker {
                         if let Some(old) = listener.replace(handle) {
                             old.abort();
                         }
-                        let config = shared.utils.pool().config().clone();
-                        let task = listen(runtime.clone(), config, inputs.clone());
+                        let settings = shared.utils.pool().settings().clone();
+                        let task = listen(runtime.clone(), settings, inputs.clone());
                         runtime.spawn(Box::pin(Abortable::new(task, registration).map(|_| ())));
                     }
                     Effect::Emit(event) => {
