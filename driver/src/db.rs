@@ -24,10 +24,7 @@ use crate::error::{describe, Error};
 use crate::runtime::{Address, Runtime, Socket};
 use crate::settings::ConnectionSettings;
 use crate::tls::{Connector, SslMode, Tls, TlsSocket};
-use futures::channel::mpsc;
 use futures::future::{self, BoxFuture, Either};
-use futures::lock::Mutex;
-use futures::StreamExt;
 use std::collections::HashMap;
 use std::io;
 use std::ops::Deref;
@@ -374,19 +371,75 @@ impl AsyncWrite for Watched {
     }
 }
 
-/// A pool of at most `max_size` connections, opened lazily and reused. A connection found
-/// closed is replaced on the next checkout, so a server restart heals by itself.
+/// How long [`Pool::get`] waits for a free connection before failing with
+/// [`Error::PoolExhausted`].
+pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a connection may sit unused in the pool before it is closed (as node-postgres,
+/// graphile-worker's pool).
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A pool of at most `max_size` connections, opened when needed, reused most recently used
+/// first, and closed after [`DEFAULT_IDLE_TIMEOUT`] unused, so an idle worker holds about one
+/// connection besides its LISTEN connection. A connection found closed is replaced on the
+/// next checkout, so a server restart heals by itself.
+///
+/// Two rules keep it from wedging:
+///
+/// - waiting for a connection gives up after [`DEFAULT_ACQUIRE_TIMEOUT`] with
+///   [`Error::PoolExhausted`], which says who holds the connections and for how long;
+/// - clients that tasks hold ([`Pool::get_for_task`], behind `JobContext::client`) never
+///   take the last `reserved` connections (2 when `max_size` is 4 or more, else 1, else 0):
+///   those stay for short statements, the worker's own and `add_job` from within a task,
+///   so tasks that each hold a client and add jobs all finish.
+///
+/// The pool is Formica's own, not deadpool or bb8: both tie their timers and spawning to
+/// tokio (or pick a runtime by feature flag), while the driver runs on whatever
+/// [`Runtime`] the adapter supplies, and neither has the reserve above. The state is a
+/// short critical section under one lock; waiters are served first come, first served.
 #[derive(Clone)]
 pub struct Pool(Arc<Shared>);
 
 struct Shared {
     runtime: Arc<dyn Runtime>,
     settings: ConnectionSettings,
+    options: PoolOptions,
+    state: std::sync::Mutex<State>,
+}
+
+#[derive(Clone, Copy)]
+struct PoolOptions {
     max_size: usize,
-    // One entry per connection allowed: `Some` an idle connection, `None` room to open one.
-    // Waiting on the receiver is waiting for a free slot, in arrival order.
-    returns: mpsc::UnboundedSender<Option<Conn>>,
-    slots: Mutex<mpsc::UnboundedReceiver<Option<Conn>>>,
+    reserved: usize,
+    acquire_timeout: Duration,
+    idle_timeout: Option<Duration>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Unused connections, the most recently used last.
+    idle: Vec<(Conn, Instant)>,
+    /// Connections open or being opened, checked out or idle.
+    open: usize,
+    /// Checkouts held by tasks.
+    held_by_tasks: usize,
+    /// Who holds each checkout, by checkout id.
+    holders: std::collections::BTreeMap<u64, Holder>,
+    next_id: u64,
+    waiters: std::collections::VecDeque<Waiter>,
+    /// Whether a task closing idle connections is running.
+    reaping: bool,
+}
+
+struct Holder {
+    what: String,
+    since: Instant,
+}
+
+struct Waiter {
+    for_task: bool,
+    what: String,
+    grant: futures::channel::oneshot::Sender<PooledClient>,
 }
 
 /// A connection and the statements prepared on it (prepared statements belong to their
@@ -396,18 +449,105 @@ struct Conn {
     prepared: HashMap<String, Statement>,
 }
 
+/// The pool's numbers at one moment ([`Pool::status`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolStatus {
+    /// Connections open (or being opened): in use and idle.
+    pub size: usize,
+    /// Open connections nobody uses.
+    pub idle: usize,
+    /// Checkouts waiting for a connection.
+    pub waiting: usize,
+    /// Connections held by tasks.
+    pub held_by_tasks: usize,
+    /// The most connections the pool opens.
+    pub max_size: usize,
+}
+
+impl State {
+    /// A checkout for `what` if the rules allow one now: an idle connection, else room to
+    /// open one (counted as open from here).
+    fn try_grant(&mut self, pool: &Arc<Shared>, for_task: bool, what: &str) -> Option<PooledClient> {
+        let options = pool.options;
+        if for_task && self.held_by_tasks + options.reserved >= options.max_size {
+            return None;
+        }
+        let conn = match self.idle.pop() {
+            Some((conn, _)) => Some(conn),
+            None if self.open < options.max_size => {
+                self.open += 1;
+                None
+            }
+            None => return None,
+        };
+        if for_task {
+            self.held_by_tasks += 1;
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.holders.insert(id, Holder { what: what.to_owned(), since: Instant::now() });
+        Some(PooledClient { conn, pool: pool.clone(), id, for_task, armed: true })
+    }
+
+    /// Undo a grant that nobody took.
+    fn ungrant(&mut self, client: &mut PooledClient) {
+        client.armed = false;
+        self.holders.remove(&client.id);
+        if client.for_task {
+            self.held_by_tasks -= 1;
+        }
+        match client.conn.take() {
+            Some(conn) => self.idle.push((conn, Instant::now())),
+            None => self.open -= 1,
+        }
+    }
+
+    /// Hand what is free to the waiters, in arrival order.
+    fn serve_waiters(&mut self, pool: &Arc<Shared>) {
+        let mut i = 0;
+        while i < self.waiters.len() {
+            if self.waiters[i].grant.is_canceled() {
+                self.waiters.remove(i);
+                continue;
+            }
+            let (for_task, what) = (self.waiters[i].for_task, std::mem::take(&mut self.waiters[i].what));
+            match self.try_grant(pool, for_task, &what) {
+                Some(client) => {
+                    let waiter = self.waiters.remove(i).unwrap_or_else(|| unreachable!("index checked"));
+                    if let Err(mut client) = waiter.grant.send(client) {
+                        self.ungrant(&mut client);
+                    }
+                }
+                None => {
+                    self.waiters[i].what = what;
+                    i += 1;
+                }
+            }
+        }
+    }
+}
+
 impl Pool {
     /// A pool of up to `max_size` (at least 1) connections made with `settings` (a
     /// [`ConnectionSettings`], or a tokio-postgres [`Config`]).
     pub fn new(runtime: Arc<dyn Runtime>, settings: impl Into<ConnectionSettings>, max_size: usize) -> Self {
-        let settings = settings.into();
         let max_size = max_size.max(1);
-        let (returns, slots) = mpsc::unbounded();
-        for _ in 0..max_size {
-            // The receiver lives in `Shared` beside the sender, so this cannot fail.
-            let _ = returns.unbounded_send(None);
-        }
-        Pool(Arc::new(Shared { runtime, settings, max_size, returns, slots: Mutex::new(slots) }))
+        let reserved = match max_size {
+            1 => 0,
+            2 | 3 => 1,
+            _ => 2,
+        };
+        let options = PoolOptions {
+            max_size,
+            reserved,
+            acquire_timeout: DEFAULT_ACQUIRE_TIMEOUT,
+            idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
+        };
+        Pool::with_options(runtime, settings.into(), options)
+    }
+
+    fn with_options(runtime: Arc<dyn Runtime>, settings: ConnectionSettings, options: PoolOptions) -> Self {
+        Pool(Arc::new(Shared { runtime, settings, options, state: Default::default() }))
     }
 
     /// A pool for the connection string `url` (a `postgres://` URL or libpq key=value
@@ -417,33 +557,149 @@ impl Pool {
         Ok(Pool::new(runtime, ConnectionSettings::parse(url)?, max_size))
     }
 
+    /// The same settings in a new pool with `change` applied to its options; for the
+    /// `with_*` methods, called before the pool is used.
+    fn rebuild(self, change: impl FnOnce(&mut ConnectionSettings, &mut PoolOptions)) -> Self {
+        let mut settings = self.0.settings.clone();
+        let mut options = self.0.options;
+        change(&mut settings, &mut options);
+        Pool::with_options(self.0.runtime.clone(), settings, options)
+    }
+
     /// The same pool with connections watched for `timeout` (`None`: not watched): a
     /// connection that owes a response and receives nothing for that long is closed (see
     /// the module docs). It is kept in the settings as `tcp_user_timeout`, so the worker's
-    /// LISTEN connection, made from [`Pool::config`], follows it too. Call it before the
-    /// pool is used: connections already open keep their watch.
+    /// LISTEN connection, made from [`Pool::settings`], follows it too. Call it before the
+    /// pool is used.
     pub fn with_response_timeout(self, timeout: Option<Duration>) -> Self {
-        let mut settings = self.0.settings.clone();
-        settings.config_mut().tcp_user_timeout(timeout.unwrap_or(Duration::ZERO));
-        Pool::new(self.0.runtime.clone(), settings, self.0.max_size)
+        self.rebuild(|settings, _| {
+            settings.config_mut().tcp_user_timeout(timeout.unwrap_or(Duration::ZERO));
+        })
     }
 
-    /// Check out a connection, waiting for one to be free.
+    /// The same pool, waiting at most `timeout` for a free connection (default
+    /// [`DEFAULT_ACQUIRE_TIMEOUT`]). Call it before the pool is used.
+    pub fn with_acquire_timeout(self, timeout: Duration) -> Self {
+        self.rebuild(|_, options| options.acquire_timeout = timeout)
+    }
+
+    /// The same pool, closing connections unused for `timeout` (`None`: never; default
+    /// [`DEFAULT_IDLE_TIMEOUT`]). Call it before the pool is used.
+    pub fn with_idle_timeout(self, timeout: Option<Duration>) -> Self {
+        self.rebuild(|_, options| options.idle_timeout = timeout)
+    }
+
+    /// The same pool, keeping `reserved` connections (at most `max_size - 1`) out of the
+    /// reach of clients held by tasks. Call it before the pool is used.
+    pub fn with_reserved(self, reserved: usize) -> Self {
+        self.rebuild(|_, options| options.reserved = reserved.min(options.max_size - 1))
+    }
+
+    /// Check out a connection, waiting up to the acquire timeout for one to be free. For
+    /// statements and short transactions: a client held for long belongs in
+    /// [`Pool::get_for_task`].
     pub async fn get(&self) -> Result<PooledClient, Error> {
-        let slot = {
-            let mut slots = self.0.slots.lock().await;
-            slots.next().await
-        };
-        let mut checkout = PooledClient { conn: None, pool: self.0.clone() };
-        match slot.flatten() {
-            Some(conn) if !conn.client.is_closed() => checkout.conn = Some(conn),
-            // On error the slot goes back empty when `checkout` drops.
-            _ => {
-                let client = connect_watched(self.0.runtime.clone(), &self.0.settings).await?;
-                checkout.conn = Some(Conn { client, prepared: HashMap::new() });
+        self.checkout(false, "a statement").await
+    }
+
+    /// Check out a connection that a task may hold for as long as it runs: it never takes
+    /// the reserved connections (see the type's docs). `what` names the holder in
+    /// [`Error::PoolExhausted`] (`"job 42"`).
+    pub async fn get_for_task(&self, what: &str) -> Result<PooledClient, Error> {
+        self.checkout(true, what).await
+    }
+
+    async fn checkout(&self, for_task: bool, what: &str) -> Result<PooledClient, Error> {
+        let granted = {
+            let mut state = self.lock();
+            match state.try_grant(&self.0, for_task, what) {
+                Some(client) => Ok(client),
+                None => {
+                    let (grant, receiver) = futures::channel::oneshot::channel();
+                    state.waiters.push_back(Waiter { for_task, what: what.to_owned(), grant });
+                    Err(receiver)
+                }
             }
+        };
+        let mut client = match granted {
+            Ok(client) => client,
+            Err(mut receiver) => {
+                let deadline = self.0.runtime.sleep_until(Instant::now() + self.0.options.acquire_timeout);
+                match future::select(&mut receiver, deadline).await {
+                    Either::Left((Ok(client), _)) => client,
+                    // The pool dropped the waiter without an answer (it does not): as a timeout.
+                    Either::Left((Err(_), _)) => return Err(self.exhausted(for_task, what)),
+                    Either::Right(((), _)) => {
+                        // A grant may have arrived just now: take it rather than lose it.
+                        receiver.close();
+                        match receiver.try_recv() {
+                            Ok(Some(client)) => client,
+                            _ => return Err(self.exhausted(for_task, what)),
+                        }
+                    }
+                }
+            }
+        };
+        let reusable = client.conn.as_ref().is_some_and(|conn| !conn.client.is_closed());
+        if !reusable {
+            // Closed or never opened: open one in its place. On error, dropping `client`
+            // gives the room back.
+            client.conn = None;
+            let opened = connect_watched(self.0.runtime.clone(), &self.0.settings).await?;
+            client.conn = Some(Conn { client: opened, prepared: HashMap::new() });
         }
-        Ok(checkout)
+        Ok(client)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // The state stays consistent between statements, so a panic elsewhere does not
+        // spoil it.
+        self.0.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The error for a checkout that waited in vain: who holds the connections.
+    fn exhausted(&self, for_task: bool, what: &str) -> Error {
+        let state = self.lock();
+        let options = self.0.options;
+        let now = Instant::now();
+        let mut holders: Vec<String> = state
+            .holders
+            .values()
+            .map(|h| format!("{} for {:.1}s", h.what, now.duration_since(h.since).as_secs_f64()))
+            .collect();
+        holders.sort();
+        let limit = if for_task {
+            format!(
+                "tasks may hold {} of its {} connections ({} reserved for short statements)",
+                options.max_size - options.reserved,
+                options.max_size,
+                options.reserved
+            )
+        } else {
+            format!("all {} connections are in use", options.max_size)
+        };
+        Error::PoolExhausted(format!(
+            "{what} waited {:?} for a connection: {limit}; held by: {}. Raise the pool size \
+             (max_pool_size) or release clients sooner",
+            options.acquire_timeout,
+            if holders.is_empty() {
+                "nobody (connections are being opened)".to_owned()
+            } else {
+                holders.join(", ")
+            }
+        ))
+    }
+
+    /// The pool's numbers now.
+    pub fn status(&self) -> PoolStatus {
+        let state = self.lock();
+        PoolStatus {
+            size: state.open,
+            idle: state.idle.len(),
+            waiting: state.waiters.iter().filter(|w| !w.grant.is_canceled()).count(),
+            held_by_tasks: state.held_by_tasks,
+            max_size: self.0.options.max_size,
+        }
     }
 
     /// The runtime the pool connects with.
@@ -463,20 +719,55 @@ impl Pool {
 
     /// The most connections the pool opens.
     pub fn max_size(&self) -> usize {
-        self.0.max_size
+        self.0.options.max_size
     }
+}
+
+/// Close idle connections as they pass the idle timeout, while any are idle.
+fn start_reaper(pool: &Arc<Shared>, timeout: Duration) {
+    let weak = Arc::downgrade(pool);
+    let runtime = pool.runtime.clone();
+    pool.runtime.spawn(Box::pin(async move {
+        loop {
+            runtime.sleep_until(Instant::now() + timeout / 4).await;
+            let Some(pool) = weak.upgrade() else { return };
+            let closed: Vec<(Conn, Instant)> = {
+                let mut state = pool.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                // The oldest come first.
+                let stale = state.idle.iter().take_while(|(_, since)| since.elapsed() >= timeout).count();
+                let closed: Vec<_> = state.idle.drain(..stale).collect();
+                state.open -= closed.len();
+                if state.idle.is_empty() {
+                    state.reaping = false;
+                    // Room freed by closing may serve a waiter (none can wait while
+                    // connections are idle, but keep the rule in one place).
+                    state.serve_waiters(&pool);
+                    drop(state);
+                    drop(closed);
+                    return;
+                }
+                closed
+            };
+            // Dropping a client ends its session (outside the lock).
+            drop(closed);
+        }
+    }));
 }
 
 /// A connection checked out of a [`Pool`]; it goes back when dropped.
 pub struct PooledClient {
-    // Set in `Pool::get` before the value is handed out, taken only in `drop`.
+    // Set before the value is handed out (`None` only while the pool opens it).
     conn: Option<Conn>,
     pool: Arc<Shared>,
+    id: u64,
+    for_task: bool,
+    /// Whether dropping it gives it back (a grant nobody took is undone by the pool).
+    armed: bool,
 }
 
 impl PooledClient {
     fn conn(&mut self) -> &mut Conn {
-        self.conn.as_mut().unwrap_or_else(|| unreachable!("pooled client used after drop"))
+        self.conn.as_mut().unwrap_or_else(|| unreachable!("pooled client used before it was opened"))
     }
 
     /// `sql` prepared on this connection, once per connection. Its parameter types are
@@ -495,7 +786,7 @@ impl PooledClient {
 impl Deref for PooledClient {
     type Target = Client;
     fn deref(&self) -> &Client {
-        &self.conn.as_ref().unwrap_or_else(|| unreachable!("pooled client used after drop")).client
+        &self.conn.as_ref().unwrap_or_else(|| unreachable!("pooled client used before it was opened")).client
     }
 }
 
@@ -507,7 +798,26 @@ impl std::ops::DerefMut for PooledClient {
 
 impl Drop for PooledClient {
     fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let pool = self.pool.clone();
         let reusable = self.conn.take().filter(|c| !c.client.is_closed());
-        let _ = self.pool.returns.unbounded_send(reusable);
+        let mut state = pool.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        state.holders.remove(&self.id);
+        if self.for_task {
+            state.held_by_tasks -= 1;
+        }
+        match reusable {
+            Some(conn) => state.idle.push((conn, Instant::now())),
+            None => state.open -= 1,
+        }
+        state.serve_waiters(&pool);
+        if let Some(timeout) = pool.options.idle_timeout {
+            if !state.idle.is_empty() && !state.reaping {
+                state.reaping = true;
+                start_reaper(&pool, timeout);
+            }
+        }
     }
 }

@@ -21,6 +21,10 @@ pub enum Error {
         /// What went wrong there.
         message: String,
     },
+    /// No pooled connection became free within the pool's acquire timeout; the message
+    /// says who holds them.
+    #[error("the connection pool is exhausted: {0}")]
+    PoolExhausted(String),
     /// A connection did not answer in time and was given up.
     #[error("timed out: {0}")]
     TimedOut(String),

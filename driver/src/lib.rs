@@ -28,7 +28,7 @@ pub mod tls;
 pub mod utils;
 pub mod worker;
 
-pub use db::{Pool, PooledClient};
+pub use db::{Pool, PoolStatus, PooledClient};
 pub use error::{Error, MigrateError};
 pub use formica_core::cron::{self, Cron, CronItem, Crontab, CrontabError};
 pub use formica_core::job::{Job, JobKeyMode, JobSpec, JobSpecBuilder, JobSpecError, Task};
