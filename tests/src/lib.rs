@@ -4,6 +4,7 @@
 
 pub mod certs;
 pub mod cluster;
+pub mod pgbouncer;
 pub mod proxy;
 
 use formica::{JobContext, Pool, Runtime, Task, TaskHandler, TaskResult, Worker, WorkerHandle, WorkerUtils};

@@ -153,10 +153,11 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
         }
         Admin::Status => {
             let client = utils.pool().get().await?;
-            let counts = client.query(&sql(formica_tokio::sql::cli::STATUS), &[]).await?;
-            let workers = client.query(&sql(formica_tokio::sql::cli::WORKERS), &[]).await?;
+            // Unnamed statements: safe behind pgBouncer in transaction mode.
+            let counts = client.query_typed(&sql(formica_tokio::sql::cli::STATUS), &[]).await?;
+            let workers = client.query_typed(&sql(formica_tokio::sql::cli::WORKERS), &[]).await?;
             let version: Option<i32> =
-                client.query_one(&sql(formica_tokio::sql::cli::VERSION), &[]).await?.get(0);
+                client.query_typed_one(&sql(formica_tokio::sql::cli::VERSION), &[]).await?.get(0);
             crate::output::print_status(out, &counts, &workers, version);
         }
         Admin::Complete { ids } => print_jobs(out, &utils.complete_jobs(&ids).await?),
