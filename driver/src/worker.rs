@@ -119,22 +119,24 @@ impl CronSource {
     /// The items, or the parser's error naming where the mistake is.
     fn items(self) -> Result<Vec<CronItem>, Error> {
         let crontab = match self {
-            CronSource::Text(text) => {
-                cron::parse(&text).map_err(|e| Error::Config(format!("crontab: {e}")))?
-            }
+            CronSource::Text(text) => cron::parse(&text).map_err(crontab_error("text"))?,
             CronSource::File(path) => {
-                let text = std::fs::read_to_string(&path)
-                    .map_err(|e| Error::Config(format!("cannot read crontab {}: {e}", path.display())))?;
-                cron::parse(&text).map_err(|e| Error::Config(format!("crontab {}: {e}", path.display())))?
+                let origin = format!("file {}", path.display());
+                let text = std::fs::read_to_string(&path).map_err(crontab_error(&origin))?;
+                cron::parse(&text).map_err(crontab_error(&origin))?
             }
             CronSource::Items(items) => {
                 let items = items.into_iter().map(Cron::build).collect::<Result<Vec<_>, _>>();
-                Crontab::from_items(items.map_err(|e| Error::Config(format!("cron item: {e}")))?)
-                    .map_err(|e| Error::Config(format!("cron items: {e}")))?
+                Crontab::from_items(items.map_err(crontab_error("items"))?).map_err(crontab_error("items"))?
             }
         };
         Ok(crontab.into_items())
     }
+}
+
+/// Wraps a crontab problem from `origin` in [`Error::Crontab`].
+fn crontab_error<E: std::error::Error + Send + Sync + 'static>(origin: &str) -> impl FnOnce(E) -> Error + '_ {
+    move |e| Error::Crontab { origin: origin.to_owned(), source: Box::new(e) }
 }
 
 impl<R: Runtime + Default> Default for WorkerOptions<R> {
@@ -289,7 +291,7 @@ impl<R> WorkerOptions<R> {
                 None => match std::env::var("DATABASE_URL") {
                     Ok(url) => Ok(url),
                     Err(_) if crate::settings::pg_env_is_set() => Ok(String::new()),
-                    Err(_) => return Err(Error::Config(
+                    Err(_) => return Err(Error::Options(
                         "no database: set database_url(...) or pool(...), DATABASE_URL or PGHOST/PGDATABASE"
                             .into(),
                     )),
@@ -308,7 +310,7 @@ impl<R> WorkerOptions<R> {
             crontab.extend(source.items()?);
         }
         // Identifiers must be unique across every source.
-        let crontab = Crontab::from_items(crontab).map_err(|e| Error::Config(format!("crontab: {e}")))?;
+        let crontab = Crontab::from_items(crontab).map_err(crontab_error("sources together"))?;
         let utils = WorkerUtils::new(pool, self.schema).with_use_local_time(self.config.use_local_time);
         utils.migrate().await?;
         let mut config = self.config;

@@ -125,8 +125,7 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
     match command {
         Admin::Add(a) => {
             let payload: Value = match &a.payload {
-                Some(text) => serde_json::from_str(text)
-                    .map_err(|e| Error::Config(format!("the payload is not valid JSON: {e}")))?,
+                Some(text) => serde_json::from_str(text)?,
                 None => json!({}),
             };
             let spec = JobSpec {

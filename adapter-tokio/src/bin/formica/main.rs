@@ -103,7 +103,7 @@ struct RunArgs {
 /// Run a worker for the executable tasks of `run.tasks`.
 async fn run_worker(url: &str, schema: &str, run: RunArgs) -> Result<(), Error> {
     let found = exec::discover(&run.tasks)
-        .map_err(|e| Error::Config(format!("cannot read the tasks folder {}: {e}", run.tasks.display())))?;
+        .map_err(|source| Error::TasksFolder { path: run.tasks.clone(), source })?;
     for (path, reason) in &found.skipped {
         tracing::warn!(file = %path.display(), "not a task: {reason}");
     }
@@ -142,7 +142,7 @@ async fn run_worker(url: &str, schema: &str, run: RunArgs) -> Result<(), Error> 
         worker.create_utils().cleanup(&run.cleanup, &keep).await?;
     }
     formica_tokio::stop_on_signals(worker.handle())
-        .map_err(|e| Error::Config(format!("cannot watch for signals: {e}")))?;
+        .map_err(|e| Error::Options(format!("cannot watch for signals: {e}")))?;
     tracing::info!(worker_id = worker.worker_id(), tasks = found.tasks.len(), "worker started");
     if run.once {
         worker.run_once().await
