@@ -612,6 +612,14 @@ impl Pool {
     async fn checkout(&self, for_task: bool, what: &str) -> Result<PooledClient, Error> {
         let granted = {
             let mut state = self.lock();
+            // Started here, in async context, not where a client is dropped (which may be
+            // outside any runtime).
+            if let Some(timeout) = self.0.options.idle_timeout {
+                if !state.reaping {
+                    state.reaping = true;
+                    start_reaper(&self.0, timeout);
+                }
+            }
             match state.try_grant(&self.0, for_task, what) {
                 Some(client) => Ok(client),
                 None => {
@@ -723,7 +731,7 @@ impl Pool {
     }
 }
 
-/// Close idle connections as they pass the idle timeout, while any are idle.
+/// Close idle connections as they pass the idle timeout, while any connection is open.
 fn start_reaper(pool: &Arc<Shared>, timeout: Duration) {
     let weak = Arc::downgrade(pool);
     let runtime = pool.runtime.clone();
@@ -737,11 +745,9 @@ fn start_reaper(pool: &Arc<Shared>, timeout: Duration) {
                 let stale = state.idle.iter().take_while(|(_, since)| since.elapsed() >= timeout).count();
                 let closed: Vec<_> = state.idle.drain(..stale).collect();
                 state.open -= closed.len();
-                if state.idle.is_empty() {
+                if state.open == 0 {
+                    // The next checkout starts it again.
                     state.reaping = false;
-                    // Room freed by closing may serve a waiter (none can wait while
-                    // connections are idle, but keep the rule in one place).
-                    state.serve_waiters(&pool);
                     drop(state);
                     drop(closed);
                     return;
@@ -813,11 +819,5 @@ impl Drop for PooledClient {
             None => state.open -= 1,
         }
         state.serve_waiters(&pool);
-        if let Some(timeout) = pool.options.idle_timeout {
-            if !state.idle.is_empty() && !state.reaping {
-                state.reaping = true;
-                start_reaper(&pool, timeout);
-            }
-        }
     }
 }

@@ -410,12 +410,24 @@ mod tests {
 
     #[test]
     fn the_string_wins_over_the_environment() {
-        let env =
-            [("PGHOST", "/run/sockets"), ("PGPORT", "7000"), ("PGUSER", "envuser"), ("PGAPPNAME", "fromenv")];
+        let env = [
+            ("PGHOST", "/run/sockets"),
+            ("PGPORT", "7000"),
+            ("PGUSER", "envuser"),
+            ("PGAPPNAME", "fromenv"),
+            ("PGCONNECT_TIMEOUT", "7"),
+            ("PGPASSWORD", "envpass"),
+            ("PGDATABASE", "envdb"),
+            ("PGSSLMODE", "disable"),
+        ];
         let s = parse("user=me dbname='a \\'b'", &env).unwrap();
         let c = s.config();
         assert_eq!(c.get_user(), Some("me"));
         assert_eq!(c.get_dbname(), Some("a 'b"));
+        assert_eq!(c.get_password(), Some(&b"envpass"[..]));
+        assert_eq!(c.get_connect_timeout(), Some(&std::time::Duration::from_secs(7)));
+        assert_eq!(s.tls().mode(), SslMode::Disable);
+        assert_eq!(parse("", &env).unwrap().config().get_dbname(), Some("envdb"));
         assert_eq!(c.get_ports(), &[7000]);
         assert_eq!(c.get_application_name(), Some("fromenv"));
         #[cfg(unix)]

@@ -152,3 +152,28 @@ async fn an_idle_worker_holds_few_connections_named_by_its_worker_id() {
     assert!((1..=2).contains(&named_now), "an idle worker holds {named_now} connections");
     running.stop(Duration::from_secs(10)).await;
 }
+
+/// With neither `database_url` nor `pool`, a worker connects to `DATABASE_URL`.
+#[tokio::test]
+async fn without_a_url_the_worker_reads_database_url() {
+    let server = std::env::var("DATABASE_URL").expect("DATABASE_URL (run through scripts/test)");
+    let schema = format!("formica_env_fallback_{}", std::process::id());
+    let worker = formica_tokio::WorkerOptions::default()
+        .schema(&schema)
+        .worker_id("env-fallback")
+        .init()
+        .await
+        .unwrap();
+    let pool = worker.create_utils().pool().clone();
+    let expected: tokio_postgres::Config = server.parse().unwrap();
+    assert_eq!(pool.config().get_ports(), expected.get_ports());
+    assert_eq!(pool.config().get_application_name(), Some("env-fallback"));
+    let client = pool.get().await.unwrap();
+    let installed: i64 = client
+        .query_one("select count(*) from information_schema.schemata where schema_name = $1", &[&schema])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(installed, 1, "the schema was installed through DATABASE_URL");
+    client.batch_execute(&format!("drop schema {schema} cascade")).await.unwrap();
+}
