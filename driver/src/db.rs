@@ -18,21 +18,19 @@
 //!   of the connection settings (tokio-postgres reads it in seconds; `0` turns the watch
 //!   off), else [`DEFAULT_RESPONSE_TIMEOUT`]; [`Pool::with_response_timeout`] sets it in
 //!   code. A statement that legitimately runs longer than this without sending a row (a
-//!   long report inside a task, through the worker's pool) needs a longer timeout.
+//!   long report inside a task, through the worker's pool) needs a longer timeout. The
+//!   watch itself is in the `watch` module; over TLS it watches inside the encryption.
 
 use crate::error::{describe, Error};
 use crate::runtime::{Address, Runtime, Socket};
 use crate::settings::ConnectionSettings;
 use crate::tls::{Connector, SslMode, Tls, TlsSocket};
-use futures::future::{self, BoxFuture, Either};
+use crate::watch::{Watch, Watched};
+use futures::future::{self, Either};
 use std::collections::HashMap;
-use std::io;
 use std::ops::Deref;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_postgres::config::Host;
 use tokio_postgres::{Client, Config, Connection, Statement};
 
@@ -101,7 +99,7 @@ pub async fn connect_raw_watched(
 
 async fn open(
     rt: &dyn Runtime,
-    watch: Option<(Arc<dyn Runtime>, Duration)>,
+    watch: Watch,
     settings: &ConnectionSettings,
 ) -> Result<(Client, RawConnection), Error> {
     let timeout = settings.config().get_connect_timeout().copied().unwrap_or(DEFAULT_CONNECT_TIMEOUT);
@@ -110,13 +108,11 @@ async fn open(
         let watch = watch.clone();
         let attempt = async {
             let socket = rt.connect(address.clone()).await.map_err(|e| Error::connect(&address, e))?;
-            let socket = match watch {
-                Some((runtime, timeout)) => {
-                    Box::new(Watched::new(socket, runtime, timeout)) as Box<dyn Socket>
-                }
+            let socket: Box<dyn Socket> = match watch {
+                Some(_) => Box::new(Watched::new(socket, watch.clone())),
                 None => socket,
             };
-            let (config, tls) = prepare(settings, &address)?;
+            let (config, tls) = prepare(settings, &address, watch)?;
             match config.connect_raw(socket, tls).await {
                 Ok(pair) => Ok(pair),
                 Err(e) => Err(Error::connect(&address, explain(&e, settings.tls(), &address))),
@@ -141,7 +137,11 @@ async fn open(
 }
 
 /// The settings and the TLS handshake for connecting to `address`.
-fn prepare(settings: &ConnectionSettings, address: &Address) -> Result<(Config, Connector), Error> {
+fn prepare(
+    settings: &ConnectionSettings,
+    address: &Address,
+    watch: Watch,
+) -> Result<(Config, Connector), Error> {
     let mut config = settings.for_address(address);
     let host = match address {
         Address::Tcp { host, .. } => host.as_str(),
@@ -151,7 +151,7 @@ fn prepare(settings: &ConnectionSettings, address: &Address) -> Result<(Config, 
             "localhost"
         }
     };
-    let tls = settings.tls().connector(host).map_err(Error::Config)?;
+    let tls = settings.tls().connector(host, watch).map_err(Error::Config)?;
     Ok((config, tls))
 }
 
@@ -197,178 +197,6 @@ fn spawn_connection(rt: &dyn Runtime, connection: RawConnection) {
             tracing::warn!(error = %describe(&e), "PostgreSQL connection closed with an error");
         }
     }));
-}
-
-/// A socket that fails its reads once the connection has owed a response for the timeout
-/// with nothing received (and nothing sent) meanwhile. It follows the protocol's message
-/// framing in both directions: each request that ends in `ReadyForQuery` (the startup
-/// message, `Query`, `Sync`, `FunctionCall`) is owed until that `ReadyForQuery` arrives.
-/// An idle connection (a LISTEN connection between notifications) owes nothing and is
-/// never timed out.
-struct Watched {
-    inner: Box<dyn Socket>,
-    runtime: Arc<dyn Runtime>,
-    timeout: Duration,
-    sent: Framing,
-    received: Framing,
-    /// Requests whose `ReadyForQuery` has not arrived.
-    owed: u64,
-    /// The last byte sent or received.
-    last_activity: Instant,
-    /// A wake-up at the given instant, polled with the connection's waker.
-    alarm: Option<(Instant, BoxFuture<'static, ()>)>,
-    expired: bool,
-}
-
-/// Follows message boundaries in one direction of the protocol.
-struct Framing {
-    /// The next message is the untagged startup message.
-    startup: bool,
-    header: [u8; 5],
-    filled: usize,
-    /// Body bytes of the current message still to pass.
-    skip: usize,
-}
-
-impl Framing {
-    fn new(startup: bool) -> Self {
-        Framing { startup, header: [0; 5], filled: 0, skip: 0 }
-    }
-
-    /// Pass `data`, calling `on_message` with the tag of each message that begins in it
-    /// (`0` for the startup message).
-    fn feed(&mut self, mut data: &[u8], mut on_message: impl FnMut(u8)) {
-        while !data.is_empty() {
-            if self.skip > 0 {
-                let n = self.skip.min(data.len());
-                self.skip -= n;
-                data = &data[n..];
-                continue;
-            }
-            let header_len = if self.startup { 4 } else { 5 };
-            let n = (header_len - self.filled).min(data.len());
-            self.header[self.filled..self.filled + n].copy_from_slice(&data[..n]);
-            self.filled += n;
-            data = &data[n..];
-            if self.filled == header_len {
-                let (tag, len) = if self.startup {
-                    (0, [self.header[0], self.header[1], self.header[2], self.header[3]])
-                } else {
-                    (self.header[0], [self.header[1], self.header[2], self.header[3], self.header[4]])
-                };
-                self.skip = (u32::from_be_bytes(len) as usize).saturating_sub(4);
-                self.filled = 0;
-                self.startup = false;
-                on_message(tag);
-            }
-        }
-    }
-}
-
-impl Watched {
-    fn new(inner: Box<dyn Socket>, runtime: Arc<dyn Runtime>, timeout: Duration) -> Self {
-        Watched {
-            inner,
-            runtime,
-            timeout,
-            sent: Framing::new(true),
-            received: Framing::new(false),
-            owed: 0,
-            last_activity: Instant::now(),
-            alarm: None,
-            expired: false,
-        }
-    }
-
-    /// `Ready` with the error once the connection has owed a response for too long;
-    /// otherwise make sure `cx` is woken when that could happen.
-    fn watch(&mut self, cx: &mut Context<'_>) -> Poll<io::Error> {
-        loop {
-            if self.owed == 0 && !self.expired {
-                self.alarm = None;
-                return Poll::Pending;
-            }
-            let deadline = self.last_activity + self.timeout;
-            if self.expired || Instant::now() >= deadline {
-                self.expired = true;
-                self.alarm = None;
-                return Poll::Ready(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!(
-                        "no response from PostgreSQL for {:?} (the response timeout, tcp_user_timeout): \
-                         the connection is taken as dead",
-                        self.timeout
-                    ),
-                ));
-            }
-            // Activity only moves the deadline later: an alarm set for an earlier one rings
-            // early, and is set again here.
-            let alarm = match &mut self.alarm {
-                Some((at, alarm)) if *at <= deadline => alarm,
-                _ => &mut self.alarm.insert((deadline, self.runtime.sleep_until(deadline))).1,
-            };
-            match alarm.as_mut().poll(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(()) => self.alarm = None,
-            }
-        }
-    }
-}
-
-impl AsyncRead for Watched {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        if this.expired {
-            return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "the connection timed out")));
-        }
-        let before = buf.filled().len();
-        match Pin::new(&mut this.inner).poll_read(cx, buf) {
-            Poll::Ready(Ok(())) => {
-                let data = &buf.filled()[before..];
-                if !data.is_empty() {
-                    this.last_activity = Instant::now();
-                    let owed = &mut this.owed;
-                    this.received.feed(data, |tag| {
-                        if tag == b'Z' {
-                            *owed = owed.saturating_sub(1);
-                        }
-                    });
-                }
-                Poll::Ready(Ok(()))
-            }
-            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Pending => this.watch(cx).map(Err),
-        }
-    }
-}
-
-impl AsyncWrite for Watched {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let result = Pin::new(&mut this.inner).poll_write(cx, buf);
-        if let Poll::Ready(Ok(n)) = &result {
-            if *n > 0 {
-                this.last_activity = Instant::now();
-                let owed = &mut this.owed;
-                this.sent.feed(&buf[..*n], |tag| {
-                    if matches!(tag, 0 | b'Q' | b'S' | b'F') {
-                        *owed += 1;
-                    }
-                });
-                // The connection may wait on this write's waker alone: arm the alarm with it.
-                let _ = this.watch(cx);
-            }
-        }
-        result
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
-    }
 }
 
 /// How long [`Pool::get`] waits for a free connection before failing with

@@ -26,6 +26,7 @@ mod statements;
 pub mod task;
 pub mod tls;
 pub mod utils;
+mod watch;
 pub mod worker;
 
 pub use db::{Pool, PoolStatus, PooledClient};

@@ -39,10 +39,12 @@ const ENVIRONMENT: &[(&str, &str)] = &[
     ("passfile", "PGPASSFILE"),
 ];
 
-/// Whether any of the `PG*` variables that name a connection is set (then `""` is a
-/// meaningful connection string).
+/// Whether any of the `PG*` variables that name a server, a database or a user is set (then
+/// `""` is a meaningful connection string). A `PGSSLMODE` alone does not say where to go.
 pub fn pg_env_is_set() -> bool {
-    ENVIRONMENT.iter().any(|(_, var)| std::env::var_os(var).is_some_and(|v| !v.is_empty()))
+    ["PGHOST", "PGHOSTADDR", "PGPORT", "PGUSER", "PGPASSWORD", "PGDATABASE"]
+        .iter()
+        .any(|var| std::env::var_os(var).is_some_and(|v| !v.is_empty()))
 }
 
 /// Where and how to connect: tokio-postgres's [`Config`], the TLS settings and the password

@@ -64,7 +64,8 @@ fn is_retryable(e: &Error) -> bool {
                     || code == "53300"
             }
         },
-        Error::Connect { .. } => true,
+        // A pool exhausted by clients held elsewhere frees up when they are released.
+        Error::Connect { .. } | Error::PoolExhausted(_) => true,
         _ => false,
     }
 }

@@ -19,6 +19,7 @@
 //! host name, expired) with the setting to look at.
 
 use crate::runtime::Address;
+use crate::watch::{Watch, Watched};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
@@ -157,11 +158,12 @@ impl Tls {
         self.mode
     }
 
-    /// The connector for one connection to `host` (a TCP host name or address).
-    pub(crate) fn connector(&self, host: &str) -> Result<Connector, String> {
+    /// The connector for one connection to `host` (a TCP host name or address), watching
+    /// the stream inside TLS with `watch` (see the `watch` module).
+    pub(crate) fn connector(&self, host: &str, watch: Watch) -> Result<Connector, String> {
         let server_name = ServerName::try_from(host.to_owned())
             .map_err(|_| format!("{host:?} is not a valid host name for TLS"))?;
-        Ok(Connector { config: self.config.clone(), server_name })
+        Ok(Connector { config: self.config.clone(), server_name, watch })
     }
 }
 
@@ -282,6 +284,7 @@ impl ServerCertVerifier for Verified {
 pub(crate) struct Connector {
     config: Option<Arc<ClientConfig>>,
     server_name: ServerName<'static>,
+    watch: Watch,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> TlsConnect<S> for Connector {
@@ -290,24 +293,28 @@ impl<S: AsyncRead + AsyncWrite + Unpin> TlsConnect<S> for Connector {
     type Future = Handshake<S>;
 
     fn connect(self, stream: S) -> Handshake<S> {
-        match self.config {
-            Some(config) => {
-                Handshake(Some(tokio_rustls::TlsConnector::from(config).connect(self.server_name, stream)))
-            }
-            None => Handshake(None),
-        }
+        let connect = self
+            .config
+            .map(|config| tokio_rustls::TlsConnector::from(config).connect(self.server_name, stream));
+        Handshake { connect, watch: self.watch }
     }
 }
 
 /// The TLS handshake in progress.
-pub struct Handshake<S>(Option<tokio_rustls::Connect<S>>);
+pub struct Handshake<S> {
+    connect: Option<tokio_rustls::Connect<S>>,
+    watch: Watch,
+}
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Future for Handshake<S> {
     type Output = io::Result<TlsSocket<S>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match &mut self.get_mut().0 {
-            Some(connect) => Pin::new(connect).poll(cx).map_ok(|stream| TlsSocket(Box::new(stream))),
+        let this = self.get_mut();
+        match &mut this.connect {
+            Some(connect) => Pin::new(connect)
+                .poll(cx)
+                .map_ok(|stream| TlsSocket(Watched::new(Box::new(stream), this.watch.take()))),
             None => Poll::Ready(Err(io::Error::other("TLS is disabled (sslmode=disable)"))),
         }
     }
@@ -358,8 +365,8 @@ impl Tls {
     }
 }
 
-/// An established TLS stream.
-pub struct TlsSocket<S>(Box<tokio_rustls::client::TlsStream<S>>);
+/// An established TLS stream, watched inside (see the `watch` module).
+pub struct TlsSocket<S>(Watched<Box<tokio_rustls::client::TlsStream<S>>>);
 
 impl<S: AsyncRead + AsyncWrite + Unpin> TlsStream for TlsSocket<S> {
     fn channel_binding(&self) -> ChannelBinding {
@@ -371,20 +378,20 @@ impl<S: AsyncRead + AsyncWrite + Unpin> TlsStream for TlsSocket<S> {
 
 impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for TlsSocket<S> {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut *self.get_mut().0).poll_read(cx, buf)
+        Pin::new(&mut self.get_mut().0).poll_read(cx, buf)
     }
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TlsSocket<S> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut *self.get_mut().0).poll_write(cx, buf)
+        Pin::new(&mut self.get_mut().0).poll_write(cx, buf)
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut *self.get_mut().0).poll_flush(cx)
+        Pin::new(&mut self.get_mut().0).poll_flush(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut *self.get_mut().0).poll_shutdown(cx)
+        Pin::new(&mut self.get_mut().0).poll_shutdown(cx)
     }
 }

@@ -170,3 +170,40 @@ async fn worker_drains_jobs_over_tls(rt: Arc<dyn Runtime>) {
 }
 
 formica_tests::on_both_runtimes!(worker_drains_jobs_over_tls);
+
+/// The response watch (`tcp_user_timeout`) reads the protocol: it must find it inside TLS,
+/// and after a server declined TLS (`prefer`'s `SSLRequest` answered `N`). An idle
+/// connection is left alone; a hung one fails instead of hanging. `extra`: settings added to
+/// `url` once it points at the proxy.
+async fn check_watch(rt: Arc<dyn Runtime>, url: &str, extra: &str, expect_ssl: bool) {
+    let (proxy, through) = formica_tests::proxy::Proxy::in_front_of(url);
+    let settings = ConnectionSettings::parse(&format!("{through} {extra} tcp_user_timeout=1")).unwrap();
+    let client = formica::db::connect_watched(rt.clone(), &settings).await.unwrap();
+    let ssl: bool = client
+        .query_one("select ssl from pg_stat_ssl where pid = pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(ssl, expect_ssl);
+    formica_tests::sleep(rt.as_ref(), Duration::from_millis(2500)).await;
+    client.query_one("select 1", &[]).await.expect("an idle connection is not timed out");
+    proxy.freeze_all();
+    let result =
+        formica_tests::timeout(rt.as_ref(), Duration::from_secs(10), client.query_one("select 2", &[]))
+            .await
+            .expect("a hung connection fails, it does not hang");
+    // The watch closes the connection (its task logs why); the statement sees it closed.
+    let Err(e) = result else { panic!("a frozen connection answered") };
+    assert!(e.is_closed(), "{e}");
+}
+
+#[tokio::test]
+async fn the_response_watch_works_inside_tls_and_after_tls_is_declined() {
+    let rt: Arc<dyn Runtime> = Arc::new(formica_tokio::TokioRuntime);
+    let plain = formica_tests::TestDb::new().await;
+    check_watch(rt.clone(), &plain.url, "", false).await;
+    let certs = TestCerts::generate();
+    let cluster = tls_cluster(&certs);
+    let extra = format!("sslmode=verify-full sslrootcert={}", certs.path("ca.crt").display());
+    check_watch(rt, &cluster.url("postgres"), &extra, true).await;
+}
