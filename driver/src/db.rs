@@ -24,7 +24,7 @@
 use crate::error::{describe, Error};
 use crate::runtime::{Address, Runtime, Socket};
 use crate::settings::ConnectionSettings;
-use crate::tls::{Connector, SslMode, Tls, TlsSocket};
+use crate::tls::{Connector, Tls, TlsSocket};
 use crate::watch::{Watch, Watched};
 use futures::future::{self, Either};
 use std::collections::HashMap;
@@ -163,11 +163,7 @@ fn explain(e: &tokio_postgres::Error, tls: &Tls, address: &Address) -> String {
     }
     let text = describe(e);
     if text.contains("server does not support TLS") {
-        let mode = match tls.mode() {
-            SslMode::Require => "require",
-            SslMode::VerifyCa => "verify-ca",
-            _ => "verify-full",
-        };
+        let mode = tls.mode().word();
         return format!(
             "the server does not offer TLS, and sslmode={mode} demands it: turn on ssl in the server's \
              configuration, or connect with sslmode=prefer or disable"

@@ -63,7 +63,8 @@ impl SslMode {
         })
     }
 
-    fn word(self) -> &'static str {
+    /// libpq's word for the mode.
+    pub fn word(self) -> &'static str {
         match self {
             SslMode::Disable => "disable",
             SslMode::Prefer => "prefer",

@@ -4,7 +4,7 @@
 //!
 //! It follows the protocol's message framing in both directions: each request that ends in
 //! `ReadyForQuery` (the startup message, `Query`, `Sync`, `FunctionCall`) is owed until that
-//! `ReadyForQuery` arrives. An idle connection (a LISTEN connection between notifications)
+//! `ReadyForQuery` arrives; an `SSLRequest` is owed until its one-byte answer. An idle connection (a LISTEN connection between notifications)
 //! owes nothing and is never timed out.
 //!
 //! Framing needs the plain protocol, so with TLS the watch sits on the decrypted stream:
@@ -156,7 +156,9 @@ impl<S> Watched<S> {
 
     fn received(&mut self, mut data: &[u8]) {
         if self.negotiating {
+            // The answer to the `SSLRequest`, owed like any other.
             self.negotiating = false;
+            self.owed = self.owed.saturating_sub(1);
             if data.first() == Some(&b'S') {
                 // TLS records follow: the watch moves inside TLS.
                 self.watch = None;
@@ -179,7 +181,10 @@ impl<S> Watched<S> {
     fn sent(&mut self, data: &[u8]) {
         let (owed, negotiating) = (&mut self.owed, &mut self.negotiating);
         self.sent.feed(data, |message| match message {
-            Message::SslRequest => *negotiating = true,
+            Message::SslRequest => {
+                *negotiating = true;
+                *owed += 1;
+            }
             Message::Startup | Message::Tagged(b'Q' | b'S' | b'F') => *owed += 1,
             Message::Tagged(_) => {}
         });
