@@ -2,6 +2,7 @@
 //! included), a socket directory in `PGHOST`, the password file, and `application_name`.
 
 use formica_tests::certs::{tls_cluster, TestCerts};
+use formica_tests::cluster::PrivateCluster;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -56,9 +57,7 @@ fn pg_variables_connect_over_tls_and_refuse_a_wrong_authority() {
     // A client certificate through PGSSLCERT/PGSSLKEY.
     let (cert, key) =
         (certs.path("client.crt").display().to_string(), certs.path("client.key").display().to_string());
-    let admin =
-        Command::new("psql").arg(cluster.url("postgres")).args(["-c", "create database certonly"]).output();
-    assert!(admin.is_ok_and(|o| o.status.success()), "create database certonly");
+    run_sql(&cluster, "create database certonly");
     let out = formica_with_env(
         &with(&base, &[("PGDATABASE", "certonly"), ("PGSSLMODE", "verify-ca"), ("PGSSLROOTCERT", &ca)]),
         &["--schema-only"],
@@ -90,12 +89,8 @@ fn a_socket_directory_in_pghost_and_the_password_file() {
     let out = formica_with_env(&env, &["--schema-only"]);
     assert!(out.status.success(), "PGHOST as a socket directory: {}", stderr(&out));
 
-    let psql = |sql: &str| {
-        let out = Command::new("psql").arg(cluster.url("postgres")).args(["-c", sql]).output().expect("psql");
-        assert!(out.status.success(), "{sql}: {}", String::from_utf8_lossy(&out.stderr));
-    };
-    psql("create database passwordonly");
-    psql("alter user postgres password 'pass:word'");
+    run_sql(&cluster, "create database passwordonly");
+    run_sql(&cluster, "alter user postgres password 'pass:word'");
     let tcp = [
         ("PGHOST", "127.0.0.1"),
         ("PGPORT", port.as_str()),
@@ -127,6 +122,15 @@ fn a_socket_directory_in_pghost_and_the_password_file() {
     let with_password: Vec<(&str, &str)> = tcp.iter().copied().chain([("PGPASSWORD", "pass:word")]).collect();
     let out = formica_with_env(&with_password, &["--schema-only"]);
     assert!(out.status.success(), "PGPASSWORD: {}", stderr(&out));
+}
+
+/// Run `sql` on the cluster's `postgres` database (plain, trusted).
+fn run_sql(cluster: &PrivateCluster, sql: &str) {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+    rt.block_on(async {
+        let client = formica_tests::connect(&formica_tokio::TokioRuntime, &cluster.url("postgres")).await;
+        client.batch_execute(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+    });
 }
 
 fn set_mode(path: &Path, mode: u32) {
