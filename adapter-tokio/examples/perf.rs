@@ -53,13 +53,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map_err(|_| "set DATABASE_URL (or run through scripts/with-postgres)")?;
     let jobs = setting("JOBS").unwrap_or(20_000) as usize;
     let samples = setting("SAMPLES").unwrap_or(200) as usize;
-    let mut config: tokio_postgres::Config = server.parse()?;
-    let admin = db::connect(&TokioRuntime, &config).await?;
+    let mut settings = formica_tokio::ConnectionSettings::parse(&server)?;
+    let admin = db::connect(&TokioRuntime, &settings).await?;
     admin.batch_execute("drop database if exists formica_perf with (force)").await?;
     admin.batch_execute("create database formica_perf").await?;
-    config.dbname("formica_perf");
-    let client = db::connect(&TokioRuntime, &config).await?;
-    let pool = Pool::new(Arc::new(TokioRuntime), config, setting("CONCURRENCY").unwrap_or(10) as usize + 2);
+    settings.config_mut().dbname("formica_perf");
+    let client = db::connect(&TokioRuntime, &settings).await?;
+    let pool = Pool::new(Arc::new(TokioRuntime), settings, setting("CONCURRENCY").unwrap_or(10) as usize + 2);
     let utils = WorkerUtils::new(pool.clone(), "graphile_worker");
     utils.migrate().await?;
     let mut rows: Vec<(String, String)> = Vec::new();

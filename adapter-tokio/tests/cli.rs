@@ -90,8 +90,20 @@ async fn add_jobs_and_status_print_what_the_database_holds() {
 async fn bad_input_gives_a_clear_error_and_changes_nothing() {
     let db = TestDb::new().await;
     ok(&db, &["--schema-only"]);
-    let cases: [(&[&str], &str); 4] = [
-        (&["add", "t", "{not json"], "payload is not valid JSON"),
+    let bad_crontab = std::env::temp_dir().join(format!("formica-bad-crontab-{}", db.name));
+    std::fs::write(&bad_crontab, "this is not a crontab line\n").unwrap();
+    let bad_crontab = bad_crontab.display().to_string();
+    let no_tasks = std::env::temp_dir().join(format!("formica-no-tasks-{}", db.name));
+    std::fs::create_dir_all(&no_tasks).unwrap();
+    let no_tasks = no_tasks.display().to_string();
+    // Each concern names itself: not every mistake is a connection setting.
+    let crontab_prefix = format!("formica: crontab file {bad_crontab}: ");
+    // A file where the tasks folder should be.
+    let tasks_prefix = format!("formica: tasks folder {bad_crontab}: ");
+    let cases: [(&[&str], &str); 6] = [
+        (&["add", "t", "{not json"], "formica: invalid payload JSON: "),
+        (&["--once", "--tasks", &bad_crontab], &tasks_prefix),
+        (&["--once", "--tasks", &no_tasks, "--crontab", &bad_crontab], &crontab_prefix),
         (&["add", "t", "--job-key-mode", "merge"], "GWBKM"),
         (&["add", &"t".repeat(129)], "GWBID"),
         (&["--no-such-flag"], "unexpected argument"),
@@ -103,6 +115,14 @@ async fn bad_input_gives_a_clear_error_and_changes_nothing() {
         assert!(err.contains(expected), "{args:?}: {err}");
     }
     assert_eq!(json(&db, &["jobs"]), serde_json::json!([]));
+    let out = Command::new(env!("CARGO_BIN_EXE_formica"))
+        .args(["-c", "postgres://localhost:notaport/db", "status"])
+        .output()
+        .expect("run formica");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("formica: invalid connection settings: "), "{err}");
+    let _ = std::fs::remove_file(&bad_crontab);
+    let _ = std::fs::remove_dir_all(&no_tasks);
 }
 
 #[tokio::test]

@@ -77,6 +77,9 @@
 //! [`sim`] says what the simulation models faithfully (and how that is checked against
 //! PostgreSQL) and what it does not.
 #![forbid(unsafe_code)]
+// A new Input, Effect, Statement or Event variant must be handled where it matters, not
+// swallowed by `_ =>`.
+#![warn(clippy::wildcard_enum_match_arm)]
 #![warn(missing_docs)]
 
 pub mod backoff;

@@ -2,7 +2,8 @@
 //!
 //! Every connection is made with `Config::connect_raw` over a socket the runtime opened,
 //! so tokio-postgres never needs a tokio runtime and one client type serves every
-//! adapter. TLS is not supported yet: connect over a trusted network or a Unix socket.
+//! adapter. TLS runs over that socket too (see [`crate::tls`]); the settings, environment
+//! and password file are read by [`crate::settings`].
 //!
 //! Two limits keep a broken network from leaving a worker silently idle:
 //!
@@ -18,27 +19,24 @@
 //!   off), else [`DEFAULT_RESPONSE_TIMEOUT`]; [`Pool::with_response_timeout`] sets it in
 //!   code. A statement that legitimately runs longer than this without sending a row (a
 //!   long report inside a task, through the worker's pool) needs a longer timeout. The
-//!   statement given up on is also cancelled on the server (a cancel request on a new
-//!   connection to the same address): a backend waiting on a lock does not notice its
-//!   client is gone, and would otherwise go on waiting, holding its connection slot.
+//!   watch itself is in the `watch` module; over TLS it watches inside the encryption. When
+//!   a pooled connection ends with an error (the watch gave up on it, say), whatever it was
+//!   running is also cancelled on the server (a cancel request on a new connection to the
+//!   same address): a backend waiting on a lock does not notice its client is gone, and
+//!   would otherwise go on waiting, holding its connection slot.
 
 use crate::error::{describe, Error};
 use crate::runtime::{Address, Runtime, Socket};
-use futures::channel::mpsc;
-use futures::future::{self, BoxFuture, Either};
-use futures::lock::Mutex;
-use futures::StreamExt;
+use crate::settings::ConnectionSettings;
+use crate::tls::{Connector, Tls, TlsSocket};
+use crate::watch::{Watch, Watched};
+use futures::future::{self, Either};
 use std::collections::HashMap;
-use std::io;
 use std::ops::Deref;
-use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
-use std::task::{Context, Poll};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_postgres::config::Host;
-use tokio_postgres::tls::NoTlsStream;
-use tokio_postgres::{CancelToken, Client, Config, Connection, NoTls, Statement};
+use tokio_postgres::{CancelToken, Client, Config, Connection, Statement};
 
 /// How long opening a connection may take when the settings give no `connect_timeout`.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -58,7 +56,7 @@ pub fn response_timeout(config: &Config) -> Option<Duration> {
 }
 
 /// A connection whose messages (notifications included) the caller must poll.
-pub type RawConnection = Connection<Box<dyn Socket>, NoTlsStream>;
+pub type RawConnection = Connection<Box<dyn Socket>, TlsSocket<Box<dyn Socket>>>;
 
 /// The addresses `config` names, in the order libpq would try them.
 pub fn addresses(config: &Config) -> Result<Vec<Address>, Error> {
@@ -86,45 +84,43 @@ pub fn addresses(config: &Config) -> Result<Vec<Address>, Error> {
 /// Open a connection: the first address that answers wins. The caller polls the returned
 /// connection (spawn it, or read its notifications). The connection is not watched (see
 /// [`connect_raw_watched`]).
-pub async fn connect_raw(rt: &dyn Runtime, config: &Config) -> Result<(Client, RawConnection), Error> {
-    open(rt, None, config).await
+pub async fn connect_raw(
+    rt: &dyn Runtime,
+    settings: &ConnectionSettings,
+) -> Result<(Client, RawConnection), Error> {
+    open(rt, None, settings).await.map(|(client, connection, _)| (client, connection))
 }
 
 /// [`connect_raw`], and the connection is closed when it owes a response and receives
 /// nothing for [`response_timeout`]`(config)` (see the module docs).
 pub async fn connect_raw_watched(
     rt: Arc<dyn Runtime>,
-    config: &Config,
+    settings: &ConnectionSettings,
 ) -> Result<(Client, RawConnection), Error> {
-    let watch = response_timeout(config).map(|timeout| (rt.clone(), timeout));
-    open(rt.as_ref(), watch, config).await
+    let watch = response_timeout(settings.config()).map(|timeout| (rt.clone(), timeout));
+    open(rt.as_ref(), watch, settings).await.map(|(client, connection, _)| (client, connection))
 }
 
 async fn open(
     rt: &dyn Runtime,
-    watch: Option<(Arc<dyn Runtime>, Duration)>,
-    config: &Config,
-) -> Result<(Client, RawConnection), Error> {
-    let timeout = config.get_connect_timeout().copied().unwrap_or(DEFAULT_CONNECT_TIMEOUT);
+    watch: Watch,
+    settings: &ConnectionSettings,
+) -> Result<(Client, RawConnection, Address), Error> {
+    let timeout = settings.config().get_connect_timeout().copied().unwrap_or(DEFAULT_CONNECT_TIMEOUT);
     let mut last = None;
-    for address in addresses(config)? {
+    for address in addresses(settings.config())? {
         let watch = watch.clone();
         let attempt = async {
             let socket = rt.connect(address.clone()).await.map_err(|e| Error::connect(&address, e))?;
-            let cancel = Arc::new(OnceLock::new());
-            let socket = match watch {
-                Some((runtime, timeout)) => {
-                    let target = CancelTarget { address: address.clone(), token: cancel.clone() };
-                    Box::new(Watched::new(socket, runtime, timeout, target)) as Box<dyn Socket>
-                }
+            let socket: Box<dyn Socket> = match watch {
+                Some(_) => Box::new(Watched::new(socket, watch.clone())),
                 None => socket,
             };
-            let (client, connection) = config
-                .connect_raw(socket, NoTls)
-                .await
-                .map_err(|e| Error::connect(&address, describe(&e)))?;
-            let _ = cancel.set(client.cancel_token());
-            Ok((client, connection))
+            let (config, tls) = prepare(settings, &address, watch)?;
+            match config.connect_raw(socket, tls).await {
+                Ok((client, connection)) => Ok((client, connection, address.clone())),
+                Err(e) => Err(Error::connect(&address, explain(&e, settings.tls(), &address))),
+            }
         };
         let deadline = rt.sleep_until(Instant::now() + timeout);
         let result = match future::select(Box::pin(attempt), deadline).await {
@@ -144,19 +140,87 @@ async fn open(
     Err(last.unwrap_or_else(|| Error::Config("no address to connect to".into())))
 }
 
+/// The settings and the TLS handshake for connecting to `address`.
+fn prepare(
+    settings: &ConnectionSettings,
+    address: &Address,
+    watch: Watch,
+) -> Result<(Config, Connector), Error> {
+    let mut config = settings.for_address(address);
+    let host = match address {
+        Address::Tcp { host, .. } => host.as_str(),
+        // As libpq: no TLS over a Unix socket.
+        Address::Unix(_) => {
+            config.ssl_mode(tokio_postgres::config::SslMode::Disable);
+            "localhost"
+        }
+    };
+    let tls = settings.tls().connector(host, watch).map_err(Error::Config)?;
+    Ok((config, tls))
+}
+
+/// What went wrong while connecting, in words: tokio-postgres's refusal when the server
+/// offers no TLS names neither the cause nor the setting.
+fn explain(e: &tokio_postgres::Error, tls: &Tls, address: &Address) -> String {
+    if let Some(text) = tls.explain(e, address) {
+        return text;
+    }
+    let text = describe(e);
+    if text.contains("server does not support TLS") {
+        let mode = tls.mode().word();
+        return format!(
+            "the server does not offer TLS, and sslmode={mode} demands it: turn on ssl in the server's \
+             configuration, or connect with sslmode=prefer or disable"
+        );
+    }
+    text
+}
+
 /// Open a connection whose messages are handled in the background (notifications are
 /// dropped): for ordinary statements. Not watched (see [`connect_raw_watched`]).
-pub async fn connect(rt: &dyn Runtime, config: &Config) -> Result<Client, Error> {
-    let (client, connection) = connect_raw(rt, config).await?;
+pub async fn connect(rt: &dyn Runtime, settings: &ConnectionSettings) -> Result<Client, Error> {
+    let (client, connection) = connect_raw(rt, settings).await?;
     spawn_connection(rt, connection);
     Ok(client)
 }
 
-/// [`connect`], watched.
-pub async fn connect_watched(rt: Arc<dyn Runtime>, config: &Config) -> Result<Client, Error> {
-    let (client, connection) = connect_raw_watched(rt.clone(), config).await?;
-    spawn_connection(rt.as_ref(), connection);
+/// [`connect`], watched; a connection that ends with an error has what it was running
+/// cancelled on the server.
+pub async fn connect_watched(rt: Arc<dyn Runtime>, settings: &ConnectionSettings) -> Result<Client, Error> {
+    let watch = response_timeout(settings.config()).map(|timeout| (rt.clone(), timeout));
+    let (client, connection, address) = open(rt.as_ref(), watch, settings).await?;
+    let (token, settings, runtime) = (client.cancel_token(), settings.clone(), rt.clone());
+    rt.spawn(Box::pin(async move {
+        let Err(e) = connection.await else { return };
+        tracing::warn!(error = %describe(&e), "PostgreSQL connection closed with an error");
+        cancel_on_server(runtime, &settings, address, token).await;
+    }));
     Ok(client)
+}
+
+/// Ask the server at `address` to cancel what the connection of `token` runs, within the
+/// connect timeout (best effort: a failure is only logged).
+async fn cancel_on_server(
+    rt: Arc<dyn Runtime>,
+    settings: &ConnectionSettings,
+    address: Address,
+    token: CancelToken,
+) {
+    let timeout = settings.config().get_connect_timeout().copied().unwrap_or(DEFAULT_CONNECT_TIMEOUT);
+    let cancel = async {
+        let socket = rt.connect(address.clone()).await.map_err(|e| Error::connect(&address, e))?;
+        let (_, tls) = prepare(settings, &address, None)?;
+        token.cancel_query_raw(socket, tls).await.map_err(Error::from)
+    };
+    let result = match future::select(Box::pin(cancel), rt.sleep(timeout)).await {
+        Either::Left((result, _)) => result,
+        Either::Right(((), _)) => {
+            Err(Error::TimedOut(format!("no answer from {address} within {timeout:?}")))
+        }
+    };
+    if let Err(e) = result {
+        tracing::warn!(error = %e, "could not cancel the statement of a closed connection; it may run on");
+    }
 }
 
 fn spawn_connection(rt: &dyn Runtime, connection: RawConnection) {
@@ -167,232 +231,75 @@ fn spawn_connection(rt: &dyn Runtime, connection: RawConnection) {
     }));
 }
 
-/// A socket that fails its reads once the connection has owed a response for the timeout
-/// with nothing received (and nothing sent) meanwhile. It follows the protocol's message
-/// framing in both directions: each request that ends in `ReadyForQuery` (the startup
-/// message, `Query`, `Sync`, `FunctionCall`) is owed until that `ReadyForQuery` arrives.
-/// An idle connection (a LISTEN connection between notifications) owes nothing and is
-/// never timed out.
-struct Watched {
-    inner: Box<dyn Socket>,
-    runtime: Arc<dyn Runtime>,
-    timeout: Duration,
-    sent: Framing,
-    received: Framing,
-    /// Requests whose `ReadyForQuery` has not arrived.
-    owed: u64,
-    /// The last byte sent or received.
-    last_activity: Instant,
-    /// A wake-up at the given instant, polled with the connection's waker.
-    alarm: Option<(Instant, BoxFuture<'static, ()>)>,
-    expired: bool,
-    cancel: CancelTarget,
-}
+/// How long [`Pool::get`] waits for a free connection before failing with
+/// [`Error::PoolExhausted`].
+pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Where to cancel a watched connection's statement: its server, and its cancel key (set
-/// once the connection is open).
-struct CancelTarget {
-    address: Address,
-    token: Arc<OnceLock<CancelToken>>,
-}
+/// How long a connection may sit unused in the pool before it is closed (as node-postgres,
+/// graphile-worker's pool).
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Follows message boundaries in one direction of the protocol.
-struct Framing {
-    /// The next message is the untagged startup message.
-    startup: bool,
-    header: [u8; 5],
-    filled: usize,
-    /// Body bytes of the current message still to pass.
-    skip: usize,
-}
-
-impl Framing {
-    fn new(startup: bool) -> Self {
-        Framing { startup, header: [0; 5], filled: 0, skip: 0 }
-    }
-
-    /// Pass `data`, calling `on_message` with the tag of each message that begins in it
-    /// (`0` for the startup message).
-    fn feed(&mut self, mut data: &[u8], mut on_message: impl FnMut(u8)) {
-        while !data.is_empty() {
-            if self.skip > 0 {
-                let n = self.skip.min(data.len());
-                self.skip -= n;
-                data = &data[n..];
-                continue;
-            }
-            let header_len = if self.startup { 4 } else { 5 };
-            let n = (header_len - self.filled).min(data.len());
-            self.header[self.filled..self.filled + n].copy_from_slice(&data[..n]);
-            self.filled += n;
-            data = &data[n..];
-            if self.filled == header_len {
-                let (tag, len) = if self.startup {
-                    (0, [self.header[0], self.header[1], self.header[2], self.header[3]])
-                } else {
-                    (self.header[0], [self.header[1], self.header[2], self.header[3], self.header[4]])
-                };
-                self.skip = (u32::from_be_bytes(len) as usize).saturating_sub(4);
-                self.filled = 0;
-                self.startup = false;
-                on_message(tag);
-            }
-        }
-    }
-}
-
-impl Watched {
-    fn new(
-        inner: Box<dyn Socket>,
-        runtime: Arc<dyn Runtime>,
-        timeout: Duration,
-        cancel: CancelTarget,
-    ) -> Self {
-        Watched {
-            inner,
-            runtime,
-            timeout,
-            sent: Framing::new(true),
-            received: Framing::new(false),
-            owed: 0,
-            last_activity: Instant::now(),
-            alarm: None,
-            expired: false,
-            cancel,
-        }
-    }
-
-    /// Ask the server, in the background, to cancel what this connection is running. The
-    /// connection is being closed, so nothing else of ours can be running on it.
-    fn cancel_on_server(&self) {
-        let Some(token) = self.cancel.token.get().cloned() else {
-            return; // Still opening: no statement of ours runs yet.
-        };
-        let (runtime, address) = (self.runtime.clone(), self.cancel.address.clone());
-        let deadline = Instant::now() + self.timeout;
-        let cancel = async move {
-            let socket = runtime.connect(address.clone()).await?;
-            token.cancel_query_raw(socket, NoTls).await.map_err(io::Error::other)
-        };
-        let runtime = self.runtime.clone();
-        self.runtime.spawn(Box::pin(async move {
-            let result = match future::select(Box::pin(cancel), runtime.sleep_until(deadline)).await {
-                Either::Left((result, _)) => result,
-                Either::Right(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "no answer")),
-            };
-            if let Err(e) = result {
-                tracing::warn!(error = %e, "could not cancel a statement given up on; it may run on");
-            }
-        }));
-    }
-
-    /// `Ready` with the error once the connection has owed a response for too long;
-    /// otherwise make sure `cx` is woken when that could happen.
-    fn watch(&mut self, cx: &mut Context<'_>) -> Poll<io::Error> {
-        loop {
-            if self.owed == 0 && !self.expired {
-                self.alarm = None;
-                return Poll::Pending;
-            }
-            let deadline = self.last_activity + self.timeout;
-            if self.expired || Instant::now() >= deadline {
-                if !self.expired {
-                    self.cancel_on_server();
-                }
-                self.expired = true;
-                self.alarm = None;
-                return Poll::Ready(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!(
-                        "no response from PostgreSQL for {:?} (the response timeout, tcp_user_timeout): \
-                         the connection is taken as dead",
-                        self.timeout
-                    ),
-                ));
-            }
-            // Activity only moves the deadline later: an alarm set for an earlier one rings
-            // early, and is set again here.
-            let alarm = match &mut self.alarm {
-                Some((at, alarm)) if *at <= deadline => alarm,
-                _ => &mut self.alarm.insert((deadline, self.runtime.sleep_until(deadline))).1,
-            };
-            match alarm.as_mut().poll(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(()) => self.alarm = None,
-            }
-        }
-    }
-}
-
-impl AsyncRead for Watched {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        if this.expired {
-            return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "the connection timed out")));
-        }
-        let before = buf.filled().len();
-        match Pin::new(&mut this.inner).poll_read(cx, buf) {
-            Poll::Ready(Ok(())) => {
-                let data = &buf.filled()[before..];
-                if !data.is_empty() {
-                    this.last_activity = Instant::now();
-                    let owed = &mut this.owed;
-                    this.received.feed(data, |tag| {
-                        if tag == b'Z' {
-                            *owed = owed.saturating_sub(1);
-                        }
-                    });
-                }
-                Poll::Ready(Ok(()))
-            }
-            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Pending => this.watch(cx).map(Err),
-        }
-    }
-}
-
-impl AsyncWrite for Watched {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let result = Pin::new(&mut this.inner).poll_write(cx, buf);
-        if let Poll::Ready(Ok(n)) = &result {
-            if *n > 0 {
-                this.last_activity = Instant::now();
-                let owed = &mut this.owed;
-                this.sent.feed(&buf[..*n], |tag| {
-                    if matches!(tag, 0 | b'Q' | b'S' | b'F') {
-                        *owed += 1;
-                    }
-                });
-                // The connection may wait on this write's waker alone: arm the alarm with it.
-                let _ = this.watch(cx);
-            }
-        }
-        result
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
-    }
-}
-
-/// A pool of at most `max_size` connections, opened lazily and reused. A connection found
-/// closed is replaced on the next checkout, so a server restart heals by itself.
+/// A pool of at most `max_size` connections, opened when needed, reused most recently used
+/// first, and closed after [`DEFAULT_IDLE_TIMEOUT`] unused, so an idle worker holds about one
+/// connection besides its LISTEN connection. A connection found closed is replaced on the
+/// next checkout, so a server restart heals by itself.
+///
+/// Two rules keep it from wedging:
+///
+/// - waiting for a connection gives up after [`DEFAULT_ACQUIRE_TIMEOUT`] with
+///   [`Error::PoolExhausted`], which says who holds the connections and for how long;
+/// - clients that tasks hold ([`Pool::get_for_task`], behind `JobContext::client`) never
+///   take the last `reserved` connections (2 when `max_size` is 4 or more, else 1, else 0):
+///   those stay for short statements, the worker's own and `add_job` from within a task,
+///   so tasks that each hold a client and add jobs all finish.
+///
+/// The pool is Formica's own, not deadpool or bb8: both tie their timers and spawning to
+/// tokio (or pick a runtime by feature flag), while the driver runs on whatever
+/// [`Runtime`] the adapter supplies, and neither has the reserve above. The state is a
+/// short critical section under one lock; waiters are served first come, first served.
 #[derive(Clone)]
 pub struct Pool(Arc<Shared>);
 
 struct Shared {
     runtime: Arc<dyn Runtime>,
-    config: Config,
+    settings: ConnectionSettings,
+    options: PoolOptions,
+    state: std::sync::Mutex<State>,
+}
+
+#[derive(Clone, Copy)]
+struct PoolOptions {
     max_size: usize,
-    // One entry per connection allowed: `Some` an idle connection, `None` room to open one.
-    // Waiting on the receiver is waiting for a free slot, in arrival order.
-    returns: mpsc::UnboundedSender<Option<Conn>>,
-    slots: Mutex<mpsc::UnboundedReceiver<Option<Conn>>>,
+    reserved: usize,
+    acquire_timeout: Duration,
+    idle_timeout: Option<Duration>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Unused connections, the most recently used last.
+    idle: Vec<(Conn, Instant)>,
+    /// Connections open or being opened, checked out or idle.
+    open: usize,
+    /// Checkouts held by tasks.
+    held_by_tasks: usize,
+    /// Who holds each checkout, by checkout id.
+    holders: std::collections::BTreeMap<u64, Holder>,
+    next_id: u64,
+    waiters: std::collections::VecDeque<Waiter>,
+    /// Whether a task closing idle connections is running.
+    reaping: bool,
+}
+
+struct Holder {
+    what: String,
+    since: Instant,
+}
+
+struct Waiter {
+    for_task: bool,
+    what: String,
+    grant: futures::channel::oneshot::Sender<PooledClient>,
 }
 
 /// A connection and the statements prepared on it (prepared statements belong to their
@@ -402,52 +309,265 @@ struct Conn {
     prepared: HashMap<String, Statement>,
 }
 
-impl Pool {
-    /// A pool of up to `max_size` (at least 1) connections made from `config`.
-    pub fn new(runtime: Arc<dyn Runtime>, config: Config, max_size: usize) -> Self {
-        let max_size = max_size.max(1);
-        let (returns, slots) = mpsc::unbounded();
-        for _ in 0..max_size {
-            // The receiver lives in `Shared` beside the sender, so this cannot fail.
-            let _ = returns.unbounded_send(None);
+/// The pool's numbers at one moment ([`Pool::status`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolStatus {
+    /// Connections open (or being opened): in use and idle.
+    pub size: usize,
+    /// Open connections nobody uses.
+    pub idle: usize,
+    /// Checkouts waiting for a connection.
+    pub waiting: usize,
+    /// Connections held by tasks.
+    pub held_by_tasks: usize,
+    /// The most connections the pool opens.
+    pub max_size: usize,
+}
+
+impl State {
+    /// A checkout for `what` if the rules allow one now: an idle connection, else room to
+    /// open one (counted as open from here).
+    fn try_grant(&mut self, pool: &Arc<Shared>, for_task: bool, what: &str) -> Option<PooledClient> {
+        let options = pool.options;
+        if for_task && self.held_by_tasks + options.reserved >= options.max_size {
+            return None;
         }
-        Pool(Arc::new(Shared { runtime, config, max_size, returns, slots: Mutex::new(slots) }))
+        let conn = match self.idle.pop() {
+            Some((conn, _)) => Some(conn),
+            None if self.open < options.max_size => {
+                self.open += 1;
+                None
+            }
+            None => return None,
+        };
+        if for_task {
+            self.held_by_tasks += 1;
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.holders.insert(id, Holder { what: what.to_owned(), since: Instant::now() });
+        Some(PooledClient { conn, pool: pool.clone(), id, for_task, armed: true })
+    }
+
+    /// Undo a grant that nobody took.
+    fn ungrant(&mut self, client: &mut PooledClient) {
+        client.armed = false;
+        self.holders.remove(&client.id);
+        if client.for_task {
+            self.held_by_tasks -= 1;
+        }
+        match client.conn.take() {
+            Some(conn) => self.idle.push((conn, Instant::now())),
+            None => self.open -= 1,
+        }
+    }
+
+    /// Hand what is free to the waiters, in arrival order.
+    fn serve_waiters(&mut self, pool: &Arc<Shared>) {
+        let mut i = 0;
+        while i < self.waiters.len() {
+            if self.waiters[i].grant.is_canceled() {
+                self.waiters.remove(i);
+                continue;
+            }
+            let (for_task, what) = (self.waiters[i].for_task, std::mem::take(&mut self.waiters[i].what));
+            match self.try_grant(pool, for_task, &what) {
+                Some(client) => {
+                    let waiter = self.waiters.remove(i).unwrap_or_else(|| unreachable!("index checked"));
+                    if let Err(mut client) = waiter.grant.send(client) {
+                        self.ungrant(&mut client);
+                    }
+                }
+                None => {
+                    self.waiters[i].what = what;
+                    i += 1;
+                }
+            }
+        }
+    }
+}
+
+impl Pool {
+    /// A pool of up to `max_size` (at least 1) connections made with `settings` (a
+    /// [`ConnectionSettings`], or a tokio-postgres [`Config`]).
+    pub fn new(runtime: Arc<dyn Runtime>, settings: impl Into<ConnectionSettings>, max_size: usize) -> Self {
+        let max_size = max_size.max(1);
+        let reserved = match max_size {
+            1 => 0,
+            2 | 3 => 1,
+            _ => 2,
+        };
+        let options = PoolOptions {
+            max_size,
+            reserved,
+            acquire_timeout: DEFAULT_ACQUIRE_TIMEOUT,
+            idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
+        };
+        Pool::with_options(runtime, settings.into(), options)
+    }
+
+    fn with_options(runtime: Arc<dyn Runtime>, settings: ConnectionSettings, options: PoolOptions) -> Self {
+        Pool(Arc::new(Shared { runtime, settings, options, state: Default::default() }))
     }
 
     /// A pool for the connection string `url` (a `postgres://` URL or libpq key=value
-    /// settings).
+    /// settings), completed from the `PG*` environment variables (see
+    /// [`ConnectionSettings::parse`]).
     pub fn from_url(runtime: Arc<dyn Runtime>, url: &str, max_size: usize) -> Result<Self, Error> {
-        let config: Config = url.parse().map_err(|e| Error::Config(format!("{e}")))?;
-        Ok(Pool::new(runtime, config, max_size))
+        Ok(Pool::new(runtime, ConnectionSettings::parse(url)?, max_size))
+    }
+
+    /// The same settings in a new pool with `change` applied to its options; for the
+    /// `with_*` methods, called before the pool is used.
+    fn rebuild(self, change: impl FnOnce(&mut ConnectionSettings, &mut PoolOptions)) -> Self {
+        let mut settings = self.0.settings.clone();
+        let mut options = self.0.options;
+        change(&mut settings, &mut options);
+        Pool::with_options(self.0.runtime.clone(), settings, options)
     }
 
     /// The same pool with connections watched for `timeout` (`None`: not watched): a
     /// connection that owes a response and receives nothing for that long is closed (see
     /// the module docs). It is kept in the settings as `tcp_user_timeout`, so the worker's
-    /// LISTEN connection, made from [`Pool::config`], follows it too. Call it before the
-    /// pool is used: connections already open keep their watch.
+    /// LISTEN connection, made from [`Pool::settings`], follows it too. Call it before the
+    /// pool is used.
     pub fn with_response_timeout(self, timeout: Option<Duration>) -> Self {
-        let mut config = self.0.config.clone();
-        config.tcp_user_timeout(timeout.unwrap_or(Duration::ZERO));
-        Pool::new(self.0.runtime.clone(), config, self.0.max_size)
+        self.rebuild(|settings, _| {
+            settings.config_mut().tcp_user_timeout(timeout.unwrap_or(Duration::ZERO));
+        })
     }
 
-    /// Check out a connection, waiting for one to be free.
+    /// The same pool, waiting at most `timeout` for a free connection (default
+    /// [`DEFAULT_ACQUIRE_TIMEOUT`]). Call it before the pool is used.
+    pub fn with_acquire_timeout(self, timeout: Duration) -> Self {
+        self.rebuild(|_, options| options.acquire_timeout = timeout)
+    }
+
+    /// The same pool, closing connections unused for `timeout` (`None`: never; default
+    /// [`DEFAULT_IDLE_TIMEOUT`]). Call it before the pool is used.
+    pub fn with_idle_timeout(self, timeout: Option<Duration>) -> Self {
+        self.rebuild(|_, options| options.idle_timeout = timeout)
+    }
+
+    /// The same pool, keeping `reserved` connections (at most `max_size - 1`) out of the
+    /// reach of clients held by tasks. Call it before the pool is used.
+    pub fn with_reserved(self, reserved: usize) -> Self {
+        self.rebuild(|_, options| options.reserved = reserved.min(options.max_size - 1))
+    }
+
+    /// Check out a connection, waiting up to the acquire timeout for one to be free. For
+    /// statements and short transactions: a client held for long belongs in
+    /// [`Pool::get_for_task`].
     pub async fn get(&self) -> Result<PooledClient, Error> {
-        let slot = {
-            let mut slots = self.0.slots.lock().await;
-            slots.next().await
-        };
-        let mut checkout = PooledClient { conn: None, pool: self.0.clone() };
-        match slot.flatten() {
-            Some(conn) if !conn.client.is_closed() => checkout.conn = Some(conn),
-            // On error the slot goes back empty when `checkout` drops.
-            _ => {
-                let client = connect_watched(self.0.runtime.clone(), &self.0.config).await?;
-                checkout.conn = Some(Conn { client, prepared: HashMap::new() });
+        self.checkout(false, "a statement").await
+    }
+
+    /// Check out a connection that a task may hold for as long as it runs: it never takes
+    /// the reserved connections (see the type's docs). `what` names the holder in
+    /// [`Error::PoolExhausted`] (`"job 42"`).
+    pub async fn get_for_task(&self, what: &str) -> Result<PooledClient, Error> {
+        self.checkout(true, what).await
+    }
+
+    async fn checkout(&self, for_task: bool, what: &str) -> Result<PooledClient, Error> {
+        let granted = {
+            let mut state = self.lock();
+            // Started here, in async context, not where a client is dropped (which may be
+            // outside any runtime).
+            if let Some(timeout) = self.0.options.idle_timeout {
+                if !state.reaping {
+                    state.reaping = true;
+                    start_reaper(&self.0, timeout);
+                }
             }
+            match state.try_grant(&self.0, for_task, what) {
+                Some(client) => Ok(client),
+                None => {
+                    let (grant, receiver) = futures::channel::oneshot::channel();
+                    state.waiters.push_back(Waiter { for_task, what: what.to_owned(), grant });
+                    Err(receiver)
+                }
+            }
+        };
+        let mut client = match granted {
+            Ok(client) => client,
+            Err(mut receiver) => {
+                let deadline = self.0.runtime.sleep_until(Instant::now() + self.0.options.acquire_timeout);
+                match future::select(&mut receiver, deadline).await {
+                    Either::Left((Ok(client), _)) => client,
+                    // The pool dropped the waiter without an answer (it does not): as a timeout.
+                    Either::Left((Err(_), _)) => return Err(self.exhausted(for_task, what)),
+                    Either::Right(((), _)) => {
+                        // A grant may have arrived just now: take it rather than lose it.
+                        receiver.close();
+                        match receiver.try_recv() {
+                            Ok(Some(client)) => client,
+                            _ => return Err(self.exhausted(for_task, what)),
+                        }
+                    }
+                }
+            }
+        };
+        let reusable = client.conn.as_ref().is_some_and(|conn| !conn.client.is_closed());
+        if !reusable {
+            // Closed or never opened: open one in its place. On error, dropping `client`
+            // gives the room back.
+            client.conn = None;
+            let opened = connect_watched(self.0.runtime.clone(), &self.0.settings).await?;
+            client.conn = Some(Conn { client: opened, prepared: HashMap::new() });
         }
-        Ok(checkout)
+        Ok(client)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // The state stays consistent between statements, so a panic elsewhere does not
+        // spoil it.
+        self.0.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The error for a checkout that waited in vain: who holds the connections.
+    fn exhausted(&self, for_task: bool, what: &str) -> Error {
+        let state = self.lock();
+        let options = self.0.options;
+        let now = Instant::now();
+        let mut holders: Vec<String> = state
+            .holders
+            .values()
+            .map(|h| format!("{} for {:.1}s", h.what, now.duration_since(h.since).as_secs_f64()))
+            .collect();
+        holders.sort();
+        let limit = if for_task {
+            format!(
+                "tasks may hold {} of its {} connections ({} reserved for short statements)",
+                options.max_size - options.reserved,
+                options.max_size,
+                options.reserved
+            )
+        } else {
+            format!("all {} connections are in use", options.max_size)
+        };
+        Error::PoolExhausted(format!(
+            "{what} waited {:?} for a connection: {limit}; held by: {}. Raise the pool size \
+             (max_pool_size) or release clients sooner",
+            options.acquire_timeout,
+            if holders.is_empty() {
+                "nobody (connections are being opened)".to_owned()
+            } else {
+                holders.join(", ")
+            }
+        ))
+    }
+
+    /// The pool's numbers now.
+    pub fn status(&self) -> PoolStatus {
+        let state = self.lock();
+        PoolStatus {
+            size: state.open,
+            idle: state.idle.len(),
+            waiting: state.waiters.iter().filter(|w| !w.grant.is_canceled()).count(),
+            held_by_tasks: state.held_by_tasks,
+            max_size: self.0.options.max_size,
+        }
     }
 
     /// The runtime the pool connects with.
@@ -455,27 +575,65 @@ impl Pool {
         &self.0.runtime
     }
 
-    /// The connection settings.
+    /// tokio-postgres's part of the connection settings.
     pub fn config(&self) -> &Config {
-        &self.0.config
+        self.0.settings.config()
+    }
+
+    /// The connection settings.
+    pub fn settings(&self) -> &ConnectionSettings {
+        &self.0.settings
     }
 
     /// The most connections the pool opens.
     pub fn max_size(&self) -> usize {
-        self.0.max_size
+        self.0.options.max_size
     }
+}
+
+/// Close idle connections as they pass the idle timeout, while any connection is open.
+fn start_reaper(pool: &Arc<Shared>, timeout: Duration) {
+    let weak = Arc::downgrade(pool);
+    let runtime = pool.runtime.clone();
+    pool.runtime.spawn(Box::pin(async move {
+        loop {
+            runtime.sleep_until(Instant::now() + timeout / 4).await;
+            let Some(pool) = weak.upgrade() else { return };
+            let closed: Vec<(Conn, Instant)> = {
+                let mut state = pool.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                // The oldest come first.
+                let stale = state.idle.iter().take_while(|(_, since)| since.elapsed() >= timeout).count();
+                let closed: Vec<_> = state.idle.drain(..stale).collect();
+                state.open -= closed.len();
+                if state.open == 0 {
+                    // The next checkout starts it again.
+                    state.reaping = false;
+                    drop(state);
+                    drop(closed);
+                    return;
+                }
+                closed
+            };
+            // Dropping a client ends its session (outside the lock).
+            drop(closed);
+        }
+    }));
 }
 
 /// A connection checked out of a [`Pool`]; it goes back when dropped.
 pub struct PooledClient {
-    // Set in `Pool::get` before the value is handed out, taken only in `drop`.
+    // Set before the value is handed out (`None` only while the pool opens it).
     conn: Option<Conn>,
     pool: Arc<Shared>,
+    id: u64,
+    for_task: bool,
+    /// Whether dropping it gives it back (a grant nobody took is undone by the pool).
+    armed: bool,
 }
 
 impl PooledClient {
     fn conn(&mut self) -> &mut Conn {
-        self.conn.as_mut().unwrap_or_else(|| unreachable!("pooled client used after drop"))
+        self.conn.as_mut().unwrap_or_else(|| unreachable!("pooled client used before it was opened"))
     }
 
     /// `sql` prepared on this connection, once per connection. Its parameter types are
@@ -494,7 +652,7 @@ impl PooledClient {
 impl Deref for PooledClient {
     type Target = Client;
     fn deref(&self) -> &Client {
-        &self.conn.as_ref().unwrap_or_else(|| unreachable!("pooled client used after drop")).client
+        &self.conn.as_ref().unwrap_or_else(|| unreachable!("pooled client used before it was opened")).client
     }
 }
 
@@ -506,7 +664,20 @@ impl std::ops::DerefMut for PooledClient {
 
 impl Drop for PooledClient {
     fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let pool = self.pool.clone();
         let reusable = self.conn.take().filter(|c| !c.client.is_closed());
-        let _ = self.pool.returns.unbounded_send(reusable);
+        let mut state = pool.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        state.holders.remove(&self.id);
+        if self.for_task {
+            state.held_by_tasks -= 1;
+        }
+        match reusable {
+            Some(conn) => state.idle.push((conn, Instant::now())),
+            None => state.open -= 1,
+        }
+        state.serve_waiters(&pool);
     }
 }

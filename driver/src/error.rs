@@ -21,17 +21,44 @@ pub enum Error {
         /// What went wrong there.
         message: String,
     },
+    /// No pooled connection became free within the pool's acquire timeout; the message
+    /// says who holds them.
+    #[error("the connection pool is exhausted: {0}")]
+    PoolExhausted(String),
     /// A connection did not answer in time and was given up.
     #[error("timed out: {0}")]
     TimedOut(String),
-    /// The connection settings name no server.
+    /// The connection settings are malformed or name no server (a bad URL, an unknown
+    /// `sslmode`, an unreadable certificate file).
     #[error("invalid connection settings: {0}")]
     Config(String),
+    /// The worker's options do not make a worker (no database given, a signal handler
+    /// that cannot be installed).
+    #[error("invalid configuration: {0}")]
+    Options(String),
+    /// A crontab could not be read or parsed.
+    #[error("crontab {origin}: {source}")]
+    Crontab {
+        /// Where it came from (`file ./crontab`, `text`, `items`).
+        origin: String,
+        /// What is wrong: the parser's error naming the line, or the I/O error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The folder of executable tasks could not be read.
+    #[error("tasks folder {}: {source}", path.display())]
+    TasksFolder {
+        /// The folder.
+        path: std::path::PathBuf,
+        /// Why it could not be read.
+        #[source]
+        source: std::io::Error,
+    },
     /// The schema could not be brought to the version this Formica needs.
     #[error(transparent)]
     Migrate(#[from] MigrateError),
-    /// A payload could not be turned into JSON.
-    #[error("payload is not representable as JSON: {0}")]
+    /// A payload is not valid JSON, or could not be turned into JSON.
+    #[error("invalid payload JSON: {0}")]
     Payload(#[from] serde_json::Error),
     /// A row did not have the shape the statement promises.
     #[error("unexpected row from the database: {0}")]

@@ -6,6 +6,8 @@
 //!
 //! - [`runtime`]: what an adapter supplies.
 //! - [`db`]: connections and the pool.
+//! - [`settings`]: connection settings (URL, `key=value`, `PG*` variables, password file).
+//! - [`tls`]: TLS with libpq's `sslmode`.
 //! - [`migrate`]: installing and upgrading the `graphile_worker` schema.
 //! - [`utils`]: [`WorkerUtils`], adding and managing jobs.
 //! - [`task`]: [`TaskHandler`] and what a running task can reach.
@@ -20,13 +22,16 @@ mod listener;
 pub mod migrate;
 pub mod rows;
 pub mod runtime;
+pub mod settings;
 #[doc(hidden)]
 pub mod statements;
 pub mod task;
+pub mod tls;
 pub mod utils;
+mod watch;
 pub mod worker;
 
-pub use db::{Pool, PooledClient};
+pub use db::{Pool, PoolStatus, PooledClient};
 pub use error::{Error, MigrateError};
 pub use formica_core::cron::{self, Cron, CronItem, Crontab, CrontabError};
 pub use formica_core::job::{Job, JobKeyMode, JobSpec, JobSpecBuilder, JobSpecError, Task};
@@ -34,7 +39,9 @@ pub use formica_core::text;
 pub use formica_core::worker::Event;
 pub use migrate::MigrationReport;
 pub use runtime::{Address, Runtime, Socket};
+pub use settings::ConnectionSettings;
 pub use task::{AbortSignal, JobContext, TaskHandler, TaskResult};
+pub use tls::{RootCert, SslMode};
 pub use utils::{CleanupTask, JobFilter, RawJob, RescheduleJobOptions, WorkerUtils, DEFAULT_SCHEMA};
 pub use worker::{CronSource, FlagsFn, Hook, Worker, WorkerHandle, WorkerOptions};
 pub use {chrono, formica_sql as sql, serde_json, tokio_postgres};

@@ -12,20 +12,25 @@
 
 use crate::db::{connect_raw_watched, response_timeout};
 use crate::runtime::Runtime;
+use crate::settings::ConnectionSettings;
 use formica_core::protocol::{Input, CHANNELS};
 use futures::channel::mpsc::UnboundedSender;
 use futures::future::{self, Either};
 use futures::StreamExt;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio_postgres::{AsyncMessage, Client, Config};
+use tokio_postgres::{AsyncMessage, Client};
 
 /// The longest time between two checks that the LISTEN connection still answers.
 pub const PING_INTERVAL: Duration = Duration::from_secs(30);
 
 /// Connect, LISTEN, and forward what arrives until the connection ends.
-pub(crate) async fn listen(runtime: Arc<dyn Runtime>, config: Config, inputs: UnboundedSender<Input>) {
-    let error = match run(&runtime, &config, &inputs).await {
+pub(crate) async fn listen(
+    runtime: Arc<dyn Runtime>,
+    settings: ConnectionSettings,
+    inputs: UnboundedSender<Input>,
+) {
+    let error = match run(&runtime, &settings, &inputs).await {
         Ok(()) => "the connection closed".to_owned(),
         Err(e) => e.to_string(),
     };
@@ -34,13 +39,13 @@ pub(crate) async fn listen(runtime: Arc<dyn Runtime>, config: Config, inputs: Un
 
 async fn run(
     runtime: &Arc<dyn Runtime>,
-    config: &Config,
+    settings: &ConnectionSettings,
     inputs: &UnboundedSender<Input>,
 ) -> Result<(), crate::Error> {
-    let (client, mut connection) = connect_raw_watched(runtime.clone(), config).await?;
+    let (client, mut connection) = connect_raw_watched(runtime.clone(), settings).await?;
     // Without a watch the ping still gets an answer within this, or the connection is
     // taken as dead.
-    let ping_timeout = response_timeout(config).unwrap_or(PING_INTERVAL);
+    let ping_timeout = response_timeout(settings.config()).unwrap_or(PING_INTERVAL);
     let ping_every = ping_timeout.min(PING_INTERVAL);
     let (messages_tx, mut messages) = futures::channel::mpsc::unbounded();
     // The connection is polled here, in this task: it delivers notifications and drives the

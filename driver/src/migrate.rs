@@ -14,6 +14,7 @@
 use crate::error::MigrateError;
 use formica_sql as sql;
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Client;
 
 /// What [`migrate`] did.
@@ -89,7 +90,8 @@ pub async fn migrate(client: &mut Client, schema: &str) -> Result<MigrationRepor
 }
 
 async fn probe(client: &Client, schema: &str) -> Result<Result<Probe, MigrateError>, tokio_postgres::Error> {
-    let row = client.query_one(&sql::render(sql::migrate::PROBE, schema), &[]).await?;
+    // Unnamed statements throughout (query_typed): safe behind pgBouncer in transaction mode.
+    let row = client.query_typed_one(&sql::render(sql::migrate::PROBE, schema), &[]).await?;
     let version: i32 = row.try_get("server_version_num")?;
     if version < 120_000 {
         return Ok(Err(MigrateError::ServerTooOld(version)));
@@ -111,7 +113,10 @@ fn is_clash(e: &tokio_postgres::Error) -> bool {
 async fn bootstrap(client: &Client, schema: &str) -> Result<(), tokio_postgres::Error> {
     let result = async {
         client.batch_execute(&sql::render(sql::migrate::BOOTSTRAP, schema)).await?;
-        client.execute(&sql::render(sql::migrate::MARK_BREAKING, schema), &[&sql::BREAKING.to_vec()]).await?;
+        let breaking = sql::BREAKING.to_vec();
+        client
+            .query_typed(&sql::render(sql::migrate::MARK_BREAKING, schema), &[(&breaking, Type::INT4_ARRAY)])
+            .await?;
         Ok(())
     }
     .await;
@@ -159,14 +164,15 @@ async fn apply(
 ) -> Result<bool, tokio_postgres::Error> {
     let tx = client.transaction().await?;
     let breaking: Vec<bool> = ids.iter().map(|id| sql::BREAKING.contains(id)).collect();
-    match tx.execute(&sql::render(sql::migrate::RECORD, schema), &[&ids, &breaking]).await {
+    let record = [(&ids as &(dyn ToSql + Sync), Type::INT4_ARRAY), (&breaking, Type::BOOL_ARRAY)];
+    match tx.query_typed(&sql::render(sql::migrate::RECORD, schema), &record).await {
         Err(e) if is_clash(&e) => return Ok(false),
         other => other?,
     };
     for part in parts {
         tx.batch_execute(&sql::render(part, schema)).await?;
     }
-    tx.execute(&sql::render(sql::migrate::NOTIFY, schema), &[&ids]).await?;
+    tx.query_typed(&sql::render(sql::migrate::NOTIFY, schema), &[(&ids, Type::INT4_ARRAY)]).await?;
     tx.commit().await?;
     Ok(true)
 }

@@ -204,7 +204,10 @@ async fn query(
 /// too many connections. A statement the server rejects as wrong is not: the core then
 /// isolates the job it is about instead of retrying it forever.
 fn is_retryable(e: &Error) -> bool {
-    let Error::Db(db) = e else { return matches!(e, Error::Connect { .. } | Error::TimedOut(_)) };
+    // A pool exhausted by clients held elsewhere frees up when they are released.
+    let Error::Db(db) = e else {
+        return matches!(e, Error::Connect { .. } | Error::TimedOut(_) | Error::PoolExhausted(_));
+    };
     db.code().is_none_or(|code| {
         let code = code.code();
         code.starts_with("08")

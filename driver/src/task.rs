@@ -96,9 +96,12 @@ impl JobContext {
     pub fn worker_id(&self) -> &str {
         &self.worker_id
     }
-    /// A connection from the worker's pool.
+    /// A connection from the worker's pool, to hold while the task runs if need be. It
+    /// never takes the connections the pool reserves for short statements, so the worker
+    /// and [`JobContext::add_job`] keep working while tasks hold clients (see
+    /// [`crate::Pool`]).
     pub async fn client(&self) -> Result<PooledClient, Error> {
-        self.utils.pool().get().await
+        self.utils.pool().get_for_task(&format!("job {}", self.job.id)).await
     }
     /// The worker's utilities (same pool and schema).
     pub fn utils(&self) -> &WorkerUtils {

@@ -4,7 +4,9 @@
 //! [`JobSpec::validate`]) and goes through the schema's own SQL functions, so jobs added
 //! here are exactly what graphile-worker's `add_job` would have stored. The `*_in`
 //! variants take the caller's client or transaction, so a job can be added atomically
-//! with the caller's own writes.
+//! with the caller's own writes. Statements are sent unnamed with their parameter types
+//! (`query_typed`): one round trip each, and nothing left on the session, so they work
+//! behind pgBouncer in transaction mode.
 
 use crate::db::Pool;
 use crate::error::Error;
@@ -16,6 +18,7 @@ use formica_sql as sql;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
+use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::GenericClient;
 use tokio_postgres::Row;
 
@@ -169,18 +172,18 @@ impl WorkerUtils {
         let priority = spec.priority.map(i32::from);
         let mode = spec.job_key_mode.map(JobKeyMode::as_str);
         let rows = client
-            .query(
+            .query_typed(
                 &self.sql(sql::utils::ADD_JOB),
                 &[
-                    &identifier,
-                    &payload,
-                    &spec.queue_name,
-                    &run_at,
-                    &max_attempts,
-                    &spec.job_key,
-                    &priority,
-                    &spec.flags,
-                    &mode,
+                    (&identifier, Type::TEXT),
+                    (&payload, Type::JSON),
+                    (&spec.queue_name, Type::TEXT),
+                    (&run_at, Type::TIMESTAMPTZ),
+                    (&max_attempts, Type::INT4),
+                    (&spec.job_key, Type::TEXT),
+                    (&priority, Type::INT4),
+                    (&spec.flags, Type::TEXT_ARRAY),
+                    (&mode, Type::TEXT),
                 ],
             )
             .await?;
@@ -242,8 +245,13 @@ impl WorkerUtils {
         if specs.is_empty() {
             return Ok(Vec::new());
         }
-        let rows =
-            client.query(&self.sql(sql::utils::ADD_JOBS), &[&Value::Array(specs), &preserve_run_at]).await?;
+        let specs = Value::Array(specs);
+        let rows = client
+            .query_typed(
+                &self.sql(sql::utils::ADD_JOBS),
+                &[(&specs, Type::JSON), (&preserve_run_at, Type::BOOL)],
+            )
+            .await?;
         self.with_names(client, &rows).await
     }
 
@@ -278,7 +286,13 @@ impl WorkerUtils {
         let (missing_tasks, missing_queues) =
             (missing(&tasks, "task_id")?, missing(&queues, "job_queue_id")?);
         if !missing_tasks.is_empty() || !missing_queues.is_empty() {
-            for row in client.query(&self.sql(sql::utils::NAMES), &[&missing_tasks, &missing_queues]).await? {
+            let names = client
+                .query_typed(
+                    &self.sql(sql::utils::NAMES),
+                    &[(&missing_tasks, Type::INT4_ARRAY), (&missing_queues, Type::INT4_ARRAY)],
+                )
+                .await?;
+            for row in names {
                 let (kind, id, name): (String, i32, String) = (
                     row.try_get(0).map_err(get)?,
                     row.try_get(1).map_err(get)?,
@@ -318,7 +332,13 @@ impl WorkerUtils {
     pub async fn list_jobs(&self, filter: &JobFilter) -> Result<Vec<Job>, Error> {
         self.jobs_query(
             sql::utils::LIST_JOBS,
-            &[&filter.task, &filter.queue, &filter.failed, &filter.locked, &filter.limit],
+            &[
+                (&filter.task, Type::TEXT),
+                (&filter.queue, Type::TEXT),
+                (&filter.failed, Type::BOOL),
+                (&filter.locked, Type::BOOL),
+                (&filter.limit, Type::INT8),
+            ],
         )
         .await
     }
@@ -327,20 +347,21 @@ impl WorkerUtils {
     /// loses its key and will not be retried. `None` if no job holds the key.
     pub async fn remove_job(&self, job_key: &str) -> Result<Option<Job>, Error> {
         let client = self.pool.get().await?;
-        let rows = client.query(&self.sql(sql::utils::REMOVE_JOB), &[&job_key]).await?;
+        let rows = client.query_typed(&self.sql(sql::utils::REMOVE_JOB), &[(&job_key, Type::TEXT)]).await?;
         rows.first().map(job_from_row).transpose()
     }
 
     /// Delete the given jobs as if they had succeeded (jobs a worker holds are skipped).
     /// Returns the jobs deleted.
     pub async fn complete_jobs(&self, ids: &[i64]) -> Result<Vec<Job>, Error> {
-        self.jobs_query(sql::utils::COMPLETE_JOBS, &[&ids]).await
+        self.jobs_query(sql::utils::COMPLETE_JOBS, &[(&ids, Type::INT8_ARRAY)]).await
     }
 
     /// Mark the given jobs as failed for good with `reason` (jobs a worker holds are
     /// skipped). Returns the jobs changed.
     pub async fn permanently_fail_jobs(&self, ids: &[i64], reason: Option<&str>) -> Result<Vec<Job>, Error> {
-        self.jobs_query(sql::utils::PERMANENTLY_FAIL_JOBS, &[&ids, &reason]).await
+        self.jobs_query(sql::utils::PERMANENTLY_FAIL_JOBS, &[(&ids, Type::INT8_ARRAY), (&reason, Type::TEXT)])
+            .await
     }
 
     /// Change when and how the given jobs run (jobs a worker holds are skipped). Returns
@@ -354,11 +375,11 @@ impl WorkerUtils {
         self.jobs_query(
             sql::utils::RESCHEDULE_JOBS,
             &[
-                &ids,
-                &options.run_at,
-                &as_int(options.priority),
-                &as_int(options.attempts),
-                &as_int(options.max_attempts),
+                (&ids, Type::INT8_ARRAY),
+                (&options.run_at, Type::TIMESTAMPTZ),
+                (&as_int(options.priority), Type::INT4),
+                (&as_int(options.attempts), Type::INT4),
+                (&as_int(options.max_attempts), Type::INT4),
             ],
         )
         .await
@@ -368,7 +389,9 @@ impl WorkerUtils {
     /// workers can take them at once instead of after the four-hour stale-lock period.
     pub async fn force_unlock_workers(&self, worker_ids: &[&str]) -> Result<(), Error> {
         let client = self.pool.get().await?;
-        client.execute(&self.sql(sql::utils::FORCE_UNLOCK_WORKERS), &[&worker_ids]).await?;
+        client
+            .query_typed(&self.sql(sql::utils::FORCE_UNLOCK_WORKERS), &[(&worker_ids, Type::TEXT_ARRAY)])
+            .await?;
         Ok(())
     }
 
@@ -382,18 +405,18 @@ impl WorkerUtils {
         for task in tasks {
             match task {
                 CleanupTask::DeletePermafailedJobs => {
-                    client.execute(&self.sql(sql::utils::CLEANUP_DELETE_PERMAFAILED_JOBS), &[]).await?
+                    client.query_typed(&self.sql(sql::utils::CLEANUP_DELETE_PERMAFAILED_JOBS), &[]).await?
                 }
                 CleanupTask::GcTaskIdentifiers => {
                     client
-                        .execute(
+                        .query_typed(
                             &self.sql(sql::utils::CLEANUP_GC_TASK_IDENTIFIERS),
-                            &[&keep_task_identifiers],
+                            &[(&keep_task_identifiers, Type::TEXT_ARRAY)],
                         )
                         .await?
                 }
                 CleanupTask::GcJobQueues => {
-                    client.execute(&self.sql(sql::utils::CLEANUP_GC_JOB_QUEUES), &[]).await?
+                    client.query_typed(&self.sql(sql::utils::CLEANUP_GC_JOB_QUEUES), &[]).await?
                 }
             };
         }
@@ -403,10 +426,10 @@ impl WorkerUtils {
     async fn jobs_query(
         &self,
         text: &str,
-        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+        params: &[(&(dyn ToSql + Sync), Type)],
     ) -> Result<Vec<Job>, Error> {
         let client = self.pool.get().await?;
-        let rows = client.query(&self.sql(text), params).await?;
+        let rows = client.query_typed(&self.sql(text), params).await?;
         jobs_from_rows(&rows)
     }
 

@@ -15,10 +15,14 @@
 //! Other inputs arrive through one channel; the machine sees them one at a time, each
 //! source in the order its inputs happened. No job state and no retry logic live here.
 
+// A new Effect or Event must be handled here, not swallowed by `_ =>`.
+#![warn(clippy::wildcard_enum_match_arm)]
+
 use crate::db::Pool;
 use crate::error::Error;
 use crate::listener::listen;
 use crate::runtime::Runtime;
+use crate::settings::ConnectionSettings;
 use crate::statements::Executor;
 use crate::task::{AbortSignal, AbortTrigger, Handlers, JobContext, TaskHandler, TaskResult};
 use crate::utils::{WorkerUtils, DEFAULT_SCHEMA};
@@ -121,22 +125,24 @@ impl CronSource {
     /// The items, or the parser's error naming where the mistake is.
     fn items(self) -> Result<Vec<CronItem>, Error> {
         let crontab = match self {
-            CronSource::Text(text) => {
-                cron::parse(&text).map_err(|e| Error::Config(format!("crontab: {e}")))?
-            }
+            CronSource::Text(text) => cron::parse(&text).map_err(crontab_error("text"))?,
             CronSource::File(path) => {
-                let text = std::fs::read_to_string(&path)
-                    .map_err(|e| Error::Config(format!("cannot read crontab {}: {e}", path.display())))?;
-                cron::parse(&text).map_err(|e| Error::Config(format!("crontab {}: {e}", path.display())))?
+                let origin = format!("file {}", path.display());
+                let text = std::fs::read_to_string(&path).map_err(crontab_error(&origin))?;
+                cron::parse(&text).map_err(crontab_error(&origin))?
             }
             CronSource::Items(items) => {
                 let items = items.into_iter().map(Cron::build).collect::<Result<Vec<_>, _>>();
-                Crontab::from_items(items.map_err(|e| Error::Config(format!("cron item: {e}")))?)
-                    .map_err(|e| Error::Config(format!("cron items: {e}")))?
+                Crontab::from_items(items.map_err(crontab_error("items"))?).map_err(crontab_error("items"))?
             }
         };
         Ok(crontab.into_items())
     }
+}
+
+/// Wraps a crontab problem from `origin` in [`Error::Crontab`].
+fn crontab_error<E: std::error::Error + Send + Sync + 'static>(origin: &str) -> impl FnOnce(E) -> Error + '_ {
+    move |e| Error::Crontab { origin: origin.to_owned(), source: Box::new(e) }
 }
 
 impl<R: Runtime + Default> Default for WorkerOptions<R> {
@@ -283,25 +289,45 @@ impl<R> WorkerOptions<R> {
     }
 
     /// Connect, install or upgrade the schema, and return the worker, ready to run.
-    pub async fn init(self) -> Result<Worker, Error> {
-        let pool = match self.connection {
-            Some(Connection::Pool(pool)) => pool,
-            Some(Connection::Url(url)) => Pool::from_url(self.runtime.clone(), &url, self.max_pool_size)?,
-            None => return Err(Error::Config("no database: set database_url(...) or pool(...)".into())),
+    ///
+    /// Without `database_url` or `pool`, the connection string is `DATABASE_URL`, else the
+    /// `PG*` variables alone. Connections made here carry the worker id as
+    /// `application_name` unless the settings name one.
+    pub async fn init(mut self) -> Result<Worker, Error> {
+        if self.config.worker_id.is_empty() {
+            self.config.worker_id = random_worker_id();
+        }
+        let url =
+            match self.connection {
+                Some(Connection::Pool(pool)) => Err(pool),
+                Some(Connection::Url(url)) => Ok(url),
+                None => match std::env::var("DATABASE_URL") {
+                    Ok(url) => Ok(url),
+                    Err(_) if crate::settings::pg_env_is_set() => Ok(String::new()),
+                    Err(_) => return Err(Error::Options(
+                        "no database: set database_url(...) or pool(...), DATABASE_URL or PGHOST/PGDATABASE"
+                            .into(),
+                    )),
+                },
+            };
+        let pool = match url {
+            Err(pool) => pool,
+            Ok(url) => {
+                let mut settings = ConnectionSettings::parse(&url)?;
+                settings.default_application_name(&self.config.worker_id);
+                Pool::new(self.runtime.clone(), settings, self.max_pool_size)
+            }
         };
         let mut crontab = Vec::new();
         for source in self.crontabs {
             crontab.extend(source.items()?);
         }
         // Identifiers must be unique across every source.
-        let crontab = Crontab::from_items(crontab).map_err(|e| Error::Config(format!("crontab: {e}")))?;
+        let crontab = Crontab::from_items(crontab).map_err(crontab_error("sources together"))?;
         let utils = WorkerUtils::new(pool, self.schema).with_use_local_time(self.config.use_local_time);
         utils.migrate().await?;
         let mut config = self.config;
         config.crontab = crontab.into_items();
-        if config.worker_id.is_empty() {
-            config.worker_id = random_worker_id();
-        }
         config.task_identifiers = self.handlers.0.keys().cloned().collect();
         let (inputs, receiver) = mpsc::unbounded();
         Ok(Worker {
@@ -462,8 +488,8 @@ impl Worker {
                         if let Some(old) = listener.replace(handle) {
                             old.abort();
                         }
-                        let config = shared.utils.pool().config().clone();
-                        let task = listen(runtime.clone(), config, inputs.clone());
+                        let settings = shared.utils.pool().settings().clone();
+                        let task = listen(runtime.clone(), settings, inputs.clone());
                         runtime.spawn(Box::pin(Abortable::new(task, registration).map(|_| ())));
                     }
                     Effect::Emit(event) => {

@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 pub struct PrivateCluster {
     programs: ServerPrograms,
     port: u16,
+    /// Server settings beyond the defaults, as `-c name=value` words.
+    settings: String,
 }
 
 fn free_port() -> u16 {
@@ -26,6 +28,12 @@ fn free_port() -> u16 {
 impl PrivateCluster {
     /// Create a cluster (initdb) and start it. Panics with the reason if it cannot.
     pub fn start() -> PrivateCluster {
+        PrivateCluster::start_with(&[], |_| {})
+    }
+
+    /// Create a cluster, let `prepare` put files in its data folder (as the server's owner
+    /// will read them), and start it with the server `settings` (`name`, `value`).
+    pub fn start_with(settings: &[(&str, &str)], prepare: impl FnOnce(&Path)) -> PrivateCluster {
         static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!("formica-private-{}-{n}", std::process::id()));
@@ -35,7 +43,14 @@ impl PrivateCluster {
                 "no PostgreSQL server binaries (set FORMICA_PG_BINDIR or run through scripts/with-postgres)",
             );
         programs.initdb().expect("create the private cluster");
-        let cluster = PrivateCluster { programs, port: free_port() };
+        prepare(&programs.data());
+        if is_root() {
+            let status =
+                std::process::Command::new("chown").args(["-R", "postgres"]).arg(programs.data()).status();
+            assert!(status.is_ok_and(|s| s.success()), "chown the data folder to postgres");
+        }
+        let settings = settings.iter().map(|(name, value)| format!(" -c {name}={value}")).collect();
+        let cluster = PrivateCluster { programs, port: free_port(), settings };
         cluster.start_again().expect("start the private cluster");
         cluster
     }
@@ -75,9 +90,10 @@ impl PrivateCluster {
             .args(["-w", "-t", "60", "-o"]);
         start.arg(format!(
             "-p {} -k {} -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off \
-             -c synchronous_commit=off -c full_page_writes=off",
+             -c synchronous_commit=off -c full_page_writes=off{}",
             self.port,
-            self.dir().display()
+            self.dir().display(),
+            self.settings
         ));
         start.arg("start");
         run(start, "pg_ctl start").map_err(|e| format!("{e}\nserver log:\n{}", self.log()))
@@ -87,6 +103,10 @@ impl PrivateCluster {
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir().join("log")).unwrap_or_default()
     }
+}
+
+fn is_root() -> bool {
+    std::process::Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.trim_ascii() == b"0")
 }
 
 impl Drop for PrivateCluster {

@@ -2,8 +2,10 @@
 //! the server named by `DATABASE_URL` (set by `scripts/test`), so tests run in parallel
 //! and never see each other's jobs.
 
+pub mod certs;
 pub mod cluster;
 pub mod dashboard;
+pub mod pgbouncer;
 pub mod proxy;
 
 use formica::{JobContext, Pool, Runtime, Task, TaskHandler, TaskResult, Worker, WorkerHandle, WorkerUtils};
@@ -59,8 +61,8 @@ fn with_database(url: &str, db: &str) -> String {
 
 /// Connect with tokio-postgres directly (for assertions that must not go through Formica).
 pub async fn connect(runtime: &dyn Runtime, url: &str) -> Client {
-    let config: tokio_postgres::Config = url.parse().expect("a valid connection string");
-    formica::db::connect(runtime, &config).await.expect("connect to the test server")
+    let settings = formica::ConnectionSettings::parse(url).expect("a valid connection string");
+    formica::db::connect(runtime, &settings).await.expect("connect to the test server")
 }
 
 impl TestDb {
@@ -351,9 +353,9 @@ pub fn expected_ledger() -> Vec<(i32, bool)> {
 /// A connection listening on `channel`, and the payloads of its notifications as they come.
 pub async fn listen(url: &str, channel: &str) -> (Client, futures::channel::mpsc::UnboundedReceiver<String>) {
     use futures::StreamExt;
-    let config: tokio_postgres::Config = url.parse().expect("a valid connection string");
+    let settings = formica::ConnectionSettings::parse(url).expect("a valid connection string");
     let (client, mut connection) =
-        formica::db::connect_raw(&formica_tokio::TokioRuntime, &config).await.expect("connect");
+        formica::db::connect_raw(&formica_tokio::TokioRuntime, &settings).await.expect("connect");
     let (tx, rx) = futures::channel::mpsc::unbounded();
     tokio::spawn(async move {
         let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));

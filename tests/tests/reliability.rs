@@ -117,10 +117,10 @@ fn lost_and_repeated(runs: &Runs, ids: &[i64]) -> (Vec<i64>, Vec<(i64, Vec<Insta
 
 /// Connect to `url` through the runtime, retrying while the server is coming back.
 async fn client_for(rt: &dyn Runtime, url: &str) -> tokio_postgres::Client {
-    let config: tokio_postgres::Config = url.parse().expect("valid connection string");
+    let settings = formica::ConnectionSettings::parse(url).expect("valid connection string");
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        match formica::db::connect(rt, &config).await {
+        match formica::db::connect(rt, &settings).await {
             Ok(client) => return client,
             Err(e) => {
                 assert!(Instant::now() < deadline, "cannot connect to {url}: {e}");

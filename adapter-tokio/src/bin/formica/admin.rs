@@ -149,8 +149,7 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
     match command {
         Admin::Add(a) => {
             let payload: Value = match &a.payload {
-                Some(text) => serde_json::from_str(text)
-                    .map_err(|e| Error::Config(format!("the payload is not valid JSON: {e}")))?,
+                Some(text) => serde_json::from_str(text)?,
                 None => json!({}),
             };
             let spec = JobSpec {
@@ -186,11 +185,12 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
         Admin::Ui(a) => serve_ui(a, utils).await?,
         Admin::Status => {
             let client = utils.pool().get().await?;
+            // Unnamed statements: safe behind pgBouncer in transaction mode.
             let status = formica_tokio::sql::with_job_state(formica_tokio::sql::cli::STATUS);
-            let counts = client.query(&sql(&status), &[]).await?;
-            let workers = client.query(&sql(formica_tokio::sql::cli::WORKERS), &[]).await?;
+            let counts = client.query_typed(&sql(&status), &[]).await?;
+            let workers = client.query_typed(&sql(formica_tokio::sql::cli::WORKERS), &[]).await?;
             let version: Option<i32> =
-                client.query_one(&sql(formica_tokio::sql::cli::VERSION), &[]).await?.get(0);
+                client.query_typed_one(&sql(formica_tokio::sql::cli::VERSION), &[]).await?.get(0);
             crate::output::print_status(out, &counts, &workers, version);
         }
         Admin::Complete { ids } => print_jobs(out, &utils.complete_jobs(&ids).await?),

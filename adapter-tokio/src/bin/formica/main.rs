@@ -10,7 +10,7 @@ mod output;
 
 use clap::Parser;
 use formica_tokio::exec;
-use formica_tokio::{CleanupTask, Error, MigrateError, WorkerOptions, WorkerUtils};
+use formica_tokio::{CleanupTask, ConnectionSettings, Error, MigrateError, Pool, WorkerOptions, WorkerUtils};
 use output::Output;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -103,7 +103,7 @@ struct RunArgs {
 /// Run a worker for the executable tasks of `run.tasks`.
 async fn run_worker(url: &str, schema: &str, run: RunArgs) -> Result<(), Error> {
     let found = exec::discover(&run.tasks)
-        .map_err(|e| Error::Config(format!("cannot read the tasks folder {}: {e}", run.tasks.display())))?;
+        .map_err(|source| Error::TasksFolder { path: run.tasks.clone(), source })?;
     for (path, reason) in &found.skipped {
         tracing::warn!(file = %path.display(), "not a task: {reason}");
     }
@@ -142,7 +142,7 @@ async fn run_worker(url: &str, schema: &str, run: RunArgs) -> Result<(), Error> 
         worker.create_utils().cleanup(&run.cleanup, &keep).await?;
     }
     formica_tokio::stop_on_signals(worker.handle())
-        .map_err(|e| Error::Config(format!("cannot watch for signals: {e}")))?;
+        .map_err(|e| Error::Options(format!("cannot watch for signals: {e}")))?;
     tracing::info!(worker_id = worker.worker_id(), tasks = found.tasks.len(), "worker started");
     if run.once {
         worker.run_once().await
@@ -151,25 +151,8 @@ async fn run_worker(url: &str, schema: &str, run: RunArgs) -> Result<(), Error> 
     }
 }
 
-/// libpq's PG* variables as a key=value connection string, if any is set.
-fn from_pg_env() -> Option<String> {
-    let parts: Vec<String> = [
-        ("PGHOST", "host"),
-        ("PGPORT", "port"),
-        ("PGUSER", "user"),
-        ("PGPASSWORD", "password"),
-        ("PGDATABASE", "dbname"),
-    ]
-    .iter()
-    .filter_map(|(var, key)| {
-        let value = std::env::var(var).ok()?;
-        Some(format!("{key}='{}'", value.replace('\\', "\\\\").replace('\'', "\\'")))
-    })
-    .collect();
-    (!parts.is_empty()).then(|| parts.join(" "))
-}
-
 async fn main_inner(cli: Cli, admin: Option<admin::Admin>) -> Result<(), Error> {
+    let from_pg_env = || formica_tokio::settings::pg_env_is_set().then(String::new);
     let (embedded, url) = match cli.connection.clone().or_else(from_pg_env) {
         Some(url) => (None, url),
         None => {
@@ -181,7 +164,10 @@ async fn main_inner(cli: Cli, admin: Option<admin::Admin>) -> Result<(), Error> 
         if admin.is_none() && !cli.schema_only {
             return run_worker(&url, &cli.schema, cli.run).await;
         }
-        let utils = WorkerUtils::new(formica_tokio::pool(&url, 4)?, cli.schema.clone());
+        let mut settings = ConnectionSettings::parse(&url)?;
+        settings.default_application_name("formica");
+        let pool = Pool::new(Arc::new(formica_tokio::TokioRuntime), settings, 4);
+        let utils = WorkerUtils::new(pool, cli.schema.clone());
         utils.migrate().await?;
         let out = if cli.json { Output::Json } else { Output::Human };
         match admin {

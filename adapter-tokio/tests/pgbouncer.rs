@@ -1,0 +1,152 @@
+//! Formica through a real pgBouncer in transaction mode (see `formica_tests::pgbouncer`):
+//! the CLI's subcommands, migrating a fresh database, and a worker draining 10,000 jobs,
+//! every job run once. Server sessions are shared between clients, so a named prepared
+//! statement left on one would make another fail with `prepared statement "s1" already
+//! exists`.
+
+// Tests fail by panicking, and match only the variants they look for.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
+
+use formica_tests::pgbouncer::PgBouncer;
+use formica_tests::TestDb;
+use std::collections::HashMap;
+use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+fn formica(url: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_formica"))
+        .args(["-c", url])
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run formica")
+}
+
+fn ok(url: &str, args: &[&str]) -> String {
+    let out = formica(url, args);
+    assert!(out.status.success(), "formica {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("UTF-8")
+}
+
+#[tokio::test]
+async fn migration_and_every_subcommand_work_through_pgbouncer() {
+    let bouncer = PgBouncer::start();
+    let db = TestDb::new().await;
+    let url = bouncer.url(&db.name);
+    // A fresh database, migrated through pgBouncer.
+    assert_eq!(ok(&url, &["--schema-only"]).trim(), "Schema updated");
+    // 200 adds, 10 processes at a time sharing 4 server connections.
+    for round in 0..20 {
+        let children: Vec<_> = (0..10)
+            .map(|i| {
+                let n = round * 10 + i;
+                Command::new(env!("CARGO_BIN_EXE_formica"))
+                    .args([
+                        "-c",
+                        &url,
+                        "add",
+                        "task",
+                        &format!(r#"{{"n":{n}}}"#),
+                        "--job-key",
+                        &format!("k{n}"),
+                    ])
+                    .env("RUST_LOG", "warn")
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .expect("run formica add")
+            })
+            .collect();
+        for child in children {
+            let out = child.wait_with_output().unwrap();
+            assert!(out.status.success(), "formica add: {}", String::from_utf8_lossy(&out.stderr));
+        }
+    }
+    assert_eq!(db.count("select count(*) from graphile_worker._private_jobs").await, 200);
+
+    let jobs: serde_json::Value =
+        serde_json::from_str(&ok(&url, &["jobs", "--json", "--limit", "500"])).unwrap();
+    let ids: Vec<String> = jobs.as_array().unwrap().iter().map(|j| j["id"].to_string()).collect();
+    assert_eq!(ids.len(), 200);
+    ok(&url, &["status"]);
+    ok(&url, &["status", "--json"]);
+    ok(&url, &["reschedule", &ids[0], "--priority", "3"]);
+    ok(&url, &["fail", &ids[1], "--reason", "no"]);
+    ok(&url, &["complete", &ids[2]]);
+    // A job the three before did not touch.
+    let key = jobs[3]["key"].as_str().expect("every job has a key").to_owned();
+    ok(&url, &["remove", &key]);
+    ok(&url, &["unlock", "nobody"]);
+    assert_eq!(db.count("select count(*) from graphile_worker._private_jobs").await, 198);
+    // The CLI's worker runs the rest (one is failed for good), then cleans up.
+    let tasks = std::env::temp_dir().join(format!("formica-pgbouncer-tasks-{}", db.name));
+    std::fs::create_dir_all(&tasks).unwrap();
+    std::fs::write(tasks.join("task"), "#!/bin/sh\nexit 0\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(tasks.join("task"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let tasks = tasks.display().to_string();
+    ok(&url, &["--once", "--no-prepared-statements", "--tasks", &tasks]);
+    assert_eq!(db.count("select count(*) from graphile_worker._private_jobs").await, 1);
+    ok(
+        &url,
+        &[
+            "--once",
+            "--no-prepared-statements",
+            "--tasks",
+            &tasks,
+            "--cleanup",
+            "DELETE_PERMAFAILED_JOBS,GC_JOB_QUEUES,GC_TASK_IDENTIFIERS",
+        ],
+    );
+    assert_eq!(db.count("select count(*) from graphile_worker._private_jobs").await, 0);
+    let _ = std::fs::remove_dir_all(&tasks);
+    let log = bouncer.log();
+    assert!(!log.contains("already exists"), "pgBouncer's log: {log}");
+}
+
+#[tokio::test]
+async fn a_worker_drains_10000_jobs_through_pgbouncer_each_once() {
+    let bouncer = PgBouncer::start();
+    let db = TestDb::new().await;
+    let url = bouncer.url(&db.name);
+    let rt: Arc<dyn formica_tokio::Runtime> = Arc::new(formica_tokio::TokioRuntime);
+    let utils = formica_tokio::WorkerUtils::new(
+        formica_tokio::Pool::from_url(rt.clone(), &url, 4).unwrap(),
+        "graphile_worker",
+    );
+    utils.migrate().await.unwrap();
+    for batch in 0..10 {
+        let jobs: Vec<formica_tokio::RawJob> = (0..1000)
+            .map(|i| formica_tokio::RawJob {
+                identifier: "count".into(),
+                payload: serde_json::json!({ "n": batch * 1000 + i }),
+                spec: formica_tokio::JobSpec::default(),
+            })
+            .collect();
+        utils.add_raw_jobs(&jobs).await.unwrap();
+    }
+    let runs: Arc<Mutex<HashMap<i64, u32>>> = Arc::default();
+    let seen = runs.clone();
+    let worker = formica_tokio::WorkerOptions::default()
+        .database_url(&url)
+        .prepared_statements(false)
+        .define_raw_job("count", move |_, payload| {
+            let seen = seen.clone();
+            async move {
+                *seen.lock().unwrap().entry(payload["n"].as_i64().unwrap()).or_default() += 1;
+                Ok(())
+            }
+        })
+        .init()
+        .await
+        .unwrap();
+    formica_tests::timeout(rt.as_ref(), Duration::from_secs(300), worker.run_once())
+        .await
+        .expect("drained within 5 minutes")
+        .unwrap();
+    let runs = runs.lock().unwrap().clone();
+    assert_eq!(runs.len(), 10_000, "every job ran");
+    assert!(runs.values().all(|&n| n == 1), "no job ran twice");
+    assert_eq!(db.count("select count(*) from graphile_worker._private_jobs").await, 0);
+}
