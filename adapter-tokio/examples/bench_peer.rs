@@ -1,8 +1,10 @@
-//! Formica as a peer of `../shared/bench` (see its README): `bench_peer run|once`, settings
-//! from `DATABASE_URL`, `CONCURRENCY`, `LOCAL_QUEUE_SIZE` (unset or < 1: off),
+//! Formica as a peer of `../shared/bench` (see its README): `bench_peer run|once|enqueue`,
+//! settings from `DATABASE_URL`, `CONCURRENCY`, `LOCAL_QUEUE_SIZE` (unset or < 1: off),
 //! `COMPLETE_BATCH_MS` (unset or -1: off), `POLL_INTERVAL_MS` and `MAX_PG_CONN`; tasks
-//! `noop` and `latency` (prints `BENCH_START <i>` as it starts).
-use formica_tokio::{stop_on_signals, WorkerOptions};
+//! `noop` and `latency` (prints `BENCH_START <i>` as it starts). `enqueue` migrates, then
+//! adds `ENQUEUE_N` (100000) `noop` jobs through `WorkerUtils::add_raw_jobs`,
+//! `ENQUEUE_BATCH` (1000) a call, and prints `BENCH_ENQUEUE_MS <ms>` for the adds alone.
+use formica_tokio::{stop_on_signals, JobSpec, RawJob, WorkerOptions, WorkerUtils, DEFAULT_SCHEMA};
 use std::io::Write;
 use std::time::Duration;
 
@@ -15,7 +17,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let once = match std::env::args().nth(1).as_deref() {
         Some("run") => false,
         Some("once") => true,
-        _ => return Err("usage: bench_peer run|once".into()),
+        Some("enqueue") => return enqueue().await,
+        _ => return Err("usage: bench_peer run|once|enqueue".into()),
     };
     let mut options = WorkerOptions::default()
         .database_url(std::env::var("DATABASE_URL").map_err(|_| "set DATABASE_URL")?)
@@ -47,5 +50,27 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         stop_on_signals(worker.handle())?;
         worker.run().await?;
     }
+    Ok(())
+}
+
+async fn enqueue() -> Result<(), Box<dyn std::error::Error>> {
+    let url = std::env::var("DATABASE_URL").map_err(|_| "set DATABASE_URL")?;
+    let utils = WorkerUtils::new(formica_tokio::pool(&url, 2)?, DEFAULT_SCHEMA);
+    utils.migrate().await?;
+    let n = setting("ENQUEUE_N").unwrap_or(100_000).max(0);
+    let batch = setting("ENQUEUE_BATCH").unwrap_or(1000).max(1);
+    let started = std::time::Instant::now();
+    for from in (0..n).step_by(batch as usize) {
+        let jobs: Vec<RawJob> = (from..(from + batch).min(n))
+            .map(|i| RawJob {
+                identifier: "noop".into(),
+                payload: serde_json::json!({ "i": i }),
+                spec: JobSpec::default(),
+            })
+            .collect();
+        utils.add_raw_jobs(&jobs).await?;
+    }
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    writeln!(std::io::stdout().lock(), "BENCH_ENQUEUE_MS {ms:.1}")?;
     Ok(())
 }
