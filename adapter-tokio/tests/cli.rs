@@ -351,3 +351,81 @@ fn crontab_check_and_parse_print_items_or_the_mistake_with_line_and_column() {
     assert!(error.contains("line 3, column 3"), "{error}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[tokio::test]
+async fn json_logs_print_one_line_per_job_outcome_with_the_job_fields() {
+    use std::os::unix::fs::PermissionsExt;
+    let db = TestDb::migrated().await;
+    let dir = std::env::temp_dir().join(format!("formica-cli-logs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, text) in
+        [("ok.sh", "#!/bin/sh\ncat >/dev/null\n"), ("fail.sh", "#!/bin/sh\necho broken >&2\nexit 3\n")]
+    {
+        std::fs::write(dir.join(name), text).unwrap();
+        std::fs::set_permissions(dir.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let utils = db.utils();
+    let spec = |queue: Option<&str>, max_attempts| {
+        let builder = formica_tokio::JobSpec::builder().max_attempts(max_attempts);
+        match queue {
+            Some(q) => builder.queue_name(q).build(),
+            None => builder.build(),
+        }
+    };
+    let mut expected = std::collections::BTreeMap::new();
+    for queue in [None, None, Some("q")] {
+        let job = utils.add_raw_job("ok", serde_json::json!({}), spec(queue, 5)).await.unwrap();
+        expected.insert(job.id, "job completed");
+    }
+    let retried = utils.add_raw_job("fail", serde_json::json!({}), spec(None, 3)).await.unwrap();
+    expected.insert(retried.id, "job failed, will retry");
+    for _ in 0..2 {
+        let job = utils.add_raw_job("fail", serde_json::json!({}), spec(None, 1)).await.unwrap();
+        expected.insert(job.id, "job failed permanently (out of attempts)");
+    }
+
+    let out = Command::new(env!("CARGO_BIN_EXE_formica"))
+        .args(["-c", &db.url, "--once", "--tasks", dir.to_str().unwrap(), "--log-format", "json"])
+        .env("RUST_LOG", "info")
+        .output()
+        .expect("run formica");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let logs = String::from_utf8(out.stderr).unwrap();
+    let lines: Vec<Value> = logs
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
+        .collect();
+    let messages = |text: &str| lines.iter().filter(|l| l["message"] == text).count();
+    assert_eq!((messages("worker started"), messages("worker stopped")), (1, 1), "{logs}");
+
+    let mut outcomes = std::collections::BTreeMap::new();
+    for line in lines.iter().filter(|l| l["job_id"].is_i64()) {
+        let id = line["job_id"].as_i64().unwrap();
+        assert!(
+            outcomes.insert(id, line["message"].as_str().unwrap()).is_none(),
+            "two lines for job {id}: {logs}"
+        );
+        assert!(line["duration_ms"].as_f64().is_some_and(|ms| ms >= 0.0), "{line}");
+        assert!(line["worker_id"].as_str().is_some_and(|w| w.starts_with("formica-")), "{line}");
+        let task = if expected[&id] == "job completed" { "ok" } else { "fail" };
+        assert_eq!((line["task"].as_str(), line["attempt"].as_i64()), (Some(task), Some(1)), "{line}");
+        if task == "fail" {
+            assert!(line["error"].as_str().is_some_and(|e| e.contains("broken")), "{line}");
+            assert_eq!(line["level"], if id == retried.id { "WARN" } else { "ERROR" }, "{line}");
+        }
+    }
+    assert_eq!(outcomes, expected, "one line per outcome: {logs}");
+    let retry = lines.iter().find(|l| l["job_id"] == retried.id).unwrap();
+    assert!(
+        retry["retry_at"].as_str().is_some_and(|at| chrono::DateTime::parse_from_rfc3339(at).is_ok()),
+        "{retry}"
+    );
+    assert_eq!(retry["max_attempts"], 3);
+    assert_eq!(
+        lines.iter().filter(|l| l["queue"] == "q").count(),
+        1,
+        "the queue is named where there is one"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -28,6 +28,7 @@
 use crate::cron::runner::{CronBatch, KnownCrontab};
 use crate::job::Job;
 use crate::time::Timestamp;
+use chrono::Duration;
 
 /// The channel graphile-worker notifies when jobs are added (payload: [`crate::notify`]).
 pub const JOBS_INSERT: &str = "jobs:insert";
@@ -211,6 +212,8 @@ pub enum Event {
         job_id: i64,
         /// Its task.
         task: String,
+        /// Its named queue, if any.
+        queue: Option<String>,
         /// The attempt (1 for the first).
         attempt: i16,
     },
@@ -218,6 +221,14 @@ pub enum Event {
     JobSuccess {
         /// The job.
         job_id: i64,
+        /// Its task.
+        task: String,
+        /// Its named queue, if any.
+        queue: Option<String>,
+        /// The attempt that succeeded.
+        attempt: i16,
+        /// How long the task ran (by the machine's clock).
+        duration: Duration,
     },
     /// A task failed (it will be retried unless out of attempts).
     JobError {
@@ -229,6 +240,15 @@ pub enum Event {
         attempt: i16,
         /// Attempts allowed.
         max_attempts: i16,
+        /// Its task.
+        task: String,
+        /// Its named queue, if any.
+        queue: Option<String>,
+        /// How long the task ran.
+        duration: Duration,
+        /// When it runs again by this worker's clock (the database computes the stored
+        /// time from its own unless `use_local_time`); `None`: out of attempts.
+        retry_at: Option<Timestamp>,
     },
     /// A task failed its last attempt: the job will not run again.
     JobPermanentlyFailed {
@@ -236,6 +256,28 @@ pub enum Event {
         job_id: i64,
         /// The error.
         error: String,
+        /// Its task.
+        task: String,
+        /// Its named queue, if any.
+        queue: Option<String>,
+        /// The last attempt.
+        attempt: i16,
+        /// How long the task ran.
+        duration: Duration,
+    },
+    /// A running task was aborted (a forced or timed-out shutdown): the job goes back with
+    /// its attempt refunded.
+    JobReturned {
+        /// The job.
+        job_id: i64,
+        /// Its task.
+        task: String,
+        /// Its named queue, if any.
+        queue: Option<String>,
+        /// The attempt that was cut short (it is refunded).
+        attempt: i16,
+        /// How long the task ran.
+        duration: Duration,
     },
     /// A task ended, whichever way (its outcome is being written).
     JobComplete {
@@ -267,6 +309,15 @@ pub enum Event {
         error: String,
         /// When the next connection attempt is due.
         retry_at: Timestamp,
+    },
+    /// The worker was asked to stop (or stops by itself, after `GaveUp` or
+    /// `BreakingMigration`): gracefully, letting running tasks finish, or forcefully,
+    /// aborting them.
+    Shutdown {
+        /// Whether running tasks may finish.
+        graceful: bool,
+        /// Tasks running when it was asked.
+        running: usize,
     },
     /// The database got a breaking migration this worker may not know: it stops.
     BreakingMigration {

@@ -497,14 +497,25 @@ fn failures_back_off_and_the_last_attempt_fails_permanently() {
     hand.advance(Duration::seconds(5));
     let effects = hand.finish(1, TaskOutcome::Err("e1".into()));
     let evs = events(&effects);
-    assert!(evs.contains(&Event::JobError { job_id: 1, error: "e1".into(), attempt: 2, max_attempts: 3 }));
+    let expected = hand.now + Duration::microseconds((2f64.exp() * 1e6).round() as i64);
+    assert!(
+        evs.iter().any(|e| matches!(e,
+            Event::JobError { job_id: 1, error, attempt: 2, max_attempts: 3, duration, retry_at, .. }
+                if error == "e1" && *duration == Duration::seconds(5) && *retry_at == Some(expected)
+        )),
+        "the failure says how long the task ran and when it runs again: {evs:?}"
+    );
     assert!(!evs.iter().any(|e| matches!(e, Event::JobPermanentlyFailed { .. })), "one attempt is left");
     let [(_, Statement::FailJobs { failures, .. })] = &writes(&effects)[..] else { panic!("{effects:?}") };
-    let expected = hand.now + Duration::microseconds((2f64.exp() * 1e6).round() as i64);
     assert_eq!(failures, &vec![Failure { job_id: 1, message: "e1".into(), run_at: Some(expected) }]);
 
     let effects = hand.finish(2, TaskOutcome::Panicked("p".into()));
-    assert!(events(&effects).contains(&Event::JobPermanentlyFailed { job_id: 2, error: "p".into() }));
+    let evs = events(&effects);
+    assert!(evs.iter().any(|e| matches!(e,
+        Event::JobPermanentlyFailed { job_id: 2, error, attempt: 3, duration, .. }
+            if error == "p" && *duration == Duration::seconds(5)
+    )));
+    assert!(evs.iter().any(|e| matches!(e, Event::JobError { job_id: 2, retry_at: None, .. })));
     let effects = hand.finish(3, TaskOutcome::Err("e3".into()));
     let [(_, Statement::FailJobs { failures, .. })] = &writes(&effects)[..] else { panic!("{effects:?}") };
     let capped = hand.now + Duration::microseconds((10f64.exp() * 1e6).round() as i64);

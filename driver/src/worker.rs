@@ -668,34 +668,86 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
     format!("task panicked: {}", storable(&text))
 }
 
+/// One line per job outcome at INFO or above (the start at DEBUG), with the fields an
+/// operator filters on; `duration_ms` is how long the task ran.
 fn log_event(event: &Event, worker_id: &str) {
     match event {
         Event::WorkerStart { .. } => tracing::info!(worker_id, "worker started"),
         Event::WorkerStop { .. } => tracing::info!(worker_id, "worker stopped"),
-        Event::JobError { job_id, error, attempt, max_attempts } => {
-            tracing::warn!(worker_id, job_id, attempt, max_attempts, "job failed: {error}")
+        Event::JobStart { job_id, task, queue, attempt } => {
+            tracing::debug!(worker_id, job_id, task, queue, attempt, "job started")
         }
-        Event::JobPermanentlyFailed { job_id, error } => {
-            tracing::error!(worker_id, job_id, "job failed for good (out of attempts): {error}")
+        Event::JobSuccess { job_id, task, queue, attempt, duration } => {
+            let duration_ms = millis(duration);
+            tracing::info!(worker_id, job_id, task, queue, attempt, duration_ms, "job completed")
         }
+        Event::JobError { job_id, error, attempt, max_attempts, task, queue, duration, retry_at } => {
+            // The last attempt's failure is logged once, as `JobPermanentlyFailed`.
+            let Some(retry_at) = retry_at.map(|at| at.to_rfc3339()) else { return };
+            let duration_ms = millis(duration);
+            tracing::warn!(
+                worker_id,
+                job_id,
+                task,
+                queue,
+                attempt,
+                max_attempts,
+                duration_ms,
+                retry_at,
+                error,
+                "job failed, will retry"
+            )
+        }
+        Event::JobPermanentlyFailed { job_id, error, task, queue, attempt, duration } => {
+            let duration_ms = millis(duration);
+            tracing::error!(
+                worker_id,
+                job_id,
+                task,
+                queue,
+                attempt,
+                duration_ms,
+                error,
+                "job failed permanently (out of attempts)"
+            )
+        }
+        Event::JobReturned { job_id, task, queue, attempt, duration } => {
+            let duration_ms = millis(duration);
+            tracing::info!(
+                worker_id,
+                job_id,
+                task,
+                queue,
+                attempt,
+                duration_ms,
+                "job aborted on shutdown and returned to the queue"
+            )
+        }
+        Event::Shutdown { graceful, running } => match graceful {
+            true => tracing::info!(worker_id, running, "stopping: running jobs may finish"),
+            false => tracing::warn!(worker_id, running, "stopping now: running jobs are aborted"),
+        },
         Event::DatabaseError { statement, error } => {
-            tracing::warn!(worker_id, statement, "database error, will retry: {error}")
+            tracing::warn!(worker_id, statement, error, "database error, will retry")
         }
         Event::ListenerDown { error, retry_at } => {
-            tracing::warn!(worker_id, %retry_at, "LISTEN connection down, polling meanwhile: {error}")
+            let retry_at = retry_at.to_rfc3339();
+            tracing::warn!(worker_id, retry_at, error, "LISTEN connection down, polling meanwhile")
         }
         Event::GaveUp { statement, error } => {
-            tracing::error!(worker_id, statement, "giving up, retrying cannot help: {error}")
+            tracing::error!(worker_id, statement, error, "giving up, retrying cannot help")
         }
         Event::BreakingMigration { payload } => {
             tracing::error!(worker_id, payload, "the database got a breaking migration: stopping")
         }
-        Event::JobStart { .. }
-        | Event::JobSuccess { .. }
-        | Event::JobComplete { .. }
-        | Event::FetchEmpty
-        | Event::ListenerUp => tracing::debug!(worker_id, ?event, "worker event"),
+        Event::ListenerUp => tracing::debug!(worker_id, "LISTEN connection up"),
+        Event::JobComplete { .. } | Event::FetchEmpty => tracing::trace!(worker_id, ?event, "worker event"),
         // Events added after this driver was written.
         _ => tracing::debug!(worker_id, ?event, "worker event"),
     }
+}
+
+/// Milliseconds, fractional (a task may take less than one).
+fn millis(duration: &chrono::Duration) -> f64 {
+    duration.num_microseconds().map_or(f64::MAX, |us| us as f64 / 1000.0)
 }

@@ -41,6 +41,10 @@ struct Cli {
     /// Print results as JSON (utility subcommands).
     #[arg(long, global = true)]
     json: bool,
+    /// How log lines (on stderr) are written: `text`, or `json` with one object a line. Which
+    /// lines: RUST_LOG (default `info`; `formica=debug` adds job starts).
+    #[arg(long, global = true, value_enum, env = "FORMICA_LOG_FORMAT", default_value = "text")]
+    log_format: LogFormat,
     /// Install or upgrade the schema, then exit.
     #[arg(long, conflicts_with = "once")]
     schema_only: bool,
@@ -48,6 +52,30 @@ struct Cli {
     run: RunArgs,
     #[command(subcommand)]
     command: Option<Command>,
+}
+
+/// The format of log lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    /// Human-readable, coloured on a terminal unless NO_COLOR is set.
+    Text,
+    /// One JSON object a line, the event's fields at the top level.
+    Json,
+}
+
+/// Log to stderr at RUST_LOG's levels (default `info`) in `format`.
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => {
+            // https://no-color.org: any non-empty NO_COLOR turns colours off.
+            let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+            let ansi = !no_color && std::io::IsTerminal::is_terminal(&std::io::stderr());
+            builder.with_ansi(ansi).init()
+        }
+        LogFormat::Json => builder.json().flatten_event(true).with_current_span(true).init(),
+    }
 }
 
 /// The subcommands: job management on the database, and crontab checks without one.
@@ -143,7 +171,6 @@ async fn run_worker(url: &str, schema: &str, run: RunArgs) -> Result<(), Error> 
     }
     formica_tokio::stop_on_signals(worker.handle())
         .map_err(|e| Error::Config(format!("cannot watch for signals: {e}")))?;
-    tracing::info!(worker_id = worker.worker_id(), tasks = found.tasks.len(), "worker started");
     if run.once {
         worker.run_once().await
     } else {
@@ -214,13 +241,7 @@ fn main() -> ExitCode {
         Some(Command::Admin(admin)) => Some(admin),
         None => None,
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    init_logging(cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
