@@ -429,3 +429,125 @@ async fn json_logs_print_one_line_per_job_outcome_with_the_job_fields() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// The value of the series of `metric` whose labels include every one of `labels`, summed.
+fn metric(scrape: &str, metric: &str, labels: &[&str]) -> f64 {
+    scrape
+        .lines()
+        .filter(|line| line.split(['{', ' ']).next() == Some(metric))
+        .filter(|line| labels.iter().all(|label| line.contains(label)))
+        .map(|line| line.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+        .sum()
+}
+
+fn scrape(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect to the metrics endpoint");
+    stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: formica\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").expect("an HTTP response");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    body.to_owned()
+}
+
+#[tokio::test]
+async fn metrics_endpoint_counts_what_happened_and_the_queue_depth_matches_the_database() {
+    use std::io::BufRead;
+    use std::os::unix::fs::PermissionsExt;
+    let db = TestDb::migrated().await;
+    let dir = std::env::temp_dir().join(format!("formica-cli-metrics-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, text) in [("ok.sh", "#!/bin/sh\ncat >/dev/null\n"), ("fail.sh", "#!/bin/sh\nexit 3\n")] {
+        std::fs::write(dir.join(name), text).unwrap();
+        std::fs::set_permissions(dir.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let (ok_jobs, failing_jobs) = (950, 50);
+    let job = |identifier: &str, max_attempts| formica_tokio::RawJob {
+        identifier: identifier.into(),
+        payload: serde_json::json!({}),
+        spec: formica_tokio::JobSpec::builder().max_attempts(max_attempts).build(),
+    };
+    let mut jobs: Vec<_> = (0..ok_jobs).map(|_| job("ok", 5)).collect();
+    jobs.extend((0..failing_jobs).map(|_| job("fail", 1)));
+    // A job with no worker for its task stays runnable, and the gauge says so.
+    jobs.push(job("elsewhere", 5));
+    db.utils().add_raw_jobs(&jobs).await.unwrap();
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_formica"))
+        .args(["-c", &db.url, "--tasks", dir.to_str().unwrap(), "-j", "16", "--log-format", "json"])
+        .args(["--metrics-addr", "127.0.0.1:0", "--queue-depth-interval", "100"])
+        .env("RUST_LOG", "warn,formica::metrics=info")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start formica");
+    // The port is the system's choice: read it from the log.
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let addr = loop {
+        line.clear();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "formica exited before serving metrics");
+        let log: Value = serde_json::from_str(&line).unwrap();
+        if log["message"] == "serving metrics at /metrics" {
+            break log["address"].as_str().unwrap().to_owned();
+        }
+    };
+    // Keep draining it, or the worker blocks on a full pipe.
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+
+    let settled = "select count(*) from graphile_worker.jobs where locked_at is null \
+                   and (task_identifier = 'elsewhere' or attempts >= max_attempts)";
+    db.wait_for_count(settled, failing_jobs + 1, std::time::Duration::from_secs(120)).await;
+    let permafailed_in_sql = db
+        .count("select count(*) from graphile_worker.jobs where task_identifier = 'fail' and attempts >= max_attempts")
+        .await;
+    assert_eq!(permafailed_in_sql, failing_jobs);
+    // The gauge is sampled every 100 ms: wait for a sample taken after the drain.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let body = loop {
+        let body = scrape(&addr);
+        let depth = |task: &str, state: &str| {
+            let (task, state) =
+                (format!("messaging_destination_name=\"{task}\""), format!("formica_job_state=\"{state}\""));
+            metric(&body, "formica_queue_depth", &[&task, &state])
+        };
+        let sampled =
+            (depth("fail", "permanently_failed"), depth("ok", "runnable"), depth("elsewhere", "runnable"));
+        if sampled == (permafailed_in_sql as f64, 0.0, 1.0) {
+            break body;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "queue depth {sampled:?} never matched the database:\n{body}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let _ = Command::new("kill").arg(child.id().to_string()).status();
+    assert!(child.wait().unwrap().success());
+
+    let ok = "messaging_destination_name=\"ok\"";
+    let fail = "messaging_destination_name=\"fail\"";
+    assert_eq!(metric(&body, "formica_jobs_completed_total", &[ok]), ok_jobs as f64, "{body}");
+    assert_eq!(metric(&body, "formica_jobs_completed_total", &[fail]), 0.0, "{body}");
+    assert_eq!(metric(&body, "formica_jobs_failed_total", &[fail]), failing_jobs as f64, "{body}");
+    assert_eq!(
+        metric(&body, "formica_jobs_permanently_failed_total", &[fail]),
+        failing_jobs as f64,
+        "{body}"
+    );
+    assert_eq!(metric(&body, "formica_jobs_retried_total", &[]), 0.0, "{body}");
+    let processed = metric(&body, "messaging_process_duration_seconds_count", &[]);
+    assert_eq!(processed, (ok_jobs + failing_jobs) as f64, "one duration per job run: {body}");
+    let fetched = metric(&body, "messaging_client_consumed_messages_total", &[]);
+    assert_eq!(fetched, (ok_jobs + failing_jobs) as f64, "every job was fetched once: {body}");
+    assert_eq!(
+        metric(&body, "formica_fetch_jobs_sum", &[]),
+        fetched,
+        "the batch sizes add up to the jobs fetched"
+    );
+    assert!(metric(&body, "messaging_client_operation_duration_seconds_count", &[]) >= 1.0, "{body}");
+    assert_eq!(metric(&body, "db_client_connection_max", &[]), 10.0, "{body}");
+    assert!(body.contains("db_client_connection_count{"), "{body}");
+    let _ = std::fs::remove_dir_all(dir);
+}

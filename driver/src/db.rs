@@ -32,6 +32,7 @@ use std::collections::HashMap;
 use std::io;
 use std::ops::Deref;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -393,6 +394,20 @@ struct Shared {
     // Waiting on the receiver is waiting for a free slot, in arrival order.
     returns: mpsc::UnboundedSender<Option<Conn>>,
     slots: Mutex<mpsc::UnboundedReceiver<Option<Conn>>>,
+    /// Connections checked out, and callers waiting for one (for [`Pool::stats`]).
+    in_use: AtomicUsize,
+    waiting: AtomicUsize,
+}
+
+/// How busy a [`Pool`] is, for metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Connections checked out now.
+    pub in_use: usize,
+    /// Callers waiting for a free connection.
+    pub waiting: usize,
+    /// The most connections the pool opens.
+    pub max_size: usize,
 }
 
 /// A connection and the statements prepared on it (prepared statements belong to their
@@ -411,7 +426,16 @@ impl Pool {
             // The receiver lives in `Shared` beside the sender, so this cannot fail.
             let _ = returns.unbounded_send(None);
         }
-        Pool(Arc::new(Shared { runtime, config, max_size, returns, slots: Mutex::new(slots) }))
+        let (in_use, waiting) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        Pool(Arc::new(Shared {
+            runtime,
+            config,
+            max_size,
+            returns,
+            slots: Mutex::new(slots),
+            in_use,
+            waiting,
+        }))
     }
 
     /// A pool for the connection string `url` (a `postgres://` URL or libpq key=value
@@ -435,9 +459,11 @@ impl Pool {
     /// Check out a connection, waiting for one to be free.
     pub async fn get(&self) -> Result<PooledClient, Error> {
         let slot = {
+            let _waiting = Counted::new(&self.0.waiting);
             let mut slots = self.0.slots.lock().await;
             slots.next().await
         };
+        self.0.in_use.fetch_add(1, Ordering::Relaxed);
         let mut checkout = PooledClient { conn: None, pool: self.0.clone() };
         match slot.flatten() {
             Some(conn) if !conn.client.is_closed() => checkout.conn = Some(conn),
@@ -463,6 +489,29 @@ impl Pool {
     /// The most connections the pool opens.
     pub fn max_size(&self) -> usize {
         self.0.max_size
+    }
+
+    /// Connections in use and callers waiting, now.
+    pub fn stats(&self) -> PoolStats {
+        let (in_use, waiting) =
+            (self.0.in_use.load(Ordering::Relaxed), self.0.waiting.load(Ordering::Relaxed));
+        PoolStats { in_use, waiting, max_size: self.0.max_size }
+    }
+}
+
+/// One more in `counter` while it lives (also when the future holding it is dropped).
+struct Counted<'a>(&'a AtomicUsize);
+
+impl<'a> Counted<'a> {
+    fn new(counter: &'a AtomicUsize) -> Self {
+        counter.fetch_add(1, Ordering::Relaxed);
+        Counted(counter)
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -506,6 +555,7 @@ impl std::ops::DerefMut for PooledClient {
 
 impl Drop for PooledClient {
     fn drop(&mut self) {
+        self.pool.in_use.fetch_sub(1, Ordering::Relaxed);
         let reusable = self.conn.take().filter(|c| !c.client.is_closed());
         let _ = self.pool.returns.unbounded_send(reusable);
     }

@@ -10,12 +10,15 @@
 //! - [`utils`]: [`WorkerUtils`], adding and managing jobs.
 //! - [`task`]: [`TaskHandler`] and what a running task can reach.
 //! - [`worker`]: [`WorkerOptions`] and [`Worker`], the loop that runs jobs.
+//! - with the `metrics` feature, OpenTelemetry metrics of the worker (see the README's
+//!   "Observability").
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod db;
 mod error;
 mod listener;
+mod metrics;
 pub mod migrate;
 mod rows;
 pub mod runtime;
@@ -25,7 +28,7 @@ pub mod task;
 pub mod utils;
 pub mod worker;
 
-pub use db::{Pool, PooledClient};
+pub use db::{Pool, PoolStats, PooledClient};
 pub use error::{Error, MigrateError};
 pub use formica_core::cron::{self, Cron, CronItem, Crontab, CrontabError};
 pub use formica_core::job::{Job, JobKeyMode, JobSpec, JobSpecBuilder, JobSpecError, Task};

@@ -18,6 +18,7 @@
 use crate::db::Pool;
 use crate::error::Error;
 use crate::listener::listen;
+use crate::metrics::Metrics;
 use crate::runtime::Runtime;
 use crate::statements::Executor;
 use crate::task::{AbortSignal, AbortTrigger, Handlers, JobContext, TaskHandler, TaskResult};
@@ -26,7 +27,7 @@ use chrono::{DateTime, Utc};
 use formica_core::cron::{self, Cron, CronItem, Crontab};
 use formica_core::text::storable;
 use formica_core::time::FeedClock;
-use formica_core::worker::{self as machine, Effect, Event, Input, TaskOutcome};
+use formica_core::worker::{self as machine, Effect, Event, Input, QueryResult, Statement, TaskOutcome};
 use futures::channel::mpsc;
 use futures::future::{AbortHandle, Abortable, BoxFuture, Either, FutureExt};
 use futures::stream::FuturesUnordered;
@@ -72,6 +73,7 @@ pub struct WorkerOptions<R = ()> {
     prepared_statements: bool,
     hooks: Vec<Hook>,
     crontabs: Vec<CronSource>,
+    queue_depth_interval: Duration,
 }
 
 /// Recurring jobs for [`WorkerOptions::with_cron`]: crontab text (`&str`, `String`), a
@@ -160,6 +162,7 @@ impl<R> WorkerOptions<R> {
             prepared_statements: true,
             hooks: Vec::new(),
             crontabs: Vec::new(),
+            queue_depth_interval: Duration::from_secs(10),
         }
     }
     /// Schedule recurring jobs: crontab text, a crontab file, or typed [`Cron`] items (see
@@ -269,6 +272,12 @@ impl<R> WorkerOptions<R> {
         self.handlers.define_raw(identifier, run);
         self
     }
+    /// With the `metrics` feature: how often the queue depth gauge is sampled, by one
+    /// query (default 10 s).
+    pub fn queue_depth_interval(mut self, every: Duration) -> Self {
+        self.queue_depth_interval = every.max(Duration::from_millis(10));
+        self
+    }
     /// Call `hook` for every worker event.
     pub fn on_event(mut self, hook: impl Fn(&Event) + Send + Sync + 'static) -> Self {
         self.hooks.push(Arc::new(hook));
@@ -297,6 +306,7 @@ impl<R> WorkerOptions<R> {
         }
         config.task_identifiers = self.handlers.0.keys().cloned().collect();
         let (inputs, receiver) = mpsc::unbounded();
+        let metrics = Metrics::new(utils.pool(), &config.worker_id);
         Ok(Worker {
             shared: Arc::new(Shared {
                 executor: Executor {
@@ -308,6 +318,8 @@ impl<R> WorkerOptions<R> {
                 utils,
                 handlers: self.handlers,
                 hooks: self.hooks,
+                metrics,
+                queue_depth_interval: self.queue_depth_interval,
                 worker_id: config.worker_id.clone().into(),
             }),
             config,
@@ -338,6 +350,8 @@ struct Shared {
     executor: Executor,
     handlers: Handlers,
     hooks: Vec<Hook>,
+    metrics: Metrics,
+    queue_depth_interval: Duration,
     worker_id: Arc<str>,
 }
 
@@ -427,6 +441,7 @@ impl Worker {
         let mut gave_up = None;
         let mut queries: FuturesUnordered<BoxFuture<'static, Input>> = FuturesUnordered::new();
         let mut turn = Turn::default();
+        let sampler = sample_queue_depth(&shared);
         loop {
             while let Some(effect) = machine.poll_effect() {
                 match effect {
@@ -434,8 +449,17 @@ impl Worker {
                         // Polled by this loop, not spawned: its answer needs no channel and
                         // no task switch on the way to the machine.
                         let shared = shared.clone();
+                        let fetch = matches!(statement, Statement::GetJobs { .. });
+                        let sent = runtime.monotonic();
                         queries.push(Box::pin(async move {
-                            Input::QueryDone { id, result: shared.executor.execute(statement).await }
+                            let result = shared.executor.execute(statement).await;
+                            if fetch {
+                                shared.metrics.fetched(
+                                    shared.utils.pool().runtime().monotonic() - sent,
+                                    fetched(&result),
+                                );
+                            }
+                            Input::QueryDone { id, result }
                         }));
                     }
                     Effect::StartTask { job } => {
@@ -467,13 +491,14 @@ impl Worker {
                             gave_up = Some(Error::GaveUp { statement, error: error.clone() });
                         }
                         log_event(&event, &shared.worker_id);
+                        shared.metrics.event(&event);
                         for hook in &shared.hooks {
                             hook(&event);
                         }
                     }
                     Effect::Stopped => {
-                        if let Some(listener) = listener.take() {
-                            listener.abort();
+                        for task in listener.take().into_iter().chain(sampler) {
+                            task.abort();
                         }
                         return gave_up.map_or(Ok(()), Err);
                     }
@@ -527,6 +552,34 @@ impl Worker {
                 .map_err(|e| Error::Config(format!("internal error in the worker state machine: {e}")))?;
         }
     }
+}
+
+/// How many jobs a fetch brought (`None`: it failed).
+fn fetched(result: &QueryResult) -> Option<usize> {
+    match result {
+        QueryResult::Jobs(jobs) => Some(jobs.len()),
+        QueryResult::Tasks(_) | QueryResult::KnownCrontabs(_) | QueryResult::Done | QueryResult::Err(_) => {
+            None
+        }
+    }
+}
+
+/// With metrics on, sample the queue depth now and at every interval until aborted.
+fn sample_queue_depth(shared: &Arc<Shared>) -> Option<AbortHandle> {
+    if !shared.metrics.enabled() {
+        return None;
+    }
+    let (handle, registration) = AbortHandle::new_pair();
+    let (shared, runtime) = (shared.clone(), shared.utils.pool().runtime().clone());
+    let spawner = runtime.clone();
+    let sampling = async move {
+        loop {
+            shared.metrics.sample_queue_depth(&shared.utils).await;
+            runtime.sleep(shared.queue_depth_interval).await;
+        }
+    };
+    spawner.spawn(Box::pin(Abortable::new(sampling, registration).map(|_| ())));
+    Some(handle)
 }
 
 /// Where the loop looks for a ready input.

@@ -6,6 +6,7 @@
 mod admin;
 mod crontab;
 mod embedded;
+mod metrics;
 mod output;
 
 use clap::Parser;
@@ -126,6 +127,13 @@ struct RunArgs {
     /// Milliseconds to batch failures for (0: write each at once).
     #[arg(long, default_value_t = 1)]
     fail_batch_delay: u64,
+    /// Serve the worker's metrics for Prometheus at http://ADDR/metrics (e.g.
+    /// 127.0.0.1:9464; off by default).
+    #[arg(long, value_name = "ADDR")]
+    metrics_addr: Option<std::net::SocketAddr>,
+    /// Milliseconds between two samples of the queue depth gauge (one query each).
+    #[arg(long, default_value_t = 10_000)]
+    queue_depth_interval: u64,
 }
 
 /// Run a worker for the executable tasks of `run.tasks`.
@@ -138,7 +146,11 @@ async fn run_worker(url: &str, schema: &str, run: RunArgs) -> Result<(), Error> 
     if found.tasks.is_empty() {
         tracing::warn!(folder = %run.tasks.display(), "no executable tasks found: jobs will wait for a worker that has them");
     }
+    if let Some(addr) = run.metrics_addr {
+        metrics::serve(addr).await?;
+    }
     let mut options = WorkerOptions::default()
+        .queue_depth_interval(Duration::from_millis(run.queue_depth_interval))
         .database_url(url)
         .schema(schema)
         .concurrency(run.jobs)
