@@ -10,8 +10,8 @@
 //! - [`utils`]: [`WorkerUtils`], adding and managing jobs.
 //! - [`task`]: [`TaskHandler`] and what a running task can reach.
 //! - [`worker`]: [`WorkerOptions`] and [`Worker`], the loop that runs jobs.
-//! - with the `metrics` feature, OpenTelemetry metrics of the worker (see the README's
-//!   "Observability").
+//! - with the `metrics` and `traces` features, OpenTelemetry metrics of the worker and a
+//!   span per job run (see the README's "Observability").
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -25,6 +25,7 @@ pub mod runtime;
 #[doc(hidden)]
 pub mod statements;
 pub mod task;
+mod traces;
 pub mod utils;
 pub mod worker;
 

@@ -22,6 +22,7 @@ use crate::metrics::Metrics;
 use crate::runtime::Runtime;
 use crate::statements::Executor;
 use crate::task::{AbortSignal, AbortTrigger, Handlers, JobContext, TaskHandler, TaskResult};
+use crate::traces::JobSpan;
 use crate::utils::{WorkerUtils, DEFAULT_SCHEMA};
 use chrono::{DateTime, Utc};
 use formica_core::cron::{self, Cron, CronItem, Crontab};
@@ -679,6 +680,7 @@ fn start_task(
     let (trigger, signal): (AbortTrigger, AbortSignal) = AbortSignal::new();
     let (abort, registration) = AbortHandle::new_pair();
     let job_id = job.id;
+    let job_span = JobSpan::start(&job, &shared.worker_id);
     let span = tracing::info_span!("job", job_id, task = %job.task_identifier, worker_id = %shared.worker_id);
     let handler = shared.handlers.0.get(&job.task_identifier).cloned();
     let payload = job.payload.clone();
@@ -706,6 +708,7 @@ fn start_task(
             Ok(Err(_aborted)) => TaskOutcome::Aborted,
             Err(panic) => TaskOutcome::Panicked(panic_message(&panic)),
         };
+        job_span.end(&outcome);
         let _ = inputs.unbounded_send(Input::TaskFinished { job_id, outcome });
     }
     .instrument(span);
