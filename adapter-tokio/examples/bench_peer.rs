@@ -1,7 +1,10 @@
 //! Formica as a peer of `../shared/bench` (see its README): `bench_peer run|once`, settings
 //! from `DATABASE_URL`, `CONCURRENCY`, `LOCAL_QUEUE_SIZE` (unset or < 1: off),
 //! `COMPLETE_BATCH_MS` (unset or -1: off), `POLL_INTERVAL_MS` and `MAX_PG_CONN`; tasks
-//! `noop` and `latency` (prints `BENCH_START <i>` as it starts).
+//! `noop` and `latency` (prints `BENCH_START <i>` as it starts). Built with `--features
+//! prometheus`, `METRICS=1` records the worker's metrics into an OpenTelemetry SDK meter
+//! provider with the Prometheus exporter, as `formica --metrics-addr` does (to measure their
+//! cost).
 use formica_tokio::{stop_on_signals, WorkerOptions};
 use std::io::Write;
 use std::time::Duration;
@@ -17,6 +20,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some("once") => true,
         _ => return Err("usage: bench_peer run|once".into()),
     };
+    #[cfg(feature = "prometheus")]
+    if setting("METRICS") == Some(1) {
+        let exporter =
+            opentelemetry_prometheus::exporter().with_registry(prometheus::Registry::new()).build()?;
+        let provider = opentelemetry_sdk::metrics::SdkMeterProvider::builder().with_reader(exporter).build();
+        opentelemetry::global::set_meter_provider(provider);
+    }
     let mut options = WorkerOptions::default()
         .database_url(std::env::var("DATABASE_URL").map_err(|_| "set DATABASE_URL")?)
         .define_raw_job("noop", |_, _| async { Ok(()) })

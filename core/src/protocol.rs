@@ -284,8 +284,33 @@ pub enum Event {
         /// The job.
         job_id: i64,
     },
+    /// A fetch is sent (its answer: the jobs, `FetchEmpty`, or a `DatabaseError`).
+    FetchStart {
+        /// Most jobs it may lock.
+        limit: usize,
+    },
     /// A fetch found no job.
     FetchEmpty,
+    /// Jobs locked by this worker and not run (prefetched ones at shutdown or after waiting
+    /// too long in the local queue, aborted ones) are being given back.
+    JobsGivenBack {
+        /// How many.
+        count: usize,
+    },
+    /// The sweep that frees jobs and queues locked by workers that died is sent.
+    LockSweep {
+        /// Locks older than this are freed (`None`: the database clock's four hours ago).
+        locked_before: Option<Timestamp>,
+    },
+    /// The jobs of one cron minute are being added (once across every worker).
+    CronSchedule {
+        /// The minute.
+        at: Timestamp,
+        /// Found by the start-up backfill of missed minutes.
+        backfilled: bool,
+        /// How many items are due that minute.
+        jobs: usize,
+    },
     /// A statement failed; it is retried.
     DatabaseError {
         /// What failed.

@@ -45,7 +45,7 @@ mod otel {
     use crate::Event;
     use opentelemetry::metrics::{Counter, Histogram, Meter, ObservableGauge};
     use opentelemetry::KeyValue;
-    use std::collections::BTreeMap;
+    use std::collections::{BTreeMap, HashMap};
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
@@ -56,11 +56,49 @@ mod otel {
         [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0];
     /// Jobs per fetch.
     const BATCH_BOUNDARIES: [f64; 11] = [0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0];
+    /// Attribute sets kept per task.
+    const MAX_CACHED_QUEUES: usize = 1000;
     /// The states of `formica.queue.depth`, in the order of the query's columns.
     const STATES: [&str; 5] = ["runnable", "scheduled", "running", "failed", "permanently_failed"];
 
     /// Latest queue depth by (task, state); a pair seen once stays, at zero when gone.
     type Depths = Arc<Mutex<BTreeMap<(String, &'static str), u64>>>;
+
+    /// The attribute sets of one (task, queue), built once: recording a job outcome then
+    /// allocates nothing.
+    struct JobAttributes {
+        /// For the counters: system, task, queue.
+        job: Vec<KeyValue>,
+        /// For the duration of a success, a failure, an abort.
+        success: Vec<KeyValue>,
+        error: Vec<KeyValue>,
+        aborted: Vec<KeyValue>,
+    }
+
+    impl JobAttributes {
+        fn new(task: &str, queue: Option<&str>) -> Self {
+            let mut job = vec![
+                KeyValue::new("messaging.system", SYSTEM),
+                KeyValue::new("messaging.destination.name", task.to_owned()),
+            ];
+            job.extend(queue.map(|queue| KeyValue::new("formica.queue", queue.to_owned())));
+            let with = |extra: &[(&'static str, &'static str)]| {
+                let mut attrs = job.clone();
+                attrs.push(KeyValue::new("messaging.operation.name", "process"));
+                attrs.extend(extra.iter().map(|(key, value)| KeyValue::new(*key, *value)));
+                attrs
+            };
+            JobAttributes {
+                success: with(&[]),
+                error: with(&[("error.type", "task_error")]),
+                aborted: with(&[("error.type", "aborted")]),
+                job,
+            }
+        }
+    }
+
+    /// Attribute sets by task, then queue.
+    type JobAttributeCache = Mutex<HashMap<String, HashMap<Option<String>, Arc<JobAttributes>>>>;
 
     /// The instruments of one worker.
     pub(crate) struct Metrics {
@@ -73,6 +111,7 @@ mod otel {
         fetch_duration: Histogram<f64>,
         fetch_jobs: Histogram<u64>,
         consumed: Counter<u64>,
+        attributes: JobAttributeCache,
         depths: Depths,
         /// Observed when collected; kept so their callbacks live as long as the worker.
         _gauges: Vec<ObservableGauge<u64>>,
@@ -160,6 +199,7 @@ mod otel {
                     .with_boundaries(BATCH_BOUNDARIES.to_vec())
                     .build(),
                 consumed: jobs("messaging.client.consumed.messages", "Jobs fetched (locked) by the worker"),
+                attributes: JobAttributeCache::default(),
                 depths,
                 _gauges: gauges,
                 worker: KeyValue::new("messaging.consumer.group.name", worker_id.to_owned()),
@@ -173,48 +213,38 @@ mod otel {
 
         /// Count `event` if it is an outcome.
         pub(crate) fn event(&self, event: &Event) {
-            let job = |task: &str, queue: &Option<String>, outcome: &'static str| {
-                let mut attrs = vec![
-                    KeyValue::new("messaging.system", SYSTEM),
-                    KeyValue::new("messaging.operation.name", "process"),
-                    KeyValue::new("messaging.destination.name", task.to_owned()),
-                    KeyValue::new("formica.job.outcome", outcome),
-                ];
-                if let Some(queue) = queue {
-                    attrs.push(KeyValue::new("formica.queue", queue.clone()));
-                }
-                attrs
-            };
             let seconds = |d: &chrono::Duration| d.to_std().unwrap_or_default().as_secs_f64();
             match event {
                 Event::JobSuccess { task, queue, duration, .. } => {
-                    let attrs = job(task, queue, "success");
-                    self.completed.add(1, &attrs);
-                    self.process_duration.record(seconds(duration), &attrs);
+                    let attrs = self.attributes(task, queue);
+                    self.completed.add(1, &attrs.job);
+                    self.process_duration.record(seconds(duration), &attrs.success);
                 }
                 Event::JobError { task, queue, duration, retry_at, .. } => {
-                    let mut attrs = job(task, queue, "error");
-                    self.failed.add(1, &attrs);
+                    let attrs = self.attributes(task, queue);
+                    self.failed.add(1, &attrs.job);
                     if retry_at.is_some() {
-                        self.retried.add(1, &attrs);
+                        self.retried.add(1, &attrs.job);
                     }
-                    attrs.push(KeyValue::new("error.type", "task_error"));
-                    self.process_duration.record(seconds(duration), &attrs);
+                    self.process_duration.record(seconds(duration), &attrs.error);
                 }
                 Event::JobPermanentlyFailed { task, queue, .. } => {
-                    self.permanently_failed.add(1, &job(task, queue, "error"));
+                    self.permanently_failed.add(1, &self.attributes(task, queue).job);
                 }
                 Event::JobReturned { task, queue, duration, .. } => {
-                    let mut attrs = job(task, queue, "returned");
-                    self.returned.add(1, &attrs);
-                    attrs.push(KeyValue::new("error.type", "aborted"));
-                    self.process_duration.record(seconds(duration), &attrs);
+                    let attrs = self.attributes(task, queue);
+                    self.returned.add(1, &attrs.job);
+                    self.process_duration.record(seconds(duration), &attrs.aborted);
                 }
                 Event::WorkerStart { .. }
                 | Event::WorkerStop { .. }
                 | Event::JobStart { .. }
                 | Event::JobComplete { .. }
+                | Event::FetchStart { .. }
                 | Event::FetchEmpty
+                | Event::JobsGivenBack { .. }
+                | Event::LockSweep { .. }
+                | Event::CronSchedule { .. }
                 | Event::DatabaseError { .. }
                 | Event::GaveUp { .. }
                 | Event::ListenerUp
@@ -224,6 +254,22 @@ mod otel {
                 // Events added after this was written.
                 _ => {}
             }
+        }
+
+        /// The attribute sets of (`task`, `queue`), built the first time.
+        fn attributes(&self, task: &str, queue: &Option<String>) -> Arc<JobAttributes> {
+            let mut cache = self.attributes.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            if let Some(attrs) = cache.get(task).and_then(|queues| queues.get(queue)) {
+                return attrs.clone();
+            }
+            let attrs = Arc::new(JobAttributes::new(task, queue.as_deref()));
+            let queues = cache.entry(task.to_owned()).or_default();
+            // Queue names may be many (one per customer): the cache stays bounded.
+            if queues.len() >= MAX_CACHED_QUEUES {
+                queues.clear();
+            }
+            queues.insert(queue.clone(), attrs.clone());
+            attrs
         }
 
         /// A fetch took `duration` and brought `jobs` (`None`: it failed).

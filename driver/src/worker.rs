@@ -797,7 +797,15 @@ fn log_event(event: &Event, worker_id: &str) {
             tracing::error!(worker_id, payload, "the database got a breaking migration: stopping")
         }
         Event::ListenerUp => tracing::debug!(worker_id, "LISTEN connection up"),
-        Event::JobComplete { .. } | Event::FetchEmpty => tracing::trace!(worker_id, ?event, "worker event"),
+        Event::JobsGivenBack { count } => tracing::debug!(worker_id, count, "giving jobs back unrun"),
+        Event::LockSweep { .. } => tracing::debug!(worker_id, "freeing locks of dead workers"),
+        Event::CronSchedule { at, backfilled, jobs } => {
+            let at = at.to_rfc3339();
+            tracing::debug!(worker_id, at, backfilled, jobs, "adding the jobs of a cron minute")
+        }
+        Event::JobComplete { .. } | Event::FetchStart { .. } | Event::FetchEmpty => {
+            tracing::trace!(worker_id, ?event, "worker event")
+        }
         // Events added after this driver was written.
         _ => tracing::debug!(worker_id, ?event, "worker event"),
     }

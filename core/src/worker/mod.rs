@@ -27,6 +27,7 @@
 mod config;
 mod fetch;
 mod link;
+mod observe;
 mod slots;
 mod sweep;
 mod writes;
@@ -207,6 +208,7 @@ impl Worker {
         let id = self.next_query;
         self.next_query += 1;
         self.pending.insert(id, part);
+        self.effects.extend(observe::sending(&statement).map(Effect::Emit));
         self.effects.push_back(Effect::Query { id, statement });
         id
     }
