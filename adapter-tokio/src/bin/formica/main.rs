@@ -43,7 +43,7 @@ struct Cli {
     #[arg(long, global = true)]
     json: bool,
     /// How log lines (on stderr) are written: `text`, or `json` with one object a line. Which
-    /// lines: RUST_LOG (default `info`; `formica=debug` adds job starts).
+    /// lines: RUST_LOG (default `info`; `info,formica=debug` adds job starts).
     #[arg(long, global = true, value_enum, env = "FORMICA_LOG_FORMAT", default_value = "text")]
     log_format: LogFormat,
     /// Install or upgrade the schema, then exit.
@@ -66,7 +66,9 @@ enum LogFormat {
 
 /// Log to stderr at RUST_LOG's levels (default `info`) in `format`.
 fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    // OpenTelemetry's own INFO lines (a provider was set) are noise to an operator.
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,opentelemetry=warn".into());
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     match format {
         LogFormat::Text => {
