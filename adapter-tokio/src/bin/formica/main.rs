@@ -8,6 +8,7 @@ mod crontab;
 mod embedded;
 mod metrics;
 mod output;
+mod traces;
 
 use clap::Parser;
 use formica_tokio::exec;
@@ -67,8 +68,8 @@ enum LogFormat {
 /// Log to stderr at RUST_LOG's levels (default `info`) in `format`.
 fn init_logging(format: LogFormat) {
     // OpenTelemetry's own INFO lines (a provider was set) are noise to an operator.
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,opentelemetry=warn".into());
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| "info,opentelemetry=warn".into());
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     match format {
         LogFormat::Text => {
@@ -151,6 +152,8 @@ async fn run_worker(url: &str, schema: &str, run: RunArgs) -> Result<(), Error> 
     if let Some(addr) = run.metrics_addr {
         metrics::serve(addr).await?;
     }
+    // Held until the worker returns, then its last spans are flushed.
+    let _exporting = traces::init().map_err(Error::Config)?;
     let mut options = WorkerOptions::default()
         .queue_depth_interval(Duration::from_millis(run.queue_depth_interval))
         .database_url(url)
