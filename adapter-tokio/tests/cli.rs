@@ -637,3 +637,18 @@ async fn job_spans_are_exported_over_otlp_when_an_endpoint_is_set() {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[tokio::test]
+async fn text_logs_to_a_pipe_have_no_colour_codes() {
+    let db = TestDb::new().await;
+    let out = Command::new(env!("CARGO_BIN_EXE_formica"))
+        .args(["-c", &db.url, "--schema-only"])
+        .env("RUST_LOG", "info")
+        .env_remove("NO_COLOR")
+        .output()
+        .expect("run formica");
+    assert!(out.status.success());
+    let logs = String::from_utf8(out.stderr).unwrap();
+    assert!(logs.contains("INFO") && logs.contains("applied migrations"), "{logs}");
+    assert!(!logs.contains('\x1b'), "no escape codes on a pipe: {logs:?}");
+}
