@@ -4,6 +4,9 @@
 //! `noop` and `latency` (prints `BENCH_START <i>` as it starts). `enqueue` migrates, then
 //! adds `ENQUEUE_N` (100000) `noop` jobs through `WorkerUtils::add_raw_jobs`,
 //! `ENQUEUE_BATCH` (1000) a call, and prints `BENCH_ENQUEUE_MS <ms>` for the adds alone.
+//! Built with `--features prometheus`, `METRICS=1` records the worker's metrics into an
+//! OpenTelemetry SDK meter provider with the Prometheus exporter, as `formica
+//! --metrics-addr` does (to measure their cost).
 use formica_tokio::{stop_on_signals, JobSpec, RawJob, WorkerOptions, WorkerUtils, DEFAULT_SCHEMA};
 use std::io::Write;
 use std::time::Duration;
@@ -20,6 +23,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some("enqueue") => return enqueue().await,
         _ => return Err("usage: bench_peer run|once|enqueue".into()),
     };
+    #[cfg(feature = "prometheus")]
+    if setting("METRICS") == Some(1) {
+        let exporter =
+            opentelemetry_prometheus::exporter().with_registry(prometheus::Registry::new()).build()?;
+        let provider = opentelemetry_sdk::metrics::SdkMeterProvider::builder().with_reader(exporter).build();
+        opentelemetry::global::set_meter_provider(provider);
+    }
     let mut options = WorkerOptions::default()
         .database_url(std::env::var("DATABASE_URL").map_err(|_| "set DATABASE_URL")?)
         .define_raw_job("noop", |_, _| async { Ok(()) })

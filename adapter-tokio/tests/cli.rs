@@ -441,3 +441,304 @@ async fn ui_serves_the_dashboard_and_refuses_to_bind_beyond_loopback_unprotected
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.contains("\"totals\""), "{answer}");
 }
+
+#[tokio::test]
+async fn json_logs_print_one_line_per_job_outcome_with_the_job_fields() {
+    use std::os::unix::fs::PermissionsExt;
+    let db = TestDb::migrated().await;
+    let dir = std::env::temp_dir().join(format!("formica-cli-logs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, text) in
+        [("ok.sh", "#!/bin/sh\ncat >/dev/null\n"), ("fail.sh", "#!/bin/sh\necho broken >&2\nexit 3\n")]
+    {
+        std::fs::write(dir.join(name), text).unwrap();
+        std::fs::set_permissions(dir.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let utils = db.utils();
+    let spec = |queue: Option<&str>, max_attempts| {
+        let builder = formica_tokio::JobSpec::builder().max_attempts(max_attempts);
+        match queue {
+            Some(q) => builder.queue_name(q).build(),
+            None => builder.build(),
+        }
+    };
+    let mut expected = std::collections::BTreeMap::new();
+    for queue in [None, None, Some("q")] {
+        let job = utils.add_raw_job("ok", serde_json::json!({}), spec(queue, 5)).await.unwrap();
+        expected.insert(job.id, "job completed");
+    }
+    let retried = utils.add_raw_job("fail", serde_json::json!({}), spec(None, 3)).await.unwrap();
+    expected.insert(retried.id, "job failed, will retry");
+    for _ in 0..2 {
+        let job = utils.add_raw_job("fail", serde_json::json!({}), spec(None, 1)).await.unwrap();
+        expected.insert(job.id, "job failed permanently (out of attempts)");
+    }
+
+    let out = Command::new(env!("CARGO_BIN_EXE_formica"))
+        .args(["-c", &db.url, "--once", "--tasks", dir.to_str().unwrap(), "--log-format", "json"])
+        .env("RUST_LOG", "info")
+        .output()
+        .expect("run formica");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let logs = String::from_utf8(out.stderr).unwrap();
+    let lines: Vec<Value> = logs
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
+        .collect();
+    let messages = |text: &str| lines.iter().filter(|l| l["message"] == text).count();
+    assert_eq!((messages("worker started"), messages("worker stopped")), (1, 1), "{logs}");
+
+    let mut outcomes = std::collections::BTreeMap::new();
+    for line in lines.iter().filter(|l| l["job_id"].is_i64()) {
+        let id = line["job_id"].as_i64().unwrap();
+        assert!(
+            outcomes.insert(id, line["message"].as_str().unwrap()).is_none(),
+            "two lines for job {id}: {logs}"
+        );
+        assert!(line["duration_ms"].as_f64().is_some_and(|ms| ms >= 0.0), "{line}");
+        assert!(line["worker_id"].as_str().is_some_and(|w| w.starts_with("formica-")), "{line}");
+        let task = if expected[&id] == "job completed" { "ok" } else { "fail" };
+        assert_eq!((line["task"].as_str(), line["attempt"].as_i64()), (Some(task), Some(1)), "{line}");
+        if task == "fail" {
+            assert!(line["error"].as_str().is_some_and(|e| e.contains("broken")), "{line}");
+            assert_eq!(line["level"], if id == retried.id { "WARN" } else { "ERROR" }, "{line}");
+        }
+    }
+    assert_eq!(outcomes, expected, "one line per outcome: {logs}");
+    let retry = lines.iter().find(|l| l["job_id"] == retried.id).unwrap();
+    assert!(
+        retry["retry_at"].as_str().is_some_and(|at| chrono::DateTime::parse_from_rfc3339(at).is_ok()),
+        "{retry}"
+    );
+    assert_eq!(retry["max_attempts"], 3);
+    assert_eq!(
+        lines.iter().filter(|l| l["queue"] == "q").count(),
+        1,
+        "the queue is named where there is one"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The value of the series of `metric` whose labels include every one of `labels`, summed.
+fn metric(scrape: &str, metric: &str, labels: &[&str]) -> f64 {
+    scrape
+        .lines()
+        .filter(|line| line.split(['{', ' ']).next() == Some(metric))
+        .filter(|line| labels.iter().all(|label| line.contains(label)))
+        .map(|line| line.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+        .sum()
+}
+
+fn scrape(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect to the metrics endpoint");
+    stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: formica\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").expect("an HTTP response");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    body.to_owned()
+}
+
+#[tokio::test]
+async fn metrics_endpoint_counts_what_happened_and_the_queue_depth_matches_the_database() {
+    use std::io::BufRead;
+    use std::os::unix::fs::PermissionsExt;
+    let db = TestDb::migrated().await;
+    let dir = std::env::temp_dir().join(format!("formica-cli-metrics-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, text) in [("ok.sh", "#!/bin/sh\ncat >/dev/null\n"), ("fail.sh", "#!/bin/sh\nexit 3\n")] {
+        std::fs::write(dir.join(name), text).unwrap();
+        std::fs::set_permissions(dir.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let (ok_jobs, failing_jobs) = (950, 50);
+    let job = |identifier: &str, max_attempts| formica_tokio::RawJob {
+        identifier: identifier.into(),
+        payload: serde_json::json!({}),
+        spec: formica_tokio::JobSpec::builder().max_attempts(max_attempts).build(),
+    };
+    let mut jobs: Vec<_> = (0..ok_jobs).map(|_| job("ok", 5)).collect();
+    jobs.extend((0..failing_jobs).map(|_| job("fail", 1)));
+    // A job with no worker for its task stays runnable, and the gauge says so.
+    jobs.push(job("elsewhere", 5));
+    db.utils().add_raw_jobs(&jobs).await.unwrap();
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_formica"))
+        .args(["-c", &db.url, "--tasks", dir.to_str().unwrap(), "-j", "16", "--log-format", "json"])
+        .args(["--metrics-addr", "127.0.0.1:0", "--queue-depth-interval", "100"])
+        .env("RUST_LOG", "warn,formica::metrics=info")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start formica");
+    // The port is the system's choice: read it from the log.
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let addr = loop {
+        line.clear();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "formica exited before serving metrics");
+        let log: Value = serde_json::from_str(&line).unwrap();
+        if log["message"] == "serving metrics at /metrics" {
+            break log["address"].as_str().unwrap().to_owned();
+        }
+    };
+    // Keep draining it, or the worker blocks on a full pipe.
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+
+    let settled = "select count(*) from graphile_worker.jobs where locked_at is null \
+                   and (task_identifier = 'elsewhere' or attempts >= max_attempts)";
+    db.wait_for_count(settled, failing_jobs + 1, std::time::Duration::from_secs(120)).await;
+    let permafailed_in_sql = db
+        .count("select count(*) from graphile_worker.jobs where task_identifier = 'fail' and attempts >= max_attempts")
+        .await;
+    assert_eq!(permafailed_in_sql, failing_jobs);
+    // The gauge is sampled every 100 ms: wait for a sample taken after the drain.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let body = loop {
+        let body = scrape(&addr);
+        let depth = |task: &str, state: &str| {
+            let (task, state) =
+                (format!("messaging_destination_name=\"{task}\""), format!("formica_job_state=\"{state}\""));
+            metric(&body, "formica_queue_depth", &[&task, &state])
+        };
+        let sampled =
+            (depth("fail", "permanently_failed"), depth("ok", "runnable"), depth("elsewhere", "runnable"));
+        if sampled == (permafailed_in_sql as f64, 0.0, 1.0) {
+            break body;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "queue depth {sampled:?} never matched the database:\n{body}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let _ = Command::new("kill").arg(child.id().to_string()).status();
+    assert!(child.wait().unwrap().success());
+
+    let ok = "messaging_destination_name=\"ok\"";
+    let fail = "messaging_destination_name=\"fail\"";
+    assert_eq!(metric(&body, "formica_jobs_completed_total", &[ok]), ok_jobs as f64, "{body}");
+    assert_eq!(metric(&body, "formica_jobs_completed_total", &[fail]), 0.0, "{body}");
+    assert_eq!(metric(&body, "formica_jobs_failed_total", &[fail]), failing_jobs as f64, "{body}");
+    assert_eq!(
+        metric(&body, "formica_jobs_permanently_failed_total", &[fail]),
+        failing_jobs as f64,
+        "{body}"
+    );
+    assert_eq!(metric(&body, "formica_jobs_retried_total", &[]), 0.0, "{body}");
+    let processed = metric(&body, "messaging_process_duration_seconds_count", &[]);
+    assert_eq!(processed, (ok_jobs + failing_jobs) as f64, "one duration per job run: {body}");
+    let fetched = metric(&body, "messaging_client_consumed_messages_total", &[]);
+    assert_eq!(fetched, (ok_jobs + failing_jobs) as f64, "every job was fetched once: {body}");
+    assert_eq!(
+        metric(&body, "formica_fetch_jobs_sum", &[]),
+        fetched,
+        "the batch sizes add up to the jobs fetched"
+    );
+    assert!(metric(&body, "messaging_client_operation_duration_seconds_count", &[]) >= 1.0, "{body}");
+    assert_eq!(metric(&body, "db_client_connection_max", &[]), 10.0, "{body}");
+    assert!(body.contains("db_client_connection_count{"), "{body}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// With `OTEL_EXPORTER_OTLP_ENDPOINT` set, each job run's span reaches the collector (here a
+/// plain HTTP server that keeps what is posted to `/v1/traces`).
+#[cfg(feature = "otlp")]
+#[tokio::test]
+async fn job_spans_are_exported_over_otlp_when_an_endpoint_is_set() {
+    use std::io::{Read, Write};
+    use std::os::unix::fs::PermissionsExt;
+    let db = TestDb::migrated().await;
+    let dir = std::env::temp_dir().join(format!("formica-cli-otlp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("traced.sh"), "#!/bin/sh\ncat >/dev/null\n").unwrap();
+    std::fs::set_permissions(dir.join("traced.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(
+            db.utils().add_raw_job("traced", serde_json::json!({}), Default::default()).await.unwrap().id,
+        );
+    }
+
+    let collector = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", collector.local_addr().unwrap());
+    let received = std::thread::spawn(move || {
+        let mut posts = Vec::new();
+        collector.set_nonblocking(true).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        // Keep what comes until three spans came (the worker flushes them on exit), or 30 s.
+        while std::time::Instant::now() < deadline {
+            let Ok((mut stream, _)) = collector.accept() else {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                continue;
+            };
+            stream.set_nonblocking(false).unwrap();
+            let mut request = Vec::new();
+            let mut buf = [0u8; 4096];
+            let body_start = loop {
+                let n = stream.read(&mut buf).unwrap();
+                assert!(n > 0, "the request ended early");
+                request.extend_from_slice(&buf[..n]);
+                if let Some(at) = request.windows(4).position(|w| w == b"\r\n\r\n") {
+                    break at + 4;
+                }
+            };
+            let head = String::from_utf8_lossy(&request[..body_start]).to_lowercase();
+            let length: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .map_or(0, |v| v.trim().parse().unwrap());
+            while request.len() < body_start + length {
+                let n = stream.read(&mut buf).unwrap();
+                request.extend_from_slice(&buf[..n]);
+            }
+            stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n").unwrap();
+            posts.push((head, request[body_start..].to_vec()));
+            let spans: usize = posts.iter().map(|(_, body)| count(body, b"process traced")).sum();
+            if spans >= 3 {
+                return posts;
+            }
+        }
+        posts
+    });
+    fn count(haystack: &[u8], needle: &[u8]) -> usize {
+        haystack.windows(needle.len()).filter(|w| *w == needle).count()
+    }
+
+    let out = Command::new(env!("CARGO_BIN_EXE_formica"))
+        .args(["-c", &db.url, "--once", "--tasks", dir.to_str().unwrap()])
+        .env("RUST_LOG", "warn")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+        .output()
+        .expect("run formica");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let posts = received.join().unwrap();
+    assert!(posts.iter().all(|(head, _)| head.starts_with("post /v1/traces")), "{posts:?}");
+    let bodies: Vec<u8> = posts.into_iter().flat_map(|(_, body)| body).collect();
+    assert_eq!(count(&bodies, b"process traced"), 3, "one span per job run");
+    for id in ids {
+        assert!(count(&bodies, id.to_string().as_bytes()) >= 1, "job {id} has its span");
+    }
+    for attribute in ["messaging.system", "messaging.destination.name", "messaging.message.id", "formica"] {
+        assert!(count(&bodies, attribute.as_bytes()) >= 1, "{attribute} is exported");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn text_logs_to_a_pipe_have_no_colour_codes() {
+    let db = TestDb::new().await;
+    let out = Command::new(env!("CARGO_BIN_EXE_formica"))
+        .args(["-c", &db.url, "--schema-only"])
+        .env("RUST_LOG", "info")
+        .env_remove("NO_COLOR")
+        .output()
+        .expect("run formica");
+    assert!(out.status.success());
+    let logs = String::from_utf8(out.stderr).unwrap();
+    assert!(logs.contains("INFO") && logs.contains("applied migrations"), "{logs}");
+    assert!(!logs.contains('\x1b'), "no escape codes on a pipe: {logs:?}");
+}

@@ -28,6 +28,7 @@
 use crate::cron::runner::{CronBatch, KnownCrontab};
 use crate::job::Job;
 use crate::time::Timestamp;
+use chrono::Duration;
 
 /// The channel graphile-worker notifies when jobs are added (payload: [`crate::notify`]).
 pub const JOBS_INSERT: &str = "jobs:insert";
@@ -234,6 +235,8 @@ pub enum Event {
         job_id: i64,
         /// Its task.
         task: String,
+        /// Its named queue, if any.
+        queue: Option<String>,
         /// The attempt (1 for the first).
         attempt: i16,
     },
@@ -241,6 +244,14 @@ pub enum Event {
     JobSuccess {
         /// The job.
         job_id: i64,
+        /// Its task.
+        task: String,
+        /// Its named queue, if any.
+        queue: Option<String>,
+        /// The attempt that succeeded.
+        attempt: i16,
+        /// How long the task ran (by the machine's clock).
+        duration: Duration,
     },
     /// A task failed (it will be retried unless out of attempts).
     JobError {
@@ -252,6 +263,15 @@ pub enum Event {
         attempt: i16,
         /// Attempts allowed.
         max_attempts: i16,
+        /// Its task.
+        task: String,
+        /// Its named queue, if any.
+        queue: Option<String>,
+        /// How long the task ran.
+        duration: Duration,
+        /// When it runs again by this worker's clock (the database computes the stored
+        /// time from its own unless `use_local_time`); `None`: out of attempts.
+        retry_at: Option<Timestamp>,
     },
     /// A task failed its last attempt: the job will not run again.
     JobPermanentlyFailed {
@@ -259,6 +279,28 @@ pub enum Event {
         job_id: i64,
         /// The error.
         error: String,
+        /// Its task.
+        task: String,
+        /// Its named queue, if any.
+        queue: Option<String>,
+        /// The last attempt.
+        attempt: i16,
+        /// How long the task ran.
+        duration: Duration,
+    },
+    /// A running task was aborted (a forced or timed-out shutdown): the job goes back with
+    /// its attempt refunded.
+    JobReturned {
+        /// The job.
+        job_id: i64,
+        /// Its task.
+        task: String,
+        /// Its named queue, if any.
+        queue: Option<String>,
+        /// The attempt that was cut short (it is refunded).
+        attempt: i16,
+        /// How long the task ran.
+        duration: Duration,
     },
     /// A locked job's row could not be read: the job is failed with `error` (the rest of
     /// its batch runs).
@@ -273,8 +315,33 @@ pub enum Event {
         /// The job.
         job_id: i64,
     },
+    /// A fetch is sent (its answer: the jobs, `FetchEmpty`, or a `DatabaseError`).
+    FetchStart {
+        /// Most jobs it may lock.
+        limit: usize,
+    },
     /// A fetch found no job.
     FetchEmpty,
+    /// Jobs locked by this worker and not run (prefetched ones at shutdown or after waiting
+    /// too long in the local queue, aborted ones) are being given back.
+    JobsGivenBack {
+        /// How many.
+        count: usize,
+    },
+    /// The sweep that frees jobs and queues locked by workers that died is sent.
+    LockSweep {
+        /// Locks older than this are freed (`None`: the database clock's four hours ago).
+        locked_before: Option<Timestamp>,
+    },
+    /// The jobs of one cron minute are being added (once across every worker).
+    CronSchedule {
+        /// The minute.
+        at: Timestamp,
+        /// Found by the start-up backfill of missed minutes.
+        backfilled: bool,
+        /// How many items are due that minute.
+        jobs: usize,
+    },
     /// A statement failed; it is retried.
     DatabaseError {
         /// What failed.
@@ -305,6 +372,15 @@ pub enum Event {
     OutcomesAbandoned {
         /// The jobs.
         job_ids: Vec<i64>,
+    },
+    /// The worker was asked to stop (or stops by itself, after `GaveUp` or
+    /// `BreakingMigration`): gracefully, letting running tasks finish, or forcefully,
+    /// aborting them.
+    Shutdown {
+        /// Whether running tasks may finish.
+        graceful: bool,
+        /// Tasks running when it was asked.
+        running: usize,
     },
     /// The database got a breaking migration this worker may not know: it stops.
     BreakingMigration {

@@ -497,14 +497,25 @@ fn failures_back_off_and_the_last_attempt_fails_permanently() {
     hand.advance(Duration::seconds(5));
     let effects = hand.finish(1, TaskOutcome::Err("e1".into()));
     let evs = events(&effects);
-    assert!(evs.contains(&Event::JobError { job_id: 1, error: "e1".into(), attempt: 2, max_attempts: 3 }));
+    let expected = hand.now + Duration::microseconds((2f64.exp() * 1e6).round() as i64);
+    assert!(
+        evs.iter().any(|e| matches!(e,
+            Event::JobError { job_id: 1, error, attempt: 2, max_attempts: 3, duration, retry_at, .. }
+                if error == "e1" && *duration == Duration::seconds(5) && *retry_at == Some(expected)
+        )),
+        "the failure says how long the task ran and when it runs again: {evs:?}"
+    );
     assert!(!evs.iter().any(|e| matches!(e, Event::JobPermanentlyFailed { .. })), "one attempt is left");
     let [(_, Statement::FailJobs { failures, .. })] = &writes(&effects)[..] else { panic!("{effects:?}") };
-    let expected = hand.now + Duration::microseconds((2f64.exp() * 1e6).round() as i64);
     assert_eq!(failures, &vec![Failure { job_id: 1, message: "e1".into(), run_at: Some(expected) }]);
 
     let effects = hand.finish(2, TaskOutcome::Panicked("p".into()));
-    assert!(events(&effects).contains(&Event::JobPermanentlyFailed { job_id: 2, error: "p".into() }));
+    let evs = events(&effects);
+    assert!(evs.iter().any(|e| matches!(e,
+        Event::JobPermanentlyFailed { job_id: 2, error, attempt: 3, duration, .. }
+            if error == "p" && *duration == Duration::seconds(5)
+    )));
+    assert!(evs.iter().any(|e| matches!(e, Event::JobError { job_id: 2, retry_at: None, .. })));
     let effects = hand.finish(3, TaskOutcome::Err("e3".into()));
     let [(_, Statement::FailJobs { failures, .. })] = &writes(&effects)[..] else { panic!("{effects:?}") };
     let capped = hand.now + Duration::microseconds((10f64.exp() * 1e6).round() as i64);
@@ -812,4 +823,44 @@ fn a_shutdown_stops_within_its_bound_while_the_database_refuses_every_write() {
     held.sort_unstable();
     assert_eq!(ids, held, "the jobs whose success was not recorded are the ones left");
     assert!(world.db().jobs().all(|j| j.locked_by.is_some()), "they stay locked for a sweep to free");
+}
+
+#[test]
+fn events_announce_fetches_shutdown_give_backs_and_the_duration_of_aborted_tasks() {
+    let (mut hand, effects) = Hand::started(Config { concurrency: 1, local_queue_size: Some(3), ..config() });
+    // Each fetch is announced, with its limit, right before it is sent.
+    let at =
+        effects.iter().position(|e| matches!(e, Effect::Query { statement: Statement::GetJobs { .. }, .. }));
+    assert_eq!(effects[at.expect("a fetch") - 1], Effect::Emit(Event::FetchStart { limit: 1 }));
+    let [(fetch, 1)] = fetches(&effects)[..] else { panic!("{effects:?}") };
+    let effects = hand.jobs(fetch, vec![job(1, Some("q"), 1, 25)]);
+    assert!(events(&effects).contains(&Event::JobStart {
+        job_id: 1,
+        task: "t".into(),
+        queue: Some("q".into()),
+        attempt: 1
+    }));
+    let [(fetch, 1)] = fetches(&effects)[..] else { panic!("{effects:?}") };
+    hand.jobs(fetch, jobs_of(2..=2));
+    hand.advance(Duration::milliseconds(1500));
+    let effects = hand.feed(Input::ShutdownRequested { graceful: false });
+    let evs = events(&effects);
+    assert!(evs.contains(&Event::Shutdown { graceful: false, running: 1 }), "{evs:?}");
+    let effects = hand.finish(1, TaskOutcome::Aborted);
+    assert!(events(&effects).contains(&Event::JobReturned {
+        job_id: 1,
+        task: "t".into(),
+        queue: Some("q".into()),
+        attempt: 1,
+        duration: Duration::milliseconds(1500),
+    }));
+    let given_back: usize = [evs, events(&effects)]
+        .concat()
+        .iter()
+        .map(|e| match e {
+            Event::JobsGivenBack { count } => *count,
+            _ => 0,
+        })
+        .sum();
+    assert_eq!(given_back, 2, "the prefetched job and the aborted one");
 }

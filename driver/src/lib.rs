@@ -13,12 +13,15 @@
 //! - [`task`]: [`TaskHandler`] and what a running task can reach.
 //! - [`worker`]: [`WorkerOptions`] and [`Worker`], the loop that runs jobs.
 //! - [`rows`]: result rows read into [`Job`]s, for readers with queries of their own.
+//! - with the `metrics` and `traces` features, OpenTelemetry metrics of the worker and a
+//!   span per job run (see the README's "Observability").
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod db;
 mod error;
 mod listener;
+mod metrics;
 pub mod migrate;
 pub mod rows;
 pub mod runtime;
@@ -27,6 +30,7 @@ pub mod settings;
 pub mod statements;
 pub mod task;
 pub mod tls;
+mod traces;
 pub mod utils;
 mod watch;
 pub mod worker;

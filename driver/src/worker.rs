@@ -21,16 +21,18 @@
 use crate::db::Pool;
 use crate::error::Error;
 use crate::listener::listen;
+use crate::metrics::Metrics;
 use crate::runtime::Runtime;
 use crate::settings::ConnectionSettings;
 use crate::statements::Executor;
 use crate::task::{AbortSignal, AbortTrigger, Handlers, JobContext, TaskHandler, TaskResult};
+use crate::traces::JobSpan;
 use crate::utils::{WorkerUtils, DEFAULT_SCHEMA};
 use chrono::{DateTime, Utc};
 use formica_core::cron::{self, Cron, CronItem, Crontab};
 use formica_core::text::storable;
 use formica_core::time::FeedClock;
-use formica_core::worker::{self as machine, Effect, Event, Input, TaskOutcome};
+use formica_core::worker::{self as machine, Effect, Event, Input, QueryResult, Statement, TaskOutcome};
 use futures::channel::mpsc;
 use futures::future::{AbortHandle, Abortable, BoxFuture, Either, FutureExt};
 use futures::stream::FuturesUnordered;
@@ -76,6 +78,7 @@ pub struct WorkerOptions<R = ()> {
     prepared_statements: bool,
     hooks: Vec<Hook>,
     crontabs: Vec<CronSource>,
+    queue_depth_interval: Duration,
 }
 
 /// Recurring jobs for [`WorkerOptions::with_cron`]: crontab text (`&str`, `String`), a
@@ -166,6 +169,7 @@ impl<R> WorkerOptions<R> {
             prepared_statements: true,
             hooks: Vec::new(),
             crontabs: Vec::new(),
+            queue_depth_interval: Duration::from_secs(10),
         }
     }
     /// Schedule recurring jobs: crontab text, a crontab file, or typed [`Cron`] items (see
@@ -282,6 +286,12 @@ impl<R> WorkerOptions<R> {
         self.handlers.define_raw(identifier, run);
         self
     }
+    /// With the `metrics` feature: how often the queue depth gauge is sampled, by one
+    /// query (default 10 s).
+    pub fn queue_depth_interval(mut self, every: Duration) -> Self {
+        self.queue_depth_interval = every.max(Duration::from_millis(10));
+        self
+    }
     /// Call `hook` for every worker event.
     pub fn on_event(mut self, hook: impl Fn(&Event) + Send + Sync + 'static) -> Self {
         self.hooks.push(Arc::new(hook));
@@ -330,6 +340,7 @@ impl<R> WorkerOptions<R> {
         config.crontab = crontab.into_items();
         config.task_identifiers = self.handlers.0.keys().cloned().collect();
         let (inputs, receiver) = mpsc::unbounded();
+        let metrics = Metrics::new(utils.pool(), &config.worker_id);
         Ok(Worker {
             shared: Arc::new(Shared {
                 executor: Executor {
@@ -341,6 +352,8 @@ impl<R> WorkerOptions<R> {
                 utils,
                 handlers: self.handlers,
                 hooks: self.hooks,
+                metrics,
+                queue_depth_interval: self.queue_depth_interval,
                 worker_id: config.worker_id.clone().into(),
             }),
             config,
@@ -371,6 +384,8 @@ struct Shared {
     executor: Executor,
     handlers: Handlers,
     hooks: Vec<Hook>,
+    metrics: Metrics,
+    queue_depth_interval: Duration,
     worker_id: Arc<str>,
 }
 
@@ -460,6 +475,7 @@ impl Worker {
         let mut gave_up = None;
         let mut queries: FuturesUnordered<BoxFuture<'static, Input>> = FuturesUnordered::new();
         let mut turn = Turn::default();
+        let sampler = sample_queue_depth(&shared);
         loop {
             while let Some(effect) = machine.poll_effect() {
                 match effect {
@@ -467,8 +483,17 @@ impl Worker {
                         // Polled by this loop, not spawned: its answer needs no channel and
                         // no task switch on the way to the machine.
                         let shared = shared.clone();
+                        let fetch = matches!(statement, Statement::GetJobs { .. });
+                        let sent = runtime.monotonic();
                         queries.push(Box::pin(async move {
-                            Input::QueryDone { id, result: shared.executor.execute(statement).await }
+                            let result = shared.executor.execute(statement).await;
+                            if fetch {
+                                shared.metrics.fetched(
+                                    shared.utils.pool().runtime().monotonic() - sent,
+                                    fetched(&result),
+                                );
+                            }
+                            Input::QueryDone { id, result }
                         }));
                     }
                     Effect::StartTask { job } => {
@@ -500,13 +525,14 @@ impl Worker {
                             gave_up = Some(Error::GaveUp { statement, error: error.clone() });
                         }
                         log_event(&event, &shared.worker_id);
+                        shared.metrics.event(&event);
                         for hook in &shared.hooks {
                             hook(&event);
                         }
                     }
                     Effect::Stopped => {
-                        if let Some(listener) = listener.take() {
-                            listener.abort();
+                        for task in listener.take().into_iter().chain(sampler) {
+                            task.abort();
                         }
                         return gave_up.map_or(Ok(()), Err);
                     }
@@ -560,6 +586,34 @@ impl Worker {
                 .map_err(|e| Error::Config(format!("internal error in the worker state machine: {e}")))?;
         }
     }
+}
+
+/// How many jobs a fetch brought (`None`: it failed).
+fn fetched(result: &QueryResult) -> Option<usize> {
+    match result {
+        QueryResult::Jobs { jobs, undecodable } => Some(jobs.len() + undecodable.len()),
+        QueryResult::Tasks(_) | QueryResult::KnownCrontabs(_) | QueryResult::Done | QueryResult::Err(_) => {
+            None
+        }
+    }
+}
+
+/// With metrics on, sample the queue depth now and at every interval until aborted.
+fn sample_queue_depth(shared: &Arc<Shared>) -> Option<AbortHandle> {
+    if !shared.metrics.enabled() {
+        return None;
+    }
+    let (handle, registration) = AbortHandle::new_pair();
+    let (shared, runtime) = (shared.clone(), shared.utils.pool().runtime().clone());
+    let spawner = runtime.clone();
+    let sampling = async move {
+        loop {
+            shared.metrics.sample_queue_depth(&shared.utils).await;
+            runtime.sleep(shared.queue_depth_interval).await;
+        }
+    };
+    spawner.spawn(Box::pin(Abortable::new(sampling, registration).map(|_| ())));
+    Some(handle)
 }
 
 /// Where the loop looks for a ready input.
@@ -659,6 +713,7 @@ fn start_task(
     let (trigger, signal): (AbortTrigger, AbortSignal) = AbortSignal::new();
     let (abort, registration) = AbortHandle::new_pair();
     let job_id = job.id;
+    let job_span = JobSpan::start(&job, &shared.worker_id);
     let span = tracing::info_span!("job", job_id, task = %job.task_identifier, worker_id = %shared.worker_id);
     let handler = shared.handlers.0.get(&job.task_identifier).cloned();
     let payload = job.payload.clone();
@@ -686,6 +741,7 @@ fn start_task(
             Ok(Err(_aborted)) => TaskOutcome::Aborted,
             Err(panic) => TaskOutcome::Panicked(panic_message(&panic)),
         };
+        job_span.end(&outcome);
         let _ = inputs.unbounded_send(Input::TaskFinished { job_id, outcome });
     }
     .instrument(span);
@@ -701,12 +757,14 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
     format!("task panicked: {}", storable(&text))
 }
 
+/// One line per job outcome at INFO or above (the start at DEBUG), with the fields an
+/// operator filters on; `duration_ms` is how long the task ran.
 fn log_event(event: &Event, worker_id: &str) {
     match event {
         Event::WorkerStart { .. } => tracing::info!(worker_id, "worker started"),
         Event::WorkerStop { .. } => tracing::info!(worker_id, "worker stopped"),
-        Event::JobError { job_id, error, attempt, max_attempts } => {
-            tracing::warn!(worker_id, job_id, attempt, max_attempts, "job failed: {error}")
+        Event::JobStart { job_id, task, queue, attempt } => {
+            tracing::debug!(worker_id, job_id, task, queue, attempt, "job started")
         }
         Event::OutcomesAbandoned { job_ids } => tracing::error!(
             worker_id,
@@ -721,27 +779,85 @@ fn log_event(event: &Event, worker_id: &str) {
                 "the job's row could not be read, failing this attempt: {error}"
             )
         }
-        Event::JobPermanentlyFailed { job_id, error } => {
-            tracing::error!(worker_id, job_id, "job failed for good (out of attempts): {error}")
+        Event::JobSuccess { job_id, task, queue, attempt, duration } => {
+            let duration_ms = millis(duration);
+            tracing::info!(worker_id, job_id, task, queue, attempt, duration_ms, "job completed")
         }
+        Event::JobError { job_id, error, attempt, max_attempts, task, queue, duration, retry_at } => {
+            // The last attempt's failure is logged once, as `JobPermanentlyFailed`.
+            let Some(retry_at) = retry_at.map(|at| at.to_rfc3339()) else { return };
+            let duration_ms = millis(duration);
+            tracing::warn!(
+                worker_id,
+                job_id,
+                task,
+                queue,
+                attempt,
+                max_attempts,
+                duration_ms,
+                retry_at,
+                error,
+                "job failed, will retry"
+            )
+        }
+        Event::JobPermanentlyFailed { job_id, error, task, queue, attempt, duration } => {
+            let duration_ms = millis(duration);
+            tracing::error!(
+                worker_id,
+                job_id,
+                task,
+                queue,
+                attempt,
+                duration_ms,
+                error,
+                "job failed permanently (out of attempts)"
+            )
+        }
+        Event::JobReturned { job_id, task, queue, attempt, duration } => {
+            let duration_ms = millis(duration);
+            tracing::info!(
+                worker_id,
+                job_id,
+                task,
+                queue,
+                attempt,
+                duration_ms,
+                "job aborted on shutdown and returned to the queue"
+            )
+        }
+        Event::Shutdown { graceful, running } => match graceful {
+            true => tracing::info!(worker_id, running, "stopping: running jobs may finish"),
+            false => tracing::warn!(worker_id, running, "stopping now: running jobs are aborted"),
+        },
         Event::DatabaseError { statement, error } => {
-            tracing::warn!(worker_id, statement, "database error, will retry: {error}")
+            tracing::warn!(worker_id, statement, error, "database error, will retry")
         }
         Event::ListenerDown { error, retry_at } => {
-            tracing::warn!(worker_id, %retry_at, "LISTEN connection down, polling meanwhile: {error}")
+            let retry_at = retry_at.to_rfc3339();
+            tracing::warn!(worker_id, retry_at, error, "LISTEN connection down, polling meanwhile")
         }
         Event::GaveUp { statement, error } => {
-            tracing::error!(worker_id, statement, "giving up, retrying cannot help: {error}")
+            tracing::error!(worker_id, statement, error, "giving up, retrying cannot help")
         }
         Event::BreakingMigration { payload } => {
             tracing::error!(worker_id, payload, "the database got a breaking migration: stopping")
         }
-        Event::JobStart { .. }
-        | Event::JobSuccess { .. }
-        | Event::JobComplete { .. }
-        | Event::FetchEmpty
-        | Event::ListenerUp => tracing::debug!(worker_id, ?event, "worker event"),
+        Event::ListenerUp => tracing::debug!(worker_id, "LISTEN connection up"),
+        Event::JobsGivenBack { count } => tracing::debug!(worker_id, count, "giving jobs back unrun"),
+        Event::LockSweep { .. } => tracing::debug!(worker_id, "freeing locks of dead workers"),
+        Event::CronSchedule { at, backfilled, jobs } => {
+            let at = at.to_rfc3339();
+            tracing::debug!(worker_id, at, backfilled, jobs, "adding the jobs of a cron minute")
+        }
+        Event::JobComplete { .. } | Event::FetchStart { .. } | Event::FetchEmpty => {
+            tracing::trace!(worker_id, ?event, "worker event")
+        }
         // Events added after this driver was written.
         _ => tracing::debug!(worker_id, ?event, "worker event"),
     }
+}
+
+/// Milliseconds, fractional (a task may take less than one).
+fn millis(duration: &chrono::Duration) -> f64 {
+    duration.num_microseconds().map_or(f64::MAX, |us| us as f64 / 1000.0)
 }

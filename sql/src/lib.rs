@@ -139,6 +139,9 @@ pub mod worker {
     pub const REGISTER_CRONTABS: &str = include_str!("../queries/worker/register_crontabs.sql");
     /// Add the jobs of one cron slot, once across every worker; rows: the new job ids.
     pub const SCHEDULE_CRONTABS: &str = include_str!("../queries/worker/schedule_crontabs.sql");
+    /// Jobs per task and state (runnable, scheduled, running, failed, permanently failed),
+    /// sampled for metrics.
+    pub const QUEUE_DEPTH: &str = include_str!("../queries/worker/queue_depth.sql");
 }
 
 /// A job's one state, as an SQL expression over a `_private_jobs` row named `jobs`:

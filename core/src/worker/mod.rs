@@ -26,6 +26,7 @@ mod answers;
 mod config;
 mod fetch;
 mod link;
+mod observe;
 mod slots;
 mod sweep;
 mod writes;
@@ -205,6 +206,7 @@ impl Worker {
         let id = self.next_query;
         self.next_query += 1;
         self.pending.insert(id, part);
+        self.effects.extend(observe::sending(&statement).map(Effect::Emit));
         self.effects.push_back(Effect::Query { id, statement });
         id
     }
@@ -276,9 +278,8 @@ impl Worker {
     }
 
     fn start(&mut self, job: Job) {
-        let (job_id, task, attempt) = (job.id, job.task_identifier.clone(), job.attempts);
-        self.emit(Event::JobStart { job_id, task, attempt });
-        self.slots.start(&job);
+        let started = self.slots.start(&job, self.now).started();
+        self.emit(started);
         self.effects.push_back(Effect::StartTask { job });
     }
 
@@ -286,24 +287,23 @@ impl Worker {
         let job = self.slots.finish(job_id).ok_or(MisuseError::UnknownTask(job_id))?;
         match outcome {
             TaskOutcome::Ok => {
-                self.emit(Event::JobSuccess { job_id });
+                self.emit(job.success(self.now));
                 self.writes.complete(job_id, self.now, self.config.complete_batch_delay);
             }
             TaskOutcome::Err(error) | TaskOutcome::Panicked(error) => {
-                self.emit(Event::JobError {
-                    job_id,
-                    error: error.clone(),
-                    attempt: job.attempts,
-                    max_attempts: job.max_attempts,
-                });
-                if job.attempts >= job.max_attempts {
-                    self.emit(Event::JobPermanentlyFailed { job_id, error: error.clone() });
+                let next_run_at = backoff::next_run_at(self.now, job.run_at, job.attempts);
+                self.emit(job.error(&error, self.now, next_run_at));
+                if job.out_of_attempts() {
+                    self.emit(job.permanently_failed(&error, self.now));
                 }
-                let run_at = self.local_now().map(|now| backoff::next_run_at(now, job.run_at, job.attempts));
+                let run_at = self.config.use_local_time.then_some(next_run_at);
                 let failure = Failure { job_id, message: error, run_at };
                 self.writes.fail(failure, self.now, self.config.fail_batch_delay);
             }
-            TaskOutcome::Aborted => self.writes.give_back(vec![job_id], self.now),
+            TaskOutcome::Aborted => {
+                self.emit(job.returned(self.now));
+                self.writes.give_back(vec![job_id], self.now);
+            }
         }
         self.emit(Event::JobComplete { job_id });
         self.fetcher.slot_freed();
@@ -325,6 +325,7 @@ impl Worker {
         if self.phase == Phase::Stopped {
             return;
         }
+        self.emit(Event::Shutdown { graceful, running: self.slots.len() });
         if self.phase == Phase::Running {
             self.phase = Phase::Draining;
             self.link.off();

@@ -2,18 +2,65 @@
 //! told to abort, and how long a graceful shutdown waits for them.
 //!
 //! Promises: a job holds at most one slot; a task is told to abort at most once; once the
-//! grace deadline passes, every running task is told to abort.
+//! grace deadline passes, every running task is told to abort. A slot remembers when its
+//! task started, so the outcome events carry how long it ran.
 
 use crate::job::Job;
+use crate::protocol::Event;
 use crate::time::Timestamp;
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// What a failure of a running job needs (the job itself goes to the driver, uncloned).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What the outcome of a running job needs (the job itself goes to the driver).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Started {
+    pub job_id: i64,
+    pub task: String,
+    pub queue: Option<String>,
     pub attempts: i16,
     pub max_attempts: i16,
     pub run_at: Timestamp,
+    pub started_at: Timestamp,
+}
+
+impl Started {
+    /// The task started.
+    pub fn started(&self) -> Event {
+        let Started { job_id, task, queue, attempts: attempt, .. } = self.clone();
+        Event::JobStart { job_id, task, queue, attempt }
+    }
+
+    /// The task succeeded at `now`.
+    pub fn success(&self, now: Timestamp) -> Event {
+        let Started { job_id, task, queue, attempts: attempt, .. } = self.clone();
+        Event::JobSuccess { job_id, task, queue, attempt, duration: now - self.started_at }
+    }
+
+    /// The task failed at `now`; it runs again at `retry_at` unless out of attempts.
+    pub fn error(&self, error: &str, now: Timestamp, retry_at: Timestamp) -> Event {
+        let Started { job_id, task, queue, attempts: attempt, max_attempts, .. } = self.clone();
+        let retry_at = (!self.out_of_attempts()).then_some(retry_at);
+        let (error, duration) = (error.to_owned(), now - self.started_at);
+        Event::JobError { job_id, error, attempt, max_attempts, task, queue, duration, retry_at }
+    }
+
+    /// The task failed its last attempt at `now`.
+    pub fn permanently_failed(&self, error: &str, now: Timestamp) -> Event {
+        let Started { job_id, task, queue, attempts: attempt, .. } = self.clone();
+        let (error, duration) = (error.to_owned(), now - self.started_at);
+        Event::JobPermanentlyFailed { job_id, error, task, queue, attempt, duration }
+    }
+
+    /// The task was aborted at `now`.
+    pub fn returned(&self, now: Timestamp) -> Event {
+        let Started { job_id, task, queue, attempts: attempt, .. } = self.clone();
+        Event::JobReturned { job_id, task, queue, attempt, duration: now - self.started_at }
+    }
+
+    /// The attempt that ran was the last allowed.
+    pub fn out_of_attempts(&self) -> bool {
+        self.attempts >= self.max_attempts
+    }
 }
 
 /// The concurrency slots of a worker.
@@ -38,10 +85,24 @@ impl Slots {
         self.concurrency.saturating_sub(self.running.len())
     }
 
-    /// `job`'s task takes a slot.
-    pub fn start(&mut self, job: &Job) {
-        let started = Started { attempts: job.attempts, max_attempts: job.max_attempts, run_at: job.run_at };
-        self.running.insert(job.id, started);
+    /// `job`'s task takes a slot at `now`.
+    pub fn start(&mut self, job: &Job, now: Timestamp) -> &Started {
+        let started = Started {
+            job_id: job.id,
+            task: job.task_identifier.clone(),
+            queue: job.queue_name.clone(),
+            attempts: job.attempts,
+            max_attempts: job.max_attempts,
+            run_at: job.run_at,
+            started_at: now,
+        };
+        match self.running.entry(job.id) {
+            Entry::Occupied(mut slot) => {
+                slot.insert(started);
+                slot.into_mut()
+            }
+            Entry::Vacant(slot) => slot.insert(started),
+        }
     }
 
     /// The task of `job_id` ended: its slot is free. `None` if it was not running.

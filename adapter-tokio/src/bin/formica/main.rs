@@ -6,7 +6,9 @@
 mod admin;
 mod crontab;
 mod embedded;
+mod metrics;
 mod output;
+mod traces;
 
 use clap::Parser;
 use formica_tokio::exec;
@@ -41,6 +43,10 @@ struct Cli {
     /// Print results as JSON (utility subcommands).
     #[arg(long, global = true)]
     json: bool,
+    /// How log lines (on stderr) are written: `text`, or `json` with one object a line. Which
+    /// lines: RUST_LOG (default `info`; `info,formica=debug` adds job starts).
+    #[arg(long, global = true, value_enum, env = "FORMICA_LOG_FORMAT", default_value = "text")]
+    log_format: LogFormat,
     /// Install or upgrade the schema, then exit.
     #[arg(long, conflicts_with = "once")]
     schema_only: bool,
@@ -48,6 +54,32 @@ struct Cli {
     run: RunArgs,
     #[command(subcommand)]
     command: Option<Command>,
+}
+
+/// The format of log lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    /// Human-readable, coloured on a terminal unless NO_COLOR is set.
+    Text,
+    /// One JSON object a line, the event's fields at the top level.
+    Json,
+}
+
+/// Log to stderr at RUST_LOG's levels (default `info`) in `format`.
+fn init_logging(format: LogFormat) {
+    // OpenTelemetry's own INFO lines (a provider was set) are noise to an operator.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| "info,opentelemetry=warn".into());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => {
+            // https://no-color.org: any non-empty NO_COLOR turns colours off.
+            let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+            let ansi = !no_color && std::io::IsTerminal::is_terminal(&std::io::stderr());
+            builder.with_ansi(ansi).init()
+        }
+        LogFormat::Json => builder.json().flatten_event(true).with_current_span(true).init(),
+    }
 }
 
 /// The subcommands: job management on the database, and crontab checks without one.
@@ -98,6 +130,13 @@ struct RunArgs {
     /// Milliseconds to batch failures for (0: write each at once).
     #[arg(long, default_value_t = 1)]
     fail_batch_delay: u64,
+    /// Serve the worker's metrics for Prometheus at http://ADDR/metrics (e.g.
+    /// 127.0.0.1:9464; off by default).
+    #[arg(long, value_name = "ADDR")]
+    metrics_addr: Option<std::net::SocketAddr>,
+    /// Milliseconds between two samples of the queue depth gauge (one query each).
+    #[arg(long, default_value_t = 10_000)]
+    queue_depth_interval: u64,
 }
 
 /// Run a worker for the executable tasks of `run.tasks`.
@@ -110,7 +149,13 @@ async fn run_worker(url: &str, schema: &str, run: RunArgs) -> Result<(), Error> 
     if found.tasks.is_empty() {
         tracing::warn!(folder = %run.tasks.display(), "no executable tasks found: jobs will wait for a worker that has them");
     }
+    if let Some(addr) = run.metrics_addr {
+        metrics::serve(addr).await?;
+    }
+    // Held until the worker returns, then its last spans are flushed.
+    let _exporting = traces::init().map_err(Error::Config)?;
     let mut options = WorkerOptions::default()
+        .queue_depth_interval(Duration::from_millis(run.queue_depth_interval))
         .database_url(url)
         .schema(schema)
         .concurrency(run.jobs)
@@ -143,7 +188,6 @@ async fn run_worker(url: &str, schema: &str, run: RunArgs) -> Result<(), Error> 
     }
     formica_tokio::stop_on_signals(worker.handle())
         .map_err(|e| Error::Options(format!("cannot watch for signals: {e}")))?;
-    tracing::info!(worker_id = worker.worker_id(), tasks = found.tasks.len(), "worker started");
     if run.once {
         worker.run_once().await
     } else {
@@ -200,13 +244,7 @@ fn main() -> ExitCode {
         Some(Command::Admin(admin)) => Some(admin),
         None => None,
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    init_logging(cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

@@ -1,0 +1,77 @@
+//! Traces (cargo feature `traces`): one OpenTelemetry span per job run, a consumer span
+//! named `process <task>` with the messaging attributes (`messaging.system`,
+//! `messaging.operation.name`/`.type`, `messaging.destination.name` = the task,
+//! `messaging.message.id` = the job id, `messaging.consumer.group.name` = the worker id)
+//! and `formica.job.attempt`, `formica.queue`. A failed or aborted run ends with an error
+//! status and `error.type`.
+//!
+//! Spans go to the global tracer provider (`opentelemetry::global`): nothing is recorded
+//! until the application installs one (an OTLP exporter, or the in-memory one in tests).
+//! Without the feature, [`JobSpan`] is empty and does nothing.
+
+use formica_core::job::Job;
+use formica_core::worker::TaskOutcome;
+
+/// The span of one job run, ended with its outcome.
+#[cfg(feature = "traces")]
+pub(crate) struct JobSpan(opentelemetry::global::BoxedSpan);
+
+/// The span of one job run: traces are compiled out.
+#[cfg(not(feature = "traces"))]
+pub(crate) struct JobSpan;
+
+#[cfg(not(feature = "traces"))]
+impl JobSpan {
+    pub(crate) fn start(_: &Job, _: &str) -> Self {
+        JobSpan
+    }
+    pub(crate) fn end(self, _: &TaskOutcome) {}
+}
+
+#[cfg(feature = "traces")]
+impl JobSpan {
+    /// `job`'s run by `worker_id` starts now.
+    pub(crate) fn start(job: &Job, worker_id: &str) -> Self {
+        use opentelemetry::trace::{SpanKind, Tracer};
+        use opentelemetry::KeyValue;
+        let tracer = opentelemetry::global::tracer("formica");
+        let mut attributes = vec![
+            KeyValue::new("messaging.system", "formica"),
+            KeyValue::new("messaging.operation.name", "process"),
+            KeyValue::new("messaging.operation.type", "process"),
+            KeyValue::new("messaging.destination.name", job.task_identifier.clone()),
+            KeyValue::new("messaging.message.id", job.id.to_string()),
+            KeyValue::new("messaging.consumer.group.name", worker_id.to_owned()),
+            KeyValue::new("formica.job.attempt", i64::from(job.attempts)),
+        ];
+        if let Some(queue) = &job.queue_name {
+            attributes.push(KeyValue::new("formica.queue", queue.clone()));
+        }
+        let span = tracer
+            .span_builder(format!("process {}", job.task_identifier))
+            .with_kind(SpanKind::Consumer)
+            .with_attributes(attributes)
+            .start(&tracer);
+        JobSpan(span)
+    }
+
+    /// The run ended with `outcome`.
+    pub(crate) fn end(mut self, outcome: &TaskOutcome) {
+        use opentelemetry::trace::{Span, Status};
+        use opentelemetry::KeyValue;
+        let error = match outcome {
+            TaskOutcome::Ok => None,
+            TaskOutcome::Err(message) => Some(("task_error", message.clone())),
+            TaskOutcome::Panicked(message) => Some(("panic", message.clone())),
+            TaskOutcome::Aborted => Some(("aborted", "aborted on shutdown".to_owned())),
+        };
+        match error {
+            Some((kind, message)) => {
+                self.0.set_attribute(KeyValue::new("error.type", kind));
+                self.0.set_status(Status::error(message));
+            }
+            None => self.0.set_status(Status::Ok),
+        }
+        self.0.end();
+    }
+}
