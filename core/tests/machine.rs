@@ -63,6 +63,11 @@ impl Hand {
         let mut hand = Hand { machine: Worker::new(config, t0()), now: t0() };
         let effects = hand.drain();
         let (register, _) = queries(&effects)[0].clone();
+        // At start: the first heartbeat (no fetch before it lands) and the sweeps.
+        let (_, started) = hand.fire();
+        for (id, _) in queries(&started) {
+            hand.done(id);
+        }
         let effects =
             hand.feed(Input::QueryDone { id: register, result: QueryResult::Tasks(vec![(1, "t".into())]) });
         (hand, effects)

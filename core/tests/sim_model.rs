@@ -18,7 +18,7 @@
 //!   outcomes (all three modes, array merge, detaching), fetch order, flags and named
 //!   queues all match;
 //! - at most one job of a named queue runs at a time (unless its lock was taken from a live
-//!   worker by an admin or a four-hour sweep);
+//!   worker by an admin, a four-hour sweep or a recovery after its lease lapsed);
 //! - after `Stopped` nothing is running or in flight, no timer is armed and no input
 //!   brings out an effect;
 //! - no job is lost: one disappears only when completed by a worker after its task
@@ -71,6 +71,8 @@ struct Model {
     /// Crontab identifier -> (known_since, last_execution).
     crontabs: BTreeMap<String, (DateTime<Utc>, Option<DateTime<Utc>>)>,
     gone: BTreeMap<i64, Gone>,
+    /// Worker id -> when its lease lapses (the database clock).
+    leases: BTreeMap<String, DateTime<Utc>>,
 }
 
 fn four_hours() -> Duration {
@@ -432,6 +434,31 @@ impl Model {
                     self.unlock_queue(&queue, worker_id);
                 }
                 (QueryResult::Done, vec![])
+            }
+            // A heartbeat: alive until `lease` from now.
+            Statement::Heartbeat { worker_id, lease } => {
+                self.leases.insert(worker_id.clone(), db_now + *lease);
+                (QueryResult::Done, vec![])
+            }
+            // Recovery: every lock of a worker whose lease lapsed is freed, the job due at
+            // once with its attempt counted, and the worker forgotten.
+            Statement::RecoverLapsed => {
+                let lapsed: Vec<String> = self
+                    .leases
+                    .iter()
+                    .filter(|(_, until)| **until < db_now)
+                    .map(|(w, _)| w.clone())
+                    .collect();
+                for worker in &lapsed {
+                    self.leases.remove(worker);
+                }
+                let released = self.force_unlock(&lapsed);
+                for id in &released {
+                    if let Some(row) = self.rows.get_mut(id) {
+                        row.run_at = row.run_at.max(db_now);
+                    }
+                }
+                (QueryResult::Done, released)
             }
             Statement::ResetLocked { locked_before } => {
                 let cutoff = locked_before.unwrap_or(db_now - four_hours());
@@ -825,6 +852,8 @@ impl Checker {
                     | Statement::ScheduleCron(_)
                     | Statement::CompleteJobs { .. }
                     | Statement::ReturnJobs { .. }
+                    | Statement::Heartbeat { .. }
+                    | Statement::RecoverLapsed
                     | Statement::ResetLocked { .. } => {}
                 }
                 for job_id in written_ids(statement) {
@@ -922,6 +951,8 @@ fn written_ids(statement: &Statement) -> Vec<i64> {
         Statement::RegisterTasks { .. }
         | Statement::GetJobs { .. }
         | Statement::ResetLocked { .. }
+        | Statement::Heartbeat { .. }
+        | Statement::RecoverLapsed
         | Statement::RegisterCrontabs { .. }
         | Statement::ScheduleCron(_) => vec![],
     }

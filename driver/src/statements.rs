@@ -120,6 +120,12 @@ pub fn bind(statement: Statement) -> Bound {
         Statement::ResetLocked { locked_before } => {
             (sql::worker::RESET_LOCKED, vec![param(locked_before, Type::TIMESTAMPTZ)], Answer::Done)
         }
+        Statement::Heartbeat { worker_id, lease } => (
+            sql::worker::HEARTBEAT,
+            vec![param(worker_id, Type::TEXT), param(lease.num_milliseconds(), Type::INT8)],
+            Answer::Done,
+        ),
+        Statement::RecoverLapsed => (sql::worker::RECOVER_LAPSED, vec![], Answer::Done),
         Statement::RegisterCrontabs { identifiers, known_since } => (
             sql::worker::REGISTER_CRONTABS,
             vec![param(identifiers, Type::TEXT_ARRAY), param(known_since, Type::TIMESTAMPTZ)],

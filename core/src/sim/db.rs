@@ -8,7 +8,8 @@
 //! after random operations), with one difference that no caller can observe as wrong:
 //! jobs with equal `(priority, run_at)` are fetched in id order, where PostgreSQL takes
 //! whichever it meets first. Time is the database's own clock ([`Db::set_now`]), which
-//! plays `now()`.
+//! plays `now()`. Workers' leases (the `formica_<schema>.leases` table) are kept beside
+//! the job tables.
 
 use crate::backoff;
 use crate::cron::runner::KnownCrontab;
@@ -87,6 +88,7 @@ pub struct Db {
     notifications: Vec<Notification>,
     rng: SplitMix,
     known_crontabs: BTreeMap<String, KnownCrontab>,
+    leases: BTreeMap<String, Timestamp>,
 }
 
 fn constraint(name: &str) -> DbError {
@@ -108,6 +110,7 @@ impl Db {
             notifications: Vec::new(),
             rng: SplitMix::new(seed),
             known_crontabs: BTreeMap::new(),
+            leases: BTreeMap::new(),
         }
     }
 
@@ -470,6 +473,35 @@ impl Db {
         &self.known_crontabs
     }
 
+    /// The workers' leases: worker id -> when it lapses.
+    pub fn leases(&self) -> &BTreeMap<String, Timestamp> {
+        &self.leases
+    }
+
+    /// Free the jobs and queues of the workers whose lease lapsed, forgetting them; the
+    /// jobs are due at once and their attempt counts. Wakes the workers if a job was freed.
+    fn recover_lapsed(&mut self) {
+        let now = self.now;
+        let lapsed: BTreeSet<String> =
+            self.leases.iter().filter(|(_, until)| **until < now).map(|(id, _)| id.clone()).collect();
+        self.leases.retain(|id, _| !lapsed.contains(id));
+        let of_lapsed = |by: &Option<String>| by.as_ref().is_some_and(|by| lapsed.contains(by));
+        let mut freed = 0;
+        for job in self.jobs.values_mut().filter(|j| of_lapsed(&j.locked_by)) {
+            job.locked_at = None;
+            job.locked_by = None;
+            job.run_at = job.run_at.max(now);
+            freed += 1;
+        }
+        for queue in self.queues.values_mut().filter(|q| of_lapsed(&q.locked_by)) {
+            queue.locked_at = None;
+            queue.locked_by = None;
+        }
+        if freed > 0 {
+            self.notify_insert(freed);
+        }
+    }
+
     /// Run one of the worker's statements and answer as the driver would.
     pub fn execute(&mut self, statement: &Statement) -> QueryResult {
         match statement {
@@ -562,6 +594,14 @@ impl Db {
                     let queue = job.job_queue_id;
                     self.release_queue(queue, worker_id);
                 }
+                QueryResult::Done
+            }
+            Statement::Heartbeat { worker_id, lease } => {
+                self.leases.insert(worker_id.clone(), self.now + *lease);
+                QueryResult::Done
+            }
+            Statement::RecoverLapsed => {
+                self.recover_lapsed();
                 QueryResult::Done
             }
             Statement::ResetLocked { locked_before } => {

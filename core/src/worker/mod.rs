@@ -20,19 +20,24 @@
 //! The machine is a composition of small parts, each owning its state and its deadline
 //! and knowing nothing of statements or effects: [`fetch::Fetcher`] (when and how much to
 //! fetch, the local queue), [`writes::Writes`] (outcomes on their way to the database),
-//! [`link::Link`] (the LISTEN connection) and the cron runner. This module is the only
-//! place that turns their decisions into [`Effect`]s, and [`Worker::poll_timeout`] is the
-//! earliest of their deadlines and its own three (lock sweep, retry, shutdown grace).
+//! [`link::Link`] (the LISTEN connection), [`lease::Lease`] (heartbeats and the recovery of
+//! dead workers' jobs), [`sweep::Sweeper`] (the four-hour rule) and the cron runner. This
+//! module is the only place that turns their decisions into [`Effect`]s, and
+//! [`Worker::poll_timeout`] is the earliest of their deadlines and its own two (retry,
+//! shutdown grace).
 
 mod config;
 mod fetch;
+mod lease;
 mod link;
+mod part;
 mod slots;
 mod sweep;
 mod writes;
 
 pub use self::config::{Config, DEFAULT_LOCAL_QUEUE_SIZE};
 pub use self::fetch::MAX_PREFETCHES;
+pub use self::lease::{HEARTBEAT_INTERVAL, LEASE, RECOVERY_PERIOD};
 pub use self::sweep::STALE_LOCK_AGE;
 pub use crate::protocol::{
     DbError, Effect, Event, Failure, Input, MisuseError, QueryId, QueryResult, Statement, TaskOutcome,
@@ -41,7 +46,9 @@ pub use crate::protocol::{
 pub use crate::time::Timestamp;
 
 use self::fetch::Fetcher;
+use self::lease::Lease;
 use self::link::Link;
+use self::part::Part;
 use self::slots::Slots;
 use self::sweep::Sweeper;
 use self::writes::Writes;
@@ -52,16 +59,6 @@ use crate::notify;
 use crate::protocol::{JOBS_INSERT, WORKER_MIGRATE};
 use crate::rng::SplitMix;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-
-/// Which part a query in flight belongs to (the parts keep what it carries).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Part {
-    Register,
-    Fetch,
-    Write,
-    Sweep,
-    Cron,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -87,6 +84,7 @@ pub struct Worker {
     /// Present when the worker schedules a crontab.
     cron: Option<CronRunner>,
     sweeper: Sweeper,
+    lease: Lease,
     /// When a failed fetch or task registration is tried again (no fetch before).
     retry_at: Option<Timestamp>,
     /// When a graceful shutdown stops waiting for running tasks.
@@ -101,6 +99,7 @@ impl Worker {
     pub fn new(config: Config, now: Timestamp) -> Self {
         let mut worker = Worker {
             rng: SplitMix::new(config.seed),
+            lease: Lease::start(now, !config.run_once),
             fetcher: Fetcher::new(&config, now),
             slots: Slots::new(config.concurrency),
             link: Link::new(config.max_listener_backoff),
@@ -123,7 +122,7 @@ impl Worker {
         if !worker.config.run_once {
             worker.link.connect();
             worker.effects.push_back(Effect::ConnectListener);
-            worker.sweeper = Sweeper::start(now, &mut worker.rng);
+            worker.sweeper = Sweeper::start(now);
         }
         worker
     }
@@ -175,6 +174,8 @@ impl Worker {
             TimerKind::Flush => self.writes.deadline(),
             TimerKind::Listener => self.link.deadline(),
             TimerKind::LockSweep => self.sweeper.deadline(),
+            TimerKind::Heartbeat => self.lease.heartbeat_deadline(),
+            TimerKind::Recovery => self.lease.recovery_deadline(),
             TimerKind::LocalQueueTtl => self.fetcher.give_back_deadline(),
             TimerKind::ShutdownGrace => self.grace_at,
             TimerKind::Retry => self.retry_at,
@@ -250,6 +251,7 @@ impl Worker {
         }
         if self.phase == Phase::Draining && idle && self.pending.is_empty() && written {
             self.phase = Phase::Stopped;
+            self.lease.stop();
             self.retry_at = None;
             self.grace_at = None;
             self.emit(Event::WorkerStop { worker_id: self.config.worker_id.clone() });
@@ -258,7 +260,8 @@ impl Worker {
     }
 
     fn maybe_fetch(&mut self) {
-        if self.phase != Phase::Running || self.retry_at.is_some() {
+        // No job is locked before a heartbeat landed: only then can it be recovered.
+        if self.phase != Phase::Running || self.retry_at.is_some() || !self.lease.held() {
             return;
         }
         let Some(task_ids) = self.task_ids.clone().filter(|ids| !ids.is_empty()) else { return };
@@ -283,15 +286,7 @@ impl Worker {
 
     fn query_done(&mut self, id: QueryId, result: QueryResult) -> Result<(), MisuseError> {
         let part = *self.pending.get(&id).ok_or(MisuseError::UnknownQuery(id))?;
-        let fits = matches!(
-            (&result, part),
-            (QueryResult::Err(_), _)
-                | (QueryResult::Tasks(_), Part::Register)
-                | (QueryResult::Jobs(_), Part::Fetch)
-                | (QueryResult::KnownCrontabs(_), Part::Cron)
-                | (QueryResult::Done, Part::Write | Part::Sweep | Part::Cron)
-        );
-        if !fits {
+        if !part.fits(&result) {
             // Nothing changed: the query is still pending.
             return Err(MisuseError::WrongResult(id));
         }
@@ -341,6 +336,12 @@ impl Worker {
                     self.fetcher.wake();
                 }
                 Part::Sweep => self.sweeper.ended(),
+                Part::Heartbeat => self.lease.heartbeat_ended(true),
+                // Freed jobs may be ours to run.
+                Part::Recovery => {
+                    self.lease.recovery_ended();
+                    self.fetcher.wake();
+                }
                 Part::Register | Part::Fetch => {}
             },
         }
@@ -350,17 +351,14 @@ impl Worker {
     /// Every failure is retried: a write (by [`Writes`], never dropped), a fetch or a
     /// registration after `poll_interval`, a sweep at the next sweep, cron by its runner.
     fn query_failed(&mut self, id: QueryId, part: Part, error: DbError) {
-        let statement = match part {
-            Part::Register => "register tasks",
-            Part::Fetch => "fetch jobs",
-            Part::Sweep => "reset stale locks",
-            Part::Cron => "schedule cron jobs",
-            Part::Write => self.writes.name(id).unwrap_or("write outcomes"),
-        };
+        let statement = self.writes.name(id).unwrap_or(part.statement());
         if part == Part::Fetch {
             self.fetcher.failed(id);
         }
-        if self.config.run_once && !error.retryable && matches!(part, Part::Register | Part::Fetch) {
+        if self.config.run_once
+            && !error.retryable
+            && matches!(part, Part::Register | Part::Fetch | Part::Heartbeat)
+        {
             // Waiting cannot fix a missing table or a permission: say so and stop, rather
             // than never returning.
             self.emit(Event::GaveUp { statement, error: error.message });
@@ -374,6 +372,8 @@ impl Worker {
                 self.retry_at = Some(self.now + self.config.poll_interval);
             }
             Part::Sweep => self.sweeper.ended(),
+            Part::Heartbeat => self.lease.heartbeat_ended(false),
+            Part::Recovery => self.lease.recovery_ended(),
             Part::Cron => {
                 if let Some(cron) = &mut self.cron {
                     cron.failed(self.now, self.config.poll_interval);
@@ -430,6 +430,7 @@ impl Worker {
             self.phase = Phase::Draining;
             self.link.off();
             self.sweeper.stop();
+            self.lease.stop_recovery();
             // Prefetched jobs never started: back without using an attempt.
             let unstarted = self.fetcher.stop();
             self.writes.give_back(unstarted, self.now);
@@ -450,16 +451,7 @@ impl Worker {
             cron.stop();
             return;
         }
-        let now = self.now;
-        let mut statements = Vec::new();
-        if let Some((identifiers, known_since)) = cron.registration(now) {
-            statements.push(Statement::RegisterCrontabs { identifiers, known_since });
-        }
-        cron.tick(now);
-        if let Some(batch) = cron.poll_batch(now) {
-            statements.push(Statement::ScheduleCron(batch));
-        }
-        for statement in statements {
+        for statement in cron.due_statements(self.now) {
             self.query(Part::Cron, statement);
         }
     }
@@ -481,6 +473,14 @@ impl Worker {
         if self.sweeper.handle_timeout(now, &mut self.rng) {
             let locked_before = self.local_now().map(|now| now - STALE_LOCK_AGE);
             self.query(Part::Sweep, Statement::ResetLocked { locked_before });
+        }
+        let due = self.lease.handle_timeout(now, &mut self.rng);
+        if due.heartbeat {
+            let worker_id = self.config.worker_id.clone();
+            self.query(Part::Heartbeat, Statement::Heartbeat { worker_id, lease: LEASE });
+        }
+        if due.recovery {
+            self.query(Part::Recovery, Statement::RecoverLapsed);
         }
         self.writes.give_back(expired, now);
         if self.grace_at.is_some_and(|at| at <= now) {

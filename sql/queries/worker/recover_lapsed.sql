@@ -1,0 +1,26 @@
+-- Free the jobs and named queues of the Formica workers whose lease lapsed (by the
+-- database clock) and forget those workers. Deleting a lease row is the claim: two
+-- sweeps at once never both free the same worker. Locks of workers that never had a lease
+-- (graphile-worker) are not touched. The lost attempt counts; the jobs are due at once,
+-- and listening workers are woken if any was freed.
+with lapsed as (
+  delete from :RECORDS.leases as leases
+  where leases.expires_at < now()
+  returning leases.worker_id
+),
+jobs_freed as (
+  update :SCHEMA._private_jobs as jobs
+  set locked_at = null, locked_by = null, run_at = greatest(jobs.run_at, now())
+  from lapsed
+  where jobs.locked_by = lapsed.worker_id
+  returning jobs.id
+),
+queues_freed as (
+  update :SCHEMA._private_job_queues as job_queues
+  set locked_at = null, locked_by = null
+  from lapsed
+  where job_queues.locked_by = lapsed.worker_id
+)
+select pg_notify('jobs:insert', json_build_object('r', random(), 'count', count(*))::text)
+from jobs_freed
+having count(*) > 0

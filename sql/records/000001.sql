@@ -1,0 +1,6 @@
+-- Formica's own records, beside graphile-worker's schema (never in it): which Formica
+-- workers are alive, and until when (by the database clock).
+create table :RECORDS.leases (
+  worker_id text primary key,
+  expires_at timestamptz not null
+);
