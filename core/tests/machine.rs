@@ -541,6 +541,33 @@ fn the_permanent_failure_is_visible_in_the_database() {
 }
 
 #[test]
+fn at_start_the_worker_heartbeats_sweeps_and_recovers_and_fetches_only_once_its_lease_is_held() {
+    let mut hand = Hand { machine: Worker::new(config(), t0()), now: t0() };
+    let effects = hand.drain();
+    let (register, _) = queries(&effects)[0].clone();
+    let effects =
+        hand.feed(Input::QueryDone { id: register, result: QueryResult::Tasks(vec![(1, "t".into())]) });
+    assert!(fetches(&effects).is_empty(), "no fetch before a heartbeat landed: {effects:?}");
+    let (_, effects) = hand.fire();
+    assert_eq!(hand.now, t0(), "due at start");
+    let sent = queries(&effects);
+    let heartbeat = sent.iter().find(|(_, s)| matches!(s, Statement::Heartbeat { .. })).expect("a heartbeat");
+    assert!(sent.iter().any(|(_, s)| matches!(s, Statement::ResetLocked { .. })), "the four-hour sweep");
+    assert!(sent.iter().any(|(_, s)| matches!(s, Statement::RecoverLapsed)), "the recovery sweep");
+    assert!(fetches(&effects).is_empty());
+    let Statement::Heartbeat { worker_id, lease } = &heartbeat.1 else { unreachable!() };
+    assert_eq!((worker_id.as_str(), *lease), ("w", formica_core::worker::LEASE));
+    let effects = hand.done(heartbeat.0);
+    assert_eq!(fetches(&effects).len(), 1, "the first fetch follows the heartbeat");
+    // Then a heartbeat every interval.
+    let next = t0() + formica_core::worker::HEARTBEAT_INTERVAL;
+    assert_eq!(hand.machine.deadline(TimerKind::Heartbeat), Some(next));
+    hand.advance(next - t0());
+    let effects = hand.feed(Input::Timeout);
+    assert!(queries(&effects).iter().any(|(_, s)| matches!(s, Statement::Heartbeat { .. })));
+}
+
+#[test]
 fn locks_are_swept_every_eight_to_ten_minutes() {
     for seed in 0..20 {
         let (mut hand, _) = Hand::started(Config { seed, use_local_time: seed % 2 == 0, ..config() });
