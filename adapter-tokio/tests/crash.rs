@@ -368,3 +368,38 @@ async fn a_paused_worker_s_late_completion_leaves_the_new_run_alone() {
     }
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// `formica cancel`: a waiting job fails for good at once with the reason; a running one's
+/// worker aborts its program and fails it for good the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn formica_cancel_fails_a_waiting_job_and_aborts_a_running_one() {
+    let db = TestDb::migrated().await;
+    let root: PathBuf = std::env::temp_dir().join(format!("formica-cancel-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    write_task(
+        &root,
+        "long.sh",
+        "#!/bin/sh\necho \"$GRAPHILE_WORKER_JOB_ID\" >> \"$(dirname \"$0\")/started\"\nsleep 300\n",
+    );
+    let utils = db.utils();
+    let waiting = utils.add_raw_job("other", serde_json::json!({}), Default::default()).await.unwrap().id;
+    let out = formica(&db, &["cancel", &waiting.to_string(), "--reason", "not needed", "--json"]);
+    assert!(out.contains(&format!("\"failed\":[{waiting}]")), "{out}");
+
+    let running = utils.add_raw_job("long", serde_json::json!({}), Default::default()).await.unwrap().id;
+    let mut w = worker(&db, &root);
+    wait_until(Duration::from_secs(15), "the task started", || lines(&root.join("started")).len() == 1).await;
+    // The worker's listener is up by now (it is connected before the first fetch answers).
+    let out = formica(&db, &["cancel", &running.to_string(), "--json"]);
+    assert!(out.contains(&format!("\"told\":[{running}]")), "{out}");
+    let failed = "select count(*) from graphile_worker.jobs where attempts = max_attempts \
+                  and last_error like 'cancelled: %' and locked_by is null";
+    db.wait_for_count(failed, 2, Duration::from_secs(10)).await;
+    wait_until(Duration::from_secs(5), "the program was killed", || {
+        processes_running(root.join("long.sh").to_str().unwrap()).is_empty()
+    })
+    .await;
+    assert!(Command::new("kill").args(["-TERM", &w.0.id().to_string()]).status().unwrap().success());
+    assert!(w.0.wait().unwrap().success());
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -33,8 +33,12 @@ use crate::time::Timestamp;
 pub const JOBS_INSERT: &str = "jobs:insert";
 /// The channel a migrator notifies after a migration (payload: [`crate::notify`]).
 pub const WORKER_MIGRATE: &str = "worker:migrate";
+/// The channel `cancel_jobs` notifies for jobs that are locked (running or about to):
+/// payload `{"ids": [<job id>...], "reason": <text>}`. Formica's own; graphile-worker
+/// does not listen to it.
+pub const CANCEL: &str = "formica:cancel";
 /// Every channel a worker's listener listens on.
-pub const CHANNELS: [&str; 2] = [JOBS_INSERT, WORKER_MIGRATE];
+pub const CHANNELS: [&str; 3] = [JOBS_INSERT, WORKER_MIGRATE, CANCEL];
 
 /// Identifies a query so its result can be matched to it.
 pub type QueryId = u64;
@@ -48,6 +52,8 @@ pub struct Failure {
     pub message: String,
     /// When to try again (`None`: the database computes it from its clock).
     pub run_at: Option<Timestamp>,
+    /// No attempt is left after this one, whatever `max_attempts` says (a cancelled job).
+    pub permanent: bool,
 }
 
 /// A statement for the driver to run, with its parameters. Each answers with the
@@ -159,7 +165,8 @@ pub enum TaskOutcome {
     Err(String),
     /// It panicked (a failure like any other).
     Panicked(String),
-    /// It was aborted after [`Effect::AbortTask`]; the job goes back with its attempt refunded.
+    /// It was aborted after [`Effect::AbortTask`]; the job goes back with its attempt
+    /// refunded, unless it was cancelled: it then fails for good.
     Aborted,
 }
 

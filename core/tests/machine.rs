@@ -506,7 +506,10 @@ fn failures_back_off_and_the_last_attempt_fails_permanently() {
     assert!(!evs.iter().any(|e| matches!(e, Event::JobPermanentlyFailed { .. })), "one attempt is left");
     let [(_, Statement::FailJobs { failures, .. })] = &writes(&effects)[..] else { panic!("{effects:?}") };
     let expected = hand.now + Duration::microseconds((2f64.exp() * 1e6).round() as i64);
-    assert_eq!(failures, &vec![Failure { job_id: 1, message: "e1".into(), run_at: Some(expected) }]);
+    assert_eq!(
+        failures,
+        &vec![Failure { job_id: 1, message: "e1".into(), run_at: Some(expected), permanent: false }]
+    );
 
     let effects = hand.finish(2, TaskOutcome::Panicked("p".into()));
     assert!(events(&effects).contains(&Event::JobPermanentlyFailed { job_id: 2, error: "p".into() }));
@@ -807,4 +810,28 @@ fn a_breaking_migration_stops_the_worker_whatever_the_payloads_spacing() {
     let payload = r#"{"migrationNumber" : 20, "breaking" : false}"#.to_owned();
     let effects = hand.feed(Input::Notification { channel: "worker:migrate".into(), payload });
     assert!(effects.is_empty(), "a migration that is not breaking changes nothing: {effects:?}");
+}
+
+#[test]
+fn a_cancelled_running_job_is_aborted_once_and_fails_for_good_with_the_reason() {
+    let mut world = World::new(WorldConfig::default());
+    world.set_script(|_, _| TaskPlan::Hang);
+    let w = world.add_worker(config());
+    let job = world.db_mut().add_job(&AddJob::new("t", json!({}), JobSpec::default())).unwrap().id;
+    assert!(world.run_until(Duration::seconds(5), |w| w.running(0).count() == 1 && w.listening(0)));
+    // Twice, and with a job it does not hold: one abort, the first reason.
+    for reason in ["stop", "again"] {
+        world.notify("formica:cancel", &format!(r#"{{"ids":[{job},424242],"reason":"{reason}"}}"#));
+    }
+    assert!(world.run_until(Duration::seconds(5), |w| w.db().job(job).is_some_and(|j| j.locked_by.is_none())));
+    let row = world.db().job(job).unwrap();
+    assert_eq!((row.attempts, row.last_error.as_deref()), (row.max_attempts, Some("cancelled: stop")));
+    let aborts = world
+        .trace()
+        .iter()
+        .filter(|e| matches!(e.what, formica_core::sim::Traced::Effect(Effect::AbortTask { .. })))
+        .count();
+    assert_eq!(aborts, 1);
+    world.shutdown(w, true);
+    assert!(world.run_until_stopped(Duration::seconds(10)));
 }

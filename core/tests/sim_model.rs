@@ -407,12 +407,16 @@ impl Model {
                 (QueryResult::Done, vec![])
             }
             Statement::FailJobs { worker_id, failures } => {
-                for Failure { job_id, message, run_at } in failures {
+                for Failure { job_id, message, run_at, permanent } in failures {
                     let Some(row) = self.rows.get_mut(job_id) else { continue };
                     if row.locked_by.as_ref() != Some(worker_id) {
                         continue;
                     }
                     row.last_error = Some(message.clone());
+                    // A cancelled job has no attempt left.
+                    if *permanent {
+                        row.attempts = row.max_attempts;
+                    }
                     row.run_at = run_at.unwrap_or_else(|| db_now.max(row.run_at) + retry_delay(row.attempts));
                     row.locked_at = None;
                     row.locked_by = None;

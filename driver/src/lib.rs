@@ -34,6 +34,8 @@ pub use formica_core::worker::{Event, HEARTBEAT_INTERVAL, LEASE, RECOVERY_PERIOD
 pub use migrate::MigrationReport;
 pub use runtime::{Address, Runtime, Socket};
 pub use task::{AbortSignal, JobContext, TaskHandler, TaskResult};
-pub use utils::{CleanupTask, JobFilter, RawJob, RescheduleJobOptions, WorkerUtils, DEFAULT_SCHEMA};
+pub use utils::{
+    Cancelled, CleanupTask, JobFilter, RawJob, RescheduleJobOptions, WorkerUtils, DEFAULT_SCHEMA,
+};
 pub use worker::{CronSource, FlagsFn, Hook, Worker, WorkerHandle, WorkerOptions};
 pub use {chrono, formica_sql as sql, serde_json, tokio_postgres};

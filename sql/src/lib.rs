@@ -127,6 +127,8 @@ pub mod utils {
     pub const COMPLETE_JOBS: &str = include_str!("../queries/complete_jobs.sql");
     /// See the file for parameters.
     pub const PERMANENTLY_FAIL_JOBS: &str = include_str!("../queries/permanently_fail_jobs.sql");
+    /// `$1` job ids, `$2` reason; rows: (id, held by a worker, so told to cancel).
+    pub const CANCEL_JOBS: &str = include_str!("../queries/cancel_jobs.sql");
     /// See the file for parameters.
     pub const RESCHEDULE_JOBS: &str = include_str!("../queries/reschedule_jobs.sql");
     /// See the file for parameters.
@@ -150,7 +152,7 @@ pub mod worker {
     /// `$1` worker, `$2` job ids.
     pub const COMPLETE_JOBS: &str = include_str!("../queries/worker/complete_jobs.sql");
     /// `$1` worker, `$2` job ids, `$3` messages, `$4` next run times (null entries: backoff
-    /// from the database clock).
+    /// from the database clock), `$5` whether no attempt is left (cancelled).
     pub const FAIL_JOBS: &str = include_str!("../queries/worker/fail_jobs.sql");
     /// `$1` worker, `$2` job ids: unlock with the attempt refunded.
     pub const RETURN_JOBS: &str = include_str!("../queries/worker/return_jobs.sql");

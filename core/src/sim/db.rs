@@ -567,7 +567,7 @@ impl Db {
                 QueryResult::Done
             }
             Statement::FailJobs { worker_id, failures } => {
-                for Failure { job_id, message, run_at } in failures {
+                for Failure { job_id, message, run_at, permanent } in failures {
                     if !self.held_by(*job_id, worker_id) {
                         continue;
                     }
@@ -576,6 +576,9 @@ impl Db {
                     job.last_error = Some(message.clone());
                     job.run_at =
                         run_at.unwrap_or_else(|| backoff::next_run_at(now, job.run_at, job.attempts));
+                    if *permanent {
+                        job.attempts = job.max_attempts;
+                    }
                     job.locked_at = None;
                     job.locked_by = None;
                     let queue = job.job_queue_id;
@@ -742,7 +745,7 @@ mod tests {
         let b = add(&mut db, "t", json!(2), JobSpec::default());
         fetch(&mut db, "w", 2);
         db.set_now(t(10));
-        let failures = vec![Failure { job_id: a.id, message: "boom".into(), run_at: None }];
+        let failures = vec![Failure { job_id: a.id, message: "boom".into(), run_at: None, permanent: false }];
         db.execute(&Statement::FailJobs { worker_id: "other".into(), failures: failures.clone() });
         assert_eq!(db.job(a.id).and_then(|j| j.locked_by.clone()).as_deref(), Some("w"), "not ours");
         db.execute(&Statement::FailJobs { worker_id: "w".into(), failures });

@@ -26,10 +26,12 @@
 //! [`Worker::poll_timeout`] is the earliest of their deadlines and its own two (retry,
 //! shutdown grace).
 
+mod cancel;
 mod config;
 mod fetch;
 mod lease;
 mod link;
+mod observe;
 mod part;
 mod slots;
 mod sweep;
@@ -45,6 +47,7 @@ pub use crate::protocol::{
 };
 pub use crate::time::Timestamp;
 
+use self::cancel::Cancels;
 use self::fetch::Fetcher;
 use self::lease::Lease;
 use self::link::Link;
@@ -56,7 +59,7 @@ use crate::backoff;
 use crate::cron::runner::CronRunner;
 use crate::job::Job;
 use crate::notify;
-use crate::protocol::{JOBS_INSERT, WORKER_MIGRATE};
+use crate::protocol::{CANCEL, JOBS_INSERT, WORKER_MIGRATE};
 use crate::rng::SplitMix;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -85,6 +88,7 @@ pub struct Worker {
     cron: Option<CronRunner>,
     sweeper: Sweeper,
     lease: Lease,
+    cancels: Cancels,
     /// When a failed fetch or task registration is tried again (no fetch before).
     retry_at: Option<Timestamp>,
     /// When a graceful shutdown stops waiting for running tasks.
@@ -113,6 +117,7 @@ impl Worker {
             pending: BTreeMap::new(),
             writes: Writes::default(),
             sweeper: Sweeper::default(),
+            cancels: Cancels::default(),
             retry_at: None,
             grace_at: None,
             effects: VecDeque::new(),
@@ -160,44 +165,6 @@ impl Worker {
     /// The next command, if any. Drain until `None` after every `handle`.
     pub fn poll_effect(&mut self) -> Option<Effect> {
         self.effects.pop_front()
-    }
-
-    /// The earliest deadline and why; feed [`Input::Timeout`] then.
-    pub fn poll_timeout(&self) -> Option<(Timestamp, TimerKind)> {
-        TimerKind::ALL.iter().filter_map(|&kind| Some((self.deadline(kind)?, kind))).min()
-    }
-
-    /// When the timer `kind` is due, if it is armed.
-    pub fn deadline(&self, kind: TimerKind) -> Option<Timestamp> {
-        match kind {
-            TimerKind::Poll => self.fetcher.poll_deadline(),
-            TimerKind::Flush => self.writes.deadline(),
-            TimerKind::Listener => self.link.deadline(),
-            TimerKind::LockSweep => self.sweeper.deadline(),
-            TimerKind::Heartbeat => self.lease.heartbeat_deadline(),
-            TimerKind::Recovery => self.lease.recovery_deadline(),
-            TimerKind::LocalQueueTtl => self.fetcher.give_back_deadline(),
-            TimerKind::ShutdownGrace => self.grace_at,
-            TimerKind::Retry => self.retry_at,
-            TimerKind::Cron => {
-                self.cron.as_ref().filter(|_| self.phase == Phase::Running).and_then(CronRunner::deadline)
-            }
-        }
-    }
-
-    /// Tasks running now.
-    pub fn running(&self) -> usize {
-        self.slots.len()
-    }
-
-    /// Whether the worker has stopped.
-    pub fn is_stopped(&self) -> bool {
-        self.phase == Phase::Stopped
-    }
-
-    /// The machine's clock: the latest `now` it was given (it never goes back).
-    pub fn now(&self) -> Timestamp {
-        self.now
     }
 
     fn emit(&mut self, event: Event) {
@@ -282,6 +249,9 @@ impl Worker {
         self.emit(Event::JobStart { job_id, task, attempt });
         self.slots.start(&job);
         self.effects.push_back(Effect::StartTask { job });
+        if self.cancels.contains(job_id) {
+            self.abort(job_id);
+        }
     }
 
     fn query_done(&mut self, id: QueryId, result: QueryResult) -> Result<(), MisuseError> {
@@ -385,6 +355,7 @@ impl Worker {
 
     fn task_finished(&mut self, job_id: i64, outcome: TaskOutcome) -> Result<(), MisuseError> {
         let job = self.slots.finish(job_id).ok_or(MisuseError::UnknownTask(job_id))?;
+        let (outcome, permanent) = self.cancels.ended(job_id, outcome);
         match outcome {
             TaskOutcome::Ok => {
                 self.emit(Event::JobSuccess { job_id });
@@ -397,11 +368,11 @@ impl Worker {
                     attempt: job.attempts,
                     max_attempts: job.max_attempts,
                 });
-                if job.attempts >= job.max_attempts {
+                if permanent || job.attempts >= job.max_attempts {
                     self.emit(Event::JobPermanentlyFailed { job_id, error: error.clone() });
                 }
                 let run_at = self.local_now().map(|now| backoff::next_run_at(now, job.run_at, job.attempts));
-                let failure = Failure { job_id, message: error, run_at };
+                let failure = Failure { job_id, message: error, run_at, permanent };
                 self.writes.fail(failure, self.now, self.config.fail_batch_delay);
             }
             TaskOutcome::Aborted => self.writes.give_back(vec![job_id], self.now),
@@ -414,6 +385,12 @@ impl Worker {
     fn notification(&mut self, channel: &str, payload: String) {
         match channel {
             JOBS_INSERT if notify::parse_insert_count(&payload) > 0 => self.fetcher.wake(),
+            CANCEL => {
+                let held = self.slots.ids().chain(self.fetcher.ids()).collect();
+                for job_id in self.cancels.request(&payload, &held) {
+                    self.abort(job_id);
+                }
+            }
             WORKER_MIGRATE if notify::parse_migration(&payload).is_some_and(|m| m.breaking) => {
                 self.emit(Event::BreakingMigration { payload });
                 self.shutdown(true);
@@ -459,6 +436,13 @@ impl Worker {
     fn abort_running(&mut self) {
         self.grace_at = None;
         for job_id in self.slots.abort_all() {
+            self.effects.push_back(Effect::AbortTask { job_id });
+        }
+    }
+
+    /// Tell the task of `job_id` to abort, unless it was told or does not run.
+    fn abort(&mut self, job_id: i64) {
+        if self.slots.abort(job_id) {
             self.effects.push_back(Effect::AbortTask { job_id });
         }
     }

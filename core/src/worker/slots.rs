@@ -47,6 +47,12 @@ impl Slots {
         self.running.remove(&job_id)
     }
 
+    /// Whether the task of `job_id` runs and was not yet told to abort; from now on it
+    /// counts as told.
+    pub fn abort(&mut self, job_id: i64) -> bool {
+        self.running.contains_key(&job_id) && self.aborting.insert(job_id)
+    }
+
     /// The running tasks not yet told to abort; from now on they count as told.
     pub fn abort_all(&mut self) -> Vec<i64> {
         let ids: Vec<i64> = self.running.keys().copied().filter(|id| !self.aborting.contains(id)).collect();
