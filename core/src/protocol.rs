@@ -340,6 +340,8 @@ pub enum TimerKind {
     Recovery,
     /// Give back prefetched jobs that waited too long.
     LocalQueueTtl,
+    /// Abort a task that ran past its timeout.
+    TaskTimeout,
     /// Abort running tasks: the graceful shutdown took too long.
     ShutdownGrace,
     /// Try a failed fetch or task registration again.
@@ -350,7 +352,7 @@ pub enum TimerKind {
 
 impl TimerKind {
     /// Every kind, in the order ties between deadlines are broken.
-    pub const ALL: [TimerKind; 10] = [
+    pub const ALL: [TimerKind; 11] = [
         TimerKind::Poll,
         TimerKind::Flush,
         TimerKind::Listener,
@@ -358,6 +360,7 @@ impl TimerKind {
         TimerKind::Heartbeat,
         TimerKind::Recovery,
         TimerKind::LocalQueueTtl,
+        TimerKind::TaskTimeout,
         TimerKind::ShutdownGrace,
         TimerKind::Retry,
         TimerKind::Cron,

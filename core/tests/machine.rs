@@ -835,3 +835,30 @@ fn a_cancelled_running_job_is_aborted_once_and_fails_for_good_with_the_reason() 
     world.shutdown(w, true);
     assert!(world.run_until_stopped(Duration::seconds(10)));
 }
+
+#[test]
+fn a_task_past_its_timeout_is_aborted_and_that_attempt_fails() {
+    let mut world = World::new(WorldConfig::default());
+    world.set_script(|job, _| match job.attempts {
+        1 => TaskPlan::Hang,
+        _ => TaskPlan::finish(Duration::seconds(1), TaskOutcome::Ok),
+    });
+    let timeouts = [("t".to_owned(), Duration::seconds(5))].into_iter().collect();
+    world.add_worker(Config { task_timeouts: timeouts, ..config() });
+    let job = world.db_mut().add_job(&AddJob::new("t", json!({}), JobSpec::default())).unwrap().id;
+    assert!(world.run_until(Duration::seconds(4), |w| w.running(0).count() == 1));
+    let started = world.elapsed();
+    assert!(
+        world.run_until(Duration::seconds(10), |w| w.db().job(job).is_some_and(|j| j.last_error.is_some()))
+    );
+    let failed_after = world.elapsed() - started;
+    assert!(failed_after >= Duration::seconds(5) && failed_after < Duration::seconds(6), "{failed_after}");
+    let row = world.db().job(job).unwrap();
+    assert_eq!(
+        (row.attempts, row.last_error.as_deref()),
+        (1, Some("timed out after 5s")),
+        "the attempt counts"
+    );
+    // Retried after the backoff (e^1 s): the second attempt succeeds.
+    assert!(world.run_until(Duration::seconds(10), |w| w.db().job(job).is_none()));
+}

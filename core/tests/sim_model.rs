@@ -1091,6 +1091,7 @@ fn worker_config(index: usize) -> impl Strategy<Value = Config> {
                     max_listener_backoff: Duration::seconds(10),
                     seed,
                     crontab: Vec::new(),
+                    task_timeouts: Default::default(),
                 }
             },
         )

@@ -81,6 +81,7 @@ fn worker_config(index: usize, b: &mut Bytes<'_>) -> Config {
         max_listener_backoff: Duration::milliseconds(100 + i64::from(b.u16())),
         seed: u64::from(b.u16()),
         crontab: Vec::new(),
+        task_timeouts: Default::default(),
     }
 }
 

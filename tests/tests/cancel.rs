@@ -1,6 +1,7 @@
 //! Cancelling jobs (`WorkerUtils::cancel_jobs`), on both runtimes: a waiting job fails for
 //! good at once, a running one is aborted by its worker and fails for good, and a job whose
-//! task succeeded before the request is completed: one outcome each, with the reason.
+//! task succeeded before the request is completed: one outcome each, with the reason. And
+//! a task's timeout (`WorkerOptions::task_timeout`): the task is aborted, that attempt fails.
 
 // Tests fail by panicking, and match only the variants they look for.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
@@ -136,8 +137,50 @@ async fn a_job_whose_task_succeeded_before_the_cancel_is_completed_only(rt: Arc<
     running.stop(Duration::from_secs(10)).await;
 }
 
+async fn a_task_past_its_timeout_is_aborted_and_that_attempt_fails(rt: Arc<dyn Runtime>) {
+    let db = TestDb::migrated_on(rt.clone()).await;
+    let signals = Arc::new(Mutex::new(Vec::<AbortSignal>::new()));
+    let handed = signals.clone();
+    let worker = db
+        .worker_options()
+        .task_timeout("slow", Duration::from_millis(300))
+        .define_raw_job("slow", move |ctx: JobContext, _payload| {
+            handed.lock().unwrap().push(ctx.abort_signal().clone());
+            let rt = ctx.utils().pool().runtime().clone();
+            Box::pin(async move {
+                formica_tests::sleep(rt.as_ref(), Duration::from_secs(60)).await;
+                Ok(())
+            })
+        })
+        .init()
+        .await
+        .expect("init");
+    let running = Running::spawn(&rt, worker);
+    let job = db.utils().add_raw_job("slow", json!({}), JobSpec::default()).await.unwrap();
+    formica_tests::wait_until(rt.as_ref(), Duration::from_secs(10), "the task started", || {
+        signals.lock().unwrap().len() == 1
+    })
+    .await;
+    let signal = signals.lock().unwrap()[0].clone();
+    timeout(rt.as_ref(), Duration::from_secs(10), signal.aborted()).await.expect("the abort signal fires");
+    db.wait_for_count(
+        &format!(
+            "select count(*) from graphile_worker._private_jobs where id = {} and last_error is not null",
+            job.id
+        ),
+        1,
+        Duration::from_secs(10),
+    )
+    .await;
+    let (attempts, max_attempts, last_error, locked_by) = row(&db, job.id).await.unwrap();
+    assert_eq!((attempts, last_error.as_deref(), locked_by), (1, Some("timed out after 300ms"), None));
+    assert!(max_attempts > 1, "it will be retried");
+    running.stop(Duration::from_secs(10)).await;
+}
+
 on_both_runtimes!(
     a_waiting_job_is_failed_for_good_with_the_reason,
     a_running_job_s_abort_signal_fires_and_it_fails_for_good_with_the_reason,
     a_job_whose_task_succeeded_before_the_cancel_is_completed_only,
+    a_task_past_its_timeout_is_aborted_and_that_attempt_fails,
 );

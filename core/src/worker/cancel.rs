@@ -1,4 +1,8 @@
-//! [`Cancels`]: the jobs this worker was asked to cancel, and why.
+//! [`Cancels`]: the jobs this worker was asked to cancel or that ran past their timeout,
+//! and why.
+//!
+//! A task aborted for running past its timeout fails that attempt (`timed out after ...`)
+//! and is retried as any failure.
 //!
 //! A cancel request arrives as a notification on [`CANCEL`](crate::protocol::CANCEL) naming
 //! job ids; only those this worker holds (running, waiting locally or being written) are
@@ -10,6 +14,7 @@
 //! locked, and may ask again.
 
 use crate::protocol::TaskOutcome;
+use chrono::Duration;
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -26,10 +31,17 @@ fn parse(payload: &str) -> Option<Request> {
     serde_json::from_str(payload).ok()
 }
 
-/// The cancelled jobs of a worker.
+/// Why a running job is being aborted, other than a shutdown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Why {
+    Cancelled(String),
+    TimedOut(String),
+}
+
+/// The cancelled and timed out jobs of a worker.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Cancels {
-    reasons: BTreeMap<i64, String>,
+    reasons: BTreeMap<i64, Why>,
 }
 
 impl Cancels {
@@ -39,22 +51,33 @@ impl Cancels {
         let Some(Request { ids, reason }) = parse(payload) else { return Vec::new() };
         let ids: Vec<i64> = ids.into_iter().filter(|id| held.contains(id)).collect();
         for &id in &ids {
-            self.reasons.entry(id).or_insert_with(|| reason.clone());
+            self.reasons.entry(id).or_insert_with(|| Why::Cancelled(reason.clone()));
         }
         ids
     }
 
     /// Whether `job_id` was cancelled.
     pub fn contains(&self, job_id: i64) -> bool {
-        self.reasons.contains_key(&job_id)
+        matches!(self.reasons.get(&job_id), Some(Why::Cancelled(_)))
+    }
+
+    /// `job_id` ran past its `timeout` (unless it was cancelled first).
+    pub fn timed_out(&mut self, job_id: i64, timeout: Duration) {
+        let ms = timeout.num_milliseconds();
+        let after = if ms % 1000 == 0 { format!("{}s", ms / 1000) } else { format!("{ms}ms") };
+        self.reasons.entry(job_id).or_insert(Why::TimedOut(after));
     }
 
     /// The job's task ended with `outcome`: the outcome to record, and whether it fails
     /// for good (cancelled, and it did not succeed first).
     pub fn ended(&mut self, job_id: i64, outcome: TaskOutcome) -> (TaskOutcome, bool) {
         match (self.reasons.remove(&job_id), outcome) {
-            (Some(reason), TaskOutcome::Err(_) | TaskOutcome::Panicked(_) | TaskOutcome::Aborted) => {
-                (TaskOutcome::Err(format!("cancelled: {reason}")), true)
+            (
+                Some(Why::Cancelled(reason)),
+                TaskOutcome::Err(_) | TaskOutcome::Panicked(_) | TaskOutcome::Aborted,
+            ) => (TaskOutcome::Err(format!("cancelled: {reason}")), true),
+            (Some(Why::TimedOut(after)), TaskOutcome::Aborted) => {
+                (TaskOutcome::Err(format!("timed out after {after}")), false)
             }
             (_, outcome) => (outcome, false),
         }
@@ -82,5 +105,11 @@ mod tests {
         assert_eq!(cancels.ended(1, TaskOutcome::Aborted), failed);
         assert_eq!(cancels.ended(1, TaskOutcome::Aborted), (TaskOutcome::Aborted, false), "once");
         assert_eq!(cancels.ended(2, TaskOutcome::Ok), (TaskOutcome::Ok, false), "success came first");
+        cancels.timed_out(3, Duration::seconds(5));
+        assert!(!cancels.contains(3));
+        assert_eq!(
+            cancels.ended(3, TaskOutcome::Aborted),
+            (TaskOutcome::Err("timed out after 5s".into()), false)
+        );
     }
 }

@@ -247,7 +247,8 @@ impl Worker {
     fn start(&mut self, job: Job) {
         let (job_id, task, attempt) = (job.id, job.task_identifier.clone(), job.attempts);
         self.emit(Event::JobStart { job_id, task, attempt });
-        self.slots.start(&job);
+        let timeout = self.config.task_timeouts.get(&job.task_identifier).copied();
+        self.slots.start(&job, timeout, self.now);
         self.effects.push_back(Effect::StartTask { job });
         if self.cancels.contains(job_id) {
             self.abort(job_id);
@@ -457,6 +458,10 @@ impl Worker {
         if self.sweeper.handle_timeout(now, &mut self.rng) {
             let locked_before = self.local_now().map(|now| now - STALE_LOCK_AGE);
             self.query(Part::Sweep, Statement::ResetLocked { locked_before });
+        }
+        for (job_id, timeout) in self.slots.expired(now) {
+            self.cancels.timed_out(job_id, timeout);
+            self.effects.push_back(Effect::AbortTask { job_id });
         }
         let due = self.lease.handle_timeout(now, &mut self.rng);
         if due.heartbeat {

@@ -22,6 +22,7 @@ impl Worker {
             TimerKind::Heartbeat => self.lease.heartbeat_deadline(),
             TimerKind::Recovery => self.lease.recovery_deadline(),
             TimerKind::LocalQueueTtl => self.fetcher.give_back_deadline(),
+            TimerKind::TaskTimeout => self.slots.deadline(),
             TimerKind::ShutdownGrace => self.grace_at,
             TimerKind::Retry => self.retry_at,
             TimerKind::Cron => {
