@@ -4,7 +4,7 @@
 //! What the worker held stays locked until its lease lapses: no other worker runs those
 //! jobs (nor the rest of their named queues) meanwhile. Then a live worker's recovery sweep
 //! frees them and another worker runs them again, queues in order, within
-//! `LEASE + 4/3 RECOVERY_PERIOD` plus a poll, without anyone acting; `formica unlock <worker
+//! `LEASE + SUSPICION_GRACE + 8/3 RECOVERY_PERIOD` plus a poll, without anyone acting; `formica unlock <worker
 //! id>` does it at once. A worker that was only paused and comes back cannot disturb the
 //! new run: its late writes name it as the locker, and it no longer is. The task programs
 //! of a killed worker die with it: they do not go on running jobs that are now unlocked.
@@ -234,13 +234,14 @@ async fn a_task_program_and_its_children_die_on_abort_and_when_the_worker_is_kil
     let _ = std::fs::remove_dir_all(&root);
 }
 
-/// The longest a dead worker's jobs wait before another worker runs them: its lease, then
-/// the longest gap between recovery sweeps, then a poll interval (200 ms here; the sweep
-/// also wakes listening workers), plus slack for a loaded machine.
+/// The longest a dead worker's jobs wait before another worker runs them: its lease, the
+/// longest gap between recovery sweeps (the one that suspects it), the grace, another gap
+/// (the one that frees it), then a poll interval (200 ms here; the sweep also wakes
+/// listening workers), plus slack for a loaded machine.
 fn recovery_bound() -> Duration {
-    let lease = formica_tokio::LEASE.to_std().unwrap();
-    let sweep = formica_tokio::RECOVERY_PERIOD.to_std().unwrap() * 4 / 3;
-    lease + sweep + Duration::from_millis(200) + Duration::from_secs(5)
+    let lease = (formica_tokio::LEASE + formica_tokio::SUSPICION_GRACE).to_std().unwrap();
+    let sweeps = formica_tokio::RECOVERY_PERIOD.to_std().unwrap() * 8 / 3;
+    lease + sweeps + Duration::from_millis(200) + Duration::from_secs(5)
 }
 
 fn holders(rows: Vec<formica_tokio::tokio_postgres::Row>) -> Vec<Option<String>> {
@@ -248,8 +249,9 @@ fn holders(rows: Vec<formica_tokio::tokio_postgres::Row>) -> Vec<Option<String>>
 }
 
 /// Without anyone acting, a SIGKILLed worker's jobs and named queue are taken back once
-/// its lease lapses, and run on another worker within `LEASE + 4/3 RECOVERY_PERIOD` (plus
-/// a poll). The crashed attempts count.
+/// its lease lapses and the grace passes, and run on another worker within
+/// `LEASE + SUSPICION_GRACE + 8/3 RECOVERY_PERIOD` (plus a poll). The crashed attempts
+/// count.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sigkilled_worker_s_jobs_run_again_elsewhere_automatically_within_the_lease_bound() {
     let db = TestDb::migrated().await;

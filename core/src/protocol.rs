@@ -114,10 +114,14 @@ pub enum Statement {
         /// How long the record holds without another heartbeat.
         lease: chrono::Duration,
     },
-    /// Free the jobs and named queues of the workers whose lease lapsed (by the database
-    /// clock), forgetting those workers; the attempt counts and the jobs are due at once.
-    /// Workers that never heartbeat are not touched. Answer: `Done`.
-    RecoverLapsed,
+    /// By the database clock: mark the leases that lapsed as suspected, and free the jobs
+    /// and named queues of the workers whose lease was suspected more than `grace` ago and
+    /// not renewed since, forgetting those workers; the attempt counts and the jobs are due
+    /// at once. Workers that never heartbeat are not touched. Answer: `Done`.
+    RecoverLapsed {
+        /// How long a suspected lease has to be renewed.
+        grace: chrono::Duration,
+    },
     /// Make the crontab's identifiers known (new ones with `known_since`). Answer:
     /// `KnownCrontabs` with the rows that existed before.
     RegisterCrontabs {

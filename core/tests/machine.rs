@@ -556,7 +556,7 @@ fn at_start_the_worker_heartbeats_sweeps_and_recovers_and_fetches_only_once_its_
     let sent = queries(&effects);
     let heartbeat = sent.iter().find(|(_, s)| matches!(s, Statement::Heartbeat { .. })).expect("a heartbeat");
     assert!(sent.iter().any(|(_, s)| matches!(s, Statement::ResetLocked { .. })), "the four-hour sweep");
-    assert!(sent.iter().any(|(_, s)| matches!(s, Statement::RecoverLapsed)), "the recovery sweep");
+    assert!(sent.iter().any(|(_, s)| matches!(s, Statement::RecoverLapsed { .. })), "the recovery sweep");
     assert!(fetches(&effects).is_empty());
     let Statement::Heartbeat { worker_id, lease } = &heartbeat.1 else { unreachable!() };
     assert_eq!((worker_id.as_str(), *lease), ("w", formica_core::worker::LEASE));

@@ -18,21 +18,23 @@ use formica_core::job::JobSpec;
 use formica_core::sim::{AddJob, TaskPlan, Traced, World, WorldConfig};
 use formica_core::worker::{
     Config, Effect, Input, Statement, TaskOutcome, HEARTBEAT_INTERVAL, LEASE, RECOVERY_PERIOD,
+    SUSPICION_GRACE,
 };
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
-/// The longest pause a live worker may take: a lease minus a heartbeat interval and a
-/// second for the heartbeat to land.
+/// The longest pause a live worker may take: a lease and its grace, minus a heartbeat
+/// interval and two seconds for the heartbeat to land.
 fn live_pause() -> Duration {
-    LEASE - HEARTBEAT_INTERVAL - Duration::seconds(2)
+    LEASE + SUSPICION_GRACE - HEARTBEAT_INTERVAL - Duration::seconds(2)
 }
 const LIVE_PAUSE: i64 = 10_000;
 
 /// How soon after a crash its locks are freed: the lease (its last heartbeat landed before
-/// the crash), the longest gap between two sweeps of worker 0, and a second of latency.
+/// the crash), the longest gap between two sweeps of worker 0 (the one that suspects it),
+/// the grace, another gap (the sweep that frees it), and a second of latency.
 fn bound() -> Duration {
-    LEASE + RECOVERY_PERIOD * 4 / 3 + Duration::seconds(1)
+    LEASE + SUSPICION_GRACE + RECOVERY_PERIOD * 8 / 3 + Duration::seconds(1)
 }
 
 #[derive(Debug, Clone)]
@@ -148,7 +150,11 @@ proptest! {
 #[test]
 fn a_worker_paused_past_its_lease_cannot_complete_the_new_run() {
     let mut world = World::new(WorldConfig::default());
-    world.set_script(|_, _| TaskPlan::finish(Duration::seconds(30), TaskOutcome::Ok));
+    // The first run (paused worker) ends during the pause; the second outlasts it.
+    world.set_script(|job, _| {
+        let secs = if job.attempts == 1 { 30 } else { 60 };
+        TaskPlan::finish(Duration::seconds(secs), TaskOutcome::Ok)
+    });
     let spec = JobSpec { queue_name: Some("q".into()), ..JobSpec::default() };
     let job = world.db_mut().add_job(&AddJob::new("long", serde_json::json!({}), spec)).unwrap().id;
     let a = world.add_worker(config(0));
@@ -158,7 +164,7 @@ fn a_worker_paused_past_its_lease_cannot_complete_the_new_run() {
     let b = world.add_worker(config(1));
     assert!(world.run_until(bound(), |w| w.running(b).count() == 1), "b took the job");
     // a's task ended while it was paused: on resuming it writes its completion, late,
-    // while b's run (30 s) goes on.
+    // while b's run goes on.
     world.run_for(paused_at + Duration::seconds(41) - world.elapsed());
     assert_eq!(world.running(b).count(), 1);
     let late = world.trace().iter().any(|e| {
@@ -174,5 +180,5 @@ fn a_worker_paused_past_its_lease_cannot_complete_the_new_run() {
     let row = world.db().job(job).expect("the new run's job is still there");
     assert_eq!(row.locked_by.as_deref(), Some("w1"));
     assert_eq!(world.db().queue("q").and_then(|q| q.locked_by.as_deref()), Some("w1"));
-    assert!(world.run_until(Duration::seconds(40), |w| w.db().job(job).is_none()), "b completes it");
+    assert!(world.run_until(Duration::seconds(60), |w| w.db().job(job).is_none()), "b completes it");
 }

@@ -71,8 +71,9 @@ struct Model {
     /// Crontab identifier -> (known_since, last_execution).
     crontabs: BTreeMap<String, (DateTime<Utc>, Option<DateTime<Utc>>)>,
     gone: BTreeMap<i64, Gone>,
-    /// Worker id -> when its lease lapses (the database clock).
-    leases: BTreeMap<String, DateTime<Utc>>,
+    /// Worker id -> when its lease lapses and since when it is suspected (the database
+    /// clock).
+    leases: BTreeMap<String, (DateTime<Utc>, Option<DateTime<Utc>>)>,
 }
 
 fn four_hours() -> Duration {
@@ -439,20 +440,28 @@ impl Model {
                 }
                 (QueryResult::Done, vec![])
             }
-            // A heartbeat: alive until `lease` from now.
+            // A heartbeat: alive until `lease` from now, and not suspected.
             Statement::Heartbeat { worker_id, lease } => {
-                self.leases.insert(worker_id.clone(), db_now + *lease);
+                self.leases.insert(worker_id.clone(), (db_now + *lease, None));
                 (QueryResult::Done, vec![])
             }
-            // Recovery: every lock of a worker whose lease lapsed is freed, the job due at
-            // once with its attempt counted, and the worker forgotten.
-            Statement::RecoverLapsed => {
+            // Recovery: a lapsed lease becomes suspected; every lock of a worker suspected
+            // for more than `grace` is freed, the job due at once with its attempt counted,
+            // and the worker forgotten.
+            Statement::RecoverLapsed { grace } => {
                 let lapsed: Vec<String> = self
                     .leases
                     .iter()
-                    .filter(|(_, until)| **until < db_now)
+                    .filter(|(_, (until, since))| {
+                        *until < db_now && since.is_some_and(|s| s < db_now - *grace)
+                    })
                     .map(|(w, _)| w.clone())
                     .collect();
+                for (until, since) in self.leases.values_mut() {
+                    if *until < db_now && since.is_none() {
+                        *since = Some(db_now);
+                    }
+                }
                 for worker in &lapsed {
                     self.leases.remove(worker);
                 }
@@ -857,7 +866,7 @@ impl Checker {
                     | Statement::CompleteJobs { .. }
                     | Statement::ReturnJobs { .. }
                     | Statement::Heartbeat { .. }
-                    | Statement::RecoverLapsed
+                    | Statement::RecoverLapsed { .. }
                     | Statement::ResetLocked { .. } => {}
                 }
                 for job_id in written_ids(statement) {
@@ -956,7 +965,7 @@ fn written_ids(statement: &Statement) -> Vec<i64> {
         | Statement::GetJobs { .. }
         | Statement::ResetLocked { .. }
         | Statement::Heartbeat { .. }
-        | Statement::RecoverLapsed
+        | Statement::RecoverLapsed { .. }
         | Statement::RegisterCrontabs { .. }
         | Statement::ScheduleCron(_) => vec![],
     }

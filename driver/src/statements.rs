@@ -127,7 +127,9 @@ pub fn bind(statement: Statement) -> Bound {
             vec![param(worker_id, Type::TEXT), param(lease.num_milliseconds(), Type::INT8)],
             Answer::Done,
         ),
-        Statement::RecoverLapsed => (sql::worker::RECOVER_LAPSED, vec![], Answer::Done),
+        Statement::RecoverLapsed { grace } => {
+            (sql::worker::RECOVER_LAPSED, vec![param(grace.num_milliseconds(), Type::INT8)], Answer::Done)
+        }
         Statement::RegisterCrontabs { identifiers, known_since } => (
             sql::worker::REGISTER_CRONTABS,
             vec![param(identifiers, Type::TEXT_ARRAY), param(known_since, Type::TIMESTAMPTZ)],

@@ -160,7 +160,7 @@ pub mod worker {
     pub const RESET_LOCKED: &str = include_str!("../queries/worker/reset_locked.sql");
     /// `$1` worker, `$2` lease in milliseconds: the worker is alive that long.
     pub const HEARTBEAT: &str = include_str!("../queries/worker/heartbeat.sql");
-    /// Frees the locks of workers whose lease lapsed (no parameters).
+    /// `$1` grace in milliseconds: frees the locks of workers suspected dead for longer.
     pub const RECOVER_LAPSED: &str = include_str!("../queries/worker/recover_lapsed.sql");
     /// Make crontab identifiers known; rows: those known before, with their last slot.
     pub const REGISTER_CRONTABS: &str = include_str!("../queries/worker/register_crontabs.sql");

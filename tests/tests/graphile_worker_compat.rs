@@ -148,13 +148,14 @@ async fn formica_s_recovery_leaves_graphile_worker_s_locks_alone() {
     let row = client.query_one(locks, &[]).await.unwrap();
     let node_locks: (Vec<String>, Vec<String>) = (row.get(0), row.get(1));
 
-    // A Formica worker that died holding a job: its lease lapsed a second ago.
+    // A Formica worker that died holding a job: its lease lapsed, and was suspected, a
+    // minute ago.
     let dead = utils.add_raw_job("orphan", json!({}), JobSpec::default()).await.unwrap().id;
     client
         .batch_execute(&format!(
             "update graphile_worker._private_jobs set locked_by = 'formica-dead', locked_at = now(), \
                attempts = 1 where id = {dead};
-             insert into formica_graphile_worker.leases values ('formica-dead', now() - interval '1 second');"
+             insert into formica_graphile_worker.leases values ('formica-dead', now() - interval '1 minute', now() - interval '1 minute');"
         ))
         .await
         .unwrap();

@@ -19,6 +19,7 @@ use crate::protocol::{DbError, Failure, QueryResult, Statement, JOBS_INSERT};
 use crate::rng::SplitMix;
 use crate::time::Timestamp;
 use crate::worker::STALE_LOCK_AGE;
+use chrono::Duration;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -88,7 +89,7 @@ pub struct Db {
     notifications: Vec<Notification>,
     rng: SplitMix,
     known_crontabs: BTreeMap<String, KnownCrontab>,
-    leases: BTreeMap<String, Timestamp>,
+    leases: BTreeMap<String, (Timestamp, Option<Timestamp>)>,
 }
 
 fn constraint(name: &str) -> DbError {
@@ -473,18 +474,28 @@ impl Db {
         &self.known_crontabs
     }
 
-    /// The workers' leases: worker id -> when it lapses.
-    pub fn leases(&self) -> &BTreeMap<String, Timestamp> {
+    /// The workers' leases: worker id -> when it lapses, and since when it is suspected.
+    pub fn leases(&self) -> &BTreeMap<String, (Timestamp, Option<Timestamp>)> {
         &self.leases
     }
 
-    /// Free the jobs and queues of the workers whose lease lapsed, forgetting them; the
-    /// jobs are due at once and their attempt counts. Wakes the workers if a job was freed.
-    fn recover_lapsed(&mut self) {
+    /// Suspect the leases that lapsed; free the jobs and queues of the workers suspected
+    /// for more than `grace`, forgetting them; the jobs are due at once and their attempt
+    /// counts. Wakes the workers if a job was freed.
+    fn recover_lapsed(&mut self, grace: Duration) {
         let now = self.now;
-        let lapsed: BTreeSet<String> =
-            self.leases.iter().filter(|(_, until)| **until < now).map(|(id, _)| id.clone()).collect();
+        let lapsed: BTreeSet<String> = self
+            .leases
+            .iter()
+            .filter(|(_, (until, since))| *until < now && since.is_some_and(|s| s < now - grace))
+            .map(|(id, _)| id.clone())
+            .collect();
         self.leases.retain(|id, _| !lapsed.contains(id));
+        for (until, since) in self.leases.values_mut() {
+            if *until < now && since.is_none() {
+                *since = Some(now);
+            }
+        }
         let of_lapsed = |by: &Option<String>| by.as_ref().is_some_and(|by| lapsed.contains(by));
         let mut freed = 0;
         for job in self.jobs.values_mut().filter(|j| of_lapsed(&j.locked_by)) {
@@ -600,11 +611,11 @@ impl Db {
                 QueryResult::Done
             }
             Statement::Heartbeat { worker_id, lease } => {
-                self.leases.insert(worker_id.clone(), self.now + *lease);
+                self.leases.insert(worker_id.clone(), (self.now + *lease, None));
                 QueryResult::Done
             }
-            Statement::RecoverLapsed => {
-                self.recover_lapsed();
+            Statement::RecoverLapsed { grace } => {
+                self.recover_lapsed(*grace);
                 QueryResult::Done
             }
             Statement::ResetLocked { locked_before } => {

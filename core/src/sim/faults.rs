@@ -254,7 +254,7 @@ fn statement_text(statement: &Statement) -> String {
         other @ (Statement::RegisterTasks { .. }
         | Statement::ResetLocked { .. }
         | Statement::Heartbeat { .. }
-        | Statement::RecoverLapsed
+        | Statement::RecoverLapsed { .. }
         | Statement::RegisterCrontabs { .. }) => variant(other),
     }
 }

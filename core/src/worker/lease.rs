@@ -4,10 +4,14 @@
 //! A worker records in the database that it is alive until [`LEASE`] from now (by the
 //! database clock), renewing it every [`HEARTBEAT_INTERVAL`] from start to stop, draining
 //! included. Every [`RECOVERY_PERIOD`] (jittered up to a third more) a running worker asks
-//! the database to free the jobs and named queues of the workers whose lease lapsed. So a
-//! worker that dies is recovered from at most `LEASE + 4/3 RECOVERY_PERIOD` after its last
-//! heartbeat landed, by whichever live worker sweeps first (the sweep deletes the dead
-//! worker's record as it frees its locks, so two sweeps never free the same worker twice).
+//! the database to suspect the workers whose lease lapsed and to free the jobs and named
+//! queues of those suspected for more than [`SUSPICION_GRACE`] without renewing. The grace
+//! is what makes a step forward of the database clock harmless: every lease looks lapsed
+//! at once, and every live worker renews within a heartbeat interval. So a worker that
+//! dies is recovered from at most `LEASE + SUSPICION_GRACE + 2 * 4/3 RECOVERY_PERIOD`
+//! (23 s) after its last heartbeat landed, by whichever live worker sweeps first (the
+//! sweep deletes the dead worker's record as it frees its locks, so two sweeps never free
+//! the same worker twice).
 //!
 //! Promises: the first heartbeat and the first recovery sweep are due at start; the worker
 //! fetches nothing until a heartbeat landed (so it never holds a job without a record that
@@ -15,9 +19,10 @@
 //! tried again at the next period; once [`stop`](Lease::stop)ped, nothing is due.
 //!
 //! Only the database clock decides whether a lease lapsed: workers' clocks may be off by
-//! any amount. What a live worker needs is to reach the database: a worker whose
-//! heartbeats all fail (or that is paused) for `LEASE - HEARTBEAT_INTERVAL` may lose its
-//! jobs to another worker; its late writes are then fenced off by `locked_by`.
+//! any amount, and the database's may step forward once in a while. What a live worker
+//! needs is to reach the database: one whose heartbeats all fail (or that is paused) for
+//! `LEASE + SUSPICION_GRACE - HEARTBEAT_INTERVAL` (12 s) may lose its jobs to another
+//! worker; its late writes are then fenced off by `locked_by`.
 
 use crate::rng::SplitMix;
 use crate::time::Timestamp;
@@ -25,9 +30,12 @@ use chrono::Duration;
 
 /// How often a worker renews its lease.
 pub const HEARTBEAT_INTERVAL: Duration = Duration::seconds(3);
-/// How long a lease holds without renewal: five heartbeats, so a worker survives four
-/// lost or slow ones (a stall of up to 12 s).
-pub const LEASE: Duration = Duration::seconds(15);
+/// How long a lease holds without renewal.
+pub const LEASE: Duration = Duration::seconds(10);
+/// How long a lapsed lease is suspected before its worker's jobs are freed: longer than a
+/// heartbeat interval, so that a live worker renews within it after a step of the
+/// database clock. With the lease, a worker survives a stall of 12 s.
+pub const SUSPICION_GRACE: Duration = Duration::seconds(5);
 /// How often a worker looks for lapsed leases (plus up to a third, jittered).
 pub const RECOVERY_PERIOD: Duration = Duration::seconds(3);
 

@@ -39,7 +39,7 @@ mod writes;
 
 pub use self::config::{Config, DEFAULT_LOCAL_QUEUE_SIZE};
 pub use self::fetch::MAX_PREFETCHES;
-pub use self::lease::{HEARTBEAT_INTERVAL, LEASE, RECOVERY_PERIOD};
+pub use self::lease::{HEARTBEAT_INTERVAL, LEASE, RECOVERY_PERIOD, SUSPICION_GRACE};
 pub use self::sweep::STALE_LOCK_AGE;
 pub use crate::protocol::{
     DbError, Effect, Event, Failure, Input, MisuseError, QueryId, QueryResult, Statement, TaskOutcome,
@@ -469,7 +469,7 @@ impl Worker {
             self.query(Part::Heartbeat, Statement::Heartbeat { worker_id, lease: LEASE });
         }
         if due.recovery {
-            self.query(Part::Recovery, Statement::RecoverLapsed);
+            self.query(Part::Recovery, Statement::RecoverLapsed { grace: SUSPICION_GRACE });
         }
         self.writes.give_back(expired, now);
         if self.grace_at.is_some_and(|at| at <= now) {

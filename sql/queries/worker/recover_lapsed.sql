@@ -1,11 +1,19 @@
--- Free the jobs and named queues of the Formica workers whose lease lapsed (by the
--- database clock) and forget those workers. Deleting a lease row is the claim: two
--- sweeps at once never both free the same worker. Locks of workers that never had a lease
--- (graphile-worker) are not touched. The lost attempt counts; the jobs are due at once,
--- and listening workers are woken if any was freed.
-with lapsed as (
+-- By the database clock: suspect the Formica workers whose lease lapsed, and free the jobs
+-- and named queues of those suspected more than $1 milliseconds ago and not renewed since
+-- (a heartbeat clears the suspicion), forgetting those workers. The grace makes a step of
+-- the database clock harmless: every live worker renews within it. Deleting a lease row is
+-- the claim: two sweeps at once never both free the same worker. Locks of workers that
+-- never had a lease (graphile-worker) are not touched. The lost attempt counts; the jobs
+-- are due at once, and listening workers are woken if any was freed.
+with suspected as (
+  update :RECORDS.leases as leases
+  set suspected_at = now()
+  where leases.expires_at < now() and leases.suspected_at is null
+),
+lapsed as (
   delete from :RECORDS.leases as leases
   where leases.expires_at < now()
+    and leases.suspected_at < now() - $1::bigint * interval '1 millisecond'
   returning leases.worker_id
 ),
 jobs_freed as (
