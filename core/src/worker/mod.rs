@@ -21,7 +21,8 @@
 //! and knowing nothing of statements or effects: [`fetch::Fetcher`] (when and how much to
 //! fetch, the local queue), [`writes::Writes`] (outcomes on their way to the database),
 //! [`link::Link`] (the LISTEN connection), [`lease::Lease`] (heartbeats and the recovery of
-//! dead workers' jobs), [`sweep::Sweeper`] (the four-hour rule) and the cron runner. This
+//! dead workers' jobs), [`sweep::Sweeper`] (the four-hour rule), [`cancel::Cancels`]
+//! (cancelled and timed out tasks) and the cron runner. This
 //! module is the only place that turns their decisions into [`Effect`]s, and
 //! [`Worker::poll_timeout`] is the earliest of their deadlines and its own two (retry,
 //! shutdown grace).
