@@ -1,11 +1,13 @@
-//! A `formica` worker process killed with SIGKILL while it runs jobs.
+//! A `formica` worker process killed with SIGKILL (or paused with SIGSTOP) while it runs
+//! jobs.
 //!
-//! What the worker held stays locked: no other worker runs those jobs (nor the rest of
-//! their named queues) while the lock is held. The recovery is `formica status` (it lists
-//! the workers holding locks) and `formica unlock <worker id>` once that worker is known to
-//! be dead (the automatic sweep frees locks only after four hours, as graphile-worker's).
-//! Then another worker runs the jobs again, queues in order. The task programs of the
-//! killed worker die with it: they do not go on running jobs that are now unlocked.
+//! What the worker held stays locked until its lease lapses: no other worker runs those
+//! jobs (nor the rest of their named queues) meanwhile. Then a live worker's recovery sweep
+//! frees them and another worker runs them again, queues in order, within
+//! `LEASE + SUSPICION_GRACE + 8/3 RECOVERY_PERIOD` plus a poll, without anyone acting; `formica unlock <worker
+//! id>` does it at once. A worker that was only paused and comes back cannot disturb the
+//! new run: its late writes name it as the locker, and it no longer is. The task programs
+//! of a killed worker die with it: they do not go on running jobs that are now unlocked.
 
 // Tests fail by panicking, and match only the variants they look for.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
@@ -229,5 +231,177 @@ async fn a_task_program_and_its_children_die_on_abort_and_when_the_worker_is_kil
         })
         .await;
     }
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// The longest a dead worker's jobs wait before another worker runs them: its lease, the
+/// longest gap between recovery sweeps (the one that suspects it), the grace, another gap
+/// (the one that frees it), then a poll interval (200 ms here; the sweep also wakes
+/// listening workers), plus slack for a loaded machine.
+fn recovery_bound() -> Duration {
+    let lease = (formica_tokio::LEASE + formica_tokio::SUSPICION_GRACE).to_std().unwrap();
+    let sweeps = formica_tokio::RECOVERY_PERIOD.to_std().unwrap() * 8 / 3;
+    lease + sweeps + Duration::from_millis(200) + Duration::from_secs(5)
+}
+
+fn holders(rows: Vec<formica_tokio::tokio_postgres::Row>) -> Vec<Option<String>> {
+    rows.iter().map(|r| r.get(0)).collect()
+}
+
+/// Without anyone acting, a SIGKILLed worker's jobs and named queue are taken back once
+/// its lease lapses and the grace passes, and run on another worker within
+/// `LEASE + SUSPICION_GRACE + 8/3 RECOVERY_PERIOD` (plus a poll). The crashed attempts
+/// count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sigkilled_worker_s_jobs_run_again_elsewhere_automatically_within_the_lease_bound() {
+    let db = TestDb::migrated().await;
+    let root: PathBuf = std::env::temp_dir().join(format!("formica-recovery-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let (first, second) = (root.join("first"), root.join("second"));
+    write_task(
+        &first,
+        "long.sh",
+        "#!/bin/sh\necho \"$GRAPHILE_WORKER_JOB_ID\" >> \"$(dirname \"$0\")/started\"\nsleep 300\n",
+    );
+    write_task(
+        &second,
+        "long.sh",
+        "#!/bin/sh\necho \"$GRAPHILE_WORKER_JOB_ID $GRAPHILE_WORKER_JOB_ATTEMPTS\" >> \"$(dirname \"$0\")/ran\"\n",
+    );
+    let utils = db.utils();
+    let mut ids = Vec::new();
+    for queue in [Some("q"), Some("q"), None] {
+        let spec = match queue {
+            Some(q) => formica_tokio::JobSpec::builder().queue_name(q).build(),
+            None => formica_tokio::JobSpec::builder().build(),
+        };
+        ids.push(utils.add_raw_job("long", serde_json::json!({}), spec).await.unwrap().id);
+    }
+    let mut a = worker(&db, &first);
+    wait_until(Duration::from_secs(15), "two tasks started (one per queue slot)", || {
+        lines(&first.join("started")).len() == 2
+    })
+    .await;
+    let mut b = worker(&db, &second);
+    assert!(Command::new("kill").args(["-KILL", &a.0.id().to_string()]).status().unwrap().success());
+    let killed = Instant::now();
+    a.0.wait().unwrap();
+
+    wait_until(recovery_bound(), "the dead worker's jobs ran on the second worker", || {
+        !lines(&second.join("ran")).is_empty()
+    })
+    .await;
+    let first_rerun = killed.elapsed();
+    wait_until(Duration::from_secs(10), "every job ran on the second worker", || {
+        lines(&second.join("ran")).len() == 3
+    })
+    .await;
+    eprintln!("SIGKILL to the first job running again: {first_rerun:?} (bound {:?})", recovery_bound());
+    db.wait_for_count("select count(*) from graphile_worker.jobs", 0, Duration::from_secs(10)).await;
+    let client = db.client().await;
+    let queue_holders =
+        client.query("select locked_by from graphile_worker._private_job_queues", &[]).await.unwrap();
+    assert_eq!(holders(queue_holders), vec![None], "the queue is free");
+    let ran = lines(&second.join("ran"));
+    for (&id, attempt) in ids.iter().zip(["2", "1", "2"]) {
+        assert!(ran.contains(&format!("{id} {attempt}")), "job {id} on attempt {attempt}: {ran:?}");
+    }
+    assert!(Command::new("kill").args(["-TERM", &b.0.id().to_string()]).status().unwrap().success());
+    assert!(b.0.wait().unwrap().success());
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// A worker paused past its lease (SIGSTOP) loses its job to another worker; when it comes
+/// back (SIGCONT) and reports the job done, the write is fenced off by `locked_by`: the new
+/// run's job and queue lock are untouched, and the job leaves only when the new run ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_worker_s_late_completion_leaves_the_new_run_alone() {
+    let db = TestDb::migrated().await;
+    let root: PathBuf = std::env::temp_dir().join(format!("formica-fence-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let (first, second) = (root.join("first"), root.join("second"));
+    // The first run ends (successfully) while its worker is stopped; the second run takes
+    // a while, so that the first worker's late completion arrives during it.
+    write_task(
+        &first,
+        "job.sh",
+        "#!/bin/sh\nd=$(dirname \"$0\")\necho started >> \"$d/log\"\nsleep 2\necho finished >> \"$d/log\"\n",
+    );
+    write_task(
+        &second,
+        "job.sh",
+        "#!/bin/sh\nd=$(dirname \"$0\")\necho started >> \"$d/log\"\nsleep 10\necho finished >> \"$d/log\"\n",
+    );
+    let spec = formica_tokio::JobSpec::builder().queue_name("q").build();
+    let job = db.utils().add_raw_job("job", serde_json::json!({}), spec).await.unwrap().id;
+    let mut a = worker(&db, &first);
+    wait_until(Duration::from_secs(15), "the first run started", || lines(&first.join("log")).len() == 1)
+        .await;
+    let client = db.client().await;
+    let job_holder = "select locked_by from graphile_worker._private_jobs";
+    let queue_holder = "select locked_by from graphile_worker._private_job_queues";
+    let first_id = holders(client.query(job_holder, &[]).await.unwrap());
+    let pid = a.0.id().to_string();
+    assert!(Command::new("kill").args(["-STOP", &pid]).status().unwrap().success());
+
+    let mut b = worker(&db, &second);
+    wait_until(recovery_bound(), "the second worker took the job", || lines(&second.join("log")).len() == 1)
+        .await;
+    let second_id = holders(client.query(job_holder, &[]).await.unwrap());
+    assert_ne!(second_id, first_id);
+    assert!(lines(&first.join("log")).contains(&"finished".to_owned()), "the first run ended meanwhile");
+    assert!(Command::new("kill").args(["-CONT", &pid]).status().unwrap().success());
+    // The first worker writes its completion (at once, and its lease is renewed).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(lines(&second.join("log")).len() == 1, "the second run is still running");
+    assert_eq!(
+        holders(client.query(job_holder, &[]).await.unwrap()),
+        second_id,
+        "job {job} kept its new run"
+    );
+    assert_eq!(holders(client.query(queue_holder, &[]).await.unwrap()), second_id, "and its queue lock");
+
+    db.wait_for_count("select count(*) from graphile_worker.jobs", 0, Duration::from_secs(15)).await;
+    assert_eq!(lines(&second.join("log")), ["started", "finished"], "it left when the new run ended");
+    assert_eq!(holders(client.query(queue_holder, &[]).await.unwrap()), vec![None]);
+    for w in [&mut a, &mut b] {
+        assert!(Command::new("kill").args(["-TERM", &w.0.id().to_string()]).status().unwrap().success());
+        assert!(w.0.wait().unwrap().success());
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// `formica cancel`: a waiting job fails for good at once with the reason; a running one's
+/// worker aborts its program and fails it for good the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn formica_cancel_fails_a_waiting_job_and_aborts_a_running_one() {
+    let db = TestDb::migrated().await;
+    let root: PathBuf = std::env::temp_dir().join(format!("formica-cancel-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    write_task(
+        &root,
+        "long.sh",
+        "#!/bin/sh\necho \"$GRAPHILE_WORKER_JOB_ID\" >> \"$(dirname \"$0\")/started\"\nsleep 300\n",
+    );
+    let utils = db.utils();
+    let waiting = utils.add_raw_job("other", serde_json::json!({}), Default::default()).await.unwrap().id;
+    let out = formica(&db, &["cancel", &waiting.to_string(), "--reason", "not needed", "--json"]);
+    assert!(out.contains(&format!("\"failed\":[{waiting}]")), "{out}");
+
+    let running = utils.add_raw_job("long", serde_json::json!({}), Default::default()).await.unwrap().id;
+    let mut w = worker(&db, &root);
+    wait_until(Duration::from_secs(15), "the task started", || lines(&root.join("started")).len() == 1).await;
+    // The worker's listener is up by now (it is connected before the first fetch answers).
+    let out = formica(&db, &["cancel", &running.to_string(), "--json"]);
+    assert!(out.contains(&format!("\"told\":[{running}]")), "{out}");
+    let failed = "select count(*) from graphile_worker.jobs where attempts = max_attempts \
+                  and last_error like 'cancelled: %' and locked_by is null";
+    db.wait_for_count(failed, 2, Duration::from_secs(10)).await;
+    wait_until(Duration::from_secs(5), "the program was killed", || {
+        processes_running(root.join("long.sh").to_str().unwrap()).is_empty()
+    })
+    .await;
+    assert!(Command::new("kill").args(["-TERM", &w.0.id().to_string()]).status().unwrap().success());
+    assert!(w.0.wait().unwrap().success());
     let _ = std::fs::remove_dir_all(&root);
 }

@@ -34,8 +34,12 @@ use chrono::Duration;
 pub const JOBS_INSERT: &str = "jobs:insert";
 /// The channel a migrator notifies after a migration (payload: [`crate::notify`]).
 pub const WORKER_MIGRATE: &str = "worker:migrate";
+/// The channel `cancel_jobs` notifies for jobs that are locked (running or about to):
+/// payload `{"ids": [<job id>...], "reason": <text>}`. Formica's own; graphile-worker
+/// does not listen to it.
+pub const CANCEL: &str = "formica:cancel";
 /// Every channel a worker's listener listens on.
-pub const CHANNELS: [&str; 2] = [JOBS_INSERT, WORKER_MIGRATE];
+pub const CHANNELS: [&str; 3] = [JOBS_INSERT, WORKER_MIGRATE, CANCEL];
 
 /// Identifies a query so its result can be matched to it.
 pub type QueryId = u64;
@@ -49,6 +53,8 @@ pub struct Failure {
     pub message: String,
     /// When to try again (`None`: the database computes it from its clock).
     pub run_at: Option<Timestamp>,
+    /// No attempt is left after this one, whatever `max_attempts` says (a cancelled job).
+    pub permanent: bool,
 }
 
 /// A statement for the driver to run, with its parameters. Each answers with the
@@ -100,6 +106,22 @@ pub enum Statement {
     ResetLocked {
         /// The cut-off.
         locked_before: Option<Timestamp>,
+    },
+    /// Record that `worker_id` is alive until `lease` from now by the database clock (see
+    /// [`crate::worker::LEASE`]). Answer: `Done`.
+    Heartbeat {
+        /// The worker.
+        worker_id: String,
+        /// How long the record holds without another heartbeat.
+        lease: chrono::Duration,
+    },
+    /// By the database clock: mark the leases that lapsed as suspected, and free the jobs
+    /// and named queues of the workers whose lease was suspected more than `grace` ago and
+    /// not renewed since, forgetting those workers; the attempt counts and the jobs are due
+    /// at once. Workers that never heartbeat are not touched. Answer: `Done`.
+    RecoverLapsed {
+        /// How long a suspected lease has to be renewed.
+        grace: chrono::Duration,
     },
     /// Make the crontab's identifiers known (new ones with `known_since`). Answer:
     /// `KnownCrontabs` with the rows that existed before.
@@ -171,7 +193,8 @@ pub enum TaskOutcome {
     Err(String),
     /// It panicked (a failure like any other).
     Panicked(String),
-    /// It was aborted after [`Effect::AbortTask`]; the job goes back with its attempt refunded.
+    /// It was aborted after [`Effect::AbortTask`]; the job goes back with its attempt
+    /// refunded, unless it was cancelled: it then fails for good.
     Aborted,
 }
 
@@ -427,10 +450,16 @@ pub enum TimerKind {
     Flush,
     /// Reconnect the listener.
     Listener,
-    /// Free locks left by dead workers.
+    /// Free locks left by dead workers (the four-hour rule).
     LockSweep,
+    /// Renew this worker's lease.
+    Heartbeat,
+    /// Free the jobs of workers whose lease lapsed.
+    Recovery,
     /// Give back prefetched jobs that waited too long.
     LocalQueueTtl,
+    /// Abort a task that ran past its timeout.
+    TaskTimeout,
     /// Abort running tasks: the graceful shutdown took too long.
     ShutdownGrace,
     /// Try a failed fetch or task registration again.
@@ -444,12 +473,15 @@ pub enum TimerKind {
 
 impl TimerKind {
     /// Every kind, in the order ties between deadlines are broken.
-    pub const ALL: [TimerKind; 9] = [
+    pub const ALL: [TimerKind; 12] = [
         TimerKind::Poll,
         TimerKind::Flush,
         TimerKind::Listener,
         TimerKind::LockSweep,
+        TimerKind::Heartbeat,
+        TimerKind::Recovery,
         TimerKind::LocalQueueTtl,
+        TimerKind::TaskTimeout,
         TimerKind::ShutdownGrace,
         TimerKind::Retry,
         TimerKind::Cron,

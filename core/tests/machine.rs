@@ -63,6 +63,11 @@ impl Hand {
         let mut hand = Hand { machine: Worker::new(config, t0()), now: t0() };
         let effects = hand.drain();
         let (register, _) = queries(&effects)[0].clone();
+        // At start: the first heartbeat (no fetch before it lands) and the sweeps.
+        let (_, started) = hand.fire();
+        for (id, _) in queries(&started) {
+            hand.done(id);
+        }
         let effects =
             hand.feed(Input::QueryDone { id: register, result: QueryResult::Tasks(vec![(1, "t".into())]) });
         (hand, effects)
@@ -507,7 +512,10 @@ fn failures_back_off_and_the_last_attempt_fails_permanently() {
     );
     assert!(!evs.iter().any(|e| matches!(e, Event::JobPermanentlyFailed { .. })), "one attempt is left");
     let [(_, Statement::FailJobs { failures, .. })] = &writes(&effects)[..] else { panic!("{effects:?}") };
-    assert_eq!(failures, &vec![Failure { job_id: 1, message: "e1".into(), run_at: Some(expected) }]);
+    assert_eq!(
+        failures,
+        &vec![Failure { job_id: 1, message: "e1".into(), run_at: Some(expected), permanent: false }]
+    );
 
     let effects = hand.finish(2, TaskOutcome::Panicked("p".into()));
     let evs = events(&effects);
@@ -544,6 +552,33 @@ fn the_permanent_failure_is_visible_in_the_database() {
         })
         .count();
     assert_eq!(permanent, 1);
+}
+
+#[test]
+fn at_start_the_worker_heartbeats_sweeps_and_recovers_and_fetches_only_once_its_lease_is_held() {
+    let mut hand = Hand { machine: Worker::new(config(), t0()), now: t0() };
+    let effects = hand.drain();
+    let (register, _) = queries(&effects)[0].clone();
+    let effects =
+        hand.feed(Input::QueryDone { id: register, result: QueryResult::Tasks(vec![(1, "t".into())]) });
+    assert!(fetches(&effects).is_empty(), "no fetch before a heartbeat landed: {effects:?}");
+    let (_, effects) = hand.fire();
+    assert_eq!(hand.now, t0(), "due at start");
+    let sent = queries(&effects);
+    let heartbeat = sent.iter().find(|(_, s)| matches!(s, Statement::Heartbeat { .. })).expect("a heartbeat");
+    assert!(sent.iter().any(|(_, s)| matches!(s, Statement::ResetLocked { .. })), "the four-hour sweep");
+    assert!(sent.iter().any(|(_, s)| matches!(s, Statement::RecoverLapsed { .. })), "the recovery sweep");
+    assert!(fetches(&effects).is_empty());
+    let Statement::Heartbeat { worker_id, lease } = &heartbeat.1 else { unreachable!() };
+    assert_eq!((worker_id.as_str(), *lease), ("w", formica_core::worker::LEASE));
+    let effects = hand.done(heartbeat.0);
+    assert_eq!(fetches(&effects).len(), 1, "the first fetch follows the heartbeat");
+    // Then a heartbeat every interval.
+    let next = t0() + formica_core::worker::HEARTBEAT_INTERVAL;
+    assert_eq!(hand.machine.deadline(TimerKind::Heartbeat), Some(next));
+    hand.advance(next - t0());
+    let effects = hand.feed(Input::Timeout);
+    assert!(queries(&effects).iter().any(|(_, s)| matches!(s, Statement::Heartbeat { .. })));
 }
 
 #[test]
@@ -863,4 +898,55 @@ fn events_announce_fetches_shutdown_give_backs_and_the_duration_of_aborted_tasks
         })
         .sum();
     assert_eq!(given_back, 2, "the prefetched job and the aborted one");
+}
+
+#[test]
+fn a_cancelled_running_job_is_aborted_once_and_fails_for_good_with_the_reason() {
+    let mut world = World::new(WorldConfig::default());
+    world.set_script(|_, _| TaskPlan::Hang);
+    let w = world.add_worker(config());
+    let job = world.db_mut().add_job(&AddJob::new("t", json!({}), JobSpec::default())).unwrap().id;
+    assert!(world.run_until(Duration::seconds(5), |w| w.running(0).count() == 1 && w.listening(0)));
+    // Twice, and with a job it does not hold: one abort, the first reason.
+    for reason in ["stop", "again"] {
+        world.notify("formica:cancel", &format!(r#"{{"ids":[{job},424242],"reason":"{reason}"}}"#));
+    }
+    assert!(world.run_until(Duration::seconds(5), |w| w.db().job(job).is_some_and(|j| j.locked_by.is_none())));
+    let row = world.db().job(job).unwrap();
+    assert_eq!((row.attempts, row.last_error.as_deref()), (row.max_attempts, Some("cancelled: stop")));
+    let aborts = world
+        .trace()
+        .iter()
+        .filter(|e| matches!(e.what, formica_core::sim::Traced::Effect(Effect::AbortTask { .. })))
+        .count();
+    assert_eq!(aborts, 1);
+    world.shutdown(w, true);
+    assert!(world.run_until_stopped(Duration::seconds(10)));
+}
+
+#[test]
+fn a_task_past_its_timeout_is_aborted_and_that_attempt_fails() {
+    let mut world = World::new(WorldConfig::default());
+    world.set_script(|job, _| match job.attempts {
+        1 => TaskPlan::Hang,
+        _ => TaskPlan::finish(Duration::seconds(1), TaskOutcome::Ok),
+    });
+    let timeouts = [("t".to_owned(), Duration::seconds(5))].into_iter().collect();
+    world.add_worker(Config { task_timeouts: timeouts, ..config() });
+    let job = world.db_mut().add_job(&AddJob::new("t", json!({}), JobSpec::default())).unwrap().id;
+    assert!(world.run_until(Duration::seconds(4), |w| w.running(0).count() == 1));
+    let started = world.elapsed();
+    assert!(
+        world.run_until(Duration::seconds(10), |w| w.db().job(job).is_some_and(|j| j.last_error.is_some()))
+    );
+    let failed_after = world.elapsed() - started;
+    assert!(failed_after >= Duration::seconds(5) && failed_after < Duration::seconds(6), "{failed_after}");
+    let row = world.db().job(job).unwrap();
+    assert_eq!(
+        (row.attempts, row.last_error.as_deref()),
+        (1, Some("timed out after 5s")),
+        "the attempt counts"
+    );
+    // Retried after the backoff (e^1 s): the second attempt succeeds.
+    assert!(world.run_until(Duration::seconds(10), |w| w.db().job(job).is_none()));
 }

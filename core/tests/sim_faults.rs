@@ -133,8 +133,8 @@ fn the_trace_renders_one_readable_line_per_entry() {
     for expected in [
         r#"w0 -> start job 1 email (attempt 1/25) {"to":"ada"}"#,
         "w0 <- task of job 1 ended: ok",
-        "w0 -> query 3: complete jobs [1]",
-        "w0 <- query 3: Done",
+        "w0 -> query 6: complete jobs [1]",
+        "w0 <- query 6: Done",
         "CLOCK JUMPED -60s",
         "w0 CRASHED",
     ] {

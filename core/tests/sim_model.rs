@@ -18,7 +18,7 @@
 //!   outcomes (all three modes, array merge, detaching), fetch order, flags and named
 //!   queues all match;
 //! - at most one job of a named queue runs at a time (unless its lock was taken from a live
-//!   worker by an admin or a four-hour sweep);
+//!   worker by an admin, a four-hour sweep or a recovery after its lease lapsed);
 //! - after `Stopped` nothing is running or in flight, no timer is armed and no input
 //!   brings out an effect;
 //! - no job is lost: one disappears only when completed by a worker after its task
@@ -71,6 +71,9 @@ struct Model {
     /// Crontab identifier -> (known_since, last_execution).
     crontabs: BTreeMap<String, (DateTime<Utc>, Option<DateTime<Utc>>)>,
     gone: BTreeMap<i64, Gone>,
+    /// Worker id -> when its lease lapses and since when it is suspected (the database
+    /// clock).
+    leases: BTreeMap<String, (DateTime<Utc>, Option<DateTime<Utc>>)>,
 }
 
 fn four_hours() -> Duration {
@@ -405,12 +408,16 @@ impl Model {
                 (QueryResult::Done, vec![])
             }
             Statement::FailJobs { worker_id, failures } => {
-                for Failure { job_id, message, run_at } in failures {
+                for Failure { job_id, message, run_at, permanent } in failures {
                     let Some(row) = self.rows.get_mut(job_id) else { continue };
                     if row.locked_by.as_ref() != Some(worker_id) {
                         continue;
                     }
                     row.last_error = Some(message.clone());
+                    // A cancelled job has no attempt left.
+                    if *permanent {
+                        row.attempts = row.max_attempts;
+                    }
                     row.run_at = run_at.unwrap_or_else(|| db_now.max(row.run_at) + retry_delay(row.attempts));
                     row.locked_at = None;
                     row.locked_by = None;
@@ -432,6 +439,39 @@ impl Model {
                     self.unlock_queue(&queue, worker_id);
                 }
                 (QueryResult::Done, vec![])
+            }
+            // A heartbeat: alive until `lease` from now, and not suspected.
+            Statement::Heartbeat { worker_id, lease } => {
+                self.leases.insert(worker_id.clone(), (db_now + *lease, None));
+                (QueryResult::Done, vec![])
+            }
+            // Recovery: a lapsed lease becomes suspected; every lock of a worker suspected
+            // for more than `grace` is freed, the job due at once with its attempt counted,
+            // and the worker forgotten.
+            Statement::RecoverLapsed { grace } => {
+                let lapsed: Vec<String> = self
+                    .leases
+                    .iter()
+                    .filter(|(_, (until, since))| {
+                        *until < db_now && since.is_some_and(|s| s < db_now - *grace)
+                    })
+                    .map(|(w, _)| w.clone())
+                    .collect();
+                for (until, since) in self.leases.values_mut() {
+                    if *until < db_now && since.is_none() {
+                        *since = Some(db_now);
+                    }
+                }
+                for worker in &lapsed {
+                    self.leases.remove(worker);
+                }
+                let released = self.force_unlock(&lapsed);
+                for id in &released {
+                    if let Some(row) = self.rows.get_mut(id) {
+                        row.run_at = row.run_at.max(db_now);
+                    }
+                }
+                (QueryResult::Done, released)
             }
             Statement::ResetLocked { locked_before } => {
                 let cutoff = locked_before.unwrap_or(db_now - four_hours());
@@ -831,6 +871,8 @@ impl Checker {
                     | Statement::ScheduleCron(_)
                     | Statement::CompleteJobs { .. }
                     | Statement::ReturnJobs { .. }
+                    | Statement::Heartbeat { .. }
+                    | Statement::RecoverLapsed { .. }
                     | Statement::ResetLocked { .. } => {}
                 }
                 for job_id in written_ids(statement) {
@@ -935,6 +977,8 @@ fn written_ids(statement: &Statement) -> Vec<i64> {
         Statement::RegisterTasks { .. }
         | Statement::GetJobs { .. }
         | Statement::ResetLocked { .. }
+        | Statement::Heartbeat { .. }
+        | Statement::RecoverLapsed { .. }
         | Statement::RegisterCrontabs { .. }
         | Statement::ScheduleCron(_) => vec![],
     }
@@ -1069,6 +1113,7 @@ fn worker_config(index: usize) -> impl Strategy<Value = Config> {
                     max_listener_backoff: Duration::seconds(10),
                     seed,
                     crontab: Vec::new(),
+                    task_timeouts: Default::default(),
                 }
             },
         )

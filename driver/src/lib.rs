@@ -40,12 +40,14 @@ pub use error::{Error, MigrateError};
 pub use formica_core::cron::{self, Cron, CronItem, Crontab, CrontabError};
 pub use formica_core::job::{Job, JobKeyMode, JobSpec, JobSpecBuilder, JobSpecError, Task};
 pub use formica_core::text;
-pub use formica_core::worker::Event;
+pub use formica_core::worker::{Event, HEARTBEAT_INTERVAL, LEASE, RECOVERY_PERIOD, SUSPICION_GRACE};
 pub use migrate::MigrationReport;
 pub use runtime::{Address, Runtime, Socket};
 pub use settings::ConnectionSettings;
 pub use task::{AbortSignal, JobContext, TaskHandler, TaskResult};
 pub use tls::{RootCert, SslMode};
-pub use utils::{CleanupTask, JobFilter, RawJob, RescheduleJobOptions, WorkerUtils, DEFAULT_SCHEMA};
+pub use utils::{
+    Cancelled, CleanupTask, JobFilter, RawJob, RescheduleJobOptions, WorkerUtils, DEFAULT_SCHEMA,
+};
 pub use worker::{CronSource, FlagsFn, Hook, Worker, WorkerHandle, WorkerOptions};
 pub use {chrono, formica_sql as sql, serde_json, tokio_postgres};

@@ -10,6 +10,11 @@
 //! database its ledger passes through ids Formica does not upgrade from. A ledger found
 //! there is refused only once it stands still: we wait on the next id's ledger row as
 //! graphile-worker's own migrators do (see `is_moving`).
+//!
+//! Formica's own records (worker leases) live in a schema of their own,
+//! [`formica_sql::records_schema`], with its own ledger, migrated the same way once the
+//! graphile-worker schema is current: graphile-worker's schema and ledger stay exactly
+//! its own, and it keeps accepting the database.
 
 use crate::error::MigrateError;
 use formica_sql as sql;
@@ -76,6 +81,7 @@ pub async fn migrate(client: &mut Client, schema: &str) -> Result<MigrationRepor
                             "the schema has newer, non-breaking migrations than this Formica knows"
                         );
                     }
+                    migrate_records(client, schema).await.map_err(failed("Formica's records schema"))?;
                     return Ok(MigrationReport { applied, latest: found });
                 }
             },
@@ -152,6 +158,34 @@ async fn is_moving(client: &mut Client, schema: &str, found: i32) -> Result<bool
         client.batch_execute(MOVING_PAUSE).await?;
     }
     Ok(false)
+}
+
+/// Bring the records schema of `schema` up to date: each missing step in a transaction that
+/// first records it (a concurrent migrator's clash means it applied the step).
+async fn migrate_records(client: &mut Client, schema: &str) -> Result<(), tokio_postgres::Error> {
+    match client.batch_execute(&sql::render(sql::migrate::RECORDS_BOOTSTRAP, schema)).await {
+        Err(e) if is_clash(&e) => {}
+        other => other?,
+    }
+    let applied: Vec<i32> = client
+        .query(&sql::render(sql::migrate::RECORDS_APPLIED, schema), &[])
+        .await?
+        .iter()
+        .map(|row| row.try_get(0))
+        .collect::<Result<_, _>>()?;
+    for step in sql::RECORDS_STEPS.iter().filter(|step| !applied.contains(&step.id)) {
+        let tx = client.transaction().await?;
+        match tx.execute(&sql::render(sql::migrate::RECORDS_RECORD, schema), &[&step.id]).await {
+            Err(e) if is_clash(&e) => continue,
+            other => other?,
+        };
+        for part in step.sql {
+            tx.batch_execute(&sql::render(part, schema)).await?;
+        }
+        tx.commit().await?;
+        tracing::info!(schema, records_migration = step.id, "applied a migration of Formica's records");
+    }
+    Ok(())
 }
 
 /// Apply `parts` recorded as `ids` in one transaction. `Ok(false)`: another migrator

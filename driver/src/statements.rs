@@ -106,12 +106,14 @@ pub fn bind(statement: Statement) -> Bound {
         Statement::FailJobs { worker_id, failures } => {
             let ids: Vec<i64> = failures.iter().map(|f| f.job_id).collect();
             let run_ats: Vec<_> = failures.iter().map(|f| f.run_at).collect();
+            let permanent: Vec<bool> = failures.iter().map(|f| f.permanent).collect();
             let messages: Vec<String> = failures.into_iter().map(|f| f.message).collect();
             let params = vec![
                 param(worker_id, Type::TEXT),
                 param(ids, Type::INT8_ARRAY),
                 param(messages, Type::TEXT_ARRAY),
                 param(run_ats, Type::TIMESTAMPTZ_ARRAY),
+                param(permanent, Type::BOOL_ARRAY),
             ];
             (sql::worker::FAIL_JOBS, params, Answer::Done)
         }
@@ -122,6 +124,14 @@ pub fn bind(statement: Statement) -> Bound {
         ),
         Statement::ResetLocked { locked_before } => {
             (sql::worker::RESET_LOCKED, vec![param(locked_before, Type::TIMESTAMPTZ)], Answer::Done)
+        }
+        Statement::Heartbeat { worker_id, lease } => (
+            sql::worker::HEARTBEAT,
+            vec![param(worker_id, Type::TEXT), param(lease.num_milliseconds(), Type::INT8)],
+            Answer::Done,
+        ),
+        Statement::RecoverLapsed { grace } => {
+            (sql::worker::RECOVER_LAPSED, vec![param(grace.num_milliseconds(), Type::INT8)], Answer::Done)
         }
         Statement::RegisterCrontabs { identifiers, known_since } => (
             sql::worker::REGISTER_CRONTABS,

@@ -364,6 +364,29 @@ impl WorkerUtils {
             .await
     }
 
+    /// Cancel the given jobs with `reason`. One no worker holds fails for good at once
+    /// (`attempts = max_attempts`, `last_error` `cancelled: <reason>`; it is kept so the
+    /// reason can be read). A held one's Formica worker is notified: it fires the task's
+    /// `abort_signal` and fails the job the same way, unless the task succeeded first (then
+    /// it completes, and only that is recorded). The notification reaches workers whose
+    /// listener is up; a job held by graphile-worker runs on. Ids that match no job are
+    /// left out of the answer.
+    pub async fn cancel_jobs(&self, ids: &[i64], reason: &str) -> Result<Cancelled, Error> {
+        let client = self.pool.get().await?;
+        let rows = client.query(&self.sql(sql::utils::CANCEL_JOBS), &[&ids, &reason]).await?;
+        let mut cancelled = Cancelled::default();
+        for row in rows {
+            let (id, held): (i64, bool) = (row.try_get(0)?, row.try_get(1)?);
+            if held { &mut cancelled.told } else { &mut cancelled.failed }.push(id);
+        }
+        Ok(cancelled)
+    }
+
+    /// [`cancel_jobs`](Self::cancel_jobs) for one job.
+    pub async fn cancel_job(&self, id: i64, reason: &str) -> Result<Cancelled, Error> {
+        self.cancel_jobs(&[id], reason).await
+    }
+
     /// Change when and how the given jobs run (jobs a worker holds are skipped). Returns
     /// the jobs changed.
     pub async fn reschedule_jobs(
@@ -436,4 +459,13 @@ impl WorkerUtils {
     fn local_now(&self) -> Option<DateTime<Utc>> {
         self.use_local_time.then(|| self.pool.runtime().now())
     }
+}
+
+/// What [`WorkerUtils::cancel_jobs`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Cancelled {
+    /// Jobs no worker held: failed for good now.
+    pub failed: Vec<i64>,
+    /// Jobs a worker held: their worker was told to cancel them.
+    pub told: Vec<i64>,
 }

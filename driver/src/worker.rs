@@ -233,6 +233,13 @@ impl<R> WorkerOptions<R> {
         self.config.fail_batch_delay = to_chrono(delay);
         self
     }
+    /// Abort a task of `identifier` that runs longer than `timeout`: its `abort_signal`
+    /// fires and that attempt fails with `timed out after <timeout>` (retried as any
+    /// failure).
+    pub fn task_timeout(mut self, identifier: &str, timeout: Duration) -> Self {
+        self.config.task_timeouts.insert(identifier.to_owned(), to_chrono(timeout));
+        self
+    }
     /// How long a graceful shutdown waits for running tasks before aborting them.
     pub fn graceful_shutdown_timeout(mut self, timeout: Duration) -> Self {
         self.config.graceful_shutdown_timeout = to_chrono(timeout);

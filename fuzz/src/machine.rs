@@ -16,7 +16,7 @@
 use chrono::Duration;
 use formica_core::job::{JobKeyMode, JobSpec};
 use formica_core::sim::{AddJob, Reschedule, TaskPlan, Traced, World, WorldConfig};
-use formica_core::worker::{Config, Effect, Input, QueryResult, Statement, TaskOutcome, Timestamp};
+use formica_core::worker::{Config, Effect, Event, Input, QueryResult, Statement, TaskOutcome, Timestamp};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Reads the bytes front to back; zeros once they run out.
@@ -81,6 +81,7 @@ fn worker_config(index: usize, b: &mut Bytes<'_>) -> Config {
         max_listener_backoff: Duration::milliseconds(100 + i64::from(b.u16())),
         seed: u64::from(b.u16()),
         crontab: Vec::new(),
+        task_timeouts: Default::default(),
     }
 }
 
@@ -372,9 +373,19 @@ pub fn check(data: &[u8]) {
     }
     for w in (0..workers).filter(|w| world.is_stopped(*w)) {
         let id = world.worker_id(w);
+        // A worker that gave up on a refusing database names the jobs it leaves locked.
+        let abandoned: Vec<i64> = (world.trace().iter())
+            .filter(|e| e.worker == Some(w))
+            .filter_map(|e| match &e.what {
+                Traced::Effect(Effect::Emit(Event::OutcomesAbandoned { job_ids })) => Some(job_ids.clone()),
+                _ => None,
+            })
+            .flatten()
+            .collect();
         assert!(
-            world.db().jobs().all(|j| j.locked_by.as_deref() != Some(id.as_str())),
-            "{id} stopped holding a job"
+            (world.db().jobs())
+                .all(|j| j.locked_by.as_deref() != Some(id.as_str()) || abandoned.contains(&j.id)),
+            "{id} stopped holding a job it did not name as abandoned"
         );
         assert_eq!(world.machine(w).poll_timeout(), None, "{id} arms a timer after Stopped");
         let mut machine = world.machine(w).clone();

@@ -1,7 +1,9 @@
 //! formica-sql: Formica's schema migrations and statements, as text.
 //!
 //! Every statement names the schema through the placeholder `:SCHEMA`, which [`render`]
-//! replaces with the quoted schema name once, when a client is set up. Nothing here runs
+//! replaces with the quoted schema name once, when a client is set up, and Formica's own
+//! records (worker leases) through `:RECORDS`: the schema [`records_schema`] names, kept
+//! apart so that graphile-worker's schema and ledger stay exactly its own. Nothing here runs
 //! SQL or decides anything: the driver does, so the text stays readable as plain `.sql`
 //! files.
 //!
@@ -21,10 +23,23 @@ pub fn quote_ident(schema: &str) -> String {
     format!("\"{}\"", schema.replace('"', "\"\""))
 }
 
-/// `sql` with the schema placeholder replaced by the quoted `schema`.
-pub fn render(sql: &str, schema: &str) -> String {
-    sql.replace(PLACEHOLDER, &quote_ident(schema))
+/// The placeholder of the schema of Formica's own records.
+pub const RECORDS_PLACEHOLDER: &str = ":RECORDS";
+
+/// The schema holding Formica's records for the graphile-worker schema `schema`:
+/// `formica_<schema>` (`formica_graphile_worker` by default).
+pub fn records_schema(schema: &str) -> String {
+    format!("formica_{schema}")
 }
+
+/// `sql` with the placeholders replaced by the quoted `schema` and its records schema.
+pub fn render(sql: &str, schema: &str) -> String {
+    sql.replace(RECORDS_PLACEHOLDER, &quote_ident(&records_schema(schema)))
+        .replace(PLACEHOLDER, &quote_ident(schema))
+}
+
+/// The migrations of Formica's records schema, in order (its own ledger, ids from 1).
+pub const RECORDS_STEPS: &[Step] = &[Step { id: 1, sql: &[include_str!("../records/000001.sql")] }];
 
 /// The newest migration id Formica knows.
 pub const LATEST: i32 = 20;
@@ -87,6 +102,12 @@ pub mod migrate {
     pub const NOTIFY: &str = include_str!("../queries/migration_notify.sql");
     /// Marks breaking ids in a ledger written before the column existed; `$1` the ids.
     pub const MARK_BREAKING: &str = "update :SCHEMA.migrations set breaking = true where id = any($1::int[])";
+    /// Creates the records schema and its empty ledger if missing.
+    pub const RECORDS_BOOTSTRAP: &str = include_str!("../queries/records_bootstrap.sql");
+    /// The records' migration ids applied.
+    pub const RECORDS_APPLIED: &str = include_str!("../queries/records_applied.sql");
+    /// Records one records migration (the concurrency guard, as `RECORD`).
+    pub const RECORDS_RECORD: &str = include_str!("../queries/records_record.sql");
 }
 
 /// Statements behind `WorkerUtils`: each that returns jobs returns `_private_jobs` columns
@@ -106,6 +127,8 @@ pub mod utils {
     pub const COMPLETE_JOBS: &str = include_str!("../queries/complete_jobs.sql");
     /// See the file for parameters.
     pub const PERMANENTLY_FAIL_JOBS: &str = include_str!("../queries/permanently_fail_jobs.sql");
+    /// `$1` job ids, `$2` reason; rows: (id, held by a worker, so told to cancel).
+    pub const CANCEL_JOBS: &str = include_str!("../queries/cancel_jobs.sql");
     /// See the file for parameters.
     pub const RESCHEDULE_JOBS: &str = include_str!("../queries/reschedule_jobs.sql");
     /// See the file for parameters.
@@ -129,12 +152,16 @@ pub mod worker {
     /// `$1` worker, `$2` job ids.
     pub const COMPLETE_JOBS: &str = include_str!("../queries/worker/complete_jobs.sql");
     /// `$1` worker, `$2` job ids, `$3` messages, `$4` next run times (null entries: backoff
-    /// from the database clock).
+    /// from the database clock), `$5` whether no attempt is left (cancelled).
     pub const FAIL_JOBS: &str = include_str!("../queries/worker/fail_jobs.sql");
     /// `$1` worker, `$2` job ids: unlock with the attempt refunded.
     pub const RETURN_JOBS: &str = include_str!("../queries/worker/return_jobs.sql");
     /// `$1` locks older than this are freed (null: four hours before the database clock).
     pub const RESET_LOCKED: &str = include_str!("../queries/worker/reset_locked.sql");
+    /// `$1` worker, `$2` lease in milliseconds: the worker is alive that long.
+    pub const HEARTBEAT: &str = include_str!("../queries/worker/heartbeat.sql");
+    /// `$1` grace in milliseconds: frees the locks of workers suspected dead for longer.
+    pub const RECOVER_LAPSED: &str = include_str!("../queries/worker/recover_lapsed.sql");
     /// Make crontab identifiers known; rows: those known before, with their last slot.
     pub const REGISTER_CRONTABS: &str = include_str!("../queries/worker/register_crontabs.sql");
     /// Add the jobs of one cron slot, once across every worker; rows: the new job ids.
@@ -214,6 +241,7 @@ mod tests {
     fn render_quotes_the_schema() {
         assert_eq!(render("select * from :SCHEMA.jobs", "my\"s"), "select * from \"my\"\"s\".jobs");
         assert_eq!(render("x):::SCHEMA.job_spec", "gw"), "x)::\"gw\".job_spec");
+        assert_eq!(render(":RECORDS.leases, :SCHEMA.jobs", "gw"), "\"formica_gw\".leases, \"gw\".jobs");
     }
 
     #[test]

@@ -566,6 +566,8 @@ impl Both {
                         job_id: *sim_id,
                         message: format!("failed {name} #{i}"),
                         run_at: explicit.map(|s| at(now, s, self.serial)),
+                        // As a cancelled job's: no attempt left.
+                        permanent: self.serial % 3 == 0,
                     });
                 }
                 let pg_failures: Vec<Failure> = (failures.iter().zip(&jobs))

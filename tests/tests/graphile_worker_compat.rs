@@ -112,3 +112,86 @@ async fn graphile_worker_runs_jobs_formica_added_to_a_schema_formica_installed()
     );
     let _ = std::fs::remove_dir_all(tasks);
 }
+
+/// graphile-worker (Node) and Formica share the database while Formica's recovery runs:
+/// a lapsed Formica worker's job is freed and run, while the jobs and queue that the Node
+/// worker holds (it never heartbeats) keep their locks, and graphile-worker's schema and
+/// ledger stay its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs graphile-worker from npm: scripts/compat-graphile-worker"]
+async fn formica_s_recovery_leaves_graphile_worker_s_locks_alone() {
+    let db = TestDb::migrated().await;
+    let client = db.client().await;
+    client.batch_execute("create table started (n int)").await.unwrap();
+    let utils = db.utils();
+    for n in 0..2 {
+        let spec = if n == 0 { JobSpec::builder().queue_name("node").build() } else { JobSpec::default() };
+        utils.add_raw_job("hold", json!({ "n": n }), spec).await.expect("add");
+    }
+    let tasks = std::env::temp_dir().join(format!("formica-compat-{}", db.name));
+    std::fs::create_dir_all(tasks.join("tasks")).unwrap();
+    std::fs::write(
+        tasks.join("tasks/hold.js"),
+        "module.exports = async (payload, helpers) => {\n\
+           await helpers.query('insert into started values ($1)', [payload.n]);\n\
+           await new Promise((resolve) => setTimeout(resolve, 120000));\n\
+         };\n",
+    )
+    .unwrap();
+    let cli = std::env::var("FORMICA_GRAPHILE_WORKER").expect("run scripts/compat-graphile-worker");
+    let node =
+        Command::new("node").arg(cli).args(["-j", "2", "-c"]).arg(node_url(&db)).current_dir(&tasks).spawn();
+    let node = KillOnDrop(node.unwrap());
+    db.wait_for_count("select count(*) from started", 2, std::time::Duration::from_secs(30)).await;
+    let locks = "select (select array_agg(locked_by || ' ' || locked_at order by id) from graphile_worker._private_jobs), \
+                 (select array_agg(locked_by || ' ' || locked_at) from graphile_worker._private_job_queues)";
+    let row = client.query_one(locks, &[]).await.unwrap();
+    let node_locks: (Vec<String>, Vec<String>) = (row.get(0), row.get(1));
+
+    // A Formica worker that died holding a job: its lease lapsed, and was suspected, a
+    // minute ago.
+    let dead = utils.add_raw_job("orphan", json!({}), JobSpec::default()).await.unwrap().id;
+    client
+        .batch_execute(&format!(
+            "update graphile_worker._private_jobs set locked_by = 'formica-dead', locked_at = now(), \
+               attempts = 1 where id = {dead};
+             insert into formica_graphile_worker.leases values ('formica-dead', now() - interval '1 minute', now() - interval '1 minute');"
+        ))
+        .await
+        .unwrap();
+    let worker = db
+        .worker_options()
+        .poll_interval(std::time::Duration::from_millis(200))
+        .define_raw_job("orphan", |_, _| Box::pin(async { Ok(()) }))
+        .init()
+        .await
+        .expect("init");
+    let rt: std::sync::Arc<dyn formica::Runtime> = std::sync::Arc::new(formica_tokio::TokioRuntime);
+    let running = formica_tests::Running::spawn(&rt, worker);
+    db.wait_for_count(
+        &format!("select count(*) from graphile_worker.jobs where id = {dead}"),
+        0,
+        std::time::Duration::from_secs(10),
+    )
+    .await;
+    // Several more sweeps (at start, then every few seconds), by Formica.
+    tokio::time::sleep((formica::RECOVERY_PERIOD * 2).to_std().unwrap()).await;
+    let row = client.query_one(locks, &[]).await.unwrap();
+    assert_eq!((row.get(0), row.get(1)), node_locks, "graphile-worker's locks are untouched");
+    assert_eq!(db.count("select count(*) from started").await, 2, "and its jobs did not run again");
+    running.stop(std::time::Duration::from_secs(10)).await;
+    drop(node);
+    assert_eq!(schema_facts(&client, "graphile_worker").await, reference_facts().await);
+    assert_eq!(ledger(&client, "graphile_worker").await, expected_ledger());
+    let _ = std::fs::remove_dir_all(tasks);
+}
+
+/// A child process, killed when the test ends (or fails).
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

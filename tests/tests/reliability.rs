@@ -223,16 +223,20 @@ async fn server_restart(cluster: PrivateCluster, rt: Arc<dyn Runtime>) {
     // every 100 ms.
     let attempts = downs.iter().filter(|(at, _, _)| *at > stopping && *at < restarted).count();
     assert!(attempts <= 8, "{attempts} listener reconnection attempts while the server was down: no backoff");
-    let last_up = events
-        .lock()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|(_, e)| matches!(e, Event::ListenerUp))
-        .map(|(at, _)| *at)
-        .expect("listener up");
-    // (`restarted` is when pg_ctl saw the server up: the listener may be a little faster.)
-    assert!(last_up > stopped, "the listener connected again after the restart");
+    let last_up = || {
+        events.lock().unwrap().iter().rev().find(|(_, e)| matches!(e, Event::ListenerUp)).map(|(at, _)| *at)
+    };
+    // The jobs may all have run (by polling) before the backoff's next attempt is due: wait
+    // for it, within the bound checked below. (`restarted` is when pg_ctl saw the server
+    // up: the listener may be a little faster.)
+    wait_until(
+        rt.as_ref(),
+        Duration::from_secs(30),
+        "the listener connected again after the restart",
+        || last_up().is_some_and(|at| at > stopped),
+    )
+    .await;
+    let last_up = last_up().expect("listener up");
     assert!(
         last_up - restarted < Duration::from_secs(30),
         "reconnected {:?} after the restart",

@@ -192,6 +192,19 @@ impl CronRunner {
         self.in_flight.is_some() || self.phase == Phase::Registering
     }
 
+    /// The statements due at `now`, in order: the registration, then the next minute's
+    /// batch (one at a time).
+    pub fn due_statements(&mut self, now: DateTime<Utc>) -> Vec<crate::protocol::Statement> {
+        use crate::protocol::Statement;
+        let mut statements = Vec::new();
+        if let Some((identifiers, known_since)) = self.registration(now) {
+            statements.push(Statement::RegisterCrontabs { identifiers, known_since });
+        }
+        self.tick(now);
+        statements.extend(self.poll_batch(now).map(Statement::ScheduleCron));
+        statements
+    }
+
     /// Drop what has not been sent (shutdown).
     pub fn stop(&mut self) {
         self.queue.clear();

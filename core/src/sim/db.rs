@@ -8,7 +8,8 @@
 //! after random operations), with one difference that no caller can observe as wrong:
 //! jobs with equal `(priority, run_at)` are fetched in id order, where PostgreSQL takes
 //! whichever it meets first. Time is the database's own clock ([`Db::set_now`]), which
-//! plays `now()`.
+//! plays `now()`. Workers' leases (the `formica_<schema>.leases` table) are kept beside
+//! the job tables.
 
 use crate::backoff;
 use crate::cron::runner::KnownCrontab;
@@ -18,6 +19,7 @@ use crate::protocol::{DbError, Failure, QueryResult, Statement, JOBS_INSERT};
 use crate::rng::SplitMix;
 use crate::time::Timestamp;
 use crate::worker::STALE_LOCK_AGE;
+use chrono::Duration;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -87,6 +89,7 @@ pub struct Db {
     notifications: Vec<Notification>,
     rng: SplitMix,
     known_crontabs: BTreeMap<String, KnownCrontab>,
+    leases: BTreeMap<String, (Timestamp, Option<Timestamp>)>,
 }
 
 fn constraint(name: &str) -> DbError {
@@ -108,6 +111,7 @@ impl Db {
             notifications: Vec::new(),
             rng: SplitMix::new(seed),
             known_crontabs: BTreeMap::new(),
+            leases: BTreeMap::new(),
         }
     }
 
@@ -470,6 +474,45 @@ impl Db {
         &self.known_crontabs
     }
 
+    /// The workers' leases: worker id -> when it lapses, and since when it is suspected.
+    pub fn leases(&self) -> &BTreeMap<String, (Timestamp, Option<Timestamp>)> {
+        &self.leases
+    }
+
+    /// Suspect the leases that lapsed; free the jobs and queues of the workers suspected
+    /// for more than `grace`, forgetting them; the jobs are due at once and their attempt
+    /// counts. Wakes the workers if a job was freed.
+    fn recover_lapsed(&mut self, grace: Duration) {
+        let now = self.now;
+        let lapsed: BTreeSet<String> = self
+            .leases
+            .iter()
+            .filter(|(_, (until, since))| *until < now && since.is_some_and(|s| s < now - grace))
+            .map(|(id, _)| id.clone())
+            .collect();
+        self.leases.retain(|id, _| !lapsed.contains(id));
+        for (until, since) in self.leases.values_mut() {
+            if *until < now && since.is_none() {
+                *since = Some(now);
+            }
+        }
+        let of_lapsed = |by: &Option<String>| by.as_ref().is_some_and(|by| lapsed.contains(by));
+        let mut freed = 0;
+        for job in self.jobs.values_mut().filter(|j| of_lapsed(&j.locked_by)) {
+            job.locked_at = None;
+            job.locked_by = None;
+            job.run_at = job.run_at.max(now);
+            freed += 1;
+        }
+        for queue in self.queues.values_mut().filter(|q| of_lapsed(&q.locked_by)) {
+            queue.locked_at = None;
+            queue.locked_by = None;
+        }
+        if freed > 0 {
+            self.notify_insert(freed);
+        }
+    }
+
     /// Run one of the worker's statements and answer as the driver would.
     pub fn execute(&mut self, statement: &Statement) -> QueryResult {
         match statement {
@@ -535,7 +578,7 @@ impl Db {
                 QueryResult::Done
             }
             Statement::FailJobs { worker_id, failures } => {
-                for Failure { job_id, message, run_at } in failures {
+                for Failure { job_id, message, run_at, permanent } in failures {
                     if !self.held_by(*job_id, worker_id) {
                         continue;
                     }
@@ -544,6 +587,9 @@ impl Db {
                     job.last_error = Some(message.clone());
                     job.run_at =
                         run_at.unwrap_or_else(|| backoff::next_run_at(now, job.run_at, job.attempts));
+                    if *permanent {
+                        job.attempts = job.max_attempts;
+                    }
                     job.locked_at = None;
                     job.locked_by = None;
                     let queue = job.job_queue_id;
@@ -562,6 +608,14 @@ impl Db {
                     let queue = job.job_queue_id;
                     self.release_queue(queue, worker_id);
                 }
+                QueryResult::Done
+            }
+            Statement::Heartbeat { worker_id, lease } => {
+                self.leases.insert(worker_id.clone(), (self.now + *lease, None));
+                QueryResult::Done
+            }
+            Statement::RecoverLapsed { grace } => {
+                self.recover_lapsed(*grace);
                 QueryResult::Done
             }
             Statement::ResetLocked { locked_before } => {
@@ -702,7 +756,7 @@ mod tests {
         let b = add(&mut db, "t", json!(2), JobSpec::default());
         fetch(&mut db, "w", 2);
         db.set_now(t(10));
-        let failures = vec![Failure { job_id: a.id, message: "boom".into(), run_at: None }];
+        let failures = vec![Failure { job_id: a.id, message: "boom".into(), run_at: None, permanent: false }];
         db.execute(&Statement::FailJobs { worker_id: "other".into(), failures: failures.clone() });
         assert_eq!(db.job(a.id).and_then(|j| j.locked_by.clone()).as_deref(), Some("w"), "not ours");
         db.execute(&Statement::FailJobs { worker_id: "w".into(), failures });

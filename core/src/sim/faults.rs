@@ -253,6 +253,8 @@ fn statement_text(statement: &Statement) -> String {
         }
         other @ (Statement::RegisterTasks { .. }
         | Statement::ResetLocked { .. }
+        | Statement::Heartbeat { .. }
+        | Statement::RecoverLapsed { .. }
         | Statement::RegisterCrontabs { .. }) => variant(other),
     }
 }

@@ -36,12 +36,14 @@
 //!   backoff of failures, `add_jobs` batches, the admin functions. `tests/tests/differential.rs`
 //!   runs random sequences of these operations and of the worker's statements (fetch,
 //!   complete, fail, return) against PostgreSQL with Formica's migrations and requires the
-//!   same rows and results after each one. The cron statements and the four-hour lock
-//!   sweep are not in that comparison; `core/tests/sim_model.rs` checks them against a
-//!   model written from the documented rules.
-//! - Faults, as the driver meets them: a crashed process keeps its locks until the sweep;
-//!   a restart is a new worker id; a failed query is retried; a dropped listener leaves
-//!   polling; a clock jump moves the wall clock that the database and the workers read
+//!   same rows and results after each one. The cron statements, the heartbeats, the
+//!   recovery and the four-hour lock sweep are not in that comparison;
+//!   `core/tests/sim_model.rs` checks them against a model written from the documented
+//!   rules.
+//! - Faults, as the driver meets them: a crashed process keeps its locks until its lease
+//!   lapses and a recovery sweep frees them; a paused one ([`World::pause`]) hears nothing
+//!   and sends its queries late; a restart is a new worker id; a failed query is retried;
+//!   a dropped listener leaves polling; a clock jump moves the wall clock that the database and the workers read
 //!   (a worker's clock, like the driver's, never goes back).
 //!
 //! Not modelled:
@@ -53,8 +55,9 @@
 //!   timeouts and lost connections other than the injected failures are not there.
 //!   Jobs of equal `(priority, run_at)` are fetched in id order, where PostgreSQL takes
 //!   whichever it meets first.
-//! - Clock skew beyond what is injected: there is one wall clock, shared by every worker
-//!   and the database, that moves only by [`World::jump_clock`].
+//! - Clock skew beyond what is injected: there is one wall clock, shared by the database
+//!   and every worker, that moves only by [`World::jump_clock`]; a worker added with
+//!   [`World::add_skewed_worker`] reads it a fixed amount off. Clocks do not drift.
 //! - Other processes: graphile-worker in Node, or admin SQL the test does not run.
 //!
 //! So a property that holds here holds for the decisions and the schedule; confirm
@@ -273,6 +276,10 @@ struct SimWorker {
     /// Like the driver, the world feeds a clock that never goes back and moves on with
     /// elapsed time, so a wall clock set back does not stall the machine's timers.
     clock: FeedClock,
+    /// How far this worker's clock is off the wall clock ([`World::skew_clock`]).
+    skew: Duration,
+    /// Elapsed time until which the process is paused ([`World::pause`]).
+    paused_until: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -369,9 +376,15 @@ impl World {
 
     /// Start a worker with `config` now; returns its index.
     pub fn add_worker(&mut self, config: Config) -> WorkerIndex {
+        self.add_skewed_worker(config, Duration::zero())
+    }
+
+    /// Start a worker whose clock is `skew` off the wall clock (and the database's), as on
+    /// a machine whose clock is wrong: it reads `wall + skew`, restarts included.
+    pub fn add_skewed_worker(&mut self, config: Config, skew: Duration) -> WorkerIndex {
         let index = self.workers.len();
-        let machine = Worker::new(config.clone(), self.now());
-        let clock = FeedClock::new(self.now(), self.mono);
+        let machine = Worker::new(config.clone(), self.now() + skew);
+        let clock = FeedClock::new(self.now() + skew, self.mono);
         self.workers.push(SimWorker {
             clock,
             base: config.clone(),
@@ -384,6 +397,8 @@ impl World {
             fail_next: 0,
             in_flight: BTreeSet::new(),
             gave_up: false,
+            skew,
+            paused_until: Duration::zero(),
         });
         self.record(Some(index), Traced::Started { worker_id: config.worker_id });
         self.drain(index);
@@ -448,6 +463,16 @@ impl World {
         self.record(None, Traced::ClockJumped(by));
     }
 
+    /// Pause worker `w`'s process for `by` (SIGSTOP, a long stall, a partition): nothing
+    /// reaches it until then. Its timers, task ends, notifications and the answers to its
+    /// queries wait, and its queries in flight reach the database only when it resumes
+    /// (late, as a write stalled in a partition would). Its tasks keep running. Pauses are
+    /// not traced.
+    pub fn pause(&mut self, w: WorkerIndex, by: Duration) {
+        let worker = &mut self.workers[w];
+        worker.paused_until = worker.paused_until.max(self.mono + by);
+    }
+
     /// Ask worker `w` to stop (forcefully if not `graceful`).
     pub fn shutdown(&mut self, w: WorkerIndex, graceful: bool) {
         self.feed(w, Input::ShutdownRequested { graceful });
@@ -476,9 +501,11 @@ impl World {
         worker.life = Life::Running;
         worker.fail_next = 0;
         worker.gave_up = false;
+        worker.paused_until = Duration::zero();
         let config = self.config_of(w);
-        self.workers[w].machine = Worker::new(config.clone(), self.now());
-        self.workers[w].clock = FeedClock::new(self.now(), self.mono);
+        let now = self.now() + self.workers[w].skew;
+        self.workers[w].machine = Worker::new(config.clone(), now);
+        self.workers[w].clock = FeedClock::new(now, self.mono);
         self.record(Some(w), Traced::Started { worker_id: config.worker_id });
         self.drain(w);
     }
@@ -596,9 +623,11 @@ impl World {
         let timers =
             self.workers.iter().enumerate().filter(|(_, w)| w.life == Life::Running).filter_map(|(i, w)| {
                 let (deadline, kind) = w.machine.poll_timeout()?;
-                let wall = deadline - self.config.start - self.offset;
-                // Due when either the fed clock or the wall clock reaches the deadline.
-                Some((w.clock.mono_at(deadline).min(wall).max(self.mono), Next::Timer(i, kind)))
+                let wall = deadline - self.config.start - self.offset - w.skew;
+                // Due when either the fed clock or the wall clock reaches the deadline (and
+                // the process runs).
+                let at = w.clock.mono_at(deadline).min(wall).max(self.mono).max(w.paused_until);
+                Some((at, Next::Timer(i, kind)))
             });
         // Agenda items first at equal times, then workers in index order.
         agenda.into_iter().chain(timers).min_by_key(|(at, next)| (*at, matches!(next, Next::Timer(..))))
@@ -627,6 +656,15 @@ impl World {
     }
 
     fn run_due(&mut self, due: Due) -> Stepped {
+        let (Due::Answer { worker, .. }
+        | Due::TaskEnd { worker, .. }
+        | Due::Listener { worker, .. }
+        | Due::Notify { worker, .. }) = &due;
+        let paused_until = self.workers[*worker].paused_until;
+        if paused_until > self.mono {
+            self.schedule(paused_until - self.mono, due);
+            return Stepped::Nothing;
+        }
         match due {
             Due::Answer { worker, incarnation, id, statement } => {
                 let w = &mut self.workers[worker];
@@ -713,7 +751,7 @@ impl World {
             return;
         }
         self.record(Some(w), Traced::Input(input.clone()));
-        let (wall, mono) = (self.now(), self.mono);
+        let (wall, mono) = (self.now() + self.workers[w].skew, self.mono);
         let now = self.workers[w].clock.now(wall, mono);
         let worker_id = self.worker_id(w);
         if let Err(e) = self.workers[w].machine.handle(input, now) {

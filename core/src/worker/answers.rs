@@ -1,22 +1,15 @@
 //! How each answer from the database reaches the part whose query it was, and how each
 //! refusal is retried: the one place that knows which part owns which statement.
 
-use super::{Part, Phase, Worker};
+use super::part::Part;
+use super::{Phase, Worker};
 use crate::protocol::{DbError, Event, Failure, MisuseError, QueryId, QueryResult, Undecodable};
 use std::collections::BTreeSet;
 
 impl Worker {
     pub(super) fn query_done(&mut self, id: QueryId, result: QueryResult) -> Result<(), MisuseError> {
         let part = *self.pending.get(&id).ok_or(MisuseError::UnknownQuery(id))?;
-        let fits = matches!(
-            (&result, part),
-            (QueryResult::Err(_), _)
-                | (QueryResult::Tasks(_), Part::Register)
-                | (QueryResult::Jobs { .. }, Part::Fetch)
-                | (QueryResult::KnownCrontabs(_), Part::Cron)
-                | (QueryResult::Done, Part::Write | Part::Sweep | Part::Cron)
-        );
-        if !fits {
+        if !part.fits(&result) {
             // Nothing changed: the query is still pending.
             return Err(MisuseError::WrongResult(id));
         }
@@ -50,7 +43,7 @@ impl Worker {
                     let message = format!("Formica could not read job {job_id}: {error}");
                     self.emit(Event::JobUndecodable { job_id, error });
                     self.writes.fail(
-                        Failure { job_id, message, run_at: None },
+                        Failure { job_id, message, run_at: None, permanent: false },
                         self.now,
                         self.config.fail_batch_delay,
                     );
@@ -76,6 +69,12 @@ impl Worker {
                     self.fetcher.wake();
                 }
                 Part::Sweep => self.sweeper.ended(),
+                Part::Heartbeat => self.lease.heartbeat_ended(true),
+                // Freed jobs may be ours to run.
+                Part::Recovery => {
+                    self.lease.recovery_ended();
+                    self.fetcher.wake();
+                }
                 Part::Register | Part::Fetch => {}
             },
         }
@@ -85,17 +84,12 @@ impl Worker {
     /// Every failure is retried: a write (by [`Writes`], never dropped), a fetch or a
     /// registration after `poll_interval`, a sweep at the next sweep, cron by its runner.
     fn query_failed(&mut self, id: QueryId, part: Part, error: DbError) {
-        let statement = match part {
-            Part::Register => "register tasks",
-            Part::Fetch => "fetch jobs",
-            Part::Sweep => "reset stale locks",
-            Part::Cron => "schedule cron jobs",
-            Part::Write => self.writes.name(id).unwrap_or("write outcomes"),
-        };
+        let statement = self.writes.name(id).unwrap_or(part.statement());
         if part == Part::Fetch {
             self.fetcher.failed(id);
         }
-        if self.config.run_once && !error.retryable && matches!(part, Part::Register | Part::Fetch) {
+        let fetching = matches!(part, Part::Register | Part::Fetch | Part::Heartbeat);
+        if self.config.run_once && !error.retryable && fetching {
             // Waiting cannot fix a missing table or a permission: say so and stop, rather
             // than never returning.
             self.emit(Event::GaveUp { statement, error: error.message });
@@ -110,6 +104,8 @@ impl Worker {
                 self.retry_at = Some(self.now + self.config.poll_interval);
             }
             Part::Sweep => self.sweeper.ended(),
+            Part::Heartbeat => self.lease.heartbeat_ended(false),
+            Part::Recovery => self.lease.recovery_ended(),
             Part::Cron => {
                 if let Some(cron) = &mut self.cron {
                     cron.failed(self.now, self.config.poll_interval);

@@ -2,6 +2,7 @@
 
 use crate::cron::CronItem;
 use chrono::Duration;
+use std::collections::BTreeMap;
 
 /// The default most jobs held in the local queue.
 pub const DEFAULT_LOCAL_QUEUE_SIZE: usize = 1000;
@@ -53,6 +54,10 @@ pub struct Config {
     pub seed: u64,
     /// Recurring jobs this worker schedules (not in `run_once` mode).
     pub crontab: Vec<CronItem>,
+    /// Per task identifier, the longest its task may run: then it is aborted (its
+    /// `abort_signal` fires) and that attempt fails with `timed out after <timeout>`, to be
+    /// retried as any failure. Tasks not named run as long as they take.
+    pub task_timeouts: BTreeMap<String, Duration>,
 }
 
 impl Default for Config {
@@ -73,6 +78,7 @@ impl Default for Config {
             max_listener_backoff: Duration::seconds(60),
             seed: 0x5eed,
             crontab: Vec::new(),
+            task_timeouts: BTreeMap::new(),
         }
     }
 }

@@ -17,22 +17,28 @@
 //!
 //! The machine composes small parts, each owning its state and its deadline and knowing no
 //! effect: [`fetch`] (when and how much to fetch, the local queue), [`writes`] (outcomes on
-//! their way to the database), [`link`] (the LISTEN connection), [`slots`], [`sweep`] and
-//! the cron runner; [`answers`] routes each database answer to its part. Only the worker
-//! makes [`Effect`]s; [`Worker::poll_timeout`] is the
-//! earliest of the parts' deadlines and its own (retry).
+//! their way to the database), [`link`] (the LISTEN connection), [`lease`] (heartbeats and
+//! the recovery of dead workers' jobs), [`sweep`] (the four-hour rule), [`cancel`]
+//! (cancelled and timed out tasks), [`slots`] and the cron runner; [`answers`] routes each
+//! database answer to its part ([`part`]), [`deadlines`] reads their deadlines. Only the
+//! worker makes [`Effect`]s.
 
 mod answers;
+mod cancel;
 mod config;
+mod deadlines;
 mod fetch;
+mod lease;
 mod link;
 mod observe;
+mod part;
 mod slots;
 mod sweep;
 mod writes;
 
 pub use self::config::{Config, DEFAULT_LOCAL_QUEUE_SIZE};
 pub use self::fetch::MAX_PREFETCHES;
+pub use self::lease::{HEARTBEAT_INTERVAL, LEASE, RECOVERY_PERIOD, SUSPICION_GRACE};
 pub use self::sweep::STALE_LOCK_AGE;
 pub use self::writes::WRITES_GRACE;
 pub use crate::protocol::{
@@ -41,8 +47,11 @@ pub use crate::protocol::{
 };
 pub use crate::time::Timestamp;
 
+use self::cancel::Cancels;
 use self::fetch::Fetcher;
+use self::lease::Lease;
 use self::link::Link;
+use self::part::Part;
 use self::slots::Slots;
 use self::sweep::Sweeper;
 use self::writes::Writes;
@@ -50,19 +59,9 @@ use crate::backoff;
 use crate::cron::runner::CronRunner;
 use crate::job::Job;
 use crate::notify;
-use crate::protocol::{JOBS_INSERT, WORKER_MIGRATE};
+use crate::protocol::{CANCEL, JOBS_INSERT, WORKER_MIGRATE};
 use crate::rng::SplitMix;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-
-/// Which part a query in flight belongs to (the parts keep what it carries).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Part {
-    Register,
-    Fetch,
-    Write,
-    Sweep,
-    Cron,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -88,6 +87,8 @@ pub struct Worker {
     /// Present when the worker schedules a crontab.
     cron: Option<CronRunner>,
     sweeper: Sweeper,
+    lease: Lease,
+    cancels: Cancels,
     /// When a failed fetch or task registration is tried again (no fetch before).
     retry_at: Option<Timestamp>,
     effects: VecDeque<Effect>,
@@ -100,6 +101,7 @@ impl Worker {
     pub fn new(config: Config, now: Timestamp) -> Self {
         let mut worker = Worker {
             rng: SplitMix::new(config.seed),
+            lease: Lease::start(now, !config.run_once),
             fetcher: Fetcher::new(&config, now),
             slots: Slots::new(config.concurrency),
             link: Link::new(config.max_listener_backoff),
@@ -113,6 +115,7 @@ impl Worker {
             pending: BTreeMap::new(),
             writes: Writes::default(),
             sweeper: Sweeper::default(),
+            cancels: Cancels::default(),
             retry_at: None,
             effects: VecDeque::new(),
         };
@@ -121,7 +124,7 @@ impl Worker {
         if !worker.config.run_once {
             worker.link.connect();
             worker.effects.push_back(Effect::ConnectListener);
-            worker.sweeper = Sweeper::start(now, &mut worker.rng);
+            worker.sweeper = Sweeper::start(now);
         }
         worker
     }
@@ -159,43 +162,6 @@ impl Worker {
     /// The next command, if any. Drain until `None` after every `handle`.
     pub fn poll_effect(&mut self) -> Option<Effect> {
         self.effects.pop_front()
-    }
-
-    /// The earliest deadline and why; feed [`Input::Timeout`] then.
-    pub fn poll_timeout(&self) -> Option<(Timestamp, TimerKind)> {
-        TimerKind::ALL.iter().filter_map(|&kind| Some((self.deadline(kind)?, kind))).min()
-    }
-
-    /// When the timer `kind` is due, if it is armed.
-    pub fn deadline(&self, kind: TimerKind) -> Option<Timestamp> {
-        match kind {
-            TimerKind::Poll => self.fetcher.poll_deadline(),
-            TimerKind::Flush => self.writes.deadline(),
-            TimerKind::Listener => self.link.deadline(),
-            TimerKind::LockSweep => self.sweeper.deadline(),
-            TimerKind::LocalQueueTtl => self.fetcher.give_back_deadline(),
-            TimerKind::ShutdownGrace => self.slots.deadline(),
-            TimerKind::Retry => self.retry_at,
-            TimerKind::GiveUpWrites => self.writes.give_up_deadline(),
-            TimerKind::Cron => {
-                self.cron.as_ref().filter(|_| self.phase == Phase::Running).and_then(CronRunner::deadline)
-            }
-        }
-    }
-
-    /// Tasks running now.
-    pub fn running(&self) -> usize {
-        self.slots.len()
-    }
-
-    /// Whether the worker has stopped.
-    pub fn is_stopped(&self) -> bool {
-        self.phase == Phase::Stopped
-    }
-
-    /// The machine's clock: the latest `now` it was given (it never goes back).
-    pub fn now(&self) -> Timestamp {
-        self.now
     }
 
     fn emit(&mut self, event: Event) {
@@ -251,6 +217,7 @@ impl Worker {
         let settled = self.pending.is_empty() && written;
         if self.phase == Phase::Draining && idle && (settled || self.writes.gave_up()) {
             self.phase = Phase::Stopped;
+            self.lease.stop();
             self.retry_at = None;
             self.slots.stopped();
             let job_ids = self.writes.abandon();
@@ -261,7 +228,8 @@ impl Worker {
     }
 
     fn maybe_fetch(&mut self) {
-        if self.phase != Phase::Running || self.retry_at.is_some() {
+        // No job is locked before a heartbeat landed: only then can it be recovered.
+        if self.phase != Phase::Running || self.retry_at.is_some() || !self.lease.held() {
             return;
         }
         let Some(task_ids) = self.task_ids.clone().filter(|ids| !ids.is_empty()) else { return };
@@ -278,26 +246,32 @@ impl Worker {
     }
 
     fn start(&mut self, job: Job) {
-        let started = self.slots.start(&job, self.now).started();
+        let (job_id, timeout) = (job.id, self.config.task_timeouts.get(&job.task_identifier).copied());
+        let started = self.slots.start(&job, timeout, self.now).started();
         self.emit(started);
         self.effects.push_back(Effect::StartTask { job });
+        if self.cancels.contains(job_id) {
+            self.abort(job_id);
+        }
     }
 
     fn task_finished(&mut self, job_id: i64, outcome: TaskOutcome) -> Result<(), MisuseError> {
         let job = self.slots.finish(job_id).ok_or(MisuseError::UnknownTask(job_id))?;
+        let (outcome, permanent) = self.cancels.ended(job_id, outcome);
         match outcome {
             TaskOutcome::Ok => {
                 self.emit(job.success(self.now));
                 self.writes.complete(job_id, self.now, self.config.complete_batch_delay);
             }
             TaskOutcome::Err(error) | TaskOutcome::Panicked(error) => {
+                let last = permanent || job.out_of_attempts();
                 let next_run_at = backoff::next_run_at(self.now, job.run_at, job.attempts);
-                self.emit(job.error(&error, self.now, next_run_at));
-                if job.out_of_attempts() {
+                self.emit(job.error(&error, self.now, (!last).then_some(next_run_at)));
+                if last {
                     self.emit(job.permanently_failed(&error, self.now));
                 }
                 let run_at = self.config.use_local_time.then_some(next_run_at);
-                let failure = Failure { job_id, message: error, run_at };
+                let failure = Failure { job_id, message: error, run_at, permanent };
                 self.writes.fail(failure, self.now, self.config.fail_batch_delay);
             }
             TaskOutcome::Aborted => {
@@ -313,6 +287,12 @@ impl Worker {
     fn notification(&mut self, channel: &str, payload: String) {
         match channel {
             JOBS_INSERT if notify::parse_insert_count(&payload) > 0 => self.fetcher.wake(),
+            CANCEL => {
+                let held = self.slots.ids().chain(self.fetcher.ids()).collect();
+                for job_id in self.cancels.request(&payload, &held) {
+                    self.abort(job_id);
+                }
+            }
             WORKER_MIGRATE if notify::parse_migration(&payload).is_some_and(|m| m.breaking) => {
                 self.emit(Event::BreakingMigration { payload });
                 self.shutdown(true);
@@ -330,6 +310,7 @@ impl Worker {
             self.phase = Phase::Draining;
             self.link.off();
             self.sweeper.stop();
+            self.lease.stop_recovery();
             // Prefetched jobs never started: back without using an attempt.
             let unstarted = self.fetcher.stop();
             self.writes.give_back(unstarted, self.now);
@@ -351,16 +332,7 @@ impl Worker {
             cron.stop();
             return;
         }
-        let now = self.now;
-        let mut statements = Vec::new();
-        if let Some((identifiers, known_since)) = cron.registration(now) {
-            statements.push(Statement::RegisterCrontabs { identifiers, known_since });
-        }
-        cron.tick(now);
-        if let Some(batch) = cron.poll_batch(now) {
-            statements.push(Statement::ScheduleCron(batch));
-        }
-        for statement in statements {
+        for statement in cron.due_statements(self.now) {
             self.query(Part::Cron, statement);
         }
     }
@@ -368,6 +340,13 @@ impl Worker {
     fn abort_running(&mut self) {
         let ids = self.slots.abort_all();
         self.effects.extend(ids.into_iter().map(|job_id| Effect::AbortTask { job_id }));
+    }
+
+    /// Tell the task of `job_id` to abort, unless it was told or does not run.
+    fn abort(&mut self, job_id: i64) {
+        if self.slots.abort(job_id) {
+            self.effects.push_back(Effect::AbortTask { job_id });
+        }
     }
 
     /// Each part handles its own deadlines; the flush and cron are driven by `progress`.
@@ -380,6 +359,18 @@ impl Worker {
         if self.sweeper.handle_timeout(now, &mut self.rng) {
             let locked_before = self.local_now().map(|now| now - STALE_LOCK_AGE);
             self.query(Part::Sweep, Statement::ResetLocked { locked_before });
+        }
+        for (job_id, timeout) in self.slots.expired(now) {
+            self.cancels.timed_out(job_id, timeout);
+            self.effects.push_back(Effect::AbortTask { job_id });
+        }
+        let due = self.lease.handle_timeout(now, &mut self.rng);
+        if due.heartbeat {
+            let worker_id = self.config.worker_id.clone();
+            self.query(Part::Heartbeat, Statement::Heartbeat { worker_id, lease: LEASE });
+        }
+        if due.recovery {
+            self.query(Part::Recovery, Statement::RecoverLapsed { grace: SUSPICION_GRACE });
         }
         self.writes.give_back(expired, now);
         if self.writes.handle_timeout(now) {

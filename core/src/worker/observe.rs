@@ -17,6 +17,8 @@ pub(crate) fn sending(statement: &Statement) -> Option<Event> {
         Statement::RegisterTasks { .. }
         | Statement::CompleteJobs { .. }
         | Statement::FailJobs { .. }
-        | Statement::RegisterCrontabs { .. } => None,
+        | Statement::RegisterCrontabs { .. }
+        | Statement::Heartbeat { .. }
+        | Statement::RecoverLapsed { .. } => None,
     }
 }

@@ -1,13 +1,16 @@
 //! [`Slots`]: the tasks a worker runs, never more than `concurrency`, which of them were
-//! told to abort, and how long a graceful shutdown waits for them.
+//! told to abort, when each must end (its task's timeout), and how long a graceful shutdown
+//! waits for them.
 //!
-//! Promises: a job holds at most one slot; a task is told to abort at most once; once the
-//! grace deadline passes, every running task is told to abort. A slot remembers when its
-//! task started, so the outcome events carry how long it ran.
+//! Promises: a job holds at most one slot; a task is told to abort at most once; a task
+//! with a timeout is due to abort that long after it started; once the grace deadline
+//! passes, every running task is told to abort. A slot remembers when its task started, so
+//! the outcome events carry how long it ran.
 
 use crate::job::Job;
 use crate::protocol::Event;
 use crate::time::Timestamp;
+use chrono::Duration;
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -21,6 +24,8 @@ pub(crate) struct Started {
     pub max_attempts: i16,
     pub run_at: Timestamp,
     pub started_at: Timestamp,
+    /// When the task must have ended, and its timeout, if it has one.
+    pub deadline: Option<(Timestamp, Duration)>,
 }
 
 impl Started {
@@ -36,10 +41,9 @@ impl Started {
         Event::JobSuccess { job_id, task, queue, attempt, duration: now - self.started_at }
     }
 
-    /// The task failed at `now`; it runs again at `retry_at` unless out of attempts.
-    pub fn error(&self, error: &str, now: Timestamp, retry_at: Timestamp) -> Event {
+    /// The task failed at `now`; it runs again at `retry_at` (`None`: it will not).
+    pub fn error(&self, error: &str, now: Timestamp, retry_at: Option<Timestamp>) -> Event {
         let Started { job_id, task, queue, attempts: attempt, max_attempts, .. } = self.clone();
-        let retry_at = (!self.out_of_attempts()).then_some(retry_at);
         let (error, duration) = (error.to_owned(), now - self.started_at);
         Event::JobError { job_id, error, attempt, max_attempts, task, queue, duration, retry_at }
     }
@@ -85,8 +89,9 @@ impl Slots {
         self.concurrency.saturating_sub(self.running.len())
     }
 
-    /// `job`'s task takes a slot at `now`.
-    pub fn start(&mut self, job: &Job, now: Timestamp) -> &Started {
+    /// `job`'s task takes a slot at `now`; with a `timeout`, it is due to abort that long
+    /// after.
+    pub fn start(&mut self, job: &Job, timeout: Option<Duration>, now: Timestamp) -> &Started {
         let started = Started {
             job_id: job.id,
             task: job.task_identifier.clone(),
@@ -95,6 +100,7 @@ impl Slots {
             max_attempts: job.max_attempts,
             run_at: job.run_at,
             started_at: now,
+            deadline: timeout.map(|timeout| (now + timeout, timeout)),
         };
         match self.running.entry(job.id) {
             Entry::Occupied(mut slot) => {
@@ -130,8 +136,35 @@ impl Slots {
     }
 
     /// When running tasks are aborted unless they ended.
-    pub fn deadline(&self) -> Option<Timestamp> {
+    pub fn grace_deadline(&self) -> Option<Timestamp> {
         self.grace_at
+    }
+
+    /// Whether the task of `job_id` runs and was not yet told to abort; from now on it
+    /// counts as told.
+    pub fn abort(&mut self, job_id: i64) -> bool {
+        self.running.contains_key(&job_id) && self.aborting.insert(job_id)
+    }
+
+    /// The earliest timeout of a task not yet told to abort.
+    pub fn timeout_deadline(&self) -> Option<Timestamp> {
+        self.timed().map(|(_, (at, _))| at).min()
+    }
+
+    /// The tasks whose timeout passed at `now` and were not yet told to abort; from now on
+    /// they count as told. Each comes with its timeout.
+    pub fn expired(&mut self, now: Timestamp) -> Vec<(i64, Duration)> {
+        let expired: Vec<(i64, Duration)> =
+            self.timed().filter(|(_, (at, _))| *at <= now).map(|(id, (_, timeout))| (id, timeout)).collect();
+        self.aborting.extend(expired.iter().map(|(id, _)| id));
+        expired
+    }
+
+    fn timed(&self) -> impl Iterator<Item = (i64, (Timestamp, Duration))> + '_ {
+        self.running
+            .iter()
+            .filter(|(id, _)| !self.aborting.contains(id))
+            .filter_map(|(id, s)| Some((*id, s.deadline?)))
     }
 
     /// The running tasks not yet told to abort; from now on they count as told (and no

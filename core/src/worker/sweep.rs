@@ -1,8 +1,10 @@
 //! [`Sweeper`]: when to free the jobs and queues locked by workers that died.
 //!
 //! graphile-worker's rule: a lock older than [`STALE_LOCK_AGE`] belongs to a dead worker.
-//! Promises: a sweep every 8 to 10 minutes (jittered, so that workers started together
-//! spread theirs), never two at once, none after [`stop`](Sweeper::stop).
+//! Promises: a sweep at start (as graphile-worker's), then every 8 to 10 minutes (jittered,
+//! so that workers started together spread theirs), never two at once, none after
+//! [`stop`](Sweeper::stop). Workers that heartbeat are recovered from much sooner by
+//! [`super::lease`]; this rule remains for the locks of those that do not (graphile-worker).
 
 use crate::rng::SplitMix;
 use crate::time::Timestamp;
@@ -19,9 +21,9 @@ pub(crate) struct Sweeper {
 }
 
 impl Sweeper {
-    /// A sweeper whose first sweep is due 8 to 10 minutes after `now`.
-    pub fn start(now: Timestamp, rng: &mut SplitMix) -> Self {
-        Sweeper { at: Some(now + Self::delay(rng)), in_flight: false }
+    /// A sweeper whose first sweep is due at `now`.
+    pub fn start(now: Timestamp) -> Self {
+        Sweeper { at: Some(now), in_flight: false }
     }
 
     fn delay(rng: &mut SplitMix) -> Duration {

@@ -99,11 +99,11 @@ impl Write {
             Write::Fail(failures) => (failures.first()?.job_id, "its error"),
         };
         let message = format!("{UNRECORDED} ({what}): the database refused it: {error}");
-        let run_at = match self {
-            Write::Fail(failures) => failures.first()?.run_at,
-            Write::Complete(_) | Write::Return(_) => None,
+        let (run_at, permanent) = match self {
+            Write::Fail(failures) => (failures.first()?.run_at, failures.first()?.permanent),
+            Write::Complete(_) | Write::Return(_) => (None, false),
         };
-        Some(Write::Fail(vec![Failure { job_id, message, run_at }]))
+        Some(Write::Fail(vec![Failure { job_id, message, run_at, permanent }]))
     }
 
     fn ids(&self) -> Box<dyn Iterator<Item = i64> + '_> {
@@ -373,7 +373,7 @@ mod tests {
     fn a_refused_explanation_is_retried_alone_with_backoff() {
         let mut writes = Writes::default();
         let message = format!("{UNRECORDED} (its error): x");
-        writes.fail(Failure { job_id: 9, message, run_at: None }, t(0), Duration::zero());
+        writes.fail(Failure { job_id: 9, message, run_at: None, permanent: false }, t(0), Duration::zero());
         writes.complete(1, t(0), Duration::zero());
         let mut next = 0;
         let sent = send(&mut writes, t(0), &mut next);

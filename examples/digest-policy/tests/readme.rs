@@ -55,7 +55,7 @@ proptest! {
             world.add_worker(config);
         }
         run_ops(&mut world, &ops, &mut Digests).map_err(TestCaseError::fail)?;
-        // The faults stop. Locks a crashed worker held are freed after four hours.
+        // The faults stop. Locks a crashed worker held are freed once its lease lapses.
         heal(&mut world);
         let payments_done = |w: &World| w.db().jobs().all(|j| j.task_identifier != "record_payment");
         settle(&mut world, Duration::hours(5), payments_done, |w| Digests.check(w)).map_err(TestCaseError::fail)?;

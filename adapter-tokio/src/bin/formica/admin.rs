@@ -35,6 +35,16 @@ pub enum Admin {
         #[arg(long)]
         reason: Option<String>,
     },
+    /// Cancel jobs: a waiting one fails for good now; a running one's worker aborts it and
+    /// fails it for good (unless it succeeds first). The reason is stored as its last error.
+    Cancel {
+        /// Job ids.
+        #[arg(required = true)]
+        ids: Vec<i64>,
+        /// Why (stored as `cancelled: <reason>`).
+        #[arg(long, default_value = "by request")]
+        reason: String,
+    },
     /// Change when and how jobs run (jobs a live worker holds are skipped).
     Reschedule(RescheduleArgs),
     /// Remove the job holding a job key.
@@ -205,6 +215,16 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
                 max_attempts: a.max_attempts,
             };
             print_jobs(out, &utils.reschedule_jobs(&a.ids, &options).await?);
+        }
+        Admin::Cancel { ids, reason } => {
+            let cancelled = utils.cancel_jobs(&ids, &reason).await?;
+            let state = |ids: &[i64], state: &str| -> Vec<Vec<String>> {
+                ids.iter().map(|id| vec![id.to_string(), state.to_owned()]).collect()
+            };
+            let mut rows = state(&cancelled.failed, "failed");
+            rows.extend(state(&cancelled.told, "worker told"));
+            let json = json!({ "failed": cancelled.failed, "told": cancelled.told });
+            print_table(out, &["id", "cancelled"], rows, json);
         }
         Admin::Remove { key } => {
             let removed: Vec<_> = utils.remove_job(&key).await?.into_iter().collect();

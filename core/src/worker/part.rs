@@ -1,0 +1,46 @@
+//! [`Part`]: which part of the worker a query in flight belongs to, which answers fit it,
+//! and how its statement is named in errors.
+
+use crate::protocol::QueryResult;
+
+/// Which part a query in flight belongs to (the parts keep what it carries).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Part {
+    Register,
+    Fetch,
+    Write,
+    Sweep,
+    Cron,
+    Heartbeat,
+    Recovery,
+}
+
+impl Part {
+    /// Whether `result` can answer a statement of this part (an error answers any).
+    pub fn fits(self, result: &QueryResult) -> bool {
+        matches!(
+            (result, self),
+            (QueryResult::Err(_), _)
+                | (QueryResult::Tasks(_), Part::Register)
+                | (QueryResult::Jobs { .. }, Part::Fetch)
+                | (QueryResult::KnownCrontabs(_), Part::Cron)
+                | (
+                    QueryResult::Done,
+                    Part::Write | Part::Sweep | Part::Cron | Part::Heartbeat | Part::Recovery
+                )
+        )
+    }
+
+    /// What its statement does, for errors (writes name themselves).
+    pub fn statement(self) -> &'static str {
+        match self {
+            Part::Register => "register tasks",
+            Part::Fetch => "fetch jobs",
+            Part::Sweep => "reset stale locks",
+            Part::Cron => "schedule cron jobs",
+            Part::Heartbeat => "renew the lease",
+            Part::Recovery => "recover jobs of dead workers",
+            Part::Write => "write outcomes",
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! Leases and recovery in `core::sim`, with crashes, pauses and clock skew between workers.
+//!
+//! Three workers run long jobs (some in one named queue). Worker 0 never crashes nor
+//! pauses, so a sweeper is always there; workers 1 and 2 may crash, and may be paused for
+//! up to [`LIVE_PAUSE`] ms at a time, at least a second from the end of one pause to the
+//! next. Each worker's
+//! clock is off the database's by up to an hour either way. After every step:
+//!
+//! - a live worker (not crashed; its pauses are short enough that its lease is renewed in
+//!   time) still holds every job it runs: recovery never takes a job from it;
+//! - once [`bound`] has passed since a worker crashed, no job and no queue is locked by it.
+
+// Tests fail by panicking, and match only the variants they look for.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
+
+use chrono::Duration;
+use formica_core::job::JobSpec;
+use formica_core::sim::{AddJob, TaskPlan, Traced, World, WorldConfig};
+use formica_core::worker::{
+    Config, Effect, Input, Statement, TaskOutcome, HEARTBEAT_INTERVAL, LEASE, RECOVERY_PERIOD,
+    SUSPICION_GRACE,
+};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+/// The longest pause a live worker may take: a lease and its grace, minus a heartbeat
+/// interval and two seconds for the heartbeat to land.
+fn live_pause() -> Duration {
+    LEASE + SUSPICION_GRACE - HEARTBEAT_INTERVAL - Duration::seconds(2)
+}
+const LIVE_PAUSE: i64 = 10_000;
+
+/// How soon after a crash its locks are freed: the lease (its last heartbeat landed before
+/// the crash), the longest gap between two sweeps of worker 0 (the one that suspects it),
+/// the grace, another gap (the sweep that frees it), and a second of latency.
+fn bound() -> Duration {
+    LEASE + SUSPICION_GRACE + RECOVERY_PERIOD * 8 / 3 + Duration::seconds(1)
+}
+
+#[derive(Debug, Clone)]
+enum Action {
+    Crash(usize),
+    Pause(usize, i64),
+    Nothing,
+}
+
+fn action() -> impl Strategy<Value = Action> {
+    prop_oneof![
+        1 => (1..3usize).prop_map(Action::Crash),
+        3 => (1..3usize, 1..=LIVE_PAUSE).prop_map(|(w, ms)| Action::Pause(w, ms)),
+        1 => Just(Action::Nothing),
+    ]
+}
+
+fn config(n: usize) -> Config {
+    Config {
+        worker_id: format!("w{n}"),
+        task_identifiers: vec!["long".into()],
+        concurrency: 2,
+        ..Config::default()
+    }
+}
+
+fn check(world: &World, crashed_at: &BTreeMap<usize, Duration>) -> Result<(), String> {
+    for w in 0..world.workers() {
+        let id = world.worker_id(w);
+        if let Some(at) = crashed_at.get(&w) {
+            if world.elapsed() >= *at + bound() {
+                if let Some(job) = world.db().jobs().find(|j| j.locked_by.as_deref() == Some(id.as_str())) {
+                    return Err(format!(
+                        "{id} crashed at {at}: job {} still locked at {}",
+                        job.id,
+                        world.elapsed()
+                    ));
+                }
+                if let Some(q) = world.db().queues().find(|q| q.locked_by.as_deref() == Some(id.as_str())) {
+                    return Err(format!("{id} crashed at {at}: queue {} still locked", q.name));
+                }
+            }
+            continue;
+        }
+        for running in world.running(w) {
+            let row = world.db().job(running.id);
+            if row.and_then(|r| r.locked_by.as_deref()) != Some(id.as_str()) {
+                return Err(format!("live {id} runs job {} but the row is {row:?}", running.id));
+            }
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn live_workers_keep_their_jobs_and_dead_workers_lose_theirs_within_the_bound(
+        seed in any::<u64>(),
+        skews in proptest::collection::vec(-3600..=3600i64, 3),
+        ops in proptest::collection::vec((1_000..20_000i64, action()), 1..20),
+    ) {
+        prop_assert!(Duration::milliseconds(LIVE_PAUSE) <= live_pause());
+        let mut world = World::new(WorldConfig { seed, ..WorldConfig::default() });
+        // Tasks run 20 s to 2 min, longer than a lease: recovery would take them mid-run.
+        world.set_script(|_, rng| {
+            TaskPlan::finish(Duration::seconds(rng.between(20, 120)), TaskOutcome::Ok)
+        });
+        for (n, skew) in skews.iter().enumerate() {
+            world.add_skewed_worker(config(n), Duration::seconds(*skew));
+        }
+        for n in 0..12 {
+            let queue = (n % 3 == 0).then(|| "q".to_owned());
+            let spec = JobSpec { queue_name: queue, ..JobSpec::default() };
+            world.db_mut().add_job(&AddJob::new("long", serde_json::json!({}), spec)).unwrap();
+        }
+        let mut crashed_at = BTreeMap::new();
+        let mut resumes = [Duration::zero(); 3];
+        for (wait, action) in ops {
+            let until = world.elapsed() + Duration::milliseconds(wait);
+            while world.next_at().is_some_and(|at| at <= until) {
+                world.step();
+                check(&world, &crashed_at).map_err(TestCaseError::fail)?;
+            }
+            world.run_for(until - world.elapsed());
+            match action {
+                Action::Crash(w) => {
+                    world.crash(w);
+                    crashed_at.entry(w).or_insert(world.elapsed());
+                }
+                // A second at least from the end of one pause to the next: the heartbeat
+                // sent on resuming lands in between.
+                Action::Pause(w, ms) if world.elapsed() >= resumes[w] + Duration::seconds(1) => {
+                    world.pause(w, Duration::milliseconds(ms));
+                    resumes[w] = world.elapsed() + Duration::milliseconds(ms);
+                }
+                Action::Pause(..) => {}
+                Action::Nothing => {}
+            }
+        }
+        // Long enough for every crash to be recovered from.
+        let until = world.elapsed() + bound() + Duration::seconds(1);
+        while world.next_at().is_some_and(|at| at <= until) {
+            world.step();
+            check(&world, &crashed_at).map_err(TestCaseError::fail)?;
+        }
+    }
+}
+
+/// A worker paused past its lease loses its job; when it comes back, its completion of the
+/// job is fenced off (the job is another worker's now) and that run's outcome stands.
+#[test]
+fn a_worker_paused_past_its_lease_cannot_complete_the_new_run() {
+    let mut world = World::new(WorldConfig::default());
+    // The first run (paused worker) ends during the pause; the second outlasts it.
+    world.set_script(|job, _| {
+        let secs = if job.attempts == 1 { 30 } else { 60 };
+        TaskPlan::finish(Duration::seconds(secs), TaskOutcome::Ok)
+    });
+    let spec = JobSpec { queue_name: Some("q".into()), ..JobSpec::default() };
+    let job = world.db_mut().add_job(&AddJob::new("long", serde_json::json!({}), spec)).unwrap().id;
+    let a = world.add_worker(config(0));
+    assert!(world.run_until(Duration::seconds(5), |w| w.running(a).count() == 1));
+    let paused_at = world.elapsed();
+    world.pause(a, Duration::seconds(40));
+    let b = world.add_worker(config(1));
+    assert!(world.run_until(bound(), |w| w.running(b).count() == 1), "b took the job");
+    // a's task ended while it was paused: on resuming it writes its completion, late,
+    // while b's run goes on.
+    world.run_for(paused_at + Duration::seconds(41) - world.elapsed());
+    assert_eq!(world.running(b).count(), 1);
+    let late = world.trace().iter().any(|e| {
+        e.worker == Some(a)
+            && e.elapsed > paused_at
+            && matches!(&e.what, Traced::Input(Input::QueryDone { .. }))
+            && world.trace().iter().any(|s| {
+                matches!(&s.what, Traced::Effect(Effect::Query { statement: Statement::CompleteJobs { ids, .. }, .. }) if ids == &[job])
+                    && s.worker == Some(a)
+            })
+    });
+    assert!(late, "a wrote its completion after the pause");
+    let row = world.db().job(job).expect("the new run's job is still there");
+    assert_eq!(row.locked_by.as_deref(), Some("w1"));
+    assert_eq!(world.db().queue("q").and_then(|q| q.locked_by.as_deref()), Some("w1"));
+    assert!(world.run_until(Duration::seconds(60), |w| w.db().job(job).is_none()), "b completes it");
+}

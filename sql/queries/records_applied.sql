@@ -1,0 +1,2 @@
+-- The ids of the records' migrations applied.
+select id from :RECORDS.migrations order by id
