@@ -373,7 +373,8 @@ impl WorkerUtils {
     /// left out of the answer.
     pub async fn cancel_jobs(&self, ids: &[i64], reason: &str) -> Result<Cancelled, Error> {
         let client = self.pool.get().await?;
-        let rows = client.query(&self.sql(sql::utils::CANCEL_JOBS), &[&ids, &reason]).await?;
+        let params: [(&(dyn ToSql + Sync), Type); 2] = [(&ids, Type::INT8_ARRAY), (&reason, Type::TEXT)];
+        let rows = client.query_typed(&self.sql(sql::utils::CANCEL_JOBS), &params).await?;
         let mut cancelled = Cancelled::default();
         for row in rows {
             let (id, held): (i64, bool) = (row.try_get(0)?, row.try_get(1)?);

@@ -297,6 +297,13 @@ async fn actions_go_through_worker_utils_and_change_the_table() {
     assert_eq!(row(f.permanently_failed).await, None);
     assert_eq!(ui.action(&format!("/api/jobs/{}/remove", f.permanently_failed), json!({})).await.status, 404);
 
+    // Cancel a waiting job: it fails for good, the reason in its error.
+    let r = ui.action(&format!("/api/jobs/{}/cancel", f.scheduled), json!({ "reason": "not needed" })).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let (attempts, max, _, _, error) = row(f.scheduled).await.unwrap();
+    assert_eq!((attempts, error.as_deref()), (max, Some("cancelled: not needed")));
+    assert_eq!(ui.action("/api/jobs/999999/cancel", json!({})).await.status, 404);
+
     // A job a worker holds is left alone, and the answer says so.
     for action in ["run_now", "remove", "fail"] {
         let r = ui.action(&format!("/api/jobs/{}/{action}", f.running), json!({})).await;

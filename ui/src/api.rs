@@ -25,6 +25,7 @@ pub fn routes() -> Router<State> {
         .route("/jobs/{id}/reschedule", post(reschedule))
         .route("/jobs/{id}/remove", post(remove))
         .route("/jobs/{id}/fail", post(fail))
+        .route("/jobs/{id}/cancel", post(cancel))
         .route("/workers/unlock", post(unlock))
 }
 
@@ -126,6 +127,19 @@ async fn fail(Ext(s): Ext<State>, Path(id): Path<i64>, body: Option<Json<Fail>>)
     let reason = body.and_then(|Json(b)| b.reason).filter(|r| !r.trim().is_empty());
     let jobs = s.utils.permanently_fail_jobs(&[id], reason.as_deref()).await?;
     changed(&s, id, jobs).await
+}
+
+/// Cancel the job (as `formica cancel`): a waiting one fails for good with the reason; a
+/// running one's worker is told, its task is aborted and it fails for good unless it
+/// succeeds first.
+async fn cancel(Ext(s): Ext<State>, Path(id): Path<i64>, body: Option<Json<Fail>>) -> Answer {
+    let reason = body.and_then(|Json(b)| b.reason).filter(|r| !r.trim().is_empty());
+    let cancelled =
+        s.utils.cancel_job(id, reason.as_deref().unwrap_or("cancelled from the dashboard")).await?;
+    if cancelled.failed.is_empty() && cancelled.told.is_empty() {
+        return Err(gone(id));
+    }
+    Ok(Json(json!({ "failed": cancelled.failed, "told": cancelled.told })))
 }
 
 #[derive(Debug, Deserialize)]

@@ -341,7 +341,8 @@ async fn job(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
             html,
             r#"<h2>Actions</h2><div class="actions">{}{}</div>
 <form id="reschedule" class="filters inline"><label>run_at <input name="run_at" placeholder="{}"></label><label>priority <input name="priority" type="number"></label><label>attempts <input name="attempts" type="number"></label><label>max_attempts <input name="max_attempts" type="number"></label>{}</form>
-<form id="fail" class="filters inline"><label>reason <input name="reason" placeholder="Manually marked as failed"></label>{}</form>"#,
+<form id="fail" class="filters inline"><label>reason <input name="reason" placeholder="Manually marked as failed"></label>{}</form>
+<form id="cancel" class="filters inline"><label>reason <input name="reason" placeholder="cancelled from the dashboard"></label>{}</form>"#,
             // Out of attempts, a job due now still would not run: Reschedule's attempts can.
             if detail.row.state == "permanently_failed" {
                 "<span>Out of attempts: to retry, reschedule with fewer attempts.</span>".to_owned()
@@ -369,6 +370,13 @@ async fn job(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
                 &format!("{base}/fail"),
                 &format!("Fail job {id} for good? It will not run again."),
                 &[("form", "fail")]
+            ),
+            button(
+                &s,
+                "Cancel",
+                &format!("{base}/cancel"),
+                &format!("Cancel job {id}? A running task is aborted; the job fails for good."),
+                &[("form", "cancel")]
             ),
         );
     }
