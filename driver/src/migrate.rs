@@ -146,7 +146,9 @@ async fn is_moving(client: &mut Client, schema: &str, found: i32) -> Result<bool
     for _ in 0..MOVING_CHECKS {
         let tx = client.transaction().await?;
         let breaking = sql::BREAKING.contains(&next);
-        match tx.execute(&sql::render(sql::migrate::RECORD, schema), &[&vec![next], &vec![breaking]]).await {
+        let (ids, flags) = (vec![next], vec![breaking]);
+        let record = [(&ids as &(dyn ToSql + Sync), Type::INT4_ARRAY), (&flags, Type::BOOL_ARRAY)];
+        match tx.query_typed(&sql::render(sql::migrate::RECORD, schema), &record).await {
             Err(e) if is_clash(&e) => return Ok(true),
             other => other?,
         };
@@ -168,14 +170,15 @@ async fn migrate_records(client: &mut Client, schema: &str) -> Result<(), tokio_
         other => other?,
     }
     let applied: Vec<i32> = client
-        .query(&sql::render(sql::migrate::RECORDS_APPLIED, schema), &[])
+        .query_typed(&sql::render(sql::migrate::RECORDS_APPLIED, schema), &[])
         .await?
         .iter()
         .map(|row| row.try_get(0))
         .collect::<Result<_, _>>()?;
     for step in sql::RECORDS_STEPS.iter().filter(|step| !applied.contains(&step.id)) {
         let tx = client.transaction().await?;
-        match tx.execute(&sql::render(sql::migrate::RECORDS_RECORD, schema), &[&step.id]).await {
+        let record = sql::render(sql::migrate::RECORDS_RECORD, schema);
+        match tx.query_typed(&record, &[(&step.id, Type::INT4)]).await {
             Err(e) if is_clash(&e) => continue,
             other => other?,
         };
