@@ -1,5 +1,4 @@
-//! The driver contract: what a driver feeds the worker machine ([`Input`]) and what it must
-//! carry out ([`Effect`]), with the data both carry.
+//! The driver contract: what a driver feeds the machine ([`Input`]) and carries out ([`Effect`]).
 //!
 //! # The run loop
 //!
@@ -16,14 +15,10 @@
 //! 3. feed that one input with the time now (a clock that never goes back:
 //!    [`FeedClock`](crate::time::FeedClock)), and go to 1.
 //!
-//! The machine changes only in `handle`, so its deadline can move only after an input: a
-//! driver reads it again after every drain. A `Timeout` fed early or twice does nothing.
-//! Failures are data: a refused statement is [`QueryResult::Err`], a failed task a
-//! [`TaskOutcome`]; `handle` returns `Err` only for a driver bug ([`MisuseError`]).
-//!
-//! Inputs are facts in the past tense, effects are commands. Neither is
-//! `#[non_exhaustive]`: a driver matches them exhaustively, so a new variant is a compile
-//! error where it must be handled, not a silent `_ =>`.
+//! The deadline moves only after an input: read it again after every drain; a `Timeout` fed
+//! early or twice does nothing. Failures are data ([`QueryResult::Err`], a failed
+//! [`TaskOutcome`]); `handle` returns `Err` only for a driver bug ([`MisuseError`]). Inputs
+//! and effects are not `#[non_exhaustive]`: a driver matches them exhaustively.
 
 use crate::cron::runner::{CronBatch, KnownCrontab};
 use crate::job::Job;
