@@ -78,6 +78,7 @@ async fn run(
                 }
             };
             if let AsyncMessage::Notification(n) = message {
+                tracing::trace!(target: "formica::latency", channel = n.channel(), "notification received");
                 let _ = inputs.unbounded_send(Input::Notification {
                     channel: n.channel().to_owned(),
                     payload: n.payload().to_owned(),

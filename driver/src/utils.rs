@@ -222,8 +222,10 @@ impl WorkerUtils {
         client: &C,
         jobs: &[RawJob],
     ) -> Result<Vec<Job>, Error> {
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
         let mut preserve_run_at = false;
-        let mut specs = Vec::with_capacity(jobs.len());
         for job in jobs {
             job.spec.validate(&job.identifier)?;
             match job.spec.job_key_mode {
@@ -231,6 +233,17 @@ impl WorkerUtils {
                 Some(JobKeyMode::PreserveRunAt) => preserve_run_at = true,
                 Some(JobKeyMode::Replace) | None => {}
             }
+        }
+        let plain = jobs.iter().all(|job| job.spec.job_key.is_none() && job.spec.queue_name.is_none());
+        if plain {
+            let rows = self.add_plain_jobs(client, jobs).await?;
+            // None or all: none when a task is not registered yet.
+            if !rows.is_empty() {
+                return jobs_from_rows(&rows);
+            }
+        }
+        let mut specs = Vec::with_capacity(jobs.len());
+        for job in jobs {
             specs.push(serde_json::json!({
                 "identifier": job.identifier,
                 "payload": job.payload,
@@ -242,9 +255,6 @@ impl WorkerUtils {
                 "flags": job.spec.flags,
             }));
         }
-        if specs.is_empty() {
-            return Ok(Vec::new());
-        }
         let specs = Value::Array(specs);
         let rows = client
             .query_typed(
@@ -253,6 +263,40 @@ impl WorkerUtils {
             )
             .await?;
         self.with_names(client, &rows).await
+    }
+
+    /// Jobs without key or queue, sent column by column in binary (no JSON spec to build
+    /// and parse, no conflict check per row): all of them, or none when a task is not
+    /// registered yet.
+    async fn add_plain_jobs<C: GenericClient + Sync>(
+        &self,
+        client: &C,
+        jobs: &[RawJob],
+    ) -> Result<Vec<Row>, Error> {
+        let identifiers: Vec<&str> = jobs.iter().map(|job| job.identifier.as_str()).collect();
+        let payloads: Vec<Option<&Value>> =
+            jobs.iter().map(|job| Some(&job.payload).filter(|p| !p.is_null())).collect();
+        let run_at: Vec<Option<DateTime<Utc>>> =
+            jobs.iter().map(|job| job.spec.run_at.or_else(|| self.local_now())).collect();
+        let max_attempts: Vec<Option<i32>> =
+            jobs.iter().map(|job| job.spec.max_attempts.map(i32::from)).collect();
+        let priority: Vec<Option<i32>> = jobs.iter().map(|job| job.spec.priority.map(i32::from)).collect();
+        let flags: Vec<Option<Value>> =
+            jobs.iter().map(|job| job.spec.flags.as_ref().map(|flags| serde_json::json!(flags))).collect();
+        let rows = client
+            .query_typed(
+                &self.sql(sql::utils::ADD_JOBS_PLAIN),
+                &[
+                    (&identifiers, Type::TEXT_ARRAY),
+                    (&payloads, Type::JSON_ARRAY),
+                    (&run_at, Type::TIMESTAMPTZ_ARRAY),
+                    (&max_attempts, Type::INT4_ARRAY),
+                    (&priority, Type::INT4_ARRAY),
+                    (&flags, Type::JSON_ARRAY),
+                ],
+            )
+            .await?;
+        Ok(rows)
     }
 
     /// Jobs from `rows` whose `task_identifier`/`queue_name` may be null because the

@@ -493,8 +493,12 @@ impl Worker {
                         let fetch = matches!(statement, Statement::GetJobs { .. });
                         let sent = runtime.monotonic();
                         queries.push(Box::pin(async move {
+                            if fetch {
+                                tracing::trace!(target: "formica::latency", "fetch sent");
+                            }
                             let result = shared.executor.execute(statement).await;
                             if fetch {
+                                tracing::trace!(target: "formica::latency", "fetch answered");
                                 shared.metrics.fetched(
                                     shared.utils.pool().runtime().monotonic() - sent,
                                     fetched(&result),
@@ -505,9 +509,15 @@ impl Worker {
                     }
                     Effect::StartTask { job } => {
                         let job_id = job.id;
-                        let (abort, task) = start_task(&shared, job, inputs.clone());
+                        let (abort, mut task) = start_task(&shared, job, inputs.clone());
                         running.insert(job_id, abort);
-                        runtime.spawn(task);
+                        // The task's first step runs here, on the loop: a task that ends
+                        // without waiting (most short jobs) costs no spawn and no wake-up
+                        // of another thread, which on a multi-threaded runtime cost more
+                        // than the job. One that waits goes on in its own task.
+                        if futures::poll!(&mut task).is_pending() {
+                            runtime.spawn(task);
+                        }
                     }
                     Effect::AbortTask { job_id } => {
                         if let Some(task) = running.remove(&job_id) {

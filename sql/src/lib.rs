@@ -117,6 +117,8 @@ pub mod utils {
     pub const ADD_JOB: &str = include_str!("../queries/add_job.sql");
     /// See the file for parameters.
     pub const ADD_JOBS: &str = include_str!("../queries/add_jobs.sql");
+    /// See the file for parameters: [`ADD_JOBS`] for jobs without key and queue, faster.
+    pub const ADD_JOBS_PLAIN: &str = include_str!("../queries/add_jobs_plain.sql");
     /// Names of task and queue ids (for rows whose names `ADD_JOBS` could not see).
     pub const NAMES: &str = include_str!("../queries/names.sql");
     /// `$1` task, `$2` queue, `$3` failed only, `$4` locked only, `$5` limit.

@@ -300,3 +300,98 @@ async fn cleanup_removes_only_what_is_unused() {
     assert!("GC_JOB_QUEUES".parse::<CleanupTask>().is_ok());
     assert!("GC_EVERYTHING".parse::<CleanupTask>().unwrap_err().contains("unknown cleanup task"));
 }
+
+/// Jobs without key and queue take a faster statement than `add_jobs`: they must land as
+/// `add_jobs` would store them, announce themselves the same way, and a task not yet
+/// registered must still get its jobs (the statement then inserts none and `add_jobs` runs).
+#[tokio::test]
+async fn a_plain_batch_is_stored_and_announced_as_add_jobs_would() {
+    use futures::StreamExt;
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let at = Utc.with_ymd_and_hms(2031, 5, 6, 7, 8, 9).unwrap();
+    let specs = [
+        (json!({"i": 1}), JobSpec::default()),
+        (json!(null), JobSpec::builder().run_at(at).max_attempts(3).priority(-4).build()),
+        (json!([1, 2]), JobSpec::builder().flags(["a", "b"]).build()),
+    ];
+    let batch = |identifier: &str| -> Vec<RawJob> {
+        specs
+            .iter()
+            .map(|(payload, spec)| RawJob {
+                identifier: identifier.into(),
+                payload: payload.clone(),
+                spec: spec.clone(),
+            })
+            .collect()
+    };
+    let (_listener, mut notes) = formica_tests::listen(&db.url, "jobs:insert").await;
+    // "fresh" is registered by this call (through add_jobs), then known to the plain path.
+    for identifier in ["fresh", "fresh"] {
+        let added = utils.add_raw_jobs(&batch(identifier)).await.expect("plain batch");
+        assert_eq!(
+            added.iter().map(|j| j.payload.clone()).collect::<Vec<_>>(),
+            vec![json!({"i": 1}), json!({}), json!([1, 2])]
+        );
+        assert!(added.iter().all(|j| j.task_identifier == identifier && j.queue_name.is_none()));
+        let note = formica_tests::timeout(
+            &formica_tokio::TokioRuntime,
+            std::time::Duration::from_secs(5),
+            notes.next(),
+        )
+        .await
+        .expect("a notification")
+        .expect("the listener is up");
+        let note: serde_json::Value = serde_json::from_str(&note).expect("JSON");
+        assert_eq!(note["count"], 3, "{note}");
+    }
+    // The same specs through the add_jobs function itself.
+    let client = db.client().await;
+    let specs_json: Vec<serde_json::Value> = specs
+        .iter()
+        .map(|(payload, spec)| {
+            json!({"identifier": "fresh", "payload": payload, "run_at": spec.run_at,
+                   "max_attempts": spec.max_attempts, "priority": spec.priority, "flags": spec.flags})
+        })
+        .collect();
+    client
+        .execute(
+            "select graphile_worker.add_jobs(array(select json_populate_recordset(null::graphile_worker.job_spec, $1::json)))",
+            &[&serde_json::Value::Array(specs_json)],
+        )
+        .await
+        .expect("add_jobs");
+    let rows = client
+        .query(
+            "select payload::text, max_attempts, priority, flags::text, attempts, key, job_queue_id, revision, \
+             locked_at is null, run_at = created_at or run_at = $1 as run_at_as_asked
+             from graphile_worker._private_jobs order by id",
+            &[&at],
+        )
+        .await
+        .expect("rows");
+    let rows: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            format!(
+                "{:?}",
+                (
+                    r.get::<_, String>(0),
+                    r.get::<_, i16>(1),
+                    r.get::<_, i16>(2),
+                    r.get::<_, Option<String>>(3),
+                    r.get::<_, i16>(4),
+                    r.get::<_, Option<String>>(5),
+                    r.get::<_, Option<i32>>(6),
+                    r.get::<_, i32>(7),
+                    r.get::<_, bool>(8),
+                    r.get::<_, bool>(9),
+                )
+            )
+        })
+        .collect();
+    assert_eq!(rows.len(), 9);
+    assert_eq!(rows[0..3], rows[6..9], "the plain path (first) and add_jobs (last) store the same");
+    assert_eq!(rows[3..6], rows[6..9], "the plain path (second) and add_jobs (last) store the same");
+    assert!(rows[2].contains(&format!("{:?}", Some(r#"{"a": true, "b": true}"#))), "{}", rows[2]);
+}
