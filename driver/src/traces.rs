@@ -30,12 +30,19 @@ impl JobSpan {
 
 #[cfg(feature = "traces")]
 impl JobSpan {
-    /// `job`'s run by `worker_id` starts now.
+    /// `job`'s run by `worker_id` starts now. The span is named and described only if it
+    /// records: with no tracer provider installed (or a sampler that drops it) a job pays
+    /// for no name, no attributes.
     pub(crate) fn start(job: &Job, worker_id: &str) -> Self {
-        use opentelemetry::trace::{SpanKind, Tracer};
+        use opentelemetry::trace::{Span, SpanKind, Tracer};
         use opentelemetry::KeyValue;
         let tracer = opentelemetry::global::tracer("formica");
-        let mut attributes = vec![
+        let mut span = tracer.span_builder("process").with_kind(SpanKind::Consumer).start(&tracer);
+        if !span.is_recording() {
+            return JobSpan(span);
+        }
+        span.update_name(format!("process {}", job.task_identifier));
+        span.set_attributes([
             KeyValue::new("messaging.system", "formica"),
             KeyValue::new("messaging.operation.name", "process"),
             KeyValue::new("messaging.operation.type", "process"),
@@ -43,15 +50,10 @@ impl JobSpan {
             KeyValue::new("messaging.message.id", job.id.to_string()),
             KeyValue::new("messaging.consumer.group.name", worker_id.to_owned()),
             KeyValue::new("formica.job.attempt", i64::from(job.attempts)),
-        ];
+        ]);
         if let Some(queue) = &job.queue_name {
-            attributes.push(KeyValue::new("formica.queue", queue.clone()));
+            span.set_attribute(KeyValue::new("formica.queue", queue.clone()));
         }
-        let span = tracer
-            .span_builder(format!("process {}", job.task_identifier))
-            .with_kind(SpanKind::Consumer)
-            .with_attributes(attributes)
-            .start(&tracer);
         JobSpan(span)
     }
 

@@ -571,8 +571,8 @@ impl Worker {
                 // taking more: on a single-threaded runtime they would wait otherwise.
                 YieldNow(false).await;
             }
-            let input = match ready {
-                Some(input) => input,
+            let (input, now) = match ready {
+                Some(input) => (input, now),
                 None => {
                     turn.rested();
                     let timer = match deadline {
@@ -585,21 +585,22 @@ impl Worker {
                         false => Either::Right(queries.select_next_some()),
                     };
                     let inputs = futures::future::select(receiver.next(), answer);
-                    match futures::future::select(inputs, timer).await {
+                    let input = match futures::future::select(inputs, timer).await {
                         Either::Left((Either::Left((Some(input), _)), _)) => input,
                         Either::Left((Either::Right((answer, _)), _)) => answer,
                         // Every sender lives in this function or in tasks it spawned:
                         // unreachable, but if it happens there is nothing left to wait for.
                         Either::Left((Either::Left((None, _)), _)) => return Ok(()),
                         Either::Right(((), _)) => Input::Timeout,
-                    }
+                    };
+                    (input, clock.now(runtime.as_ref()))
                 }
             };
             if let Input::TaskFinished { job_id, .. } = &input {
                 running.remove(job_id);
             }
             machine
-                .handle(input, clock.now(runtime.as_ref()))
+                .handle(input, now)
                 .map_err(|e| Error::Config(format!("internal error in the worker state machine: {e}")))?;
         }
     }
