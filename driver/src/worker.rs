@@ -555,7 +555,7 @@ impl Worker {
                     }
                 }
             }
-            let now = clock.now(runtime.as_ref());
+            let mut now = clock.now(runtime.as_ref());
             let deadline = machine.poll_timeout().map(|(at, _)| at);
             // A deadline that passed and inputs already waiting are taken without arming a
             // timer, in turns (so an always-due timer cannot starve answers and signals, nor
@@ -570,6 +570,7 @@ impl Worker {
                 // Let the runtime run what this loop spawned (tasks, the listener) before
                 // taking more: on a single-threaded runtime they would wait otherwise.
                 YieldNow(false).await;
+                now = clock.now(runtime.as_ref());
             }
             let (input, now) = match ready {
                 Some(input) => (input, now),
