@@ -31,6 +31,7 @@ impl Extensions {
 
 /// A task asked for application state of a type the worker was not given.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 #[error("no extension of type {type_name}: add one with WorkerOptions::add_extension")]
 pub struct MissingExtension {
     /// The type asked for.

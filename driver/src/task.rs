@@ -183,7 +183,7 @@ impl JobContext {
 pub(crate) type Handler = Arc<dyn Fn(JobContext, Value) -> BoxFuture<'static, TaskOutcome> + Send + Sync>;
 
 /// The attempt failed with `message` (escaped where PostgreSQL would refuse it: a NUL).
-pub(crate) fn failed(message: &str) -> TaskOutcome {
+fn failed(message: &str) -> TaskOutcome {
     TaskOutcome::Err(storable(message).into_owned())
 }
 
