@@ -53,10 +53,11 @@ mod tests {
         extensions.insert(7u32);
         assert_eq!(extensions.get::<Db>(), Ok(&Db("second")), "the last value of a type wins");
         assert_eq!(extensions.get::<u32>(), Ok(&7));
+        // (`type_name`'s text is not promised to stay the same across compilers: only its end.)
         let missing = extensions.get::<String>().unwrap_err().to_string();
-        assert_eq!(
-            missing,
-            "no extension of type alloc::string::String: add one with WorkerOptions::add_extension"
+        assert!(
+            missing.starts_with("no extension of type ") && missing.contains("String: add one with"),
+            "{missing}"
         );
     }
 }

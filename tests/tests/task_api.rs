@@ -173,7 +173,7 @@ async fn typed_tasks_reach_application_state_by_type(rt: Arc<dyn Runtime>) {
     assert_eq!(attempts, 1);
     let last_error = last_error.unwrap_or_default();
     assert!(
-        last_error.starts_with("no extension of type task_api::Seen") && last_error.contains("add_extension"),
+        last_error.starts_with("no extension of type ") && last_error.contains("Seen: add one with"),
         "{last_error}"
     );
 }
