@@ -6,7 +6,7 @@
 //! any test. The async driver (`formica`) feeds facts in and carries effects out.
 //!
 //! - [`job`]: the job row, the job spec and its validation (Graphile's error codes).
-//! - [`backoff`], [`job_key`], [`notify`]: small pure decisions.
+//! - [`backoff`], [`batch`], [`job_key`], [`notify`]: small pure decisions.
 //! - [`text`]: text from tasks made storable in PostgreSQL, escapes visible.
 //! - [`cron`]: the crontab format, matching and next-run computation.
 //! - [`time`], [`rng`]: the core's one name for a point in time, the clock a driver feeds,
@@ -83,6 +83,7 @@
 #![warn(missing_docs)]
 
 pub mod backoff;
+pub mod batch;
 pub mod cron;
 pub mod job;
 pub mod job_key;

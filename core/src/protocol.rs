@@ -29,9 +29,8 @@ use chrono::Duration;
 pub const JOBS_INSERT: &str = "jobs:insert";
 /// The channel a migrator notifies after a migration (payload: [`crate::notify`]).
 pub const WORKER_MIGRATE: &str = "worker:migrate";
-/// The channel `cancel_jobs` notifies for jobs that are locked (running or about to):
-/// payload `{"ids": [<job id>...], "reason": <text>}`. Formica's own; graphile-worker
-/// does not listen to it.
+/// The channel `cancel_jobs` notifies for jobs that are locked (running or about to): payload
+/// `{"ids": [<job id>...], "reason": <text>}`. Formica's own; graphile-worker does not listen to it.
 pub const CANCEL: &str = "formica:cancel";
 /// Every channel a worker's listener listens on.
 pub const CHANNELS: [&str; 3] = [JOBS_INSERT, WORKER_MIGRATE, CANCEL];
@@ -50,6 +49,8 @@ pub struct Failure {
     pub run_at: Option<Timestamp>,
     /// No attempt is left after this one, whatever `max_attempts` says (a cancelled job).
     pub permanent: bool,
+    /// The payload to store instead (`None`: keep it): a batch job keeps its failed items.
+    pub payload: Option<serde_json::Value>,
 }
 
 /// A statement for the driver to run, with its parameters. Each answers with the
@@ -126,14 +127,12 @@ pub enum Statement {
         /// When the worker's cron started.
         known_since: Timestamp,
     },
-    /// Add the jobs of one cron minute, each only if this statement advances its item's
-    /// `last_execution` to that minute (so each minute is scheduled once across workers).
-    /// Answer: `Done`.
+    /// Add the jobs of one cron minute, each only if this statement advances its item's `last_execution`
+    /// to that minute (so each minute is scheduled once across workers). Answer: `Done`.
     ScheduleCron(CronBatch),
 }
 
-/// A locked job whose row could not be read (a payload nested too deep, a number out of
-/// range, a time that is not finite...).
+/// A locked job whose row could not be read (a payload nested too deep, a number out of range...).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Undecodable {
     /// The job.
@@ -167,8 +166,7 @@ pub enum QueryResult {
     Jobs {
         /// The jobs, as the statement returned them.
         jobs: Vec<Job>,
-        /// Rows locked with them that could not be read as jobs: the machine fails each
-        /// one (the rest of the batch runs), so no lock is left behind.
+        /// Locked rows that could not be read as jobs: the machine fails each, so no lock is left behind.
         undecodable: Vec<Undecodable>,
     },
     /// The crontab identifiers known before registration, for `RegisterCrontabs`.
@@ -186,6 +184,14 @@ pub enum TaskOutcome {
     Ok,
     /// It returned an error.
     Err(String),
+    /// Items of a batch job failed ([`crate::batch`]): the attempt fails as with `Err`, and
+    /// the job keeps only the failed `items` (a JSON array) as its payload.
+    ItemsFailed {
+        /// What failed, item by item.
+        error: String,
+        /// The failed items.
+        items: serde_json::Value,
+    },
     /// It panicked (a failure like any other).
     Panicked(String),
     /// It was aborted after [`Effect::AbortTask`]; the job goes back with its attempt
@@ -306,8 +312,7 @@ pub enum Event {
         /// How long the task ran.
         duration: Duration,
     },
-    /// A running task was aborted (a forced or timed-out shutdown): the job goes back with
-    /// its attempt refunded.
+    /// A running task was aborted (a forced or timed-out shutdown): the job goes back, attempt refunded.
     JobReturned {
         /// The job.
         job_id: i64,
@@ -320,8 +325,7 @@ pub enum Event {
         /// How long the task ran.
         duration: Duration,
     },
-    /// A locked job's row could not be read: the job is failed with `error` (the rest of
-    /// its batch runs).
+    /// A locked job's row could not be read: the job is failed with `error` (the rest of its batch runs).
     JobUndecodable {
         /// The job.
         job_id: i64,
@@ -367,8 +371,7 @@ pub enum Event {
         /// The error.
         error: String,
     },
-    /// `run_once` only: finding jobs failed in a way retrying cannot fix (a missing
-    /// table, a permission); the worker stops.
+    /// `run_once` only: finding jobs failed in a way retrying cannot fix (no table, no right): it stops.
     GaveUp {
         /// What failed.
         statement: &'static str,
@@ -391,9 +394,8 @@ pub enum Event {
         /// The jobs.
         job_ids: Vec<i64>,
     },
-    /// The worker was asked to stop (or stops by itself, after `GaveUp` or
-    /// `BreakingMigration`): gracefully, letting running tasks finish, or forcefully,
-    /// aborting them.
+    /// The worker was asked to stop (or stops by itself, after `GaveUp` or `BreakingMigration`):
+    /// gracefully, letting running tasks finish, or forcefully, aborting them.
     Shutdown {
         /// Whether running tasks may finish.
         graceful: bool,
@@ -427,8 +429,7 @@ pub enum Effect {
         /// The job.
         job_id: i64,
     },
-    /// Open the listener (LISTEN `jobs:insert` and `worker:migrate`) and report
-    /// `ListenerUp`, `Notification`s and `ListenerDown`.
+    /// Open the listener (LISTEN on [`CHANNELS`]); report `ListenerUp`, `Notification`s, `ListenerDown`.
     ConnectListener,
     /// Report an event.
     Emit(Event),
@@ -461,8 +462,7 @@ pub enum TimerKind {
     Retry,
     /// The next cron minute, or a cron statement to try again.
     Cron,
-    /// Stop waiting for outcomes the database does not take: the shutdown has waited long
-    /// enough.
+    /// Stop waiting for outcomes the database does not take: the shutdown has waited long enough.
     GiveUpWrites,
 }
 

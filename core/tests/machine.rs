@@ -514,7 +514,13 @@ fn failures_back_off_and_the_last_attempt_fails_permanently() {
     let [(_, Statement::FailJobs { failures, .. })] = &writes(&effects)[..] else { panic!("{effects:?}") };
     assert_eq!(
         failures,
-        &vec![Failure { job_id: 1, message: "e1".into(), run_at: Some(expected), permanent: false }]
+        &vec![Failure {
+            job_id: 1,
+            message: "e1".into(),
+            run_at: Some(expected),
+            permanent: false,
+            payload: None
+        }]
     );
 
     let effects = hand.finish(2, TaskOutcome::Panicked("p".into()));
@@ -528,6 +534,34 @@ fn failures_back_off_and_the_last_attempt_fails_permanently() {
     let [(_, Statement::FailJobs { failures, .. })] = &writes(&effects)[..] else { panic!("{effects:?}") };
     let capped = hand.now + Duration::microseconds((10f64.exp() * 1e6).round() as i64);
     assert_eq!(failures[0].run_at, Some(capped), "the delay stops growing at e^10 s");
+}
+
+#[test]
+fn a_batch_job_keeps_only_its_failed_items_and_completes_once_they_succeed() {
+    let mut world = World::new(WorldConfig::default());
+    let runs = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let seen = runs.clone();
+    // Item 2 fails on its first try; every other try of every item succeeds.
+    world.set_script(move |job, _| {
+        let items = job.payload.as_array().cloned().unwrap_or_default();
+        seen.borrow_mut().push(job.payload.clone());
+        let first = seen.borrow().len() == 1;
+        let results = items.iter().map(|i| if first && *i == json!(2) { Err("no".into()) } else { Ok(()) });
+        TaskPlan::finish(
+            Duration::milliseconds(10),
+            formica_core::batch::outcome(items.clone(), results.collect()),
+        )
+    });
+    let id = world.db_mut().add_job(&AddJob::new("t", json!([1, 2, 3]), JobSpec::default())).expect("add").id;
+    world.add_worker(config());
+    world.run_for(Duration::seconds(1));
+    let job = world.db().job(id).cloned().expect("retried, not completed");
+    assert_eq!(job.payload, json!([2]), "only the failed item is kept");
+    assert_eq!(job.last_error.as_deref(), Some("Batch failures:\npayload[1]: no"));
+    assert_eq!((job.attempts, job.locked_at), (1, None));
+    world.run_for(Duration::minutes(1));
+    assert!(world.db().job(id).is_none(), "the retry of the failed item completed the job");
+    assert_eq!(*runs.borrow(), vec![json!([1, 2, 3]), json!([2])]);
 }
 
 #[test]

@@ -408,12 +408,13 @@ impl Model {
                 (QueryResult::Done, vec![])
             }
             Statement::FailJobs { worker_id, failures } => {
-                for Failure { job_id, message, run_at, permanent } in failures {
+                for Failure { job_id, message, run_at, permanent, payload } in failures {
                     let Some(row) = self.rows.get_mut(job_id) else { continue };
                     if row.locked_by.as_ref() != Some(worker_id) {
                         continue;
                     }
                     row.last_error = Some(message.clone());
+                    row.payload = payload.clone().unwrap_or_else(|| row.payload.clone());
                     // A cancelled job has no attempt left.
                     if *permanent {
                         row.attempts = row.max_attempts;

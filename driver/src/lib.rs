@@ -10,7 +10,8 @@
 //! - [`tls`]: TLS with libpq's `sslmode`.
 //! - [`migrate`]: installing and upgrading the `graphile_worker` schema.
 //! - [`utils`]: [`WorkerUtils`], adding and managing jobs.
-//! - [`task`]: [`TaskHandler`] and what a running task can reach.
+//! - [`task`]: [`TaskHandler`], [`BatchTaskHandler`] and what a running task can reach
+//!   (application state through [`JobContext::extension`]).
 //! - [`worker`]: [`WorkerOptions`] and [`Worker`], the loop that runs jobs.
 //! - [`rows`]: result rows read into [`Job`]s, for readers with queries of their own.
 //! - with the `metrics` and `traces` features, OpenTelemetry metrics of the worker and a
@@ -20,6 +21,7 @@
 
 pub mod db;
 mod error;
+mod extensions;
 mod listener;
 mod metrics;
 pub mod migrate;
@@ -37,6 +39,7 @@ pub mod worker;
 
 pub use db::{Pool, PoolStatus, PooledClient};
 pub use error::{Error, MigrateError};
+pub use extensions::MissingExtension;
 pub use formica_core::cron::{self, Cron, CronItem, Crontab, CrontabError};
 pub use formica_core::job::{Job, JobKeyMode, JobSpec, JobSpecBuilder, JobSpecError, Task};
 pub use formica_core::text;
@@ -44,7 +47,7 @@ pub use formica_core::worker::{Event, HEARTBEAT_INTERVAL, LEASE, RECOVERY_PERIOD
 pub use migrate::MigrationReport;
 pub use runtime::{Address, Runtime, Socket};
 pub use settings::ConnectionSettings;
-pub use task::{AbortSignal, JobContext, TaskHandler, TaskResult};
+pub use task::{AbortSignal, BatchResult, BatchTaskHandler, JobContext, TaskHandler, TaskResult};
 pub use tls::{RootCert, SslMode};
 pub use utils::{
     Cancelled, CleanupTask, JobFilter, RawJob, RescheduleJobOptions, WorkerUtils, DEFAULT_SCHEMA,

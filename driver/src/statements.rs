@@ -107,6 +107,8 @@ pub fn bind(statement: Statement) -> Bound {
             let ids: Vec<i64> = failures.iter().map(|f| f.job_id).collect();
             let run_ats: Vec<_> = failures.iter().map(|f| f.run_at).collect();
             let permanent: Vec<bool> = failures.iter().map(|f| f.permanent).collect();
+            let payloads: Vec<Option<String>> =
+                failures.iter().map(|f| f.payload.as_ref().map(|p| p.to_string())).collect();
             let messages: Vec<String> = failures.into_iter().map(|f| f.message).collect();
             let params = vec![
                 param(worker_id, Type::TEXT),
@@ -114,6 +116,7 @@ pub fn bind(statement: Statement) -> Bound {
                 param(messages, Type::TEXT_ARRAY),
                 param(run_ats, Type::TIMESTAMPTZ_ARRAY),
                 param(permanent, Type::BOOL_ARRAY),
+                param(payloads, Type::TEXT_ARRAY),
             ];
             (sql::worker::FAIL_JOBS, params, Answer::Done)
         }

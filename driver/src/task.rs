@@ -1,12 +1,22 @@
 //! Task handlers: the code that runs a job, and what it can reach while it runs.
+//!
+//! Every handler is erased to one shape, payload in and [`TaskOutcome`] out, so the
+//! worker's loop knows nothing of payload types or batches. A batch handler's per-item
+//! results become an outcome through [`formica_core::batch`], the one place that decides
+//! which items a failed batch job keeps.
 
 use crate::db::PooledClient;
 use crate::error::Error;
+use crate::extensions::{Extensions, MissingExtension};
 use crate::utils::WorkerUtils;
+use formica_core::batch;
 use formica_core::job::{Job, JobSpec, Task};
+use formica_core::text::storable;
+use formica_core::worker::TaskOutcome;
 use futures::future::{BoxFuture, FutureExt, Shared};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,6 +43,41 @@ pub trait TaskHandler: Task + Serialize + DeserializeOwned + Send + 'static {
     /// Run one job. Returning an error (or panicking) fails this attempt; the job is
     /// retried with exponential backoff until `max_attempts`.
     fn run(self, ctx: JobContext) -> impl Future<Output = TaskResult> + Send;
+}
+
+/// What a batch task returns: one result per item, in the order of the items (an item whose
+/// result is an `Err` is kept for the retry, the others are done), or an `Err` that fails
+/// the whole attempt and keeps every item.
+pub type BatchResult = Result<Vec<TaskResult>, Box<dyn std::error::Error + Send + Sync>>;
+
+/// A batch task: a job whose payload is a JSON array of items of type `Self`, run in one
+/// go. Implement [`Task`] for the identifier and `run_batch` for the work; register it with
+/// [`WorkerOptions::define_batch_job`](crate::WorkerOptions::define_batch_job) and add jobs
+/// with [`WorkerUtils::add_batch_job`] (with a job key, items added while the job waits are
+/// appended to it).
+///
+/// As in graphile-worker, which shares the queue: when every item succeeds the job
+/// completes; when some fail, the attempt fails, `last_error` names each failed item
+/// (`Batch failures:` then `payload[<index>]: <error>` lines) and the job keeps only the
+/// failed items as its payload, so the retry runs those alone. An item that does not
+/// deserialize as `Self` fails on its own without reaching `run_batch`. A payload that is
+/// not an array, or a count of results that does not match the items, fails the attempt
+/// and keeps every item.
+///
+/// ```ignore
+/// #[derive(serde::Serialize, serde::Deserialize)]
+/// struct Notify { user: u64 }
+/// impl Task for Notify { const IDENTIFIER: &'static str = "notify"; }
+/// impl BatchTaskHandler for Notify {
+///     async fn run_batch(items: Vec<Self>, ctx: JobContext) -> BatchResult {
+///         let push = ctx.extension::<PushClient>()?;
+///         Ok(push.send_all(items.iter().map(|n| n.user)).await)  // one Result per item
+///     }
+/// }
+/// ```
+pub trait BatchTaskHandler: Task + Serialize + DeserializeOwned + Send + 'static {
+    /// Run the items of one job: one result per item, in order (see [`BatchResult`]).
+    fn run_batch(items: Vec<Self>, ctx: JobContext) -> impl Future<Output = BatchResult> + Send;
 }
 
 /// Fires once, when a forced shutdown aborts running tasks. A task that holds resources
@@ -85,6 +130,7 @@ pub struct JobContext {
     pub(crate) utils: WorkerUtils,
     pub(crate) abort: AbortSignal,
     pub(crate) span: tracing::Span,
+    pub(crate) extensions: Arc<Extensions>,
 }
 
 impl JobContext {
@@ -120,11 +166,73 @@ impl JobContext {
     pub fn span(&self) -> &tracing::Span {
         &self.span
     }
+    /// The application state of type `T` given to the worker with
+    /// [`WorkerOptions::add_extension`](crate::WorkerOptions::add_extension) (a pool, a
+    /// client, a configuration); an error naming `T` if none was, so `?` fails the attempt
+    /// with a clear `last_error`. Clone what must outlive the borrow of the context.
+    ///
+    /// ```ignore
+    /// let http = ctx.extension::<reqwest::Client>()?.clone();
+    /// ```
+    pub fn extension<T: Send + Sync + 'static>(&self) -> Result<&T, MissingExtension> {
+        self.extensions.get::<T>()
+    }
 }
 
 /// A type-erased handler: payload in, outcome out.
-pub(crate) type Handler =
-    Arc<dyn Fn(JobContext, serde_json::Value) -> BoxFuture<'static, Result<(), String>> + Send + Sync>;
+pub(crate) type Handler = Arc<dyn Fn(JobContext, Value) -> BoxFuture<'static, TaskOutcome> + Send + Sync>;
+
+/// The attempt failed with `message` (escaped where PostgreSQL would refuse it: a NUL).
+fn failed(message: &str) -> TaskOutcome {
+    TaskOutcome::Err(storable(message).into_owned())
+}
+
+fn outcome(result: TaskResult) -> TaskOutcome {
+    match result {
+        Ok(()) => TaskOutcome::Ok,
+        Err(error) => failed(&error.to_string()),
+    }
+}
+
+/// The items of a batch job's payload, or the failure of a payload that is not an array.
+fn batch_items(payload: Value, identifier: &str) -> Result<Vec<Value>, TaskOutcome> {
+    match payload {
+        Value::Array(items) => Ok(items),
+        other => Err(failed(&format!(
+            "the payload of batch task {identifier:?} must be a JSON array of items, got {other}"
+        ))),
+    }
+}
+
+/// Runs a typed batch: items that do not deserialize fail alone, the rest go to `T`.
+async fn run_typed_batch<T: BatchTaskHandler>(ctx: JobContext, items: Vec<Value>) -> TaskOutcome {
+    let mut runnable = Vec::with_capacity(items.len());
+    let mut undecodable = Vec::with_capacity(items.len());
+    for item in &items {
+        match T::deserialize(item) {
+            Ok(task) => {
+                runnable.push(task);
+                undecodable.push(None);
+            }
+            Err(e) => undecodable.push(Some(format!("does not match task {:?}: {e}", T::IDENTIFIER))),
+        }
+    }
+    let expected = runnable.len();
+    let mut results = match T::run_batch(runnable, ctx).await {
+        Ok(results) if results.len() == expected => results.into_iter(),
+        Ok(results) => return batch::miscounted(results.len(), expected),
+        Err(error) => return failed(&error.to_string()),
+    };
+    // Each item's result in payload order: its decoding error, or the handler's next one.
+    let merged = (undecodable.into_iter())
+        .map(|error| match error {
+            Some(error) => Err(error),
+            // Counted above: one result per decoded item (none left would keep the item).
+            None => results.next().map_or(Err("no result".into()), |r| r.map_err(|e| e.to_string())),
+        })
+        .collect();
+    batch::outcome(items, merged)
+}
 
 /// The handlers a worker knows, by task identifier.
 #[derive(Clone, Default)]
@@ -136,9 +244,24 @@ impl Handlers {
             T::IDENTIFIER.to_owned(),
             Arc::new(|ctx, payload| {
                 Box::pin(async move {
-                    let task: T = serde_json::from_value(payload)
-                        .map_err(|e| format!("payload does not match task {:?}: {e}", T::IDENTIFIER))?;
-                    task.run(ctx).await.map_err(|e| e.to_string())
+                    match serde_json::from_value::<T>(payload) {
+                        Ok(task) => outcome(task.run(ctx).await),
+                        Err(e) => failed(&format!("payload does not match task {:?}: {e}", T::IDENTIFIER)),
+                    }
+                })
+            }),
+        );
+    }
+
+    pub(crate) fn define_batch<T: BatchTaskHandler>(&mut self) {
+        self.0.insert(
+            T::IDENTIFIER.to_owned(),
+            Arc::new(|ctx, payload| {
+                Box::pin(async move {
+                    match batch_items(payload, T::IDENTIFIER) {
+                        Ok(items) => run_typed_batch::<T>(ctx, items).await,
+                        Err(outcome) => outcome,
+                    }
                 })
             }),
         );
@@ -154,7 +277,34 @@ impl Handlers {
             identifier.to_owned(),
             Arc::new(move |ctx, payload| {
                 let run = run.clone();
-                Box::pin(async move { run(ctx, payload).await.map_err(|e| e.to_string()) })
+                Box::pin(async move { outcome(run(ctx, payload).await) })
+            }),
+        );
+    }
+
+    pub(crate) fn define_raw_batch<F, Fut>(&mut self, identifier: &str, run: F)
+    where
+        F: Fn(JobContext, Vec<Value>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = BatchResult> + Send + 'static,
+    {
+        let (run, identifier) = (Arc::new(run), Arc::<str>::from(identifier));
+        self.0.insert(
+            identifier.to_string(),
+            Arc::new(move |ctx, payload| {
+                let (run, identifier) = (run.clone(), identifier.clone());
+                Box::pin(async move {
+                    let items = match batch_items(payload, &identifier) {
+                        Ok(items) => items,
+                        Err(outcome) => return outcome,
+                    };
+                    match run(ctx, items.clone()).await {
+                        Ok(results) => batch::outcome(
+                            items,
+                            results.into_iter().map(|r| r.map_err(|e| e.to_string())).collect(),
+                        ),
+                        Err(error) => failed(&error.to_string()),
+                    }
+                })
             }),
         );
     }

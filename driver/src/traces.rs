@@ -64,6 +64,7 @@ impl JobSpan {
         let error = match outcome {
             TaskOutcome::Ok => None,
             TaskOutcome::Err(message) => Some(("task_error", message.clone())),
+            TaskOutcome::ItemsFailed { error, .. } => Some(("batch_items_failed", error.clone())),
             TaskOutcome::Panicked(message) => Some(("panic", message.clone())),
             TaskOutcome::Aborted => Some(("aborted", "aborted on shutdown".to_owned())),
         };

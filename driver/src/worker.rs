@@ -20,12 +20,14 @@
 
 use crate::db::Pool;
 use crate::error::Error;
+use crate::extensions::Extensions;
 use crate::listener::listen;
 use crate::metrics::Metrics;
 use crate::runtime::Runtime;
 use crate::settings::ConnectionSettings;
 use crate::statements::Executor;
 use crate::task::{AbortSignal, AbortTrigger, Handlers, JobContext, TaskHandler, TaskResult};
+use crate::task::{BatchResult, BatchTaskHandler};
 use crate::traces::JobSpan;
 use crate::utils::{WorkerUtils, DEFAULT_SCHEMA};
 use chrono::{DateTime, Utc};
@@ -79,6 +81,7 @@ pub struct WorkerOptions<R = ()> {
     hooks: Vec<Hook>,
     crontabs: Vec<CronSource>,
     queue_depth_interval: Duration,
+    extensions: Extensions,
 }
 
 /// Recurring jobs for [`WorkerOptions::with_cron`]: crontab text (`&str`, `String`), a
@@ -170,6 +173,7 @@ impl<R> WorkerOptions<R> {
             hooks: Vec::new(),
             crontabs: Vec::new(),
             queue_depth_interval: Duration::from_secs(10),
+            extensions: Extensions::default(),
         }
     }
     /// Schedule recurring jobs: crontab text, a crontab file, or typed [`Cron`] items (see
@@ -293,6 +297,29 @@ impl<R> WorkerOptions<R> {
         self.handlers.define_raw(identifier, run);
         self
     }
+    /// Run batch jobs of task `T` (payload: a JSON array of `T`) with `T::run_batch`: on a
+    /// partial failure only the failed items are retried (see [`BatchTaskHandler`]).
+    pub fn define_batch_job<T: BatchTaskHandler>(mut self) -> Self {
+        self.handlers.define_batch::<T>();
+        self
+    }
+    /// Run batch jobs of task `identifier` with `run`, given the payload's items as JSON; as
+    /// [`Self::define_batch_job`], only the items whose result is an `Err` are retried.
+    pub fn define_raw_batch_job<F, Fut>(mut self, identifier: &str, run: F) -> Self
+    where
+        F: Fn(JobContext, Vec<serde_json::Value>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = BatchResult> + Send + 'static,
+    {
+        self.handlers.define_raw_batch(identifier, run);
+        self
+    }
+    /// Give every task `value` (a database pool, an HTTP client, a configuration), reached
+    /// by its type with [`JobContext::extension`]. One value per type: a second of the same
+    /// type replaces the first.
+    pub fn add_extension<T: Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.extensions.insert(value);
+        self
+    }
     /// With the `metrics` feature: how often the queue depth gauge is sampled, by one
     /// query (default 10 s).
     pub fn queue_depth_interval(mut self, every: Duration) -> Self {
@@ -358,6 +385,7 @@ impl<R> WorkerOptions<R> {
                 },
                 utils,
                 handlers: self.handlers,
+                extensions: Arc::new(self.extensions),
                 hooks: self.hooks,
                 metrics,
                 queue_depth_interval: self.queue_depth_interval,
@@ -390,6 +418,7 @@ struct Shared {
     utils: WorkerUtils,
     executor: Executor,
     handlers: Handlers,
+    extensions: Arc<Extensions>,
     hooks: Vec<Hook>,
     metrics: Metrics,
     queue_depth_interval: Duration,
@@ -742,21 +771,20 @@ fn start_task(
         utils: shared.utils.clone(),
         abort: signal,
         span: span.clone(),
+        extensions: shared.extensions.clone(),
     };
     let work = async move {
         match handler {
             Some(handler) => handler(ctx, payload).await,
-            None => Err(format!(
+            None => TaskOutcome::Err(format!(
                 "Unsupported task {:?}: this worker has no handler for it",
                 ctx.job.task_identifier
             )),
         }
     };
     let task = async move {
-        // A task's message may hold NUL, which PostgreSQL refuses to store: it is escaped.
         let outcome = match AssertUnwindSafe(Abortable::new(work, registration)).catch_unwind().await {
-            Ok(Ok(Ok(()))) => TaskOutcome::Ok,
-            Ok(Ok(Err(message))) => TaskOutcome::Err(storable(&message).into_owned()),
+            Ok(Ok(outcome)) => outcome,
             Ok(Err(_aborted)) => TaskOutcome::Aborted,
             Err(panic) => TaskOutcome::Panicked(panic_message(&panic)),
         };

@@ -242,7 +242,12 @@ pub fn check(data: &[u8]) {
             if pick < *weight {
                 return match i {
                     0 => TaskPlan::finish(after, TaskOutcome::Ok),
-                    1 => TaskPlan::finish(after, TaskOutcome::Err("boom".into())),
+                    1 if rng.below(2) == 0 => TaskPlan::finish(after, TaskOutcome::Err("boom".into())),
+                    // A batch job's failed items replace its payload.
+                    1 => {
+                        let items = serde_json::json!([{ "left": rng.below(1000) }]);
+                        TaskPlan::finish(after, TaskOutcome::ItemsFailed { error: "some".into(), items })
+                    }
                     2 => TaskPlan::finish(after, TaskOutcome::Panicked("p".into())),
                     _ => TaskPlan::Hang,
                 };

@@ -568,6 +568,8 @@ impl Both {
                         run_at: explicit.map(|s| at(now, s, self.serial)),
                         // As a cancelled job's: no attempt left.
                         permanent: self.serial % 3 == 0,
+                        // As a batch job's that keeps its failed items (unique, it names the job).
+                        payload: (self.serial % 2 == 0).then(|| json!([{ "kept": self.serial }])),
                     });
                 }
                 let pg_failures: Vec<Failure> = (failures.iter().zip(&jobs))

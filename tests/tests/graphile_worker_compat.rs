@@ -113,6 +113,65 @@ async fn graphile_worker_runs_jobs_formica_added_to_a_schema_formica_installed()
     let _ = std::fs::remove_dir_all(tasks);
 }
 
+/// A batch job whose items partly fail leaves the same row whichever of Formica and
+/// graphile-worker (Node) ran it: only the failed items as its payload, the attempt counted,
+/// the backoff, the lock released, `last_error` starting with `Batch failures:`; and
+/// graphile-worker runs the retry of the job Formica left to completion.
+#[tokio::test]
+#[ignore = "needs graphile-worker from npm: scripts/compat-graphile-worker"]
+async fn a_partly_failed_batch_job_is_left_alike_by_graphile_worker_and_formica() {
+    let db = TestDb::migrated().await;
+    let client = db.client().await;
+    let utils = db.utils();
+    let items = json!([{ "n": 1 }, { "n": 2, "fail": true }, { "n": 3, "fail": true }]);
+    let by_formica = utils.add_raw_job("formica_batch", items.clone(), JobSpec::default()).await.unwrap().id;
+    let by_node = utils.add_raw_job("node_batch", items, JobSpec::default()).await.unwrap().id;
+    // Both fail the items marked `fail` on the first attempt only.
+    let worker = db.worker_options().define_raw_batch_job("formica_batch", |ctx, items| async move {
+        let fails = |item: &serde_json::Value| ctx.job().attempts == 1 && item.get("fail").is_some();
+        Ok(items
+            .iter()
+            .map(|i| if fails(i) { Err(format!("no route to {}", i["n"]).into()) } else { Ok(()) })
+            .collect())
+    });
+    worker.init().await.unwrap().run_once().await.unwrap();
+    let tasks = std::env::temp_dir().join(format!("formica-compat-{}", db.name));
+    std::fs::create_dir_all(tasks.join("tasks")).unwrap();
+    let task = "module.exports = async (payload, helpers) => payload.map((item) =>\n\
+                  item.fail && helpers.job.attempts === 1\n\
+                    ? Promise.reject(new Error('no route to ' + item.n)) : Promise.resolve());\n";
+    std::fs::write(tasks.join("tasks/node_batch.js"), task).unwrap();
+    graphile_worker("FORMICA_GRAPHILE_WORKER", &db, &tasks, &["--once"]);
+
+    let row = "select payload, attempts, locked_by, locked_at, split_part(last_error, E'\\n', 1), \
+                 extract(epoch from run_at - now())::float8 from graphile_worker._private_jobs where id = $1";
+    type Row = (serde_json::Value, i16, Option<String>, Option<chrono::DateTime<chrono::Utc>>, String);
+    let read = |r: tokio_postgres::Row| -> (Row, f64) {
+        ((r.get(0), r.get(1), r.get(2), r.get(3), r.get(4)), r.get(5))
+    };
+    let (node, node_delay) = read(client.query_one(row, &[&by_node]).await.unwrap());
+    let (formica, formica_delay) = read(client.query_one(row, &[&by_formica]).await.unwrap());
+    assert_eq!(node.0, json!([{ "n": 2, "fail": true }, { "n": 3, "fail": true }]), "graphile-worker's row");
+    assert_eq!((node.1, node.4.as_str()), (1, "Batch failures:"));
+    assert_eq!(formica, node, "Formica leaves the row graphile-worker leaves");
+    for delay in [node_delay, formica_delay] {
+        assert!(delay > 0.0 && delay <= 1f64.exp(), "due after e^1 s from the failure: {delay}");
+    }
+
+    // graphile-worker runs the retry of the job Formica left: only the failed items, which pass.
+    std::fs::write(tasks.join("tasks/formica_batch.js"), task).unwrap();
+    client
+        .batch_execute(&format!(
+            "update graphile_worker._private_jobs set run_at = now() where id = {by_formica}"
+        ))
+        .await
+        .unwrap();
+    graphile_worker("FORMICA_GRAPHILE_WORKER", &db, &tasks, &["--once"]);
+    let left = format!("select count(*) from graphile_worker.jobs where id = {by_formica}");
+    assert_eq!(db.count(&left).await, 0, "the retry completed the job");
+    let _ = std::fs::remove_dir_all(tasks);
+}
+
 /// graphile-worker (Node) and Formica share the database while Formica's recovery runs:
 /// a lapsed Formica worker's job is freed and run, while the jobs and queue that the Node
 /// worker holds (it never heartbeats) keep their locks, and graphile-worker's schema and

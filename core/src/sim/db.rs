@@ -578,13 +578,16 @@ impl Db {
                 QueryResult::Done
             }
             Statement::FailJobs { worker_id, failures } => {
-                for Failure { job_id, message, run_at, permanent } in failures {
+                for Failure { job_id, message, run_at, permanent, payload } in failures {
                     if !self.held_by(*job_id, worker_id) {
                         continue;
                     }
                     let now = self.now;
                     let Some(job) = self.jobs.get_mut(job_id) else { continue };
                     job.last_error = Some(message.clone());
+                    if let Some(payload) = payload {
+                        job.payload = payload.clone();
+                    }
                     job.run_at =
                         run_at.unwrap_or_else(|| backoff::next_run_at(now, job.run_at, job.attempts));
                     if *permanent {
@@ -756,7 +759,13 @@ mod tests {
         let b = add(&mut db, "t", json!(2), JobSpec::default());
         fetch(&mut db, "w", 2);
         db.set_now(t(10));
-        let failures = vec![Failure { job_id: a.id, message: "boom".into(), run_at: None, permanent: false }];
+        let failures = vec![Failure {
+            job_id: a.id,
+            message: "boom".into(),
+            run_at: None,
+            permanent: false,
+            payload: None,
+        }];
         db.execute(&Statement::FailJobs { worker_id: "other".into(), failures: failures.clone() });
         assert_eq!(db.job(a.id).and_then(|j| j.locked_by.clone()).as_deref(), Some("w"), "not ours");
         db.execute(&Statement::FailJobs { worker_id: "w".into(), failures });
@@ -765,6 +774,25 @@ mod tests {
         assert_eq!(a.run_at, t(10) + backoff::delay(1));
         db.execute(&Statement::ReturnJobs { worker_id: "w".into(), ids: vec![b.id] });
         assert_eq!(db.job(b.id).map(|j| (j.attempts, j.locked_at)), Some((0, None)));
+    }
+
+    #[test]
+    fn a_failure_with_a_payload_replaces_it_and_one_without_keeps_it() {
+        let mut db = Db::new(t(0), 1);
+        let a = add(&mut db, "t", json!([1, 2, 3]), JobSpec::default());
+        let b = add(&mut db, "t", json!([4, 5]), JobSpec::default());
+        fetch(&mut db, "w", 2);
+        let fail = |job_id, payload| Failure {
+            job_id,
+            message: "x".into(),
+            run_at: None,
+            permanent: false,
+            payload,
+        };
+        let failures = vec![fail(a.id, Some(json!([2]))), fail(b.id, None)];
+        db.execute(&Statement::FailJobs { worker_id: "w".into(), failures });
+        assert_eq!(db.job(a.id).map(|j| j.payload.clone()), Some(json!([2])));
+        assert_eq!(db.job(b.id).map(|j| j.payload.clone()), Some(json!([4, 5])));
     }
 
     #[test]

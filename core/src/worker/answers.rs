@@ -43,7 +43,7 @@ impl Worker {
                     let message = format!("Formica could not read job {job_id}: {error}");
                     self.emit(Event::JobUndecodable { job_id, error });
                     self.writes.fail(
-                        Failure { job_id, message, run_at: None, permanent: false },
+                        Failure { job_id, message, run_at: None, permanent: false, payload: None },
                         self.now,
                         self.config.fail_batch_delay,
                     );

@@ -76,6 +76,10 @@ impl Cancels {
                 Some(Why::Cancelled(reason)),
                 TaskOutcome::Err(_) | TaskOutcome::Panicked(_) | TaskOutcome::Aborted,
             ) => (TaskOutcome::Err(format!("cancelled: {reason}")), true),
+            // The items that succeeded are done: the job keeps only the others.
+            (Some(Why::Cancelled(reason)), TaskOutcome::ItemsFailed { items, .. }) => {
+                (TaskOutcome::ItemsFailed { error: format!("cancelled: {reason}"), items }, true)
+            }
             (Some(Why::TimedOut(after)), TaskOutcome::Aborted) => {
                 (TaskOutcome::Err(format!("timed out after {after}")), false)
             }
@@ -111,5 +115,18 @@ mod tests {
             cancels.ended(3, TaskOutcome::Aborted),
             (TaskOutcome::Err("timed out after 5s".into()), false)
         );
+    }
+
+    #[test]
+    fn a_cancelled_batch_keeps_only_its_failed_items() {
+        let mut cancels = Cancels::default();
+        cancels.request(r#"{"ids":[1],"reason":"stop"}"#, &BTreeSet::from([1]));
+        let items = serde_json::json!([{"id": 2}]);
+        let outcome = TaskOutcome::ItemsFailed { error: "Batch failures:\npayload[1]: x".into(), items };
+        let kept = TaskOutcome::ItemsFailed {
+            error: "cancelled: stop".into(),
+            items: serde_json::json!([{"id": 2}]),
+        };
+        assert_eq!(cancels.ended(1, outcome), (kept, true));
     }
 }

@@ -52,7 +52,7 @@ use self::fetch::Fetcher;
 use self::lease::Lease;
 use self::link::Link;
 use self::part::Part;
-use self::slots::Slots;
+use self::slots::{Slots, Started};
 use self::sweep::Sweeper;
 use self::writes::Writes;
 use crate::backoff;
@@ -264,16 +264,9 @@ impl Worker {
                 self.writes.complete(job_id, self.now, self.config.complete_batch_delay);
             }
             TaskOutcome::Err(error) | TaskOutcome::Panicked(error) => {
-                let last = permanent || job.out_of_attempts();
-                let next_run_at = backoff::next_run_at(self.now, job.run_at, job.attempts);
-                self.emit(job.error(&error, self.now, (!last).then_some(next_run_at)));
-                if last {
-                    self.emit(job.permanently_failed(&error, self.now));
-                }
-                let run_at = self.config.use_local_time.then_some(next_run_at);
-                let failure = Failure { job_id, message: error, run_at, permanent };
-                self.writes.fail(failure, self.now, self.config.fail_batch_delay);
+                self.failed(&job, error, None, permanent)
             }
+            TaskOutcome::ItemsFailed { error, items } => self.failed(&job, error, Some(items), permanent),
             TaskOutcome::Aborted => {
                 self.emit(job.returned(self.now));
                 self.writes.give_back(vec![job_id], self.now);
@@ -282,6 +275,20 @@ impl Worker {
         self.emit(Event::JobComplete { job_id });
         self.fetcher.slot_freed();
         Ok(())
+    }
+
+    /// The attempt of `job` failed with `error`: report it and record it, with the payload
+    /// the job keeps from now on if that changes.
+    fn failed(&mut self, job: &Started, error: String, payload: Option<serde_json::Value>, permanent: bool) {
+        let last = permanent || job.out_of_attempts();
+        let next_run_at = backoff::next_run_at(self.now, job.run_at, job.attempts);
+        self.emit(job.error(&error, self.now, (!last).then_some(next_run_at)));
+        if last {
+            self.emit(job.permanently_failed(&error, self.now));
+        }
+        let run_at = self.config.use_local_time.then_some(next_run_at);
+        let failure = Failure { job_id: job.job_id, message: error, run_at, permanent, payload };
+        self.writes.fail(failure, self.now, self.config.fail_batch_delay);
     }
 
     fn notification(&mut self, channel: &str, payload: String) {

@@ -103,7 +103,8 @@ impl Write {
             Write::Fail(failures) => (failures.first()?.run_at, failures.first()?.permanent),
             Write::Complete(_) | Write::Return(_) => (None, false),
         };
-        Some(Write::Fail(vec![Failure { job_id, message, run_at, permanent }]))
+        // The payload a batch job would keep is dropped with the rest: it may be what was refused.
+        Some(Write::Fail(vec![Failure { job_id, message, run_at, permanent, payload: None }]))
     }
 
     fn ids(&self) -> Box<dyn Iterator<Item = i64> + '_> {
@@ -373,7 +374,11 @@ mod tests {
     fn a_refused_explanation_is_retried_alone_with_backoff() {
         let mut writes = Writes::default();
         let message = format!("{UNRECORDED} (its error): x");
-        writes.fail(Failure { job_id: 9, message, run_at: None, permanent: false }, t(0), Duration::zero());
+        writes.fail(
+            Failure { job_id: 9, message, run_at: None, permanent: false, payload: None },
+            t(0),
+            Duration::zero(),
+        );
         writes.complete(1, t(0), Duration::zero());
         let mut next = 0;
         let sent = send(&mut writes, t(0), &mut next);

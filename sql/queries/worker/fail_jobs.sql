@@ -1,15 +1,18 @@
 -- For the jobs $2 that worker $1 still holds: store the errors $3, schedule the next
 -- attempts at $4 (a null entry: the database clock plus the backoff), leave no attempt
--- where $5 is true (a cancelled job), unlock them and release their queues.
+-- where $5 is true (a cancelled job), store the payload $6 where it is not null (a batch job
+-- keeps its failed items), unlock them and release their queues.
 with failed as (
   update :SCHEMA._private_jobs as jobs
   set last_error = u.message,
     run_at = coalesce(u.run_at,
       greatest(now(), jobs.run_at) + exp(least(jobs.attempts, 10)) * interval '1 second'),
     attempts = case when u.permanent then jobs.max_attempts else jobs.attempts end,
+    payload = coalesce(u.payload::json, jobs.payload),
     locked_by = null,
     locked_at = null
-  from unnest($2::bigint[], $3::text[], $4::timestamptz[], $5::bool[]) as u(id, message, run_at, permanent)
+  from unnest($2::bigint[], $3::text[], $4::timestamptz[], $5::bool[], $6::text[])
+    as u(id, message, run_at, permanent, payload)
   where jobs.id = u.id and jobs.locked_by = $1::text
   returning jobs.job_queue_id
 )
