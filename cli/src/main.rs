@@ -104,11 +104,11 @@ struct RunArgs {
     /// Crontab file of recurring jobs (default: ./crontab if present).
     #[arg(long)]
     crontab: Option<PathBuf>,
-    /// Jobs run at the same time.
-    #[arg(short = 'j', long, default_value_t = 10)]
+    /// Jobs run at the same time (at least 1).
+    #[arg(short = 'j', long, default_value_t = 10, value_parser = at_least_one)]
     jobs: usize,
-    /// Most database connections.
-    #[arg(short = 'm', long, default_value_t = 10)]
+    /// Most database connections (at least 1).
+    #[arg(short = 'm', long, default_value_t = 10, value_parser = at_least_one)]
     max_pool_size: usize,
     /// Milliseconds between looks for jobs when no notification comes.
     #[arg(long, default_value_t = 2000)]
@@ -116,9 +116,10 @@ struct RunArgs {
     /// Send statements unprepared (for pgBouncer in transaction mode).
     #[arg(long)]
     no_prepared_statements: bool,
-    /// Housekeeping to run before starting: comma-separated GC_JOB_QUEUES,
-    /// GC_TASK_IDENTIFIERS, DELETE_PERMAFAILED_JOBS (keeps this worker's tasks).
-    #[arg(long, value_delimiter = ',')]
+    /// Clean the database, then exit without running jobs (as graphile-worker):
+    /// comma-separated GC_JOB_QUEUES, GC_TASK_IDENTIFIERS (keeps the identifiers of the
+    /// tasks folder's programs), DELETE_PERMAFAILED_JOBS.
+    #[arg(long, value_delimiter = ',', conflicts_with = "schema_only")]
     cleanup: Vec<CleanupTask>,
     /// Prefetch up to this many jobs, in batches that grow only while tasks are quick (0:
     /// fetch only for free slots).
@@ -139,13 +140,29 @@ struct RunArgs {
     queue_depth_interval: u64,
 }
 
-/// Run a worker for the executable tasks of `run.tasks`.
-async fn run_worker(url: &str, schema: &str, run: RunArgs) -> Result<(), Error> {
-    let found = exec::discover(&run.tasks)
-        .map_err(|source| Error::TasksFolder { path: run.tasks.clone(), source })?;
+/// A count that zero would make meaningless (clap names the flag in the error).
+fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("{e}")),
+    }
+}
+
+/// The task programs of `folder`, which must exist (as graphile-worker's tasks directory);
+/// files that are not tasks are logged.
+fn discover_tasks(folder: &std::path::Path) -> Result<exec::Discovered, Error> {
+    let found =
+        exec::discover(folder).map_err(|source| Error::TasksFolder { path: folder.to_path_buf(), source })?;
     for (path, reason) in &found.skipped {
         tracing::warn!(file = %path.display(), "not a task: {reason}");
     }
+    Ok(found)
+}
+
+/// Run a worker for the executable tasks of `run.tasks`.
+async fn run_worker(url: &str, schema: &str, run: RunArgs) -> Result<(), Error> {
+    let found = discover_tasks(&run.tasks)?;
     if found.tasks.is_empty() {
         tracing::warn!(folder = %run.tasks.display(), "no executable tasks found: jobs will wait for a worker that has them");
     }
@@ -182,10 +199,6 @@ async fn run_worker(url: &str, schema: &str, run: RunArgs) -> Result<(), Error> 
         });
     }
     let worker = options.init().await?;
-    if !run.cleanup.is_empty() {
-        let keep: Vec<&str> = found.tasks.keys().map(String::as_str).collect();
-        worker.create_utils().cleanup(&run.cleanup, &keep).await?;
-    }
     formica_tokio::stop_on_signals(worker.handle())
         .map_err(|e| Error::Options(format!("cannot watch for signals: {e}")))?;
     if run.once {
@@ -204,29 +217,40 @@ async fn main_inner(cli: Cli, admin: Option<admin::Admin>) -> Result<(), Error> 
             (Some(embedded), url)
         }
     };
-    let result = async {
-        if admin.is_none() && !cli.schema_only {
-            return run_worker(&url, &cli.schema, cli.run).await;
-        }
-        let mut settings = ConnectionSettings::parse(&url)?;
-        settings.default_application_name("formica");
-        let pool = Pool::new(Arc::new(formica_tokio::TokioRuntime), settings, 4);
-        let utils = WorkerUtils::new(pool, cli.schema.clone());
-        utils.migrate().await?;
-        let out = if cli.json { Output::Json } else { Output::Human };
-        match admin {
-            Some(command) => admin::run(command, &utils, out).await,
-            None => {
-                println!("Schema updated");
-                Ok(())
-            }
-        }
-    }
-    .await;
+    let result = run_command(cli, admin, &url).await;
     if let Some(embedded) = embedded {
         embedded.stop();
     }
     result
+}
+
+/// What the command line asks for, on the database at `url`.
+async fn run_command(cli: Cli, admin: Option<admin::Admin>, url: &str) -> Result<(), Error> {
+    let cleanup = !cli.run.cleanup.is_empty();
+    if admin.is_none() && !cli.schema_only && !cleanup {
+        return run_worker(url, &cli.schema, cli.run).await;
+    }
+    let mut settings = ConnectionSettings::parse(url)?;
+    settings.default_application_name("formica");
+    let pool = Pool::new(Arc::new(formica_tokio::TokioRuntime), settings, 4);
+    let utils = WorkerUtils::new(pool, cli.schema.clone());
+    utils.migrate().await?;
+    let out = if cli.json { Output::Json } else { Output::Human };
+    match admin {
+        Some(command) => admin::run(command, &utils, out).await,
+        None if cleanup => {
+            // The folder's tasks are kept, as the worker that runs them would need them.
+            let found = discover_tasks(&cli.run.tasks)?;
+            let keep: Vec<&str> = found.tasks.keys().map(String::as_str).collect();
+            utils.cleanup(&cli.run.cleanup, &keep).await?;
+            tracing::info!(tasks = ?cli.run.cleanup, kept = ?keep, "cleaned up");
+            Ok(())
+        }
+        None => {
+            println!("Schema updated");
+            Ok(())
+        }
+    }
 }
 
 fn main() -> ExitCode {
