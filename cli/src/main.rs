@@ -152,8 +152,16 @@ fn at_least_one(text: &str) -> Result<usize, String> {
 /// The task programs of `folder`, which must exist (as graphile-worker's tasks directory);
 /// files that are not tasks are logged.
 fn discover_tasks(folder: &std::path::Path) -> Result<exec::Discovered, Error> {
-    let found =
-        exec::discover(folder).map_err(|source| Error::TasksFolder { path: folder.to_path_buf(), source })?;
+    let found = exec::discover(folder).map_err(|source| {
+        let source = match source.kind() {
+            std::io::ErrorKind::NotFound => std::io::Error::new(
+                source.kind(),
+                "no such folder (--tasks names the folder of task programs, default ./tasks)",
+            ),
+            _ => source,
+        };
+        Error::TasksFolder { path: folder.to_path_buf(), source }
+    })?;
     for (path, reason) in &found.skipped {
         tracing::warn!(file = %path.display(), "not a task: {reason}");
     }

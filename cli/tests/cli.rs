@@ -116,7 +116,7 @@ async fn bad_input_gives_a_clear_error_and_changes_nothing() {
     let tasks_prefix = format!("formica: tasks folder {bad_crontab}: ");
     let missing = std::env::temp_dir().join(format!("formica-missing-tasks-{}", db.name));
     let missing = missing.display().to_string();
-    let missing_prefix = format!("formica: tasks folder {missing}: No such file or directory");
+    let missing_prefix = format!("formica: tasks folder {missing}: no such folder (--tasks names");
     let rfc_3339 = "expected an RFC 3339 time with its UTC offset, such as 2030-01-31T09:30:00Z";
     let cases: [(&[&str], &str); 14] = [
         (&["add", "t", "{not json"], "formica: invalid payload JSON: "),
