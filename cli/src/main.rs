@@ -261,8 +261,34 @@ async fn run_command(cli: Cli, admin: Option<admin::Admin>, url: &str) -> Result
     }
 }
 
+/// Parse the command line, refusing a flag of the worker or `--schema-only` beside a
+/// subcommand (`formica --once jobs`), which would otherwise be ignored.
+fn parse() -> Cli {
+    use clap::{parser::ValueSource, Args, CommandFactory, FromArgMatches};
+    let matches = Cli::command().get_matches();
+    if let Some(subcommand) = matches.subcommand_name() {
+        let worker = RunArgs::augment_args(clap::Command::new("formica"))
+            .arg(clap::Arg::new("schema_only").long("schema-only"));
+        let given = worker
+            .get_arguments()
+            .find(|arg| matches.value_source(arg.get_id().as_str()) == Some(ValueSource::CommandLine));
+        if let Some(arg) = given {
+            let flag = arg.get_long().map_or_else(|| arg.get_id().to_string(), |long| format!("--{long}"));
+            Cli::command()
+                .error(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    format!(
+                        "{flag} applies without a subcommand: it cannot be used with `formica {subcommand}`"
+                    ),
+                )
+                .exit();
+        }
+    }
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
 fn main() -> ExitCode {
-    let mut cli = Cli::parse();
+    let mut cli = parse();
     let admin = match cli.command.take() {
         Some(Command::Crontab(command)) => {
             return match crontab::run(command, chrono::Utc::now()) {

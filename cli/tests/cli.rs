@@ -118,7 +118,7 @@ async fn bad_input_gives_a_clear_error_and_changes_nothing() {
     let missing = missing.display().to_string();
     let missing_prefix = format!("formica: tasks folder {missing}: no such folder (--tasks names");
     let rfc_3339 = "expected an RFC 3339 time with its UTC offset, such as 2030-01-31T09:30:00Z";
-    let cases: [(&[&str], &str); 14] = [
+    let cases: [(&[&str], &str); 16] = [
         (&["add", "t", "{not json"], "formica: invalid payload JSON: "),
         (&["--once", "--tasks", &bad_crontab], &tasks_prefix),
         // A mistyped folder does not start a worker that runs nothing.
@@ -136,6 +136,8 @@ async fn bad_input_gives_a_clear_error_and_changes_nothing() {
         (&["add", "t", "--run-at", "tomorrow"], rfc_3339),
         (&["reschedule", "1", "--run-at", "tomorrow"], rfc_3339),
         (&["--schema-only", "--cleanup", "GC_JOB_QUEUES"], "cannot be used with"),
+        (&["--once", "jobs"], "--once applies without a subcommand: it cannot be used with `formica jobs`"),
+        (&["--tasks", &no_tasks, "add", "t"], "--tasks applies without a subcommand"),
         (&["--once", "--tasks", &no_tasks, "--crontab", &bad_crontab], &crontab_prefix),
         (&["add", "t", "--job-key-mode", "merge"], "GWBKM"),
         (&["add", &"t".repeat(129)], "GWBID"),
@@ -758,6 +760,7 @@ async fn json_logs_print_one_line_per_job_outcome_with_the_job_fields() {
 }
 
 /// The value of the series of `metric` whose labels include every one of `labels`, summed.
+#[cfg(feature = "prometheus")]
 fn metric(scrape: &str, metric: &str, labels: &[&str]) -> f64 {
     scrape
         .lines()
@@ -767,6 +770,7 @@ fn metric(scrape: &str, metric: &str, labels: &[&str]) -> f64 {
         .sum()
 }
 
+#[cfg(feature = "prometheus")]
 fn scrape(addr: &str) -> String {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(addr).expect("connect to the metrics endpoint");
