@@ -1,9 +1,10 @@
 //! The utility subcommands: add and inspect jobs, and the admin functions.
 
 use crate::output::{print_job, print_jobs, print_table, Output};
+use crate::Failure;
 use clap::{Args, Subcommand};
 use formica_tokio::chrono::{DateTime, Utc};
-use formica_tokio::{Error, Job, JobFilter, JobKeyMode, JobSpec, RescheduleJobOptions, WorkerUtils};
+use formica_tokio::{Job, JobFilter, JobKeyMode, JobSpec, RescheduleJobOptions, WorkerUtils};
 use serde_json::{json, Value};
 
 /// Utility subcommands.
@@ -125,7 +126,7 @@ fn parse_time(s: &str) -> Result<DateTime<Utc>, String> {
 
 /// Fail naming the `asked` ids that are not among `done` (the jobs that were `past`), with
 /// what such an id may mean: `why`.
-fn all_matched(asked: &[i64], done: &[i64], past: &str, why: &str) -> Result<(), Error> {
+fn all_matched(asked: &[i64], done: &[i64], past: &str, why: &str) -> Result<(), Failure> {
     let mut missed: Vec<i64> = asked.iter().copied().filter(|id| !done.contains(id)).collect();
     missed.sort_unstable();
     missed.dedup();
@@ -134,7 +135,7 @@ fn all_matched(asked: &[i64], done: &[i64], past: &str, why: &str) -> Result<(),
     }
     let list: Vec<String> = missed.iter().map(i64::to_string).collect();
     let jobs = if missed.len() == 1 { "job" } else { "jobs" };
-    Err(Error::Config(format!("{jobs} {} not {past}: {why}", list.join(", "))))
+    Err(Failure::Command(format!("{jobs} {} not {past}: {why}", list.join(", "))))
 }
 
 /// Why an id of `complete`, `fail` or `reschedule` changed nothing.
@@ -182,7 +183,7 @@ pub struct RescheduleArgs {
 }
 
 /// Run one utility subcommand.
-pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(), Error> {
+pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(), Failure> {
     let sql = |text: &str| formica_tokio::sql::render(text, utils.schema());
     match command {
         Admin::Add(a) => {
@@ -215,7 +216,7 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
         Admin::Job { id } => match formica_ui::data::job(utils, id).await.map_err(ui_error)? {
             Some(job) => print_job(out, &job),
             None => {
-                return Err(Error::Config(format!(
+                return Err(Failure::Command(format!(
                     "no job {id}: it completed, was removed, or never existed"
                 )))
             }
@@ -271,7 +272,7 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
         }
         Admin::Remove { key } => {
             let Some(job) = utils.remove_job(&key).await? else {
-                return Err(Error::Config(format!("no job has the key {key:?}")));
+                return Err(Failure::Command(format!("no job has the key {key:?}")));
             };
             print_jobs(out, &[job]);
         }
@@ -293,29 +294,29 @@ fn job_ids(jobs: &[Job]) -> Vec<i64> {
     jobs.iter().map(|job| job.id).collect()
 }
 
-fn ui_error(e: formica_ui::Error) -> Error {
-    Error::Config(e.to_string())
+fn ui_error(e: formica_ui::Error) -> Failure {
+    Failure::Command(e.to_string())
 }
 
 /// Serve the dashboard on `a.bind` until Ctrl-C or SIGTERM.
-async fn serve_ui(a: UiArgs, utils: &WorkerUtils) -> Result<(), Error> {
+async fn serve_ui(a: UiArgs, utils: &WorkerUtils) -> Result<(), Failure> {
     let default_crontab = std::path::PathBuf::from("crontab");
     let crontab = match a.crontab.or_else(|| default_crontab.is_file().then_some(default_crontab)) {
         Some(file) => {
             let text = std::fs::read_to_string(&file)
-                .map_err(|e| Error::Config(format!("cannot read {}: {e}", file.display())))?;
+                .map_err(|e| Failure::Command(format!("cannot read {}: {e}", file.display())))?;
             Some(
                 formica_tokio::cron::parse(&text)
-                    .map_err(|e| Error::Config(format!("{}: {e}", file.display())))?,
+                    .map_err(|e| Failure::Command(format!("{}: {e}", file.display())))?,
             )
         }
         None => None,
     };
     let options = formica_ui::Options { read_only: a.read_only, token: a.token, crontab };
-    formica_ui::check_bind(&a.bind, &options).map_err(Error::Config)?;
+    formica_ui::check_bind(&a.bind, &options).map_err(Failure::Command)?;
     let listener = tokio::net::TcpListener::bind(a.bind)
         .await
-        .map_err(|e| Error::Config(format!("cannot listen on {}: {e}", a.bind)))?;
+        .map_err(|e| Failure::Command(format!("cannot listen on {}: {e}", a.bind)))?;
     let mode = if options.read_only { " (read-only)" } else { "" };
     tracing::info!("dashboard on http://{}/{mode}", a.bind);
     let shutdown = async {
@@ -333,5 +334,5 @@ async fn serve_ui(a: UiArgs, utils: &WorkerUtils) -> Result<(), Error> {
     };
     formica_ui::serve(listener, utils.clone(), options, shutdown)
         .await
-        .map_err(|e| Error::Config(format!("the dashboard stopped: {e}")))
+        .map_err(|e| Failure::Command(format!("the dashboard stopped: {e}")))
 }

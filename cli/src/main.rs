@@ -23,6 +23,30 @@ use std::time::Duration;
 /// graphile-worker).
 const EXIT_NEWER_SCHEMA: u8 = 57;
 
+/// Why `formica` failed.
+#[derive(Debug)]
+enum Failure {
+    /// An error of Formica's.
+    Formica(Error),
+    /// A mistake or a failure the command itself found, printed as it is.
+    Command(String),
+}
+
+impl<E: Into<Error>> From<E> for Failure {
+    fn from(error: E) -> Self {
+        Failure::Formica(error.into())
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Formica(error) => error.fmt(f),
+            Failure::Command(message) => f.write_str(message),
+        }
+    }
+}
+
 /// Run jobs from a PostgreSQL queue shared with Graphile Worker, or manage them.
 #[derive(Debug, Parser)]
 #[command(name = "formica", version, about)]
@@ -169,7 +193,7 @@ fn discover_tasks(folder: &std::path::Path) -> Result<exec::Discovered, Error> {
 }
 
 /// Run a worker for the executable tasks of `run.tasks`.
-async fn run_worker(url: &str, schema: &str, run: RunArgs) -> Result<(), Error> {
+async fn run_worker(url: &str, schema: &str, run: RunArgs) -> Result<(), Failure> {
     let found = discover_tasks(&run.tasks)?;
     if found.tasks.is_empty() {
         tracing::warn!(folder = %run.tasks.display(), "no executable tasks found: jobs will wait for a worker that has them");
@@ -178,7 +202,7 @@ async fn run_worker(url: &str, schema: &str, run: RunArgs) -> Result<(), Error> 
         metrics::serve(addr).await?;
     }
     // Held until the worker returns, then its last spans are flushed.
-    let _exporting = traces::init().map_err(Error::Config)?;
+    let _exporting = traces::init().map_err(Failure::Command)?;
     let mut options = WorkerOptions::default()
         .queue_depth_interval(Duration::from_millis(run.queue_depth_interval))
         .database_url(url)
@@ -208,20 +232,20 @@ async fn run_worker(url: &str, schema: &str, run: RunArgs) -> Result<(), Error> 
     }
     let worker = options.init().await?;
     formica_tokio::stop_on_signals(worker.handle())
-        .map_err(|e| Error::Options(format!("cannot watch for signals: {e}")))?;
+        .map_err(|e| Failure::Command(format!("cannot watch for signals: {e}")))?;
     if run.once {
-        worker.run_once().await
+        Ok(worker.run_once().await?)
     } else {
-        worker.run().await
+        Ok(worker.run().await?)
     }
 }
 
-async fn main_inner(cli: Cli, admin: Option<admin::Admin>) -> Result<(), Error> {
+async fn main_inner(cli: Cli, admin: Option<admin::Admin>) -> Result<(), Failure> {
     let from_pg_env = || formica_tokio::settings::pg_env_is_set().then(String::new);
     let (embedded, url) = match cli.connection.clone().or_else(from_pg_env) {
         Some(url) => (None, url),
         None => {
-            let (embedded, url) = embedded::Embedded::start().map_err(Error::Config)?;
+            let (embedded, url) = embedded::Embedded::start().map_err(Failure::Command)?;
             (Some(embedded), url)
         }
     };
@@ -233,7 +257,7 @@ async fn main_inner(cli: Cli, admin: Option<admin::Admin>) -> Result<(), Error> 
 }
 
 /// What the command line asks for, on the database at `url`.
-async fn run_command(cli: Cli, admin: Option<admin::Admin>, url: &str) -> Result<(), Error> {
+async fn run_command(cli: Cli, admin: Option<admin::Admin>, url: &str) -> Result<(), Failure> {
     let cleanup = !cli.run.cleanup.is_empty();
     if admin.is_none() && !cli.schema_only && !cleanup {
         return run_worker(url, &cli.schema, cli.run).await;
@@ -314,7 +338,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("formica: {e}");
-            if matches!(e, Error::Migrate(MigrateError::NewerBreaking { .. })) {
+            if matches!(e, Failure::Formica(Error::Migrate(MigrateError::NewerBreaking { .. }))) {
                 ExitCode::from(EXIT_NEWER_SCHEMA)
             } else {
                 ExitCode::FAILURE

@@ -179,13 +179,13 @@ async fn commands_on_job_ids_name_the_ids_that_matched_no_job_and_fail() {
         let out = formica(&db, args);
         assert!(!out.status.success(), "{args:?} must fail");
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(expected), "{args:?}: {err}");
+        assert!(err.starts_with(&format!("formica: {expected}")), "{args:?}: {err}");
         // What matched was done, and is printed.
         assert!(String::from_utf8_lossy(&out.stdout).contains(done), "{args:?}");
     }
     let out = formica(&db, &["remove", "no-such-key"]);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains(r#"no job has the key "no-such-key""#));
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "formica: no job has the key \"no-such-key\"\n");
     let state = db
         .client()
         .await
@@ -513,6 +513,19 @@ fn formica_processes_in_one_folder_share_the_private_database_and_the_last_one_s
             std::thread::sleep(Duration::from_millis(50));
         }
     };
+
+    // Two at once in a new folder: one creates and starts the database, the other waits
+    // and joins it.
+    let at_once: Vec<_> = (0..2)
+        .map(|_| {
+            private(&dir).args(["add", "touch"]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap()
+        })
+        .collect();
+    for child in at_once {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    assert!(!private_server_runs(&dir), "the last of the two stopped it");
 
     let first = start_private_worker(&dir);
     let second = start_private_worker(&dir);
