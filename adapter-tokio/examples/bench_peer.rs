@@ -4,7 +4,7 @@
 //! `noop` and `latency` (prints `BENCH_START <i>` as it starts). `enqueue` migrates, then
 //! adds `ENQUEUE_N` (100000) `noop` jobs through `WorkerUtils::add_raw_jobs`,
 //! `ENQUEUE_BATCH` (1000) a call, and prints `BENCH_ENQUEUE_MS <ms>` for the adds alone.
-//! Built with `--features prometheus`, `METRICS=1` records the worker's metrics into an
+//! Built with `--features metrics`, `METRICS=1` records the worker's metrics into an
 //! OpenTelemetry SDK meter provider with the Prometheus exporter, as `formica
 //! --metrics-addr` does (to measure their cost).
 use formica_tokio::{stop_on_signals, JobSpec, RawJob, WorkerOptions, WorkerUtils, DEFAULT_SCHEMA};
@@ -23,7 +23,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some("enqueue") => return enqueue().await,
         _ => return Err("usage: bench_peer run|once|enqueue".into()),
     };
-    #[cfg(feature = "prometheus")]
+    #[cfg(feature = "metrics")]
     if setting("METRICS") == Some(1) {
         let exporter =
             opentelemetry_prometheus::exporter().with_registry(prometheus::Registry::new()).build()?;

@@ -52,12 +52,11 @@ fn is_name(s: &str) -> bool {
     !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
-/// Scan `dir` recursively for executable tasks. A missing directory has no tasks.
+/// Scan `dir` recursively for executable tasks. A missing directory is an error (a
+/// mistyped path must not start a worker that runs nothing).
 pub fn discover(dir: &Path) -> std::io::Result<Discovered> {
     let mut found = Discovered::default();
-    if dir.exists() {
-        scan(dir, &mut Vec::new(), &mut found)?;
-    }
+    scan(dir, &mut Vec::new(), &mut found)?;
     Ok(found)
 }
 

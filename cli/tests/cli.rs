@@ -5,15 +5,29 @@
 
 use formica_tests::TestDb;
 use serde_json::Value;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 fn formica(db: &TestDb, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_formica"))
-        .args(["-c", &db.url])
-        .args(args)
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("run formica")
+    output_within_60s(
+        Command::new(env!("CARGO_BIN_EXE_formica")).args(["-c", &db.url]).args(args).env("RUST_LOG", "warn"),
+    )
+}
+
+/// Run `command` to its end, or kill it and fail if it has not ended within 60 s (a
+/// mistake must not leave a worker running).
+fn output_within_60s(command: &mut Command) -> Output {
+    let child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start formica");
+    let pid = child.id().to_string();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || sender.send(child.wait_with_output()));
+    match receiver.recv_timeout(Duration::from_secs(60)) {
+        Ok(out) => out.expect("run formica"),
+        Err(_) => {
+            let _ = Command::new("kill").args(["-KILL", &pid]).status();
+            panic!("{command:?} was still running after 60 s")
+        }
+    }
 }
 
 fn ok(db: &TestDb, args: &[&str]) -> String {
@@ -100,9 +114,30 @@ async fn bad_input_gives_a_clear_error_and_changes_nothing() {
     let crontab_prefix = format!("formica: crontab file {bad_crontab}: ");
     // A file where the tasks folder should be.
     let tasks_prefix = format!("formica: tasks folder {bad_crontab}: ");
-    let cases: [(&[&str], &str); 6] = [
+    let missing = std::env::temp_dir().join(format!("formica-missing-tasks-{}", db.name));
+    let missing = missing.display().to_string();
+    let missing_prefix = format!("formica: tasks folder {missing}: no such folder (--tasks names");
+    let rfc_3339 = "expected an RFC 3339 time with its UTC offset, such as 2030-01-31T09:30:00Z";
+    let cases: [(&[&str], &str); 16] = [
         (&["add", "t", "{not json"], "formica: invalid payload JSON: "),
         (&["--once", "--tasks", &bad_crontab], &tasks_prefix),
+        // A mistyped folder does not start a worker that runs nothing.
+        (&["--once", "--tasks", &missing], &missing_prefix),
+        (&["--tasks", &missing], &missing_prefix),
+        (&["--cleanup", "GC_JOB_QUEUES", "--tasks", &missing], &missing_prefix),
+        (
+            &["--once", "--tasks", &no_tasks, "-j", "0"],
+            "invalid value '0' for '--jobs <JOBS>': must be at least 1",
+        ),
+        (
+            &["--once", "--tasks", &no_tasks, "-m", "0"],
+            "'--max-pool-size <MAX_POOL_SIZE>': must be at least 1",
+        ),
+        (&["add", "t", "--run-at", "tomorrow"], rfc_3339),
+        (&["reschedule", "1", "--run-at", "tomorrow"], rfc_3339),
+        (&["--schema-only", "--cleanup", "GC_JOB_QUEUES"], "cannot be used with"),
+        (&["--once", "jobs"], "--once applies without a subcommand: it cannot be used with `formica jobs`"),
+        (&["--tasks", &no_tasks, "add", "t"], "--tasks applies without a subcommand"),
         (&["--once", "--tasks", &no_tasks, "--crontab", &bad_crontab], &crontab_prefix),
         (&["add", "t", "--job-key-mode", "merge"], "GWBKM"),
         (&["add", &"t".repeat(129)], "GWBID"),
@@ -123,6 +158,78 @@ async fn bad_input_gives_a_clear_error_and_changes_nothing() {
     assert!(err.starts_with("formica: invalid connection settings: "), "{err}");
     let _ = std::fs::remove_file(&bad_crontab);
     let _ = std::fs::remove_dir_all(&no_tasks);
+}
+
+#[tokio::test]
+async fn commands_on_job_ids_name_the_ids_that_matched_no_job_and_fail() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let mut ids = Vec::new();
+    for key in ["a", "b", "c", "d"] {
+        let spec = formica_tokio::JobSpec::builder().job_key(key).build();
+        ids.push(utils.add_raw_job("t", serde_json::json!({}), spec).await.unwrap().id.to_string());
+    }
+    let cases: [(&[&str], &str, &str); 4] = [
+        (&["complete", &ids[0], "99999"], "job 99999 not completed: no such job", &ids[0]),
+        (&["fail", "99999", &ids[1], "99998"], "jobs 99998, 99999 not failed: no such job", &ids[1]),
+        (&["reschedule", &ids[2], "99999", "--priority", "3"], "job 99999 not rescheduled: ", &ids[2]),
+        (&["cancel", &ids[3], "99999"], "job 99999 not cancelled: no such job", &ids[3]),
+    ];
+    for (args, expected, done) in cases {
+        let out = formica(&db, args);
+        assert!(!out.status.success(), "{args:?} must fail");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.starts_with(&format!("formica: {expected}")), "{args:?}: {err}");
+        // What matched was done, and is printed.
+        assert!(String::from_utf8_lossy(&out.stdout).contains(done), "{args:?}");
+    }
+    let out = formica(&db, &["remove", "no-such-key"]);
+    assert!(!out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "formica: no job has the key \"no-such-key\"\n");
+    let state = db
+        .client()
+        .await
+        .query(
+            "select key, priority, attempts = max_attempts from graphile_worker._private_jobs order by id",
+            &[],
+        )
+        .await
+        .unwrap();
+    let state: Vec<(String, i16, bool)> = state.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect();
+    let expected = [("b", 0, true), ("c", 3, false), ("d", 0, true)].map(|(k, p, f)| (k.to_owned(), p, f));
+    assert_eq!(state, expected, "a completed; b failed; c rescheduled; d cancelled");
+    // All ids matched: success.
+    ok(&db, &["reschedule", &ids[2], "--priority", "4"]);
+}
+
+/// `--cleanup` cleans and exits, as graphile-worker's does: it keeps the tasks folder's
+/// identifiers and runs no job.
+#[tokio::test]
+async fn cleanup_cleans_keeping_the_folder_s_tasks_then_exits_without_running_jobs() {
+    let db = TestDb::migrated().await;
+    let dir = tasks_folder("cleanup");
+    let utils = db.utils();
+    let waiting = utils.add_raw_job("sleep", serde_json::json!({}), Default::default()).await.unwrap();
+    let client = db.client().await;
+    client
+        .batch_execute("insert into graphile_worker._private_tasks (identifier) values ('fail'), ('unused')")
+        .await
+        .unwrap();
+    let out = formica(&db, &["--cleanup", "GC_TASK_IDENTIFIERS", "--tasks", dir.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let identifiers: Vec<String> = client
+        .query("select identifier from graphile_worker._private_tasks order by identifier", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(identifiers, ["fail", "sleep"], "'fail' is in the folder; 'unused' is not");
+    let left =
+        db.count(&format!("select count(*) from graphile_worker.jobs where id = {}", waiting.id)).await;
+    assert_eq!(left, 1, "no job ran");
+    assert!(!dir.join("slept").exists());
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[tokio::test]
@@ -298,6 +405,151 @@ async fn sigterm_lets_the_running_task_finish_then_exits() {
     assert!(exit.success(), "{exit:?}");
     assert!(dir.join("slept").exists(), "the running task finished before exit");
     assert_eq!(db.count("select count(*) from graphile_worker.jobs").await, 0, "and its job completed");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Ctrl-C in a terminal sends SIGINT to the whole foreground process group: the worker
+/// stops gracefully, and its task programs, in process groups of their own, do not get it
+/// and finish their jobs.
+#[tokio::test]
+async fn ctrl_c_to_the_process_group_stops_the_worker_after_its_programs_finish() {
+    use std::os::unix::process::CommandExt;
+    let db = TestDb::migrated().await;
+    let dir = tasks_folder("sigint");
+    db.utils().add_raw_job("sleep", serde_json::json!({}), Default::default()).await.unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_formica"))
+        .args(["-c", &db.url, "--tasks", dir.to_str().unwrap()])
+        .env("RUST_LOG", "warn")
+        // A group of its own, as a shell gives a foreground job (and the test is spared).
+        .process_group(0)
+        .spawn()
+        .expect("start formica");
+    db.wait_for_count(
+        "select count(*) from graphile_worker.jobs where locked_at is not null",
+        1,
+        Duration::from_secs(10),
+    )
+    .await;
+    let group = format!("-{}", child.id());
+    let status = Command::new("kill").args(["-s", "INT", "--", &group]).status().unwrap();
+    assert!(status.success());
+    let exit = child.wait().expect("formica exits");
+    assert!(exit.success(), "{exit:?}");
+    assert!(dir.join("slept").exists(), "the task program was not interrupted");
+    assert_eq!(db.count("select count(*) from graphile_worker.jobs").await, 0, "and its job completed");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `formica` with no connection, in `dir`, its log lines on stderr.
+fn private(dir: &std::path::Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_formica"));
+    command
+        .current_dir(dir)
+        .env_remove("DATABASE_URL")
+        .env_remove("PGHOST")
+        .env_remove("PGDATABASE")
+        .env("RUST_LOG", "info");
+    command
+}
+
+/// Whether the private database of `dir` is running (its server holds the pid file).
+fn private_server_runs(dir: &std::path::Path) -> bool {
+    dir.join(".formica/data/postmaster.pid").exists()
+}
+
+/// A `formica` process, killed if the test fails before stopping it.
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Start a `formica` worker on the private database of `dir` and wait until it runs.
+fn start_private_worker(dir: &std::path::Path) -> Running {
+    use std::io::BufRead;
+    let mut child = Running(private(dir).stderr(Stdio::piped()).spawn().expect("start formica"));
+    let mut stderr = std::io::BufReader::new(child.0.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("worker started") {
+        line.clear();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "formica exited before running");
+    }
+    // Keep reading so the worker never blocks on a full pipe.
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    child
+}
+
+/// Send `signal` to `worker` and wait for it to exit (successfully unless killed).
+fn stop(mut worker: Running, signal: &str) {
+    let status = Command::new("kill").args(["-s", signal, &worker.0.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    let exit = worker.0.wait().unwrap();
+    assert!(signal == "KILL" || exit.success(), "{exit:?}");
+}
+
+#[test]
+fn formica_processes_in_one_folder_share_the_private_database_and_the_last_one_stops_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("formica-shared-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("tasks")).unwrap();
+    let task = dir.join("tasks/touch.sh");
+    std::fs::write(&task, "#!/bin/sh\ntouch \"$(dirname \"$0\")/../touched-$GRAPHILE_WORKER_JOB_ID\"\n")
+        .unwrap();
+    std::fs::set_permissions(&task, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let add = |n: u32| {
+        let out = output_within_60s(private(&dir).args(["add", "touch", "--json"]));
+        assert!(out.status.success(), "add {n}: {}", String::from_utf8_lossy(&out.stderr));
+        let job: Value = serde_json::from_slice(&out.stdout).unwrap();
+        dir.join(format!("touched-{}", job[0]["id"]))
+    };
+    let wait_for = |file: &std::path::Path| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !file.exists() {
+            assert!(std::time::Instant::now() < deadline, "no worker ran the job of {}", file.display());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+
+    // Two at once in a new folder: one creates and starts the database, the other waits
+    // and joins it.
+    let at_once: Vec<_> = (0..2)
+        .map(|_| {
+            private(&dir).args(["add", "touch"]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap()
+        })
+        .collect();
+    for child in at_once {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    assert!(!private_server_runs(&dir), "the last of the two stopped it");
+
+    let first = start_private_worker(&dir);
+    let second = start_private_worker(&dir);
+    // The one that started the server leaves first: the other keeps its database.
+    stop(first, "TERM");
+    assert!(private_server_runs(&dir), "the second worker still uses the private database");
+    wait_for(&add(1));
+    assert!(private_server_runs(&dir), "a `formica add` beside a worker leaves it running");
+
+    // A user that crashes counts no more: the last one to leave stops the server.
+    let crashed = start_private_worker(&dir);
+    stop(crashed, "KILL");
+    wait_for(&add(2));
+    stop(second, "TERM");
+    assert!(!private_server_runs(&dir), "the last user stopped the private database");
+
+    // And a crashed last user leaves it for the next user to stop.
+    let crashed = start_private_worker(&dir);
+    stop(crashed, "KILL");
+    assert!(private_server_runs(&dir));
+    let out = output_within_60s(private(&dir).args(["jobs"]));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("reused=true"));
+    assert!(!private_server_runs(&dir), "the next user, the last to leave, stopped it");
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -521,6 +773,7 @@ async fn json_logs_print_one_line_per_job_outcome_with_the_job_fields() {
 }
 
 /// The value of the series of `metric` whose labels include every one of `labels`, summed.
+#[cfg(feature = "prometheus")]
 fn metric(scrape: &str, metric: &str, labels: &[&str]) -> f64 {
     scrape
         .lines()
@@ -530,6 +783,7 @@ fn metric(scrape: &str, metric: &str, labels: &[&str]) -> f64 {
         .sum()
 }
 
+#[cfg(feature = "prometheus")]
 fn scrape(addr: &str) -> String {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(addr).expect("connect to the metrics endpoint");
@@ -541,6 +795,7 @@ fn scrape(addr: &str) -> String {
     body.to_owned()
 }
 
+#[cfg(feature = "prometheus")]
 #[tokio::test]
 async fn metrics_endpoint_counts_what_happened_and_the_queue_depth_matches_the_database() {
     use std::io::BufRead;

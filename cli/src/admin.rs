@@ -1,9 +1,10 @@
 //! The utility subcommands: add and inspect jobs, and the admin functions.
 
 use crate::output::{print_job, print_jobs, print_table, Output};
+use crate::Failure;
 use clap::{Args, Subcommand};
 use formica_tokio::chrono::{DateTime, Utc};
-use formica_tokio::{Error, JobFilter, JobKeyMode, JobSpec, RescheduleJobOptions, WorkerUtils};
+use formica_tokio::{Job, JobFilter, JobKeyMode, JobSpec, RescheduleJobOptions, WorkerUtils};
 use serde_json::{json, Value};
 
 /// Utility subcommands.
@@ -89,8 +90,8 @@ pub struct AddArgs {
     /// Named queue: its jobs run one at a time.
     #[arg(long)]
     queue: Option<String>,
-    /// Earliest run time, RFC 3339 (default now).
-    #[arg(long)]
+    /// Earliest run time, RFC 3339 such as 2030-01-31T09:30:00Z (default now).
+    #[arg(long, value_parser = parse_time)]
     run_at: Option<DateTime<Utc>>,
     /// Attempts before failing for good (default 25).
     #[arg(long)]
@@ -112,6 +113,34 @@ pub struct AddArgs {
 fn parse_mode(s: &str) -> Result<JobKeyMode, String> {
     s.parse().map_err(|e| format!("{e}"))
 }
+
+/// A time as RFC 3339: date, time and UTC offset (`T` or a space between date and time).
+fn parse_time(s: &str) -> Result<DateTime<Utc>, String> {
+    s.parse().map_err(|e| {
+        format!(
+            "expected an RFC 3339 time with its UTC offset, such as 2030-01-31T09:30:00Z, \
+             2030-01-31T10:30:00.5+01:00 or 2030-01-31 09:30:00Z ({e})"
+        )
+    })
+}
+
+/// Fail naming the `asked` ids that are not among `done` (the jobs that were `past`), with
+/// what such an id may mean: `why`.
+fn all_matched(asked: &[i64], done: &[i64], past: &str, why: &str) -> Result<(), Failure> {
+    let mut missed: Vec<i64> = asked.iter().copied().filter(|id| !done.contains(id)).collect();
+    missed.sort_unstable();
+    missed.dedup();
+    if missed.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<String> = missed.iter().map(i64::to_string).collect();
+    let jobs = if missed.len() == 1 { "job" } else { "jobs" };
+    Err(Failure::Command(format!("{jobs} {} not {past}: {why}", list.join(", "))))
+}
+
+/// Why an id of `complete`, `fail` or `reschedule` changed nothing.
+const NOT_FOUND_OR_HELD: &str =
+    "no such job (it completed, was removed, or never existed), or a worker holds it";
 
 /// `formica jobs`.
 #[derive(Debug, Args)]
@@ -139,8 +168,8 @@ pub struct RescheduleArgs {
     /// Job ids.
     #[arg(required = true)]
     ids: Vec<i64>,
-    /// New earliest run time, RFC 3339.
-    #[arg(long)]
+    /// New earliest run time, RFC 3339 such as 2030-01-31T09:30:00Z.
+    #[arg(long, value_parser = parse_time)]
     run_at: Option<DateTime<Utc>>,
     /// New priority.
     #[arg(long, allow_hyphen_values = true)]
@@ -154,7 +183,7 @@ pub struct RescheduleArgs {
 }
 
 /// Run one utility subcommand.
-pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(), Error> {
+pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(), Failure> {
     let sql = |text: &str| formica_tokio::sql::render(text, utils.schema());
     match command {
         Admin::Add(a) => {
@@ -187,7 +216,7 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
         Admin::Job { id } => match formica_ui::data::job(utils, id).await.map_err(ui_error)? {
             Some(job) => print_job(out, &job),
             None => {
-                return Err(Error::Config(format!(
+                return Err(Failure::Command(format!(
                     "no job {id}: it completed, was removed, or never existed"
                 )))
             }
@@ -203,9 +232,15 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
                 client.query_typed_one(&sql(formica_tokio::sql::cli::VERSION), &[]).await?.get(0);
             crate::output::print_status(out, &counts, &workers, version);
         }
-        Admin::Complete { ids } => print_jobs(out, &utils.complete_jobs(&ids).await?),
+        Admin::Complete { ids } => {
+            let jobs = utils.complete_jobs(&ids).await?;
+            print_jobs(out, &jobs);
+            all_matched(&ids, &job_ids(&jobs), "completed", NOT_FOUND_OR_HELD)?;
+        }
         Admin::Fail { ids, reason } => {
-            print_jobs(out, &utils.permanently_fail_jobs(&ids, reason.as_deref()).await?)
+            let jobs = utils.permanently_fail_jobs(&ids, reason.as_deref()).await?;
+            print_jobs(out, &jobs);
+            all_matched(&ids, &job_ids(&jobs), "failed", NOT_FOUND_OR_HELD)?;
         }
         Admin::Reschedule(a) => {
             let options = RescheduleJobOptions {
@@ -214,7 +249,9 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
                 attempts: a.attempts,
                 max_attempts: a.max_attempts,
             };
-            print_jobs(out, &utils.reschedule_jobs(&a.ids, &options).await?);
+            let jobs = utils.reschedule_jobs(&a.ids, &options).await?;
+            print_jobs(out, &jobs);
+            all_matched(&a.ids, &job_ids(&jobs), "rescheduled", NOT_FOUND_OR_HELD)?;
         }
         Admin::Cancel { ids, reason } => {
             let cancelled = utils.cancel_jobs(&ids, &reason).await?;
@@ -225,10 +262,19 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
             rows.extend(state(&cancelled.told, "worker told"));
             let json = json!({ "failed": cancelled.failed, "told": cancelled.told });
             print_table(out, &["id", "cancelled"], rows, json);
+            let done: Vec<i64> = cancelled.failed.iter().chain(&cancelled.told).copied().collect();
+            all_matched(
+                &ids,
+                &done,
+                "cancelled",
+                "no such job (it completed, was removed, or never existed)",
+            )?;
         }
         Admin::Remove { key } => {
-            let removed: Vec<_> = utils.remove_job(&key).await?.into_iter().collect();
-            print_jobs(out, &removed);
+            let Some(job) = utils.remove_job(&key).await? else {
+                return Err(Failure::Command(format!("no job has the key {key:?}")));
+            };
+            print_jobs(out, &[job]);
         }
         Admin::Unlock { worker_ids } => {
             let ids: Vec<&str> = worker_ids.iter().map(String::as_str).collect();
@@ -244,29 +290,33 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
     Ok(())
 }
 
-fn ui_error(e: formica_ui::Error) -> Error {
-    Error::Config(e.to_string())
+fn job_ids(jobs: &[Job]) -> Vec<i64> {
+    jobs.iter().map(|job| job.id).collect()
+}
+
+fn ui_error(e: formica_ui::Error) -> Failure {
+    Failure::Command(e.to_string())
 }
 
 /// Serve the dashboard on `a.bind` until Ctrl-C or SIGTERM.
-async fn serve_ui(a: UiArgs, utils: &WorkerUtils) -> Result<(), Error> {
+async fn serve_ui(a: UiArgs, utils: &WorkerUtils) -> Result<(), Failure> {
     let default_crontab = std::path::PathBuf::from("crontab");
     let crontab = match a.crontab.or_else(|| default_crontab.is_file().then_some(default_crontab)) {
         Some(file) => {
             let text = std::fs::read_to_string(&file)
-                .map_err(|e| Error::Config(format!("cannot read {}: {e}", file.display())))?;
+                .map_err(|e| Failure::Command(format!("cannot read {}: {e}", file.display())))?;
             Some(
                 formica_tokio::cron::parse(&text)
-                    .map_err(|e| Error::Config(format!("{}: {e}", file.display())))?,
+                    .map_err(|e| Failure::Command(format!("{}: {e}", file.display())))?,
             )
         }
         None => None,
     };
     let options = formica_ui::Options { read_only: a.read_only, token: a.token, crontab };
-    formica_ui::check_bind(&a.bind, &options).map_err(Error::Config)?;
+    formica_ui::check_bind(&a.bind, &options).map_err(Failure::Command)?;
     let listener = tokio::net::TcpListener::bind(a.bind)
         .await
-        .map_err(|e| Error::Config(format!("cannot listen on {}: {e}", a.bind)))?;
+        .map_err(|e| Failure::Command(format!("cannot listen on {}: {e}", a.bind)))?;
     let mode = if options.read_only { " (read-only)" } else { "" };
     tracing::info!("dashboard on http://{}/{mode}", a.bind);
     let shutdown = async {
@@ -284,5 +334,5 @@ async fn serve_ui(a: UiArgs, utils: &WorkerUtils) -> Result<(), Error> {
     };
     formica_ui::serve(listener, utils.clone(), options, shutdown)
         .await
-        .map_err(|e| Error::Config(format!("the dashboard stopped: {e}")))
+        .map_err(|e| Failure::Command(format!("the dashboard stopped: {e}")))
 }

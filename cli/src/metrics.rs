@@ -5,24 +5,24 @@
 //! instruments (see the driver's `metrics` module) report to it. The HTTP server is the
 //! least Prometheus needs: one request per connection, answered and closed.
 
-use formica_tokio::Error;
+use crate::Failure;
 use std::net::SocketAddr;
 
 /// Install the meter provider and serve its metrics on `addr` (in the background).
 #[cfg(feature = "prometheus")]
-pub async fn serve(addr: SocketAddr) -> Result<(), Error> {
+pub async fn serve(addr: SocketAddr) -> Result<(), Failure> {
     use opentelemetry_sdk::metrics::SdkMeterProvider;
     let registry = prometheus::Registry::new();
     let exporter = opentelemetry_prometheus::exporter()
         .with_registry(registry.clone())
         .build()
-        .map_err(|e| Error::Config(format!("cannot set up the metrics exporter: {e}")))?;
+        .map_err(|e| Failure::Command(format!("cannot set up the metrics exporter: {e}")))?;
     let resource = opentelemetry_sdk::Resource::builder().with_service_name("formica").build();
     let provider = SdkMeterProvider::builder().with_reader(exporter).with_resource(resource).build();
     opentelemetry::global::set_meter_provider(provider);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|e| Error::Config(format!("cannot serve metrics on {addr}: {e}")))?;
+        .map_err(|e| Failure::Command(format!("cannot serve metrics on {addr}: {e}")))?;
     tracing::info!(address = %listener.local_addr().unwrap_or(addr), "serving metrics at /metrics");
     tokio::spawn(async move {
         loop {
@@ -39,8 +39,8 @@ pub async fn serve(addr: SocketAddr) -> Result<(), Error> {
 
 /// Without the feature the flag is refused, saying how to get it.
 #[cfg(not(feature = "prometheus"))]
-pub async fn serve(addr: SocketAddr) -> Result<(), Error> {
-    Err(Error::Config(format!(
+pub async fn serve(addr: SocketAddr) -> Result<(), Failure> {
+    Err(Failure::Command(format!(
         "--metrics-addr {addr}: this formica was built without metrics (build it with --features prometheus)"
     )))
 }

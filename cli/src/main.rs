@@ -23,6 +23,30 @@ use std::time::Duration;
 /// graphile-worker).
 const EXIT_NEWER_SCHEMA: u8 = 57;
 
+/// Why `formica` failed.
+#[derive(Debug)]
+enum Failure {
+    /// An error of Formica's.
+    Formica(Error),
+    /// A mistake or a failure the command itself found, printed as it is.
+    Command(String),
+}
+
+impl<E: Into<Error>> From<E> for Failure {
+    fn from(error: E) -> Self {
+        Failure::Formica(error.into())
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Formica(error) => error.fmt(f),
+            Failure::Command(message) => f.write_str(message),
+        }
+    }
+}
+
 /// Run jobs from a PostgreSQL queue shared with Graphile Worker, or manage them.
 #[derive(Debug, Parser)]
 #[command(name = "formica", version, about)]
@@ -104,11 +128,11 @@ struct RunArgs {
     /// Crontab file of recurring jobs (default: ./crontab if present).
     #[arg(long)]
     crontab: Option<PathBuf>,
-    /// Jobs run at the same time.
-    #[arg(short = 'j', long, default_value_t = 10)]
+    /// Jobs run at the same time (at least 1).
+    #[arg(short = 'j', long, default_value_t = 10, value_parser = at_least_one)]
     jobs: usize,
-    /// Most database connections.
-    #[arg(short = 'm', long, default_value_t = 10)]
+    /// Most database connections (at least 1).
+    #[arg(short = 'm', long, default_value_t = 10, value_parser = at_least_one)]
     max_pool_size: usize,
     /// Milliseconds between looks for jobs when no notification comes.
     #[arg(long, default_value_t = 2000)]
@@ -116,9 +140,10 @@ struct RunArgs {
     /// Send statements unprepared (for pgBouncer in transaction mode).
     #[arg(long)]
     no_prepared_statements: bool,
-    /// Housekeeping to run before starting: comma-separated GC_JOB_QUEUES,
-    /// GC_TASK_IDENTIFIERS, DELETE_PERMAFAILED_JOBS (keeps this worker's tasks).
-    #[arg(long, value_delimiter = ',')]
+    /// Clean the database, then exit without running jobs (as graphile-worker):
+    /// comma-separated GC_JOB_QUEUES, GC_TASK_IDENTIFIERS (keeps the identifiers of the
+    /// tasks folder's programs), DELETE_PERMAFAILED_JOBS.
+    #[arg(long, value_delimiter = ',', conflicts_with = "schema_only")]
     cleanup: Vec<CleanupTask>,
     /// Prefetch up to this many jobs, in batches that grow only while tasks are quick (0:
     /// fetch only for free slots).
@@ -139,13 +164,37 @@ struct RunArgs {
     queue_depth_interval: u64,
 }
 
-/// Run a worker for the executable tasks of `run.tasks`.
-async fn run_worker(url: &str, schema: &str, run: RunArgs) -> Result<(), Error> {
-    let found = exec::discover(&run.tasks)
-        .map_err(|source| Error::TasksFolder { path: run.tasks.clone(), source })?;
+/// A count that zero would make meaningless (clap names the flag in the error).
+fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("{e}")),
+    }
+}
+
+/// The task programs of `folder`, which must exist (as graphile-worker's tasks directory);
+/// files that are not tasks are logged.
+fn discover_tasks(folder: &std::path::Path) -> Result<exec::Discovered, Error> {
+    let found = exec::discover(folder).map_err(|source| {
+        let source = match source.kind() {
+            std::io::ErrorKind::NotFound => std::io::Error::new(
+                source.kind(),
+                "no such folder (--tasks names the folder of task programs, default ./tasks)",
+            ),
+            _ => source,
+        };
+        Error::TasksFolder { path: folder.to_path_buf(), source }
+    })?;
     for (path, reason) in &found.skipped {
         tracing::warn!(file = %path.display(), "not a task: {reason}");
     }
+    Ok(found)
+}
+
+/// Run a worker for the executable tasks of `run.tasks`.
+async fn run_worker(url: &str, schema: &str, run: RunArgs) -> Result<(), Failure> {
+    let found = discover_tasks(&run.tasks)?;
     if found.tasks.is_empty() {
         tracing::warn!(folder = %run.tasks.display(), "no executable tasks found: jobs will wait for a worker that has them");
     }
@@ -153,7 +202,7 @@ async fn run_worker(url: &str, schema: &str, run: RunArgs) -> Result<(), Error> 
         metrics::serve(addr).await?;
     }
     // Held until the worker returns, then its last spans are flushed.
-    let _exporting = traces::init().map_err(Error::Config)?;
+    let _exporting = traces::init().map_err(Failure::Command)?;
     let mut options = WorkerOptions::default()
         .queue_depth_interval(Duration::from_millis(run.queue_depth_interval))
         .database_url(url)
@@ -182,55 +231,88 @@ async fn run_worker(url: &str, schema: &str, run: RunArgs) -> Result<(), Error> 
         });
     }
     let worker = options.init().await?;
-    if !run.cleanup.is_empty() {
-        let keep: Vec<&str> = found.tasks.keys().map(String::as_str).collect();
-        worker.create_utils().cleanup(&run.cleanup, &keep).await?;
-    }
     formica_tokio::stop_on_signals(worker.handle())
-        .map_err(|e| Error::Options(format!("cannot watch for signals: {e}")))?;
+        .map_err(|e| Failure::Command(format!("cannot watch for signals: {e}")))?;
     if run.once {
-        worker.run_once().await
+        Ok(worker.run_once().await?)
     } else {
-        worker.run().await
+        Ok(worker.run().await?)
     }
 }
 
-async fn main_inner(cli: Cli, admin: Option<admin::Admin>) -> Result<(), Error> {
+async fn main_inner(cli: Cli, admin: Option<admin::Admin>) -> Result<(), Failure> {
     let from_pg_env = || formica_tokio::settings::pg_env_is_set().then(String::new);
     let (embedded, url) = match cli.connection.clone().or_else(from_pg_env) {
         Some(url) => (None, url),
         None => {
-            let (embedded, url) = embedded::Embedded::start().map_err(Error::Config)?;
+            let (embedded, url) = embedded::Embedded::start().map_err(Failure::Command)?;
             (Some(embedded), url)
         }
     };
-    let result = async {
-        if admin.is_none() && !cli.schema_only {
-            return run_worker(&url, &cli.schema, cli.run).await;
-        }
-        let mut settings = ConnectionSettings::parse(&url)?;
-        settings.default_application_name("formica");
-        let pool = Pool::new(Arc::new(formica_tokio::TokioRuntime), settings, 4);
-        let utils = WorkerUtils::new(pool, cli.schema.clone());
-        utils.migrate().await?;
-        let out = if cli.json { Output::Json } else { Output::Human };
-        match admin {
-            Some(command) => admin::run(command, &utils, out).await,
-            None => {
-                println!("Schema updated");
-                Ok(())
-            }
-        }
-    }
-    .await;
+    let result = run_command(cli, admin, &url).await;
     if let Some(embedded) = embedded {
         embedded.stop();
     }
     result
 }
 
+/// What the command line asks for, on the database at `url`.
+async fn run_command(cli: Cli, admin: Option<admin::Admin>, url: &str) -> Result<(), Failure> {
+    let cleanup = !cli.run.cleanup.is_empty();
+    if admin.is_none() && !cli.schema_only && !cleanup {
+        return run_worker(url, &cli.schema, cli.run).await;
+    }
+    let mut settings = ConnectionSettings::parse(url)?;
+    settings.default_application_name("formica");
+    let pool = Pool::new(Arc::new(formica_tokio::TokioRuntime), settings, 4);
+    let utils = WorkerUtils::new(pool, cli.schema.clone());
+    utils.migrate().await?;
+    let out = if cli.json { Output::Json } else { Output::Human };
+    match admin {
+        Some(command) => admin::run(command, &utils, out).await,
+        None if cleanup => {
+            // The folder's tasks are kept, as the worker that runs them would need them.
+            let found = discover_tasks(&cli.run.tasks)?;
+            let keep: Vec<&str> = found.tasks.keys().map(String::as_str).collect();
+            utils.cleanup(&cli.run.cleanup, &keep).await?;
+            tracing::info!(tasks = ?cli.run.cleanup, kept = ?keep, "cleaned up");
+            Ok(())
+        }
+        None => {
+            println!("Schema updated");
+            Ok(())
+        }
+    }
+}
+
+/// Parse the command line, refusing a flag of the worker or `--schema-only` beside a
+/// subcommand (`formica --once jobs`), which would otherwise be ignored.
+fn parse() -> Cli {
+    use clap::{parser::ValueSource, Args, CommandFactory, FromArgMatches};
+    let matches = Cli::command().get_matches();
+    if let Some(subcommand) = matches.subcommand_name() {
+        let worker = RunArgs::augment_args(clap::Command::new("formica"))
+            .arg(clap::Arg::new("schema_only").long("schema-only"));
+        let given = worker
+            .get_arguments()
+            .find(|arg| matches.value_source(arg.get_id().as_str()) == Some(ValueSource::CommandLine));
+        if let Some(arg) = given {
+            let flag = arg.get_long().map_or_else(|| arg.get_id().to_string(), |long| format!("--{long}"));
+            Cli::command()
+                .error(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    format!(
+                        "{flag} applies without a subcommand: it cannot be used with `formica {subcommand}`"
+                    ),
+                )
+                .exit();
+        }
+    }
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
 fn main() -> ExitCode {
-    let mut cli = Cli::parse();
+    let mut cli = parse();
     let admin = match cli.command.take() {
         Some(Command::Crontab(command)) => {
             return match crontab::run(command, chrono::Utc::now()) {
@@ -256,7 +338,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("formica: {e}");
-            if matches!(e, Error::Migrate(MigrateError::NewerBreaking { .. })) {
+            if matches!(e, Failure::Formica(Error::Migrate(MigrateError::NewerBreaking { .. }))) {
                 ExitCode::from(EXIT_NEWER_SCHEMA)
             } else {
                 ExitCode::FAILURE

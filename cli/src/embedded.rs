@@ -1,0 +1,158 @@
+//! The embedded database: with no connection configured at all, `formica` runs a private
+//! PostgreSQL cluster in `./.formica/`, so the first command works on a machine that only
+//! has PostgreSQL's server binaries installed.
+//!
+//! The cluster listens only on a Unix socket in that folder. Any number of `formica`
+//! processes in the folder share it (two workers, a `formica add` in a second terminal),
+//! and the last one to leave stops it:
+//! - each user holds a shared lock on `.formica/users.lock` while it runs. The kernel drops
+//!   a lock when its process ends, however it ends, so a crashed user counts no more;
+//! - leaving, a user gives its lock up and tries for an exclusive one without waiting:
+//!   granted, no one else uses the cluster, and it stops it while holding that lock (a
+//!   newcomer waits, then starts the cluster anew); refused, a later leaver stops it;
+//! - `.formica/start.lock`, held exclusively while a process creates or starts the
+//!   cluster and joins the users, keeps two newcomers from both starting it.
+//!
+//! A cluster whose last user crashed keeps running until the next user leaves.
+
+use formica_tokio::server_programs::{run, ServerPrograms};
+use std::fs::File;
+use std::path::Path;
+
+/// This process's use of the cluster, until [`Embedded::stop`].
+pub struct Embedded {
+    programs: ServerPrograms,
+    /// The shared lock on `users.lock` that counts this process as a user.
+    user: File,
+}
+
+impl Embedded {
+    /// Start (or join) the cluster in `<cwd>/.formica` and return it with its connection
+    /// string.
+    pub fn start() -> Result<(Embedded, String), String> {
+        let dir = std::env::current_dir().map_err(|e| e.to_string())?.join(".formica");
+        let socket = dir.join(".s.PGSQL.5432");
+        if socket.as_os_str().len() > 100 {
+            return Err(format!(
+                "the private database's socket path {} is too long for a Unix socket: run formica from a shorter path or pass -c",
+                socket.display()
+            ));
+        }
+        let programs = ServerPrograms::find(None, &dir).ok_or(
+            "no database given (-c, DATABASE_URL or PG* variables) and no PostgreSQL server binaries found \
+             to start a private one: install them (Debian/Ubuntu: apt-get install postgresql) or pass -c <connection>",
+        )?;
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        // Released when this function returns, whatever it returns.
+        let _starting = lock::exclusive(&dir.join("start.lock"))?;
+        let data = programs.data();
+        if !data.join("PG_VERSION").exists() {
+            programs.initdb().map_err(|e| format!("creating the private database in .formica/: {e}"))?;
+        }
+        // Waits while a leaving user stops the cluster.
+        let user = lock::shared(&dir.join("users.lock"))?;
+        let mut status = programs.command("pg_ctl");
+        status.arg("-D").arg(&data).arg("status");
+        let running = status.output().is_ok_and(|o| o.status.success());
+        if !running {
+            let mut start = programs.command("pg_ctl");
+            start.arg("-D").arg(&data).arg("-l").arg(dir.join("server.log")).args(["-w", "-t", "60", "-o"]);
+            start.arg(format!("-c listen_addresses='' -k {}", dir.display()));
+            start.arg("start");
+            run(start, "starting the private database (see .formica/server.log)")?;
+        }
+        tracing::info!(
+            folder = %dir.display(),
+            reused = running,
+            "no connection given: using the private PostgreSQL database in .formica/ (Unix socket only)"
+        );
+        let url = format!("host={} port=5432 user=postgres dbname=postgres", dir.display());
+        Ok((Embedded { programs, user }, url))
+    }
+
+    /// Leave the cluster, stopping it if no other process uses it.
+    pub fn stop(self) {
+        drop(self.user);
+        let users = self.programs.dir().join("users.lock");
+        let alone = match lock::try_exclusive(&users) {
+            Ok(alone) => alone,
+            Err(e) => {
+                tracing::warn!("{e}: the private database is left running");
+                return;
+            }
+        };
+        let Some(_alone) = alone else {
+            tracing::info!("the private database is left running for the other formica processes using it");
+            return;
+        };
+        let mut stop = self.programs.command("pg_ctl");
+        stop.arg("-D").arg(self.programs.data()).args(["-m", "fast", "-w", "stop"]);
+        match run(stop, "stopping the private database") {
+            Ok(()) => tracing::info!("stopped the private database"),
+            Err(e) => tracing::warn!("{e}"),
+        }
+    }
+}
+
+/// Advisory whole-file locks (`flock`), held as long as the returned file is open.
+#[cfg(unix)]
+mod lock {
+    use super::*;
+    use rustix::fs::{flock, FlockOperation};
+
+    fn open(path: &Path) -> Result<File, String> {
+        File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .map_err(|e| format!("cannot open the lock file {}: {e}", path.display()))
+    }
+
+    fn lock(path: &Path, operation: FlockOperation) -> Result<File, String> {
+        let file = open(path)?;
+        flock(&file, operation).map_err(|e| format!("cannot lock {}: {e}", path.display()))?;
+        Ok(file)
+    }
+
+    /// Wait for the lock that no one else may hold meanwhile.
+    pub fn exclusive(path: &Path) -> Result<File, String> {
+        lock(path, FlockOperation::LockExclusive)
+    }
+
+    /// Wait for a lock others may hold too, but not exclusively.
+    pub fn shared(path: &Path) -> Result<File, String> {
+        lock(path, FlockOperation::LockShared)
+    }
+
+    /// The exclusive lock if no one holds any lock on `path` now, else `None`.
+    pub fn try_exclusive(path: &Path) -> Result<Option<File>, String> {
+        let file = open(path)?;
+        match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => Ok(Some(file)),
+            Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
+            Err(e) => Err(format!("cannot lock {}: {e}", path.display())),
+        }
+    }
+}
+
+/// Without `flock`, processes cannot tell whether others use the cluster: refuse to run one.
+#[cfg(not(unix))]
+mod lock {
+    use super::*;
+
+    const UNSUPPORTED: &str =
+        "the private database needs a Unix system: pass -c <connection>, DATABASE_URL or the PG* variables";
+
+    pub fn exclusive(_: &Path) -> Result<File, String> {
+        Err(UNSUPPORTED.into())
+    }
+
+    pub fn shared(_: &Path) -> Result<File, String> {
+        Err(UNSUPPORTED.into())
+    }
+
+    pub fn try_exclusive(_: &Path) -> Result<Option<File>, String> {
+        Err(UNSUPPORTED.into())
+    }
+}
