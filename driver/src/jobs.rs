@@ -275,12 +275,16 @@ impl Names {
         for row in rows {
             let task_id: i32 = row.read(row.column("task_id")?)?;
             match row.read::<Option<String>>(row.column("task_identifier")?)? {
-                Some(name) => drop(names.tasks.insert(task_id, name)),
+                Some(name) => {
+                    names.tasks.insert(task_id, name);
+                }
                 None => names.missing_tasks.push(task_id),
             }
             if let Some(queue_id) = row.read::<Option<i32>>(row.column("job_queue_id")?)? {
                 match row.read::<Option<String>>(row.column("queue_name")?)? {
-                    Some(name) => drop(names.queues.insert(queue_id, name)),
+                    Some(name) => {
+                        names.queues.insert(queue_id, name);
+                    }
                     None => names.missing_queues.push(queue_id),
                 }
             }

@@ -1,7 +1,7 @@
 //! Adding and managing jobs inside a caller's sqlx transaction (the `sqlx` feature).
 //!
 //! [`SqlxUtils`] runs [`WorkerUtils`]' statements on a `&mut sqlx::PgConnection` the
-//! caller holds: a transaction (`&mut *tx`), a pooled connection (`&mut *conn`) or a plain
+//! caller holds: a transaction (`&mut tx`), a pooled connection (`&mut conn`) or a plain
 //! one. A job added in a transaction exists only if it commits, and workers hear of it
 //! then (PostgreSQL delivers the job's `NOTIFY` at commit). Nothing else is left on the
 //! connection: statements are sent unnamed, so none stays prepared.
@@ -34,7 +34,7 @@
 //! let mut tx = pool.begin().await?;
 //! sqlx::query("insert into users (email) values ($1)").bind("a@example.com").execute(&mut *tx).await?;
 //! let spec = JobSpec::builder().job_key("welcome:a@example.com").build();
-//! jobs.add_job(&mut *tx, &SendEmail { to: "a@example.com".into() }, spec).await?;
+//! jobs.add_job(&mut tx, &SendEmail { to: "a@example.com".into() }, spec).await?;
 //! tx.commit().await?; // the user and the job exist together, or neither
 //! # Ok(())
 //! # }

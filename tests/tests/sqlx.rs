@@ -53,7 +53,7 @@ async fn a_job_added_in_a_transaction_exists_only_if_it_commits_and_runs(rt: Arc
 
     let mut tx = pool.begin().await.unwrap();
     let spec = JobSpec::builder().job_key("order:1").build();
-    let added = jobs.add_job(&mut *tx, &Typed { n: 1 }, spec).await.expect("add in a transaction");
+    let added = jobs.add_job(&mut tx, &Typed { n: 1 }, spec).await.expect("add in a transaction");
     assert_eq!((added.task_identifier.as_str(), added.key.as_deref()), ("typed", Some("order:1")));
     assert_eq!(count(&db, "graphile_worker", "true").await, 0, "not visible before commit");
     tx.rollback().await.unwrap();
@@ -64,9 +64,9 @@ async fn a_job_added_in_a_transaction_exists_only_if_it_commits_and_runs(rt: Arc
     sqlx::query("insert into orders values (2)").execute(&mut *tx).await.unwrap();
     let at = Utc.with_ymd_and_hms(2020, 1, 2, 3, 4, 5).unwrap();
     let spec = JobSpec::builder().job_key("order:2").queue_name("orders").run_at(at).priority(3).build();
-    let added = jobs.add_job(&mut *tx, &Typed { n: 2 }, spec).await.expect("add in a transaction");
+    let added = jobs.add_job(&mut tx, &Typed { n: 2 }, spec).await.expect("add in a transaction");
     let raw = jobs
-        .add_raw_job(&mut *tx, "audit", json!({"order": 2}), JobSpec::default())
+        .add_raw_job(&mut tx, "audit", json!({"order": 2}), JobSpec::default())
         .await
         .expect("raw add in a transaction");
     tx.commit().await.unwrap();
@@ -115,7 +115,7 @@ async fn a_commit_notifies_and_wakes_a_listening_worker(rt: Arc<dyn Runtime>) {
     sleep(rt.as_ref(), Duration::from_millis(100)).await;
 
     let mut tx = pool.begin().await.unwrap();
-    SqlxUtils::default().add_job(&mut *tx, &Typed { n: 5 }, JobSpec::default()).await.unwrap();
+    SqlxUtils::default().add_job(&mut tx, &Typed { n: 5 }, JobSpec::default()).await.unwrap();
     let early = timeout(rt.as_ref(), Duration::from_millis(300), listener.recv()).await;
     assert!(early.is_none(), "notified before commit: {early:?}");
     tx.commit().await.unwrap();
@@ -143,8 +143,8 @@ async fn job_keys_in_a_transaction_behave_as_outside(rt: Arc<dyn Runtime>) {
     for mode in [JobKeyMode::Replace, JobKeyMode::PreserveRunAt, JobKeyMode::UnsafeDedupe] {
         let (in_tx, outside) = (format!("tx:{mode}"), format!("out:{mode}"));
         let mut tx = pool.begin().await.unwrap();
-        let a = jobs.add_raw_job(&mut *tx, "t", json!({"v": 1}), spec(&in_tx, mode, first)).await.unwrap();
-        let b = jobs.add_raw_job(&mut *tx, "t", json!({"v": 2}), spec(&in_tx, mode, second)).await.unwrap();
+        let a = jobs.add_raw_job(&mut tx, "t", json!({"v": 1}), spec(&in_tx, mode, first)).await.unwrap();
+        let b = jobs.add_raw_job(&mut tx, "t", json!({"v": 2}), spec(&in_tx, mode, second)).await.unwrap();
         tx.commit().await.unwrap();
         let c = utils.add_raw_job("t", json!({"v": 1}), spec(&outside, mode, first)).await.unwrap();
         let d = utils.add_raw_job("t", json!({"v": 2}), spec(&outside, mode, second)).await.unwrap();
@@ -185,18 +185,18 @@ async fn add_jobs_in_a_transaction_handles_keys_and_names(rt: Arc<dyn Runtime>) 
     ];
 
     let mut tx = pool.begin().await.unwrap();
-    jobs.add_raw_jobs(&mut *tx, &batch).await.expect("batch");
+    jobs.add_raw_jobs(&mut tx, &batch).await.expect("batch");
     tx.rollback().await.unwrap();
     assert_eq!(count(&db, "graphile_worker", "true").await, 1);
     assert_eq!(count(&db, "graphile_worker", "payload->>'v' = '0'").await, 1, "the old job is untouched");
 
     let mut tx = pool.begin().await.unwrap();
-    let mut added = jobs.add_raw_jobs(&mut *tx, &batch).await.expect("batch");
+    let mut added = jobs.add_raw_jobs(&mut tx, &batch).await.expect("batch");
     let typed = jobs
-        .add_jobs(&mut *tx, &[(Typed { n: 1 }, &JobSpec::default()), (Typed { n: 2 }, &JobSpec::default())])
+        .add_jobs(&mut tx, &[(Typed { n: 1 }, &JobSpec::default()), (Typed { n: 2 }, &JobSpec::default())])
         .await
         .expect("typed batch");
-    assert!(jobs.add_raw_jobs(&mut *tx, &[]).await.expect("empty").is_empty());
+    assert!(jobs.add_raw_jobs(&mut tx, &[]).await.expect("empty").is_empty());
     tx.commit().await.unwrap();
 
     added.sort_by_key(|j| j.id);
@@ -232,16 +232,16 @@ async fn managing_jobs_in_a_transaction_follows_it(rt: Arc<dyn Runtime>) {
 
     for commit in [false, true] {
         let mut tx = pool.begin().await.unwrap();
-        assert_eq!(only(jobs.complete_jobs(&mut *tx, &ids[0..1]).await.unwrap()).id, ids[0]);
-        let failed = only(jobs.permanently_fail_jobs(&mut *tx, &ids[1..2], Some("no")).await.unwrap());
+        assert_eq!(only(jobs.complete_jobs(&mut tx, &ids[0..1]).await.unwrap()).id, ids[0]);
+        let failed = only(jobs.permanently_fail_jobs(&mut tx, &ids[1..2], Some("no")).await.unwrap());
         assert_eq!((failed.id, failed.last_error.as_deref()), (ids[1], Some("no")));
-        let moved = only(jobs.reschedule_jobs(&mut *tx, &ids[2..3], &reschedule).await.unwrap());
+        let moved = only(jobs.reschedule_jobs(&mut tx, &ids[2..3], &reschedule).await.unwrap());
         assert_eq!((moved.id, moved.run_at, moved.priority), (ids[2], at, 9));
-        assert_eq!(jobs.remove_job(&mut *tx, "d").await.unwrap().map(|j| j.id), Some(ids[3]));
-        assert_eq!(jobs.remove_job(&mut *tx, "nobody").await.unwrap(), None);
-        assert_eq!(jobs.cancel_jobs(&mut *tx, &ids[4..5], "stop").await.unwrap().failed, vec![ids[4]]);
+        assert_eq!(jobs.remove_job(&mut tx, "d").await.unwrap().map(|j| j.id), Some(ids[3]));
+        assert_eq!(jobs.remove_job(&mut tx, "nobody").await.unwrap(), None);
+        assert_eq!(jobs.cancel_jobs(&mut tx, &ids[4..5], "stop").await.unwrap().failed, vec![ids[4]]);
         let listed =
-            jobs.list_jobs(&mut *tx, &JobFilter { failed: true, ..Default::default() }).await.unwrap();
+            jobs.list_jobs(&mut tx, &JobFilter { failed: true, ..Default::default() }).await.unwrap();
         assert_eq!(
             listed.iter().map(|j| j.id).collect::<Vec<_>>(),
             vec![ids[1], ids[4]],
@@ -285,7 +285,7 @@ async fn bad_input_is_refused_clearly(rt: Arc<dyn Runtime>) {
     let mut tx = pool.begin().await.unwrap();
 
     let long_key = JobSpec::builder().job_key("k".repeat(513)).build();
-    match jobs.add_raw_job(&mut *tx, "t", json!({}), long_key).await {
+    match jobs.add_raw_job(&mut tx, "t", json!({}), long_key).await {
         Err(Error::Spec(e)) => assert_eq!(e.code(), "GWBJK", "{e}"),
         other => panic!("expected GWBJK, got {other:?}"),
     }
@@ -297,10 +297,10 @@ async fn bad_input_is_refused_clearly(rt: Arc<dyn Runtime>) {
     let dedupe = JobSpec::builder().job_key("k").job_key_mode(JobKeyMode::UnsafeDedupe).build();
     let batch = [RawJob { identifier: "t".into(), payload: json!({}), spec: dedupe }];
     assert!(matches!(
-        jobs.add_raw_jobs(&mut *tx, &batch).await,
+        jobs.add_raw_jobs(&mut tx, &batch).await,
         Err(Error::Spec(JobSpecError::UnsafeDedupeInBatch))
     ));
-    jobs.add_raw_job(&mut *tx, "t", json!({"ok": true}), JobSpec::default())
+    jobs.add_raw_job(&mut tx, "t", json!({"ok": true}), JobSpec::default())
         .await
         .expect("the transaction is usable");
     tx.commit().await.unwrap();
@@ -313,7 +313,7 @@ async fn bad_input_is_refused_clearly(rt: Arc<dyn Runtime>) {
         spec: JobSpec::builder().job_key("twice").build(),
     };
     let error =
-        jobs.add_raw_jobs(&mut *tx, &[same_key(), same_key()]).await.expect_err("one key twice in a batch");
+        jobs.add_raw_jobs(&mut tx, &[same_key(), same_key()]).await.expect_err("one key twice in a batch");
     assert!(matches!(error, Error::Sqlx(_)), "{error:?}");
     assert_eq!(error.sqlstate(), Some("21000"), "{error}");
     tx.rollback().await.unwrap();
