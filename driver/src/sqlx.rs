@@ -4,7 +4,8 @@
 //! caller holds: a transaction (`&mut tx`), a pooled connection (`&mut conn`) or a plain
 //! one. A job added in a transaction exists only if it commits, and workers hear of it
 //! then (PostgreSQL delivers the job's `NOTIFY` at commit). Nothing else is left on the
-//! connection: statements are sent unnamed, so none stays prepared.
+//! connection: statements are sent unnamed, so none stays prepared in sqlx's cache (where
+//! a schema upgrade that changes the jobs' columns would break it).
 //!
 //! The statements, their checks and how their rows are read are the ones `WorkerUtils`
 //! uses (the driver's `jobs` module): the parameters are encoded by tokio-postgres in
