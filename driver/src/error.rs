@@ -13,6 +13,11 @@ pub enum Error {
     /// PostgreSQL refused a statement or the connection broke.
     #[error("database error: {}", describe(.0))]
     Db(#[from] tokio_postgres::Error),
+    /// PostgreSQL refused a statement sent on a caller's sqlx connection, or that
+    /// connection failed (the `sqlx` feature).
+    #[cfg(feature = "sqlx")]
+    #[error("database error: {}", describe_sqlx(.0))]
+    Sqlx(#[from] sqlx::Error),
     /// No server could be reached at any configured address.
     #[error("could not connect to PostgreSQL at {address}: {message}")]
     Connect {
@@ -94,6 +99,15 @@ pub(crate) fn describe(e: &tokio_postgres::Error) -> String {
     text
 }
 
+/// What sqlx says, with the SQLSTATE of a database error.
+#[cfg(feature = "sqlx")]
+fn describe_sqlx(e: &sqlx::Error) -> String {
+    match e.as_database_error().and_then(|db| db.code()) {
+        Some(code) => format!("{e} (SQLSTATE {code})"),
+        None => e.to_string(),
+    }
+}
+
 impl Error {
     pub(crate) fn connect(address: &Address, message: impl std::fmt::Display) -> Self {
         Error::Connect { address: address.to_string(), message: message.to_string() }
@@ -101,8 +115,15 @@ impl Error {
 
     /// The SQLSTATE code when PostgreSQL refused a statement.
     pub fn sqlstate(&self) -> Option<&str> {
-        let Error::Db(e) = self else { return None };
-        e.code().map(|c| c.code())
+        match self {
+            Error::Db(e) => e.code().map(|c| c.code()),
+            #[cfg(feature = "sqlx")]
+            Error::Sqlx(e) => e
+                .as_database_error()?
+                .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+                .map(|db| db.code()),
+            _ => None,
+        }
     }
 }
 

@@ -14,6 +14,8 @@
 //!   (application state through [`JobContext::extension`]).
 //! - [`worker`]: [`WorkerOptions`] and [`Worker`], the loop that runs jobs.
 //! - [`rows`]: result rows read into [`Job`]s, for readers with queries of their own.
+//! - with the `sqlx` feature, `sqlx`: adding and managing jobs inside a caller's sqlx
+//!   transaction.
 //! - with the `metrics` and `traces` features, OpenTelemetry metrics of the worker and a
 //!   span per job run (see the README's "Observability").
 #![forbid(unsafe_code)]
@@ -22,12 +24,15 @@
 pub mod db;
 mod error;
 mod extensions;
+mod jobs;
 mod listener;
 mod metrics;
 pub mod migrate;
 pub mod rows;
 pub mod runtime;
 pub mod settings;
+#[cfg(feature = "sqlx")]
+pub mod sqlx;
 #[doc(hidden)]
 pub mod statements;
 pub mod task;

@@ -1,0 +1,357 @@
+//! Adding and managing jobs on a connection: the statements of [`WorkerUtils`], bound,
+//! checked and answered once for every client.
+//!
+//! Each operation validates what it can before the database is asked, binds its SQL from
+//! `sql/queries/` with typed parameters in the order of the file's header, and reads the
+//! answer into [`Job`]s. It runs on any [`Session`]: a tokio-postgres client or
+//! transaction (what [`WorkerUtils`] uses), or with the `sqlx` feature a sqlx connection
+//! (`crate::sqlx`). The parameters are tokio-postgres values in PostgreSQL's binary format,
+//! which a sqlx connection sends as they are, so both clients store exactly the same jobs.
+//!
+//! [`WorkerUtils`]: crate::WorkerUtils
+
+use crate::error::Error;
+use crate::rows::{job_from_parts, job_from_row, jobs_from_rows, ResultRow};
+use crate::statements::Param;
+use crate::utils::{Cancelled, CleanupTask, JobFilter, RawJob, RescheduleJobOptions};
+use chrono::{DateTime, Utc};
+use formica_core::job::{Job, JobKeyMode, JobSpec, JobSpecError};
+use formica_sql as sql;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::GenericClient;
+
+/// A statement ready to send: its SQL for the schema, and its typed parameters in order.
+pub(crate) struct Query {
+    pub(crate) sql: String,
+    pub(crate) params: Vec<Param>,
+}
+
+/// A connection the statements run on. Each statement is sent unnamed with its parameter
+/// types: one round trip, and nothing left on the session (safe behind pgBouncer in
+/// transaction mode, and on a caller's connection).
+pub(crate) trait Session {
+    /// The rows it answers with.
+    type Row: ResultRow;
+    /// Run `query` and return its rows.
+    async fn query(&mut self, query: Query) -> Result<Vec<Self::Row>, Error>;
+}
+
+impl<C: GenericClient + Sync> Session for &C {
+    type Row = tokio_postgres::Row;
+    async fn query(&mut self, query: Query) -> Result<Vec<Self::Row>, Error> {
+        let params: Vec<(&(dyn ToSql + Sync), Type)> =
+            query.params.iter().map(|(v, t)| (v.as_ref() as &(dyn ToSql + Sync), t.clone())).collect();
+        Ok(self.query_typed(&query.sql, &params).await?)
+    }
+}
+
+fn param<T: ToSql + Send + Sync + 'static>(value: T, ty: Type) -> Param {
+    (Box::new(value), ty)
+}
+
+/// The operations on one schema. `default_run_at` dates jobs added without a `run_at`
+/// (`None`: the database's `now()`, the transaction's start).
+pub(crate) struct Jobs<'a> {
+    pub(crate) schema: &'a str,
+    pub(crate) default_run_at: Option<DateTime<Utc>>,
+}
+
+impl Jobs<'_> {
+    fn query(&self, template: &str, params: Vec<Param>) -> Query {
+        Query { sql: sql::render(template, self.schema), params }
+    }
+
+    /// Add a job of the task named `identifier`.
+    pub(crate) async fn add(
+        &self,
+        mut session: impl Session,
+        identifier: &str,
+        payload: Value,
+        spec: JobSpec,
+    ) -> Result<Job, Error> {
+        spec.validate(identifier)?;
+        let params = vec![
+            param(identifier.to_owned(), Type::TEXT),
+            param(payload, Type::JSON),
+            param(spec.queue_name, Type::TEXT),
+            param(spec.run_at.or(self.default_run_at), Type::TIMESTAMPTZ),
+            param(spec.max_attempts.map(i32::from), Type::INT4),
+            param(spec.job_key.clone(), Type::TEXT),
+            param(spec.priority.map(i32::from), Type::INT4),
+            param(spec.flags, Type::TEXT_ARRAY),
+            param(spec.job_key_mode.map(JobKeyMode::as_str), Type::TEXT),
+        ];
+        let rows = session.query(self.query(sql::utils::ADD_JOB, params)).await?;
+        match rows.first() {
+            Some(row) => job_from_row(row),
+            None => Err(Error::NotAdded(spec.job_key)),
+        }
+    }
+
+    /// Add several jobs in one round trip (and one more to name the tasks and queues it
+    /// created). A key clash is resolved as `preserve_run_at` for the whole batch if any job
+    /// asks for it, else as `replace`; `unsafe_dedupe` is refused.
+    pub(crate) async fn add_many(
+        &self,
+        mut session: impl Session,
+        jobs: &[RawJob],
+    ) -> Result<Vec<Job>, Error> {
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut preserve_run_at = false;
+        for job in jobs {
+            job.spec.validate(&job.identifier)?;
+            match job.spec.job_key_mode {
+                Some(JobKeyMode::UnsafeDedupe) => return Err(JobSpecError::UnsafeDedupeInBatch.into()),
+                Some(JobKeyMode::PreserveRunAt) => preserve_run_at = true,
+                Some(JobKeyMode::Replace) | None => {}
+            }
+        }
+        if jobs.iter().all(|job| job.spec.job_key.is_none() && job.spec.queue_name.is_none()) {
+            let rows = session.query(self.plain(jobs)).await?;
+            // All or none: none when a task is not registered yet (add_jobs registers it).
+            if !rows.is_empty() {
+                let names = Names::of(&rows)?;
+                return rows.iter().map(|row| names.job(row)).collect();
+            }
+        }
+        let mut specs = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            specs.push(serde_json::json!({
+                "identifier": job.identifier,
+                "payload": job.payload,
+                "queue_name": job.spec.queue_name,
+                "run_at": job.spec.run_at.or(self.default_run_at),
+                "max_attempts": job.spec.max_attempts,
+                "job_key": job.spec.job_key,
+                "priority": job.spec.priority,
+                "flags": job.spec.flags,
+            }));
+        }
+        let params = vec![param(Value::Array(specs), Type::JSON), param(preserve_run_at, Type::BOOL)];
+        let rows = session.query(self.query(sql::utils::ADD_JOBS, params)).await?;
+        let mut names = Names::of(&rows)?;
+        if !names.missing_tasks.is_empty() || !names.missing_queues.is_empty() {
+            let params = vec![
+                param(std::mem::take(&mut names.missing_tasks), Type::INT4_ARRAY),
+                param(std::mem::take(&mut names.missing_queues), Type::INT4_ARRAY),
+            ];
+            for row in session.query(self.query(sql::utils::NAMES, params)).await? {
+                names.learn(&row)?;
+            }
+        }
+        rows.iter().map(|row| names.job(row)).collect()
+    }
+
+    /// The statement adding jobs that have no key and no queue, column by column in binary:
+    /// no JSON spec to build and parse, no conflict check per row.
+    fn plain(&self, jobs: &[RawJob]) -> Query {
+        let column = |f: &dyn Fn(&RawJob) -> Option<i16>| -> Vec<Option<i32>> {
+            jobs.iter().map(|job| f(job).map(i32::from)).collect()
+        };
+        let params = vec![
+            param(jobs.iter().map(|job| job.identifier.clone()).collect::<Vec<String>>(), Type::TEXT_ARRAY),
+            param(
+                jobs.iter().map(|job| Some(job.payload.clone()).filter(|p| !p.is_null())).collect::<Vec<_>>(),
+                Type::JSON_ARRAY,
+            ),
+            param(
+                jobs.iter().map(|job| job.spec.run_at.or(self.default_run_at)).collect::<Vec<_>>(),
+                Type::TIMESTAMPTZ_ARRAY,
+            ),
+            param(column(&|job| job.spec.max_attempts), Type::INT4_ARRAY),
+            param(column(&|job| job.spec.priority), Type::INT4_ARRAY),
+            param(
+                jobs.iter()
+                    .map(|job| job.spec.flags.as_ref().map(|flags| serde_json::json!(flags)))
+                    .collect::<Vec<_>>(),
+                Type::JSON_ARRAY,
+            ),
+        ];
+        self.query(sql::utils::ADD_JOBS_PLAIN, params)
+    }
+
+    /// Jobs matching `filter`, oldest first.
+    pub(crate) async fn list(&self, session: impl Session, filter: &JobFilter) -> Result<Vec<Job>, Error> {
+        let params = vec![
+            param(filter.task.clone(), Type::TEXT),
+            param(filter.queue.clone(), Type::TEXT),
+            param(filter.failed, Type::BOOL),
+            param(filter.locked, Type::BOOL),
+            param(filter.limit, Type::INT8),
+        ];
+        self.jobs(session, sql::utils::LIST_JOBS, params).await
+    }
+
+    /// Remove the job holding `job_key` (a running one only loses its key).
+    pub(crate) async fn remove(
+        &self,
+        mut session: impl Session,
+        job_key: &str,
+    ) -> Result<Option<Job>, Error> {
+        let params = vec![param(job_key.to_owned(), Type::TEXT)];
+        let rows = session.query(self.query(sql::utils::REMOVE_JOB, params)).await?;
+        rows.first().map(job_from_row).transpose()
+    }
+
+    /// Delete the given jobs as if they had succeeded (held ones are skipped).
+    pub(crate) async fn complete(&self, session: impl Session, ids: &[i64]) -> Result<Vec<Job>, Error> {
+        self.jobs(session, sql::utils::COMPLETE_JOBS, vec![param(ids.to_vec(), Type::INT8_ARRAY)]).await
+    }
+
+    /// Fail the given jobs for good with `reason` (held ones are skipped).
+    pub(crate) async fn permanently_fail(
+        &self,
+        session: impl Session,
+        ids: &[i64],
+        reason: Option<&str>,
+    ) -> Result<Vec<Job>, Error> {
+        let params =
+            vec![param(ids.to_vec(), Type::INT8_ARRAY), param(reason.map(str::to_owned), Type::TEXT)];
+        self.jobs(session, sql::utils::PERMANENTLY_FAIL_JOBS, params).await
+    }
+
+    /// Change when and how the given jobs run (held ones are skipped).
+    pub(crate) async fn reschedule(
+        &self,
+        session: impl Session,
+        ids: &[i64],
+        options: &RescheduleJobOptions,
+    ) -> Result<Vec<Job>, Error> {
+        let as_int = |v: Option<i16>| param(v.map(i32::from), Type::INT4);
+        let params = vec![
+            param(ids.to_vec(), Type::INT8_ARRAY),
+            param(options.run_at, Type::TIMESTAMPTZ),
+            as_int(options.priority),
+            as_int(options.attempts),
+            as_int(options.max_attempts),
+        ];
+        self.jobs(session, sql::utils::RESCHEDULE_JOBS, params).await
+    }
+
+    /// Cancel the given jobs with `reason` (see [`crate::WorkerUtils::cancel_jobs`]).
+    pub(crate) async fn cancel(
+        &self,
+        mut session: impl Session,
+        ids: &[i64],
+        reason: &str,
+    ) -> Result<Cancelled, Error> {
+        let params = vec![param(ids.to_vec(), Type::INT8_ARRAY), param(reason.to_owned(), Type::TEXT)];
+        let rows = session.query(self.query(sql::utils::CANCEL_JOBS, params)).await?;
+        let mut cancelled = Cancelled::default();
+        for row in &rows {
+            let (id, held): (i64, bool) = (row.read(0)?, row.read(1)?);
+            if held { &mut cancelled.told } else { &mut cancelled.failed }.push(id);
+        }
+        Ok(cancelled)
+    }
+
+    /// Release every job and queue the given workers hold.
+    pub(crate) async fn force_unlock_workers(
+        &self,
+        mut session: impl Session,
+        worker_ids: &[&str],
+    ) -> Result<(), Error> {
+        let ids: Vec<String> = worker_ids.iter().map(|&id| id.to_owned()).collect();
+        let params = vec![param(ids, Type::TEXT_ARRAY)];
+        session.query(self.query(sql::utils::FORCE_UNLOCK_WORKERS, params)).await?;
+        Ok(())
+    }
+
+    /// Run housekeeping `tasks`, in graphile-worker's order whatever the order given.
+    pub(crate) async fn cleanup(
+        &self,
+        mut session: impl Session,
+        tasks: &[CleanupTask],
+        keep_task_identifiers: &[&str],
+    ) -> Result<(), Error> {
+        let mut tasks = tasks.to_vec();
+        tasks.sort();
+        tasks.dedup();
+        for task in tasks {
+            let query = match task {
+                CleanupTask::DeletePermafailedJobs => {
+                    self.query(sql::utils::CLEANUP_DELETE_PERMAFAILED_JOBS, Vec::new())
+                }
+                CleanupTask::GcTaskIdentifiers => {
+                    let keep: Vec<String> = keep_task_identifiers.iter().map(|&t| t.to_owned()).collect();
+                    self.query(sql::utils::CLEANUP_GC_TASK_IDENTIFIERS, vec![param(keep, Type::TEXT_ARRAY)])
+                }
+                CleanupTask::GcJobQueues => self.query(sql::utils::CLEANUP_GC_JOB_QUEUES, Vec::new()),
+            };
+            session.query(query).await?;
+        }
+        Ok(())
+    }
+
+    async fn jobs(
+        &self,
+        mut session: impl Session,
+        template: &str,
+        params: Vec<Param>,
+    ) -> Result<Vec<Job>, Error> {
+        jobs_from_rows(&session.query(self.query(template, params)).await?)
+    }
+}
+
+/// The task and queue names of `add_jobs`' rows. Those the statement created are null in
+/// its rows (its joins read the snapshot taken before it ran) and are looked up after.
+#[derive(Default)]
+struct Names {
+    tasks: BTreeMap<i32, String>,
+    queues: BTreeMap<i32, String>,
+    missing_tasks: Vec<i32>,
+    missing_queues: Vec<i32>,
+}
+
+impl Names {
+    fn of(rows: &[impl ResultRow]) -> Result<Names, Error> {
+        let mut names = Names::default();
+        for row in rows {
+            let task_id: i32 = row.read(row.column("task_id")?)?;
+            match row.read::<Option<String>>(row.column("task_identifier")?)? {
+                Some(name) => {
+                    names.tasks.insert(task_id, name);
+                }
+                None => names.missing_tasks.push(task_id),
+            }
+            if let Some(queue_id) = row.read::<Option<i32>>(row.column("job_queue_id")?)? {
+                match row.read::<Option<String>>(row.column("queue_name")?)? {
+                    Some(name) => {
+                        names.queues.insert(queue_id, name);
+                    }
+                    None => names.missing_queues.push(queue_id),
+                }
+            }
+        }
+        let Names { tasks, queues, missing_tasks, missing_queues } = &mut names;
+        missing_tasks.retain(|id| !tasks.contains_key(id));
+        missing_queues.retain(|id| !queues.contains_key(id));
+        missing_tasks.sort_unstable();
+        missing_tasks.dedup();
+        missing_queues.sort_unstable();
+        missing_queues.dedup();
+        Ok(names)
+    }
+
+    /// A row of the NAMES statement: ('task' | 'queue', id, name).
+    fn learn(&mut self, row: &impl ResultRow) -> Result<(), Error> {
+        let (kind, id, name): (String, i32, String) = (row.read(0)?, row.read(1)?, row.read(2)?);
+        if kind == "task" { &mut self.tasks } else { &mut self.queues }.insert(id, name);
+        Ok(())
+    }
+
+    fn job(&self, row: &impl ResultRow) -> Result<Job, Error> {
+        let task_id: i32 = row.read(row.column("task_id")?)?;
+        let queue_id: Option<i32> = row.read(row.column("job_queue_id")?)?;
+        let task = self
+            .tasks
+            .get(&task_id)
+            .cloned()
+            .ok_or_else(|| Error::Row(format!("no task with id {task_id}")))?;
+        job_from_parts(row, task, queue_id.and_then(|q| self.queues.get(&q).cloned()))
+    }
+}
