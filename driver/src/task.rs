@@ -12,7 +12,8 @@ use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// What a task returns: any error fails the job, and its text becomes `last_error`.
+/// What a task returns: any error fails the job, and its text with its causes becomes
+/// `last_error` (see [`error_chain`]).
 pub type TaskResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
 /// A task with a typed payload. The payload type is the handler: implement [`Task`] for
@@ -122,6 +123,24 @@ impl JobContext {
     }
 }
 
+/// `error` and its causes ([`source`](std::error::Error::source)), outermost first, as
+/// `outer: cause: root` (anyhow's `{:#}`), so that `last_error` says why as well as what.
+/// A cause whose text is already in the message (errors that print their source
+/// themselves) is not repeated.
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let message = cause.to_string();
+        if !text.contains(&message) {
+            text.push_str(": ");
+            text.push_str(&message);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 /// A type-erased handler: payload in, outcome out.
 pub(crate) type Handler =
     Arc<dyn Fn(JobContext, serde_json::Value) -> BoxFuture<'static, Result<(), String>> + Send + Sync>;
@@ -138,7 +157,7 @@ impl Handlers {
                 Box::pin(async move {
                     let task: T = serde_json::from_value(payload)
                         .map_err(|e| format!("payload does not match task {:?}: {e}", T::IDENTIFIER))?;
-                    task.run(ctx).await.map_err(|e| e.to_string())
+                    task.run(ctx).await.map_err(|e| error_chain(&*e))
                 })
             }),
         );
@@ -154,8 +173,39 @@ impl Handlers {
             identifier.to_owned(),
             Arc::new(move |ctx, payload| {
                 let run = run.clone();
-                Box::pin(async move { run(ctx, payload).await.map_err(|e| e.to_string()) })
+                Box::pin(async move { run(ctx, payload).await.map_err(|e| error_chain(&*e)) })
             }),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_chain;
+    use std::fmt;
+
+    /// An error with a message and maybe a cause, which it may print itself.
+    #[derive(Debug)]
+    struct Layer(&'static str, Option<Box<Layer>>);
+    impl fmt::Display for Layer {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+    impl std::error::Error for Layer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|e| e as _)
+        }
+    }
+
+    #[test]
+    fn causes_follow_the_message_each_once() {
+        let root = Layer("disk full", None);
+        assert_eq!(error_chain(&root), "disk full");
+        let chain = Layer("sending mail", Some(Box::new(Layer("writing the spool", Some(Box::new(root))))));
+        assert_eq!(error_chain(&chain), "sending mail: writing the spool: disk full");
+        // A message that already says its cause does not say it twice.
+        let says_it = Layer("spool (disk full)", Some(Box::new(Layer("disk full", None))));
+        assert_eq!(error_chain(&says_it), "spool (disk full)");
     }
 }
