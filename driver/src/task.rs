@@ -19,7 +19,9 @@ pub type TaskResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 /// A task with a typed payload. The payload type is the handler: implement [`Task`] for
 /// the identifier and `run` for the work.
 ///
-/// ```ignore
+/// ```
+/// use formica::{JobContext, Task, TaskHandler, TaskResult};
+///
 /// #[derive(serde::Serialize, serde::Deserialize)]
 /// struct SendEmail { to: String }
 /// impl Task for SendEmail { const IDENTIFIER: &'static str = "send_email"; }
