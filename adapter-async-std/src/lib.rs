@@ -1,9 +1,41 @@
 //! formica-async-std: Formica on the async-std runtime.
 //!
 //! Supplies the driver's [`Runtime`] with async-std's sockets, timers and tasks, and
-//! re-exports Formica's public API so an application depends on this crate alone. No tokio
-//! runtime is started anywhere: tokio-postgres only needs tokio's I/O traits, which
-//! `tokio_util::compat` puts on async-std's streams.
+//! re-exports Formica's public API so an application depends on this crate alone: run
+//! workers that execute jobs from a `graphile_worker` schema in PostgreSQL, and add jobs.
+//! No tokio runtime is started anywhere: tokio-postgres only needs tokio's I/O traits,
+//! which `tokio_util::compat` puts on async-std's streams.
+//!
+//! ```no_run
+//! use formica_async_std::{JobContext, JobSpec, Task, TaskHandler, TaskResult, WorkerOptions};
+//!
+//! #[derive(serde::Serialize, serde::Deserialize)]
+//! struct SendWelcome {
+//!     to: String,
+//! }
+//! impl Task for SendWelcome {
+//!     const IDENTIFIER: &'static str = "send_welcome";
+//! }
+//! impl TaskHandler for SendWelcome {
+//!     async fn run(self, ctx: JobContext) -> TaskResult {
+//!         println!("job {}: welcome mail to {}", ctx.job().id, self.to);
+//!         Ok(()) // an error fails this attempt; it is retried with backoff
+//!     }
+//! }
+//!
+//! fn main() -> Result<(), formica_async_std::Error> {
+//!     async_std::task::block_on(async {
+//!         let worker = WorkerOptions::default()
+//!             .database_url("postgres://localhost/app")
+//!             .define_job::<SendWelcome>()
+//!             .init() // connects and installs the schema
+//!             .await?;
+//!         let mail = SendWelcome { to: "ada@example.com".into() };
+//!         worker.create_utils().add_job(&mail, JobSpec::default()).await?;
+//!         worker.run_once().await // until no job is runnable; run() keeps going
+//!     })
+//! }
+//! ```
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

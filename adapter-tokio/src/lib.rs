@@ -1,7 +1,43 @@
 //! formica-tokio: Formica on the tokio runtime.
 //!
 //! Supplies the driver's [`Runtime`] with tokio's sockets, timers and tasks, and
-//! re-exports Formica's public API so an application depends on this crate alone.
+//! re-exports Formica's public API so an application depends on this crate alone: run
+//! workers that execute jobs from a `graphile_worker` schema in PostgreSQL, and add jobs.
+//!
+//! ```no_run
+//! use formica_tokio::{JobContext, JobSpec, Task, TaskHandler, TaskResult, WorkerOptions};
+//!
+//! #[derive(serde::Serialize, serde::Deserialize)]
+//! struct SendWelcome {
+//!     to: String,
+//! }
+//! impl Task for SendWelcome {
+//!     const IDENTIFIER: &'static str = "send_welcome";
+//! }
+//! impl TaskHandler for SendWelcome {
+//!     async fn run(self, ctx: JobContext) -> TaskResult {
+//!         println!("job {}: welcome mail to {}", ctx.job().id, self.to);
+//!         Ok(()) // an error fails this attempt; it is retried with backoff
+//!     }
+//! }
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let worker = WorkerOptions::default()
+//!         .database_url("postgres://localhost/app")
+//!         .define_job::<SendWelcome>()
+//!         .init() // connects and installs the schema
+//!         .await?;
+//!     let mail = SendWelcome { to: "ada@example.com".into() };
+//!     worker.create_utils().add_job(&mail, JobSpec::default()).await?;
+//!     formica_tokio::stop_on_signals(worker.handle())?; // SIGINT/SIGTERM stop it gracefully
+//!     worker.run().await?;
+//!     Ok(())
+//! }
+//! ```
+//!
+//! Logs go through `tracing` (install a subscriber to see them), and the README (on
+//! crates.io) covers connecting, cron, the guarantees and the dashboard.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

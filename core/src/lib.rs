@@ -1,5 +1,22 @@
 //! formica-core: the pure logic of Formica, a PostgreSQL job queue that speaks Graphile
-//! Worker's schema.
+//! Worker's schema. Applications run workers with `formica-tokio` or `formica-async-std`;
+//! this crate alone checks job specs and crontabs, and tests an application's scheduling
+//! without a database ([below](#test-your-scheduling-deterministically)).
+//!
+//! ```
+//! use chrono::{TimeZone, Utc};
+//! use formica_core::{cron, job::JobSpec};
+//!
+//! // A job spec meets the schema's limits before any database is asked.
+//! let spec = JobSpec::builder().queue_name("mail").job_key("welcome:42").max_attempts(5).build();
+//! assert!(spec.validate("send_welcome").is_ok());
+//!
+//! // A crontab item knows its next run: weekdays at 08:00 UTC.
+//! let crontab = cron::parse("0 8 * * 1-5 send_digest ?max=3").unwrap();
+//! let tuesday_9am = Utc.with_ymd_and_hms(2026, 11, 24, 9, 0, 0).unwrap();
+//! let next = crontab.items()[0].next_after(tuesday_9am);
+//! assert_eq!(next, Some(Utc.with_ymd_and_hms(2026, 11, 25, 8, 0, 0).unwrap()));
+//! ```
 //!
 //! Nothing here does I/O, awaits, reads a clock or draws randomness: every decision is a
 //! function of its inputs, so the same inputs give the same outputs on any runtime and in

@@ -650,6 +650,40 @@ fn locks_are_swept_every_eight_to_ten_minutes() {
 }
 
 #[test]
+fn the_sweep_intervals_are_the_configured_ones_plus_their_jitter() {
+    let sweep = Duration::minutes(1);
+    let recovery = Duration::milliseconds(500);
+    for seed in 0..10 {
+        let config = Config { seed, lock_sweep_interval: sweep, recovery_interval: recovery, ..config() };
+        let (mut hand, _) = Hand::started(config);
+        let (mut swept, mut recovered) = (vec![t0()], vec![t0()]);
+        while swept.len() < 4 {
+            let (_, effects) = hand.fire();
+            for (id, statement) in queries(&effects) {
+                match statement {
+                    Statement::ResetLocked { .. } => swept.push(hand.now),
+                    Statement::RecoverLapsed { .. } => recovered.push(hand.now),
+                    _ => {}
+                }
+                let result = match statement {
+                    Statement::GetJobs { .. } => QueryResult::jobs(vec![]),
+                    _ => QueryResult::Done,
+                };
+                hand.feed(Input::QueryDone { id, result });
+            }
+        }
+        // A quarter more at most for the lock sweep, a third for the recovery sweep.
+        for gap in swept.windows(2).map(|w| w[1] - w[0]) {
+            assert!(gap >= sweep && gap <= sweep * 5 / 4, "seed {seed}: lock sweeps {gap} apart");
+        }
+        assert!(recovered.len() > 3 * 60 * 3 / 2, "seed {seed}: {} recovery sweeps", recovered.len());
+        for gap in recovered.windows(2).map(|w| w[1] - w[0]) {
+            assert!(gap >= recovery && gap <= recovery * 4 / 3, "seed {seed}: recovery sweeps {gap} apart");
+        }
+    }
+}
+
+#[test]
 fn graceful_shutdown_lets_tasks_finish_and_returns_unstarted_jobs() {
     let (mut hand, effects) = Hand::started(Config { concurrency: 1, local_queue_size: Some(3), ..config() });
     let [(fetch, 1)] = fetches(&effects)[..] else { panic!("a batch of concurrency: {effects:?}") };

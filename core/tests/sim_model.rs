@@ -1105,6 +1105,8 @@ fn worker_config(index: usize) -> impl Strategy<Value = Config> {
                     poll_interval: Duration::milliseconds(poll_ms),
                     local_queue_size: local,
                     local_queue_ttl: ttl.map_or(Duration::minutes(5), Duration::seconds),
+                    lock_sweep_interval: formica_core::worker::LOCK_SWEEP_INTERVAL,
+                    recovery_interval: formica_core::worker::RECOVERY_PERIOD,
                     complete_batch_delay: Duration::milliseconds(complete_ms),
                     fail_batch_delay: Duration::milliseconds(fail_ms),
                     graceful_shutdown_timeout: Duration::seconds(3),

@@ -2,7 +2,40 @@
 //!
 //! This crate is runtime-agnostic: it drives `formica-core`'s pure logic with a
 //! PostgreSQL connection, timers and spawning supplied by a [`Runtime`]. Applications use
-//! it through an adapter (`formica-tokio`, `formica-async-std`), which re-exports this API.
+//! it through an adapter (`formica-tokio`, `formica-async-std`), which re-exports this API
+//! and supplies the runtime; depend on this crate to be generic over the runtime, or to
+//! write an adapter.
+//!
+//! ```no_run
+//! use formica::{JobContext, JobSpec, Runtime, Task, TaskHandler, TaskResult, WorkerOptions};
+//! use std::sync::Arc;
+//!
+//! #[derive(serde::Serialize, serde::Deserialize)]
+//! struct SendWelcome {
+//!     to: String,
+//! }
+//! impl Task for SendWelcome {
+//!     const IDENTIFIER: &'static str = "send_welcome";
+//! }
+//! impl TaskHandler for SendWelcome {
+//!     async fn run(self, ctx: JobContext) -> TaskResult {
+//!         println!("job {}: welcome mail to {}", ctx.job().id, self.to);
+//!         Ok(()) // an error fails this attempt; it is retried with backoff
+//!     }
+//! }
+//!
+//! /// Add a job and run every runnable job, on whichever runtime the adapter gives.
+//! async fn welcome(runtime: Arc<dyn Runtime>) -> Result<(), formica::Error> {
+//!     let worker = WorkerOptions::<()>::with_runtime(runtime)
+//!         .database_url("postgres://localhost/app")
+//!         .define_job::<SendWelcome>()
+//!         .init() // connects and installs the schema
+//!         .await?;
+//!     let mail = SendWelcome { to: "ada@example.com".into() };
+//!     worker.create_utils().add_job(&mail, JobSpec::default()).await?;
+//!     worker.run_once().await // until no job is runnable; run() keeps going
+//! }
+//! ```
 //!
 //! - [`runtime`]: what an adapter supplies.
 //! - [`db`]: connections and the pool.
@@ -48,7 +81,9 @@ pub use extensions::MissingExtension;
 pub use formica_core::cron::{self, Cron, CronItem, Crontab, CrontabError};
 pub use formica_core::job::{Job, JobKeyMode, JobSpec, JobSpecBuilder, JobSpecError, Task};
 pub use formica_core::text;
-pub use formica_core::worker::{Event, HEARTBEAT_INTERVAL, LEASE, RECOVERY_PERIOD, SUSPICION_GRACE};
+pub use formica_core::worker::{
+    Event, HEARTBEAT_INTERVAL, LEASE, LOCK_SWEEP_INTERVAL, RECOVERY_PERIOD, SUSPICION_GRACE,
+};
 pub use migrate::MigrationReport;
 pub use runtime::{Address, Runtime, Socket};
 pub use settings::ConnectionSettings;

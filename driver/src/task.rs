@@ -22,13 +22,16 @@ use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// What a task returns: any error fails the job, and its text becomes `last_error`.
+/// What a task returns: any error fails the job, and its text with its causes becomes
+/// `last_error` (see [`error_chain`]).
 pub type TaskResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
 /// A task with a typed payload. The payload type is the handler: implement [`Task`] for
 /// the identifier and `run` for the work.
 ///
-/// ```ignore
+/// ```
+/// use formica::{JobContext, Task, TaskHandler, TaskResult};
+///
 /// #[derive(serde::Serialize, serde::Deserialize)]
 /// struct SendEmail { to: String }
 /// impl Task for SendEmail { const IDENTIFIER: &'static str = "send_email"; }
@@ -179,6 +182,24 @@ impl JobContext {
     }
 }
 
+/// `error` and its causes ([`source`](std::error::Error::source)), outermost first, as
+/// `outer: cause: root` (anyhow's `{:#}`), so that `last_error` says why as well as what.
+/// A cause whose text is already in the message (errors that print their source
+/// themselves) is not repeated.
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let message = cause.to_string();
+        if !text.contains(&message) {
+            text.push_str(": ");
+            text.push_str(&message);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 /// A type-erased handler: payload in, outcome out.
 pub(crate) type Handler = Arc<dyn Fn(JobContext, Value) -> BoxFuture<'static, TaskOutcome> + Send + Sync>;
 
@@ -190,7 +211,7 @@ fn failed(message: &str) -> TaskOutcome {
 fn outcome(result: TaskResult) -> TaskOutcome {
     match result {
         Ok(()) => TaskOutcome::Ok,
-        Err(error) => failed(&error.to_string()),
+        Err(error) => failed(&error_chain(&*error)),
     }
 }
 
@@ -221,14 +242,14 @@ async fn run_typed_batch<T: BatchTaskHandler>(ctx: JobContext, items: Vec<Value>
     let mut results = match T::run_batch(runnable, ctx).await {
         Ok(results) if results.len() == expected => results.into_iter(),
         Ok(results) => return batch::miscounted(results.len(), expected),
-        Err(error) => return failed(&error.to_string()),
+        Err(error) => return failed(&error_chain(&*error)),
     };
     // Each item's result in payload order: its decoding error, or the handler's next one.
     let merged = (undecodable.into_iter())
         .map(|error| match error {
             Some(error) => Err(error),
             // Counted above: one result per decoded item (none left would keep the item).
-            None => results.next().map_or(Err("no result".into()), |r| r.map_err(|e| e.to_string())),
+            None => results.next().map_or(Err("no result".into()), |r| r.map_err(|e| error_chain(&*e))),
         })
         .collect();
     batch::outcome(items, merged)
@@ -300,12 +321,43 @@ impl Handlers {
                     match run(ctx, items.clone()).await {
                         Ok(results) => batch::outcome(
                             items,
-                            results.into_iter().map(|r| r.map_err(|e| e.to_string())).collect(),
+                            results.into_iter().map(|r| r.map_err(|e| error_chain(&*e))).collect(),
                         ),
-                        Err(error) => failed(&error.to_string()),
+                        Err(error) => failed(&error_chain(&*error)),
                     }
                 })
             }),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_chain;
+    use std::fmt;
+
+    /// An error with a message and maybe a cause, which it may print itself.
+    #[derive(Debug)]
+    struct Layer(&'static str, Option<Box<Layer>>);
+    impl fmt::Display for Layer {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+    impl std::error::Error for Layer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|e| e as _)
+        }
+    }
+
+    #[test]
+    fn causes_follow_the_message_each_once() {
+        let root = Layer("disk full", None);
+        assert_eq!(error_chain(&root), "disk full");
+        let chain = Layer("sending mail", Some(Box::new(Layer("writing the spool", Some(Box::new(root))))));
+        assert_eq!(error_chain(&chain), "sending mail: writing the spool: disk full");
+        // A message that already says its cause does not say it twice.
+        let says_it = Layer("spool (disk full)", Some(Box::new(Layer("disk full", None))));
+        assert_eq!(error_chain(&says_it), "spool (disk full)");
     }
 }

@@ -222,9 +222,25 @@ impl<R> WorkerOptions<R> {
         self
     }
     /// Give prefetched jobs back when every slot stayed busy this long (default 5 s), so an
-    /// idle worker elsewhere runs them instead of them waiting behind slow tasks here.
+    /// idle worker elsewhere runs them instead of them waiting behind slow tasks here. From
+    /// 1 ms to 4 h (checked by [`Self::init`]).
     pub fn local_queue_ttl(mut self, ttl: Duration) -> Self {
         self.config.local_queue_ttl = to_chrono(ttl);
+        self
+    }
+    /// How often to free locks older than four hours, graphile-worker's rule for workers
+    /// that never heartbeat (default 8 min, plus up to a quarter, jittered; one sweep also
+    /// runs at start). From 1 s to 4 h (checked by [`Self::init`]).
+    pub fn lock_sweep_interval(mut self, every: Duration) -> Self {
+        self.config.lock_sweep_interval = to_chrono(every);
+        self
+    }
+    /// How often to look for workers whose lease lapsed and free their jobs (default 3 s,
+    /// plus up to a third, jittered): a dead worker's jobs run again within
+    /// `LEASE + SUSPICION_GRACE + 8/3 * every` (23 s by default). From 100 ms to the lease
+    /// (10 s) (checked by [`Self::init`]).
+    pub fn recovery_interval(mut self, every: Duration) -> Self {
+        self.config.recovery_interval = to_chrono(every);
         self
     }
     /// Batch completions for this long (zero: write each at once).
@@ -332,12 +348,14 @@ impl<R> WorkerOptions<R> {
         self
     }
 
-    /// Connect, install or upgrade the schema, and return the worker, ready to run.
+    /// Check the options, connect, install or upgrade the schema, and return the worker,
+    /// ready to run. An interval out of its bounds is an [`Error::Options`] naming it.
     ///
     /// Without `database_url` or `pool`, the connection string is `DATABASE_URL`, else the
     /// `PG*` variables alone. Connections made here carry the worker id as
     /// `application_name` unless the settings name one.
     pub async fn init(mut self) -> Result<Worker, Error> {
+        self.config.validate().map_err(Error::Options)?;
         if self.config.worker_id.is_empty() {
             self.config.worker_id = random_worker_id();
         }

@@ -72,6 +72,9 @@ fn worker_config(index: usize, b: &mut Bytes<'_>) -> Config {
             _ => None,
         },
         local_queue_ttl: Duration::seconds(1 + i64::from(b.below(120))),
+        // The defaults: reading more bytes would change what the committed corpora mean.
+        lock_sweep_interval: formica_core::worker::LOCK_SWEEP_INTERVAL,
+        recovery_interval: formica_core::worker::RECOVERY_PERIOD,
         complete_batch_delay: Duration::milliseconds(i64::from(b.below(3)) * 25),
         fail_batch_delay: Duration::milliseconds(i64::from(b.below(3)) * 25),
         graceful_shutdown_timeout: Duration::seconds(i64::from(b.below(6))),

@@ -1,4 +1,13 @@
-//! formica-sql: Formica's schema migrations and statements, as text.
+//! formica-sql: Formica's schema migrations and statements, as text. The driver runs them;
+//! depend on this crate to read or run Formica's SQL with a client of your own.
+//!
+//! ```
+//! // Statements name the schema through a placeholder, replaced once per client.
+//! let sql = formica_sql::render("select count(*) from :SCHEMA.jobs", "graphile_worker");
+//! assert_eq!(sql, r#"select count(*) from "graphile_worker".jobs"#);
+//! // The ledger this Formica writes: graphile-worker 0.18's migrations 1 to 20.
+//! assert_eq!(formica_sql::LATEST, 20);
+//! ```
 //!
 //! Every statement names the schema through the placeholder `:SCHEMA`, which [`render`]
 //! replaces with the quoted schema name once, when a client is set up, and Formica's own

@@ -2,6 +2,13 @@
 //! the server named by `DATABASE_URL` (set by `scripts/test`), so tests run in parallel
 //! and never see each other's jobs.
 
+/// The README's Rust blocks as doctests: `cargo test --workspace` compiles each (and runs
+/// those not marked `no_run`), so the README cannot show code that does not build. Blocks
+/// marked `ignore` are whole files of example crates, built and tested as such.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
+
 pub mod certs;
 pub mod cluster;
 pub mod dashboard;

@@ -548,6 +548,88 @@ async fn task_errors_holding_nul_are_stored_escaped_beside_the_rest_of_their_bat
     assert_eq!(stored, expected);
 }
 
+/// An error with a message and a cause, as `anyhow::Context` or `thiserror`'s `#[source]`
+/// make them: its `Display` says only its own part.
+#[derive(Debug)]
+struct Caused(&'static str, Option<Box<dyn std::error::Error + Send + Sync>>);
+impl std::fmt::Display for Caused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+impl std::error::Error for Caused {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.1.as_deref().map(|e| e as _)
+    }
+}
+
+/// A task failing with a chain of errors leaves every message of the chain in
+/// `last_error`, outermost first, not only the outermost.
+async fn a_chained_error_leaves_every_cause_in_last_error(rt: Arc<dyn Runtime>) {
+    let db = TestDb::migrated_on(rt.clone()).await;
+    let utils = db.utils();
+    let id = utils.add_raw_job("chained", json!({}), JobSpec::default()).await.unwrap().id;
+    let worker = db
+        .worker_options()
+        .define_raw_job("chained", |_, _| async move {
+            let root = std::io::Error::new(std::io::ErrorKind::StorageFull, "disk full");
+            let middle = Caused("writing the spool file", Some(Box::new(root)));
+            Err(Caused("sending the welcome mail", Some(Box::new(middle))).into())
+        })
+        .init()
+        .await
+        .unwrap();
+    timeout(rt.as_ref(), Duration::from_secs(20), worker.run_once())
+        .await
+        .expect("the failure is written and run_once returns")
+        .expect("ok");
+    let client = db.client().await;
+    let row = client
+        .query_one("select last_error from graphile_worker._private_jobs where id = $1", &[&id])
+        .await
+        .unwrap();
+    let last_error: String = row.get(0);
+    assert_eq!(last_error, "sending the welcome mail: writing the spool file: disk full");
+}
+
+/// `lock_sweep_interval` reaches the worker's machine: at 1 s the four-hour sweep comes
+/// every 1 to 1.25 s (by default once at start, then not for 8 minutes). An interval out of
+/// its bounds fails `init` naming the option, before anything connects.
+async fn the_lock_sweep_interval_reaches_the_worker_and_bad_intervals_fail_init(rt: Arc<dyn Runtime>) {
+    let db = TestDb::migrated_on(rt.clone()).await;
+    for (options, name) in [
+        (db.worker_options().lock_sweep_interval(Duration::ZERO), "lock_sweep_interval is 0s"),
+        (db.worker_options().recovery_interval(Duration::from_secs(3600)), "recovery_interval is 1h"),
+        (db.worker_options().local_queue_ttl(Duration::ZERO), "local_queue_ttl is 0s"),
+    ] {
+        match options.database_url("host=/nonexistent").init().await {
+            Err(formica::Error::Options(message)) => assert!(message.starts_with(name), "{message}"),
+            Err(other) => panic!("{name}: not refused as an option: {other}"),
+            Ok(_) => panic!("{name}: accepted"),
+        }
+    }
+    let sweeps = Arc::new(Mutex::new(0));
+    let counted = sweeps.clone();
+    let worker = db
+        .worker_options()
+        .lock_sweep_interval(Duration::from_secs(1))
+        .define_raw_job("unused", |_, _| async move { Ok(()) })
+        .on_event(move |e| {
+            if matches!(e, Event::LockSweep { .. }) {
+                *counted.lock().unwrap() += 1;
+            }
+        })
+        .init()
+        .await
+        .expect("init");
+    let running = Running::spawn(&rt, worker);
+    // At start, then at least twice more within 1.25 s each: about 2.5 s (a default worker
+    // would sweep once).
+    wait_until(rt.as_ref(), Duration::from_secs(20), "three lock sweeps", || *sweeps.lock().unwrap() >= 3)
+        .await;
+    running.stop(Duration::from_secs(10)).await;
+}
+
 /// Jobs prefetched by a worker whose slots are all busy with slow tasks are given back
 /// after the local queue's TTL (5 s by default), and an idle worker runs them meanwhile.
 async fn prefetched_jobs_behind_slow_tasks_go_to_an_idle_worker(rt: Arc<dyn Runtime>) {
@@ -602,4 +684,6 @@ on_both_runtimes!(
     forced_shutdown_aborts_tasks_after_the_timeout_and_returns_their_jobs,
     two_workers_drain_ten_thousand_jobs_each_exactly_once,
     task_errors_holding_nul_are_stored_escaped_beside_the_rest_of_their_batch,
+    a_chained_error_leaves_every_cause_in_last_error,
+    the_lock_sweep_interval_reaches_the_worker_and_bad_intervals_fail_init,
 );

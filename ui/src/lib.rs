@@ -1,4 +1,17 @@
-//! formica-ui: a web dashboard to see and operate a Formica (graphile-worker) queue.
+//! formica-ui: a web dashboard to see and operate a Formica (graphile-worker) queue, as
+//! `formica ui` serves it, to serve from an application of your own (axum on tokio).
+//!
+//! ```no_run
+//! use formica::WorkerUtils;
+//! use std::future::Future;
+//!
+//! /// Serve the dashboard of `utils`' queue on 127.0.0.1:8080, read-only, until `stop`.
+//! async fn dashboard(utils: WorkerUtils, stop: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
+//!     let options = formica_ui::Options { read_only: true, ..Default::default() };
+//!     let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//!     formica_ui::serve(listener, utils, options, stop).await
+//! }
+//! ```
 //!
 //! [`router`] serves server-rendered pages (overview, jobs, a job, queues, workers, cron)
 //! and the JSON API under `/api/` they are built from; the pages' few scripts call the

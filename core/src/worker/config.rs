@@ -1,5 +1,8 @@
-//! How a worker behaves: [`Config`] and its defaults.
+//! How a worker behaves: [`Config`], its defaults, and the bounds [`Config::validate`]
+//! holds it to.
 
+use super::lease::{LEASE, RECOVERY_PERIOD};
+use super::sweep::{LOCK_SWEEP_INTERVAL, STALE_LOCK_AGE};
 use crate::cron::CronItem;
 use chrono::Duration;
 use std::collections::BTreeMap;
@@ -36,6 +39,16 @@ pub struct Config {
     /// queue hands out a job every few milliseconds, so only slots held by slow tasks make
     /// it expire, and then the jobs are better run elsewhere than held.
     pub local_queue_ttl: Duration,
+    /// How often the four-hour rule's sweep frees locks older than
+    /// [`STALE_LOCK_AGE`](super::STALE_LOCK_AGE) (plus up to a quarter, jittered so that
+    /// workers started together spread theirs); one sweep also runs at start. Default 8
+    /// minutes (so 8 to 10); at least 1 s, at most the rule's age.
+    pub lock_sweep_interval: Duration,
+    /// How often this worker looks for workers whose lease lapsed, to free their jobs (plus
+    /// up to a third, jittered). A dead worker's jobs run again within
+    /// `LEASE + SUSPICION_GRACE + 8/3 * recovery_interval`. Default 3 s; at least 100 ms (it is
+    /// a query on every worker), at most the lease (10 s).
+    pub recovery_interval: Duration,
     /// How long completions wait to be written together (zero: at once).
     pub complete_batch_delay: Duration,
     /// How long failures wait to be written together (zero: at once).
@@ -69,6 +82,8 @@ impl Default for Config {
             poll_interval: Duration::seconds(2),
             local_queue_size: Some(DEFAULT_LOCAL_QUEUE_SIZE),
             local_queue_ttl: Duration::seconds(5),
+            lock_sweep_interval: LOCK_SWEEP_INTERVAL,
+            recovery_interval: RECOVERY_PERIOD,
             complete_batch_delay: Duration::milliseconds(1),
             fail_batch_delay: Duration::milliseconds(1),
             graceful_shutdown_timeout: Duration::seconds(5),
@@ -80,5 +95,90 @@ impl Default for Config {
             crontab: Vec::new(),
             task_timeouts: BTreeMap::new(),
         }
+    }
+}
+
+impl Config {
+    /// Whether every interval is one a worker can run with: `Err` names the setting, its
+    /// value and what is allowed. (A zero sweep interval would send one sweep after
+    /// another; an interval longer than what it guards leaves dead workers' jobs waiting.)
+    pub fn validate(&self) -> Result<(), String> {
+        let within = |name: &str, value: Duration, least: Duration, most: Duration, why: &str| {
+            if value < least || value > most {
+                Err(format!(
+                    "{name} is {}: it must be from {} to {} ({why})",
+                    show(value),
+                    show(least),
+                    show(most)
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        within(
+            "lock_sweep_interval",
+            self.lock_sweep_interval,
+            Duration::seconds(1),
+            STALE_LOCK_AGE,
+            "at most the age after which a lock is stale",
+        )?;
+        within(
+            "recovery_interval",
+            self.recovery_interval,
+            Duration::milliseconds(100),
+            LEASE,
+            "at most the lease: a dead worker's jobs wait up to 8/3 of it more",
+        )?;
+        within(
+            "local_queue_ttl",
+            self.local_queue_ttl,
+            Duration::milliseconds(1),
+            Duration::hours(4),
+            "longer would hold jobs past the four-hour rule",
+        )
+    }
+}
+
+/// `d` as a person writes it: `250ms`, `3s`, `8m`, `4h` (or seconds with a fraction).
+fn show(d: Duration) -> String {
+    let ms = d.num_milliseconds();
+    if ms != 0 && ms % 3_600_000 == 0 {
+        format!("{}h", ms / 3_600_000)
+    } else if ms != 0 && ms % 60_000 == 0 {
+        format!("{}m", ms / 60_000)
+    } else if ms % 1000 == 0 {
+        format!("{}s", ms / 1000)
+    } else if ms.abs() < 1000 {
+        format!("{ms}ms")
+    } else {
+        format!("{}s", ms as f64 / 1000.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_defaults_are_valid_and_zero_or_absurd_intervals_are_refused_by_name() {
+        assert_eq!(Config::default().validate(), Ok(()));
+        let zero_sweep = Config { lock_sweep_interval: Duration::zero(), ..Config::default() };
+        assert_eq!(
+            zero_sweep.validate(),
+            Err("lock_sweep_interval is 0s: it must be from 1s to 4h (at most the age after which a lock is stale)"
+                .into())
+        );
+        let slow_recovery = Config { recovery_interval: Duration::minutes(5), ..Config::default() };
+        let error = slow_recovery.validate().unwrap_err();
+        assert!(error.starts_with("recovery_interval is 5m: it must be from 100ms to 10s"), "{error}");
+        let zero_ttl = Config { local_queue_ttl: Duration::zero(), ..Config::default() };
+        assert!(zero_ttl.validate().unwrap_err().starts_with("local_queue_ttl is 0s"));
+        let bounds = Config {
+            lock_sweep_interval: Duration::seconds(1),
+            recovery_interval: LEASE,
+            local_queue_ttl: Duration::milliseconds(1),
+            ..Config::default()
+        };
+        assert_eq!(bounds.validate(), Ok(()));
     }
 }

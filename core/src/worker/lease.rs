@@ -3,15 +3,15 @@
 //!
 //! A worker records in the database that it is alive until [`LEASE`] from now (by the
 //! database clock), renewing it every [`HEARTBEAT_INTERVAL`] from start to stop, draining
-//! included. Every [`RECOVERY_PERIOD`] (jittered up to a third more) a running worker asks
-//! the database to suspect the workers whose lease lapsed and to free the jobs and named
-//! queues of those suspected for more than [`SUSPICION_GRACE`] without renewing. The grace
-//! is what makes a step forward of the database clock harmless: every lease looks lapsed
-//! at once, and every live worker renews within a heartbeat interval. So a worker that
-//! dies is recovered from at most `LEASE + SUSPICION_GRACE + 2 * 4/3 RECOVERY_PERIOD`
-//! (23 s) after its last heartbeat landed, by whichever live worker sweeps first (the
-//! sweep deletes the dead worker's record as it frees its locks, so two sweeps never free
-//! the same worker twice).
+//! included. Every `recovery_interval` ([`RECOVERY_PERIOD`] by default; jittered up to a
+//! third more) a running worker asks the database to suspect the workers whose lease
+//! lapsed and to free the jobs and named queues of those suspected for more than
+//! [`SUSPICION_GRACE`] without renewing. The grace is what makes a step forward of the
+//! database clock harmless: every lease looks lapsed at once, and every live worker renews
+//! within a heartbeat interval. So a worker that dies is recovered from at most
+//! `LEASE + SUSPICION_GRACE + 2 * 4/3 recovery_interval` (23 s by default) after its last
+//! heartbeat landed, by whichever live worker sweeps first (the sweep deletes the dead
+//! worker's record as it frees its locks, so two sweeps never free the same worker twice).
 //!
 //! Promises: the first heartbeat and the first recovery sweep are due at start; the worker
 //! fetches nothing until a heartbeat landed (so it never holds a job without a record that
@@ -36,7 +36,8 @@ pub const LEASE: Duration = Duration::seconds(10);
 /// heartbeat interval, so that a live worker renews within it after a step of the
 /// database clock. With the lease, a worker survives a stall of 12 s.
 pub const SUSPICION_GRACE: Duration = Duration::seconds(5);
-/// How often a worker looks for lapsed leases (plus up to a third, jittered).
+/// How often a worker looks for lapsed leases by default (`Config::recovery_interval`; plus
+/// up to a third, jittered).
 pub const RECOVERY_PERIOD: Duration = Duration::seconds(3);
 
 /// A timer with at most one statement in flight.
@@ -71,23 +72,28 @@ pub(crate) struct Lease {
     recovery: Beat,
     /// A heartbeat landed: the worker may lock jobs.
     held: bool,
+    /// Between two recovery sweeps, before the jitter.
+    recovery_period: Duration,
 }
 
 impl Lease {
-    /// A lease whose first heartbeat (and first recovery sweep, if `recover`) is due now.
-    pub fn start(now: Timestamp, recover: bool) -> Self {
+    /// A lease whose first heartbeat (and first recovery sweep, if `recover`) is due now;
+    /// the sweeps then come every `recovery_period` (plus jitter).
+    pub fn start(now: Timestamp, recover: bool, recovery_period: Duration) -> Self {
         Lease {
             heartbeat: Beat { at: Some(now), in_flight: false },
             recovery: Beat { at: recover.then_some(now), in_flight: false },
             held: false,
+            recovery_period,
         }
     }
 
     /// What to send at `now` (the next ones are then armed).
     pub fn handle_timeout(&mut self, now: Timestamp, rng: &mut SplitMix) -> Due {
         // Jittered so that workers started together spread their sweeps.
-        let spread = RECOVERY_PERIOD.num_milliseconds().unsigned_abs() / 3 + 1;
-        let period = || RECOVERY_PERIOD + Duration::milliseconds((rng.next_u64() % spread) as i64);
+        let spread = self.recovery_period.num_milliseconds().unsigned_abs() / 3 + 1;
+        let base = self.recovery_period;
+        let period = || base + Duration::milliseconds((rng.next_u64() % spread) as i64);
         Due {
             heartbeat: self.heartbeat.fire(now, || HEARTBEAT_INTERVAL),
             recovery: self.recovery.fire(now, period),
@@ -144,7 +150,7 @@ mod tests {
     #[test]
     fn beats_at_start_then_every_interval_never_two_in_flight() {
         let mut rng = SplitMix::new(7);
-        let mut lease = Lease::start(t0(), true);
+        let mut lease = Lease::start(t0(), true, RECOVERY_PERIOD);
         assert!(!lease.held());
         assert_eq!(lease.handle_timeout(t0(), &mut rng), Due { heartbeat: true, recovery: true });
         assert_eq!(lease.heartbeat_deadline(), Some(t0() + HEARTBEAT_INTERVAL));
@@ -166,7 +172,7 @@ mod tests {
 
     #[test]
     fn stopping_disarms_everything_and_run_once_does_not_recover() {
-        let mut lease = Lease::start(t0(), false);
+        let mut lease = Lease::start(t0(), false, RECOVERY_PERIOD);
         assert_eq!(lease.recovery_deadline(), None);
         assert_eq!(lease.heartbeat_deadline(), Some(t0()));
         lease.stop();

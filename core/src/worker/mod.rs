@@ -39,7 +39,7 @@ mod writes;
 pub use self::config::{Config, DEFAULT_LOCAL_QUEUE_SIZE};
 pub use self::fetch::MAX_PREFETCHES;
 pub use self::lease::{HEARTBEAT_INTERVAL, LEASE, RECOVERY_PERIOD, SUSPICION_GRACE};
-pub use self::sweep::STALE_LOCK_AGE;
+pub use self::sweep::{LOCK_SWEEP_INTERVAL, STALE_LOCK_AGE};
 pub use self::writes::WRITES_GRACE;
 pub use crate::protocol::{
     DbError, Effect, Event, Failure, Input, MisuseError, QueryId, QueryResult, Statement, TaskOutcome,
@@ -101,7 +101,7 @@ impl Worker {
     pub fn new(config: Config, now: Timestamp) -> Self {
         let mut worker = Worker {
             rng: SplitMix::new(config.seed),
-            lease: Lease::start(now, !config.run_once),
+            lease: Lease::start(now, !config.run_once, config.recovery_interval),
             fetcher: Fetcher::new(&config, now),
             slots: Slots::new(config.concurrency),
             link: Link::new(config.max_listener_backoff),
@@ -124,7 +124,7 @@ impl Worker {
         if !worker.config.run_once {
             worker.link.connect();
             worker.effects.push_back(Effect::ConnectListener);
-            worker.sweeper = Sweeper::start(now);
+            worker.sweeper = Sweeper::start(now, worker.config.lock_sweep_interval);
         }
         worker
     }

@@ -1,8 +1,9 @@
 //! [`Sweeper`]: when to free the jobs and queues locked by workers that died.
 //!
 //! graphile-worker's rule: a lock older than [`STALE_LOCK_AGE`] belongs to a dead worker.
-//! Promises: a sweep at start (as graphile-worker's), then every 8 to 10 minutes (jittered,
-//! so that workers started together spread theirs), never two at once, none after
+//! Promises: a sweep at start (as graphile-worker's), then every `lock_sweep_interval` plus
+//! up to a quarter (by default 8 to 10 minutes; jittered, so that workers started together
+//! spread theirs), never two at once, none after
 //! [`stop`](Sweeper::stop). Workers that heartbeat are recovered from much sooner by
 //! [`super::lease`]; this rule remains for the locks of those that do not (graphile-worker).
 
@@ -13,21 +14,26 @@ use chrono::Duration;
 /// Locks older than this belong to dead workers (graphile-worker's "4 hour rule").
 pub const STALE_LOCK_AGE: Duration = Duration::hours(4);
 
+/// The default time between two sweeps (`Config::lock_sweep_interval`), before the jitter.
+pub const LOCK_SWEEP_INTERVAL: Duration = Duration::minutes(8);
+
 /// The lock sweeper of a worker.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Sweeper {
     at: Option<Timestamp>,
     in_flight: bool,
+    interval: Duration,
 }
 
 impl Sweeper {
-    /// A sweeper whose first sweep is due at `now`.
-    pub fn start(now: Timestamp) -> Self {
-        Sweeper { at: Some(now), in_flight: false }
+    /// A sweeper whose first sweep is due at `now`, then every `interval` (plus jitter).
+    pub fn start(now: Timestamp, interval: Duration) -> Self {
+        Sweeper { at: Some(now), in_flight: false, interval }
     }
 
-    fn delay(rng: &mut SplitMix) -> Duration {
-        Duration::milliseconds(480_000 + (rng.next_u64() % 120_001) as i64)
+    fn delay(&self, rng: &mut SplitMix) -> Duration {
+        let spread = self.interval.num_milliseconds().unsigned_abs() / 4 + 1;
+        self.interval + Duration::milliseconds((rng.next_u64() % spread) as i64)
     }
 
     /// Whether to send a sweep at `now` (the next one is then armed).
@@ -35,7 +41,7 @@ impl Sweeper {
         if self.at.is_none_or(|at| at > now) {
             return false;
         }
-        self.at = Some(now + Self::delay(rng));
+        self.at = Some(now + self.delay(rng));
         !std::mem::replace(&mut self.in_flight, true)
     }
 
