@@ -209,7 +209,7 @@ impl<R> WorkerOptions<R> {
         self.config.poll_interval = to_chrono(every);
         self
     }
-    /// Hold up to `size` prefetched jobs (default 1000; 0: fetch only for free slots).
+    /// Hold up to `size` prefetched jobs (default 5000; 0: fetch only for free slots).
     ///
     /// Prefetched jobs are locked by this worker, so others cannot run them. The batch
     /// adapts to keep that short: it starts at `concurrency` and grows (up to a third of
@@ -241,6 +241,15 @@ impl<R> WorkerOptions<R> {
     /// (10 s) (checked by [`Self::init`]).
     pub fn recovery_interval(mut self, every: Duration) -> Self {
         self.config.recovery_interval = to_chrono(every);
+        self
+    }
+    /// The local queue's refetch delay (graphile-worker's `localQueue.refetchDelay`; off by
+    /// default): after a fetch that found at most `delay.threshold` jobs, hold fetches for
+    /// 0.5 to 1.5 times `delay.duration` unless notifications announce enough jobs meanwhile,
+    /// so that many workers on a trickle of jobs do not all fetch each time. `init` refuses
+    /// a duration longer than the poll interval.
+    pub fn local_queue_refetch_delay(mut self, delay: machine::RefetchDelay) -> Self {
+        self.config.refetch_delay = Some(delay);
         self
     }
     /// Batch completions for this long (zero: write each at once).

@@ -57,7 +57,7 @@ const MAX_OPS: usize = 300;
 
 fn worker_config(index: usize, b: &mut Bytes<'_>) -> Config {
     let tasks = b.byte();
-    Config {
+    let mut config = Config {
         worker_id: format!("w{index}"),
         task_identifiers: TASKS
             .iter()
@@ -85,7 +85,17 @@ fn worker_config(index: usize, b: &mut Bytes<'_>) -> Config {
         seed: u64::from(b.u16()),
         crontab: Vec::new(),
         task_timeouts: Default::default(),
+        refetch_delay: None,
+    };
+    // From bytes already read, so the committed corpora keep their meaning.
+    if config.seed.is_multiple_of(3) {
+        config.refetch_delay = Some(formica_core::worker::RefetchDelay {
+            duration: config.poll_interval / 4,
+            threshold: (config.seed % 2) as usize,
+            max_abort_threshold: (config.seed % 5) as usize,
+        });
     }
+    config
 }
 
 fn add_job(b: &mut Bytes<'_>, now: Timestamp, serial: u64) -> AddJob {

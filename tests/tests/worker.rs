@@ -73,6 +73,75 @@ async fn listen_notify_runs_a_job_within_milliseconds(rt: Arc<dyn Runtime>) {
     running.stop(Duration::from_secs(10)).await;
 }
 
+/// The local queue's refetch delay reaches the worker: after its first (empty) fetch, a
+/// job announced by NOTIFY waits for the hold (1.5 to 4.5 s of a 3 s delay) instead of
+/// starting within milliseconds; with an abort threshold of one job, the notification ends
+/// the hold and the job starts at once. A delay longer than the poll interval fails `init`.
+async fn the_refetch_delay_holds_fetches_after_a_short_one_unless_enough_jobs_are_announced(
+    rt: Arc<dyn Runtime>,
+) {
+    let db = TestDb::migrated_on(rt.clone()).await;
+    let delay = |max_abort_threshold| formica::RefetchDelay {
+        duration: chrono::Duration::seconds(3),
+        threshold: 0,
+        max_abort_threshold,
+    };
+    match db
+        .worker_options()
+        .poll_interval(Duration::from_secs(1))
+        .local_queue_refetch_delay(delay(0))
+        .init()
+        .await
+    {
+        Err(formica::Error::Options(message)) => {
+            assert!(message.starts_with("refetch_delay is 3s"), "{message}")
+        }
+        Err(other) => panic!("not refused as an option: {other}"),
+        Ok(_) => panic!("a delay longer than the poll interval was accepted"),
+    }
+    for (max_abort_threshold, held) in [(0, true), (1, false)] {
+        let log: Log = Default::default();
+        let (up_tx, up_rx) = futures::channel::oneshot::channel();
+        let up_tx = Mutex::new(Some(up_tx));
+        let worker = db
+            .worker_options()
+            .poll_interval(Duration::from_secs(3600))
+            .local_queue_refetch_delay(delay(max_abort_threshold))
+            .define_raw_job("hello", recorder(&log, "hello"))
+            .on_event(move |e| {
+                if matches!(e, Event::FetchEmpty) {
+                    if let Some(tx) = up_tx.lock().unwrap().take() {
+                        let _ = tx.send(());
+                    }
+                }
+            })
+            .init()
+            .await
+            .expect("init");
+        let running = Running::spawn(&rt, worker);
+        timeout(rt.as_ref(), Duration::from_secs(10), up_rx).await.expect("a first fetch").unwrap();
+        // The listener comes up with the first fetch; give it a moment.
+        sleep(rt.as_ref(), Duration::from_millis(200)).await;
+        let start = Instant::now();
+        db.client()
+            .await
+            .batch_execute("select graphile_worker.add_job('hello', '{\"n\": 1}')")
+            .await
+            .unwrap();
+        db.wait_for_count("select count(*) from graphile_worker.jobs", 0, Duration::from_secs(10)).await;
+        let latency = start.elapsed();
+        match held {
+            true => assert!(latency >= Duration::from_millis(1000), "not held: {latency:?}"),
+            false => assert!(
+                latency < Duration::from_millis(1000),
+                "the announced job did not end the hold: {latency:?}"
+            ),
+        }
+        assert_eq!(entries(&log), vec!["hello1", "hello1!"]);
+        running.stop(Duration::from_secs(10)).await;
+    }
+}
+
 async fn run_once_runs_due_jobs_in_priority_then_run_at_order(rt: Arc<dyn Runtime>) {
     let db = TestDb::migrated_on(rt.clone()).await;
     let utils = db.utils();
@@ -671,6 +740,7 @@ async fn prefetched_jobs_behind_slow_tasks_go_to_an_idle_worker(rt: Arc<dyn Runt
 }
 
 on_both_runtimes!(
+    the_refetch_delay_holds_fetches_after_a_short_one_unless_enough_jobs_are_announced,
     prefetched_jobs_behind_slow_tasks_go_to_an_idle_worker,
     an_always_due_timer_starves_neither_answers_nor_the_stop,
     listen_notify_runs_a_job_within_milliseconds,

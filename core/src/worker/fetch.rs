@@ -25,6 +25,7 @@
 //! one (`concurrency` at least) after a give-back.
 
 use super::config::Config;
+use super::refetch::Refetch;
 use crate::job::Job;
 use crate::protocol::QueryId;
 use crate::time::Timestamp;
@@ -66,6 +67,8 @@ pub(crate) struct Fetcher {
     gave_back: bool,
     poll_at: Option<Timestamp>,
     ttl_at: Option<Timestamp>,
+    /// The refetch delay's hold (local queue only).
+    refetch: Refetch,
 }
 
 impl Fetcher {
@@ -88,6 +91,10 @@ impl Fetcher {
             gave_back: false,
             poll_at: None,
             ttl_at: None,
+            refetch: Refetch::new(
+                config.local_queue_size.and(config.refetch_delay).filter(|_| !config.run_once),
+                config.seed ^ 0x7e_fe7c,
+            ),
         };
         // Armed from the start, so a worker whose first fetch never comes back still polls.
         fetcher.arm_poll(now, true);
@@ -130,7 +137,7 @@ impl Fetcher {
             }
             None => free,
         };
-        if limit == 0 || (self.drained && !self.fetch_again) {
+        if limit == 0 || (self.drained && !self.fetch_again) || self.refetch.holds() {
             return None;
         }
         self.fetch_again = false;
@@ -161,6 +168,7 @@ impl Fetcher {
         let got = rows;
         self.drained = got < limit;
         self.short = got < limit;
+        self.refetch.fetched(got, limit, now);
         // A job this worker already runs, holds or is writing the outcome of can come back
         // only if its lock looked dead (older than four hours) and a sweep freed it: it is
         // not started again; the lock is ours again, and the outcome this worker has or will
@@ -237,6 +245,12 @@ impl Fetcher {
         }
     }
 
+    /// A notification announced `count` new jobs.
+    pub fn notified(&mut self, count: u64) {
+        self.refetch.announced(count);
+        self.wake();
+    }
+
     /// A task ended: its slot is free.
     pub fn slot_freed(&mut self) {
         self.gave_back = false;
@@ -262,6 +276,7 @@ impl Fetcher {
     /// The deadlines that passed at `now`: the poll wakes the fetcher (and is armed again
     /// while `accepting`); a passed give-back deadline returns the queued ids to give back.
     pub fn handle_timeout(&mut self, now: Timestamp, accepting: bool) -> Vec<i64> {
+        self.refetch.handle_timeout(now);
         if self.poll_at.is_some_and(|at| at <= now) {
             self.poll_at = None;
             self.drained = false;
@@ -281,6 +296,7 @@ impl Fetcher {
 
     /// Shutdown: disarm both deadlines and return the ids of the jobs never started.
     pub fn stop(&mut self) -> Vec<i64> {
+        self.refetch.stop();
         self.poll_at = None;
         self.ttl_at = None;
         self.drain()
@@ -317,9 +333,10 @@ impl Fetcher {
         self.queue.iter().chain(&self.early).map(|j| j.id)
     }
 
-    /// When to look for jobs although no notification came.
+    /// When to look for jobs although no notification came, or when the refetch delay's
+    /// hold ends, whichever comes first.
     pub fn poll_deadline(&self) -> Option<Timestamp> {
-        self.poll_at
+        self.poll_at.into_iter().chain(self.refetch.deadline()).min()
     }
 
     /// When the queued jobs are given back unless a slot takes one.
@@ -332,6 +349,7 @@ impl Fetcher {
 mod tests {
     //! The fetcher alone, in the cases its history shows are easy to get wrong.
     use super::*;
+    use crate::worker::RefetchDelay;
     use serde_json::json;
 
     fn t(ms: i64) -> Timestamp {
@@ -368,6 +386,30 @@ mod tests {
 
     fn ids(jobs: &[Job]) -> Vec<i64> {
         jobs.iter().map(|j| j.id).collect()
+    }
+
+    #[test]
+    fn after_a_short_fetch_the_refetch_delay_holds_notified_fetches_until_its_deadline() {
+        let delay =
+            RefetchDelay { duration: Duration::milliseconds(100), threshold: 0, max_abort_threshold: 0 };
+        let config = Config { concurrency: 2, refetch_delay: Some(delay), ..Config::default() };
+        let mut f = Fetcher::new(&config, t(0));
+        let none = BTreeSet::new();
+        assert_eq!(f.want(0), Some(2));
+        f.sent(1, 2);
+        f.fetched(1, 0, Vec::new(), &none, 0, true, t(10));
+        f.notified(5);
+        assert_eq!(f.want(0), None, "held, although jobs were announced");
+        let end = f.poll_deadline().expect("the hold's deadline");
+        assert!(end >= t(60) && end < t(160), "{end}");
+        assert!(f.handle_timeout(end, true).is_empty());
+        assert_eq!(f.want(0), Some(2), "the announced jobs are fetched once the hold ends");
+        // Without a delay the same notification is fetched at once.
+        let mut f = fetcher(2, 100);
+        f.sent(1, 2);
+        f.fetched(1, 0, Vec::new(), &none, 0, true, t(10));
+        f.notified(5);
+        assert_eq!(f.want(0), Some(2));
     }
 
     #[test]

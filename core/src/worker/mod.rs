@@ -32,6 +32,7 @@ mod lease;
 mod link;
 mod observe;
 mod part;
+mod refetch;
 mod slots;
 mod sweep;
 mod writes;
@@ -39,6 +40,7 @@ mod writes;
 pub use self::config::{Config, DEFAULT_LOCAL_QUEUE_SIZE};
 pub use self::fetch::MAX_PREFETCHES;
 pub use self::lease::{HEARTBEAT_INTERVAL, LEASE, RECOVERY_PERIOD, SUSPICION_GRACE};
+pub use self::refetch::RefetchDelay;
 pub use self::sweep::{LOCK_SWEEP_INTERVAL, STALE_LOCK_AGE};
 pub use self::writes::WRITES_GRACE;
 pub use crate::protocol::{
@@ -293,7 +295,12 @@ impl Worker {
 
     fn notification(&mut self, channel: &str, payload: String) {
         match channel {
-            JOBS_INSERT if notify::parse_insert_count(&payload) > 0 => self.fetcher.wake(),
+            JOBS_INSERT => {
+                let count = notify::parse_insert_count(&payload);
+                if count > 0 {
+                    self.fetcher.notified(count.unsigned_abs());
+                }
+            }
             CANCEL => {
                 let held = self.slots.ids().chain(self.fetcher.ids()).collect();
                 for job_id in self.cancels.request(&payload, &held) {
