@@ -1117,6 +1117,11 @@ fn worker_config(index: usize) -> impl Strategy<Value = Config> {
                     seed,
                     crontab: Vec::new(),
                     task_timeouts: Default::default(),
+                    refetch_delay: seed.is_multiple_of(3).then(|| formica_core::worker::RefetchDelay {
+                        duration: Duration::milliseconds(poll_ms / 4),
+                        threshold: (seed % 2) as usize,
+                        max_abort_threshold: (seed % 5) as usize,
+                    }),
                 }
             },
         )
