@@ -5,7 +5,8 @@
 //!
 //! - `Query` runs a statement on the pool (a future polled by this loop, so its answer
 //!   reaches the machine with no channel or task switch) and answers `QueryDone`;
-//! - `StartTask` runs the task's handler (spawned, panics caught) and answers `TaskFinished`;
+//! - `StartTask` runs the task's handler (its first step here, the rest spawned if it waits;
+//!   panics caught) and answers `TaskFinished`;
 //! - `AbortTask` fires the task's abort signal and drops it;
 //! - `ConnectListener` opens the LISTEN connection, which answers `ListenerUp`,
 //!   `Notification`s and finally `ListenerDown`;
