@@ -168,7 +168,9 @@ impl Fetcher {
         let got = rows;
         self.drained = got < limit;
         self.short = got < limit;
-        self.refetch.fetched(got, limit, now);
+        if accepting {
+            self.refetch.fetched(got, limit, now);
+        }
         // A job this worker already runs, holds or is writing the outcome of can come back
         // only if its lock looked dead (older than four hours) and a sweep freed it: it is
         // not started again; the lock is ours again, and the outcome this worker has or will
