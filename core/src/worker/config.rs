@@ -11,9 +11,9 @@ use std::collections::BTreeMap;
 /// The default most jobs held in the local queue.
 ///
 /// Large, because it costs nothing where it is not used: the batch grows toward a third of
-/// it only while tasks are quick enough to drain it (see [`Config::local_queue_size`]); with
-/// no-op jobs on 2 cores, 1000 drained 100,000 jobs at 44k jobs/s and 5000 at 57-61k
-/// (README "Performance").
+/// it only while tasks are quick enough to drain it (see [`Config::local_queue_size`]). With
+/// it, untuned defaults drain no-op jobs as fast as the benchmark's tuned `best` config
+/// (README "Performance", with the command).
 pub const DEFAULT_LOCAL_QUEUE_SIZE: usize = 5000;
 
 /// How a worker behaves. `Default` gives Formica's defaults.
