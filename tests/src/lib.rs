@@ -186,6 +186,30 @@ pub struct Running {
 }
 
 impl Running {
+    /// Build the worker of `options`, start it on `runtime`, and return once its LISTEN
+    /// connection is up (within 10 s), so that a job added now is announced to it.
+    pub async fn listening(runtime: &Arc<dyn Runtime>, options: formica::WorkerOptions) -> Running {
+        let (up_tx, up_rx) = futures::channel::oneshot::channel();
+        let up_tx = std::sync::Mutex::new(Some(up_tx));
+        let worker = options
+            .on_event(move |e| {
+                if matches!(e, formica::Event::ListenerUp) {
+                    if let Some(tx) = up_tx.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                        let _ = tx.send(());
+                    }
+                }
+            })
+            .init()
+            .await
+            .expect("init");
+        let running = Running::spawn(runtime, worker);
+        timeout(runtime.as_ref(), Duration::from_secs(10), up_rx)
+            .await
+            .expect("listener up")
+            .expect("listener up");
+        running
+    }
+
     /// Start `worker.run()` on `runtime`.
     pub fn spawn(runtime: &Arc<dyn Runtime>, worker: Worker) -> Running {
         let (tx, done) = futures::channel::oneshot::channel();

@@ -6,7 +6,7 @@
 // Tests fail by panicking, and match only the variants they look for.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
 
-use formica::{AbortSignal, Cancelled, Event, JobContext, JobSpec, Runtime};
+use formica::{AbortSignal, Cancelled, JobContext, JobSpec, Runtime};
 use formica_tests::{on_both_runtimes, timeout, Running, TestDb};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
@@ -45,32 +45,16 @@ async fn worker_with_slow_tasks(
     rt: &Arc<dyn Runtime>,
     signals: &Arc<Mutex<Vec<AbortSignal>>>,
 ) -> Running {
-    let (up_tx, up_rx) = futures::channel::oneshot::channel();
-    let up_tx = Mutex::new(Some(up_tx));
     let signals = signals.clone();
-    let worker = db
-        .worker_options()
-        .define_raw_job("slow", move |ctx: JobContext, _payload| {
-            signals.lock().unwrap().push(ctx.abort_signal().clone());
-            let rt = ctx.utils().pool().runtime().clone();
-            Box::pin(async move {
-                formica_tests::sleep(rt.as_ref(), Duration::from_secs(60)).await;
-                Ok(())
-            })
+    let options = db.worker_options().define_raw_job("slow", move |ctx: JobContext, _payload| {
+        signals.lock().unwrap().push(ctx.abort_signal().clone());
+        let rt = ctx.utils().pool().runtime().clone();
+        Box::pin(async move {
+            formica_tests::sleep(rt.as_ref(), Duration::from_secs(60)).await;
+            Ok(())
         })
-        .on_event(move |e| {
-            if matches!(e, Event::ListenerUp) {
-                if let Some(tx) = up_tx.lock().unwrap().take() {
-                    let _ = tx.send(());
-                }
-            }
-        })
-        .init()
-        .await
-        .expect("init");
-    let running = Running::spawn(rt, worker);
-    timeout(rt.as_ref(), Duration::from_secs(10), up_rx).await.expect("listener up").unwrap();
-    running
+    });
+    Running::listening(rt, options).await
 }
 
 async fn a_running_job_s_abort_signal_fires_and_it_fails_for_good_with_the_reason(rt: Arc<dyn Runtime>) {

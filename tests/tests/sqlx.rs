@@ -6,12 +6,12 @@
 use chrono::{Duration as Span, TimeZone, Utc};
 use formica::sqlx::SqlxUtils;
 use formica::{
-    Error, Event, Job, JobFilter, JobKeyMode, JobSpec, JobSpecError, RawJob, RescheduleJobOptions, Runtime,
+    Error, Job, JobFilter, JobKeyMode, JobSpec, JobSpecError, RawJob, RescheduleJobOptions, Runtime,
 };
 use formica_tests::{on_both_runtimes, sleep, timeout, Running, TestDb, Typed};
 use serde_json::json;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// An application's sqlx pool on the test's database.
@@ -93,24 +93,8 @@ async fn a_commit_notifies_and_wakes_a_listening_worker(rt: Arc<dyn Runtime>) {
     let pool = sqlx_pool(&db).await;
     let mut listener = PgListener::connect_with(&pool).await.unwrap();
     listener.listen("jobs:insert").await.unwrap();
-    let (up_tx, up_rx) = futures::channel::oneshot::channel();
-    let up_tx = Mutex::new(Some(up_tx));
-    let worker = db
-        .worker_options()
-        .poll_interval(Duration::from_secs(3600))
-        .define_job::<Typed>()
-        .on_event(move |e| {
-            if matches!(e, Event::ListenerUp) {
-                if let Some(tx) = up_tx.lock().unwrap().take() {
-                    let _ = tx.send(());
-                }
-            }
-        })
-        .init()
-        .await
-        .expect("init");
-    let running = Running::spawn(&rt, worker);
-    timeout(rt.as_ref(), Duration::from_secs(10), up_rx).await.expect("listener up").unwrap();
+    let options = db.worker_options().poll_interval(Duration::from_secs(3600)).define_job::<Typed>();
+    let running = Running::listening(&rt, options).await;
     // Let the first (empty) fetch finish so the worker is idle, waiting on an hour's poll.
     sleep(rt.as_ref(), Duration::from_millis(100)).await;
 

@@ -46,23 +46,9 @@ async fn one_notified_job(
     options: formica::WorkerOptions,
 ) -> (Duration, Vec<String>) {
     let log: Log = Default::default();
-    let (up_tx, up_rx) = futures::channel::oneshot::channel();
-    let up_tx = Mutex::new(Some(up_tx));
-    let worker = options
-        .poll_interval(Duration::from_secs(3600))
-        .define_raw_job("hello", recorder(&log, "hello"))
-        .on_event(move |e| {
-            if matches!(e, Event::ListenerUp) {
-                if let Some(tx) = up_tx.lock().unwrap().take() {
-                    let _ = tx.send(());
-                }
-            }
-        })
-        .init()
-        .await
-        .expect("init");
-    let running = Running::spawn(rt, worker);
-    timeout(rt.as_ref(), Duration::from_secs(10), up_rx).await.expect("listener up").unwrap();
+    let options =
+        options.poll_interval(Duration::from_secs(3600)).define_raw_job("hello", recorder(&log, "hello"));
+    let running = Running::listening(rt, options).await;
     // Let the first (empty) fetch finish so the worker is idle, waiting on an hour's poll.
     sleep(rt.as_ref(), Duration::from_millis(100)).await;
     let start = Instant::now();
