@@ -15,7 +15,7 @@ use crate::rows::{job_from_parts, job_from_row, jobs_from_rows, ResultRow};
 use crate::statements::Param;
 use crate::utils::{Cancelled, CleanupTask, JobFilter, RawJob, RescheduleJobOptions};
 use chrono::{DateTime, Utc};
-use formica_core::job::{Job, JobKeyMode, JobSpec, JobSpecError};
+use formica_core::job::{Job, JobKeyMode, JobSpec, JobSpecError, DEFAULT_MAX_ATTEMPTS};
 use formica_sql as sql;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -114,8 +114,7 @@ impl Jobs<'_> {
             let rows = session.query(self.plain(jobs)).await?;
             // All or none: none when a task is not registered yet (add_jobs registers it).
             if !rows.is_empty() {
-                let names = Names::of(&rows)?;
-                return rows.iter().map(|row| names.job(row)).collect();
+                return plain_jobs(jobs, &rows);
             }
         }
         let mut specs = Vec::with_capacity(jobs.len());
@@ -149,11 +148,27 @@ impl Jobs<'_> {
     /// The statement adding jobs that have no key and no queue, column by column in binary:
     /// no JSON spec to build and parse, no conflict check per row.
     fn plain(&self, jobs: &[RawJob]) -> Query {
+        let mut identifiers: Vec<String> = Vec::new();
+        let tasks: Vec<i32> = jobs
+            .iter()
+            .map(|job| {
+                let at = match identifiers.iter().position(|known| *known == job.identifier) {
+                    Some(at) => at,
+                    None => {
+                        identifiers.push(job.identifier.clone());
+                        identifiers.len() - 1
+                    }
+                };
+                // From 1, as SQL arrays count; a batch of over 2^31 jobs fails to bind.
+                i32::try_from(at + 1).unwrap_or(i32::MAX)
+            })
+            .collect();
         let column = |f: &dyn Fn(&RawJob) -> Option<i16>| -> Vec<Option<i32>> {
             jobs.iter().map(|job| f(job).map(i32::from)).collect()
         };
         let params = vec![
-            param(jobs.iter().map(|job| job.identifier.clone()).collect::<Vec<String>>(), Type::TEXT_ARRAY),
+            param(identifiers, Type::TEXT_ARRAY),
+            param(tasks, Type::INT4_ARRAY),
             param(
                 jobs.iter().map(|job| Some(job.payload.clone()).filter(|p| !p.is_null())).collect::<Vec<_>>(),
                 Type::JSON_ARRAY,
@@ -164,12 +179,7 @@ impl Jobs<'_> {
             ),
             param(column(&|job| job.spec.max_attempts), Type::INT4_ARRAY),
             param(column(&|job| job.spec.priority), Type::INT4_ARRAY),
-            param(
-                jobs.iter()
-                    .map(|job| job.spec.flags.as_ref().map(|flags| serde_json::json!(flags)))
-                    .collect::<Vec<_>>(),
-                Type::JSON_ARRAY,
-            ),
+            param(jobs.iter().map(|job| stored_flags(&job.spec)).collect::<Vec<_>>(), Type::JSONB_ARRAY),
         ];
         self.query(sql::utils::ADD_JOBS_PLAIN, params)
     }
@@ -295,6 +305,48 @@ impl Jobs<'_> {
     ) -> Result<Vec<Job>, Error> {
         jobs_from_rows(&session.query(self.query(template, params)).await?)
     }
+}
+
+/// Flags as the jobs table stores them: an object whose keys are the flags (none: null).
+fn stored_flags(spec: &JobSpec) -> Option<Value> {
+    let flags = spec.flags.as_ref().filter(|flags| !flags.is_empty())?;
+    Some(Value::Object(flags.iter().map(|flag| (flag.clone(), Value::Bool(true))).collect()))
+}
+
+/// The jobs the plain insert stored: it answers with what the database chose (id and
+/// times), in the order given; the rest is what was sent, with the columns' defaults.
+fn plain_jobs(jobs: &[RawJob], rows: &[impl ResultRow]) -> Result<Vec<Job>, Error> {
+    if rows.len() != jobs.len() {
+        return Err(Error::Row(format!("{} jobs added, {} rows back", jobs.len(), rows.len())));
+    }
+    jobs.iter()
+        .zip(rows)
+        .map(|(job, row)| {
+            Ok(Job {
+                id: row.read(0)?,
+                job_queue_id: None,
+                queue_name: None,
+                task_identifier: job.identifier.clone(),
+                payload: if job.payload.is_null() {
+                    Value::Object(Default::default())
+                } else {
+                    job.payload.clone()
+                },
+                priority: job.spec.priority.unwrap_or(0),
+                run_at: row.read(1)?,
+                attempts: 0,
+                max_attempts: job.spec.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS),
+                last_error: None,
+                created_at: row.read(2)?,
+                updated_at: row.read(3)?,
+                key: None,
+                locked_at: None,
+                locked_by: None,
+                revision: 0,
+                flags: job.spec.flags.iter().flatten().cloned().collect(),
+            })
+        })
+        .collect()
 }
 
 /// The task and queue names of `add_jobs`' rows. Those the statement created are null in

@@ -1,41 +1,35 @@
 -- Insert jobs that have neither a job key nor a queue, all or none: what add_jobs does for
 -- such jobs (no key can clash, no queue needs registering), without its per-row conflict
--- check, its intermediate result and a JSON spec to parse. Columns, one element per job:
--- $1 identifier, $2 payload (null: {}), $3 run_at (null: now), $4 max_attempts (null: 25),
--- $5 priority (null: 0), $6 flags (a JSON array of strings, or null). When a task is not
--- registered yet, nothing is inserted and no row comes back: the caller then goes through
--- add_jobs, which registers it.
-with specs as (
-  select * from unnest($1::text[], $2::json[], $3::timestamptz[], $4::int[], $5::int[], $6::json[])
-    with ordinality as spec(identifier, payload, run_at, max_attempts, priority, flags, n)
+-- check, its intermediate results and a JSON spec to parse. $1 the distinct task
+-- identifiers; then columns, one element per job: $2 its identifier's place in $1 (from 1),
+-- $3 payload (null: {}), $4 run_at (null: now), $5 max_attempts (null: 25), $6 priority
+-- (null: 0), $7 flags (as stored: an object of `true`s, or null). Rows: id, run_at,
+-- created_at, updated_at of each job, in the order given (the caller knows the rest). When
+-- a task is not registered yet, nothing is inserted and no row comes back: the caller then
+-- goes through add_jobs, which registers it.
+with tasks as (
+  select array_agg(tasks.id order by wanted.n) as ids, count(*) = cardinality($1::text[]) as all_known
+  from unnest($1::text[]) with ordinality as wanted(identifier, n)
+  inner join :SCHEMA._private_tasks as tasks on tasks.identifier = wanted.identifier
 ),
-known as (
-  select specs.*, tasks.id as task_id
-  from specs
-  inner join :SCHEMA._private_tasks as tasks on tasks.identifier = specs.identifier
-),
-inserted as (
-  insert into :SCHEMA._private_jobs (task_id, payload, run_at, max_attempts, priority, flags)
-  select
-    known.task_id,
-    coalesce(known.payload, '{}'::json),
-    coalesce(known.run_at, now()),
-    coalesce(known.max_attempts, 25),
-    coalesce(known.priority, 0),
-    (select jsonb_object_agg(flag, true) from json_array_elements_text(known.flags) as flag)
-  from known
-  where (select count(*) from known) = (select count(*) from specs)
-  order by known.n
-  returning *
-),
--- The message add_jobs sends; `r` keeps PostgreSQL from folding identical notifications.
+-- The message add_jobs sends, only when the jobs go in (it leaves with the commit, so not
+-- at all if the insert fails); `r` keeps PostgreSQL from folding identical notifications.
 notified as (
-  select pg_notify('jobs:insert', '{"r":' || random()::text || ',"count":' || added.count::text || '}')
-  from (select count(*) as count from inserted) as added
-  where added.count > 0
+  select tasks.ids, pg_notify('jobs:insert', '{"r":' || random()::text || ',"count":' || cardinality($2::int[])::text || '}')
+  from tasks
+  where tasks.all_known and cardinality($2::int[]) > 0
 )
-select inserted.*, tasks.identifier as task_identifier, null::text as queue_name
-from inserted
-inner join :SCHEMA._private_tasks as tasks on tasks.id = inserted.task_id
-cross join notified
-order by inserted.id
+-- The single row of `notified` drives the scan of the columns, so jobs are inserted (and
+-- numbered, and answered) in the order given.
+insert into :SCHEMA._private_jobs (task_id, payload, run_at, max_attempts, priority, flags)
+select
+  notified.ids[spec.task],
+  coalesce(spec.payload, '{}'::json),
+  coalesce(spec.run_at, now()),
+  coalesce(spec.max_attempts, 25),
+  coalesce(spec.priority, 0),
+  spec.flags
+from notified
+cross join unnest($2::int[], $3::json[], $4::timestamptz[], $5::int[], $6::int[], $7::jsonb[])
+  as spec(task, payload, run_at, max_attempts, priority, flags)
+returning id, run_at, created_at, updated_at

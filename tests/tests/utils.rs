@@ -4,7 +4,7 @@
 use chrono::{Duration, TimeZone, Utc};
 use formica_tests::TestDb;
 use formica_tokio::{
-    CleanupTask, Error, JobKeyMode, JobSpec, JobSpecError, RawJob, RescheduleJobOptions, Task,
+    CleanupTask, Error, JobFilter, JobKeyMode, JobSpec, JobSpecError, RawJob, RescheduleJobOptions, Task,
 };
 use serde::Serialize;
 use serde_json::json;
@@ -326,9 +326,11 @@ async fn a_plain_batch_is_stored_and_announced_as_add_jobs_would() {
             .collect()
     };
     let (_listener, mut notes) = formica_tests::listen(&db.url, "jobs:insert").await;
+    let mut answered = Vec::new();
     // "fresh" is registered by this call (through add_jobs), then known to the plain path.
     for identifier in ["fresh", "fresh"] {
         let added = utils.add_raw_jobs(&batch(identifier)).await.expect("plain batch");
+        answered.extend(added.clone());
         assert_eq!(
             added.iter().map(|j| j.payload.clone()).collect::<Vec<_>>(),
             vec![json!({"i": 1}), json!({}), json!([1, 2])]
@@ -345,6 +347,9 @@ async fn a_plain_batch_is_stored_and_announced_as_add_jobs_would() {
         let note: serde_json::Value = serde_json::from_str(&note).expect("JSON");
         assert_eq!(note["count"], 3, "{note}");
     }
+    // The plain path answers with jobs it builds from what it sent: they must be the rows.
+    let stored = utils.list_jobs(&JobFilter::default()).await.expect("list");
+    assert_eq!(answered, stored, "the jobs answered are the jobs stored");
     // The same specs through the add_jobs function itself.
     let client = db.client().await;
     let specs_json: Vec<serde_json::Value> = specs
@@ -394,4 +399,29 @@ async fn a_plain_batch_is_stored_and_announced_as_add_jobs_would() {
     assert_eq!(rows[0..3], rows[6..9], "the plain path (first) and add_jobs (last) store the same");
     assert_eq!(rows[3..6], rows[6..9], "the plain path (second) and add_jobs (last) store the same");
     assert!(rows[2].contains(&format!("{:?}", Some(r#"{"a": true, "b": true}"#))), "{}", rows[2]);
+}
+
+/// A plain batch of several tasks, interleaved: each job keeps its task, and the jobs are
+/// numbered in the order given (what the queue's order falls back on).
+#[tokio::test]
+async fn a_plain_batch_of_several_tasks_keeps_each_job_s_task_and_order() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let job = |task: &str, n: i64| RawJob {
+        identifier: task.into(),
+        payload: json!({ "n": n }),
+        spec: JobSpec::default(),
+    };
+    // Registers both tasks (through add_jobs); the next batch takes the plain path.
+    utils.add_raw_jobs(&[job("a", -2), job("b", -1)]).await.expect("registers");
+    let tasks = |i: i64| if i % 3 == 0 { "b" } else { "a" };
+    let added =
+        utils.add_raw_jobs(&(0..7).map(|i| job(tasks(i), i)).collect::<Vec<_>>()).await.expect("batch");
+    let stored = utils.list_jobs(&JobFilter::default()).await.expect("list").split_off(2);
+    assert_eq!(added, stored, "the jobs answered are the jobs stored");
+    assert_eq!(
+        stored.iter().map(|j| (j.task_identifier.as_str(), j.payload["n"].as_i64())).collect::<Vec<_>>(),
+        (0..7).map(|i| (tasks(i), Some(i))).collect::<Vec<_>>(),
+    );
+    assert!(stored.windows(2).all(|w| w[0].id < w[1].id));
 }
