@@ -4,7 +4,7 @@
 -- the attempt now starting. Rows: _private_jobs columns plus task_identifier and
 -- queue_name, in (priority, run_at, id) order.
 with candidates as (
-  select jobs.id, jobs.job_queue_id, jobs.priority, jobs.run_at
+  select jobs.ctid, jobs.id, jobs.job_queue_id, jobs.priority, jobs.run_at
   from :SCHEMA._private_jobs as jobs
   where jobs.is_available = true
     and jobs.run_at <= coalesce($4::timestamptz, now())
@@ -21,7 +21,7 @@ with candidates as (
 chosen as (
   -- A queue may hold several candidates: keep its first, leave the rest untouched.
   select distinct on (candidates.job_queue_id, case when candidates.job_queue_id is null then candidates.id end)
-    candidates.id, candidates.job_queue_id
+    candidates.ctid, candidates.job_queue_id
   from candidates
   order by candidates.job_queue_id, case when candidates.job_queue_id is null then candidates.id end,
     candidates.priority, candidates.run_at
@@ -35,8 +35,7 @@ locked_queues as (
 locked as (
   update :SCHEMA._private_jobs as jobs
   set attempts = jobs.attempts + 1, locked_by = $1::text, locked_at = coalesce($4::timestamptz, now())
-  from chosen
-  where jobs.id = chosen.id
+  where jobs.ctid = any(array(select chosen.ctid from chosen))
   returning jobs.*
 )
 select locked.*, tasks.identifier as task_identifier, job_queues.queue_name
