@@ -3,7 +3,8 @@
 //! `COMPLETE_BATCH_MS` (unset or -1: off), `POLL_INTERVAL_MS` and `MAX_PG_CONN`; tasks
 //! `noop` and `latency` (prints `BENCH_START <i>` as it starts). `enqueue` migrates, then
 //! adds `ENQUEUE_N` (100000) `noop` jobs through `WorkerUtils::add_raw_jobs`,
-//! `ENQUEUE_BATCH` (1000) a call, and prints `BENCH_ENQUEUE_MS <ms>` for the adds alone.
+//! `ENQUEUE_BATCH` (1000) a call, and prints `BENCH_ENQUEUE_MS <ms>` for the adds alone;
+//! with `ENQUEUE_KEYED=1` each job has a job key of its own (`k<i>`).
 //! Built with `--features metrics`, `METRICS=1` records the worker's metrics into an
 //! OpenTelemetry SDK meter provider with the Prometheus exporter, as `formica
 //! --metrics-addr` does (to measure their cost).
@@ -69,13 +70,18 @@ async fn enqueue() -> Result<(), Box<dyn std::error::Error>> {
     utils.migrate().await?;
     let n = setting("ENQUEUE_N").unwrap_or(100_000).max(0);
     let batch = setting("ENQUEUE_BATCH").unwrap_or(1000).max(1);
+    let keyed = setting("ENQUEUE_KEYED") == Some(1);
     let started = std::time::Instant::now();
     for from in (0..n).step_by(batch as usize) {
         let jobs: Vec<RawJob> = (from..(from + batch).min(n))
             .map(|i| RawJob {
                 identifier: "noop".into(),
                 payload: serde_json::json!({ "i": i }),
-                spec: JobSpec::default(),
+                spec: if keyed {
+                    JobSpec::builder().job_key(format!("k{i}")).build()
+                } else {
+                    JobSpec::default()
+                },
             })
             .collect();
         utils.add_raw_jobs(&jobs).await?;
