@@ -20,7 +20,7 @@
 //! - jobs the queue handed none of for the TTL (every slot busy) are given back, and it does
 //!   not prefetch again until a slot frees, or the same jobs would go round in circles.
 //!
-//! The batch adapts: it starts at `concurrency` and doubles (up to a third of the queue)
+//! The batch adapts: it starts at `concurrency` and doubles (up to [`batch_cap`])
 //! only when the slots ran dry and a full batch arrives to find them idle; it falls back to
 //! one (`concurrency` at least) after a give-back.
 
@@ -34,6 +34,18 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Most fetches in flight at once with a local queue (direct mode: one).
 pub const MAX_PREFETCHES: usize = 2;
+
+/// A batch smaller than this pays a fetch's fixed cost (its planning alone is worth about 25
+/// rows of locking) on too few jobs. Draining 200,000 no-op jobs with 10 slots, a queue of
+/// 100 in batches of 50 rather than 34 took a third less of PostgreSQL's CPU a job and was
+/// 15% faster; a queue of 1000 in batches of 500 rather than 334 was 15% slower.
+const AMPLE_BATCH: usize = 100;
+
+/// The largest batch for a local queue of `size`: a third of it, so that a second fetch
+/// can be out while a batch waits; half of it while that stays within [`AMPLE_BATCH`].
+fn batch_cap(size: usize) -> usize {
+    size.div_ceil(3).max(size.div_ceil(2).min(AMPLE_BATCH))
+}
 
 /// The fetch and local-queue part of a worker.
 #[derive(Debug, Clone)]
@@ -113,11 +125,11 @@ impl Fetcher {
         let free = self.concurrency.saturating_sub(running);
         let limit = match self.size {
             Some(_) if self.gave_back && free == 0 => 0,
-            // A batch (adaptive: at least `concurrency`, at most a third of the queue) at a
-            // time; the queue never holds or asks for more than `size` jobs.
+            // A batch (adaptive: at least `concurrency`, at most `batch_cap`) at a time; the
+            // queue never holds or asks for more than `size` jobs.
             Some(size) => {
                 let least = self.concurrency.clamp(1, size);
-                let batch = self.batch.clamp(least, size.div_ceil(3).max(least));
+                let batch = self.batch.clamp(least, batch_cap(size).max(least));
                 let queued = self.queue.len() + self.early.len();
                 let wanted = if self.short {
                     // Nothing more was runnable: fetch only for slots about to idle, one
@@ -187,7 +199,7 @@ impl Fetcher {
             let idle = self.queue.is_empty() && running < self.concurrency;
             if let Some(size) = self.size {
                 if std::mem::take(&mut self.ran_dry) && idle && got >= limit {
-                    self.batch = limit.saturating_mul(2).min(size.div_ceil(3));
+                    self.batch = limit.saturating_mul(2).min(batch_cap(size));
                 }
             }
             self.enqueue(jobs);
@@ -457,6 +469,12 @@ mod tests {
         assert_eq!(f.want(1), None, "the slot is still busy: the same job would come round again");
         f.slot_freed();
         assert_eq!(f.want(0), Some(1), "a free slot fetches again, one batch at a time");
+    }
+
+    #[test]
+    fn batches_reach_a_third_of_the_queue_or_half_of_a_small_one() {
+        let caps: Vec<usize> = [30, 100, 200, 300, 1000, 5000].into_iter().map(batch_cap).collect();
+        assert_eq!(caps, [15, 50, 100, 100, 334, 1667]);
     }
 
     #[test]
