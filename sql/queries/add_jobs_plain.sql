@@ -19,8 +19,9 @@ notified as (
   from tasks
   where tasks.all_known and cardinality($2::int[]) > 0
 )
--- The single row of `notified` drives the scan of the columns, so jobs are inserted (and
--- numbered, and answered) in the order given.
+-- The single row of `notified` drives the columns, unnested side by side as they are read
+-- (no intermediate copy), so jobs are inserted (and numbered, and answered) in the order
+-- given.
 insert into :SCHEMA._private_jobs (task_id, payload, run_at, max_attempts, priority, flags)
 select
   notified.ids[spec.task],
@@ -30,6 +31,8 @@ select
   coalesce(spec.priority, 0),
   spec.flags
 from notified
-cross join unnest($2::int[], $3::json[], $4::timestamptz[], $5::int[], $6::int[], $7::jsonb[])
-  as spec(task, payload, run_at, max_attempts, priority, flags)
+cross join (
+  select unnest($2::int[]) as task, unnest($3::json[]) as payload, unnest($4::timestamptz[]) as run_at,
+    unnest($5::int[]) as max_attempts, unnest($6::int[]) as priority, unnest($7::jsonb[]) as flags
+) as spec
 returning id, run_at, created_at, updated_at
