@@ -235,7 +235,7 @@ pub enum Input {
         /// Let running tasks finish first.
         graceful: bool,
     },
-    /// The deadline from [`Worker::poll_timeout`] passed (early or spurious ones are harmless).
+    /// The deadline from [`crate::worker::Worker::poll_timeout`] passed (early or spurious ones are harmless).
     Timeout,
 }
 

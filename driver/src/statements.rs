@@ -1,7 +1,7 @@
 //! Running the core's statements: the one place where a `Statement` meets SQL.
 //!
 //! [`bind`] is pure: it turns a statement into its SQL template, typed parameters and the
-//! kind of answer its rows make. The [`Executor`] runs what `bind` gives on the pool, and
+//! kind of answer its rows make. The `Executor` runs what `bind` gives on the pool, and
 //! the differential test runs the very same binding inside its own transaction, so "as the
 //! driver binds them" is one piece of code, not two that must agree.
 

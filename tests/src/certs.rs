@@ -114,7 +114,7 @@ const HBA: &str = "local all all trust\n\
                    host passwordonly all 127.0.0.1/32 scram-sha-256\n\
                    host all all 127.0.0.1/32 trust\n";
 
-/// A private cluster with `ssl=on`, serving `certs`' server certificate (see [`HBA`]).
+/// A private cluster with `ssl=on`, serving `certs`' server certificate (see `HBA` in this module).
 pub fn tls_cluster(certs: &TestCerts) -> PrivateCluster {
     PrivateCluster::start_with(
         &[

@@ -7,7 +7,7 @@ use crate::protocol::TimerKind;
 use crate::time::Timestamp;
 
 impl Worker {
-    /// The earliest deadline and why; feed [`Input::Timeout`] then.
+    /// The earliest deadline and why; feed [`crate::protocol::Input::Timeout`] then.
     pub fn poll_timeout(&self) -> Option<(Timestamp, TimerKind)> {
         TimerKind::ALL.iter().filter_map(|&kind| Some((self.deadline(kind)?, kind))).min()
     }

@@ -10,17 +10,17 @@
 //!   each time it is fetched;
 //! - every started job ends in exactly one completion, failure or return, and those
 //!   writes are retried until the database takes them: none is dropped;
-//! - fetching follows [`fetch`]'s promises (at most two fetches, a batch each; start order;
+//! - fetching follows `fetch`'s promises (at most two fetches, a batch each; start order;
 //!   one fetch after a short one; the poll always armed while running);
 //! - its clock never goes back: an earlier `now` than seen before is taken as the latest;
 //! - after [`Effect::Stopped`] no effect comes out and no deadline is armed.
 //!
 //! The machine composes small parts, each owning its state and its deadline and knowing no
-//! effect: [`fetch`] (when and how much to fetch, the local queue), [`writes`] (outcomes on
-//! their way to the database), [`link`] (the LISTEN connection), [`lease`] (heartbeats and
-//! the recovery of dead workers' jobs), [`sweep`] (the four-hour rule), [`cancel`]
-//! (cancelled and timed out tasks), [`slots`] and the cron runner; [`answers`] routes each
-//! database answer to its part ([`part`]), [`deadlines`] reads their deadlines. Only the
+//! effect: `fetch` (when and how much to fetch, the local queue), `writes` (outcomes on
+//! their way to the database), `link` (the LISTEN connection), `lease` (heartbeats and
+//! the recovery of dead workers' jobs), `sweep` (the four-hour rule), `cancel`
+//! (cancelled and timed out tasks), `slots` and the cron runner; `answers` routes each
+//! database answer to its part (`part`), `deadlines` reads their deadlines. Only the
 //! worker makes [`Effect`]s.
 
 mod answers;
