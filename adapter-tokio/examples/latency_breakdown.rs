@@ -52,12 +52,11 @@ impl<S: tracing::Subscriber> Layer<S> for HopLayer {
                 }
             }
         }
-        if event.metadata().target() == "formica::latency" {
-            let mut message = Message(None);
-            event.record(&mut message);
-            if let Some(hop) = message.0 {
-                self.0.mark(&hop);
-            }
+        // Only `formica::latency` events reach this layer (its filter in `main`).
+        let mut message = Message(None);
+        event.record(&mut message);
+        if let Some(hop) = message.0 {
+            self.0.mark(&hop);
         }
     }
 }

@@ -193,8 +193,7 @@ fn discover_tasks(folder: &std::path::Path) -> Result<exec::Discovered, Error> {
 }
 
 /// Run a worker for the executable tasks of `run.tasks`.
-async fn run_worker(url: &str, schema: &str, run: RunArgs) -> Result<(), Failure> {
-    let found = discover_tasks(&run.tasks)?;
+async fn run_worker(url: &str, schema: &str, run: RunArgs, found: exec::Discovered) -> Result<(), Failure> {
     if found.tasks.is_empty() {
         tracing::warn!(folder = %run.tasks.display(), "no executable tasks found: jobs will wait for a worker that has them");
     }
@@ -241,6 +240,13 @@ async fn run_worker(url: &str, schema: &str, run: RunArgs) -> Result<(), Failure
 }
 
 async fn main_inner(cli: Cli, admin: Option<admin::Admin>) -> Result<(), Failure> {
+    // The worker and `--cleanup` need the tasks folder: a mistake there is reported before
+    // any database is started, connected to or migrated.
+    let cleanup = !cli.run.cleanup.is_empty();
+    let tasks = match admin {
+        None if cleanup || !cli.schema_only => Some(discover_tasks(&cli.run.tasks)?),
+        _ => None,
+    };
     let from_pg_env = || formica_tokio::settings::pg_env_is_set().then(String::new);
     let (embedded, url) = match cli.connection.clone().or_else(from_pg_env) {
         Some(url) => (None, url),
@@ -249,36 +255,42 @@ async fn main_inner(cli: Cli, admin: Option<admin::Admin>) -> Result<(), Failure
             (Some(embedded), url)
         }
     };
-    let result = run_command(cli, admin, &url).await;
+    let result = run_command(cli, admin, tasks, &url).await;
     if let Some(embedded) = embedded {
         embedded.stop();
     }
     result
 }
 
-/// What the command line asks for, on the database at `url`.
-async fn run_command(cli: Cli, admin: Option<admin::Admin>, url: &str) -> Result<(), Failure> {
+/// What the command line asks for, on the database at `url`, with the folder's `tasks` when
+/// the worker or `--cleanup` needs them.
+async fn run_command(
+    cli: Cli,
+    admin: Option<admin::Admin>,
+    tasks: Option<exec::Discovered>,
+    url: &str,
+) -> Result<(), Failure> {
     let cleanup = !cli.run.cleanup.is_empty();
-    if admin.is_none() && !cli.schema_only && !cleanup {
-        return run_worker(url, &cli.schema, cli.run).await;
-    }
+    let tasks = match tasks {
+        Some(found) if !cleanup => return run_worker(url, &cli.schema, cli.run, found).await,
+        tasks => tasks,
+    };
     let mut settings = ConnectionSettings::parse(url)?;
     settings.default_application_name("formica");
     let pool = Pool::new(Arc::new(formica_tokio::TokioRuntime), settings, 4);
     let utils = WorkerUtils::new(pool, cli.schema.clone());
     utils.migrate().await?;
     let out = if cli.json { Output::Json } else { Output::Human };
-    match admin {
-        Some(command) => admin::run(command, &utils, out).await,
-        None if cleanup => {
+    match (admin, tasks) {
+        (Some(command), _) => admin::run(command, &utils, out).await,
+        (None, Some(found)) => {
             // The folder's tasks are kept, as the worker that runs them would need them.
-            let found = discover_tasks(&cli.run.tasks)?;
             let keep: Vec<&str> = found.tasks.keys().map(String::as_str).collect();
             utils.cleanup(&cli.run.cleanup, &keep).await?;
             tracing::info!(tasks = ?cli.run.cleanup, kept = ?keep, "cleaned up");
             Ok(())
         }
-        None => {
+        (None, None) => {
             println!("Schema updated");
             Ok(())
         }

@@ -150,6 +150,19 @@ async fn bad_input_gives_a_clear_error_and_changes_nothing() {
         assert!(err.contains(expected), "{args:?}: {err}");
     }
     assert_eq!(json(&db, &["jobs"]), serde_json::json!([]));
+    // A missing tasks folder is found before the database is touched: none is migrated.
+    let fresh = TestDb::new().await;
+    for args in [&["--cleanup", "GC_JOB_QUEUES", "--tasks", &missing][..], &["--once", "--tasks", &missing]] {
+        assert!(!formica(&fresh, args).status.success(), "{args:?} must fail");
+    }
+    let schemas: i64 = fresh
+        .client()
+        .await
+        .query_one("select count(*) from pg_namespace where nspname = 'graphile_worker'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(schemas, 0, "the database was left unmigrated");
     let out = Command::new(env!("CARGO_BIN_EXE_formica"))
         .args(["-c", "postgres://localhost:notaport/db", "status"])
         .output()
@@ -176,12 +189,19 @@ async fn commands_on_job_ids_name_the_ids_that_matched_no_job_and_fail() {
         (&["cancel", &ids[3], "99999"], "job 99999 not cancelled: no such job", &ids[3]),
     ];
     for (args, expected, done) in cases {
-        let out = formica(&db, args);
+        let out = formica(&db, &[args, &["--json"]].concat());
         assert!(!out.status.success(), "{args:?} must fail");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.starts_with(&format!("formica: {expected}")), "{args:?}: {err}");
-        // What matched was done, and is printed.
-        assert!(String::from_utf8_lossy(&out.stdout).contains(done), "{args:?}");
+        // What matched was done, and is printed: the jobs, or for cancel the ids by outcome.
+        let printed: Value = serde_json::from_slice(&out.stdout).expect("JSON output");
+        let printed_ids: Vec<String> = match &printed {
+            Value::Array(jobs) => jobs.iter().map(|job| job["id"].to_string()).collect(),
+            cancelled => {
+                cancelled["failed"].as_array().expect("cancel output").iter().map(Value::to_string).collect()
+            }
+        };
+        assert_eq!(printed_ids, [done.to_owned()], "{args:?}");
     }
     let out = formica(&db, &["remove", "no-such-key"]);
     assert!(!out.status.success());
@@ -559,15 +579,7 @@ fn with_nothing_configured_a_private_database_is_started_reused_and_stopped() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let run = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_formica"))
-            .args(args)
-            .current_dir(&dir)
-            .env_remove("DATABASE_URL")
-            .env_remove("PGHOST")
-            .env_remove("PGDATABASE")
-            .env("RUST_LOG", "info")
-            .output()
-            .expect("run formica");
+        let out = private(&dir).args(args).output().expect("run formica");
         assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
         (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
     };

@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 ///
 /// Large, because it costs nothing where it is not used: the batch grows toward a third of
 /// it only while tasks are quick enough to drain it (see [`Config::local_queue_size`]). With
-/// it, untuned defaults drain no-op jobs as fast as the benchmark's tuned `best` config
-/// (README "Performance", with the command).
+/// it, untuned defaults drain no-op jobs at nine tenths of the benchmark's tuned `best`
+/// config's rate (README "Performance", with the command).
 pub const DEFAULT_LOCAL_QUEUE_SIZE: usize = 5000;
 
 /// How a worker behaves. `Default` gives Formica's defaults.
@@ -31,7 +31,7 @@ pub struct Config {
     ///
     /// Prefetching keeps the slots busy while PostgreSQL locks the next batch, but jobs in
     /// the local queue are held away from other workers. So the batch adapts: it starts at
-    /// `concurrency` and doubles (up to a third of the size, half of a small one) only when the slots ran dry and
+    /// `concurrency` and doubles (up to a third of the size; for a size under 300, up to half of it or 100 jobs) only when the slots ran dry and
     /// a full batch arrives to find them idle, and falls back to `concurrency` when no job
     /// is taken from the queue for `local_queue_ttl` (they are given back). The next batch
     /// is asked for once fewer than a batch wait, at most two fetches at a time, and only
@@ -153,7 +153,7 @@ impl Config {
             "local_queue_ttl",
             self.local_queue_ttl,
             Duration::milliseconds(1),
-            Duration::hours(4),
+            STALE_LOCK_AGE,
             "longer would hold jobs past the four-hour rule",
         )
     }

@@ -43,7 +43,7 @@ pub const MAX_PREFETCHES: usize = 2;
 const AMPLE_BATCH: usize = 100;
 
 /// The largest batch for a local queue of `size`: a third of it, so that a second fetch
-/// can be out while a batch waits; half of it while that stays within [`AMPLE_BATCH`].
+/// can be out while a batch waits; but at least min(half of it, [`AMPLE_BATCH`]).
 fn batch_cap(size: usize) -> usize {
     size.div_ceil(3).max(size.div_ceil(2).min(AMPLE_BATCH))
 }
@@ -474,8 +474,8 @@ mod tests {
 
     #[test]
     fn batches_reach_a_third_of_the_queue_or_half_of_a_small_one() {
-        let caps: Vec<usize> = [30, 100, 200, 300, 1000, 5000].into_iter().map(batch_cap).collect();
-        assert_eq!(caps, [15, 50, 100, 100, 334, 1667]);
+        let caps: Vec<usize> = [30, 100, 200, 250, 300, 1000, 5000].into_iter().map(batch_cap).collect();
+        assert_eq!(caps, [15, 50, 100, 100, 100, 334, 1667]);
     }
 
     #[test]

@@ -91,9 +91,8 @@ impl Lease {
     /// What to send at `now` (the next ones are then armed).
     pub fn handle_timeout(&mut self, now: Timestamp, rng: &mut SplitMix) -> Due {
         // Jittered so that workers started together spread their sweeps.
-        let spread = self.recovery_period.num_milliseconds().unsigned_abs() / 3 + 1;
         let base = self.recovery_period;
-        let period = || base + Duration::milliseconds((rng.next_u64() % spread) as i64);
+        let period = || base + Duration::milliseconds(rng.between(0, base.num_milliseconds() / 3));
         Due {
             heartbeat: self.heartbeat.fire(now, || HEARTBEAT_INTERVAL),
             recovery: self.recovery.fire(now, period),

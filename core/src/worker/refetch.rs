@@ -124,16 +124,20 @@ mod tests {
     #[test]
     fn announced_jobs_end_the_hold_at_the_abort_threshold_and_without_a_delay_nothing_holds() {
         let t0 = Utc.timestamp_opt(1_700_000_000, 0).unwrap();
-        let mut ended_early = 0;
+        let mut thresholds = std::collections::BTreeSet::new();
         for seed in 0..50 {
             let mut refetch = Refetch::new(Some(delay(100)), seed);
             refetch.fetched(1, 10, t0);
-            for _ in 0..100 {
+            let threshold = refetch.abort_at;
+            assert!((1..=100).contains(&threshold), "drawn up to the maximum: {threshold}");
+            for announced in 1..=threshold {
+                assert!(refetch.holds(), "fewer than {threshold} jobs announced ({announced}) keep the hold");
                 refetch.announced(1);
             }
-            ended_early += usize::from(!refetch.holds());
+            assert!(!refetch.holds(), "{threshold} jobs announced end the hold");
+            thresholds.insert(threshold);
         }
-        assert_eq!(ended_early, 50, "100 jobs reach any threshold up to 100");
+        assert!(thresholds.len() > 10, "the threshold is drawn anew each hold: {thresholds:?}");
         let mut off = Refetch::new(None, 1);
         off.fetched(0, 10, t0);
         assert!(!off.holds());

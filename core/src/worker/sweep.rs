@@ -32,8 +32,7 @@ impl Sweeper {
     }
 
     fn delay(&self, rng: &mut SplitMix) -> Duration {
-        let spread = self.interval.num_milliseconds().unsigned_abs() / 4 + 1;
-        self.interval + Duration::milliseconds((rng.next_u64() % spread) as i64)
+        self.interval + Duration::milliseconds(rng.between(0, self.interval.num_milliseconds() / 4))
     }
 
     /// Whether to send a sweep at `now` (the next one is then armed).
