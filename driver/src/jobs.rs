@@ -12,14 +12,14 @@
 
 use crate::error::Error;
 use crate::rows::{job_from_parts, job_from_row, jobs_from_rows, ResultRow};
-use crate::statements::Param;
+use crate::statements::{param, typed, Param};
 use crate::utils::{Cancelled, CleanupTask, JobFilter, RawJob, RescheduleJobOptions};
 use chrono::{DateTime, Utc};
 use formica_core::job::{Job, JobKeyMode, JobSpec, JobSpecError, DEFAULT_MAX_ATTEMPTS};
 use formica_sql as sql;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::types::Type;
 use tokio_postgres::GenericClient;
 
 /// A statement ready to send: its SQL for the schema, and its typed parameters in order.
@@ -29,8 +29,9 @@ pub(crate) struct Query {
 }
 
 /// A connection the statements run on. Each statement is sent unnamed with its parameter
-/// types: one round trip, and nothing left on the session (safe behind pgBouncer in
-/// transaction mode, and on a caller's connection).
+/// types, leaving nothing on the session (safe behind pgBouncer in transaction mode, and on
+/// a caller's connection): one round trip on tokio-postgres, two on sqlx (which describes
+/// a statement before it binds it).
 pub(crate) trait Session {
     /// The rows it answers with.
     type Row: ResultRow;
@@ -41,14 +42,8 @@ pub(crate) trait Session {
 impl<C: GenericClient + Sync> Session for &C {
     type Row = tokio_postgres::Row;
     async fn query(&mut self, query: Query) -> Result<Vec<Self::Row>, Error> {
-        let params: Vec<(&(dyn ToSql + Sync), Type)> =
-            query.params.iter().map(|(v, t)| (v.as_ref() as &(dyn ToSql + Sync), t.clone())).collect();
-        Ok(self.query_typed(&query.sql, &params).await?)
+        Ok(self.query_typed(&query.sql, &typed(&query.params)).await?)
     }
-}
-
-fn param<T: ToSql + Send + Sync + 'static>(value: T, ty: Type) -> Param {
-    (Box::new(value), ty)
 }
 
 /// The operations on one schema. `default_run_at` dates jobs added without a `run_at`
@@ -90,9 +85,11 @@ impl Jobs<'_> {
         }
     }
 
-    /// Add several jobs in one round trip (and one more to name the tasks and queues it
-    /// created). A key clash is resolved as `preserve_run_at` for the whole batch if any job
-    /// asks for it, else as `replace`; `unsafe_dedupe` is refused.
+    /// Add several jobs in one statement: jobs without key or queue of registered tasks go
+    /// in at once; others (or those when a task is new) through `add_jobs`, and one more
+    /// statement names the tasks and queues that created. A key clash is resolved as
+    /// `preserve_run_at` for the whole batch if any job asks for it, else as `replace`;
+    /// `unsafe_dedupe` is refused.
     pub(crate) async fn add_many(
         &self,
         mut session: impl Session,
@@ -163,22 +160,22 @@ impl Jobs<'_> {
                 i32::try_from(at + 1).unwrap_or(i32::MAX)
             })
             .collect();
-        let column = |f: &dyn Fn(&RawJob) -> Option<i16>| -> Vec<Option<i32>> {
-            jobs.iter().map(|job| f(job).map(i32::from)).collect()
-        };
+        let (mut payloads, mut max_attempts, mut priorities) = (Vec::new(), Vec::new(), Vec::new());
+        for stored in jobs.iter().map(Stored::of) {
+            payloads.push(stored.payload);
+            max_attempts.push(i32::from(stored.max_attempts));
+            priorities.push(i32::from(stored.priority));
+        }
         let params = vec![
             param(identifiers, Type::TEXT_ARRAY),
             param(tasks, Type::INT4_ARRAY),
-            param(
-                jobs.iter().map(|job| Some(job.payload.clone()).filter(|p| !p.is_null())).collect::<Vec<_>>(),
-                Type::JSON_ARRAY,
-            ),
+            param(payloads, Type::JSON_ARRAY),
             param(
                 jobs.iter().map(|job| job.spec.run_at.or(self.default_run_at)).collect::<Vec<_>>(),
                 Type::TIMESTAMPTZ_ARRAY,
             ),
-            param(column(&|job| job.spec.max_attempts), Type::INT4_ARRAY),
-            param(column(&|job| job.spec.priority), Type::INT4_ARRAY),
+            param(max_attempts, Type::INT4_ARRAY),
+            param(priorities, Type::INT4_ARRAY),
             param(jobs.iter().map(|job| stored_flags(&job.spec)).collect::<Vec<_>>(), Type::JSONB_ARRAY),
         ];
         self.query(sql::utils::ADD_JOBS_PLAIN, params)
@@ -313,8 +310,30 @@ fn stored_flags(spec: &JobSpec) -> Option<Value> {
     Some(Value::Object(flags.iter().map(|flag| (flag.clone(), Value::Bool(true))).collect()))
 }
 
+/// What a job without key or queue is stored with, its columns' defaults filled in (as
+/// `add_jobs` fills them).
+struct Stored {
+    payload: Value,
+    max_attempts: i16,
+    priority: i16,
+}
+
+impl Stored {
+    fn of(job: &RawJob) -> Stored {
+        Stored {
+            payload: if job.payload.is_null() {
+                Value::Object(Default::default())
+            } else {
+                job.payload.clone()
+            },
+            max_attempts: job.spec.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS),
+            priority: job.spec.priority.unwrap_or(0),
+        }
+    }
+}
+
 /// The jobs the plain insert stored: it answers with what the database chose (id and
-/// times), in the order given; the rest is what was sent, with the columns' defaults.
+/// times), in the order given; the rest is what was sent.
 fn plain_jobs(jobs: &[RawJob], rows: &[impl ResultRow]) -> Result<Vec<Job>, Error> {
     if rows.len() != jobs.len() {
         return Err(Error::Row(format!("{} jobs added, {} rows back", jobs.len(), rows.len())));
@@ -322,20 +341,17 @@ fn plain_jobs(jobs: &[RawJob], rows: &[impl ResultRow]) -> Result<Vec<Job>, Erro
     jobs.iter()
         .zip(rows)
         .map(|(job, row)| {
+            let Stored { payload, max_attempts, priority } = Stored::of(job);
             Ok(Job {
                 id: row.read(0)?,
                 job_queue_id: None,
                 queue_name: None,
                 task_identifier: job.identifier.clone(),
-                payload: if job.payload.is_null() {
-                    Value::Object(Default::default())
-                } else {
-                    job.payload.clone()
-                },
-                priority: job.spec.priority.unwrap_or(0),
+                payload,
+                priority,
                 run_at: row.read(1)?,
                 attempts: 0,
-                max_attempts: job.spec.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS),
+                max_attempts,
                 last_error: None,
                 created_at: row.read(2)?,
                 updated_at: row.read(3)?,

@@ -44,7 +44,7 @@ impl Bound {
 
     /// The parameters with their types, for an unprepared statement.
     pub fn typed(&self) -> Vec<(&(dyn ToSql + Sync), Type)> {
-        self.params.iter().map(|(v, t)| (v.as_ref() as &(dyn ToSql + Sync), t.clone())).collect()
+        typed(&self.params)
     }
 
     /// The core's result, from the statement's rows.
@@ -77,8 +77,14 @@ impl Bound {
     }
 }
 
-fn param<T: ToSql + Send + Sync + 'static>(value: T, ty: Type) -> Param {
+/// `value`, sent as `ty`.
+pub(crate) fn param<T: ToSql + Send + Sync + 'static>(value: T, ty: Type) -> Param {
     (Box::new(value), ty)
+}
+
+/// `params` as tokio-postgres takes them for an unprepared statement.
+pub(crate) fn typed(params: &[Param]) -> Vec<(&(dyn ToSql + Sync), Type)> {
+    params.iter().map(|(v, t)| (v.as_ref() as &(dyn ToSql + Sync), t.clone())).collect()
 }
 
 /// The SQL and parameters of `statement` (the parameter order is each file's header).

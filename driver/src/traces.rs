@@ -32,7 +32,8 @@ impl JobSpan {
 impl JobSpan {
     /// `job`'s run by `worker_id` starts now. The span is named and described only if it
     /// records: with no tracer provider installed (or a sampler that drops it) a job pays
-    /// for no name, no attributes.
+    /// for no name, no attributes. So a sampler decides on the name `process` alone, without
+    /// the task's name or the job's attributes.
     pub(crate) fn start(job: &Job, worker_id: &str) -> Self {
         use opentelemetry::trace::{Span, SpanKind, Tracer};
         use opentelemetry::KeyValue;

@@ -182,14 +182,16 @@ impl WorkerUtils {
         self.jobs().add(client, identifier, payload, spec).await
     }
 
-    /// Add several jobs of task `T` in one round trip.
+    /// Add several jobs of task `T` in one statement, as [`Self::add_raw_jobs`].
     pub async fn add_jobs<T: Task + Serialize>(&self, jobs: &[(T, &JobSpec)]) -> Result<Vec<Job>, Error> {
         self.add_raw_jobs(&RawJob::typed(jobs)?).await
     }
 
-    /// Add several jobs in one round trip. A key clash is resolved as `preserve_run_at` for
-    /// the whole batch if any job asks for it, else as `replace`; `unsafe_dedupe` is
-    /// refused. Two jobs with the same key in one batch are refused by the database.
+    /// Add several jobs in one statement (a second names the tasks and queues the batch
+    /// registered; jobs without key or queue of a new task take a third). A key clash is
+    /// resolved as `preserve_run_at` for the whole batch if any job asks for it, else as
+    /// `replace`; `unsafe_dedupe` is refused. Two jobs with the same key in one batch are
+    /// refused by the database.
     pub async fn add_raw_jobs(&self, jobs: &[RawJob]) -> Result<Vec<Job>, Error> {
         let client = self.pool.get().await?;
         self.add_raw_jobs_in(&*client, jobs).await

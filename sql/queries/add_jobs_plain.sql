@@ -1,9 +1,9 @@
 -- Insert jobs that have neither a job key nor a queue, all or none: what add_jobs does for
 -- such jobs (no key can clash, no queue needs registering), without its per-row conflict
 -- check, its intermediate results and a JSON spec to parse. $1 the distinct task
--- identifiers; then columns, one element per job: $2 its identifier's place in $1 (from 1),
--- $3 payload (null: {}), $4 run_at (null: now), $5 max_attempts (null: 25), $6 priority
--- (null: 0), $7 flags (as stored: an object of `true`s, or null). Rows: id, run_at,
+-- identifiers; then columns, one element per job, as stored (the caller fills in the
+-- defaults): $2 its identifier's place in $1 (from 1), $3 payload, $4 run_at (null: now),
+-- $5 max_attempts, $6 priority, $7 flags (an object of `true`s, or null). Rows: id, run_at,
 -- created_at, updated_at of each job, in the order given (the caller knows the rest). When
 -- a task is not registered yet, nothing is inserted and no row comes back: the caller then
 -- goes through add_jobs, which registers it.
@@ -25,10 +25,10 @@ notified as (
 insert into :SCHEMA._private_jobs (task_id, payload, run_at, max_attempts, priority, flags)
 select
   notified.ids[spec.task],
-  coalesce(spec.payload, '{}'::json),
+  spec.payload,
   coalesce(spec.run_at, now()),
-  coalesce(spec.max_attempts, 25),
-  coalesce(spec.priority, 0),
+  spec.max_attempts,
+  spec.priority,
   spec.flags
 from notified
 cross join (
