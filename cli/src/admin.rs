@@ -53,7 +53,8 @@ pub enum Admin {
         /// The job key.
         key: String,
     },
-    /// Release every job and queue held by workers known to be dead.
+    /// Release every job and queue held by workers known to be dead, and show how many each
+    /// held.
     Unlock {
         /// Worker ids (as shown in `locked_by`).
         #[arg(required = true)]
@@ -277,13 +278,30 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
             print_jobs(out, &[job]);
         }
         Admin::Unlock { worker_ids } => {
+            // What each held, read first: a mistyped id then shows as holding nothing.
+            let client = utils.pool().get().await?;
+            let holders = client.query_typed(&sql(formica_tokio::sql::cli::WORKERS), &[]).await?;
+            drop(client);
             let ids: Vec<&str> = worker_ids.iter().map(String::as_str).collect();
             utils.force_unlock_workers(&ids).await?;
+            let held = |id: &str| -> (i64, i64) {
+                holders
+                    .iter()
+                    .find(|r| r.get::<_, Option<&str>>("locked_by") == Some(id))
+                    .map_or((0, 0), |r| (r.get("jobs"), r.get("queues")))
+            };
+            let rows = ids.iter().map(|&id| (id, held(id)));
+            let json = rows
+                .clone()
+                .map(|(id, (jobs, queues))| json!({ "worker": id, "jobs": jobs, "queues": queues }))
+                .collect::<Vec<_>>();
+            let rows =
+                rows.map(|(id, (jobs, queues))| vec![id.to_owned(), jobs.to_string(), queues.to_string()]);
             print_table(
                 out,
-                &["unlocked"],
-                vec![vec![worker_ids.join(", ")]],
-                json!({ "unlocked": worker_ids }),
+                &["worker", "jobs released", "queues released"],
+                rows.collect(),
+                json!({ "unlocked": json }),
             );
         }
     }

@@ -159,7 +159,20 @@ async fn a_sigkilled_worker_s_jobs_stay_locked_until_unlocked_then_run_again_els
         "nothing runs while the dead worker holds it"
     );
 
-    formica(&db, &["unlock", &dead]);
+    let held =
+        |table: &str| format!("select count(*) from graphile_worker.{table} where locked_by = '{dead}'");
+    let (jobs, queues) =
+        (db.count(&held("_private_jobs")).await, db.count(&held("_private_job_queues")).await);
+    assert!(jobs > 0 && queues > 0, "the dead worker holds jobs ({jobs}) and a queue ({queues})");
+    let unlocked = formica(&db, &["unlock", &dead, "nobody", "--json"]);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&unlocked).unwrap(),
+        serde_json::json!({ "unlocked": [
+            { "worker": dead, "jobs": jobs, "queues": queues },
+            { "worker": "nobody", "jobs": 0, "queues": 0 },
+        ] }),
+        "unlock says what each worker held"
+    );
     wait_until(Duration::from_secs(15), "every job ran on the second worker", || {
         lines(&second.join("ran")).len() == 4
     })
