@@ -350,6 +350,12 @@ pub enum Event {
         /// How many.
         count: usize,
     },
+    /// No heartbeat sent in the last [`LEASE`](crate::worker::LEASE) has landed: the lease
+    /// may have lapsed, and other workers may free this worker's jobs. Until one lands, the
+    /// worker fetches and starts nothing; its prefetched jobs are given back.
+    LeaseLapsing,
+    /// A heartbeat landed after [`Event::LeaseLapsing`]: the worker goes on.
+    LeaseRenewed,
     /// The sweep that frees jobs and queues locked by workers that died is sent.
     LockSweep {
         /// Locks older than this are freed (`None`: the database clock's four hours ago).

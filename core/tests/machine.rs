@@ -86,8 +86,22 @@ impl Hand {
         self.now += by;
     }
 
-    /// Move to the next deadline and fire it.
+    /// Move to the next deadline and fire it. A heartbeat it sends lands at once (a healthy
+    /// database: the lease holds), and is left out of the effects.
     fn fire(&mut self) -> (TimerKind, Vec<Effect>) {
+        let (kind, effects) = self.fire_raw();
+        let mut rest = Vec::new();
+        for effect in effects {
+            match effect {
+                Effect::Query { id, statement: Statement::Heartbeat { .. } } => rest.extend(self.done(id)),
+                effect => rest.push(effect),
+            }
+        }
+        (kind, rest)
+    }
+
+    /// Move to the next deadline and fire it, leaving its heartbeat to the test.
+    fn fire_raw(&mut self) -> (TimerKind, Vec<Effect>) {
         let (at, kind) = self.machine.poll_timeout().expect("a deadline");
         self.now = self.now.max(at);
         (kind, self.feed(Input::Timeout))
@@ -596,7 +610,7 @@ fn at_start_the_worker_heartbeats_sweeps_and_recovers_and_fetches_only_once_its_
     let effects =
         hand.feed(Input::QueryDone { id: register, result: QueryResult::Tasks(vec![(1, "t".into())]) });
     assert!(fetches(&effects).is_empty(), "no fetch before a heartbeat landed: {effects:?}");
-    let (_, effects) = hand.fire();
+    let (_, effects) = hand.fire_raw();
     assert_eq!(hand.now, t0(), "due at start");
     let sent = queries(&effects);
     let heartbeat = sent.iter().find(|(_, s)| matches!(s, Statement::Heartbeat { .. })).expect("a heartbeat");
@@ -838,6 +852,96 @@ fn the_local_queue_gives_back_stale_jobs_and_does_not_take_them_again_while_busy
     assert!(returned);
     let effects = hand.finish(1, TaskOutcome::Ok);
     assert_eq!(fetches(&effects).len(), 1, "a free slot fetches again");
+}
+
+#[test]
+fn once_no_heartbeat_landed_for_a_lease_the_queue_goes_back_and_nothing_starts_until_one_lands() {
+    let (mut hand, effects) = Hand::started(Config {
+        concurrency: 1,
+        local_queue_size: Some(10),
+        local_queue_ttl: Duration::minutes(5),
+        ..config()
+    });
+    let landed = hand.now;
+    let (fetch, _) = fetches(&effects)[0];
+    let effects = hand.jobs(fetch, jobs_of(1..=3));
+    assert_eq!(started(&effects), vec![1], "2 and 3 wait");
+    // From now on heartbeats hang: none lands.
+    let mut heartbeats = Vec::new();
+    let mut lapsed = Vec::new();
+    while lapsed.is_empty() {
+        let (_, effects) = hand.fire_raw();
+        for (id, statement) in queries(&effects) {
+            match statement {
+                Statement::Heartbeat { .. } => heartbeats.push((id, hand.now)),
+                Statement::GetJobs { .. } => panic!("fetched with the lease unsure at {}", hand.now),
+                Statement::ReturnJobs { ids, .. } => lapsed = ids,
+                _ => {
+                    hand.done(id);
+                }
+            }
+        }
+        if events(&effects).contains(&Event::LeaseLapsing) {
+            assert!(!lapsed.is_empty(), "the queue goes back as the lease lapses: {effects:?}");
+        }
+    }
+    assert_eq!(lapsed, vec![2, 3]);
+    let lapse = landed + formica_core::worker::LEASE;
+    assert!(
+        hand.now >= lapse && hand.now < lapse + formica_core::worker::HEARTBEAT_INTERVAL,
+        "a lease after the last landed heartbeat was sent, seen at the next timer: {}",
+        hand.now
+    );
+    assert_eq!(heartbeats.len(), 2, "a second heartbeat while the first hangs, no third: {heartbeats:?}");
+    // A slot frees: nothing starts, nothing is fetched.
+    let effects = hand.finish(1, TaskOutcome::Ok);
+    assert!(started(&effects).is_empty() && fetches(&effects).is_empty(), "{effects:?}");
+    // The second heartbeat lands (late): the lease holds again, counted from its sending.
+    let (second, sent) = heartbeats[1];
+    let effects = hand.done(second);
+    assert!(events(&effects).contains(&Event::LeaseRenewed), "{effects:?}");
+    assert_eq!(fetches(&effects).len(), 1, "fetching again at once: {effects:?}");
+    hand.advance(sent + formica_core::worker::LEASE - hand.now);
+    let effects = hand.feed(Input::Timeout);
+    assert!(events(&effects).contains(&Event::LeaseLapsing), "its lease runs out in turn: {effects:?}");
+}
+
+#[test]
+fn a_job_fetched_again_while_its_return_is_in_flight_is_given_back_again() {
+    let (mut hand, effects) = Hand::started(Config {
+        concurrency: 1,
+        local_queue_size: Some(2),
+        local_queue_ttl: Duration::seconds(30),
+        ..config()
+    });
+    let (fetch, _) = fetches(&effects)[0];
+    let effects = hand.jobs(fetch, jobs_of(1..=1));
+    let [(fetch, 1)] = fetches(&effects)[..] else { panic!("the next batch while 1 runs: {effects:?}") };
+    hand.jobs(fetch, jobs_of(2..=2));
+    // Job 2 waits for the TTL and goes back; that return stays in flight.
+    let ret = loop {
+        let (_, effects) = hand.fire();
+        let returns: Vec<QueryId> = writes(&effects).into_iter().map(|(id, _)| id).collect();
+        if let [ret] = returns[..] {
+            break ret;
+        }
+        for (id, _) in queries(&effects) {
+            hand.done(id);
+        }
+    };
+    // Job 1 ends and a fetch goes; the return committed first, so it locks job 2 again, and
+    // answers before the return does.
+    let effects = hand.finish(1, TaskOutcome::Ok);
+    let [(fetch, _)] = fetches(&effects)[..] else { panic!("a free slot fetches: {effects:?}") };
+    let effects = hand.jobs(fetch, jobs_of(2..=2));
+    assert!(started(&effects).is_empty(), "not run: the return in flight may yet release it");
+    assert!(writes(&effects).is_empty(), "a job is in one write at a time: {effects:?}");
+    let effects = hand.done(ret);
+    let again: Vec<Statement> = writes(&effects).into_iter().map(|(_, s)| s).collect();
+    assert!(
+        matches!(&again[..], [Statement::ReturnJobs { ids, .. }] if ids == &vec![2]),
+        "once the first return is done, the new lock is given back, not kept forever: {effects:?}"
+    );
 }
 
 #[test]

@@ -512,6 +512,9 @@ enum Grant {
     Running { job: Job },
     /// Its task ended this way; the outcome is not written yet.
     Ended { outcome: TaskOutcome, job: Job, clock: DateTime<Utc> },
+    /// Given back (or to be, once the return or failure being written about it is done, if
+    /// a fetch locked it again meanwhile): never started here again.
+    Returning,
 }
 
 #[derive(Debug)]
@@ -525,6 +528,8 @@ struct Incarnation {
     pending: BTreeMap<QueryId, Statement>,
     grants: BTreeMap<i64, Grant>,
     in_write: BTreeSet<i64>,
+    /// Jobs a fetch locked again while their return or failure was out.
+    relocked: BTreeSet<i64>,
     /// The last fetch came back with fewer jobs than it asked for.
     last_fetch_short: bool,
     /// Something that may make a job runnable happened since the last fetch was sent.
@@ -668,6 +673,7 @@ impl Checker {
                     pending: BTreeMap::new(),
                     grants: BTreeMap::new(),
                     in_write: BTreeSet::new(),
+                    relocked: BTreeSet::new(),
                     last_fetch_short: false,
                     woken_since_fetch: false,
                     shutting_down: false,
@@ -758,7 +764,15 @@ impl Checker {
             (Statement::GetJobs { limit, .. }, QueryResult::Jobs { jobs, .. }) => {
                 inc.last_fetch_short = jobs.len() < *limit;
                 for job in jobs {
+                    let releasing = inc.pending.values().any(|s| match s {
+                        Statement::ReturnJobs { ids, .. } => ids.contains(&job.id),
+                        Statement::FailJobs { failures, .. } => failures.iter().any(|f| f.job_id == job.id),
+                        _ => false,
+                    });
                     match inc.grants.get(&job.id) {
+                        Some(_) if releasing => {
+                            inc.relocked.insert(job.id);
+                        }
                         // A new lock on a job this worker still holds: absorbed (never started).
                         Some(_) => {}
                         None => {
@@ -790,6 +804,9 @@ impl Checker {
                         }) if m == f.message => {}
                         other => return Err(format!("job {} failed in state {other:?}", f.job_id)),
                     }
+                    if inc.relocked.remove(&f.job_id) {
+                        inc.grants.insert(f.job_id, Grant::Returning);
+                    }
                 }
                 Ok(())
             }
@@ -797,8 +814,15 @@ impl Checker {
                 for id in ids {
                     inc.in_write.remove(id);
                     match inc.grants.remove(id) {
-                        Some(Grant::Waiting { .. } | Grant::Ended { outcome: TaskOutcome::Aborted, .. }) => {}
+                        Some(
+                            Grant::Waiting { .. }
+                            | Grant::Returning
+                            | Grant::Ended { outcome: TaskOutcome::Aborted, .. },
+                        ) => {}
                         other => return Err(format!("job {id} returned in state {other:?}")),
+                    }
+                    if inc.relocked.remove(id) {
+                        inc.grants.insert(*id, Grant::Returning);
                     }
                 }
                 Ok(())
@@ -881,7 +905,9 @@ impl Checker {
                         return Err(format!("job {job_id} in two writes at once"));
                     }
                     match (statement, inc.grants.get(&job_id)) {
-                        (Statement::ReturnJobs { .. }, Some(Grant::Waiting { .. })) => {}
+                        (Statement::ReturnJobs { .. }, Some(Grant::Waiting { .. } | Grant::Returning)) => {
+                            inc.grants.insert(job_id, Grant::Returning);
+                        }
                         (_, Some(Grant::Ended { .. })) => {}
                         (_, other) => {
                             return Err(format!("write {statement:?} for job {job_id} in state {other:?}"))

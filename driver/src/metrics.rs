@@ -243,6 +243,8 @@ mod otel {
                 | Event::FetchStart { .. }
                 | Event::FetchEmpty
                 | Event::JobsGivenBack { .. }
+                | Event::LeaseLapsing
+                | Event::LeaseRenewed
                 | Event::LockSweep { .. }
                 | Event::CronSchedule { .. }
                 | Event::DatabaseError { .. }

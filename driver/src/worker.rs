@@ -917,6 +917,11 @@ fn log_event(event: &Event, worker_id: &str) {
         Event::BreakingMigration { payload } => {
             tracing::error!(worker_id, payload, "the database got a breaking migration: stopping")
         }
+        Event::LeaseLapsing => tracing::warn!(
+            worker_id,
+            "no heartbeat landed for a lease: fetching and starting nothing until one does"
+        ),
+        Event::LeaseRenewed => tracing::info!(worker_id, "heartbeat landed: lease renewed, going on"),
         Event::ListenerUp => tracing::debug!(worker_id, "LISTEN connection up"),
         Event::JobsGivenBack { count } => tracing::debug!(worker_id, count, "giving jobs back unrun"),
         Event::LockSweep { .. } => tracing::debug!(worker_id, "freeing locks of dead workers"),

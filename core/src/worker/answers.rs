@@ -3,6 +3,7 @@
 
 use super::part::Part;
 use super::{Phase, Worker};
+use crate::job::Job;
 use crate::protocol::{DbError, Event, Failure, MisuseError, QueryId, QueryResult, Undecodable};
 use std::collections::BTreeSet;
 
@@ -34,8 +35,18 @@ impl Worker {
                 let rows = jobs.len() + undecodable.len();
                 (rows == 0).then(|| self.emit(Event::FetchEmpty));
                 let held = if jobs.is_empty() { BTreeSet::new() } else { self.held() };
-                let accepting = self.phase == Phase::Running;
-                let back = self.fetcher.fetched(id, rows, jobs, &held, self.slots.len(), accepting, self.now);
+                // A job whose return or failure is being written comes back if that write
+                // committed before this fetch locked the job again: the new lock is ours and
+                // no write of ours would release it, so it is given back once that write is
+                // done. (Were the job freed by a sweep instead, the write in flight settles
+                // it, and the return finds it no longer ours.)
+                let (again, jobs): (Vec<Job>, Vec<Job>) =
+                    jobs.into_iter().partition(|job| self.writes.releasing(job.id));
+                // Jobs locked when the lease may have lapsed are given back too.
+                let accepting = self.phase == Phase::Running && self.lease.holds(self.now);
+                let mut back =
+                    self.fetcher.fetched(id, rows, jobs, &held, self.slots.len(), accepting, self.now);
+                back.extend(again.iter().map(|job| job.id));
                 self.writes.give_back(back, self.now);
                 // An unreadable row fails its attempt as a task's error would: its lock is
                 // released, and it is retried (an edited row may read next time).
@@ -58,7 +69,7 @@ impl Worker {
                 // Finished jobs released their named queues: the next job of a queue may be
                 // runnable now.
                 Part::Write => {
-                    self.writes.written(id);
+                    self.writes.written(id, self.now);
                     self.fetcher.wake();
                 }
                 Part::Cron => {
@@ -69,7 +80,7 @@ impl Worker {
                     self.fetcher.wake();
                 }
                 Part::Sweep => self.sweeper.ended(),
-                Part::Heartbeat => self.lease.heartbeat_ended(true),
+                Part::Heartbeat => self.heartbeat_ended(id, true),
                 // Freed jobs may be ours to run.
                 Part::Recovery => {
                     self.lease.recovery_ended();
@@ -104,7 +115,7 @@ impl Worker {
                 self.retry_at = Some(self.now + self.config.poll_interval);
             }
             Part::Sweep => self.sweeper.ended(),
-            Part::Heartbeat => self.lease.heartbeat_ended(false),
+            Part::Heartbeat => self.heartbeat_ended(id, false),
             Part::Recovery => self.lease.recovery_ended(),
             Part::Cron => {
                 if let Some(cron) = &mut self.cron {
@@ -112,6 +123,15 @@ impl Worker {
                 }
             }
             Part::Write => self.writes.failed(id, self.now, error.retryable, &message),
+        }
+    }
+
+    /// Heartbeat `id` ended: if the lease holds again after it lapsed, say so and look for
+    /// jobs at once.
+    fn heartbeat_ended(&mut self, id: QueryId, landed: bool) {
+        if self.lease.heartbeat_ended(id, landed, self.now) {
+            self.emit(Event::LeaseRenewed);
+            self.fetcher.wake();
         }
     }
 }

@@ -309,12 +309,17 @@ impl Fetcher {
         expired
     }
 
+    /// The ids of the jobs waiting here, to give back (they leave the queue).
+    pub fn give_back(&mut self) -> Vec<i64> {
+        self.ttl_at = None;
+        self.drain()
+    }
+
     /// Shutdown: disarm both deadlines and return the ids of the jobs never started.
     pub fn stop(&mut self) -> Vec<i64> {
         self.refetch.stop();
         self.poll_at = None;
-        self.ttl_at = None;
-        self.drain()
+        self.give_back()
     }
 
     fn drain(&mut self) -> Vec<i64> {

@@ -196,7 +196,13 @@ impl Worker {
     /// Start what can start, send what is due; stop when all is done.
     fn progress(&mut self) {
         let accepting = self.phase == Phase::Running;
-        let slots = if accepting { self.slots.free() } else { 0 };
+        if self.phase != Phase::Stopped && self.lease.lapsing(self.now) {
+            // Other workers may soon free the jobs waiting here: give them back now.
+            self.emit(Event::LeaseLapsing);
+            let queued = self.fetcher.give_back();
+            self.writes.give_back(queued, self.now);
+        }
+        let slots = if accepting && self.lease.holds(self.now) { self.slots.free() } else { 0 };
         for job in self.fetcher.take(slots, self.now) {
             self.start(job);
         }
@@ -230,8 +236,8 @@ impl Worker {
     }
 
     fn maybe_fetch(&mut self) {
-        // No job is locked before a heartbeat landed: only then can it be recovered.
-        if self.phase != Phase::Running || self.retry_at.is_some() || !self.lease.held() {
+        // No job is locked unless the lease holds: only then can it be recovered.
+        if self.phase != Phase::Running || self.retry_at.is_some() || !self.lease.holds(self.now) {
             return;
         }
         let Some(task_ids) = self.task_ids.clone().filter(|ids| !ids.is_empty()) else { return };
@@ -381,7 +387,8 @@ impl Worker {
         let due = self.lease.handle_timeout(now, &mut self.rng);
         if due.heartbeat {
             let worker_id = self.config.worker_id.clone();
-            self.query(Part::Heartbeat, Statement::Heartbeat { worker_id, lease: LEASE });
+            let id = self.query(Part::Heartbeat, Statement::Heartbeat { worker_id, lease: LEASE });
+            self.lease.heartbeat_sent(id, now);
         }
         if due.recovery {
             self.query(Part::Recovery, Statement::RecoverLapsed { grace: SUSPICION_GRACE });

@@ -124,6 +124,8 @@ pub(crate) struct Writes {
     /// Parts of refused writes, each sent on its own.
     alone: VecDeque<Write>,
     in_flight: BTreeMap<QueryId, Write>,
+    /// Jobs to give back once the write about each is done: a job is in one write at a time.
+    after: Vec<i64>,
     /// Writes refused in a row, for their retry delay.
     refused: u32,
     flush_at: Option<Timestamp>,
@@ -148,10 +150,25 @@ impl Writes {
 
     /// These jobs will not run here: give them back now.
     pub fn give_back(&mut self, ids: Vec<i64>, now: Timestamp) {
+        let (later, ids): (Vec<i64>, Vec<i64>) = ids.into_iter().partition(|&id| self.about(id));
+        self.after.extend(later);
         if !ids.is_empty() {
             self.returns.extend(ids);
             self.flush_within(now, Duration::zero());
         }
+    }
+
+    /// Whether an outcome of job `job_id` waits or is being written.
+    fn about(&self, job_id: i64) -> bool {
+        self.writes().any(|id| id == job_id)
+    }
+
+    /// Give back the jobs whose write is done.
+    fn give_back_after(&mut self, now: Timestamp) {
+        let (ready, later): (Vec<i64>, Vec<i64>) =
+            std::mem::take(&mut self.after).into_iter().partition(|&id| !self.about(id));
+        self.after = later;
+        self.give_back(ready, now);
     }
 
     fn flush_within(&mut self, now: Timestamp, delay: Duration) {
@@ -190,10 +207,11 @@ impl Writes {
         self.in_flight.get(&id).map(Write::name)
     }
 
-    /// Write `id` reached the database.
-    pub fn written(&mut self, id: QueryId) {
+    /// Write `id` reached the database at `now`.
+    pub fn written(&mut self, id: QueryId, now: Timestamp) {
         self.in_flight.remove(&id);
         self.refused = 0;
+        self.give_back_after(now);
     }
 
     /// Write `id` was refused at `now` with `error`: sent again later if `retryable`,
@@ -241,10 +259,23 @@ impl Writes {
             && self.failures.is_empty()
             && self.returns.is_empty()
             && self.alone.is_empty()
+            && self.after.is_empty()
+    }
+
+    /// Whether a write that releases job `job_id` (a return or a failure) is in flight.
+    pub fn releasing(&self, job_id: i64) -> bool {
+        self.in_flight.values().any(|write| {
+            matches!(write, Write::Return(_) | Write::Fail(_)) && write.ids().any(|id| id == job_id)
+        })
+    }
+
+    /// The jobs whose outcome waits or is being written, and those to give back after.
+    pub fn ids(&self) -> impl Iterator<Item = i64> + '_ {
+        self.writes().chain(self.after.iter().copied())
     }
 
     /// The jobs whose outcome waits or is being written.
-    pub fn ids(&self) -> impl Iterator<Item = i64> + '_ {
+    fn writes(&self) -> impl Iterator<Item = i64> + '_ {
         (self.completions.iter().chain(&self.returns).copied())
             .chain(self.failures.iter().map(|f| f.job_id))
             .chain(self.alone.iter().chain(self.in_flight.values()).flat_map(Write::ids))
@@ -315,6 +346,27 @@ mod tests {
     }
 
     #[test]
+    fn a_job_given_back_while_a_write_about_it_is_out_goes_back_once_that_write_is_done() {
+        let mut writes = Writes::default();
+        let mut next = 0;
+        writes.give_back(vec![1], t(0));
+        let [(first, Write::Return(ids))] = &send(&mut writes, t(0), &mut next)[..] else { panic!() };
+        assert_eq!(ids, &vec![1]);
+        // Job 1 comes back again (locked anew) while that return is out: not in two writes.
+        writes.give_back(vec![1, 2], t(1));
+        let sent = send(&mut writes, t(1), &mut next);
+        assert!(matches!(&sent[..], [(_, Write::Return(ids))] if ids == &vec![2]), "{sent:?}");
+        assert!(!writes.nothing_waiting(), "job 1 waits for its write");
+        // A refused first return keeps job 1 waiting; once it is written, job 1 goes back.
+        writes.failed(*first, t(2), true, "connection lost");
+        let retry = send(&mut writes, t(10_000), &mut next);
+        assert!(matches!(&retry[..], [(_, Write::Return(ids))] if ids == &vec![1]), "{retry:?}");
+        writes.written(retry[0].0, t(10_001));
+        let again = send(&mut writes, t(10_001), &mut next);
+        assert!(matches!(&again[..], [(_, Write::Return(ids))] if ids == &vec![1]), "{again:?}");
+    }
+
+    #[test]
     fn a_write_refused_for_good_is_halved_until_the_bad_job_is_failed_alone() {
         let mut writes = Writes::default();
         for id in 1..=5 {
@@ -334,11 +386,11 @@ mod tests {
                 match &write {
                     Write::Fail(f) if f[0].message.starts_with(UNRECORDED) => {
                         explained.push((f[0].job_id, f[0].message.clone()));
-                        writes.written(id);
+                        writes.written(id, t(round));
                     }
                     Write::Complete(_) if !ids.contains(&4) => {
                         completed.extend(ids);
-                        writes.written(id);
+                        writes.written(id, t(round));
                     }
                     Write::Complete(_) | Write::Fail(_) | Write::Return(_) => {
                         writes.failed(id, t(round), false, "boom (P0001)");
