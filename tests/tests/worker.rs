@@ -627,6 +627,7 @@ async fn the_lock_sweep_interval_reaches_the_worker_and_bad_intervals_fail_init(
         (db.worker_options().lock_sweep_interval(Duration::ZERO), "lock_sweep_interval is 0s"),
         (db.worker_options().recovery_interval(Duration::from_secs(3600)), "recovery_interval is 1h"),
         (db.worker_options().local_queue_ttl(Duration::ZERO), "local_queue_ttl is 0s"),
+        (db.worker_options().graceful_shutdown_timeout(Duration::MAX), "graceful_shutdown_timeout is"),
     ] {
         match options.database_url("host=/nonexistent").init().await {
             Err(formica::Error::Options(message)) => assert!(message.starts_with(name), "{message}"),

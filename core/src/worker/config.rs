@@ -155,7 +155,27 @@ impl Config {
             Duration::milliseconds(1),
             STALE_LOCK_AGE,
             "longer would hold jobs past the four-hour rule",
-        )
+        )?;
+        // The machine adds these to the clock: beyond a year is a mistake, and would overflow.
+        let timers = [
+            ("poll_interval".to_owned(), self.poll_interval),
+            ("complete_batch_delay".to_owned(), self.complete_batch_delay),
+            ("fail_batch_delay".to_owned(), self.fail_batch_delay),
+            ("graceful_shutdown_timeout".to_owned(), self.graceful_shutdown_timeout),
+            ("max_listener_backoff".to_owned(), self.max_listener_backoff),
+        ];
+        let task_timeouts =
+            self.task_timeouts.iter().map(|(task, t)| (format!("the task_timeout of {task}"), *t));
+        for (name, value) in timers.into_iter().chain(task_timeouts) {
+            within(
+                &name,
+                value,
+                Duration::zero(),
+                Duration::days(365),
+                "a timer beyond a year is a mistake",
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -178,6 +198,19 @@ fn show(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn timers_beyond_a_year_are_refused_rather_than_overflowing_the_clock() {
+        let forever = Config { graceful_shutdown_timeout: Duration::MAX, ..Config::default() };
+        let error = forever.validate().unwrap_err();
+        assert!(error.starts_with("graceful_shutdown_timeout is ") && error.contains("to 8760h"), "{error}");
+        let mut timeouts = BTreeMap::new();
+        timeouts.insert("mail".to_owned(), Duration::days(366));
+        let error = Config { task_timeouts: timeouts, ..Config::default() }.validate().unwrap_err();
+        assert!(error.starts_with("the task_timeout of mail is 8784h"), "{error}");
+        let year = Config { poll_interval: Duration::days(365), ..Config::default() };
+        assert_eq!(year.validate(), Ok(()));
+    }
 
     #[test]
     fn the_defaults_are_valid_and_zero_or_absurd_intervals_are_refused_by_name() {
