@@ -219,9 +219,11 @@ async fn query(
 }
 
 /// Failures worth trying again: lost or hung connections, serialization failures,
-/// deadlocks, a statement cancelled or timed out, a server starting up or shutting down,
-/// too many connections. A statement the server rejects as wrong is not: the core then
-/// isolates the job it is about instead of retrying it forever.
+/// deadlocks, a statement cancelled or timed out, a lock not granted in time, a server
+/// starting up or shutting down, short of resources (connections, memory, disk), or read-only
+/// (a failover not finished). A statement the server rejects as wrong is not: the core then
+/// isolates the job it is about instead of retrying it forever; so a success refused only
+/// for a while must not land there, or the job would run again.
 fn is_retryable(e: &Error) -> bool {
     // A pool exhausted by clients held elsewhere frees up when they are released.
     let Error::Db(db) = e else {
@@ -234,6 +236,8 @@ fn is_retryable(e: &Error) -> bool {
             || code == "57014"
             || code == "40001"
             || code == "40P01"
-            || code == "53300"
+            || code == "55P03"
+            || code == "25006"
+            || code.starts_with("53")
     })
 }

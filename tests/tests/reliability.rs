@@ -411,6 +411,48 @@ fn without_a_response_timeout_a_hung_connection_stalls_the_worker() {
     });
 }
 
+/// A database that turns read-only under the worker (a failover to a server still in
+/// recovery, say) refuses the completion with 25006. That passes, so the completion is
+/// retried until the database takes it, rather than turned into a failure that would run
+/// again a job that succeeded.
+#[test]
+fn a_completion_refused_while_the_database_is_read_only_is_retried_not_turned_into_a_failure() {
+    tokio_rt().block_on(async {
+        let rt: Arc<dyn Runtime> = Arc::new(formica_tokio::TokioRuntime);
+        let db = TestDb::migrated_on(rt.clone()).await;
+        let options = db.worker_options().poll_interval(Duration::from_millis(300));
+        let (runs, events, running) = run_counting(&rt, options, 1500).await;
+        let ids = add_jobs(&db.utils(), "count", 1).await;
+        wait_until(rt.as_ref(), Duration::from_secs(10), "the job started", || distinct_runs(&runs) == 1).await;
+        // New sessions are read-only, and the worker's sessions are cut, so it opens new ones.
+        let admin = db.client().await;
+        let cut = format!(
+            "select count(pg_terminate_backend(pid)) from pg_stat_activity where datname = '{}' and pid <> pg_backend_pid()",
+            db.name
+        );
+        admin.batch_execute(&format!("alter database {} set default_transaction_read_only = on", db.name)).await.unwrap();
+        admin.query_one(&cut, &[]).await.unwrap();
+        let refused = |events: &Events| {
+            count_events(events, |e| matches!(e, Event::DatabaseError { statement, error } if *statement == "complete jobs" && error.contains("read-only")))
+        };
+        wait_until(rt.as_ref(), Duration::from_secs(15), "the completion is refused", || refused(&events) > 0).await;
+        let (locked, last_error): (bool, Option<String>) = {
+            let row = admin
+                .query_one("select locked_by is not null, last_error from graphile_worker.jobs where id = $1", &[&ids[0]])
+                .await
+                .unwrap();
+            (row.get(0), row.get(1))
+        };
+        assert_eq!((locked, last_error), (true, None), "still the worker's, and not failed");
+        admin.batch_execute(&format!("alter database {} reset default_transaction_read_only", db.name)).await.unwrap();
+        admin.query_one(&cut, &[]).await.unwrap();
+        db.wait_for_count("select count(*) from graphile_worker.jobs", 0, Duration::from_secs(30)).await;
+        running.stop(Duration::from_secs(10)).await;
+        let runs = runs.lock().unwrap().get(&ids[0]).map_or(0, Vec::len);
+        assert_eq!(runs, 1, "completed once the database took writes again, never run twice");
+    });
+}
+
 // ---------------------------------------------------------------------------------------
 // 3. Liveness.
 
