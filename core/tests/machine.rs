@@ -819,8 +819,8 @@ fn a_job_still_running_here_is_not_started_again_when_fetched_again() {
     assert_eq!(writes(&effects).len(), 1, "the one task's outcome settles the job");
 }
 
-#[test]
-fn the_local_queue_gives_back_stale_jobs_and_does_not_take_them_again_while_busy() {
+/// One slot, a local queue of 2 with a 30 s TTL: job 1 runs, job 2 waits.
+fn one_running_one_waiting() -> Hand {
     let (mut hand, effects) = Hand::started(Config {
         concurrency: 1,
         local_queue_size: Some(2),
@@ -831,6 +831,12 @@ fn the_local_queue_gives_back_stale_jobs_and_does_not_take_them_again_while_busy
     let effects = hand.jobs(fetch, jobs_of(1..=1));
     let [(fetch, 1)] = fetches(&effects)[..] else { panic!("the next batch while 1 runs: {effects:?}") };
     hand.jobs(fetch, jobs_of(2..=2));
+    hand
+}
+
+#[test]
+fn the_local_queue_gives_back_stale_jobs_and_does_not_take_them_again_while_busy() {
+    let mut hand = one_running_one_waiting();
     let mut returned = false;
     while hand.now < t0() + Duration::seconds(40) {
         let (kind, effects) = hand.fire();
@@ -908,16 +914,7 @@ fn once_no_heartbeat_landed_for_a_lease_the_queue_goes_back_and_nothing_starts_u
 
 #[test]
 fn a_job_fetched_again_while_its_return_is_in_flight_is_given_back_again() {
-    let (mut hand, effects) = Hand::started(Config {
-        concurrency: 1,
-        local_queue_size: Some(2),
-        local_queue_ttl: Duration::seconds(30),
-        ..config()
-    });
-    let (fetch, _) = fetches(&effects)[0];
-    let effects = hand.jobs(fetch, jobs_of(1..=1));
-    let [(fetch, 1)] = fetches(&effects)[..] else { panic!("the next batch while 1 runs: {effects:?}") };
-    hand.jobs(fetch, jobs_of(2..=2));
+    let mut hand = one_running_one_waiting();
     // Job 2 waits for the TTL and goes back; that return stays in flight.
     let ret = loop {
         let (_, effects) = hand.fire();
