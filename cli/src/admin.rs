@@ -284,19 +284,20 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
             drop(client);
             let ids: Vec<&str> = worker_ids.iter().map(String::as_str).collect();
             utils.force_unlock_workers(&ids).await?;
-            let held = |id: &str| -> (i64, i64) {
-                holders
-                    .iter()
-                    .find(|r| r.get::<_, Option<&str>>("locked_by") == Some(id))
-                    .map_or((0, 0), |r| (r.get("jobs"), r.get("queues")))
-            };
-            let rows = ids.iter().map(|&id| (id, held(id)));
-            let json = rows
-                .clone()
-                .map(|(id, (jobs, queues))| json!({ "worker": id, "jobs": jobs, "queues": queues }))
-                .collect::<Vec<_>>();
-            let rows =
-                rows.map(|(id, (jobs, queues))| vec![id.to_owned(), jobs.to_string(), queues.to_string()]);
+            let held: Vec<(&str, i64, i64)> = ids
+                .iter()
+                .map(|&id| {
+                    let row = holders.iter().find(|r| r.get::<_, Option<&str>>("locked_by") == Some(id));
+                    row.map_or((id, 0, 0), |r| (id, r.get("jobs"), r.get("queues")))
+                })
+                .collect();
+            let json: Vec<Value> = held
+                .iter()
+                .map(|(id, jobs, queues)| json!({ "worker": id, "jobs": jobs, "queues": queues }))
+                .collect();
+            let rows = held
+                .iter()
+                .map(|(id, jobs, queues)| vec![id.to_string(), jobs.to_string(), queues.to_string()]);
             print_table(
                 out,
                 &["worker", "jobs released", "queues released"],

@@ -155,13 +155,7 @@ async fn bad_input_gives_a_clear_error_and_changes_nothing() {
     for args in [&["--cleanup", "GC_JOB_QUEUES", "--tasks", &missing][..], &["--once", "--tasks", &missing]] {
         assert!(!formica(&fresh, args).status.success(), "{args:?} must fail");
     }
-    let schemas: i64 = fresh
-        .client()
-        .await
-        .query_one("select count(*) from pg_namespace where nspname = 'graphile_worker'", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let schemas = fresh.count("select count(*) from pg_namespace where nspname = 'graphile_worker'").await;
     assert_eq!(schemas, 0, "the database was left unmigrated");
     let out = Command::new(env!("CARGO_BIN_EXE_formica"))
         .args(["-c", "postgres://localhost:notaport/db", "status"])

@@ -2,7 +2,7 @@
 //! refusal is retried: the one place that knows which part owns which statement.
 
 use super::part::Part;
-use super::{Phase, Worker};
+use super::Worker;
 use crate::job::Job;
 use crate::protocol::{DbError, Event, Failure, MisuseError, QueryId, QueryResult, Undecodable};
 use std::collections::BTreeSet;
@@ -43,7 +43,7 @@ impl Worker {
                 let (again, jobs): (Vec<Job>, Vec<Job>) =
                     jobs.into_iter().partition(|job| self.writes.releasing(job.id));
                 // Jobs locked when the lease may have lapsed are given back too.
-                let accepting = self.phase == Phase::Running && self.lease.holds(self.now);
+                let accepting = self.taking_jobs();
                 let mut back =
                     self.fetcher.fetched(id, rows, jobs, &held, self.slots.len(), accepting, self.now);
                 back.extend(again.iter().map(|job| job.id));

@@ -158,12 +158,13 @@ impl Config {
         )?;
         // The machine adds these to the clock: beyond a year is a mistake, and would overflow.
         let timers = [
-            ("poll_interval".to_owned(), self.poll_interval),
-            ("complete_batch_delay".to_owned(), self.complete_batch_delay),
-            ("fail_batch_delay".to_owned(), self.fail_batch_delay),
-            ("graceful_shutdown_timeout".to_owned(), self.graceful_shutdown_timeout),
-            ("max_listener_backoff".to_owned(), self.max_listener_backoff),
-        ];
+            ("poll_interval", self.poll_interval),
+            ("complete_batch_delay", self.complete_batch_delay),
+            ("fail_batch_delay", self.fail_batch_delay),
+            ("graceful_shutdown_timeout", self.graceful_shutdown_timeout),
+            ("max_listener_backoff", self.max_listener_backoff),
+        ]
+        .map(|(name, value)| (name.to_owned(), value));
         let task_timeouts =
             self.task_timeouts.iter().map(|(task, t)| (format!("the task_timeout of {task}"), *t));
         for (name, value) in timers.into_iter().chain(task_timeouts) {

@@ -191,7 +191,7 @@ impl Fetcher {
         jobs.retain(|job| !held.contains(&job.id));
         let mut give_back = Vec::new();
         if !accepting {
-            // Fetched while a shutdown began: give them back untouched.
+            // Fetched while a shutdown began or the lease lapsed: give them back untouched.
             give_back.extend(jobs.iter().map(|j| j.id));
         } else if self.earlier_out(id) {
             self.early.extend(jobs);

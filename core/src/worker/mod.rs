@@ -202,7 +202,7 @@ impl Worker {
             let queued = self.fetcher.give_back();
             self.writes.give_back(queued, self.now);
         }
-        let slots = if accepting && self.lease.holds(self.now) { self.slots.free() } else { 0 };
+        let slots = if self.taking_jobs() { self.slots.free() } else { 0 };
         for job in self.fetcher.take(slots, self.now) {
             self.start(job);
         }
@@ -235,9 +235,14 @@ impl Worker {
         }
     }
 
+    /// Whether the worker locks and starts jobs now: running, and its lease holds (so a job
+    /// it locks can be recovered, and other workers cannot have freed the ones it has).
+    fn taking_jobs(&self) -> bool {
+        self.phase == Phase::Running && self.lease.holds(self.now)
+    }
+
     fn maybe_fetch(&mut self) {
-        // No job is locked unless the lease holds: only then can it be recovered.
-        if self.phase != Phase::Running || self.retry_at.is_some() || !self.lease.holds(self.now) {
+        if !self.taking_jobs() || self.retry_at.is_some() {
             return;
         }
         let Some(task_ids) = self.task_ids.clone().filter(|ids| !ids.is_empty()) else { return };
