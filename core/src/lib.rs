@@ -104,6 +104,7 @@ pub mod batch;
 pub mod cron;
 pub mod job;
 pub mod job_key;
+pub mod lease;
 pub mod notify;
 pub mod protocol;
 pub mod rng;

@@ -237,6 +237,14 @@ pub enum Input {
     },
     /// The deadline from [`crate::worker::Worker::poll_timeout`] passed (early or spurious ones are harmless).
     Timeout,
+    /// A heartbeat of this worker's lease ended (reported by its
+    /// [`Keeper`](crate::lease::Keeper), which renews the lease beside the loop).
+    Heartbeat {
+        /// When it was sent: a landed one holds the lease until [`LEASE`](crate::lease::LEASE) after.
+        sent: Timestamp,
+        /// Whether the database took it.
+        result: Result<(), DbError>,
+    },
 }
 
 /// Something the worker reports, for logs, metrics and hooks.
@@ -356,6 +364,17 @@ pub enum Event {
     LeaseLapsing,
     /// A heartbeat landed after [`Event::LeaseLapsing`]: the worker goes on.
     LeaseRenewed,
+    /// The worker's loop has not turned since `since`, `limit` ago or more (a deadlock, a
+    /// hook that never returns): its lease is no longer renewed, so its jobs will be
+    /// recovered by other workers (from the lease's keeper, [`crate::lease`]).
+    LoopWedged {
+        /// The loop's latest turn.
+        since: Timestamp,
+        /// The watchdog's limit.
+        limit: Duration,
+    },
+    /// The loop turned again after [`Event::LoopWedged`]: the lease is renewed again.
+    LoopResumed,
     /// The sweep that frees jobs and queues locked by workers that died is sent.
     LockSweep {
         /// Locks older than this are freed (`None`: the database clock's four hours ago).

@@ -8,7 +8,7 @@ use chrono::{DateTime, Duration, Utc};
 use formica_core::job::{Job, JobSpec};
 use formica_core::sim::{AddJob, Db, TaskPlan, World, WorldConfig};
 use formica_core::worker::{
-    Config, Effect, Event, Failure, Input, QueryId, QueryResult, Statement, TaskOutcome, TimerKind, Worker,
+    Config, DbError, Effect, Event, Failure, Input, QueryId, QueryResult, Statement, TaskOutcome, TimerKind, Worker,
 };
 use serde_json::json;
 use std::collections::BTreeSet;
@@ -63,11 +63,15 @@ impl Hand {
         let mut hand = Hand { machine: Worker::new(config, t0()), now: t0() };
         let effects = hand.drain();
         let (register, _) = queries(&effects)[0].clone();
-        // At start: the first heartbeat (no fetch before it lands) and the sweeps.
-        let (_, started) = hand.fire();
-        for (id, _) in queries(&started) {
-            hand.done(id);
+        // At start: the sweeps due then, and the keeper's first heartbeat lands (no fetch
+        // before it).
+        if hand.machine.poll_timeout().is_some_and(|(at, _)| at <= t0()) {
+            let (_, started) = hand.fire_raw();
+            for (id, _) in queries(&started) {
+                hand.done(id);
+            }
         }
+        hand.renew(t0());
         let effects =
             hand.feed(Input::QueryDone { id: register, result: QueryResult::Tasks(vec![(1, "t".into())]) });
         (hand, effects)
@@ -86,21 +90,20 @@ impl Hand {
         self.now += by;
     }
 
-    /// Move to the next deadline and fire it. A heartbeat it sends lands at once (a healthy
-    /// database: the lease holds), and is left out of the effects.
+    /// Move to the next deadline and fire it; then a heartbeat sent at once lands (a healthy
+    /// keeper: the lease holds while timers fire).
     fn fire(&mut self) -> (TimerKind, Vec<Effect>) {
-        let (kind, effects) = self.fire_raw();
-        let mut rest = Vec::new();
-        for effect in effects {
-            match effect {
-                Effect::Query { id, statement: Statement::Heartbeat { .. } } => rest.extend(self.done(id)),
-                effect => rest.push(effect),
-            }
-        }
-        (kind, rest)
+        let (kind, mut effects) = self.fire_raw();
+        effects.extend(self.renew(self.now));
+        (kind, effects)
     }
 
-    /// Move to the next deadline and fire it, leaving its heartbeat to the test.
+    /// The keeper reports that a heartbeat sent at `sent` landed.
+    fn renew(&mut self, sent: DateTime<Utc>) -> Vec<Effect> {
+        self.feed(Input::Heartbeat { sent, result: Ok(()) })
+    }
+
+    /// Move to the next deadline and fire it, with no heartbeat.
     fn fire_raw(&mut self) -> (TimerKind, Vec<Effect>) {
         let (at, kind) = self.machine.poll_timeout().expect("a deadline");
         self.now = self.now.max(at);
@@ -603,7 +606,7 @@ fn the_permanent_failure_is_visible_in_the_database() {
 }
 
 #[test]
-fn at_start_the_worker_heartbeats_sweeps_and_recovers_and_fetches_only_once_its_lease_is_held() {
+fn at_start_the_worker_sweeps_and_recovers_and_fetches_only_once_its_lease_is_held() {
     let mut hand = Hand { machine: Worker::new(config(), t0()), now: t0() };
     let effects = hand.drain();
     let (register, _) = queries(&effects)[0].clone();
@@ -613,20 +616,18 @@ fn at_start_the_worker_heartbeats_sweeps_and_recovers_and_fetches_only_once_its_
     let (_, effects) = hand.fire_raw();
     assert_eq!(hand.now, t0(), "due at start");
     let sent = queries(&effects);
-    let heartbeat = sent.iter().find(|(_, s)| matches!(s, Statement::Heartbeat { .. })).expect("a heartbeat");
     assert!(sent.iter().any(|(_, s)| matches!(s, Statement::ResetLocked { .. })), "the four-hour sweep");
     assert!(sent.iter().any(|(_, s)| matches!(s, Statement::RecoverLapsed { .. })), "the recovery sweep");
+    assert!(!sent.iter().any(|(_, s)| matches!(s, Statement::Heartbeat { .. })), "the keeper heartbeats");
+    assert_eq!(hand.machine.deadline(TimerKind::Heartbeat), None, "the keeper's timer");
     assert!(fetches(&effects).is_empty());
-    let Statement::Heartbeat { worker_id, lease } = &heartbeat.1 else { unreachable!() };
-    assert_eq!((worker_id.as_str(), *lease), ("w", formica_core::worker::LEASE));
-    let effects = hand.done(heartbeat.0);
+    // A failed heartbeat holds nothing, and is reported.
+    let error = DbError { message: "connection lost".into(), retryable: true };
+    let effects = hand.feed(Input::Heartbeat { sent: t0(), result: Err(error) });
+    assert!(fetches(&effects).is_empty());
+    assert!(events(&effects).iter().any(|e| matches!(e, Event::DatabaseError { statement: "renew the lease", .. })));
+    let effects = hand.renew(t0());
     assert_eq!(fetches(&effects).len(), 1, "the first fetch follows the heartbeat");
-    // Then a heartbeat every interval.
-    let next = t0() + formica_core::worker::HEARTBEAT_INTERVAL;
-    assert_eq!(hand.machine.deadline(TimerKind::Heartbeat), Some(next));
-    hand.advance(next - t0());
-    let effects = hand.feed(Input::Timeout);
-    assert!(queries(&effects).iter().any(|(_, s)| matches!(s, Statement::Heartbeat { .. })));
 }
 
 #[test]
@@ -872,14 +873,12 @@ fn once_no_heartbeat_landed_for_a_lease_the_queue_goes_back_and_nothing_starts_u
     let (fetch, _) = fetches(&effects)[0];
     let effects = hand.jobs(fetch, jobs_of(1..=3));
     assert_eq!(started(&effects), vec![1], "2 and 3 wait");
-    // From now on heartbeats hang: none lands.
-    let mut heartbeats = Vec::new();
+    // From now on no heartbeat lands.
     let mut lapsed = Vec::new();
     while lapsed.is_empty() {
         let (_, effects) = hand.fire_raw();
         for (id, statement) in queries(&effects) {
             match statement {
-                Statement::Heartbeat { .. } => heartbeats.push((id, hand.now)),
                 Statement::GetJobs { .. } => panic!("fetched with the lease unsure at {}", hand.now),
                 Statement::ReturnJobs { ids, .. } => lapsed = ids,
                 _ => {
@@ -894,17 +893,17 @@ fn once_no_heartbeat_landed_for_a_lease_the_queue_goes_back_and_nothing_starts_u
     assert_eq!(lapsed, vec![2, 3]);
     let lapse = landed + formica_core::worker::LEASE;
     assert!(
-        hand.now >= lapse && hand.now < lapse + formica_core::worker::HEARTBEAT_INTERVAL,
-        "a lease after the last landed heartbeat was sent, seen at the next timer: {}",
+        hand.now >= lapse && hand.now < lapse + Duration::seconds(2),
+        "a lease after the last landed heartbeat was sent, seen at the next timer (the poll): {}",
         hand.now
     );
-    assert_eq!(heartbeats.len(), 2, "a second heartbeat while the first hangs, no third: {heartbeats:?}");
     // A slot frees: nothing starts, nothing is fetched.
     let effects = hand.finish(1, TaskOutcome::Ok);
     assert!(started(&effects).is_empty() && fetches(&effects).is_empty(), "{effects:?}");
-    // The second heartbeat lands (late): the lease holds again, counted from its sending.
-    let (second, sent) = heartbeats[1];
-    let effects = hand.done(second);
+    // A heartbeat sent a while ago lands (late): the lease holds again, counted from its
+    // sending.
+    let sent = hand.now - Duration::seconds(2);
+    let effects = hand.renew(sent);
     assert!(events(&effects).contains(&Event::LeaseRenewed), "{effects:?}");
     assert_eq!(fetches(&effects).len(), 1, "fetching again at once: {effects:?}");
     hand.advance(sent + formica_core::worker::LEASE - hand.now);

@@ -1,13 +1,16 @@
-//! Leases and recovery in `core::sim`, with crashes, pauses and clock skew between workers.
+//! Leases and recovery in `core::sim`, with crashes, pauses, stalled loops and clock skew
+//! between workers.
 //!
 //! Three workers run long jobs (some in one named queue). Worker 0 never crashes nor
-//! pauses, so a sweeper is always there; workers 1 and 2 may crash, and may be paused for
-//! up to [`LIVE_PAUSE`] ms at a time, at least a second from the end of one pause to the
-//! next. Each worker's
-//! clock is off the database's by up to an hour either way. After every step:
+//! pauses, so a sweeper is always there; workers 1 and 2 may crash, may be paused for up
+//! to [`LIVE_PAUSE`] ms at a time, at least a second from the end of one pause to the next,
+//! and their loops may stall for up to [`LIVE_STALL`] ms (tasks that block every thread:
+//! the loop hears nothing while the lease's keeper goes on). Each worker's clock is off the
+//! database's by up to an hour either way. After every step:
 //!
 //! - a live worker (not crashed; its pauses are short enough that its lease is renewed in
-//!   time) still holds every job it runs: recovery never takes a job from it;
+//!   time; its loop turns within the watchdog's limit) still holds every job it runs:
+//!   recovery never takes a job from it, and no two workers run a job at once;
 //! - once [`bound`] has passed since a worker crashed, no job and no queue is locked by it.
 
 // Tests fail by panicking, and match only the variants they look for.
@@ -17,7 +20,7 @@ use chrono::Duration;
 use formica_core::job::JobSpec;
 use formica_core::sim::{AddJob, TaskPlan, Traced, World, WorldConfig};
 use formica_core::worker::{
-    Config, Effect, Input, Statement, TaskOutcome, HEARTBEAT_INTERVAL, LEASE, RECOVERY_PERIOD,
+    Config, Effect, Event, Input, Statement, TaskOutcome, HEARTBEAT_INTERVAL, LEASE, RECOVERY_PERIOD,
     SUSPICION_GRACE,
 };
 use proptest::prelude::*;
@@ -29,6 +32,8 @@ fn live_pause() -> Duration {
     LEASE + SUSPICION_GRACE - HEARTBEAT_INTERVAL - Duration::seconds(2)
 }
 const LIVE_PAUSE: i64 = 10_000;
+/// The longest stall of a live worker's loop: anything short of the watchdog's limit.
+const LIVE_STALL: i64 = 29_000;
 
 /// How soon after a crash its locks are freed: the lease (its last heartbeat landed before
 /// the crash), the longest gap between two sweeps of worker 0 (the one that suspects it),
@@ -41,6 +46,7 @@ fn bound() -> Duration {
 enum Action {
     Crash(usize),
     Pause(usize, i64),
+    Stall(usize, i64),
     Nothing,
 }
 
@@ -48,6 +54,7 @@ fn action() -> impl Strategy<Value = Action> {
     prop_oneof![
         1 => (1..3usize).prop_map(Action::Crash),
         3 => (1..3usize, 1..=LIVE_PAUSE).prop_map(|(w, ms)| Action::Pause(w, ms)),
+        3 => (1..3usize, 1..=LIVE_STALL).prop_map(|(w, ms)| Action::Stall(w, ms)),
         1 => Just(Action::Nothing),
     ]
 }
@@ -62,6 +69,7 @@ fn config(n: usize) -> Config {
 }
 
 fn check(world: &World, crashed_at: &BTreeMap<usize, Duration>) -> Result<(), String> {
+    let mut runs = BTreeMap::new();
     for w in 0..world.workers() {
         let id = world.worker_id(w);
         if let Some(at) = crashed_at.get(&w) {
@@ -79,10 +87,16 @@ fn check(world: &World, crashed_at: &BTreeMap<usize, Duration>) -> Result<(), St
             }
             continue;
         }
+        if world.is_wedged(w) {
+            return Err(format!("{id}'s loop stalled less than the watchdog's limit, yet it gave its lease up"));
+        }
         for running in world.running(w) {
             let row = world.db().job(running.id);
             if row.and_then(|r| r.locked_by.as_deref()) != Some(id.as_str()) {
                 return Err(format!("live {id} runs job {} but the row is {row:?}", running.id));
+            }
+            if let Some(other) = runs.insert(running.id, w) {
+                return Err(format!("job {} runs on w{other} and on {id} at once", running.id));
             }
         }
     }
@@ -99,6 +113,7 @@ proptest! {
         ops in proptest::collection::vec((1_000..20_000i64, action()), 1..20),
     ) {
         prop_assert!(Duration::milliseconds(LIVE_PAUSE) <= live_pause());
+        prop_assert!(Duration::milliseconds(LIVE_STALL) < Config::default().watchdog);
         let mut world = World::new(WorldConfig { seed, ..WorldConfig::default() });
         // Tasks run 20 s to 2 min, longer than a lease: recovery would take them mid-run.
         world.set_script(|_, rng| {
@@ -114,6 +129,7 @@ proptest! {
         }
         let mut crashed_at = BTreeMap::new();
         let mut resumes = [Duration::zero(); 3];
+        let mut stall_ends = [Duration::zero(); 3];
         for (wait, action) in ops {
             let until = world.elapsed() + Duration::milliseconds(wait);
             while world.next_at().is_some_and(|at| at <= until) {
@@ -133,6 +149,12 @@ proptest! {
                     resumes[w] = world.elapsed() + Duration::milliseconds(ms);
                 }
                 Action::Pause(..) => {}
+                // Likewise a second between stalls: the loop turns in between.
+                Action::Stall(w, ms) if world.elapsed() >= stall_ends[w] + Duration::seconds(1) => {
+                    world.stall_loop(w, Duration::milliseconds(ms));
+                    stall_ends[w] = world.elapsed() + Duration::milliseconds(ms);
+                }
+                Action::Stall(..) => {}
                 Action::Nothing => {}
             }
         }
@@ -182,3 +204,46 @@ fn a_worker_paused_past_its_lease_cannot_complete_the_new_run() {
     assert_eq!(world.db().queue("q").and_then(|q| q.locked_by.as_deref()), Some("w1"));
     assert!(world.run_until(Duration::seconds(60), |w| w.db().job(job).is_none()), "b completes it");
 }
+
+/// A worker whose loop wedges past the watchdog's limit gives its lease up: its job runs
+/// elsewhere within the documented bound, exactly once more, and when the loop turns again
+/// its late completion is fenced off and it renews its lease.
+#[test]
+fn a_wedged_loop_gives_its_lease_up_and_its_late_completion_is_fenced_off() {
+    let mut world = World::new(WorldConfig::default());
+    // The first run ends during the wedge; the second outlasts it.
+    world.set_script(|job, _| {
+        let secs = if job.attempts == 1 { 30 } else { 120 };
+        TaskPlan::finish(Duration::seconds(secs), TaskOutcome::Ok)
+    });
+    let job = world.db_mut().add_job(&AddJob::new("long", serde_json::json!({}), JobSpec::default())).unwrap().id;
+    let a = world.add_worker(config(0));
+    assert!(world.run_until(Duration::seconds(5), |w| w.running(a).count() == 1));
+    let b = world.add_worker(config(1));
+    let wedged_at = world.elapsed();
+    world.stall_loop(a, Duration::seconds(100));
+    let watchdog = Config::default().watchdog;
+    assert!(world.run_until(watchdog + HEARTBEAT_INTERVAL, |w| w.is_wedged(a)), "the keeper gives up");
+    assert!(world.elapsed() - wedged_at >= watchdog, "not before the limit");
+    // Its last heartbeat went out before the limit: recovered within the bound from then.
+    let bound = watchdog + HEARTBEAT_INTERVAL + bound();
+    assert!(world.run_until(bound, |w| w.running(b).count() == 1), "b took the job");
+    assert!(world.elapsed() - wedged_at <= bound, "recovered at {} after the wedge", world.elapsed() - wedged_at);
+    assert_eq!(world.db().job(job).unwrap().attempts, 2, "run exactly once more");
+    // The loop turns again (the keeper hears of it at its next tick): a's completion of the
+    // first run is written late, and fenced off.
+    world.run_for(wedged_at + Duration::seconds(100) + HEARTBEAT_INTERVAL - world.elapsed());
+    assert!(world.trace().iter().any(|e| e.worker == Some(a) && e.what == Traced::Lease(Event::LoopResumed)));
+    assert!(!world.is_wedged(a));
+    let wrote = world.trace().iter().any(|e| {
+        e.worker == Some(a)
+            && matches!(&e.what, Traced::Effect(Effect::Query { statement: Statement::CompleteJobs { ids, .. }, .. }) if ids == &[job])
+    });
+    assert!(wrote, "a wrote its completion after the wedge");
+    world.run_for(Duration::seconds(1));
+    let row = world.db().job(job).expect("the new run's job is still there");
+    assert_eq!(row.locked_by.as_deref(), Some("w1"));
+    assert_eq!(world.running(b).count(), 1);
+    assert!(world.run_until(Duration::seconds(120), |w| w.db().job(job).is_none()), "b completes it");
+}
+

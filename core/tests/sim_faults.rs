@@ -133,8 +133,10 @@ fn the_trace_renders_one_readable_line_per_entry() {
     for expected in [
         r#"w0 -> start job 1 email (attempt 1/25) {"to":"ada"}"#,
         "w0 <- task of job 1 ended: ok",
-        "w0 -> query 6: complete jobs [1]",
-        "w0 <- query 6: Done",
+        "w0 -> query 5: complete jobs [1]",
+        "w0 <- query 5: Done",
+        "w0 lease: heartbeat Done",
+        "w0 <- heartbeat landed",
         "CLOCK JUMPED -60s",
         "w0 CRASHED",
     ] {
@@ -175,13 +177,14 @@ mod strategies {
 
         #[test]
         fn faults_stay_within_their_limits(
-            fault in fault(&Faults { workers: 3, may_crash: 1..3, max_jump_forward: 60, max_jump_back: 30, max_failed_queries: 2 }),
+            fault in fault(&Faults { workers: 3, may_crash: 1..3, max_jump_forward: 60, max_jump_back: 30, max_failed_queries: 2, max_stall_ms: 20_000 }),
         ) {
             match fault {
                 Fault::Crash(w) | Fault::Restart(w) => prop_assert!((1..3).contains(&w)),
                 Fault::JumpClock(s) => prop_assert!((-30..=60).contains(&s)),
                 Fault::DropListener(w) | Fault::ListenerAvailable(w, _) => prop_assert!(w < 3),
                 Fault::FailQueries(w, n) => prop_assert!(w < 3 && (1..=2).contains(&n)),
+                Fault::StallLoop(w, ms) => prop_assert!(w < 3 && (1..=20_000).contains(&ms)),
             }
         }
 

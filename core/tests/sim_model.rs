@@ -685,7 +685,18 @@ impl Checker {
                 self.life(worker)?.alive = false;
                 Ok(())
             }
-            Traced::ClockJumped(_) => Ok(()),
+            Traced::ClockJumped(_) | Traced::Lease(_) => Ok(()),
+            // The keeper's heartbeats run on a connection of their own, beside the machine.
+            Traced::Heartbeat { statement, result } => {
+                if let QueryResult::Err(_) = result {
+                    return Ok(());
+                }
+                let (want, _) = self.model.execute(entry.at, statement);
+                match &want == result {
+                    true => Ok(()),
+                    false => Err(format!("{statement:?} answered {result:?}, model says {want:?}")),
+                }
+            }
             Traced::Input(input) => self.input(worker, entry, input),
             Traced::Effect(effect) => self.effect(worker, entry.at, effect),
         }
@@ -743,9 +754,11 @@ impl Checker {
                 self.life(worker)?.shutting_down = true;
                 Ok(())
             }
-            Input::Notification { .. } | Input::ListenerUp | Input::ListenerDown { .. } | Input::Timeout => {
-                Ok(())
-            }
+            Input::Notification { .. }
+            | Input::ListenerUp
+            | Input::ListenerDown { .. }
+            | Input::Timeout
+            | Input::Heartbeat { .. } => Ok(()),
         }
     }
 
@@ -1133,6 +1146,7 @@ fn worker_config(index: usize) -> impl Strategy<Value = Config> {
                     local_queue_ttl: ttl.map_or(Duration::minutes(5), Duration::seconds),
                     lock_sweep_interval: formica_core::worker::LOCK_SWEEP_INTERVAL,
                     recovery_interval: formica_core::worker::RECOVERY_PERIOD,
+                    watchdog: formica_core::lease::DEFAULT_WATCHDOG,
                     complete_batch_delay: Duration::milliseconds(complete_ms),
                     fail_batch_delay: Duration::milliseconds(fail_ms),
                     graceful_shutdown_timeout: Duration::seconds(3),

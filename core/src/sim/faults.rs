@@ -36,6 +36,10 @@ pub enum Fault {
     ListenerAvailable(WorkerIndex, bool),
     /// The worker's next `n` queries fail (retryable) without running.
     FailQueries(WorkerIndex, u32),
+    /// The worker's loop stalls for this many milliseconds while its tasks and its lease's
+    /// keeper go on ([`World::stall_loop`]): tasks blocking their threads, or a deadlock
+    /// that ends. Past `Config::watchdog` the worker gives its lease up.
+    StallLoop(WorkerIndex, u32),
 }
 
 impl Fault {
@@ -53,6 +57,7 @@ impl Fault {
             Fault::DropListener(w) => world.drop_listener(check(w)),
             Fault::ListenerAvailable(w, up) => world.set_listener_available(check(w), up),
             Fault::FailQueries(w, n) => world.fail_next_queries(check(w), n),
+            Fault::StallLoop(w, ms) => world.stall_loop(check(w), Duration::milliseconds(i64::from(ms))),
         }
     }
 }
@@ -67,6 +72,7 @@ impl fmt::Debug for Fault {
             Fault::ListenerAvailable(w, true) => write!(f, "listener up w{w}"),
             Fault::ListenerAvailable(w, false) => write!(f, "listener refused w{w}"),
             Fault::FailQueries(w, n) => write!(f, "fail {n} queries w{w}"),
+            Fault::StallLoop(w, ms) => write!(f, "stall loop w{w} {}s", f64::from(*ms) / 1000.0),
         }
     }
 }
@@ -204,6 +210,8 @@ fn describe(what: &Traced) -> String {
         Traced::Started { worker_id } => format!("started as {worker_id}"),
         Traced::Crashed => "CRASHED".into(),
         Traced::ClockJumped(by) => format!("CLOCK JUMPED {:+}s", by.num_seconds()),
+        Traced::Lease(event) => format!("lease: {}", variant(event)),
+        Traced::Heartbeat { result, .. } => format!("lease: heartbeat {}", result_text(result)),
         Traced::Input(input) => match input {
             Input::QueryDone { id, result } => format!("<- query {id:?}: {}", result_text(result)),
             Input::TaskFinished { job_id, outcome } => {
@@ -220,6 +228,8 @@ fn describe(what: &Traced) -> String {
             | Input::ListenerDown { .. }
             | Input::ShutdownRequested { .. }
             | Input::Timeout) => format!("<- {other:?}"),
+            Input::Heartbeat { result: Ok(()), .. } => "<- heartbeat landed".into(),
+            Input::Heartbeat { result: Err(e), .. } => format!("<- heartbeat failed: {:?}", e.message),
         },
         Traced::Effect(effect) => match effect {
             Effect::Query { id, statement } => format!("-> query {id:?}: {}", statement_text(statement)),

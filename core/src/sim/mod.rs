@@ -97,6 +97,7 @@ pub use db::{AddJob, Db, Notification, Queue, Reschedule};
 pub use faults::{App, Fault, Op};
 
 use crate::job::Job;
+use crate::lease::{Keeper, KeeperEffect, KeeperInput};
 use crate::protocol::{
     DbError, Effect, Event, Input, QueryId, QueryResult, Statement, TaskOutcome, TimerKind,
 };
@@ -196,6 +197,15 @@ pub enum Traced {
     Crashed,
     /// The wall clock was moved by this much (forward or back).
     ClockJumped(Duration),
+    /// A heartbeat of the worker's lease keeper ran (or failed) in the database.
+    Heartbeat {
+        /// The statement.
+        statement: Statement,
+        /// Its result.
+        result: QueryResult,
+    },
+    /// What the worker's lease keeper reported ([`Event::LoopWedged`], [`Event::LoopResumed`]).
+    Lease(Event),
 }
 
 /// What one [`World::step`] did.
@@ -280,6 +290,40 @@ struct SimWorker {
     skew: Duration,
     /// Elapsed time until which the process is paused ([`World::pause`]).
     paused_until: Duration,
+    /// The lease's keeper, beside the loop.
+    keeper: Keeper,
+    /// Elapsed time until which the loop alone stalls ([`World::stall_loop`]).
+    stalled_until: Duration,
+    /// The worker's clock when the current stall began: the loop's last turn.
+    stalled_since: Timestamp,
+}
+
+impl SimWorker {
+    fn new(config: Config, incarnation: u32, base: Config, now: Timestamp, mono: Duration, skew: Duration) -> Self {
+        SimWorker {
+            keeper: Keeper::new(config.worker_id.clone(), config.watchdog, now),
+            machine: Worker::new(config, now),
+            clock: FeedClock::new(now, mono),
+            base,
+            incarnation,
+            life: Life::Running,
+            tasks: BTreeMap::new(),
+            listener: ListenerState::Off,
+            listener_available: true,
+            fail_next: 0,
+            in_flight: BTreeSet::new(),
+            gave_up: false,
+            skew,
+            paused_until: Duration::zero(),
+            stalled_until: Duration::zero(),
+            stalled_since: now,
+        }
+    }
+
+    /// Until when nothing reaches the machine: its process is paused or its loop stalls.
+    fn loop_blocked_until(&self) -> Duration {
+        self.paused_until.max(self.stalled_until)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -288,6 +332,10 @@ enum Due {
     TaskEnd { worker: WorkerIndex, token: u64, job_id: i64, outcome: TaskOutcome },
     Listener { worker: WorkerIndex, token: u64, up: bool },
     Notify { worker: WorkerIndex, token: u64, notification: Notification },
+    /// The answer to a heartbeat of the worker's lease keeper.
+    Beat { worker: WorkerIndex, incarnation: u32, id: QueryId, statement: Statement },
+    /// A heartbeat's result on its way from the keeper to the machine.
+    Heartbeat { worker: WorkerIndex, incarnation: u32, sent: Timestamp, result: Result<(), DbError> },
 }
 
 /// The deterministic world. See the module docs.
@@ -383,23 +431,8 @@ impl World {
     /// a machine whose clock is wrong: it reads `wall + skew`, restarts included.
     pub fn add_skewed_worker(&mut self, config: Config, skew: Duration) -> WorkerIndex {
         let index = self.workers.len();
-        let machine = Worker::new(config.clone(), self.now() + skew);
-        let clock = FeedClock::new(self.now() + skew, self.mono);
-        self.workers.push(SimWorker {
-            clock,
-            base: config.clone(),
-            incarnation: 0,
-            machine,
-            life: Life::Running,
-            tasks: BTreeMap::new(),
-            listener: ListenerState::Off,
-            listener_available: true,
-            fail_next: 0,
-            in_flight: BTreeSet::new(),
-            gave_up: false,
-            skew,
-            paused_until: Duration::zero(),
-        });
+        let worker = SimWorker::new(config.clone(), 0, config.clone(), self.now() + skew, self.mono, skew);
+        self.workers.push(worker);
         self.record(Some(index), Traced::Started { worker_id: config.worker_id });
         self.drain(index);
         index
@@ -423,10 +456,14 @@ impl World {
     /// The configuration of worker `w`'s current incarnation.
     pub fn config_of(&self, w: WorkerIndex) -> Config {
         let worker = &self.workers[w];
-        let mut config = worker.base.clone();
-        if worker.incarnation > 0 {
-            config.worker_id = format!("{}~{}", config.worker_id, worker.incarnation);
-            config.seed = config.seed.wrapping_add(u64::from(worker.incarnation));
+        self.config_of_incarnation(&worker.base, worker.incarnation)
+    }
+
+    fn config_of_incarnation(&self, base: &Config, incarnation: u32) -> Config {
+        let mut config = base.clone();
+        if incarnation > 0 {
+            config.worker_id = format!("{}~{}", config.worker_id, incarnation);
+            config.seed = config.seed.wrapping_add(u64::from(incarnation));
         }
         config
     }
@@ -473,6 +510,24 @@ impl World {
         worker.paused_until = worker.paused_until.max(self.mono + by);
     }
 
+    /// Stall worker `w`'s loop for `by`, as tasks that block every thread of its runtime
+    /// would if the loop ran there, or a deadlock that ends: the machine hears nothing until
+    /// then (its timers, task ends, answers and notifications wait), while its tasks and
+    /// its lease's keeper go on. A stall longer than `Config::watchdog` costs the lease.
+    pub fn stall_loop(&mut self, w: WorkerIndex, by: Duration) {
+        let now = self.worker_now(w);
+        let worker = &mut self.workers[w];
+        if worker.stalled_until <= self.mono {
+            worker.stalled_since = now;
+        }
+        worker.stalled_until = worker.stalled_until.max(self.mono + by);
+    }
+
+    /// Whether worker `w`'s keeper gave its lease up because its loop stalled too long.
+    pub fn is_wedged(&self, w: WorkerIndex) -> bool {
+        self.workers[w].keeper.is_wedged()
+    }
+
     /// Ask worker `w` to stop (forcefully if not `graceful`).
     pub fn shutdown(&mut self, w: WorkerIndex, graceful: bool) {
         self.feed(w, Input::ShutdownRequested { graceful });
@@ -496,16 +551,12 @@ impl World {
     /// but a new worker id (`<id>~<n>`), as a new process would.
     pub fn restart(&mut self, w: WorkerIndex) {
         self.crash(w);
-        let worker = &mut self.workers[w];
-        worker.incarnation += 1;
-        worker.life = Life::Running;
-        worker.fail_next = 0;
-        worker.gave_up = false;
-        worker.paused_until = Duration::zero();
-        let config = self.config_of(w);
-        let now = self.now() + self.workers[w].skew;
-        self.workers[w].machine = Worker::new(config.clone(), now);
-        self.workers[w].clock = FeedClock::new(now, self.mono);
+        let worker = &self.workers[w];
+        let (incarnation, base, skew) = (worker.incarnation + 1, worker.base.clone(), worker.skew);
+        let config = self.config_of_incarnation(&base, incarnation);
+        let mut worker = SimWorker::new(config.clone(), incarnation, base, self.now() + skew, self.mono, skew);
+        worker.listener_available = self.workers[w].listener_available;
+        self.workers[w] = worker;
         self.record(Some(w), Traced::Started { worker_id: config.worker_id });
         self.drain(w);
     }
@@ -580,6 +631,10 @@ impl World {
                 self.feed(worker, Input::Timeout);
                 Stepped::Timer { worker, kind }
             }
+            Next::Keeper(worker) => {
+                self.keeper_timeout(worker);
+                Stepped::Timer { worker, kind: TimerKind::Heartbeat }
+            }
         })
     }
 
@@ -620,17 +675,30 @@ impl World {
     fn next(&self) -> Option<(Duration, Next)> {
         let agenda =
             self.agenda.keys().next().map(|&(at, seq)| (Duration::microseconds(at), Next::Agenda((at, seq))));
-        let timers =
-            self.workers.iter().enumerate().filter(|(_, w)| w.life == Life::Running).filter_map(|(i, w)| {
-                let (deadline, kind) = w.machine.poll_timeout()?;
-                let wall = deadline - self.config.start - self.offset - w.skew;
-                // Due when either the fed clock or the wall clock reaches the deadline (and
-                // the process runs).
-                let at = w.clock.mono_at(deadline).min(wall).max(self.mono).max(w.paused_until);
-                Some((at, Next::Timer(i, kind)))
-            });
-        // Agenda items first at equal times, then workers in index order.
-        agenda.into_iter().chain(timers).min_by_key(|(at, next)| (*at, matches!(next, Next::Timer(..))))
+        // Due when either the fed clock or the wall clock reaches the deadline (and the
+        // process, or for the machine its loop, runs).
+        let due_at = |w: &SimWorker, deadline: Timestamp, blocked_until: Duration| {
+            let wall = deadline - self.config.start - self.offset - w.skew;
+            w.clock.mono_at(deadline).min(wall).max(self.mono).max(blocked_until)
+        };
+        let running = self.workers.iter().enumerate().filter(|(_, w)| w.life == Life::Running);
+        let timers = running.clone().filter_map(|(i, w)| {
+            let (deadline, kind) = w.machine.poll_timeout()?;
+            Some((due_at(w, deadline, w.loop_blocked_until()), Next::Timer(i, kind)))
+        });
+        let keepers = running.filter_map(|(i, w)| {
+            let (deadline, _) = w.keeper.poll_timeout()?;
+            Some((due_at(w, deadline, w.paused_until), Next::Keeper(i)))
+        });
+        // Agenda items first at equal times, then workers in index order, keepers last.
+        agenda.into_iter().chain(timers).chain(keepers).min_by_key(|(at, next)| {
+            let rank = match next {
+                Next::Agenda(_) => 0,
+                Next::Timer(..) => 1,
+                Next::Keeper(_) => 2,
+            };
+            (*at, rank)
+        })
     }
 
     fn schedule(&mut self, after: Duration, due: Due) {
@@ -659,10 +727,14 @@ impl World {
         let (Due::Answer { worker, .. }
         | Due::TaskEnd { worker, .. }
         | Due::Listener { worker, .. }
-        | Due::Notify { worker, .. }) = &due;
-        let paused_until = self.workers[*worker].paused_until;
-        if paused_until > self.mono {
-            self.schedule(paused_until - self.mono, due);
+        | Due::Notify { worker, .. }
+        | Due::Beat { worker, .. }
+        | Due::Heartbeat { worker, .. }) = &due;
+        // The keeper's answers wait only for a paused process; the rest is the loop's.
+        let w = &self.workers[*worker];
+        let blocked_until = if matches!(due, Due::Beat { .. }) { w.paused_until } else { w.loop_blocked_until() };
+        if blocked_until > self.mono {
+            self.schedule(blocked_until - self.mono, due);
             return Stepped::Nothing;
         }
         match due {
@@ -723,6 +795,38 @@ impl World {
                 self.feed(worker, Input::Notification { channel, payload });
                 Stepped::Notified { worker }
             }
+            Due::Beat { worker, incarnation, id, statement } => {
+                let w = &self.workers[worker];
+                if w.incarnation != incarnation || w.life != Life::Running {
+                    return Stepped::Nothing;
+                }
+                let answer = if self.rng.chance(self.config.query_failure_per_mille) {
+                    QueryResult::Err(DbError { message: "simulated: connection lost".into(), retryable: true })
+                } else {
+                    let now = self.now();
+                    self.db.set_now(now);
+                    self.db.execute(&statement)
+                };
+                let result = match &answer {
+                    QueryResult::Err(e) => Err(e.clone()),
+                    _ => Ok(()),
+                };
+                self.record(Some(worker), Traced::Heartbeat { statement, result: answer });
+                let now = self.worker_now(worker);
+                let keeper = &mut self.workers[worker].keeper;
+                if let Err(e) = keeper.handle(KeeperInput::HeartbeatDone { id, result }, now) {
+                    panic!("worker {worker}: the sim fed its keeper an input it refused: {e}");
+                }
+                self.drain_keeper(worker);
+                Stepped::Answered { worker, id }
+            }
+            Due::Heartbeat { worker, incarnation, sent, result } => {
+                if self.workers[worker].incarnation != incarnation {
+                    return Stepped::Nothing;
+                }
+                self.feed(worker, Input::Heartbeat { sent, result });
+                Stepped::Nothing
+            }
         }
     }
 
@@ -745,14 +849,52 @@ impl World {
         }
     }
 
+    /// Worker `w`'s clock now (fed, so it never goes back).
+    fn worker_now(&mut self, w: WorkerIndex) -> Timestamp {
+        let (wall, mono) = (self.now() + self.workers[w].skew, self.mono);
+        self.workers[w].clock.now(wall, mono)
+    }
+
+    /// Fire worker `w`'s keeper timer, telling it first when the loop last turned: now, as
+    /// the driver's loop turns at least once a second, unless it stalls.
+    fn keeper_timeout(&mut self, w: WorkerIndex) {
+        let now = self.worker_now(w);
+        let worker = &mut self.workers[w];
+        let turned = if worker.stalled_until > self.mono { worker.stalled_since } else { now };
+        let inputs = [KeeperInput::LoopTurned { at: turned }, KeeperInput::Timeout];
+        for input in inputs {
+            if let Err(e) = worker.keeper.handle(input, now) {
+                panic!("worker {w}: the sim fed its keeper an input it refused: {e}");
+            }
+        }
+        self.drain_keeper(w);
+    }
+
+    /// Carry out what worker `w`'s keeper says: heartbeats go to the database, results to
+    /// the machine (waiting while its loop stalls).
+    fn drain_keeper(&mut self, w: WorkerIndex) {
+        while let Some(effect) = self.workers[w].keeper.poll_effect() {
+            let incarnation = self.workers[w].incarnation;
+            match effect {
+                KeeperEffect::Heartbeat { id, statement } => {
+                    let after = self.latency(self.config.query_latency);
+                    self.schedule(after, Due::Beat { worker: w, incarnation, id, statement });
+                }
+                KeeperEffect::Report { sent, result } => {
+                    self.schedule(Duration::zero(), Due::Heartbeat { worker: w, incarnation, sent, result });
+                }
+                KeeperEffect::Emit(event) => self.record(Some(w), Traced::Lease(event)),
+            }
+        }
+    }
+
     /// Feed `input` to worker `w` at the wall clock and carry out what it says.
     fn feed(&mut self, w: WorkerIndex, input: Input) {
         if self.workers[w].life != Life::Running {
             return;
         }
         self.record(Some(w), Traced::Input(input.clone()));
-        let (wall, mono) = (self.now() + self.workers[w].skew, self.mono);
-        let now = self.workers[w].clock.now(wall, mono);
+        let now = self.worker_now(w);
         let worker_id = self.worker_id(w);
         if let Err(e) = self.workers[w].machine.handle(input, now) {
             panic!("worker {worker_id}: the sim fed an input the machine refused: {e}");
@@ -830,6 +972,7 @@ impl World {
                     );
                     worker.life = Life::Stopped;
                     worker.listener = ListenerState::Off;
+                    let _ = worker.keeper.handle(KeeperInput::Stop, worker.machine.now());
                 }
             }
         }
@@ -840,4 +983,5 @@ impl World {
 enum Next {
     Agenda((i64, u64)),
     Timer(WorkerIndex, TimerKind),
+    Keeper(WorkerIndex),
 }

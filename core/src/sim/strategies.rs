@@ -151,6 +151,8 @@ pub struct Faults {
     pub max_jump_back: i64,
     /// Most queries one [`Fault::FailQueries`] fails.
     pub max_failed_queries: u32,
+    /// Longest [`Fault::StallLoop`], in milliseconds.
+    pub max_stall_ms: u32,
 }
 
 impl Faults {
@@ -163,6 +165,8 @@ impl Faults {
             max_jump_forward: 3600,
             max_jump_back: 3600,
             max_failed_queries: 5,
+            // Below the default watchdog (30 s): tasks that block, not a wedged loop.
+            max_stall_ms: 20_000,
         }
     }
 }
@@ -183,7 +187,8 @@ pub fn fault(faults: &Faults) -> impl Strategy<Value = Fault> {
         (-faults.max_jump_back..=faults.max_jump_forward).prop_map(Fault::JumpClock),
         any_worker.clone().prop_map(Fault::DropListener),
         (any_worker.clone(), any::<bool>()).prop_map(|(w, up)| Fault::ListenerAvailable(w, up)),
-        (any_worker, 1..=faults.max_failed_queries.max(1)).prop_map(|(w, n)| Fault::FailQueries(w, n)),
+        (any_worker.clone(), 1..=faults.max_failed_queries.max(1)).prop_map(|(w, n)| Fault::FailQueries(w, n)),
+        (any_worker, 1..=faults.max_stall_ms.max(1)).prop_map(|(w, ms)| Fault::StallLoop(w, ms)),
     ]
 }
 

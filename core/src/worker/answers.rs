@@ -4,6 +4,7 @@
 use super::part::Part;
 use super::Worker;
 use crate::job::Job;
+use crate::time::Timestamp;
 use crate::protocol::{DbError, Event, Failure, MisuseError, QueryId, QueryResult, Undecodable};
 use std::collections::BTreeSet;
 
@@ -80,7 +81,6 @@ impl Worker {
                     self.fetcher.wake();
                 }
                 Part::Sweep => self.sweeper.ended(),
-                Part::Heartbeat => self.heartbeat_ended(id, true),
                 // Freed jobs may be ours to run.
                 Part::Recovery => {
                     self.lease.recovery_ended();
@@ -99,12 +99,8 @@ impl Worker {
         if part == Part::Fetch {
             self.fetcher.failed(id);
         }
-        let fetching = matches!(part, Part::Register | Part::Fetch | Part::Heartbeat);
-        if self.config.run_once && !error.retryable && fetching {
-            // Waiting cannot fix a missing table or a permission: say so and stop, rather
-            // than never returning.
-            self.emit(Event::GaveUp { statement, error: error.message });
-            self.shutdown(true);
+        let fetching = matches!(part, Part::Register | Part::Fetch);
+        if self.gave_up_once(fetching, statement, &error) {
             return;
         }
         let message = error.message.clone();
@@ -115,7 +111,6 @@ impl Worker {
                 self.retry_at = Some(self.now + self.config.poll_interval);
             }
             Part::Sweep => self.sweeper.ended(),
-            Part::Heartbeat => self.heartbeat_ended(id, false),
             Part::Recovery => self.lease.recovery_ended(),
             Part::Cron => {
                 if let Some(cron) = &mut self.cron {
@@ -126,12 +121,34 @@ impl Worker {
         }
     }
 
-    /// Heartbeat `id` ended: if the lease holds again after it lapsed, say so and look for
-    /// jobs at once.
-    fn heartbeat_ended(&mut self, id: QueryId, landed: bool) {
-        if self.lease.heartbeat_ended(id, landed, self.now) {
-            self.emit(Event::LeaseRenewed);
-            self.fetcher.wake();
+    /// Run-once cannot wait for a missing table or a permission to be fixed: a statement it
+    /// needs to fetch (`needed`) refused for good stops it, saying so, rather than never
+    /// returning. True if it did.
+    fn gave_up_once(&mut self, needed: bool, statement: &'static str, error: &DbError) -> bool {
+        let give_up = self.config.run_once && !error.retryable && needed;
+        if give_up {
+            self.emit(Event::GaveUp { statement, error: error.message.clone() });
+            self.shutdown(true);
+        }
+        give_up
+    }
+
+    /// A heartbeat sent at `sent` ended: if the lease holds again after it lapsed, say so and
+    /// look for jobs at once.
+    pub(super) fn heartbeat(&mut self, sent: Timestamp, result: Result<(), DbError>) {
+        match result {
+            Ok(()) => {
+                if self.lease.landed(sent, self.now) {
+                    self.emit(Event::LeaseRenewed);
+                    self.fetcher.wake();
+                }
+            }
+            Err(error) => {
+                let statement = "renew the lease";
+                if !self.gave_up_once(true, statement, &error) {
+                    self.emit(Event::DatabaseError { statement, error: error.message });
+                }
+            }
         }
     }
 }

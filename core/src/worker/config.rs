@@ -59,6 +59,12 @@ pub struct Config {
     /// `LEASE + SUSPICION_GRACE + 8/3 * recovery_interval`. Default 3 s; at least 100 ms (it is
     /// a query on every worker), at most the lease (10 s).
     pub recovery_interval: Duration,
+    /// How long the worker's loop may go without turning before its lease is given up (the
+    /// lease's keeper stops renewing it and logs `LoopWedged`): a deadlock or a hook that
+    /// never returns, not a long task (tasks run beside the loop). Its jobs then run
+    /// elsewhere within `watchdog + LEASE + SUSPICION_GRACE + HEARTBEAT_INTERVAL + 8/3 *
+    /// recovery_interval` (56 s by default). Default 30 s; from 1 s to 1 h.
+    pub watchdog: Duration,
     /// How long completions wait to be written together (zero: at once).
     pub complete_batch_delay: Duration,
     /// How long failures wait to be written together (zero: at once).
@@ -95,6 +101,7 @@ impl Default for Config {
             refetch_delay: None,
             lock_sweep_interval: LOCK_SWEEP_INTERVAL,
             recovery_interval: RECOVERY_PERIOD,
+            watchdog: crate::lease::DEFAULT_WATCHDOG,
             complete_batch_delay: Duration::milliseconds(1),
             fail_batch_delay: Duration::milliseconds(1),
             graceful_shutdown_timeout: Duration::seconds(5),
@@ -139,6 +146,13 @@ impl Config {
             Duration::milliseconds(100),
             LEASE,
             "at most the lease: a dead worker's jobs wait up to 8/3 of it more",
+        )?;
+        within(
+            "watchdog",
+            self.watchdog,
+            Duration::seconds(1),
+            Duration::hours(1),
+            "a loop turns at least once a second",
         )?;
         if let Some(delay) = self.refetch_delay {
             within(

@@ -19,7 +19,8 @@ impl Worker {
             TimerKind::Flush => self.writes.deadline(),
             TimerKind::Listener => self.link.deadline(),
             TimerKind::LockSweep => self.sweeper.deadline(),
-            TimerKind::Heartbeat => self.lease.heartbeat_deadline(),
+            // The lease's keeper's, not the worker's.
+            TimerKind::Heartbeat => None,
             TimerKind::Recovery => self.lease.recovery_deadline(),
             TimerKind::LocalQueueTtl => self.fetcher.give_back_deadline(),
             TimerKind::TaskTimeout => self.slots.timeout_deadline(),

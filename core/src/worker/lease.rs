@@ -1,22 +1,20 @@
-//! [`Lease`]: this worker's proof of life, and the recovery of the jobs of workers that lost
-//! theirs.
+//! [`Lease`]: whether this worker's lease surely holds, and the recovery of the jobs of
+//! workers that lost theirs.
 //!
-//! A worker records in the database that it is alive until [`LEASE`] from now (by the
-//! database clock), renewing it every [`HEARTBEAT_INTERVAL`] from start to stop, draining
-//! included. Every `recovery_interval` ([`RECOVERY_PERIOD`] by default; jittered up to a
-//! third more) a running worker asks the database to suspect the workers whose lease
-//! lapsed and to free the jobs and named queues of those suspected for more than
-//! [`SUSPICION_GRACE`] without renewing. The grace is what makes a step forward of the
-//! database clock harmless: every lease looks lapsed at once, and every live worker renews
-//! within a heartbeat interval. So a worker that dies is recovered from at most
+//! The lease is renewed beside the loop, by the [`Keeper`](crate::lease::Keeper), which
+//! reports every heartbeat ([`Input::Heartbeat`](crate::protocol::Input::Heartbeat)). Every
+//! `recovery_interval` ([`RECOVERY_PERIOD`] by default; jittered up to a third more) a
+//! running worker asks the database to suspect the workers whose lease lapsed and to free
+//! the jobs and named queues of those suspected for more than [`SUSPICION_GRACE`] without
+//! renewing. The grace is what makes a step forward of the database clock harmless: every
+//! lease looks lapsed at once, and every live worker renews within a heartbeat interval.
+//! So a worker that dies is recovered from at most
 //! `LEASE + SUSPICION_GRACE + 2 * 4/3 recovery_interval` (23 s by default) after its last
 //! heartbeat landed, by whichever live worker sweeps first (the sweep deletes the dead
 //! worker's record as it frees its locks, so two sweeps never free the same worker twice).
 //!
-//! Promises: the first heartbeat and the first recovery sweep are due at start; never two
-//! sweeps in flight, and a second heartbeat only while the first hangs (at most two); a
-//! failed one is tried again at the next period; once [`stop`](Lease::stop)ped, nothing is
-//! due.
+//! Promises: the first recovery sweep is due at start; never two sweeps in flight; a failed
+//! one is tried again at the next period; once [`stop`](Lease::stop)ped, nothing is due.
 //!
 //! The lease [`holds`](Lease::holds) for [`LEASE`] from the sending of the latest heartbeat
 //! that landed (the database took it no earlier, so its record lasts at least as long; the
@@ -28,24 +26,16 @@
 //!
 //! Only the database clock decides whether a lease lapsed: workers' clocks may be off by
 //! any amount, and the database's may step forward once in a while. What a live worker
-//! needs is to reach the database: one whose heartbeats all fail (or that is paused) for
-//! `LEASE + SUSPICION_GRACE - HEARTBEAT_INTERVAL` (12 s) may lose the jobs it is running
-//! to another worker; its late writes are then fenced off by `locked_by`.
+//! needs is its keeper reaching the database: one whose heartbeats all fail (or whose
+//! process is paused) for `LEASE + SUSPICION_GRACE - HEARTBEAT_INTERVAL` (12 s) may lose the
+//! jobs it is running to another worker; its late writes are then fenced off by `locked_by`.
+//! What its tasks do (block their threads, compute for an hour) does not matter.
 
-use crate::protocol::QueryId;
+pub use crate::lease::{HEARTBEAT_INTERVAL, LEASE, SUSPICION_GRACE};
 use crate::rng::SplitMix;
 use crate::time::Timestamp;
 use chrono::Duration;
-use std::collections::BTreeMap;
 
-/// How often a worker renews its lease.
-pub const HEARTBEAT_INTERVAL: Duration = Duration::seconds(3);
-/// How long a lease holds without renewal.
-pub const LEASE: Duration = Duration::seconds(10);
-/// How long a lapsed lease is suspected before its worker's jobs are freed: longer than a
-/// heartbeat interval, so that a live worker renews within it after a step of the
-/// database clock. With the lease, a worker survives a stall of 12 s.
-pub const SUSPICION_GRACE: Duration = Duration::seconds(5);
 /// How often a worker looks for lapsed leases by default (`Config::recovery_interval`; plus
 /// up to a third, jittered).
 pub const RECOVERY_PERIOD: Duration = Duration::seconds(3);
@@ -68,24 +58,9 @@ impl Beat {
     }
 }
 
-/// What is due at a timeout.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Due {
-    pub heartbeat: bool,
-    pub recovery: bool,
-}
-
-/// Heartbeats in flight at most: a second goes only while the first hangs (on a connection
-/// that stopped answering, say), so that one such connection does not cost the lease.
-const HEARTBEATS_IN_FLIGHT: usize = 2;
-
-/// The lease of a worker and its recovery sweeps.
+/// Whether the lease holds, and the recovery sweeps.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Lease {
-    /// When the next heartbeat is due.
-    heartbeat_at: Option<Timestamp>,
-    /// The heartbeats in flight, with when each was sent.
-    heartbeats: BTreeMap<QueryId, Timestamp>,
     recovery: Beat,
     /// Until when the lease surely holds: [`LEASE`] after the latest landed heartbeat was sent.
     holds_until: Option<Timestamp>,
@@ -96,45 +71,23 @@ pub(crate) struct Lease {
 }
 
 impl Lease {
-    /// A lease whose first heartbeat (and first recovery sweep, if `recover`) is due now;
-    /// the sweeps then come every `recovery_period` (plus jitter).
+    /// A lease that holds once a heartbeat lands; the first recovery sweep (if `recover`)
+    /// is due now, then every `recovery_period` (plus jitter).
     pub fn start(now: Timestamp, recover: bool, recovery_period: Duration) -> Self {
-        Lease {
-            heartbeat_at: Some(now),
-            recovery: Beat { at: recover.then_some(now), in_flight: false },
-            recovery_period,
-            ..Lease::default()
-        }
+        Lease { recovery: Beat { at: recover.then_some(now), in_flight: false }, recovery_period, ..Lease::default() }
     }
 
-    /// What to send at `now` (the next ones are then armed). A heartbeat sent must be
-    /// reported with [`Lease::heartbeat_sent`].
-    pub fn handle_timeout(&mut self, now: Timestamp, rng: &mut SplitMix) -> Due {
+    /// Whether a recovery sweep is due at `now` (the next one is then armed).
+    pub fn handle_timeout(&mut self, now: Timestamp, rng: &mut SplitMix) -> bool {
         // Jittered so that workers started together spread their sweeps.
         let base = self.recovery_period;
-        let period = || base + Duration::milliseconds(rng.between(0, base.num_milliseconds() / 3));
-        let heartbeat = self.heartbeat_at.is_some_and(|at| at <= now);
-        if heartbeat {
-            self.heartbeat_at = Some(now + HEARTBEAT_INTERVAL);
-        }
-        Due {
-            heartbeat: heartbeat && self.heartbeats.len() < HEARTBEATS_IN_FLIGHT,
-            recovery: self.recovery.fire(now, period),
-        }
+        self.recovery.fire(now, || base + Duration::milliseconds(rng.between(0, base.num_milliseconds() / 3)))
     }
 
-    /// Heartbeat `id` was sent at `now`.
-    pub fn heartbeat_sent(&mut self, id: QueryId, now: Timestamp) {
-        self.heartbeats.insert(id, now);
-    }
-
-    /// Heartbeat `id` ended; `landed` if the database took it. True if the lease holds again
-    /// after [`Lease::lapsing`] said it no longer did.
-    pub fn heartbeat_ended(&mut self, id: QueryId, landed: bool, now: Timestamp) -> bool {
-        let Some(sent) = self.heartbeats.remove(&id) else { return false };
-        if landed {
-            self.holds_until = self.holds_until.max(Some(sent + LEASE));
-        }
+    /// A heartbeat sent at `sent` landed. True if the lease holds again after
+    /// [`Lease::lapsing`] said it no longer did.
+    pub fn landed(&mut self, sent: Timestamp, now: Timestamp) -> bool {
+        self.holds_until = self.holds_until.max(Some(sent + LEASE));
         let renewed = self.lapsed && self.holds(now);
         self.lapsed &= !renewed;
         renewed
@@ -158,20 +111,9 @@ impl Lease {
         self.recovery.in_flight = false;
     }
 
-    /// No more recovery sweeps (shutdown: the worker only finishes what it runs).
+    /// No more recovery sweeps (shutdown, or stopped).
     pub fn stop_recovery(&mut self) {
         self.recovery.at = None;
-    }
-
-    /// Nothing more (the worker stopped).
-    pub fn stop(&mut self) {
-        self.heartbeat_at = None;
-        self.recovery.at = None;
-    }
-
-    /// When the next heartbeat is due.
-    pub fn heartbeat_deadline(&self) -> Option<Timestamp> {
-        self.heartbeat_at
     }
 
     /// When the next recovery sweep is due.
@@ -190,63 +132,39 @@ mod tests {
     }
 
     #[test]
-    fn beats_at_start_then_every_interval_a_second_only_while_the_first_hangs() {
+    fn sweeps_at_start_then_every_period_one_at_a_time() {
         let mut rng = SplitMix::new(7);
         let mut lease = Lease::start(t0(), true, RECOVERY_PERIOD);
-        assert!(!lease.holds(t0()));
-        assert_eq!(lease.handle_timeout(t0(), &mut rng), Due { heartbeat: true, recovery: true });
-        lease.heartbeat_sent(1, t0());
-        assert_eq!(lease.heartbeat_deadline(), Some(t0() + HEARTBEAT_INTERVAL));
+        assert!(lease.handle_timeout(t0(), &mut rng));
         let next = lease.recovery_deadline().unwrap();
         assert!(next >= t0() + RECOVERY_PERIOD && next <= t0() + RECOVERY_PERIOD * 4 / 3);
-        // The first still out at the next period: a second goes, the sweep does not.
-        let later = t0() + Duration::seconds(5);
-        assert_eq!(lease.handle_timeout(later, &mut rng), Due { heartbeat: true, recovery: false });
-        lease.heartbeat_sent(2, later);
-        // Two out: no third.
-        let third = later + HEARTBEAT_INTERVAL;
-        assert!(!lease.handle_timeout(third, &mut rng).heartbeat);
-        assert!(!lease.heartbeat_ended(1, false, third));
-        assert!(!lease.holds(third), "a failed heartbeat holds nothing");
+        assert!(!lease.handle_timeout(next, &mut rng), "the first is still out");
         lease.recovery_ended();
-        assert!(!lease.heartbeat_ended(2, true, third));
-        assert!(lease.holds(third), "the second landed");
-        assert!(!lease.holds(later + LEASE), "a lease from the sending of the one that landed");
-        assert!(lease.handle_timeout(third + HEARTBEAT_INTERVAL, &mut rng).heartbeat, "none out: one goes");
+        let next = lease.recovery_deadline().unwrap();
+        assert!(lease.handle_timeout(next, &mut rng));
+        lease.stop_recovery();
+        assert_eq!(lease.recovery_deadline(), None);
     }
 
     #[test]
     fn the_lease_lapses_once_a_lease_passed_since_the_last_landed_heartbeat_was_sent() {
-        let mut rng = SplitMix::new(3);
         let mut lease = Lease::start(t0(), false, RECOVERY_PERIOD);
+        assert_eq!(lease.recovery_deadline(), None, "run-once does not recover");
+        assert!(!lease.holds(t0()), "nothing landed yet");
         assert!(!lease.lapsing(t0() + LEASE * 2), "never held: nothing to lapse");
-        lease.handle_timeout(t0(), &mut rng);
-        lease.heartbeat_sent(1, t0());
         // Landed late: the lease still counts from the sending.
-        assert!(!lease.heartbeat_ended(1, true, t0() + Duration::seconds(4)));
+        assert!(!lease.landed(t0(), t0() + Duration::seconds(4)));
         let until = t0() + LEASE;
         assert!(lease.holds(until - Duration::milliseconds(1)));
         assert!(!lease.lapsing(until - Duration::milliseconds(1)));
         assert!(!lease.holds(until));
         assert!(lease.lapsing(until), "lapsing once");
         assert!(!lease.lapsing(until + Duration::seconds(1)));
+        // An older heartbeat landing later holds nothing more.
+        assert!(!lease.landed(t0() - Duration::seconds(1), until + Duration::seconds(1)));
         // A heartbeat that lands after that renews it, and says so once.
-        lease.handle_timeout(until, &mut rng);
-        lease.heartbeat_sent(2, until);
-        assert!(lease.heartbeat_ended(2, true, until + Duration::seconds(1)));
+        assert!(lease.landed(until, until + Duration::seconds(1)));
         assert!(lease.holds(until + Duration::seconds(1)));
-        lease.handle_timeout(until + HEARTBEAT_INTERVAL, &mut rng);
-        lease.heartbeat_sent(3, until + HEARTBEAT_INTERVAL);
-        assert!(!lease.heartbeat_ended(3, true, until + HEARTBEAT_INTERVAL), "held all along");
-    }
-
-    #[test]
-    fn stopping_disarms_everything_and_run_once_does_not_recover() {
-        let mut lease = Lease::start(t0(), false, RECOVERY_PERIOD);
-        assert_eq!(lease.recovery_deadline(), None);
-        assert_eq!(lease.heartbeat_deadline(), Some(t0()));
-        lease.stop();
-        assert_eq!(lease.heartbeat_deadline(), None);
-        assert_eq!(lease.handle_timeout(t0() + LEASE, &mut SplitMix::new(1)), Due::default());
+        assert!(!lease.landed(until + HEARTBEAT_INTERVAL, until + HEARTBEAT_INTERVAL), "held all along");
     }
 }

@@ -17,8 +17,8 @@
 //!
 //! The machine composes small parts, each owning its state and its deadline and knowing no
 //! effect: `fetch` (when and how much to fetch, the local queue), `writes` (outcomes on
-//! their way to the database), `link` (the LISTEN connection), `lease` (heartbeats and
-//! the recovery of dead workers' jobs), `sweep` (the four-hour rule), `cancel`
+//! their way to the database), `link` (the LISTEN connection), `lease` (whether the lease
+//! that [`crate::lease::Keeper`] renews holds, and the recovery of dead workers' jobs), `sweep` (the four-hour rule), `cancel`
 //! (cancelled and timed out tasks), `slots` and the cron runner; `answers` routes each
 //! database answer to its part (`part`), `deadlines` reads their deadlines. Only the
 //! worker makes [`Effect`]s.
@@ -156,6 +156,7 @@ impl Worker {
             }
             Input::ShutdownRequested { graceful } => self.shutdown(graceful),
             Input::Timeout => self.timeout(),
+            Input::Heartbeat { sent, result } => self.heartbeat(sent, result),
         }
         self.progress();
         Ok(())
@@ -225,7 +226,7 @@ impl Worker {
         let settled = self.pending.is_empty() && written;
         if self.phase == Phase::Draining && idle && (settled || self.writes.gave_up()) {
             self.phase = Phase::Stopped;
-            self.lease.stop();
+            self.lease.stop_recovery();
             self.retry_at = None;
             self.slots.stopped();
             let job_ids = self.writes.abandon();
@@ -389,13 +390,7 @@ impl Worker {
             self.cancels.timed_out(job_id, timeout);
             self.effects.push_back(Effect::AbortTask { job_id });
         }
-        let due = self.lease.handle_timeout(now, &mut self.rng);
-        if due.heartbeat {
-            let worker_id = self.config.worker_id.clone();
-            let id = self.query(Part::Heartbeat, Statement::Heartbeat { worker_id, lease: LEASE });
-            self.lease.heartbeat_sent(id, now);
-        }
-        if due.recovery {
+        if self.lease.handle_timeout(now, &mut self.rng) {
             self.query(Part::Recovery, Statement::RecoverLapsed { grace: SUSPICION_GRACE });
         }
         self.writes.give_back(expired, now);

@@ -11,7 +11,6 @@ pub(crate) enum Part {
     Write,
     Sweep,
     Cron,
-    Heartbeat,
     Recovery,
 }
 
@@ -26,7 +25,7 @@ impl Part {
                 | (QueryResult::KnownCrontabs(_), Part::Cron)
                 | (
                     QueryResult::Done,
-                    Part::Write | Part::Sweep | Part::Cron | Part::Heartbeat | Part::Recovery
+                    Part::Write | Part::Sweep | Part::Cron | Part::Recovery
                 )
         )
     }
@@ -38,7 +37,6 @@ impl Part {
             Part::Fetch => "fetch jobs",
             Part::Sweep => "reset stale locks",
             Part::Cron => "schedule cron jobs",
-            Part::Heartbeat => "renew the lease",
             Part::Recovery => "recover jobs of dead workers",
             Part::Write => "write outcomes",
         }
