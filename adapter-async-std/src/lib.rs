@@ -98,6 +98,56 @@ impl Runtime for AsyncStdRuntime {
     fn sleep_until(&self, deadline: Instant) -> BoxFuture<'static, ()> {
         Box::pin(async_std::task::sleep(deadline.saturating_duration_since(Instant::now())))
     }
+
+    /// A thread of its own running what is spawned on it (async-std's sockets and timers are
+    /// the process's, so only spawning differs from [`AsyncStdRuntime`]).
+    fn dedicated(&self, name: &'static str) -> Option<io::Result<Arc<dyn Runtime>>> {
+        static THREADS: DedicatedThreads = DedicatedThreads::new();
+        Some(THREADS.get_or_start(name, || {
+            let (tasks, spawned) = futures::channel::mpsc::unbounded();
+            std::thread::Builder::new()
+                .name(name.to_owned())
+                .spawn(move || async_std::task::block_on(run_all(spawned)))?;
+            Ok(Arc::new(AsyncStdThread(tasks)))
+        }))
+    }
+}
+
+/// Runs every task `spawned` sends, on the calling thread, until the sender is gone and the
+/// tasks ended.
+async fn run_all(mut spawned: futures::channel::mpsc::UnboundedReceiver<BoxFuture<'static, ()>>) {
+    use futures::future::Either;
+    use futures::stream::{FuturesUnordered, StreamExt};
+    let mut running = FuturesUnordered::new();
+    loop {
+        // An empty set ends its stream at once: wait on it only when not empty.
+        let ended = match running.is_empty() {
+            true => Either::Left(futures::future::pending()),
+            false => Either::Right(running.select_next_some()),
+        };
+        match futures::future::select(spawned.next(), ended).await {
+            Either::Left((Some(task), _)) => running.push(task),
+            Either::Left((None, _)) => return running.collect::<()>().await,
+            Either::Right(((), _)) => {}
+        }
+    }
+}
+
+/// An [`AsyncStdRuntime`] whose tasks run on a thread of its own (see [`Runtime::dedicated`]).
+struct AsyncStdThread(futures::channel::mpsc::UnboundedSender<BoxFuture<'static, ()>>);
+
+impl Runtime for AsyncStdThread {
+    fn connect(&self, address: Address) -> BoxFuture<'static, io::Result<Box<dyn Socket>>> {
+        AsyncStdRuntime.connect(address)
+    }
+
+    fn spawn(&self, task: BoxFuture<'static, ()>) {
+        let _ = self.0.unbounded_send(task);
+    }
+
+    fn sleep_until(&self, deadline: Instant) -> BoxFuture<'static, ()> {
+        AsyncStdRuntime.sleep_until(deadline)
+    }
 }
 
 /// A pool on async-std for the connection string `url` (a `postgres://` URL or libpq

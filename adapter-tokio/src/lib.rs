@@ -113,6 +113,40 @@ impl Runtime for TokioRuntime {
     fn monotonic(&self) -> Instant {
         tokio::time::Instant::now().into_std()
     }
+
+    /// A single-threaded tokio runtime on a thread of its own.
+    fn dedicated(&self, name: &'static str) -> Option<io::Result<Arc<dyn Runtime>>> {
+        static THREADS: DedicatedThreads = DedicatedThreads::new();
+        Some(THREADS.get_or_start(name, || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let handle = runtime.handle().clone();
+            std::thread::Builder::new()
+                .name(name.to_owned())
+                .spawn(move || runtime.block_on(futures::future::pending::<()>()))?;
+            Ok(Arc::new(TokioThread(handle)))
+        }))
+    }
+}
+
+/// A tokio runtime driven by a thread of its own (see [`Runtime::dedicated`]): whoever
+/// polls what it returns, its sockets, timers and tasks are that thread's.
+struct TokioThread(tokio::runtime::Handle);
+
+impl Runtime for TokioThread {
+    fn connect(&self, address: Address) -> BoxFuture<'static, io::Result<Box<dyn Socket>>> {
+        // Opened on the thread, so the socket is registered with its reactor.
+        let opening = self.0.spawn(TokioRuntime.connect(address));
+        Box::pin(async move { opening.await.map_err(io::Error::other)? })
+    }
+
+    fn spawn(&self, task: BoxFuture<'static, ()>) {
+        self.0.spawn(task);
+    }
+
+    fn sleep_until(&self, deadline: Instant) -> BoxFuture<'static, ()> {
+        let _thread = self.0.enter();
+        Box::pin(tokio::time::sleep_until(deadline.into()))
+    }
 }
 
 /// A pool on tokio for the connection string `url` (a `postgres://` URL or libpq

@@ -236,7 +236,9 @@ mod tests {
         assert_eq!(second, vec![1], "the first hangs: a second goes");
         assert!(heartbeats(&tick(&mut keeper, true)).is_empty(), "two out: no third");
         let landed = t0() + HEARTBEAT_INTERVAL * 2;
-        keeper.handle(KeeperInput::HeartbeatDone { id: 1, result: Ok(()) }, landed + HEARTBEAT_INTERVAL).unwrap();
+        keeper
+            .handle(KeeperInput::HeartbeatDone { id: 1, result: Ok(()) }, landed + HEARTBEAT_INTERVAL)
+            .unwrap();
         let report = drain(&mut keeper);
         assert_eq!(report, vec![KeeperEffect::Report { sent: t0() + HEARTBEAT_INTERVAL, result: Ok(()) }]);
         assert_eq!(heartbeats(&tick(&mut keeper, true)), vec![2], "one out: another goes");

@@ -8,7 +8,8 @@ use chrono::{DateTime, Duration, Utc};
 use formica_core::job::{Job, JobSpec};
 use formica_core::sim::{AddJob, Db, TaskPlan, World, WorldConfig};
 use formica_core::worker::{
-    Config, DbError, Effect, Event, Failure, Input, QueryId, QueryResult, Statement, TaskOutcome, TimerKind, Worker,
+    Config, DbError, Effect, Event, Failure, Input, QueryId, QueryResult, Statement, TaskOutcome, TimerKind,
+    Worker,
 };
 use serde_json::json;
 use std::collections::BTreeSet;
@@ -625,7 +626,9 @@ fn at_start_the_worker_sweeps_and_recovers_and_fetches_only_once_its_lease_is_he
     let error = DbError { message: "connection lost".into(), retryable: true };
     let effects = hand.feed(Input::Heartbeat { sent: t0(), result: Err(error) });
     assert!(fetches(&effects).is_empty());
-    assert!(events(&effects).iter().any(|e| matches!(e, Event::DatabaseError { statement: "renew the lease", .. })));
+    assert!(events(&effects)
+        .iter()
+        .any(|e| matches!(e, Event::DatabaseError { statement: "renew the lease", .. })));
     let effects = hand.renew(t0());
     assert_eq!(fetches(&effects).len(), 1, "the first fetch follows the heartbeat");
 }

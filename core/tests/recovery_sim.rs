@@ -88,7 +88,9 @@ fn check(world: &World, crashed_at: &BTreeMap<usize, Duration>) -> Result<(), St
             continue;
         }
         if world.is_wedged(w) {
-            return Err(format!("{id}'s loop stalled less than the watchdog's limit, yet it gave its lease up"));
+            return Err(format!(
+                "{id}'s loop stalled less than the watchdog's limit, yet it gave its lease up"
+            ));
         }
         for running in world.running(w) {
             let row = world.db().job(running.id);
@@ -216,7 +218,8 @@ fn a_wedged_loop_gives_its_lease_up_and_its_late_completion_is_fenced_off() {
         let secs = if job.attempts == 1 { 30 } else { 120 };
         TaskPlan::finish(Duration::seconds(secs), TaskOutcome::Ok)
     });
-    let job = world.db_mut().add_job(&AddJob::new("long", serde_json::json!({}), JobSpec::default())).unwrap().id;
+    let job =
+        world.db_mut().add_job(&AddJob::new("long", serde_json::json!({}), JobSpec::default())).unwrap().id;
     let a = world.add_worker(config(0));
     assert!(world.run_until(Duration::seconds(5), |w| w.running(a).count() == 1));
     let b = world.add_worker(config(1));
@@ -228,7 +231,11 @@ fn a_wedged_loop_gives_its_lease_up_and_its_late_completion_is_fenced_off() {
     // Its last heartbeat went out before the limit: recovered within the bound from then.
     let bound = watchdog + HEARTBEAT_INTERVAL + bound();
     assert!(world.run_until(bound, |w| w.running(b).count() == 1), "b took the job");
-    assert!(world.elapsed() - wedged_at <= bound, "recovered at {} after the wedge", world.elapsed() - wedged_at);
+    assert!(
+        world.elapsed() - wedged_at <= bound,
+        "recovered at {} after the wedge",
+        world.elapsed() - wedged_at
+    );
     assert_eq!(world.db().job(job).unwrap().attempts, 2, "run exactly once more");
     // The loop turns again (the keeper hears of it at its next tick): a's completion of the
     // first run is written late, and fenced off.
@@ -246,4 +253,3 @@ fn a_wedged_loop_gives_its_lease_up_and_its_late_completion_is_fenced_off() {
     assert_eq!(world.running(b).count(), 1);
     assert!(world.run_until(Duration::seconds(120), |w| w.db().job(job).is_none()), "b completes it");
 }
-

@@ -80,6 +80,10 @@ pub enum Error {
         /// The database's error.
         error: String,
     },
+    /// Formica broke one of its own rules (a bug: please report it), or could not start a
+    /// thread it needs.
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 /// What tokio-postgres says, with what it keeps in its sources: its `Display` alone is only

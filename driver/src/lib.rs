@@ -54,11 +54,14 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod clock;
 pub mod db;
 mod error;
 mod extensions;
 mod jobs;
+mod lease;
 mod listener;
+mod log;
 mod metrics;
 pub mod migrate;
 pub mod rows;
@@ -85,7 +88,7 @@ pub use formica_core::worker::{
     Event, RefetchDelay, HEARTBEAT_INTERVAL, LEASE, LOCK_SWEEP_INTERVAL, RECOVERY_PERIOD, SUSPICION_GRACE,
 };
 pub use migrate::MigrationReport;
-pub use runtime::{Address, Runtime, Socket};
+pub use runtime::{Address, DedicatedThreads, Runtime, Socket};
 pub use settings::ConnectionSettings;
 pub use task::{AbortSignal, BatchResult, BatchTaskHandler, JobContext, TaskHandler, TaskResult};
 pub use tls::{RootCert, SslMode};

@@ -224,7 +224,7 @@ async fn query(
 /// (a failover not finished). A statement the server rejects as wrong is not: the core then
 /// isolates the job it is about instead of retrying it forever; so a success refused only
 /// for a while must not land there, or the job would run again.
-fn is_retryable(e: &Error) -> bool {
+pub(crate) fn is_retryable(e: &Error) -> bool {
     // A pool exhausted by clients held elsewhere frees up when they are released.
     let Error::Db(db) = e else {
         return matches!(e, Error::Connect { .. } | Error::TimedOut(_) | Error::PoolExhausted(_));

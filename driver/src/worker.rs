@@ -19,10 +19,13 @@
 // A new Effect or Event must be handled here, not swallowed by `_ =>`.
 #![warn(clippy::wildcard_enum_match_arm)]
 
+use crate::clock::Clock;
 use crate::db::Pool;
 use crate::error::Error;
 use crate::extensions::Extensions;
+use crate::lease::{keep_lease, LeaseKeeping};
 use crate::listener::listen;
+use crate::log::log_event;
 use crate::metrics::Metrics;
 use crate::runtime::Runtime;
 use crate::settings::ConnectionSettings;
@@ -31,10 +34,8 @@ use crate::task::{AbortSignal, AbortTrigger, Handlers, JobContext, TaskHandler, 
 use crate::task::{BatchResult, BatchTaskHandler};
 use crate::traces::JobSpan;
 use crate::utils::{WorkerUtils, DEFAULT_SCHEMA};
-use chrono::{DateTime, Utc};
 use formica_core::cron::{self, Cron, CronItem, Crontab};
 use formica_core::text::storable;
-use formica_core::time::FeedClock;
 use formica_core::worker::{self as machine, Effect, Event, Input, QueryResult, Statement, TaskOutcome};
 use futures::channel::mpsc;
 use futures::future::{AbortHandle, Abortable, BoxFuture, Either, FutureExt};
@@ -48,7 +49,7 @@ use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tracing::Instrument;
 
 /// A function that gives the flags to refuse, evaluated before every fetch.
@@ -382,12 +383,14 @@ impl<R> WorkerOptions<R> {
                     )),
                 },
             };
+        let threads = Threads::of(self.runtime.clone())?;
+        // The worker's own pool is driven on its thread: tasks cannot hold up its answers.
         let pool = match url {
             Err(pool) => pool,
             Ok(url) => {
                 let mut settings = ConnectionSettings::parse(&url)?;
                 settings.default_application_name(&self.config.worker_id);
-                Pool::new(self.runtime.clone(), settings, self.max_pool_size)
+                Pool::new(threads.io.clone(), settings, self.max_pool_size)
             }
         };
         let mut crontab = Vec::new();
@@ -422,6 +425,7 @@ impl<R> WorkerOptions<R> {
             config,
             inputs,
             receiver,
+            threads,
         })
     }
 }
@@ -494,6 +498,7 @@ pub struct Worker {
     config: machine::Config,
     inputs: mpsc::UnboundedSender<Input>,
     receiver: mpsc::UnboundedReceiver<Input>,
+    threads: Threads,
 }
 
 struct Running {
@@ -529,11 +534,106 @@ impl Worker {
     }
 
     async fn drive(self, once: bool) -> Result<(), Error> {
-        let Worker { shared, mut config, inputs, mut receiver } = self;
+        let Worker { shared, mut config, inputs, receiver, threads } = self;
         config.run_once = once;
+        let clock = Arc::new(Clock::new(threads.tasks.clone()));
+        let keeping = LeaseKeeping {
+            runtime: threads.lease.clone(),
+            clock: clock.clone(),
+            settings: shared.utils.pool().settings().clone(),
+            schema: shared.utils.schema().to_owned(),
+            worker_id: shared.worker_id.clone(),
+            watchdog: config.watchdog,
+            inputs: inputs.clone(),
+        };
+        let keeper = spawn_abortable(threads.lease.as_ref(), keep_lease(keeping));
+        let (starts, mut to_start) = mpsc::unbounded();
+        let (done, mut finished) = futures::channel::oneshot::channel();
+        let turning = Turning { shared, config, inputs, receiver, clock, starts, keeper: Stop(vec![keeper]) };
+        let worker = spawn_abortable(threads.io.as_ref(), async move {
+            let _ = done.send(turning.run().await);
+        });
+        // Dropping this future stops the worker (its loop, then its lease).
+        let _stop = Stop(vec![worker]);
+        // Tasks start here, on the application's runtime: a handler that blocks holds up
+        // its own thread, never the loop's.
+        loop {
+            match futures::future::select(to_start.next(), &mut finished).await {
+                Either::Left((Some(task), _)) => threads.tasks.spawn(task),
+                Either::Left((None, _)) => return (&mut finished).await.unwrap_or_else(|_| Err(loop_died())),
+                Either::Right((result, _)) => return result.unwrap_or_else(|_| Err(loop_died())),
+            }
+        }
+    }
+}
+
+fn loop_died() -> Error {
+    Error::Internal("the worker's loop ended without a result (it panicked)".into())
+}
+
+/// Spawn `task` on `runtime`, stopped by the returned handle.
+fn spawn_abortable(runtime: &dyn Runtime, task: impl Future<Output = ()> + Send + 'static) -> AbortHandle {
+    let (handle, registration) = AbortHandle::new_pair();
+    runtime.spawn(Box::pin(Abortable::new(task, registration).map(|_| ())));
+    handle
+}
+
+/// Stops what it holds when dropped.
+struct Stop(Vec<AbortHandle>);
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        self.0.iter().for_each(AbortHandle::abort);
+    }
+}
+
+/// Where a worker's parts run (see [`Runtime::dedicated`]).
+struct Threads {
+    /// The application's runtime: tasks run there, and the clocks are read from it.
+    tasks: Arc<dyn Runtime>,
+    /// The loop, its connections and its LISTEN stream.
+    io: Arc<dyn Runtime>,
+    /// The lease's keeper.
+    lease: Arc<dyn Runtime>,
+}
+
+impl Threads {
+    fn of(runtime: Arc<dyn Runtime>) -> Result<Self, Error> {
+        let dedicated = |name| match runtime.dedicated(name) {
+            Some(Ok(thread)) => Ok(thread),
+            Some(Err(e)) => Err(Error::Internal(format!("could not start the {name} thread: {e}"))),
+            None => Ok(runtime.clone()),
+        };
+        Ok(Threads {
+            io: dedicated("formica-io")?,
+            lease: dedicated("formica-lease")?,
+            tasks: runtime.clone(),
+        })
+    }
+}
+
+/// The loop: it drives `formica_core::worker::Worker`, on the worker's own thread.
+struct Turning {
+    shared: Arc<Shared>,
+    config: machine::Config,
+    inputs: mpsc::UnboundedSender<Input>,
+    receiver: mpsc::UnboundedReceiver<Input>,
+    clock: Arc<Clock>,
+    /// Tasks to start on the application's runtime.
+    starts: mpsc::UnboundedSender<BoxFuture<'static, ()>>,
+    /// Stops the lease's keeper when the loop ends, however it ends.
+    keeper: Stop,
+}
+
+/// The loop turns at least this often, idle or not, so the lease's keeper can tell an idle
+/// loop from a wedged one.
+const TURN_AT_LEAST_EVERY: chrono::Duration = chrono::Duration::seconds(1);
+
+impl Turning {
+    async fn run(self) -> Result<(), Error> {
+        let Turning { shared, config, inputs, mut receiver, clock, starts, keeper: _keeper } = self;
         let runtime = shared.utils.pool().runtime().clone();
-        let mut clock = Clock::new(runtime.as_ref());
-        let mut machine = machine::Worker::new(config, clock.now(runtime.as_ref()));
+        let mut machine = machine::Worker::new(config, clock.now());
         let mut running: HashMap<i64, Running> = HashMap::new();
         let mut listener: Option<AbortHandle> = None;
         let mut gave_up = None;
@@ -566,14 +666,12 @@ impl Worker {
                     }
                     Effect::StartTask { job } => {
                         let job_id = job.id;
-                        let (abort, mut task) = start_task(&shared, job, inputs.clone());
+                        let (abort, task) = start_task(&shared, job, inputs.clone());
                         running.insert(job_id, abort);
-                        // The task's first step runs here, on the loop: a task that ends
-                        // without waiting (most short jobs) costs no spawn and no wake-up
-                        // of another thread, which on a multi-threaded runtime cost more
-                        // than the job. One that waits goes on in its own task.
-                        if futures::poll!(&mut task).is_pending() {
-                            runtime.spawn(task);
+                        // Not a step of it here: a handler may block the thread it runs on.
+                        if starts.unbounded_send(task).is_err() {
+                            // `run` was dropped: so is this loop, at its next await.
+                            return Ok(());
                         }
                     }
                     Effect::AbortTask { job_id } => {
@@ -612,7 +710,8 @@ impl Worker {
                     }
                 }
             }
-            let mut now = clock.now(runtime.as_ref());
+            let mut now = clock.now();
+            clock.loop_turned(now);
             let deadline = machine.poll_timeout().map(|(at, _)| at);
             // A deadline that passed and inputs already waiting are taken without arming a
             // timer, in turns (so an always-due timer cannot starve answers and signals, nor
@@ -627,16 +726,15 @@ impl Worker {
                 // Let the runtime run what this loop spawned (tasks, the listener) before
                 // taking more: on a single-threaded runtime they would wait otherwise.
                 YieldNow(false).await;
-                now = clock.now(runtime.as_ref());
+                now = clock.now();
             }
             let (input, now) = match ready {
                 Some(input) => (input, now),
                 None => {
                     turn.rested();
-                    let timer = match deadline {
-                        Some(at) => Either::Left(runtime.sleep_until(clock.instant_at(at))),
-                        None => Either::Right(futures::future::pending()),
-                    };
+                    let wake =
+                        deadline.map_or(now + TURN_AT_LEAST_EVERY, |at| at.min(now + TURN_AT_LEAST_EVERY));
+                    let timer = runtime.sleep_until(clock.instant_at(wake));
                     // An empty set of queries ends its stream: wait on it only when not empty.
                     let answer = match queries.is_empty() {
                         true => Either::Left(futures::future::pending()),
@@ -649,9 +747,11 @@ impl Worker {
                         // Every sender lives in this function or in tasks it spawned:
                         // unreachable, but if it happens there is nothing left to wait for.
                         Either::Left((Either::Left((None, _)), _)) => return Ok(()),
+                        // Only turning: nothing is due yet.
+                        Either::Right(((), _)) if deadline.is_none_or(|at| at > wake) => continue,
                         Either::Right(((), _)) => Input::Timeout,
                     };
-                    (input, clock.now(runtime.as_ref()))
+                    (input, clock.now())
                 }
             };
             if let Input::TaskFinished { job_id, .. } = &input {
@@ -659,7 +759,7 @@ impl Worker {
             }
             machine
                 .handle(input, now)
-                .map_err(|e| Error::Config(format!("internal error in the worker state machine: {e}")))?;
+                .map_err(|e| Error::Internal(format!("the worker's state machine refused an input: {e}")))?;
         }
     }
 }
@@ -756,30 +856,6 @@ impl Future for YieldNow {
     }
 }
 
-/// The machine's [`FeedClock`], read from the runtime's wall clock and its monotonic clock
-/// (so a runtime with a controlled clock drives the worker's timers too).
-struct Clock {
-    feed: FeedClock,
-    origin: Instant,
-}
-
-impl Clock {
-    fn new(runtime: &dyn Runtime) -> Self {
-        Clock { feed: FeedClock::new(runtime.now(), chrono::Duration::zero()), origin: runtime.monotonic() }
-    }
-
-    fn now(&mut self, runtime: &dyn Runtime) -> DateTime<Utc> {
-        let elapsed = runtime.monotonic().saturating_duration_since(self.origin);
-        let mono = chrono::Duration::from_std(elapsed).unwrap_or(chrono::Duration::MAX);
-        self.feed.now(runtime.now(), mono)
-    }
-
-    /// The instant at which the fed clock reads `at`.
-    fn instant_at(&self, at: DateTime<Utc>) -> Instant {
-        self.origin + self.feed.mono_at(at).to_std().unwrap_or_default()
-    }
-}
-
 /// Spawnable future running `job`'s handler and reporting how it ended.
 fn start_task(
     shared: &Arc<Shared>,
@@ -830,114 +906,4 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "a non-string panic payload".into());
     format!("task panicked: {}", storable(&text))
-}
-
-/// One line per job outcome at INFO or above (the start at DEBUG), with the fields an
-/// operator filters on; `duration_ms` is how long the task ran.
-fn log_event(event: &Event, worker_id: &str) {
-    match event {
-        Event::WorkerStart { .. } => tracing::info!(worker_id, "worker started"),
-        Event::WorkerStop { .. } => tracing::info!(worker_id, "worker stopped"),
-        Event::JobStart { job_id, task, queue, attempt } => {
-            tracing::debug!(worker_id, job_id, task, queue, attempt, "job started")
-        }
-        Event::OutcomesAbandoned { job_ids } => tracing::error!(
-            worker_id,
-            ?job_ids,
-            "stopping without recording these jobs' outcomes: the database did not take them in time; \
-             they stay locked until a sweep frees them, then run again"
-        ),
-        Event::JobUndecodable { job_id, error } => {
-            tracing::error!(
-                worker_id,
-                job_id,
-                "the job's row could not be read, failing this attempt: {error}"
-            )
-        }
-        Event::JobSuccess { job_id, task, queue, attempt, duration } => {
-            let duration_ms = millis(duration);
-            tracing::info!(worker_id, job_id, task, queue, attempt, duration_ms, "job completed")
-        }
-        Event::JobError { job_id, error, attempt, max_attempts, task, queue, duration, retry_at } => {
-            // The last attempt's failure is logged once, as `JobPermanentlyFailed`.
-            let Some(retry_at) = retry_at.map(|at| at.to_rfc3339()) else { return };
-            let duration_ms = millis(duration);
-            tracing::warn!(
-                worker_id,
-                job_id,
-                task,
-                queue,
-                attempt,
-                max_attempts,
-                duration_ms,
-                retry_at,
-                error,
-                "job failed, will retry"
-            )
-        }
-        Event::JobPermanentlyFailed { job_id, error, task, queue, attempt, duration } => {
-            let duration_ms = millis(duration);
-            tracing::error!(
-                worker_id,
-                job_id,
-                task,
-                queue,
-                attempt,
-                duration_ms,
-                error,
-                "job failed permanently (out of attempts)"
-            )
-        }
-        Event::JobReturned { job_id, task, queue, attempt, duration } => {
-            let duration_ms = millis(duration);
-            tracing::info!(
-                worker_id,
-                job_id,
-                task,
-                queue,
-                attempt,
-                duration_ms,
-                "job aborted on shutdown and returned to the queue"
-            )
-        }
-        Event::Shutdown { graceful, running } => match graceful {
-            true => tracing::info!(worker_id, running, "stopping: running jobs may finish"),
-            false => tracing::warn!(worker_id, running, "stopping now: running jobs are aborted"),
-        },
-        Event::DatabaseError { statement, error } => {
-            tracing::warn!(worker_id, statement, error, "database error, will retry")
-        }
-        Event::ListenerDown { error, retry_at } => {
-            let retry_at = retry_at.to_rfc3339();
-            tracing::warn!(worker_id, retry_at, error, "LISTEN connection down, polling meanwhile")
-        }
-        Event::GaveUp { statement, error } => {
-            tracing::error!(worker_id, statement, error, "giving up, retrying cannot help")
-        }
-        Event::BreakingMigration { payload } => {
-            tracing::error!(worker_id, payload, "the database got a breaking migration: stopping")
-        }
-        Event::LeaseLapsing => tracing::warn!(
-            worker_id,
-            "no heartbeat landed for a lease: fetching and starting nothing until one does"
-        ),
-        Event::LeaseRenewed => tracing::info!(worker_id, "heartbeat landed: lease renewed, going on"),
-        Event::ListenerUp => tracing::debug!(worker_id, "LISTEN connection up"),
-        Event::JobsGivenBack { count } => tracing::debug!(worker_id, count, "giving jobs back unrun"),
-        Event::LockSweep { .. } => tracing::debug!(worker_id, "freeing locks of dead workers"),
-        Event::CronSchedule { at, backfilled, jobs } => {
-            let at = at.to_rfc3339();
-            tracing::debug!(worker_id, at, backfilled, jobs, "adding the jobs of a cron minute")
-        }
-        Event::JobComplete { .. } | Event::FetchStart { .. } | Event::FetchEmpty => {
-            tracing::trace!(worker_id, ?event, "worker event")
-        }
-        // Events added after this driver was written.
-        _ => tracing::debug!(worker_id, ?event, "worker event"),
-    }
-}
-
-/// Milliseconds, fractional (a task may take less than one).
-fn millis(duration: &chrono::Duration) -> f64 {
-    duration.num_microseconds().map_or(f64::MAX, |us| us as f64 / 1000.0)
 }

@@ -75,6 +75,7 @@ fn worker_config(index: usize, b: &mut Bytes<'_>) -> Config {
         // The defaults: reading more bytes would change what the committed corpora mean.
         lock_sweep_interval: formica_core::worker::LOCK_SWEEP_INTERVAL,
         recovery_interval: formica_core::worker::RECOVERY_PERIOD,
+        watchdog: formica_core::lease::DEFAULT_WATCHDOG,
         complete_batch_delay: Duration::milliseconds(i64::from(b.below(3)) * 25),
         fail_batch_delay: Duration::milliseconds(i64::from(b.below(3)) * 25),
         graceful_shutdown_timeout: Duration::seconds(i64::from(b.below(6))),
@@ -158,7 +159,7 @@ impl Checks {
                 Traced::Crashed => {
                     self.watches.remove(&w);
                 }
-                Traced::ClockJumped(_) => {}
+                Traced::ClockJumped(_) | Traced::Heartbeat { .. } | Traced::Lease(_) => {}
                 Traced::Input(input) => {
                     let Some(watch) = self.watches.get_mut(&w) else { continue };
                     match input {
@@ -191,7 +192,8 @@ impl Checks {
                         | Input::ListenerUp
                         | Input::ListenerDown { .. }
                         | Input::ShutdownRequested { .. }
-                        | Input::Timeout => {}
+                        | Input::Timeout
+                        | Input::Heartbeat { .. } => {}
                     }
                 }
                 Traced::Effect(effect) => {

@@ -44,6 +44,9 @@ impl Runtime for Shifted {
     fn now(&self) -> DateTime<Utc> {
         self.inner.now() + *self.offset.lock().unwrap()
     }
+    fn dedicated(&self, name: &'static str) -> Option<std::io::Result<Arc<dyn Runtime>>> {
+        self.inner.dedicated(name)
+    }
 }
 
 fn at(h: u32, m: u32, s: u32, ms: u32) -> DateTime<Utc> {

@@ -299,7 +299,14 @@ struct SimWorker {
 }
 
 impl SimWorker {
-    fn new(config: Config, incarnation: u32, base: Config, now: Timestamp, mono: Duration, skew: Duration) -> Self {
+    fn new(
+        config: Config,
+        incarnation: u32,
+        base: Config,
+        now: Timestamp,
+        mono: Duration,
+        skew: Duration,
+    ) -> Self {
         SimWorker {
             keeper: Keeper::new(config.worker_id.clone(), config.watchdog, now),
             machine: Worker::new(config, now),
@@ -328,14 +335,42 @@ impl SimWorker {
 
 #[derive(Debug, Clone)]
 enum Due {
-    Answer { worker: WorkerIndex, incarnation: u32, id: QueryId, statement: Statement },
-    TaskEnd { worker: WorkerIndex, token: u64, job_id: i64, outcome: TaskOutcome },
-    Listener { worker: WorkerIndex, token: u64, up: bool },
-    Notify { worker: WorkerIndex, token: u64, notification: Notification },
+    Answer {
+        worker: WorkerIndex,
+        incarnation: u32,
+        id: QueryId,
+        statement: Statement,
+    },
+    TaskEnd {
+        worker: WorkerIndex,
+        token: u64,
+        job_id: i64,
+        outcome: TaskOutcome,
+    },
+    Listener {
+        worker: WorkerIndex,
+        token: u64,
+        up: bool,
+    },
+    Notify {
+        worker: WorkerIndex,
+        token: u64,
+        notification: Notification,
+    },
     /// The answer to a heartbeat of the worker's lease keeper.
-    Beat { worker: WorkerIndex, incarnation: u32, id: QueryId, statement: Statement },
+    Beat {
+        worker: WorkerIndex,
+        incarnation: u32,
+        id: QueryId,
+        statement: Statement,
+    },
     /// A heartbeat's result on its way from the keeper to the machine.
-    Heartbeat { worker: WorkerIndex, incarnation: u32, sent: Timestamp, result: Result<(), DbError> },
+    Heartbeat {
+        worker: WorkerIndex,
+        incarnation: u32,
+        sent: Timestamp,
+        result: Result<(), DbError>,
+    },
 }
 
 /// The deterministic world. See the module docs.
@@ -554,7 +589,8 @@ impl World {
         let worker = &self.workers[w];
         let (incarnation, base, skew) = (worker.incarnation + 1, worker.base.clone(), worker.skew);
         let config = self.config_of_incarnation(&base, incarnation);
-        let mut worker = SimWorker::new(config.clone(), incarnation, base, self.now() + skew, self.mono, skew);
+        let mut worker =
+            SimWorker::new(config.clone(), incarnation, base, self.now() + skew, self.mono, skew);
         worker.listener_available = self.workers[w].listener_available;
         self.workers[w] = worker;
         self.record(Some(w), Traced::Started { worker_id: config.worker_id });
@@ -732,7 +768,8 @@ impl World {
         | Due::Heartbeat { worker, .. }) = &due;
         // The keeper's answers wait only for a paused process; the rest is the loop's.
         let w = &self.workers[*worker];
-        let blocked_until = if matches!(due, Due::Beat { .. }) { w.paused_until } else { w.loop_blocked_until() };
+        let blocked_until =
+            if matches!(due, Due::Beat { .. }) { w.paused_until } else { w.loop_blocked_until() };
         if blocked_until > self.mono {
             self.schedule(blocked_until - self.mono, due);
             return Stepped::Nothing;
@@ -801,7 +838,10 @@ impl World {
                     return Stepped::Nothing;
                 }
                 let answer = if self.rng.chance(self.config.query_failure_per_mille) {
-                    QueryResult::Err(DbError { message: "simulated: connection lost".into(), retryable: true })
+                    QueryResult::Err(DbError {
+                        message: "simulated: connection lost".into(),
+                        retryable: true,
+                    })
                 } else {
                     let now = self.now();
                     self.db.set_now(now);

@@ -187,7 +187,8 @@ pub fn fault(faults: &Faults) -> impl Strategy<Value = Fault> {
         (-faults.max_jump_back..=faults.max_jump_forward).prop_map(Fault::JumpClock),
         any_worker.clone().prop_map(Fault::DropListener),
         (any_worker.clone(), any::<bool>()).prop_map(|(w, up)| Fault::ListenerAvailable(w, up)),
-        (any_worker.clone(), 1..=faults.max_failed_queries.max(1)).prop_map(|(w, n)| Fault::FailQueries(w, n)),
+        (any_worker.clone(), 1..=faults.max_failed_queries.max(1))
+            .prop_map(|(w, n)| Fault::FailQueries(w, n)),
         (any_worker, 1..=faults.max_stall_ms.max(1)).prop_map(|(w, ms)| Fault::StallLoop(w, ms)),
     ]
 }

@@ -4,8 +4,8 @@
 use super::part::Part;
 use super::Worker;
 use crate::job::Job;
-use crate::time::Timestamp;
 use crate::protocol::{DbError, Event, Failure, MisuseError, QueryId, QueryResult, Undecodable};
+use crate::time::Timestamp;
 use std::collections::BTreeSet;
 
 impl Worker {

@@ -74,7 +74,11 @@ impl Lease {
     /// A lease that holds once a heartbeat lands; the first recovery sweep (if `recover`)
     /// is due now, then every `recovery_period` (plus jitter).
     pub fn start(now: Timestamp, recover: bool, recovery_period: Duration) -> Self {
-        Lease { recovery: Beat { at: recover.then_some(now), in_flight: false }, recovery_period, ..Lease::default() }
+        Lease {
+            recovery: Beat { at: recover.then_some(now), in_flight: false },
+            recovery_period,
+            ..Lease::default()
+        }
     }
 
     /// Whether a recovery sweep is due at `now` (the next one is then armed).

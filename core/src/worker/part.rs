@@ -23,10 +23,7 @@ impl Part {
                 | (QueryResult::Tasks(_), Part::Register)
                 | (QueryResult::Jobs { .. }, Part::Fetch)
                 | (QueryResult::KnownCrontabs(_), Part::Cron)
-                | (
-                    QueryResult::Done,
-                    Part::Write | Part::Sweep | Part::Cron | Part::Recovery
-                )
+                | (QueryResult::Done, Part::Write | Part::Sweep | Part::Cron | Part::Recovery)
         )
     }
 

@@ -1,0 +1,110 @@
+//! The lease's keeper, driven on a thread of its own with a connection of its own: the
+//! core's [`Keeper`] (see `formica_core::lease`) renews the worker's lease beside its loop,
+//! so nothing a task does (block its thread, every thread, or compute for an hour) costs
+//! the worker its lease. It reads when the loop last turned from the shared [`Clock`], and
+//! hands every heartbeat's result to the loop as an input.
+
+use crate::clock::Clock;
+use crate::db::connect_watched;
+use crate::error::Error;
+use crate::log::log_event;
+use crate::runtime::Runtime;
+use crate::settings::ConnectionSettings;
+use crate::statements::{bind, is_retryable};
+use formica_core::lease::{Keeper, KeeperEffect, KeeperInput, LEASE};
+use formica_core::worker::{DbError, Input, QueryId, Statement};
+use futures::channel::mpsc;
+use futures::future::{self, BoxFuture, Either};
+use futures::stream::{FuturesUnordered, StreamExt};
+use std::sync::{Arc, Mutex, PoisonError};
+use tokio_postgres::Client;
+
+/// What the keeper needs besides its machine.
+pub(crate) struct LeaseKeeping {
+    /// The lease thread's runtime: its timers and its connection.
+    pub runtime: Arc<dyn Runtime>,
+    pub clock: Arc<Clock>,
+    pub settings: ConnectionSettings,
+    pub schema: String,
+    pub worker_id: Arc<str>,
+    pub watchdog: chrono::Duration,
+    /// The loop's inputs.
+    pub inputs: mpsc::UnboundedSender<Input>,
+}
+
+/// Keep the lease until the loop's inputs close (or this future is dropped: the loop
+/// ended).
+pub(crate) async fn keep_lease(keeping: LeaseKeeping) {
+    let LeaseKeeping { runtime, clock, settings, schema, worker_id, watchdog, inputs } = keeping;
+    let mut keeper = Keeper::new(&*worker_id, watchdog, clock.now());
+    // The connection between heartbeats; a second heartbeat while one hangs opens another.
+    let idle: Arc<Mutex<Option<Client>>> = Arc::default();
+    let mut beats: FuturesUnordered<BoxFuture<'static, (QueryId, Result<(), DbError>)>> =
+        FuturesUnordered::new();
+    loop {
+        while let Some(effect) = keeper.poll_effect() {
+            match effect {
+                KeeperEffect::Heartbeat { id, statement } => {
+                    let beat =
+                        heartbeat(runtime.clone(), settings.clone(), schema.clone(), idle.clone(), statement);
+                    beats.push(Box::pin(async move { (id, beat.await.map_err(db_error)) }));
+                }
+                KeeperEffect::Report { sent, result } => {
+                    if inputs.unbounded_send(Input::Heartbeat { sent, result }).is_err() {
+                        return;
+                    }
+                }
+                KeeperEffect::Emit(event) => log_event(&event, &worker_id),
+            }
+        }
+        let Some((deadline, _)) = keeper.poll_timeout() else { return };
+        let timer = runtime.sleep_until(clock.instant_at(deadline));
+        let beat = match beats.is_empty() {
+            true => Either::Left(future::pending()),
+            false => Either::Right(beats.select_next_some()),
+        };
+        let input = match future::select(beat, timer).await {
+            Either::Left(((id, result), _)) => KeeperInput::HeartbeatDone { id, result },
+            Either::Right(((), _)) => {
+                let now = clock.now();
+                keeper.handle(KeeperInput::LoopTurned { at: clock.last_turn() }, now).ok();
+                KeeperInput::Timeout
+            }
+        };
+        if let Err(e) = keeper.handle(input, clock.now()) {
+            tracing::error!(worker_id = &*worker_id, "internal error in the lease's keeper: {e}");
+        }
+    }
+}
+
+/// Run `statement` on the keeper's connection (opening one if none is idle), within the
+/// lease: an answer later than that renews nothing the next heartbeat would not.
+async fn heartbeat(
+    runtime: Arc<dyn Runtime>,
+    settings: ConnectionSettings,
+    schema: String,
+    idle: Arc<Mutex<Option<Client>>>,
+    statement: Statement,
+) -> Result<(), Error> {
+    let timeout = runtime.sleep(LEASE.to_std().unwrap_or_default());
+    let beat = async {
+        let open = idle.lock().unwrap_or_else(PoisonError::into_inner).take().filter(|c| !c.is_closed());
+        let client = match open {
+            Some(client) => client,
+            None => connect_watched(runtime.clone(), &settings).await?,
+        };
+        let bound = bind(statement);
+        let sql = formica_sql::render(bound.template, &schema);
+        client.query_typed(&sql, &bound.typed()).await?;
+        idle.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert(client);
+        Ok(())
+    };
+    match future::select(Box::pin(beat), timeout).await {
+        Either::Left((result, _)) => result,
+        Either::Right(((), _)) => Err(Error::TimedOut(format!("no answer to the heartbeat within {LEASE}"))),
+    }
+}
+
+fn db_error(e: Error) -> DbError {
+    DbError { retryable: is_retryable(&e), message: e.to_string() }
+}
