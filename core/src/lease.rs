@@ -210,7 +210,7 @@ mod tests {
             .iter()
             .filter_map(|e| match e {
                 KeeperEffect::Heartbeat { id, .. } => Some(*id),
-                _ => None,
+                KeeperEffect::Report { .. } | KeeperEffect::Emit(_) => None,
             })
             .collect()
     }

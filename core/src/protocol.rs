@@ -197,6 +197,11 @@ pub enum TaskOutcome {
     /// It was aborted after [`Effect::AbortTask`]; the job goes back with its attempt
     /// refunded, unless it was cancelled: it then fails for good.
     Aborted,
+    /// It was told to abort ([`Effect::AbortTask`]) and did not stop in time: its handler
+    /// blocks its thread and never sees the signal. The driver gives up waiting so the
+    /// worker goes on; the attempt fails for good, since another attempt would run beside
+    /// the one still holding that thread.
+    Unstoppable,
 }
 
 /// A fact for the machine, in the past tense.

@@ -68,6 +68,7 @@ impl JobSpan {
             TaskOutcome::ItemsFailed { error, .. } => Some(("batch_items_failed", error.clone())),
             TaskOutcome::Panicked(message) => Some(("panic", message.clone())),
             TaskOutcome::Aborted => Some(("aborted", "aborted on shutdown".to_owned())),
+            TaskOutcome::Unstoppable => Some(("unstoppable", "did not stop when told to".to_owned())),
         };
         match error {
             Some((kind, message)) => {

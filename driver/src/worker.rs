@@ -47,6 +47,7 @@ use std::marker::PhantomData;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -243,6 +244,15 @@ impl<R> WorkerOptions<R> {
     /// (10 s) (checked by [`Self::init`]).
     pub fn recovery_interval(mut self, every: Duration) -> Self {
         self.config.recovery_interval = to_chrono(every);
+        self
+    }
+    /// Give the lease up when the worker's loop has not turned for this long (default 30 s;
+    /// from 1 s to 1 h, checked by [`Self::init`]): a deadlock, or a hook or flags function
+    /// that never returns, so its jobs run elsewhere instead of waiting on a worker that will
+    /// never finish them. Tasks run beside the loop: however long they run or block, they
+    /// never trigger it. The loop turns at least once a second.
+    pub fn watchdog(mut self, limit: Duration) -> Self {
+        self.config.watchdog = to_chrono(limit);
         self
     }
     /// The local queue's refetch delay (graphile-worker's `localQueue.refetchDelay`; off by
@@ -504,7 +514,14 @@ pub struct Worker {
 struct Running {
     abort: AbortHandle,
     trigger: AbortTrigger,
+    /// Its end was reported: by the task, or for it once it was given up on.
+    reported: Arc<AtomicBool>,
 }
+
+/// How long a task told to abort may take to stop before its attempt ends without it: a
+/// handler that blocks its thread never sees the signal, and its slot, its job and a
+/// shutdown would wait for it forever. Its thread stays busy until it returns.
+const GIVE_UP_ON_ABORTED_TASK_AFTER: Duration = Duration::from_secs(5);
 
 impl Worker {
     /// A handle to stop this worker from elsewhere.
@@ -637,7 +654,8 @@ impl Turning {
         let mut running: HashMap<i64, Running> = HashMap::new();
         let mut listener: Option<AbortHandle> = None;
         let mut gave_up = None;
-        let mut queries: FuturesUnordered<BoxFuture<'static, Input>> = FuturesUnordered::new();
+        // Statements in flight, and timers of tasks given up on: each may give an input.
+        let mut queries: FuturesUnordered<BoxFuture<'static, Option<Input>>> = FuturesUnordered::new();
         let mut turn = Turn::default();
         let sampler = sample_queue_depth(&shared);
         loop {
@@ -661,7 +679,7 @@ impl Turning {
                                     fetched(&result),
                                 );
                             }
-                            Input::QueryDone { id, result }
+                            Some(Input::QueryDone { id, result })
                         }));
                     }
                     Effect::StartTask { job } => {
@@ -678,6 +696,22 @@ impl Turning {
                         if let Some(task) = running.remove(&job_id) {
                             task.trigger.fire();
                             task.abort.abort();
+                            let (give_up, worker_id) =
+                                (runtime.sleep(GIVE_UP_ON_ABORTED_TASK_AFTER), shared.worker_id.clone());
+                            queries.push(Box::pin(async move {
+                                give_up.await;
+                                if task.reported.swap(true, Ordering::AcqRel) {
+                                    return None;
+                                }
+                                tracing::warn!(
+                                    worker_id = &*worker_id,
+                                    job_id,
+                                    "the task did not stop within {GIVE_UP_ON_ABORTED_TASK_AFTER:?} of being told \
+                                     to (it blocks its thread): its job fails for good, and its thread stays \
+                                     busy until it returns"
+                                );
+                                Some(Input::TaskFinished { job_id, outcome: TaskOutcome::Unstoppable })
+                            }));
                         }
                     }
                     Effect::ConnectListener => {
@@ -719,7 +753,7 @@ impl Turning {
             let due = deadline.is_some_and(|at| at <= now);
             let ready = turn.next(|source| match source {
                 Source::Timer => due.then_some(Input::Timeout),
-                Source::Queries => queries.next().now_or_never().flatten(),
+                Source::Queries => queries.next().now_or_never().flatten().flatten(),
                 Source::Channel => receiver.try_recv().ok(),
             });
             if ready.is_some() && turn.spent() {
@@ -743,7 +777,8 @@ impl Turning {
                     let inputs = futures::future::select(receiver.next(), answer);
                     let input = match futures::future::select(inputs, timer).await {
                         Either::Left((Either::Left((Some(input), _)), _)) => input,
-                        Either::Left((Either::Right((answer, _)), _)) => answer,
+                        Either::Left((Either::Right((Some(answer), _)), _)) => answer,
+                        Either::Left((Either::Right((None, _)), _)) => continue,
                         // Every sender lives in this function or in tasks it spawned:
                         // unreachable, but if it happens there is nothing left to wait for.
                         Either::Left((Either::Left((None, _)), _)) => return Ok(()),
@@ -864,6 +899,8 @@ fn start_task(
 ) -> (Running, BoxFuture<'static, ()>) {
     let (trigger, signal): (AbortTrigger, AbortSignal) = AbortSignal::new();
     let (abort, registration) = AbortHandle::new_pair();
+    let reported = Arc::new(AtomicBool::new(false));
+    let running_reported = reported.clone();
     let job_id = job.id;
     let job_span = JobSpan::start(&job, &shared.worker_id);
     let span = tracing::info_span!("job", job_id, task = %job.task_identifier, worker_id = %shared.worker_id);
@@ -893,10 +930,12 @@ fn start_task(
             Err(panic) => TaskOutcome::Panicked(panic_message(&panic)),
         };
         job_span.end(&outcome);
-        let _ = inputs.unbounded_send(Input::TaskFinished { job_id, outcome });
+        if !reported.swap(true, Ordering::AcqRel) {
+            let _ = inputs.unbounded_send(Input::TaskFinished { job_id, outcome });
+        }
     }
     .instrument(span);
-    (Running { abort, trigger }, Box::pin(task))
+    (Running { abort, trigger, reported: running_reported }, Box::pin(task))
 }
 
 fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {

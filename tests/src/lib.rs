@@ -226,6 +226,11 @@ impl Running {
         &self.worker_id
     }
 
+    /// A handle to stop it from anywhere.
+    pub fn handle(&self) -> WorkerHandle {
+        self.handle.clone()
+    }
+
     /// Stop the worker gracefully; panics unless its `run()` returns `Ok` within `within`.
     pub async fn stop(self, within: Duration) {
         self.handle.stop();

@@ -219,7 +219,9 @@ fn describe(what: &Traced) -> String {
                     TaskOutcome::Ok => "ok".to_owned(),
                     TaskOutcome::Err(e) | TaskOutcome::Panicked(e) => format!("error {e:?}"),
                     TaskOutcome::ItemsFailed { error, items } => format!("error {error:?}, keeping {items}"),
-                    other @ TaskOutcome::Aborted => variant(other).to_lowercase(),
+                    other @ (TaskOutcome::Aborted | TaskOutcome::Unstoppable) => {
+                        variant(other).to_lowercase()
+                    }
                 };
                 format!("<- task of job {job_id} ended: {outcome}")
             }

@@ -849,7 +849,10 @@ impl World {
                 };
                 let result = match &answer {
                     QueryResult::Err(e) => Err(e.clone()),
-                    _ => Ok(()),
+                    QueryResult::Done
+                    | QueryResult::Tasks(_)
+                    | QueryResult::Jobs { .. }
+                    | QueryResult::KnownCrontabs(_) => Ok(()),
                 };
                 self.record(Some(worker), Traced::Heartbeat { statement, result: answer });
                 let now = self.worker_now(worker);

@@ -83,6 +83,18 @@ impl Cancels {
             (Some(Why::TimedOut(after)), TaskOutcome::Aborted) => {
                 (TaskOutcome::Err(format!("timed out after {after}")), false)
             }
+            (why, TaskOutcome::Unstoppable) => {
+                let because = match why {
+                    Some(Why::Cancelled(reason)) => format!("cancelled: {reason}"),
+                    Some(Why::TimedOut(after)) => format!("timed out after {after}"),
+                    None => "aborted".to_owned(),
+                };
+                let error = format!(
+                    "{because}, and the task did not stop (its handler blocks its thread): failed for good, \
+                     as another attempt would run beside it"
+                );
+                (TaskOutcome::Err(error), true)
+            }
             (_, outcome) => (outcome, false),
         }
     }

@@ -281,6 +281,8 @@ impl Worker {
                 self.failed(&job, error, None, permanent)
             }
             TaskOutcome::ItemsFailed { error, items } => self.failed(&job, error, Some(items), permanent),
+            // `Cancels::ended` words it as an error.
+            TaskOutcome::Unstoppable => self.failed(&job, "did not stop".into(), None, true),
             TaskOutcome::Aborted => {
                 self.emit(job.returned(self.now));
                 self.writes.give_back(vec![job_id], self.now);
