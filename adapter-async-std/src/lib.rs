@@ -102,19 +102,15 @@ impl Runtime for AsyncStdRuntime {
     /// A thread of its own running what is spawned on it (async-std's sockets and timers are
     /// the process's, so only spawning differs from [`AsyncStdRuntime`]).
     fn dedicated(&self, name: &'static str) -> Option<io::Result<Arc<dyn Runtime>>> {
-        static THREADS: DedicatedThreads = DedicatedThreads::new();
-        Some(THREADS.get_or_start(name, || {
-            let (tasks, spawned) = futures::channel::mpsc::unbounded();
-            std::thread::Builder::new()
-                .name(name.to_owned())
-                .spawn(move || async_std::task::block_on(run_all(spawned)))?;
-            Ok(Arc::new(AsyncStdThread(tasks)))
-        }))
+        let (tasks, spawned) = futures::channel::mpsc::unbounded();
+        let thread = std::thread::Builder::new().name(name.to_owned());
+        let started = thread.spawn(move || async_std::task::block_on(run_all(spawned)));
+        Some(started.map(|_| Arc::new(AsyncStdThread(tasks)) as Arc<dyn Runtime>))
     }
 }
 
-/// Runs every task `spawned` sends, on the calling thread, until the sender is gone and the
-/// tasks ended.
+/// Runs every task `spawned` sends, on the calling thread, until the sender is gone (then
+/// what still runs is dropped).
 async fn run_all(mut spawned: futures::channel::mpsc::UnboundedReceiver<BoxFuture<'static, ()>>) {
     use futures::future::Either;
     use futures::stream::{FuturesUnordered, StreamExt};
@@ -127,7 +123,7 @@ async fn run_all(mut spawned: futures::channel::mpsc::UnboundedReceiver<BoxFutur
         };
         match futures::future::select(spawned.next(), ended).await {
             Either::Left((Some(task), _)) => running.push(task),
-            Either::Left((None, _)) => return running.collect::<()>().await,
+            Either::Left((None, _)) => return,
             Either::Right(((), _)) => {}
         }
     }

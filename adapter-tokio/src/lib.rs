@@ -116,21 +116,25 @@ impl Runtime for TokioRuntime {
 
     /// A single-threaded tokio runtime on a thread of its own.
     fn dedicated(&self, name: &'static str) -> Option<io::Result<Arc<dyn Runtime>>> {
-        static THREADS: DedicatedThreads = DedicatedThreads::new();
-        Some(THREADS.get_or_start(name, || {
+        let start = || {
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-            let handle = runtime.handle().clone();
-            std::thread::Builder::new()
-                .name(name.to_owned())
-                .spawn(move || runtime.block_on(futures::future::pending::<()>()))?;
-            Ok(Arc::new(TokioThread(handle)))
-        }))
+            let (handle, (stop, stopped)) =
+                (runtime.handle().clone(), futures::channel::oneshot::channel::<()>());
+            std::thread::Builder::new().name(name.to_owned()).spawn(move || {
+                let _ = runtime.block_on(stopped);
+                // Outside `block_on`, where the runtime may be dropped: what runs on it ends.
+                drop(runtime);
+            })?;
+            Ok(Arc::new(TokioThread(handle, stop)) as Arc<dyn Runtime>)
+        };
+        Some(start())
     }
 }
 
 /// A tokio runtime driven by a thread of its own (see [`Runtime::dedicated`]): whoever
-/// polls what it returns, its sockets, timers and tasks are that thread's.
-struct TokioThread(tokio::runtime::Handle);
+/// polls what it returns, its sockets, timers and tasks are that thread's. Dropped, it
+/// ends the thread.
+struct TokioThread(tokio::runtime::Handle, #[allow(dead_code)] futures::channel::oneshot::Sender<()>);
 
 impl Runtime for TokioThread {
     fn connect(&self, address: Address) -> BoxFuture<'static, io::Result<Box<dyn Socket>>> {

@@ -88,7 +88,7 @@ pub use formica_core::worker::{
     Event, RefetchDelay, HEARTBEAT_INTERVAL, LEASE, LOCK_SWEEP_INTERVAL, RECOVERY_PERIOD, SUSPICION_GRACE,
 };
 pub use migrate::MigrationReport;
-pub use runtime::{Address, DedicatedThreads, Runtime, Socket};
+pub use runtime::{Address, Runtime, Socket};
 pub use settings::ConnectionSettings;
 pub use task::{AbortSignal, BatchResult, BatchTaskHandler, JobContext, TaskHandler, TaskResult};
 pub use tls::{RootCert, SslMode};

@@ -60,12 +60,13 @@ pub trait Runtime: Send + Sync + 'static {
     fn now(&self) -> DateTime<Utc> {
         std::time::SystemTime::now().into()
     }
-    /// A runtime on a thread of its own named `name` (one per name and process), for what no
-    /// task may hold up: the worker's loop, its connections and its LISTEN stream
-    /// (`formica-io`), and the heartbeats of its lease (`formica-lease`). Tasks run on this
-    /// runtime, where a handler may block its thread, or every thread, for as long as it
-    /// likes: the worker goes on answering, and its lease holds. What the returned runtime
-    /// spawns, connects and times is driven by that thread, whoever polls it.
+    /// A runtime on a new thread of its own named `name`, for what no task may hold up: a
+    /// worker's loop, its connections and its LISTEN stream (`formica-io`), and the
+    /// heartbeats of its lease (`formica-lease`). Tasks run on this runtime, where a handler
+    /// may block its thread, or every thread, for as long as it likes: the worker goes on
+    /// answering, and its lease holds. What the returned runtime spawns, connects and times
+    /// is driven by that thread, whoever polls it; the thread ends once the returned runtime
+    /// is dropped, with what still runs on it.
     ///
     /// `None` (the default): this runtime has no such thread, and the worker runs beside its
     /// tasks (a task that blocks every thread then stalls the worker and its lease).
@@ -78,38 +79,5 @@ pub trait Runtime: Send + Sync + 'static {
     #[allow(clippy::disallowed_methods)] // The one place the driver reads the monotonic clock.
     fn monotonic(&self) -> Instant {
         Instant::now()
-    }
-}
-
-/// The threads of [`Runtime::dedicated`], one per name and process, started on first use:
-/// an adapter keeps one of these in a `static` and starts its own kind of runtime in
-/// [`DedicatedThreads::get_or_start`].
-pub struct DedicatedThreads(std::sync::Mutex<std::collections::BTreeMap<&'static str, Arc<dyn Runtime>>>);
-
-impl DedicatedThreads {
-    /// None started yet.
-    pub const fn new() -> Self {
-        DedicatedThreads(std::sync::Mutex::new(std::collections::BTreeMap::new()))
-    }
-
-    /// The runtime of thread `name`, made by `start` the first time.
-    pub fn get_or_start(
-        &self,
-        name: &'static str,
-        start: impl FnOnce() -> io::Result<Arc<dyn Runtime>>,
-    ) -> io::Result<Arc<dyn Runtime>> {
-        let mut threads = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(thread) = threads.get(name) {
-            return Ok(thread.clone());
-        }
-        let thread = start()?;
-        threads.insert(name, thread.clone());
-        Ok(thread)
-    }
-}
-
-impl Default for DedicatedThreads {
-    fn default() -> Self {
-        Self::new()
     }
 }

@@ -44,9 +44,9 @@ pub type TaskResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 /// ```
 pub trait TaskHandler: Task + Serialize + DeserializeOwned + Send + 'static {
     /// Run one job. Returning an error (or panicking) fails this attempt; the job is
-    /// retried with exponential backoff until `max_attempts`. The first step (up to the
-    /// first `.await` that waits) runs on the worker's loop: blocking work belongs in the
-    /// runtime's `spawn_blocking`.
+    /// retried with exponential backoff until `max_attempts`. It runs on the application's
+    /// runtime, beside the worker's loop and lease: a handler that blocks its thread holds
+    /// up that thread only (`spawn_blocking` keeps it free for other tasks).
     fn run(self, ctx: JobContext) -> impl Future<Output = TaskResult> + Send;
 }
 

@@ -5,16 +5,20 @@
 //!
 //! - `Query` runs a statement on the pool (a future polled by this loop, so its answer
 //!   reaches the machine with no channel or task switch) and answers `QueryDone`;
-//! - `StartTask` runs the task's handler (its first step here, the rest spawned if it waits;
-//!   panics caught) and answers `TaskFinished`;
-//! - `AbortTask` fires the task's abort signal and drops it;
+//! - `StartTask` hands the task (panics caught) to `run`, which spawns it on the
+//!   application's runtime; it answers `TaskFinished`;
+//! - `AbortTask` fires the task's abort signal and drops it; one that has not stopped
+//!   5 s later is reported `Unstoppable`;
 //! - `ConnectListener` opens the LISTEN connection, which answers `ListenerUp`,
 //!   `Notification`s and finally `ListenerDown`;
 //! - `Emit` goes to the log and to the hooks;
 //! - the earliest `poll_timeout` deadline becomes a `Timeout`.
 //!
-//! Other inputs arrive through one channel; the machine sees them one at a time, each
-//! source in the order its inputs happened. No job state and no retry logic live here.
+//! The loop runs on the runtime's `formica-io` thread, the lease's keeper on its
+//! `formica-lease` thread (see [`Runtime::dedicated`]): no task can hold either up. The
+//! keeper's heartbeats arrive as `Heartbeat` inputs. Other inputs arrive through one
+//! channel; the machine sees them one at a time, each source in the order its inputs
+//! happened. No job state and no retry logic live here.
 
 // A new Effect or Event must be handled here, not swallowed by `_ =>`.
 #![warn(clippy::wildcard_enum_match_arm)]

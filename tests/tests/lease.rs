@@ -84,15 +84,23 @@ async fn blocking_handlers_run_once(runtime: Arc<dyn Runtime>) {
                 _ => {}
             })
     };
-    let a = Running::listening(&runtime, worker(seen.clone())).await;
-    let b = Running::listening(&runtime, worker(seen.clone())).await;
+    // Everything the test itself sends goes before the handlers block the runtime's threads,
+    // which drive its connections: while they block, it could not connect in time.
     let utils = db.utils();
     for n in 0..4 {
         utils.add_raw_job("block", json!({ "await_first": n > 0 }), JobSpec::default()).await.unwrap();
     }
+    let client = db.client().await;
+    let a = Running::listening(&runtime, worker(seen.clone())).await;
+    let b = Running::listening(&runtime, worker(seen.clone())).await;
     // Beside the runtime (whose threads the handlers block): once a handler blocks, stop a.
     let stopped = watch_the_stop(seen.clone(), a.handle());
-    db.wait_for_count("select count(*) from graphile_worker.jobs", 0, BLOCK * 6).await;
+    let started = Instant::now();
+    let left = "select count(*) from graphile_worker.jobs";
+    while client.query_one(left, &[]).await.unwrap().get::<_, i64>(0) > 0 {
+        assert!(started.elapsed() < BLOCK * 6, "the jobs were not all completed in time");
+        formica_tests::sleep(runtime.as_ref(), Duration::from_millis(100)).await;
+    }
     let took = stopped.join().unwrap();
     assert!(took < Duration::from_secs(2), "a's loop took its stop {took:?} after it was sent");
     a.stop(Duration::from_secs(30)).await;
@@ -166,10 +174,11 @@ async fn an_endless_handler_fails_its_job_once_and_the_worker_goes_on(runtime: A
     let worker = Running::listening(&runtime, options).await;
     let utils = db.utils();
     let spin = utils.add_raw_job("spin", json!({}), JobSpec::default()).await.unwrap();
+    // Waits are generous: the blocking tests of this binary may hold async-std's threads a while.
     db.wait_for_count(
         "select count(*) from graphile_worker.jobs where attempts >= max_attempts and locked_by is null",
         1,
-        Duration::from_secs(20),
+        BLOCK * 3,
     )
     .await;
     let row = db
@@ -184,11 +193,11 @@ async fn an_endless_handler_fails_its_job_once_and_the_worker_goes_on(runtime: A
     db.wait_for_count(
         "select count(*) from graphile_worker.jobs where task_identifier = 'quick'",
         0,
-        Duration::from_secs(10),
+        BLOCK * 3,
     )
     .await;
     assert_eq!(*spins.lock().unwrap(), 1, "the spinning job ran once");
-    worker.stop(Duration::from_secs(10)).await;
+    worker.stop(BLOCK * 3).await;
     release.store(true, Ordering::Relaxed);
 }
 

@@ -1,6 +1,6 @@
-//! A worker whose loop wedges loses its lease, and only that worker's jobs move. In a test
-//! binary of its own: the hook that wedges it blocks the process's `formica-io` thread of
-//! tokio, where every tokio worker of the process turns.
+//! A worker whose loop wedges loses its lease, and its jobs move to another worker. In a
+//! test binary of its own, so that no other test holds the threads of async-std, whose
+//! worker takes the job over.
 
 use formica::{Event, JobSpec, Runtime};
 use formica_tests::{Running, TestDb};
@@ -45,7 +45,7 @@ fn a_wedged_worker_loses_its_job_to_another_which_its_late_completion_cannot_tou
         while since_wedge().is_none() {
             formica_tests::sleep(tokio.as_ref(), Duration::from_millis(10)).await;
         }
-        // The other worker, on async-std: threads of its own, which a's hook does not block.
+        // The other worker, on async-std (a's hook blocks only a's own loop thread).
         let async_std: Arc<dyn Runtime> = Arc::new(formica_async_std::AsyncStdRuntime);
         let release = Arc::new(AtomicBool::new(false));
         let (ran, released) = (runs.clone(), release.clone());

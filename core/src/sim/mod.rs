@@ -42,7 +42,9 @@
 //!   rules.
 //! - Faults, as the driver meets them: a crashed process keeps its locks until its lease
 //!   lapses and a recovery sweep frees them; a paused one ([`World::pause`]) hears nothing
-//!   and sends its queries late; a restart is a new worker id; a failed query is retried;
+//!   and sends its queries late; a worker whose loop stalls ([`World::stall_loop`]: tasks
+//!   blocking every thread, a deadlock) keeps its lease through its keeper, which runs beside
+//!   the loop as in the driver, until the stall passes the watchdog's limit; a restart is a new worker id; a failed query is retried;
 //!   a dropped listener leaves polling; a clock jump moves the wall clock that the database and the workers read
 //!   (a worker's clock, like the driver's, never goes back).
 //!
@@ -786,16 +788,7 @@ impl World {
                 } else {
                     self.rng.chance(self.config.query_failure_per_mille)
                 };
-                let result = if fail {
-                    QueryResult::Err(DbError {
-                        message: "simulated: connection lost".into(),
-                        retryable: true,
-                    })
-                } else {
-                    let now = self.now();
-                    self.db.set_now(now);
-                    self.db.execute(&statement)
-                };
+                let result = self.run_statement(&statement, fail);
                 self.deliver_notifications();
                 self.feed(worker, Input::QueryDone { id, result });
                 Stepped::Answered { worker, id }
@@ -837,16 +830,8 @@ impl World {
                 if w.incarnation != incarnation || w.life != Life::Running {
                     return Stepped::Nothing;
                 }
-                let answer = if self.rng.chance(self.config.query_failure_per_mille) {
-                    QueryResult::Err(DbError {
-                        message: "simulated: connection lost".into(),
-                        retryable: true,
-                    })
-                } else {
-                    let now = self.now();
-                    self.db.set_now(now);
-                    self.db.execute(&statement)
-                };
+                let fail = self.rng.chance(self.config.query_failure_per_mille);
+                let answer = self.run_statement(&statement, fail);
                 let result = match &answer {
                     QueryResult::Err(e) => Err(e.clone()),
                     QueryResult::Done
@@ -871,6 +856,19 @@ impl World {
                 Stepped::Nothing
             }
         }
+    }
+
+    /// `statement`'s answer from the database now, or the lost connection of a `fail`ed one.
+    fn run_statement(&mut self, statement: &Statement, fail: bool) -> QueryResult {
+        if fail {
+            return QueryResult::Err(DbError {
+                message: "simulated: connection lost".into(),
+                retryable: true,
+            });
+        }
+        let now = self.now();
+        self.db.set_now(now);
+        self.db.execute(statement)
     }
 
     fn deliver_notifications(&mut self) {
