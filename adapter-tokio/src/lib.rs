@@ -109,7 +109,8 @@ impl Runtime for TokioRuntime {
         Box::pin(tokio::time::sleep_until(deadline.into()))
     }
 
-    /// tokio's clock, so `tokio::time::pause()` and `advance()` drive the worker's timers.
+    /// tokio's clock, read where it is called: a worker's loop and lease read it on their own
+    /// threads, which `tokio::time::pause()` on the application's runtime does not reach.
     fn monotonic(&self) -> Instant {
         tokio::time::Instant::now().into_std()
     }

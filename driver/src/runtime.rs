@@ -75,7 +75,8 @@ pub trait Runtime: Send + Sync + 'static {
         None
     }
     /// The monotonic clock behind every timer and timeout of the driver. Override it with
-    /// the runtime's own (tokio's follows `tokio::time::pause`), so a test can drive time.
+    /// the runtime's own. (A worker reads it on its own threads, where a paused tokio clock
+    /// of the application's runtime does not reach.)
     #[allow(clippy::disallowed_methods)] // The one place the driver reads the monotonic clock.
     fn monotonic(&self) -> Instant {
         Instant::now()

@@ -576,11 +576,20 @@ impl Worker {
         });
         // Dropping this future stops the worker (its loop, then its lease).
         let _stop = Stop(vec![worker]);
-        // Tasks start here, on the application's runtime: a handler that blocks holds up
-        // its own thread, never the loop's.
+        // Tasks start here, on the application's runtime, never on the loop's thread. Each
+        // one's first step runs here, and only a task that waits is spawned: most short jobs
+        // end in their first step, and a spawn each cost them more than the job. So a
+        // handler that blocks before it first waits holds up the start of the tasks after it
+        // (not the loop, nor the lease).
         loop {
             match futures::future::select(to_start.next(), &mut finished).await {
-                Either::Left((Some(task), _)) => threads.tasks.spawn(task),
+                Either::Left((Some(tasks), _)) => {
+                    for mut task in tasks {
+                        if futures::poll!(&mut task).is_pending() {
+                            threads.tasks.spawn(task);
+                        }
+                    }
+                }
                 Either::Left((None, _)) => return (&mut finished).await.unwrap_or_else(|_| Err(loop_died())),
                 Either::Right((result, _)) => return result.unwrap_or_else(|_| Err(loop_died())),
             }
@@ -640,8 +649,8 @@ struct Turning {
     inputs: mpsc::UnboundedSender<Input>,
     receiver: mpsc::UnboundedReceiver<Input>,
     clock: Arc<Clock>,
-    /// Tasks to start on the application's runtime.
-    starts: mpsc::UnboundedSender<BoxFuture<'static, ()>>,
+    /// Tasks to start on the application's runtime, a turn's at a time.
+    starts: mpsc::UnboundedSender<Vec<BoxFuture<'static, ()>>>,
     /// Stops the lease's keeper when the loop ends, however it ends.
     keeper: Stop,
 }
@@ -662,6 +671,7 @@ impl Turning {
         let mut queries: FuturesUnordered<BoxFuture<'static, Option<Input>>> = FuturesUnordered::new();
         let mut turn = Turn::default();
         let sampler = sample_queue_depth(&shared);
+        let mut to_start = Vec::new();
         loop {
             while let Some(effect) = machine.poll_effect() {
                 match effect {
@@ -691,10 +701,7 @@ impl Turning {
                         let (abort, task) = start_task(&shared, job, inputs.clone());
                         running.insert(job_id, abort);
                         // Not a step of it here: a handler may block the thread it runs on.
-                        if starts.unbounded_send(task).is_err() {
-                            // `run` was dropped: so is this loop, at its next await.
-                            return Ok(());
-                        }
+                        to_start.push(task);
                     }
                     Effect::AbortTask { job_id } => {
                         if let Some(task) = running.remove(&job_id) {
@@ -747,6 +754,11 @@ impl Turning {
                         return gave_up.map_or(Ok(()), Err);
                     }
                 }
+            }
+            // The tasks of this turn go to the application's runtime together.
+            if !to_start.is_empty() && starts.unbounded_send(std::mem::take(&mut to_start)).is_err() {
+                // `run` was dropped: so is this loop, at its next await.
+                return Ok(());
             }
             let mut now = clock.now();
             clock.loop_turned(now);
