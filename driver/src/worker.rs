@@ -581,17 +581,30 @@ impl Worker {
         // end in their first step, and a spawn each cost them more than the job. So a
         // handler that blocks before it first waits holds up the start of the tasks after it
         // (not the loop, nor the lease).
+        let mut idle_turns = 0;
         loop {
-            match futures::future::select(to_start.next(), &mut finished).await {
-                Either::Left((Some(tasks), _)) => {
-                    for mut task in tasks {
-                        if futures::poll!(&mut task).is_pending() {
-                            threads.tasks.spawn(task);
-                        }
-                    }
+            let tasks = match to_start.try_recv() {
+                Ok(tasks) => tasks,
+                // Under load the next batch comes within a few turns of the runtime, sooner
+                // than this thread would be put to sleep and woken again.
+                Err(_) if idle_turns < SPIN_TURNS => {
+                    idle_turns += 1;
+                    YieldNow(false).await;
+                    continue;
                 }
-                Either::Left((None, _)) => return (&mut finished).await.unwrap_or_else(|_| Err(loop_died())),
-                Either::Right((result, _)) => return result.unwrap_or_else(|_| Err(loop_died())),
+                Err(_) => match futures::future::select(to_start.next(), &mut finished).await {
+                    Either::Left((Some(tasks), _)) => tasks,
+                    Either::Left((None, _)) => {
+                        return (&mut finished).await.unwrap_or_else(|_| Err(loop_died()))
+                    }
+                    Either::Right((result, _)) => return result.unwrap_or_else(|_| Err(loop_died())),
+                },
+            };
+            idle_turns = 0;
+            for mut task in tasks {
+                if futures::poll!(&mut task).is_pending() {
+                    threads.tasks.spawn(task);
+                }
             }
         }
     }
@@ -655,6 +668,11 @@ struct Turning {
     keeper: Stop,
 }
 
+/// How many turns of its runtime the loop, or the task starter, waits for more before it
+/// sleeps, while tasks are out: the next input then comes from another thread, and waking a
+/// sleeping thread costs more than a few turns.
+const SPIN_TURNS: u32 = 16;
+
 /// The loop turns at least this often, idle or not, so the lease's keeper can tell an idle
 /// loop from a wedged one.
 const TURN_AT_LEAST_EVERY: chrono::Duration = chrono::Duration::seconds(1);
@@ -672,6 +690,7 @@ impl Turning {
         let mut turn = Turn::default();
         let sampler = sample_queue_depth(&shared);
         let mut to_start = Vec::new();
+        let mut idle_turns = 0;
         loop {
             while let Some(effect) = machine.poll_effect() {
                 match effect {
@@ -779,8 +798,17 @@ impl Turning {
                 now = clock.now();
             }
             let (input, now) = match ready {
-                Some(input) => (input, now),
+                Some(input) => {
+                    idle_turns = 0;
+                    (input, now)
+                }
+                None if !running.is_empty() && idle_turns < SPIN_TURNS => {
+                    idle_turns += 1;
+                    YieldNow(false).await;
+                    continue;
+                }
                 None => {
+                    idle_turns = 0;
                     turn.rested();
                     let wake =
                         deadline.map_or(now + TURN_AT_LEAST_EVERY, |at| at.min(now + TURN_AT_LEAST_EVERY));
