@@ -774,11 +774,6 @@ impl Turning {
                     }
                 }
             }
-            // The tasks of this turn go to the application's runtime together.
-            if !to_start.is_empty() && starts.unbounded_send(std::mem::take(&mut to_start)).is_err() {
-                // `run` was dropped: so is this loop, at its next await.
-                return Ok(());
-            }
             let mut now = clock.now();
             clock.loop_turned(now);
             let deadline = machine.poll_timeout().map(|(at, _)| at);
@@ -791,9 +786,18 @@ impl Turning {
                 Source::Queries => queries.next().now_or_never().flatten().flatten(),
                 Source::Channel => receiver.try_recv().ok(),
             });
-            if ready.is_some() && turn.spent() {
-                // Let the runtime run what this loop spawned (tasks, the listener) before
-                // taking more: on a single-threaded runtime they would wait otherwise.
+            let spent = ready.is_some() && turn.spent();
+            // The tasks go to the application's runtime together once the inputs waiting
+            // are taken: one hand-over to another thread for many jobs under load.
+            if (ready.is_none() || spent) && !to_start.is_empty() {
+                if starts.unbounded_send(std::mem::take(&mut to_start)).is_err() {
+                    // `run` was dropped: so is this loop, at its next await.
+                    return Ok(());
+                }
+            }
+            if spent {
+                // Let the runtime run what this loop spawned (the listener, the queries' own
+                // tasks) before taking more: on a single-threaded runtime they would wait.
                 YieldNow(false).await;
                 now = clock.now();
             }
