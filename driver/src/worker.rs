@@ -576,11 +576,9 @@ impl Worker {
         });
         // Dropping this future stops the worker (its loop, then its lease).
         let _stop = Stop(vec![worker]);
-        // Tasks start here, on the application's runtime, never on the loop's thread. Each
-        // one's first step runs here, and only a task that waits is spawned: most short jobs
-        // end in their first step, and a spawn each cost them more than the job. So a
-        // handler that blocks before it first waits holds up the start of the tasks after it
-        // (not the loop, nor the lease).
+        // Tasks are spawned here, on the application's runtime, never run on the loop's
+        // thread. Not a step of one runs here either: a handler that blocks before it first
+        // waits would hold up the start of every task after it.
         let mut idle_turns = 0;
         loop {
             let tasks = match to_start.try_recv() {
@@ -601,10 +599,8 @@ impl Worker {
                 },
             };
             idle_turns = 0;
-            for mut task in tasks {
-                if futures::poll!(&mut task).is_pending() {
-                    threads.tasks.spawn(task);
-                }
+            for task in tasks {
+                threads.tasks.spawn(task);
             }
         }
     }
@@ -789,11 +785,10 @@ impl Turning {
             let spent = ready.is_some() && turn.spent();
             // The tasks go to the application's runtime together once the inputs waiting
             // are taken: one hand-over to another thread for many jobs under load.
-            if (ready.is_none() || spent) && !to_start.is_empty() {
-                if starts.unbounded_send(std::mem::take(&mut to_start)).is_err() {
-                    // `run` was dropped: so is this loop, at its next await.
-                    return Ok(());
-                }
+            let handing_over = (ready.is_none() || spent) && !to_start.is_empty();
+            if handing_over && starts.unbounded_send(std::mem::take(&mut to_start)).is_err() {
+                // `run` was dropped: so is this loop, at its next await.
+                return Ok(());
             }
             if spent {
                 // Let the runtime run what this loop spawned (the listener, the queries' own
