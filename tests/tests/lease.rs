@@ -84,15 +84,17 @@ async fn blocking_handlers_run_once(runtime: Arc<dyn Runtime>) {
                 _ => {}
             })
     };
-    // Everything the test itself sends goes before the handlers block the runtime's threads,
-    // which drive its connections: while they block, it could not connect in time.
-    let utils = db.utils();
-    for n in 0..4 {
-        utils.add_raw_job("block", json!({ "await_first": n > 0 }), JobSpec::default()).await.unwrap();
-    }
-    let client = db.client().await;
+    // The workers start, and the test connects, before any handler blocks the runtime's
+    // threads: while they block, `run` could not start, nor a connection be opened in time.
     let a = Running::listening(&runtime, worker(seen.clone())).await;
     let b = Running::listening(&runtime, worker(seen.clone())).await;
+    let client = db.client().await;
+    // The four jobs in one transaction: one before any await, three after one.
+    let add = |await_first: bool| {
+        format!("select graphile_worker.add_job('block', '{{\"await_first\": {await_first}}}');")
+    };
+    let adds: String = [false, true, true, true].into_iter().map(add).collect();
+    client.batch_execute(&adds).await.unwrap();
     // Beside the runtime (whose threads the handlers block): once a handler blocks, stop a.
     let stopped = watch_the_stop(seen.clone(), a.handle());
     let started = Instant::now();
