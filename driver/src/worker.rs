@@ -579,26 +579,12 @@ impl Worker {
         // Tasks are spawned here, on the application's runtime, never run on the loop's
         // thread. Not a step of one runs here either: a handler that blocks before it first
         // waits would hold up the start of every task after it.
-        let mut idle_turns = 0;
         loop {
-            let tasks = match to_start.try_recv() {
-                Ok(tasks) => tasks,
-                // Under load the next batch comes within a few turns of the runtime, sooner
-                // than this thread would be put to sleep and woken again.
-                Err(_) if idle_turns < SPIN_TURNS => {
-                    idle_turns += 1;
-                    YieldNow(false).await;
-                    continue;
-                }
-                Err(_) => match futures::future::select(to_start.next(), &mut finished).await {
-                    Either::Left((Some(tasks), _)) => tasks,
-                    Either::Left((None, _)) => {
-                        return (&mut finished).await.unwrap_or_else(|_| Err(loop_died()))
-                    }
-                    Either::Right((result, _)) => return result.unwrap_or_else(|_| Err(loop_died())),
-                },
+            let tasks = match futures::future::select(to_start.next(), &mut finished).await {
+                Either::Left((Some(tasks), _)) => tasks,
+                Either::Left((None, _)) => return (&mut finished).await.unwrap_or_else(|_| Err(loop_died())),
+                Either::Right((result, _)) => return result.unwrap_or_else(|_| Err(loop_died())),
             };
-            idle_turns = 0;
             for task in tasks {
                 threads.tasks.spawn(task);
             }
@@ -664,11 +650,6 @@ struct Turning {
     keeper: Stop,
 }
 
-/// How many turns of its runtime the loop, or the task starter, waits for more before it
-/// sleeps, while tasks are out: the next input then comes from another thread, and waking a
-/// sleeping thread costs more than a few turns.
-const SPIN_TURNS: u32 = 16;
-
 /// The loop turns at least this often, idle or not, so the lease's keeper can tell an idle
 /// loop from a wedged one.
 const TURN_AT_LEAST_EVERY: chrono::Duration = chrono::Duration::seconds(1);
@@ -686,7 +667,6 @@ impl Turning {
         let mut turn = Turn::default();
         let sampler = sample_queue_depth(&shared);
         let mut to_start = Vec::new();
-        let mut idle_turns = 0;
         loop {
             while let Some(effect) = machine.poll_effect() {
                 match effect {
@@ -797,17 +777,8 @@ impl Turning {
                 now = clock.now();
             }
             let (input, now) = match ready {
-                Some(input) => {
-                    idle_turns = 0;
-                    (input, now)
-                }
-                None if !running.is_empty() && idle_turns < SPIN_TURNS => {
-                    idle_turns += 1;
-                    YieldNow(false).await;
-                    continue;
-                }
+                Some(input) => (input, now),
                 None => {
-                    idle_turns = 0;
                     turn.rested();
                     let wake =
                         deadline.map_or(now + TURN_AT_LEAST_EVERY, |at| at.min(now + TURN_AT_LEAST_EVERY));
