@@ -570,12 +570,21 @@ impl Worker {
         let keeper = spawn_abortable(threads.lease.as_ref(), keep_lease(keeping));
         let (starts, mut to_start) = mpsc::unbounded();
         let (done, mut finished) = futures::channel::oneshot::channel();
-        let turning = Turning { shared, config, inputs, receiver, clock, starts, keeper: Stop(vec![keeper]) };
+        let turning = Turning {
+            shared,
+            config,
+            inputs,
+            receiver,
+            clock,
+            starts,
+            io: threads.io.clone(),
+            keeper: Stop(keeper),
+        };
         let worker = spawn_abortable(threads.io.as_ref(), async move {
             let _ = done.send(turning.run().await);
         });
         // Dropping this future stops the worker (its loop, then its lease).
-        let _stop = Stop(vec![worker]);
+        let _stop = Stop(worker);
         // Tasks are spawned here, on the application's runtime, never run on the loop's
         // thread. Not a step of one runs here either: a handler that blocks before it first
         // waits would hold up the start of every task after it.
@@ -604,11 +613,11 @@ fn spawn_abortable(runtime: &dyn Runtime, task: impl Future<Output = ()> + Send 
 }
 
 /// Stops what it holds when dropped.
-struct Stop(Vec<AbortHandle>);
+struct Stop(AbortHandle);
 
 impl Drop for Stop {
     fn drop(&mut self) {
-        self.0.iter().for_each(AbortHandle::abort);
+        self.0.abort();
     }
 }
 
@@ -644,6 +653,9 @@ struct Turning {
     inputs: mpsc::UnboundedSender<Input>,
     receiver: mpsc::UnboundedReceiver<Input>,
     clock: Arc<Clock>,
+    /// The worker's own thread: the loop's timers and its LISTEN stream run there, also
+    /// when the pool was the application's.
+    io: Arc<dyn Runtime>,
     /// Tasks to start on the application's runtime, a turn's at a time.
     starts: mpsc::UnboundedSender<Vec<BoxFuture<'static, ()>>>,
     /// Stops the lease's keeper when the loop ends, however it ends.
@@ -656,8 +668,8 @@ const TURN_AT_LEAST_EVERY: chrono::Duration = chrono::Duration::seconds(1);
 
 impl Turning {
     async fn run(self) -> Result<(), Error> {
-        let Turning { shared, config, inputs, mut receiver, clock, starts, keeper: _keeper } = self;
-        let runtime = shared.utils.pool().runtime().clone();
+        let Turning { shared, config, inputs, mut receiver, clock, io: runtime, starts, keeper: _keeper } =
+            self;
         let mut machine = machine::Worker::new(config, clock.now());
         let mut running: HashMap<i64, Running> = HashMap::new();
         let mut listener: Option<AbortHandle> = None;
