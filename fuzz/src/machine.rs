@@ -241,6 +241,12 @@ impl Checks {
 
 /// Drives the worker machine with operations decoded from the bytes.
 pub fn check(data: &[u8]) {
+    run(data);
+}
+
+/// [`check`], returning the world it drove (its trace pins the machine's behaviour:
+/// `fuzz/tests/traces.rs`).
+pub fn run(data: &[u8]) -> World {
     let mut b = Bytes { data };
     let config = WorldConfig {
         seed: u64::from(b.u16()),
@@ -417,6 +423,7 @@ pub fn check(data: &[u8]) {
     for id in created {
         assert!(world.db().job(id).is_some() || checks.may_leave.contains(&id), "job {id} was lost");
     }
+    world
 }
 
 #[cfg(test)]
