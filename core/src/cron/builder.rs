@@ -1,7 +1,7 @@
 //! [`Cron`]: cron items written in Rust, checked by the same rules as crontab text so that a
 //! built item equals the item its crontab line parses to.
 
-use super::{json5, parse, CronItem, CronOptions, CrontabError};
+use super::{json5, parse, rules, CronItem, CronOptions, CrontabError};
 use crate::job::{JobKeyMode, Task};
 use chrono::Weekday;
 use serde_json::{Map, Value};
@@ -147,16 +147,16 @@ impl Cron {
             parse::pattern(&self.pattern).map_err(|p| mistake(p.message))?;
         parse::check_task(&self.task).map_err(|p| mistake(p.message))?;
         let identifier =
-            checked("id", self.id, |id| parse::check_id(id))?.unwrap_or_else(|| self.task.clone());
+            checked("id", self.id, |id| rules::check_id(id))?.unwrap_or_else(|| self.task.clone());
         let options = CronOptions {
             backfill_period: self.fill,
             max_attempts: checked("max", self.max_attempts, |n| {
-                parse::check_max_attempts(Some((*n).into()))
+                rules::check_max_attempts(Some((*n).into()))
             })?,
-            queue_name: checked("queue", self.queue, |q| parse::check_queue(q))?,
+            queue_name: checked("queue", self.queue, |q| rules::check_queue(q))?,
             priority: self.priority,
-            job_key: checked("jobKey", self.job_key, |k| parse::check_job_key(k))?,
-            job_key_mode: checked("jobKeyMode", self.job_key_mode, |m| parse::check_job_key_mode(*m))?,
+            job_key: checked("jobKey", self.job_key, |k| rules::check_job_key(k))?,
+            job_key_mode: checked("jobKeyMode", self.job_key_mode, |m| rules::check_job_key_mode(*m))?,
         };
         let payload = match self.payload.map(|v| json5::normalize(&v, 0)).transpose().map_err(mistake)? {
             None => Map::new(),
@@ -179,7 +179,7 @@ fn checked<T: ToString, U>(
     rule: impl Fn(&T) -> Result<U, String>,
 ) -> Result<Option<U>, CrontabError> {
     value
-        .map(|v| rule(&v).map_err(|expected| mistake(parse::invalid_option(key, &v.to_string(), &expected))))
+        .map(|v| rule(&v).map_err(|expected| mistake(rules::invalid_option(key, &v.to_string(), &expected))))
         .transpose()
 }
 

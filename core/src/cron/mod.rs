@@ -25,6 +25,7 @@
 mod builder;
 mod json5;
 mod parse;
+mod rules;
 pub mod runner;
 pub mod schedule;
 
@@ -286,9 +287,9 @@ impl fmt::Display for CronItem {
             f.write_str(" ")?;
         }
         f.write_str(&self.task)?;
-        let options = parse::option_pairs(self);
+        let options = rules::option_pairs(self);
         for (i, (key, value)) in options.iter().enumerate() {
-            write!(f, "{}{key}={}", if i == 0 { " ?" } else { "&" }, parse::escape_query(value))?;
+            write!(f, "{}{key}={}", if i == 0 { " ?" } else { "&" }, rules::escape_query(value))?;
         }
         if !self.payload.is_empty() {
             write!(f, " {}", json5::to_line(&self.payload))?;
