@@ -11,15 +11,13 @@
 //! plays `now()`. Workers' leases (the `formica_<schema>.leases` table) are kept beside
 //! the job tables.
 
-use crate::backoff;
 use crate::cron::runner::KnownCrontab;
 use crate::job::{Job, JobKeyMode, JobSpec, DEFAULT_MAX_ATTEMPTS};
 use crate::job_key::{self, Decision, ExistingJob, NewJob};
-use crate::protocol::{DbError, Failure, QueryResult, Statement, JOBS_INSERT};
+use crate::protocol::{DbError, JOBS_INSERT};
 use crate::rng::SplitMix;
 use crate::time::Timestamp;
 use crate::worker::STALE_LOCK_AGE;
-use chrono::Duration;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -79,20 +77,20 @@ pub struct Reschedule {
 /// The database. Cloning it snapshots it.
 #[derive(Debug, Clone)]
 pub struct Db {
-    now: Timestamp,
-    tasks: BTreeMap<i32, String>,
-    queues: BTreeMap<i32, Queue>,
-    jobs: BTreeMap<i64, Job>,
-    next_task_id: i32,
-    next_queue_id: i32,
-    next_job_id: i64,
-    notifications: Vec<Notification>,
-    rng: SplitMix,
-    known_crontabs: BTreeMap<String, KnownCrontab>,
-    leases: BTreeMap<String, (Timestamp, Option<Timestamp>)>,
+    pub(super) now: Timestamp,
+    pub(super) tasks: BTreeMap<i32, String>,
+    pub(super) queues: BTreeMap<i32, Queue>,
+    pub(super) jobs: BTreeMap<i64, Job>,
+    pub(super) next_task_id: i32,
+    pub(super) next_queue_id: i32,
+    pub(super) next_job_id: i64,
+    pub(super) notifications: Vec<Notification>,
+    pub(super) rng: SplitMix,
+    pub(super) known_crontabs: BTreeMap<String, KnownCrontab>,
+    pub(super) leases: BTreeMap<String, (Timestamp, Option<Timestamp>)>,
 }
 
-fn constraint(name: &str) -> DbError {
+pub(super) fn constraint(name: &str) -> DbError {
     DbError { message: format!("23514: new row violates check constraint \"{name}\""), retryable: false }
 }
 
@@ -155,7 +153,7 @@ impl Db {
         std::mem::take(&mut self.notifications)
     }
 
-    fn notify_insert(&mut self, count: i64) {
+    pub(super) fn notify_insert(&mut self, count: i64) {
         let r = self.rng.unit();
         self.notifications.push(Notification {
             channel: JOBS_INSERT.into(),
@@ -164,11 +162,11 @@ impl Db {
     }
 
     /// Not locked, or locked more than four hours ago: what the admin functions may touch.
-    fn unlocked_for_admin(&self, job: &Job) -> bool {
+    pub(super) fn unlocked_for_admin(&self, job: &Job) -> bool {
         job.locked_at.is_none_or(|at| at < self.now - STALE_LOCK_AGE)
     }
 
-    fn task_id(&mut self, identifier: &str) -> i32 {
+    pub(super) fn task_id(&mut self, identifier: &str) -> i32 {
         if let Some((id, _)) = self.tasks.iter().find(|(_, name)| *name == identifier) {
             return *id;
         }
@@ -178,7 +176,7 @@ impl Db {
         id
     }
 
-    fn queue_id(&mut self, name: &str) -> i32 {
+    pub(super) fn queue_id(&mut self, name: &str) -> i32 {
         if let Some(queue) = self.queues.values().find(|q| q.name == name) {
             return queue.id;
         }
@@ -188,12 +186,12 @@ impl Db {
         id
     }
 
-    fn job_with_key(&self, key: &str) -> Option<i64> {
+    pub(super) fn job_with_key(&self, key: &str) -> Option<i64> {
         self.jobs.values().find(|j| j.key.as_deref() == Some(key)).map(|j| j.id)
     }
 
     /// The checks the schema makes on a new row.
-    fn check(job: &AddJob) -> Result<(), DbError> {
+    pub(super) fn check(job: &AddJob) -> Result<(), DbError> {
         if job.identifier.chars().count() > crate::job::MAX_IDENTIFIER_LEN {
             return Err(constraint("tasks_identifier_check"));
         }
@@ -212,7 +210,7 @@ impl Db {
     }
 
     /// A fresh row for `job` with id `id` (task and queue registered already).
-    fn new_row(&mut self, id: i64, job: &AddJob) -> Job {
+    pub(super) fn new_row(&mut self, id: i64, job: &AddJob) -> Job {
         let job_queue_id = job.spec.queue_name.as_deref().map(|q| self.queue_id(q));
         self.task_id(&job.identifier);
         Job {
@@ -236,13 +234,13 @@ impl Db {
         }
     }
 
-    fn take_id(&mut self) -> i64 {
+    pub(super) fn take_id(&mut self) -> i64 {
         let id = self.next_job_id;
         self.next_job_id += 1;
         id
     }
 
-    fn existing(job: &Job) -> ExistingJob {
+    pub(super) fn existing(job: &Job) -> ExistingJob {
         ExistingJob {
             payload: job.payload.clone(),
             run_at: job.run_at,
@@ -403,7 +401,7 @@ impl Db {
         Some(row.clone())
     }
 
-    fn admin_targets(&self, ids: &[i64]) -> Vec<i64> {
+    pub(super) fn admin_targets(&self, ids: &[i64]) -> Vec<i64> {
         let wanted: BTreeSet<i64> = ids.iter().copied().collect();
         self.jobs
             .values()
@@ -478,234 +476,13 @@ impl Db {
     pub fn leases(&self) -> &BTreeMap<String, (Timestamp, Option<Timestamp>)> {
         &self.leases
     }
-
-    /// Suspect the leases that lapsed; free the jobs and queues of the workers suspected
-    /// for more than `grace`, forgetting them; the jobs are due at once and their attempt
-    /// counts. Wakes the workers if a job was freed.
-    fn recover_lapsed(&mut self, grace: Duration) {
-        let now = self.now;
-        let lapsed: BTreeSet<String> = self
-            .leases
-            .iter()
-            .filter(|(_, (until, since))| *until < now && since.is_some_and(|s| s < now - grace))
-            .map(|(id, _)| id.clone())
-            .collect();
-        self.leases.retain(|id, _| !lapsed.contains(id));
-        for (until, since) in self.leases.values_mut() {
-            if *until < now && since.is_none() {
-                *since = Some(now);
-            }
-        }
-        let of_lapsed = |by: &Option<String>| by.as_ref().is_some_and(|by| lapsed.contains(by));
-        let mut freed = 0;
-        for job in self.jobs.values_mut().filter(|j| of_lapsed(&j.locked_by)) {
-            job.locked_at = None;
-            job.locked_by = None;
-            job.run_at = job.run_at.max(now);
-            freed += 1;
-        }
-        for queue in self.queues.values_mut().filter(|q| of_lapsed(&q.locked_by)) {
-            queue.locked_at = None;
-            queue.locked_by = None;
-        }
-        if freed > 0 {
-            self.notify_insert(freed);
-        }
-    }
-
-    /// Run one of the worker's statements and answer as the driver would.
-    pub fn execute(&mut self, statement: &Statement) -> QueryResult {
-        match statement {
-            Statement::RegisterCrontabs { identifiers, known_since } => {
-                // Like the SQL: the rows are those that existed before this statement.
-                let before: Vec<KnownCrontab> =
-                    identifiers.iter().filter_map(|i| self.known_crontabs.get(i).cloned()).collect();
-                for identifier in identifiers {
-                    self.known_crontabs.entry(identifier.clone()).or_insert_with(|| KnownCrontab {
-                        identifier: identifier.clone(),
-                        known_since: *known_since,
-                        last_execution: None,
-                    });
-                }
-                QueryResult::KnownCrontabs(before)
-            }
-            Statement::ScheduleCron(batch) => {
-                for job in &batch.jobs {
-                    let known =
-                        self.known_crontabs.entry(job.identifier.clone()).or_insert_with(|| KnownCrontab {
-                            identifier: job.identifier.clone(),
-                            known_since: batch.at,
-                            last_execution: None,
-                        });
-                    // Only the statement that advances last_execution adds the job.
-                    if known.last_execution.is_some_and(|last| last >= batch.at) {
-                        continue;
-                    }
-                    known.last_execution = Some(batch.at);
-                    let mut spec = job.spec.clone();
-                    spec.run_at = Some(batch.at);
-                    if let Err(e) = self.add_job(&AddJob::new(job.task.clone(), job.payload.clone(), spec)) {
-                        return QueryResult::Err(e);
-                    }
-                }
-                QueryResult::Done
-            }
-            Statement::RegisterTasks { identifiers } => {
-                let mut seen = BTreeSet::new();
-                let tasks = identifiers
-                    .iter()
-                    .filter(|i| seen.insert(i.as_str()))
-                    .map(|i| (self.task_id(i), i.clone()))
-                    .collect();
-                QueryResult::Tasks(tasks)
-            }
-            Statement::GetJobs { worker_id, task_ids, forbidden_flags, limit, now } => {
-                QueryResult::jobs(self.get_jobs(worker_id, task_ids, forbidden_flags, *limit, *now))
-            }
-            Statement::CompleteJobs { worker_id, ids } => {
-                let mine: Vec<i64> = ids
-                    .iter()
-                    .copied()
-                    .filter(|id| self.held_by(*id, worker_id))
-                    .collect::<BTreeSet<_>>()
-                    .into_iter()
-                    .collect();
-                for id in mine {
-                    if let Some(job) = self.jobs.remove(&id) {
-                        self.release_queue(job.job_queue_id, worker_id);
-                    }
-                }
-                QueryResult::Done
-            }
-            Statement::FailJobs { worker_id, failures } => {
-                for Failure { job_id, message, run_at, permanent, payload } in failures {
-                    if !self.held_by(*job_id, worker_id) {
-                        continue;
-                    }
-                    let now = self.now;
-                    let Some(job) = self.jobs.get_mut(job_id) else { continue };
-                    job.last_error = Some(message.clone());
-                    if let Some(payload) = payload {
-                        job.payload = payload.clone();
-                    }
-                    job.run_at =
-                        run_at.unwrap_or_else(|| backoff::next_run_at(now, job.run_at, job.attempts));
-                    if *permanent {
-                        job.attempts = job.max_attempts;
-                    }
-                    job.locked_at = None;
-                    job.locked_by = None;
-                    let queue = job.job_queue_id;
-                    self.release_queue(queue, worker_id);
-                }
-                QueryResult::Done
-            }
-            Statement::ReturnJobs { worker_id, ids } => {
-                let mine: BTreeSet<i64> =
-                    ids.iter().copied().filter(|id| self.held_by(*id, worker_id)).collect();
-                for id in mine {
-                    let Some(job) = self.jobs.get_mut(&id) else { continue };
-                    job.attempts = job.attempts.saturating_sub(1).max(0);
-                    job.locked_at = None;
-                    job.locked_by = None;
-                    let queue = job.job_queue_id;
-                    self.release_queue(queue, worker_id);
-                }
-                QueryResult::Done
-            }
-            Statement::Heartbeat { worker_id, lease } => {
-                self.leases.insert(worker_id.clone(), (self.now + *lease, None));
-                QueryResult::Done
-            }
-            Statement::RecoverLapsed { grace } => {
-                self.recover_lapsed(*grace);
-                QueryResult::Done
-            }
-            Statement::ResetLocked { locked_before } => {
-                let now = self.now;
-                let cutoff = locked_before.unwrap_or(now - STALE_LOCK_AGE);
-                for job in self.jobs.values_mut().filter(|j| j.locked_at.is_some_and(|at| at < cutoff)) {
-                    job.locked_at = None;
-                    job.locked_by = None;
-                    job.run_at = job.run_at.max(now);
-                }
-                for queue in self.queues.values_mut().filter(|q| q.locked_at.is_some_and(|at| at < cutoff)) {
-                    queue.locked_at = None;
-                    queue.locked_by = None;
-                }
-                QueryResult::Done
-            }
-        }
-    }
-
-    fn held_by(&self, id: i64, worker_id: &str) -> bool {
-        self.jobs.get(&id).is_some_and(|j| j.locked_by.as_deref() == Some(worker_id))
-    }
-
-    fn release_queue(&mut self, queue: Option<i32>, worker_id: &str) {
-        if let Some(queue) = queue.and_then(|q| self.queues.get_mut(&q)) {
-            if queue.locked_by.as_deref() == Some(worker_id) {
-                queue.locked_at = None;
-                queue.locked_by = None;
-            }
-        }
-    }
-
-    /// The fetch: lock up to `limit` runnable jobs (at most one per named queue) for
-    /// `worker_id`, counting the attempt; by priority, run_at (and id).
-    fn get_jobs(
-        &mut self,
-        worker_id: &str,
-        task_ids: &[i32],
-        forbidden_flags: &[String],
-        limit: usize,
-        now: Option<Timestamp>,
-    ) -> Vec<Job> {
-        let now = now.unwrap_or(self.now);
-        let limit = limit.min(i32::MAX as usize);
-        let task_names: BTreeSet<&str> =
-            task_ids.iter().filter_map(|id| self.tasks.get(id)).map(String::as_str).collect();
-        let queue_free =
-            |q: Option<i32>| q.is_none_or(|q| self.queues.get(&q).is_some_and(|q| q.locked_at.is_none()));
-        let mut candidates: Vec<&Job> = self
-            .jobs
-            .values()
-            .filter(|j| j.locked_at.is_none() && j.attempts < j.max_attempts)
-            .filter(|j| j.run_at <= now)
-            .filter(|j| task_names.contains(j.task_identifier.as_str()))
-            .filter(|j| queue_free(j.job_queue_id))
-            .filter(|j| !forbidden_flags.iter().any(|f| j.flags.contains(f)))
-            .collect();
-        candidates.sort_by_key(|j| (j.priority, j.run_at, j.id));
-        candidates.truncate(limit);
-        let mut queues_taken = BTreeSet::new();
-        let chosen: Vec<i64> = candidates
-            .into_iter()
-            .filter(|j| j.job_queue_id.is_none_or(|q| queues_taken.insert(q)))
-            .map(|j| j.id)
-            .collect();
-        let lock_time = now;
-        let mut out = Vec::new();
-        for id in chosen {
-            let Some(job) = self.jobs.get_mut(&id) else { continue };
-            job.attempts = job.attempts.saturating_add(1);
-            job.locked_by = Some(worker_id.to_owned());
-            job.locked_at = Some(lock_time);
-            let queue = job.job_queue_id;
-            out.push(job.clone());
-            if let Some(queue) = queue.and_then(|q| self.queues.get_mut(&q)) {
-                queue.locked_by = Some(worker_id.to_owned());
-                queue.locked_at = Some(lock_time);
-            }
-        }
-        out.sort_by_key(|j| (j.priority, j.run_at, j.id));
-        out
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backoff;
+    use crate::protocol::{Failure, QueryResult, Statement};
     use serde_json::json;
 
     fn t(s: i64) -> Timestamp {

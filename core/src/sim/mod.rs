@@ -93,6 +93,7 @@ mod db;
 pub mod faults;
 mod process;
 mod run;
+mod statements;
 #[cfg(feature = "proptest")]
 pub mod strategies;
 mod world;
