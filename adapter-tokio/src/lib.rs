@@ -44,8 +44,6 @@
 pub use formica::*;
 
 pub mod exec;
-#[doc(hidden)]
-pub mod server_programs;
 
 use futures::future::BoxFuture;
 use std::io;

@@ -15,7 +15,7 @@
 //!
 //! A cluster whose last user crashed keeps running until the next user leaves.
 
-use formica_tokio::server_programs::{run, ServerPrograms};
+use formica_cli::server_programs::{run, ServerPrograms};
 use std::fs::File;
 use std::path::Path;
 

@@ -3,11 +3,11 @@
 //!
 //! The server binaries come from `FORMICA_PG_BINDIR` (set by `scripts/with-postgres`), else
 //! from `pg_ctl` on `PATH`, else from the newest `/usr/lib/postgresql/*/bin`; they run as
-//! the CLI's embedded database runs them (`formica_tokio::server_programs`). The cluster
+//! the CLI's embedded database runs them (`formica_cli::server_programs`). The cluster
 //! lives in a temporary folder, listens on 127.0.0.1 at a port chosen free when it is
 //! created and kept across restarts, and is stopped and deleted on drop.
 
-use formica_tokio::server_programs::{run, ServerPrograms};
+use formica_cli::server_programs::{run, ServerPrograms};
 use std::path::{Path, PathBuf};
 
 /// A PostgreSQL cluster of one test's own.

@@ -37,7 +37,7 @@ pub const MAX_PREFETCHES: usize = 2;
 
 /// A batch smaller than this pays a fetch's fixed cost (its planning alone is worth about 25
 /// rows of locking) on too few jobs. `LOCAL_QUEUE_SIZE=100 POLL_SECONDS=0.2
-/// scripts/drain-cpu`: batches of 50 rather than 34 cost PostgreSQL 34-39 rather than 42-58
+/// bench/drain-cpu`: batches of 50 rather than 34 cost PostgreSQL 34-39 rather than 42-58
 /// us/job, draining as fast within the noise (23-31k jobs/s); with 1000, batches of 500
 /// rather than 334 drained 59-63k rather than 71k jobs/s.
 const AMPLE_BATCH: usize = 100;

@@ -1,6 +1,6 @@
 //! PostgreSQL's server programs (`initdb`, `pg_ctl`) for a private cluster in a folder of
-//! its own: the `formica` command's embedded database, and the private clusters of
-//! Formica's tests. Not part of Formica's API.
+//! its own: the `formica` command's embedded database (`src/embedded.rs`), and the private
+//! clusters of Formica's tests (`tests/src/cluster.rs`).
 //!
 //! PostgreSQL refuses to run as root: as root, the programs run as `postgres` (through
 //! `runuser`), which owns the folder.

@@ -1,5 +1,5 @@
 //! Where the time from `add_job` to the task's start goes, hop by hop, on an idle worker
-//! with default settings: `DATABASE_URL=... cargo run --release -p formica-tokio --example
+//! with default settings: `DATABASE_URL=... cargo run --release -p formica-bench --example
 //! latency_breakdown` (`SAMPLES`, default 200; `GAP_MS` between jobs, default 50).
 //!
 //! Each sample adds one job through `WorkerUtils::add_raw_job` and records, on one clock,
@@ -7,6 +7,7 @@
 //! notification, when it sent the fetch, when the rows came back and when the task began.
 //! The driver marks those hops with `trace` events of target `formica::latency`, which this
 //! program collects with a `tracing` layer.
+use formica_bench::setting;
 use formica_tokio::{JobSpec, WorkerOptions};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -61,10 +62,6 @@ impl<S: tracing::Subscriber> Layer<S> for HopLayer {
     }
 }
 
-fn setting(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let marks = Arc::new(Marks::default());
@@ -87,7 +84,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let utils = worker.create_utils();
     let handle = worker.handle();
     let running = tokio::spawn(worker.run());
-    let (samples, gap) = (setting("SAMPLES", 200), Duration::from_millis(setting("GAP_MS", 50)));
+    let (samples, gap) =
+        (setting::<u64>("SAMPLES").unwrap_or(200), Duration::from_millis(setting("GAP_MS").unwrap_or(50)));
     let mut hops: Vec<Vec<f64>> = vec![Vec::new(); HOPS.len()];
     tokio::time::sleep(Duration::from_millis(500)).await; // the LISTEN connection is up
     for _ in 0..samples + 5 {

@@ -5,16 +5,14 @@
 //! adds `ENQUEUE_N` (100000) `noop` jobs through `WorkerUtils::add_raw_jobs`,
 //! `ENQUEUE_BATCH` (1000) a call, and prints `BENCH_ENQUEUE_MS <ms>` for the adds alone;
 //! with `ENQUEUE_KEYED=1` each job has a job key of its own (`k<i>`).
-//! Built with `--features metrics`, `METRICS=1` records the worker's metrics into an
-//! OpenTelemetry SDK meter provider with the Prometheus exporter, as `formica
-//! --metrics-addr` does (to measure their cost).
+//! `METRICS=1` records the worker's metrics into an OpenTelemetry SDK meter provider with
+//! the Prometheus exporter, as `formica --metrics-addr` does (to measure their cost); the
+//! worker has metrics to record when built with `--features metrics` or by a `--workspace`
+//! build (the benchmark's).
+use formica_bench::setting;
 use formica_tokio::{stop_on_signals, JobSpec, RawJob, WorkerOptions, WorkerUtils, DEFAULT_SCHEMA};
 use std::io::Write;
 use std::time::Duration;
-
-fn setting(name: &str) -> Option<i64> {
-    std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
-}
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -24,8 +22,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some("enqueue") => return enqueue().await,
         _ => return Err("usage: bench_peer run|once|enqueue".into()),
     };
-    #[cfg(feature = "metrics")]
-    if setting("METRICS") == Some(1) {
+    if setting::<i64>("METRICS") == Some(1) {
         let exporter =
             opentelemetry_prometheus::exporter().with_registry(prometheus::Registry::new()).build()?;
         let provider = opentelemetry_sdk::metrics::SdkMeterProvider::builder().with_reader(exporter).build();
@@ -39,19 +36,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             writeln!(std::io::stdout().lock(), "BENCH_START {i}")?;
             Ok(())
         });
-    if let Some(n) = setting("CONCURRENCY") {
+    if let Some(n) = setting::<i64>("CONCURRENCY") {
         options = options.concurrency(n.max(1) as usize);
     }
-    if let Some(n) = setting("LOCAL_QUEUE_SIZE").filter(|&n| n >= 1) {
+    if let Some(n) = setting::<i64>("LOCAL_QUEUE_SIZE").filter(|&n| n >= 1) {
         options = options.local_queue_size(n as usize);
     }
-    if let Some(ms) = setting("COMPLETE_BATCH_MS") {
+    if let Some(ms) = setting::<i64>("COMPLETE_BATCH_MS") {
         options = options.complete_job_batch_delay(Duration::from_millis(ms.max(0) as u64));
     }
-    if let Some(ms) = setting("POLL_INTERVAL_MS") {
+    if let Some(ms) = setting::<i64>("POLL_INTERVAL_MS") {
         options = options.poll_interval(Duration::from_millis(ms.max(1) as u64));
     }
-    if let Some(n) = setting("MAX_PG_CONN") {
+    if let Some(n) = setting::<i64>("MAX_PG_CONN") {
         options = options.max_pool_size(n.max(2) as usize);
     }
     let worker = options.init().await?;
@@ -68,9 +65,9 @@ async fn enqueue() -> Result<(), Box<dyn std::error::Error>> {
     let url = std::env::var("DATABASE_URL").map_err(|_| "set DATABASE_URL")?;
     let utils = WorkerUtils::new(formica_tokio::pool(&url, 2)?, DEFAULT_SCHEMA);
     utils.migrate().await?;
-    let n = setting("ENQUEUE_N").unwrap_or(100_000).max(0);
-    let batch = setting("ENQUEUE_BATCH").unwrap_or(1000).max(1);
-    let keyed = setting("ENQUEUE_KEYED") == Some(1);
+    let n = setting::<i64>("ENQUEUE_N").unwrap_or(100_000).max(0);
+    let batch = setting::<i64>("ENQUEUE_BATCH").unwrap_or(1000).max(1);
+    let keyed = setting::<i64>("ENQUEUE_KEYED") == Some(1);
     let started = std::time::Instant::now();
     for from in (0..n).step_by(batch as usize) {
         let jobs: Vec<RawJob> = (from..(from + batch).min(n))
