@@ -114,12 +114,12 @@ impl JobQuery {
 
     /// The jobs the query picks, or why it picks none (a mistake in the request).
     pub fn selection(&self) -> Result<JobSelection, Error> {
-        let sort = given(&self.sort).unwrap_or("newest");
+        let query = self.cleaned();
+        let sort = query.sort.as_deref().unwrap_or("newest");
         let order = Order::named(sort).ok_or_else(|| {
             Error::BadRequest(format!("unknown sort {sort:?}: expected newest, oldest or next"))
         })?;
-        let state = given(&self.state);
-        if let Some(state) = state {
+        if let Some(state) = query.state.as_deref() {
             if !sql::JOB_STATES.contains(&state) {
                 return Err(Error::BadRequest(format!(
                     "unknown state {state:?}: expected one of {}",
@@ -127,24 +127,23 @@ impl JobQuery {
                 )));
             }
         }
-        let limit = self.limit.unwrap_or(PAGE);
+        let limit = query.limit.unwrap_or(PAGE);
         if !(1..=MAX_PAGE).contains(&limit) {
             return Err(Error::BadRequest(format!("limit must be between 1 and {MAX_PAGE}")));
         }
-        let after = match given(&self.after) {
+        let after = match query.after.as_deref() {
             None => None,
             Some(text) => Some(
                 Cursor::parse(text, order)
                     .ok_or_else(|| Error::BadRequest(format!("bad page cursor {text:?}")))?,
             ),
         };
-        let keep = |v: &Option<String>| given(v).map(str::to_owned);
         Ok(JobSelection {
-            task: keep(&self.task),
-            queue: keep(&self.queue),
-            state: state.map(str::to_owned),
-            key: keep(&self.key),
-            error: keep(&self.error),
+            task: query.task,
+            queue: query.queue,
+            state: query.state,
+            key: query.key,
+            error: query.error,
             order,
             after,
             limit,
