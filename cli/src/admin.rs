@@ -4,6 +4,7 @@ use crate::output::{print_job, print_jobs, print_table, Output};
 use crate::Failure;
 use clap::{Args, Subcommand};
 use formica_tokio::chrono::{DateTime, Utc};
+use formica_tokio::inspect;
 use formica_tokio::{Job, JobFilter, JobKeyMode, JobSpec, RescheduleJobOptions, WorkerUtils};
 use serde_json::{json, Value};
 
@@ -185,7 +186,6 @@ pub struct RescheduleArgs {
 
 /// Run one utility subcommand.
 pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(), Failure> {
-    let sql = |text: &str| formica_tokio::sql::render(text, utils.schema());
     match command {
         Admin::Add(a) => {
             let payload: Value = match &a.payload {
@@ -214,7 +214,7 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
             };
             print_jobs(out, &utils.list_jobs(&filter).await?);
         }
-        Admin::Job { id } => match formica_ui::data::job(utils, id).await.map_err(ui_error)? {
+        Admin::Job { id } => match inspect::job(utils, id).await? {
             Some(job) => print_job(out, &job),
             None => {
                 return Err(Failure::Command(format!(
@@ -224,14 +224,10 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
         },
         Admin::Ui(a) => serve_ui(a, utils).await?,
         Admin::Status => {
-            let client = utils.pool().get().await?;
-            // Unnamed statements: safe behind pgBouncer in transaction mode.
-            let status = formica_tokio::sql::with_job_state(formica_tokio::sql::cli::STATUS);
-            let counts = client.query_typed(&sql(&status), &[]).await?;
-            let workers = client.query_typed(&sql(formica_tokio::sql::cli::WORKERS), &[]).await?;
-            let version: Option<i32> =
-                client.query_typed_one(&sql(formica_tokio::sql::cli::VERSION), &[]).await?.get(0);
-            crate::output::print_status(out, &counts, &workers, version);
+            let overview = inspect::overview(utils).await?;
+            let workers = inspect::workers(utils).await?;
+            let version = inspect::schema_version(utils).await?;
+            crate::output::print_status(out, &overview, &workers, version);
         }
         Admin::Complete { ids } => {
             let jobs = utils.complete_jobs(&ids).await?;
@@ -279,16 +275,14 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
         }
         Admin::Unlock { worker_ids } => {
             // What each held, read first: a mistyped id then shows as holding nothing.
-            let client = utils.pool().get().await?;
-            let holders = client.query_typed(&sql(formica_tokio::sql::cli::WORKERS), &[]).await?;
-            drop(client);
+            let holders = inspect::workers(utils).await?;
             let ids: Vec<&str> = worker_ids.iter().map(String::as_str).collect();
             utils.force_unlock_workers(&ids).await?;
             let held: Vec<(&str, i64, i64)> = ids
                 .iter()
                 .map(|&id| {
-                    let row = holders.iter().find(|r| r.get::<_, Option<&str>>("locked_by") == Some(id));
-                    row.map_or((id, 0, 0), |r| (id, r.get("jobs"), r.get("queues")))
+                    let holder = holders.iter().find(|w| w.worker_id == id);
+                    holder.map_or((id, 0, 0), |w| (id, w.jobs, w.queues))
                 })
                 .collect();
             let json: Vec<Value> = held
@@ -311,10 +305,6 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
 
 fn job_ids(jobs: &[Job]) -> Vec<i64> {
     jobs.iter().map(|job| job.id).collect()
-}
-
-fn ui_error(e: formica_ui::Error) -> Failure {
-    Failure::Command(e.to_string())
 }
 
 /// Serve the dashboard on `a.bind` until Ctrl-C or SIGTERM.

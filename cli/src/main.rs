@@ -11,6 +11,7 @@ mod output;
 mod traces;
 
 use clap::Parser;
+use formica_core::worker::{Config, DEFAULT_LOCAL_QUEUE_SIZE};
 use formica_tokio::exec;
 use formica_tokio::{CleanupTask, ConnectionSettings, Error, MigrateError, Pool, WorkerOptions, WorkerUtils};
 use output::Output;
@@ -30,6 +31,13 @@ enum Failure {
     Formica(Error),
     /// A mistake or a failure the command itself found, printed as it is.
     Command(String),
+    /// The folder of executable tasks could not be read.
+    TasksFolder {
+        /// The folder.
+        path: PathBuf,
+        /// Why it could not be read.
+        source: std::io::Error,
+    },
 }
 
 impl<E: Into<Error>> From<E> for Failure {
@@ -43,6 +51,7 @@ impl std::fmt::Display for Failure {
         match self {
             Failure::Formica(error) => error.fmt(f),
             Failure::Command(message) => f.write_str(message),
+            Failure::TasksFolder { path, source } => write!(f, "tasks folder {}: {source}", path.display()),
         }
     }
 }
@@ -116,7 +125,19 @@ enum Command {
     Crontab(crontab::CrontabCommand),
 }
 
-/// How the worker runs (no subcommand).
+/// The library's worker defaults, which the flags' defaults are read from so that they are
+/// stated once (in `formica_core::worker::Config`).
+fn library() -> Config {
+    Config::default()
+}
+
+/// `duration` in whole milliseconds, as the flags take it.
+fn millis(duration: chrono::Duration) -> u64 {
+    u64::try_from(duration.num_milliseconds()).unwrap_or_default()
+}
+
+/// How the worker runs (no subcommand). Every default is the library's: read from
+/// [`Config`], or left to `WorkerOptions` where the flag is optional.
 #[derive(Debug, clap::Args)]
 struct RunArgs {
     /// Run until no job is runnable now, then exit.
@@ -129,13 +150,13 @@ struct RunArgs {
     #[arg(long)]
     crontab: Option<PathBuf>,
     /// Jobs run at the same time (at least 1).
-    #[arg(short = 'j', long, default_value_t = 10, value_parser = at_least_one)]
+    #[arg(short = 'j', long, default_value_t = library().concurrency, value_parser = at_least_one)]
     jobs: usize,
-    /// Most database connections (at least 1).
-    #[arg(short = 'm', long, default_value_t = 10, value_parser = at_least_one)]
-    max_pool_size: usize,
+    /// Most database connections (at least 1; default: the library's `WorkerOptions`).
+    #[arg(short = 'm', long, value_parser = at_least_one)]
+    max_pool_size: Option<usize>,
     /// Milliseconds between looks for jobs when no notification comes.
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = millis(library().poll_interval))]
     poll_interval: u64,
     /// Send statements unprepared (for pgBouncer in transaction mode).
     #[arg(long)]
@@ -147,21 +168,22 @@ struct RunArgs {
     cleanup: Vec<CleanupTask>,
     /// Prefetch up to this many jobs, in batches that grow only while tasks are quick (0:
     /// fetch only for free slots).
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = DEFAULT_LOCAL_QUEUE_SIZE)]
     local_queue_size: usize,
     /// Milliseconds to batch completions for (0: write each at once).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = millis(library().complete_batch_delay))]
     complete_batch_delay: u64,
     /// Milliseconds to batch failures for (0: write each at once).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = millis(library().fail_batch_delay))]
     fail_batch_delay: u64,
     /// Serve the worker's metrics for Prometheus at http://ADDR/metrics (e.g.
     /// 127.0.0.1:9464; off by default).
     #[arg(long, value_name = "ADDR")]
     metrics_addr: Option<std::net::SocketAddr>,
-    /// Milliseconds between two samples of the queue depth gauge (one query each).
-    #[arg(long, default_value_t = 10_000)]
-    queue_depth_interval: u64,
+    /// Milliseconds between two samples of the queue depth gauge (one query each; default:
+    /// the library's `WorkerOptions`).
+    #[arg(long)]
+    queue_depth_interval: Option<u64>,
 }
 
 /// A count that zero would make meaningless (clap names the flag in the error).
@@ -175,7 +197,7 @@ fn at_least_one(text: &str) -> Result<usize, String> {
 
 /// The task programs of `folder`, which must exist (as graphile-worker's tasks directory);
 /// files that are not tasks are logged.
-fn discover_tasks(folder: &std::path::Path) -> Result<exec::Discovered, Error> {
+fn discover_tasks(folder: &std::path::Path) -> Result<exec::Discovered, Failure> {
     let found = exec::discover(folder).map_err(|source| {
         let source = match source.kind() {
             std::io::ErrorKind::NotFound => std::io::Error::new(
@@ -184,7 +206,7 @@ fn discover_tasks(folder: &std::path::Path) -> Result<exec::Discovered, Error> {
             ),
             _ => source,
         };
-        Error::TasksFolder { path: folder.to_path_buf(), source }
+        Failure::TasksFolder { path: folder.to_path_buf(), source }
     })?;
     for (path, reason) in &found.skipped {
         tracing::warn!(file = %path.display(), "not a task: {reason}");
@@ -195,7 +217,10 @@ fn discover_tasks(folder: &std::path::Path) -> Result<exec::Discovered, Error> {
 /// Run a worker for the executable tasks of `run.tasks`.
 async fn run_worker(url: &str, schema: &str, run: RunArgs, found: exec::Discovered) -> Result<(), Failure> {
     if found.tasks.is_empty() {
-        tracing::warn!(folder = %run.tasks.display(), "no executable tasks found: jobs will wait for a worker that has them");
+        tracing::warn!(
+            folder = %run.tasks.display(),
+            "no executable tasks found: jobs will wait for a worker that has them"
+        );
     }
     if let Some(addr) = run.metrics_addr {
         metrics::serve(addr).await?;
@@ -203,16 +228,20 @@ async fn run_worker(url: &str, schema: &str, run: RunArgs, found: exec::Discover
     // Held until the worker returns, then its last spans are flushed.
     let _exporting = traces::init().map_err(Failure::Command)?;
     let mut options = WorkerOptions::default()
-        .queue_depth_interval(Duration::from_millis(run.queue_depth_interval))
         .database_url(url)
         .schema(schema)
         .concurrency(run.jobs)
-        .max_pool_size(run.max_pool_size)
         .poll_interval(Duration::from_millis(run.poll_interval))
         .prepared_statements(!run.no_prepared_statements)
         .local_queue_size(run.local_queue_size)
         .complete_job_batch_delay(Duration::from_millis(run.complete_batch_delay))
         .fail_job_batch_delay(Duration::from_millis(run.fail_batch_delay));
+    if let Some(n) = run.max_pool_size {
+        options = options.max_pool_size(n);
+    }
+    if let Some(ms) = run.queue_depth_interval {
+        options = options.queue_depth_interval(Duration::from_millis(ms));
+    }
     let default_crontab = PathBuf::from("crontab");
     match run.crontab.or_else(|| default_crontab.is_file().then_some(default_crontab)) {
         Some(file) => {

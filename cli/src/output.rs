@@ -1,6 +1,7 @@
 //! Printing results: aligned tables for people, JSON for scripts (`--json`).
 
-use formica_tokio::tokio_postgres::Row;
+use formica_tokio::inspect::{Counts, JobDetail, Overview, WorkerSeen};
+use formica_tokio::sql::JOB_STATES;
 use formica_tokio::Job;
 use serde_json::{json, Value};
 
@@ -72,7 +73,7 @@ pub fn print_jobs(out: Output, jobs: &[Job]) {
 }
 
 /// Print one job whole: every field, the payload as pretty JSON, the full last error.
-pub fn print_job(out: Output, detail: &formica_ui::data::JobDetail) {
+pub fn print_job(out: Output, detail: &JobDetail) {
     if out == Output::Json {
         println!("{}", json!(detail));
         return;
@@ -114,55 +115,51 @@ pub fn print_job(out: Output, detail: &formica_ui::data::JobDetail) {
     println!("last_error:\n{}", j.last_error.as_deref().unwrap_or("(none)"));
 }
 
-/// Print `formica status`.
-pub fn print_status(out: Output, counts: &[Row], workers: &[Row], version: Option<i32>) {
-    const KINDS: [&str; 5] = ["ready", "scheduled", "running", "failed", "permanently_failed"];
-    let count_rows: Vec<(String, Option<String>, Vec<i64>)> = counts
-        .iter()
-        .map(|r| {
-            (
-                r.get("task_identifier"),
-                r.get("queue_name"),
-                KINDS.iter().map(|k| r.get::<_, i64>(*k)).collect(),
-            )
-        })
-        .collect();
-    let worker_rows: Vec<(String, i64, i64)> =
-        workers.iter().map(|r| (r.get("locked_by"), r.get("jobs"), r.get("queues"))).collect();
+/// Print `formica status`: counts per task, queue and state, the workers holding locks, and
+/// the schema version.
+pub fn print_status(out: Output, overview: &Overview, workers: &[WorkerSeen], version: Option<i32>) {
+    // Every state, in JOB_STATES' order (the read model gives each count, zeros included).
+    let by_state = |c: &Counts| -> Vec<i64> {
+        JOB_STATES.iter().map(|state| c.states.get(*state).copied().unwrap_or(0)).collect()
+    };
     match out {
         Output::Json => {
-            let tasks: Vec<Value> = count_rows
+            let tasks: Vec<Value> = overview
+                .counts
                 .iter()
-                .map(|(task, queue, n)| {
-                    let mut v = json!({ "task": task, "queue": queue });
-                    for (k, n) in KINDS.iter().zip(n) {
-                        v[*k] = json!(n);
+                .map(|c| {
+                    let mut v = json!({ "task": c.task, "queue": c.queue });
+                    for (state, n) in JOB_STATES.iter().zip(by_state(c)) {
+                        v[*state] = json!(n);
                     }
                     v
                 })
                 .collect();
-            let workers: Vec<Value> = worker_rows
+            let workers: Vec<Value> = workers
                 .iter()
-                .map(|(id, j, q)| json!({ "worker": id, "jobs": j, "queues": q }))
+                .map(|w| json!({ "worker": w.worker_id, "jobs": w.jobs, "queues": w.queues }))
                 .collect();
             println!("{}", json!({ "schema_version": version, "tasks": tasks, "workers": workers }));
         }
         Output::Human => {
             println!("schema version: {}", version.map_or("not installed".into(), |v| v.to_string()));
             let mut headers = vec!["task", "queue"];
-            headers.extend(KINDS);
-            let rows: Vec<Vec<String>> = count_rows
+            headers.extend(JOB_STATES);
+            let rows: Vec<Vec<String>> = overview
+                .counts
                 .iter()
-                .map(|(t, q, n)| {
-                    [t.clone(), q.clone().unwrap_or_default()]
+                .map(|c| {
+                    [c.task.clone(), c.queue.clone().unwrap_or_default()]
                         .into_iter()
-                        .chain(n.iter().map(i64::to_string))
+                        .chain(by_state(c).iter().map(i64::to_string))
                         .collect()
                 })
                 .collect();
             print!("{}", table(&headers, &rows));
-            let rows: Vec<Vec<String>> =
-                worker_rows.iter().map(|(id, j, q)| vec![id.clone(), j.to_string(), q.to_string()]).collect();
+            let rows: Vec<Vec<String>> = workers
+                .iter()
+                .map(|w| vec![w.worker_id.clone(), w.jobs.to_string(), w.queues.to_string()])
+                .collect();
             println!();
             print!("{}", table(&["worker", "locked jobs", "locked queues"], &rows));
         }

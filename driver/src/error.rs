@@ -50,15 +50,6 @@ pub enum Error {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
-    /// The folder of executable tasks could not be read.
-    #[error("tasks folder {}: {source}", path.display())]
-    TasksFolder {
-        /// The folder.
-        path: std::path::PathBuf,
-        /// Why it could not be read.
-        #[source]
-        source: std::io::Error,
-    },
     /// The schema could not be brought to the version this Formica needs.
     #[error(transparent)]
     Migrate(#[from] MigrateError),

@@ -201,21 +201,19 @@ pub fn with_job_state(sql: &str) -> String {
     sql.replace(":JOB_STATE", JOB_STATE)
 }
 
-/// Read-only statements of the `formica` command.
-pub mod cli {
-    /// Counts per task, queue and state (uses `:JOB_STATE`).
-    pub const STATUS: &str = include_str!("../queries/cli/status.sql");
-    /// Workers holding locks.
-    pub const WORKERS: &str = include_str!("../queries/cli/workers.sql");
-    /// The newest migration applied.
-    pub const VERSION: &str = include_str!("../queries/cli/version.sql");
-}
-
-/// Read-only statements of the dashboard (`formica-ui`). None locks a row: they read
+/// Read-only statements that show the queue to people (`formica::inspect`, behind the
+/// `formica` command's `status` and `job` and the dashboard). None locks a row: they read
 /// committed data and never wait for, or hold up, a worker.
-pub mod ui {
+pub mod inspect {
+    /// Counts per task, queue and state, with the oldest ready job and the failures of the
+    /// last hour (uses `:JOB_STATE`).
+    pub const COUNTS: &str = include_str!("../queries/inspect/counts.sql");
+    /// Workers holding locks.
+    pub const WORKERS: &str = include_str!("../queries/inspect/workers.sql");
+    /// The newest migration applied.
+    pub const SCHEMA_VERSION: &str = include_str!("../queries/inspect/schema_version.sql");
     /// Jobs matching filters, before its [`JOBS_ORDER`] part (uses `:JOB_STATE`).
-    pub const JOBS: &str = include_str!("../queries/ui/jobs.sql");
+    pub const JOBS: &str = include_str!("../queries/inspect/jobs.sql");
     /// The orders of [`JOBS`]: name, and the part appended to it. The cursor is the last row
     /// of the previous page: `$7` its id, and for `next` `$8` its run_at and `$9` its
     /// priority. `next` is the workers' order (priority, then run_at) over the jobs that
@@ -235,13 +233,13 @@ pub mod ui {
         ),
     ];
     /// One job, with its queue's lock (uses `:JOB_STATE`).
-    pub const JOB: &str = include_str!("../queries/ui/job.sql");
+    pub const JOB: &str = include_str!("../queries/inspect/job.sql");
     /// Named queues and their lock holders.
-    pub const QUEUES: &str = include_str!("../queries/ui/queues.sql");
+    pub const QUEUES: &str = include_str!("../queries/inspect/queues.sql");
     /// Cron items seen and their last execution.
-    pub const CRONTABS: &str = include_str!("../queries/ui/crontabs.sql");
+    pub const CRONTABS: &str = include_str!("../queries/inspect/crontabs.sql");
     /// Rows ever deleted from the jobs table; `$1` the schema name (unquoted).
-    pub const DELETED_JOBS: &str = include_str!("../queries/ui/deleted_jobs.sql");
+    pub const DELETED_JOBS: &str = include_str!("../queries/inspect/deleted_jobs.sql");
 }
 
 #[cfg(test)]

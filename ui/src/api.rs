@@ -7,6 +7,7 @@ use axum::extract::{Path, Query, State as Ext};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
+use formica::inspect;
 use formica::{Job, RescheduleJobOptions};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -38,23 +39,23 @@ async fn overview(Ext(s): Ext<State>) -> Answer {
 }
 
 async fn jobs(Ext(s): Ext<State>, Query(query): Query<JobQuery>) -> Answer {
-    answer(data::jobs(&s.utils, &query).await?)
+    answer(inspect::jobs(&s.utils, &query.selection()?).await?)
 }
 
 async fn job(Ext(s): Ext<State>, Path(id): Path<i64>) -> Answer {
-    answer(data::job(&s.utils, id).await?.ok_or_else(|| gone(id))?)
+    answer(inspect::job(&s.utils, id).await?.ok_or_else(|| gone(id))?)
 }
 
 async fn queues(Ext(s): Ext<State>) -> Answer {
-    answer(data::queues(&s.utils).await?)
+    answer(inspect::queues(&s.utils).await?)
 }
 
 async fn workers(Ext(s): Ext<State>) -> Answer {
-    answer(data::workers(&s.utils).await?)
+    answer(inspect::workers(&s.utils).await?)
 }
 
 async fn cron(Ext(s): Ext<State>) -> Answer {
-    answer(data::cron(&s.utils, s.options.crontab.as_ref()).await?)
+    answer(inspect::cron(&s.utils, s.options.crontab.as_ref()).await?)
 }
 
 fn gone(id: i64) -> Error {
@@ -65,7 +66,7 @@ fn gone(id: i64) -> Error {
 /// holds, and jobs that are gone.
 async fn changed(s: &State, id: i64, jobs: Vec<Job>) -> Answer {
     if jobs.is_empty() {
-        return Err(match data::job(&s.utils, id).await? {
+        return Err(match inspect::job(&s.utils, id).await? {
             Some(_) => {
                 Error::Conflict(format!("job {id} is running: a worker holds it, so it was left as it is"))
             }

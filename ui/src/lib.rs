@@ -28,7 +28,7 @@
 //!   never given; a request whose `Origin` or `Sec-Fetch-Site` says it is cross-site is
 //!   refused too;
 //! - every value is escaped where it is put into HTML ([`pages::esc`]);
-//! - reads never lock rows (see [`data`]).
+//! - reads never lock rows (see [`formica::inspect`]).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -1,8 +1,8 @@
-//! The HTML pages, rendered on the server from the same [`data`] as the API. Every value
+//! The HTML pages, rendered on the server from the same data as the API. Every value
 //! from the database or the request goes through [`esc`] on its way into the HTML; the
 //! pages' script (`assets/app.js`) only asks for confirmation and calls the API's actions.
 
-use crate::data::{self, JobQuery, JobRow};
+use crate::data::{self, JobQuery};
 use crate::{Error, State};
 use axum::extract::{Path, Query, State as Ext};
 use axum::http::header;
@@ -10,6 +10,7 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use chrono::{DateTime, SecondsFormat, Utc};
+use formica::inspect::{self, JobRow};
 use formica::sql::JOB_STATES;
 use std::fmt::Write;
 
@@ -85,7 +86,8 @@ fn page(s: &State, title: &str, body: &str) -> Response {
     (headers, html).into_response()
 }
 
-fn error_page(s: &State, e: Error) -> Response {
+fn error_page(s: &State, e: impl Into<Error>) -> Response {
+    let e = e.into();
     let status = e.status();
     let mut response = page(s, "Error", &format!(r#"<p class="error">{}</p>"#, esc(&e.to_string())));
     *response.status_mut() = status;
@@ -146,7 +148,7 @@ async fn overview(Ext(s): Ext<State>) -> Response {
         let _ = write!(
             html,
             r#"<a class="card {state}" href="/jobs?state={state}"><span class="n" id="total-{state}">{}</span><span>{}</span></a>"#,
-            o.totals.get(state).copied().unwrap_or(0),
+            o.queue.totals.get(state).copied().unwrap_or(0),
             state.replace('_', " ")
         );
     }
@@ -163,12 +165,13 @@ async fn overview(Ext(s): Ext<State>) -> Response {
         } else {
             format!("{minutes} min (since the dashboard started)")
         },
-        o.failed_last_hour,
-        o.oldest_ready_age_seconds.map_or("none".to_owned(), |s| format!("waiting {}", age(s))),
+        o.queue.failed_last_hour,
+        o.queue.oldest_ready_age_seconds.map_or("none".to_owned(), |s| format!("waiting {}", age(s))),
     );
     let mut headers = vec!["task", "queue"];
     headers.extend(JOB_STATES);
     let rows: Vec<Vec<String>> = o
+        .queue
         .counts
         .iter()
         .map(|c| {
@@ -236,7 +239,11 @@ fn select(name: &str, current: Option<&str>, choices: &[(&str, &str)]) -> String
 
 async fn jobs(Ext(s): Ext<State>, Query(query): Query<JobQuery>) -> Response {
     let query = query.cleaned();
-    let result = match data::jobs(&s.utils, &query).await {
+    let selection = match query.selection() {
+        Ok(selection) => selection,
+        Err(e) => return error_page(&s, e),
+    };
+    let result = match inspect::jobs(&s.utils, &selection).await {
         Ok(r) => r,
         Err(e) => return error_page(&s, e),
     };
@@ -295,7 +302,7 @@ fn serde_urlencoded(query: &JobQuery) -> String {
 }
 
 async fn job(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
-    let detail = match data::job(&s.utils, id).await {
+    let detail = match inspect::job(&s.utils, id).await {
         Ok(Some(d)) => d,
         Ok(None) => {
             return error_page(
@@ -390,7 +397,7 @@ async fn job(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
 }
 
 async fn queues(Ext(s): Ext<State>) -> Response {
-    let queues = match data::queues(&s.utils).await {
+    let queues = match inspect::queues(&s.utils).await {
         Ok(q) => q,
         Err(e) => return error_page(&s, e),
     };
@@ -408,7 +415,7 @@ async fn queues(Ext(s): Ext<State>) -> Response {
 }
 
 async fn workers(Ext(s): Ext<State>) -> Response {
-    let workers = match data::workers(&s.utils).await {
+    let workers = match inspect::workers(&s.utils).await {
         Ok(w) => w,
         Err(e) => return error_page(&s, e),
     };
@@ -432,7 +439,7 @@ async fn workers(Ext(s): Ext<State>) -> Response {
 }
 
 async fn cron(Ext(s): Ext<State>) -> Response {
-    let items = match data::cron(&s.utils, s.options.crontab.as_ref()).await {
+    let items = match inspect::cron(&s.utils, s.options.crontab.as_ref()).await {
         Ok(i) => i,
         Err(e) => return error_page(&s, e),
     };

@@ -1,4 +1,4 @@
--- The dashboard's job list; `JOBS_ORDER` appends the page cursor, order and limit.
+-- Jobs matching filters; `JOBS_ORDER` appends the page cursor, order and limit.
 -- $1 task, $2 queue, $3 state, $4 key, $5 text in last_error (case-insensitive), each
 -- null for any; $6 limit. Plain reads: no row is locked, workers are never waited for.
 select jobs.*, tasks.identifier as task_identifier, job_queues.queue_name,

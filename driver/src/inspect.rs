@@ -1,0 +1,422 @@
+//! The queue as people see it: counts, pages of jobs, one job, queues, workers and cron
+//! items, read into typed, serializable values. The `formica` command and the dashboard
+//! (`formica-ui`) both show these, so what one prints the other shows.
+//!
+//! Every read is a plain `select` in its own read-committed statement (the SQL is in
+//! `formica_sql::inspect`): no row lock is taken, so a worker is never waited for or held
+//! up. Statements are sent unnamed with their parameter types, so they also run behind
+//! pgBouncer in transaction mode. A row that does not have the shape its statement promises
+//! is an [`Error::Row`] naming the column, never a panic.
+
+use crate::rows::{jobs_from_rows, ResultRow};
+use crate::{Error, WorkerUtils};
+use chrono::{DateTime, Utc};
+use formica_core::cron::Crontab;
+use formica_core::job::Job;
+use formica_sql as sql;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use tokio_postgres::types::{FromSql, ToSql, Type};
+use tokio_postgres::Row;
+
+/// How many next runs [`cron`] gives for each item of the crontab.
+pub const NEXT_RUNS: usize = 3;
+
+/// The column `name` of `row`; an error names the column.
+fn get<'a, T: FromSql<'a>>(row: &'a Row, name: &str) -> Result<T, Error> {
+    row.read(row.column(name)?)
+}
+
+/// Run the read-only statement `template` (rendered for the schema, `:JOB_STATE` filled in)
+/// with `params` and their types.
+async fn read(
+    utils: &WorkerUtils,
+    template: &str,
+    params: &[(&(dyn ToSql + Sync), Type)],
+) -> Result<Vec<Row>, Error> {
+    let text = sql::render(&sql::with_job_state(template), utils.schema());
+    let client = utils.pool().get().await?;
+    Ok(client.query_typed(&text, params).await?)
+}
+
+fn zero_states() -> BTreeMap<String, i64> {
+    sql::JOB_STATES.iter().map(|s| (s.to_string(), 0)).collect()
+}
+
+/// Job counts of one task in one queue (`None`: no named queue).
+#[derive(Debug, Clone, Serialize)]
+pub struct Counts {
+    /// The task.
+    pub task: String,
+    /// The named queue, if any.
+    pub queue: Option<String>,
+    /// Jobs per state (every one of `formica_sql::JOB_STATES`, zeros included).
+    pub states: BTreeMap<String, i64>,
+}
+
+/// The queue at a glance.
+#[derive(Debug, Clone, Serialize)]
+pub struct Overview {
+    /// Counts per task and queue, by task then queue (no queue first).
+    pub counts: Vec<Counts>,
+    /// Counts per state over every task and queue.
+    pub totals: BTreeMap<String, i64>,
+    /// The earliest `run_at` of a ready job.
+    pub oldest_ready_at: Option<DateTime<Utc>>,
+    /// How long that job has been ready, in seconds.
+    pub oldest_ready_age_seconds: Option<i64>,
+    /// Jobs whose latest failure was in the last hour.
+    pub failed_last_hour: i64,
+}
+
+/// Job counts per task, queue and state.
+pub async fn overview(utils: &WorkerUtils) -> Result<Overview, Error> {
+    let rows = read(utils, sql::inspect::COUNTS, &[]).await?;
+    let mut totals = zero_states();
+    let mut counts = Vec::new();
+    let mut oldest_ready_at: Option<DateTime<Utc>> = None;
+    let mut failed_last_hour = 0;
+    for row in &rows {
+        let mut states = zero_states();
+        for state in sql::JOB_STATES {
+            let n: i64 = get(row, state)?;
+            states.insert(state.into(), n);
+            *totals.entry(state.into()).or_default() += n;
+        }
+        if let Some(at) = get::<Option<DateTime<Utc>>>(row, "oldest_ready_at")? {
+            oldest_ready_at = Some(oldest_ready_at.map_or(at, |o| o.min(at)));
+        }
+        failed_last_hour += get::<i64>(row, "failed_last_hour")?;
+        counts.push(Counts { task: get(row, "task_identifier")?, queue: get(row, "queue_name")?, states });
+    }
+    Ok(Overview {
+        counts,
+        totals,
+        oldest_ready_at,
+        oldest_ready_age_seconds: oldest_ready_at.map(|at| (Utc::now() - at).num_seconds().max(0)),
+        failed_last_hour,
+    })
+}
+
+/// The newest migration applied to the schema (`None`: not installed).
+pub async fn schema_version(utils: &WorkerUtils) -> Result<Option<i32>, Error> {
+    let rows = read(utils, sql::inspect::SCHEMA_VERSION, &[]).await?;
+    rows.first().map_or(Ok(None), |row| get(row, "latest"))
+}
+
+/// Rows ever deleted from the jobs table (completed or removed jobs), per PostgreSQL's
+/// statistics: sampled over time, the difference is the throughput. The counter goes back
+/// when the statistics are reset or the server restarts.
+pub async fn deleted_jobs(utils: &WorkerUtils) -> Result<i64, Error> {
+    let schema = utils.schema();
+    let rows = read(utils, sql::inspect::DELETED_JOBS, &[(&schema, Type::TEXT)]).await?;
+    rows.first().map_or(Ok(0), |row| get(row, "deleted"))
+}
+
+/// A job and its state.
+#[derive(Debug, Clone, Serialize)]
+pub struct JobRow {
+    /// The job.
+    #[serde(flatten)]
+    pub job: Job,
+    /// One of `formica_sql::JOB_STATES`.
+    pub state: String,
+}
+
+/// The order of a page of jobs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Order {
+    /// Newest first (by id).
+    #[default]
+    Newest,
+    /// Oldest first (by id).
+    Oldest,
+    /// The jobs that will run, in the order workers take them: priority, then run_at.
+    Next,
+}
+
+impl Order {
+    /// Every order.
+    pub const ALL: [Order; 3] = [Order::Newest, Order::Oldest, Order::Next];
+
+    /// Its name: `newest`, `oldest` or `next`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Order::Newest => "newest",
+            Order::Oldest => "oldest",
+            Order::Next => "next",
+        }
+    }
+
+    /// The order named `name`, if any.
+    pub fn named(name: &str) -> Option<Order> {
+        Order::ALL.into_iter().find(|order| order.name() == name)
+    }
+
+    /// The part of `sql::inspect::JOBS` that pages and sorts in this order.
+    fn sql(self) -> Result<&'static str, Error> {
+        let found = sql::inspect::JOBS_ORDER.iter().find(|(name, _)| *name == self.name());
+        found.map(|&(_, text)| text).ok_or_else(|| Error::Internal(format!("no SQL for order {self:?}")))
+    }
+}
+
+/// Where a page of jobs starts: after the job with this id (and, in the [`Order::Next`]
+/// order, this priority and run_at). As text: `id`, or `id_priority_runat`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Cursor {
+    id: Option<i64>,
+    priority: Option<i16>,
+    run_at: Option<DateTime<Utc>>,
+}
+
+impl Cursor {
+    /// The text of the cursor after `job`, for a page in `order`.
+    fn after(job: &Job, order: Order) -> String {
+        if order == Order::Next {
+            format!("{}_{}_{}", job.id, job.priority, job.run_at.to_rfc3339())
+        } else {
+            job.id.to_string()
+        }
+    }
+
+    /// The cursor `text` (a page's [`JobPage::next`]) for a page in `order`; `None` if it
+    /// was not made for that order.
+    pub fn parse(text: &str, order: Order) -> Option<Cursor> {
+        let parts: Vec<&str> = text.splitn(3, '_').collect();
+        match (parts.as_slice(), order) {
+            ([id], Order::Newest | Order::Oldest) => {
+                Some(Cursor { id: Some(id.parse().ok()?), ..Cursor::default() })
+            }
+            ([id, priority, run_at], Order::Next) => Some(Cursor {
+                id: Some(id.parse().ok()?),
+                priority: Some(priority.parse().ok()?),
+                run_at: Some(DateTime::parse_from_rfc3339(run_at).ok()?.with_timezone(&Utc)),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// Which jobs [`jobs`] lists, in which order, from where. `None` filters match any job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobSelection {
+    /// Only jobs of this task.
+    pub task: Option<String>,
+    /// Only jobs of this named queue.
+    pub queue: Option<String>,
+    /// Only jobs in this state (one of `formica_sql::JOB_STATES`).
+    pub state: Option<String>,
+    /// Only the job with this key.
+    pub key: Option<String>,
+    /// Only jobs whose `last_error` contains this text (case-insensitive).
+    pub error: Option<String>,
+    /// The order.
+    pub order: Order,
+    /// The page after this cursor (the first page if `None`).
+    pub after: Option<Cursor>,
+    /// Jobs per page.
+    pub limit: i64,
+}
+
+/// One page of jobs.
+#[derive(Debug, Clone, Serialize)]
+pub struct JobPage {
+    /// The jobs.
+    pub jobs: Vec<JobRow>,
+    /// The cursor of the next page (see [`Cursor::parse`]), if there are more jobs.
+    pub next: Option<String>,
+}
+
+/// A page of the jobs `selection` picks, in its order, from its cursor.
+pub async fn jobs(utils: &WorkerUtils, selection: &JobSelection) -> Result<JobPage, Error> {
+    let s = selection;
+    let template = format!("{}{}", sql::inspect::JOBS, s.order.sql()?);
+    let cursor = s.after.clone().unwrap_or_default();
+    // One more than a page tells whether there is a next one.
+    let fetch = s.limit + 1;
+    let mut params: Vec<(&(dyn ToSql + Sync), Type)> = vec![
+        (&s.task, Type::TEXT),
+        (&s.queue, Type::TEXT),
+        (&s.state, Type::TEXT),
+        (&s.key, Type::TEXT),
+        (&s.error, Type::TEXT),
+        (&fetch, Type::INT8),
+        (&cursor.id, Type::INT8),
+    ];
+    if s.order == Order::Next {
+        params.extend([
+            (&cursor.run_at as &(dyn ToSql + Sync), Type::TIMESTAMPTZ),
+            (&cursor.priority, Type::INT2),
+        ]);
+    }
+    let rows = read(utils, &template, &params).await?;
+    let mut jobs = with_states(&rows)?;
+    let next = if jobs.len() as i64 > s.limit {
+        jobs.truncate(usize::try_from(s.limit).unwrap_or_default());
+        jobs.last().map(|last| Cursor::after(&last.job, s.order))
+    } else {
+        None
+    };
+    Ok(JobPage { jobs, next })
+}
+
+fn with_states(rows: &[Row]) -> Result<Vec<JobRow>, Error> {
+    let jobs = jobs_from_rows(rows)?;
+    jobs.into_iter().zip(rows).map(|(job, row)| Ok(JobRow { job, state: get(row, "state")? })).collect()
+}
+
+/// One job, with the lock on its named queue.
+#[derive(Debug, Clone, Serialize)]
+pub struct JobDetail {
+    /// The job and its state.
+    #[serde(flatten)]
+    pub row: JobRow,
+    /// The worker holding the job's named queue, if any.
+    pub queue_locked_by: Option<String>,
+    /// Since when it holds it.
+    pub queue_locked_at: Option<DateTime<Utc>>,
+}
+
+/// The job `id`, if it exists.
+pub async fn job(utils: &WorkerUtils, id: i64) -> Result<Option<JobDetail>, Error> {
+    let rows = read(utils, sql::inspect::JOB, &[(&id, Type::INT8)]).await?;
+    let Some(first) = rows.first() else { return Ok(None) };
+    let Some(row) = with_states(&rows)?.into_iter().next() else { return Ok(None) };
+    Ok(Some(JobDetail {
+        row,
+        queue_locked_by: get(first, "queue_locked_by")?,
+        queue_locked_at: get(first, "queue_locked_at")?,
+    }))
+}
+
+/// A named queue.
+#[derive(Debug, Clone, Serialize)]
+pub struct Queue {
+    /// Its name.
+    pub name: String,
+    /// The worker holding it, if any.
+    pub locked_by: Option<String>,
+    /// Since when.
+    pub locked_at: Option<DateTime<Utc>>,
+}
+
+/// Every named queue, by name.
+pub async fn queues(utils: &WorkerUtils) -> Result<Vec<Queue>, Error> {
+    let rows = read(utils, sql::inspect::QUEUES, &[]).await?;
+    rows.iter()
+        .map(|r| {
+            Ok(Queue {
+                name: get(r, "queue_name")?,
+                locked_by: get(r, "locked_by")?,
+                locked_at: get(r, "locked_at")?,
+            })
+        })
+        .collect()
+}
+
+/// A worker seen through the locks it holds (workers write no heartbeat).
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkerSeen {
+    /// Its id, as in `locked_by`.
+    pub worker_id: String,
+    /// Jobs it holds.
+    pub jobs: i64,
+    /// Named queues it holds.
+    pub queues: i64,
+    /// Its oldest lock.
+    pub since: DateTime<Utc>,
+}
+
+/// Workers holding locks, by id.
+pub async fn workers(utils: &WorkerUtils) -> Result<Vec<WorkerSeen>, Error> {
+    let rows = read(utils, sql::inspect::WORKERS, &[]).await?;
+    rows.iter()
+        .map(|r| {
+            Ok(WorkerSeen {
+                worker_id: get(r, "locked_by")?,
+                jobs: get(r, "jobs")?,
+                queues: get(r, "queues")?,
+                since: get(r, "since")?,
+            })
+        })
+        .collect()
+}
+
+/// A cron item: from a crontab, and from the database's record.
+#[derive(Debug, Clone, Serialize)]
+pub struct CronRow {
+    /// Its identifier.
+    pub identifier: String,
+    /// Its crontab line in canonical form, if the crontab was given.
+    pub spec: Option<String>,
+    /// Its task, if known.
+    pub task: Option<String>,
+    /// When a worker first registered it.
+    pub known_since: Option<DateTime<Utc>>,
+    /// The slot it last ran for.
+    pub last_execution: Option<DateTime<Utc>>,
+    /// Its next [`NEXT_RUNS`] runs, if the crontab was given.
+    pub next_runs: Vec<DateTime<Utc>>,
+}
+
+/// Cron items: those of `crontab` in its order, then those only the database knows.
+pub async fn cron(utils: &WorkerUtils, crontab: Option<&Crontab>) -> Result<Vec<CronRow>, Error> {
+    let rows = read(utils, sql::inspect::CRONTABS, &[]).await?;
+    let mut known: BTreeMap<String, (DateTime<Utc>, Option<DateTime<Utc>>)> = BTreeMap::new();
+    for r in &rows {
+        known.insert(get(r, "identifier")?, (get(r, "known_since")?, get(r, "last_execution")?));
+    }
+    let now = Utc::now();
+    let mut out = Vec::new();
+    for item in crontab.map(Crontab::items).unwrap_or_default() {
+        let record = known.remove(item.identifier());
+        out.push(CronRow {
+            identifier: item.identifier().to_owned(),
+            spec: Some(item.to_string()),
+            task: Some(item.task().to_owned()),
+            known_since: record.map(|r| r.0),
+            last_execution: record.and_then(|r| r.1),
+            next_runs: std::iter::successors(item.next_after(now), |&at| item.next_after(at))
+                .take(NEXT_RUNS)
+                .collect(),
+        });
+    }
+    out.extend(known.into_iter().map(|(identifier, (since, last))| CronRow {
+        identifier,
+        spec: None,
+        task: None,
+        known_since: Some(since),
+        last_execution: last,
+        next_runs: Vec::new(),
+    }));
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_order_has_its_sql_and_is_found_by_name() {
+        for order in Order::ALL {
+            assert!(order.sql().is_ok(), "{order:?}");
+            assert_eq!(Order::named(order.name()), Some(order));
+        }
+        assert_eq!(Order::named("sideways"), None);
+    }
+
+    #[test]
+    fn cursors_carry_the_order_they_were_made_for() {
+        let by_id = Cursor { id: Some(42), ..Cursor::default() };
+        assert_eq!(Cursor::parse("42", Order::Newest), Some(by_id.clone()));
+        assert_eq!(Cursor::parse("42", Order::Oldest), Some(by_id));
+        let at = "2030-01-02T03:04:05.123456+00:00";
+        let cursor = Cursor::parse(&format!("7_-3_{at}"), Order::Next).unwrap();
+        assert_eq!((cursor.id, cursor.priority), (Some(7), Some(-3)));
+        assert_eq!(cursor.run_at.map(|t| t.to_rfc3339()), Some(at.to_owned()));
+        assert!(Cursor::parse("7", Order::Next).is_none());
+        assert!(Cursor::parse(&format!("7_0_{at}"), Order::Newest).is_none());
+        assert!(Cursor::parse("x", Order::Newest).is_none());
+        assert!(Cursor::parse("7_x_2030", Order::Next).is_none());
+    }
+}
