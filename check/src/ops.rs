@@ -12,12 +12,15 @@ use formica_core::sim::{self, AddJob, Fault};
 use formica_core::worker::{TaskOutcome, Timestamp};
 use serde_json::Value;
 use std::collections::BTreeSet;
+use std::fmt;
 
 /// One operation of a check: an [`Action`], a [`Fault`], or a wait of some milliseconds.
 pub type Op = sim::Op<Action>;
 
-/// A job to add, as `add_job` (or one spec of `add_jobs`) is given it.
-#[derive(Debug, Clone, PartialEq)]
+/// A job to add, as `add_job` (or one spec of `add_jobs`) is given it. It prints short
+/// (`c {"n":3} queue q0 key k1 (replace) in -5s priority -1 max 2 flags ["x"]`), leaving
+/// out what is not set.
+#[derive(Clone, PartialEq)]
 pub struct NewJob {
     /// The task identifier.
     pub task: String,
@@ -61,6 +64,29 @@ impl NewJob {
                 priority: Some(self.priority),
                 flags: self.flags.clone(),
             },
+        }
+    }
+}
+
+impl fmt::Debug for NewJob {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.task, self.payload)?;
+        if let Some(queue) = &self.queue {
+            write!(f, " queue {queue}")?;
+        }
+        if let Some(key) = &self.key {
+            write!(f, " key {key}")?;
+        }
+        if let Some(mode) = self.mode {
+            write!(f, " ({})", mode.as_str())?;
+        }
+        if let Some(delay) = self.delay_s {
+            write!(f, " in {delay}s")?;
+        }
+        write!(f, " priority {} max {}", self.priority, self.max_attempts)?;
+        match &self.flags {
+            Some(flags) => write!(f, " flags {flags:?}"),
+            None => Ok(()),
         }
     }
 }
@@ -220,5 +246,41 @@ pub fn for_workers(op: Op, workers: usize) -> Op {
             Op::Event(Action::Shutdown { worker: w(worker), graceful })
         }
         other @ (Op::Event(_) | Op::Wait(_)) => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_new_job_prints_what_is_set_only() {
+        let job = NewJob {
+            task: "c".into(),
+            payload: json!({ "n": 3 }),
+            queue: Some("q0".into()),
+            delay_s: Some(-5),
+            max_attempts: 2,
+            key: Some("k1".into()),
+            mode: Some(JobKeyMode::Replace),
+            priority: -1,
+            flags: Some(vec!["x".into()]),
+        };
+        assert_eq!(
+            format!("{job:?}"),
+            r#"c {"n":3} queue q0 key k1 (replace) in -5s priority -1 max 2 flags ["x"]"#
+        );
+        let bare = NewJob { queue: None, delay_s: None, key: None, mode: None, flags: None, ..job };
+        assert_eq!(format!("{bare:?}"), r#"c {"n":3} priority -1 max 2"#);
+    }
+
+    #[test]
+    fn a_pick_by_position_wraps_and_takes_each_job_once() {
+        let ids = [10, 20, 30];
+        assert_eq!(Pick::Nth(vec![4, 1, 7]).among(&ids), vec![20]);
+        assert_eq!(Pick::Nth(vec![2, 0]).among(&ids), vec![10, 30]);
+        assert_eq!(Pick::Nth(vec![5]).among(&[]), Vec::<i64>::new());
+        assert_eq!(Pick::Ids(vec![7, 1]).among(&ids), vec![7, 1]);
     }
 }

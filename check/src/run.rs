@@ -2,7 +2,7 @@
 
 use crate::checker::Checker;
 use crate::model::{row_of, Row};
-use crate::ops::{Action, Op};
+use crate::ops::{Action, Op, Pick};
 use chrono::Duration;
 use formica_core::job::Job;
 use formica_core::sim::{Reschedule, Traced, World};
@@ -68,55 +68,61 @@ impl Run {
         self.check()
     }
 
+    /// The ids `pick` chooses among the jobs present, in id order.
+    fn picked(&self, pick: &Pick) -> Vec<i64> {
+        let ids: Vec<i64> = self.world.db().jobs().map(|j| j.id).collect();
+        pick.among(&ids)
+    }
+
     fn act(&mut self, action: &Action) -> Result<(), String> {
         let now = self.world.now();
-        let ids: Vec<i64> = self.world.db().jobs().map(|j| j.id).collect();
-        let (db, model) = (self.world.db_mut(), &mut self.checker.model);
         let rows = |jobs: &[Job]| jobs.iter().map(row_of).collect::<Vec<Row>>();
         match action {
             Action::AddJob(job) => {
                 let add = job.add_job(now);
-                let got = db.add_job(&add).map(|j| row_of(&j)).ok();
-                let want = model.add_job(now, &add);
-                agree(&format!("add_job {add:?}"), got, want)
+                let got = self.world.db_mut().add_job(&add).map(|j| row_of(&j)).ok();
+                agree(&format!("add_job {add:?}"), got, self.checker.model.add_job(now, &add))
             }
             Action::AddJobs { jobs, preserve_run_at } => {
                 let adds: Vec<_> = jobs.iter().map(|j| j.add_job(now)).collect();
-                let got = db.add_jobs(&adds, *preserve_run_at).map(|v| rows(&v)).ok();
-                agree("add_jobs", got, model.add_jobs(now, &adds, *preserve_run_at))
+                let got = self.world.db_mut().add_jobs(&adds, *preserve_run_at).map(|v| rows(&v)).ok();
+                agree("add_jobs", got, self.checker.model.add_jobs(now, &adds, *preserve_run_at))
             }
             Action::RemoveJob { key } => {
-                let got = db.remove_job(key).map(|j| row_of(&j));
-                agree(&format!("remove_job {key}"), got, model.remove_job(now, key))
+                let got = self.world.db_mut().remove_job(key).map(|j| row_of(&j));
+                agree(&format!("remove_job {key}"), got, self.checker.model.remove_job(now, key))
             }
             Action::CompleteJobs { pick } => {
-                let ids = pick.among(&ids);
-                agree("complete_jobs", rows(&db.complete_jobs(&ids)), model.complete_jobs(now, &ids))
+                let ids = self.picked(pick);
+                let got = rows(&self.world.db_mut().complete_jobs(&ids));
+                agree("complete_jobs", got, self.checker.model.complete_jobs(now, &ids))
             }
             Action::PermanentlyFailJobs { pick, message } => {
-                let ids = pick.among(&ids);
-                let got = rows(&db.permanently_fail_jobs(&ids, message.as_deref()));
+                let ids = self.picked(pick);
+                let message = message.as_deref();
+                let got = rows(&self.world.db_mut().permanently_fail_jobs(&ids, message));
                 agree(
                     "permanently_fail_jobs",
                     got,
-                    model.permanently_fail_jobs(now, &ids, message.as_deref()),
+                    self.checker.model.permanently_fail_jobs(now, &ids, message),
                 )
             }
             Action::RescheduleJobs { pick, delay_s, priority, attempts, max_attempts } => {
-                let ids = pick.among(&ids);
+                let ids = self.picked(pick);
                 let with = Reschedule {
                     run_at: delay_s.map(|s| now + Duration::seconds(s)),
                     priority: *priority,
                     attempts: *attempts,
                     max_attempts: *max_attempts,
                 };
-                let got = rows(&db.reschedule_jobs(&ids, &with).map_err(|e| format!("reschedule: {e:?}"))?);
-                agree("reschedule_jobs", got, model.reschedule_jobs(now, &ids, &with))
+                let done = self.world.db_mut().reschedule_jobs(&ids, &with);
+                let got = rows(&done.map_err(|e| format!("reschedule: {e:?}"))?);
+                agree("reschedule_jobs", got, self.checker.model.reschedule_jobs(now, &ids, &with))
             }
             Action::ForceUnlockWorkers(workers) => {
                 let refs: Vec<&str> = workers.iter().map(String::as_str).collect();
-                db.force_unlock_workers(&refs);
-                model.force_unlock(workers);
+                self.world.db_mut().force_unlock_workers(&refs);
+                self.checker.model.force_unlock(workers);
                 Ok(())
             }
             Action::ForceUnlockCrashed => {

@@ -468,20 +468,20 @@ impl Both {
                 (sim, pg)
             }
             Action::WorkerComplete { worker_id, mask } => {
-                let worker_id = worker_id.clone();
-                let jobs = held(&sim_before, &pg_before, &worker_id, *mask);
+                let jobs = held(&sim_before, &pg_before, worker_id, *mask);
                 let sim_ids: Vec<i64> = jobs.iter().map(|j| j.1).collect();
                 let pg_ids: Vec<i64> = jobs.iter().map(|j| j.2).collect();
                 let result =
                     self.sim.execute(&Statement::CompleteJobs { worker_id: worker_id.clone(), ids: sim_ids });
                 assert_eq!(result, QueryResult::Done);
-                let pg = pg_statement(tx, Statement::CompleteJobs { worker_id, ids: pg_ids }).await;
+                let pg =
+                    pg_statement(tx, Statement::CompleteJobs { worker_id: worker_id.clone(), ids: pg_ids })
+                        .await;
                 assert_eq!(pg, QueryResult::Done);
                 (Outcome::Nothing, Outcome::Nothing)
             }
             Action::WorkerFail { worker_id, mask, retry_in_s } => {
-                let worker_id = worker_id.clone();
-                let mut jobs = held(&sim_before, &pg_before, &worker_id, *mask);
+                let mut jobs = held(&sim_before, &pg_before, worker_id, *mask);
                 if retry_in_s.is_none() {
                     // The database computes run_at: one job at a time, so no two get the same.
                     jobs.truncate(1);
@@ -507,19 +507,21 @@ impl Both {
                     Statement::FailJobs { worker_id: worker_id.clone(), failures: pg_failures },
                 );
                 assert_eq!(pg.await, QueryResult::Done);
-                let result = self.sim.execute(&Statement::FailJobs { worker_id, failures });
+                let result =
+                    self.sim.execute(&Statement::FailJobs { worker_id: worker_id.clone(), failures });
                 assert_eq!(result, QueryResult::Done);
                 (Outcome::Nothing, Outcome::Nothing)
             }
             Action::WorkerReturn { worker_id, mask } => {
-                let worker_id = worker_id.clone();
-                let jobs = held(&sim_before, &pg_before, &worker_id, *mask);
+                let jobs = held(&sim_before, &pg_before, worker_id, *mask);
                 let sim_ids: Vec<i64> = jobs.iter().map(|j| j.1).collect();
                 let pg_ids: Vec<i64> = jobs.iter().map(|j| j.2).collect();
                 let result =
                     self.sim.execute(&Statement::ReturnJobs { worker_id: worker_id.clone(), ids: sim_ids });
                 assert_eq!(result, QueryResult::Done);
-                let pg = pg_statement(tx, Statement::ReturnJobs { worker_id, ids: pg_ids }).await;
+                let pg =
+                    pg_statement(tx, Statement::ReturnJobs { worker_id: worker_id.clone(), ids: pg_ids })
+                        .await;
                 assert_eq!(pg, QueryResult::Done);
                 (Outcome::Nothing, Outcome::Nothing)
             }
