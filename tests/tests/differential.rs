@@ -14,7 +14,8 @@
 //! `FORMICA_DIFF_CASES` the number of sequences, 32 by default).
 
 use chrono::{DateTime, Duration, Utc};
-use formica_core::job::{Job, JobKeyMode, JobSpec};
+use formica_check::{Action, NewJob, Pick};
+use formica_core::job::{Job, JobKeyMode};
 use formica_core::sim::{AddJob, Db, Reschedule, SplitMix};
 use formica_core::worker::{DbError, Failure, QueryResult, Statement};
 use formica_sql as sql;
@@ -90,71 +91,6 @@ struct Names {
 // ---------------------------------------------------------------------------------------
 // Operations.
 
-#[derive(Debug, Clone)]
-struct NewJob {
-    task: usize,
-    payload: Value,
-    queue: Option<String>,
-    /// Seconds from the transaction's `now()` (a serial number of microseconds is added).
-    run_at: Option<i64>,
-    max_attempts: i16,
-    key: Option<String>,
-    priority: i16,
-    flags: Option<Vec<String>>,
-}
-
-#[derive(Debug, Clone)]
-enum Op {
-    AddJob {
-        job: NewJob,
-        mode: Option<JobKeyMode>,
-    },
-    AddJobs {
-        jobs: Vec<NewJob>,
-        preserve_run_at: bool,
-    },
-    RemoveJob {
-        key: String,
-    },
-    Complete {
-        picks: Vec<u64>,
-    },
-    PermanentlyFail {
-        picks: Vec<u64>,
-        message: Option<String>,
-    },
-    Reschedule {
-        picks: Vec<u64>,
-        run_at: Option<i64>,
-        priority: Option<i16>,
-        attempts: Option<i16>,
-        max_attempts: Option<i16>,
-    },
-    ForceUnlock {
-        workers: Vec<String>,
-    },
-    Fetch {
-        worker: usize,
-        tasks: Vec<usize>,
-        forbidden: Vec<String>,
-        limit: usize,
-        now: Option<i64>,
-    },
-    WorkerComplete {
-        worker: usize,
-        mask: u64,
-    },
-    WorkerFail {
-        worker: usize,
-        mask: u64,
-        explicit: Option<i64>,
-    },
-    WorkerReturn {
-        worker: usize,
-        mask: u64,
-    },
-}
-
 struct Gen {
     rng: SplitMix,
     serial: u64,
@@ -186,12 +122,13 @@ impl Gen {
         let serial = self.serial;
         let payload = if self.rng.chance(300) { json!([{ "n": serial }]) } else { json!({ "n": serial }) };
         NewJob {
-            task: self.rng.below(2) as usize,
+            task: TASKS[self.rng.below(2) as usize].to_owned(),
             payload,
             queue: self.maybe(350, |g| format!("q{}", g.rng.below(2))),
-            run_at: if explicit_run_at || self.rng.chance(750) { Some(self.offset()) } else { None },
+            delay_s: if explicit_run_at || self.rng.chance(750) { Some(self.offset()) } else { None },
             max_attempts: self.rng.between(1, 3) as i16,
             key: self.maybe(500, |g| format!("k{}", g.rng.below(4))),
+            mode: None,
             priority: self.rng.between(-1, 1) as i16,
             flags: self.maybe(250, |g| {
                 let all = ["x", "y"];
@@ -205,7 +142,11 @@ impl Gen {
         (0..self.rng.between(1, 2)).map(|_| self.rng.next_u64()).collect()
     }
 
-    fn op(&mut self) -> Op {
+    fn worker(&mut self) -> String {
+        WORKERS[self.rng.below(2) as usize].to_owned()
+    }
+
+    fn op(&mut self) -> Action {
         match self.rng.below(100) {
             0..=29 => {
                 let mode = self.pick(&[
@@ -214,54 +155,54 @@ impl Gen {
                     Some(JobKeyMode::PreserveRunAt),
                     Some(JobKeyMode::UnsafeDedupe),
                 ]);
-                Op::AddJob { job: self.job(false), mode }
+                Action::AddJob(NewJob { mode, ..self.job(false) })
             }
             30..=39 => {
                 let n = self.rng.below(4);
-                Op::AddJobs {
+                Action::AddJobs {
                     jobs: (0..n).map(|_| self.job(true)).collect(),
                     preserve_run_at: self.rng.chance(500),
                 }
             }
-            40..=44 => Op::RemoveJob { key: format!("k{}", self.rng.below(4)) },
-            45..=47 => Op::Complete { picks: self.picks() },
-            48..=50 => Op::PermanentlyFail {
-                picks: self.picks(),
+            40..=44 => Action::RemoveJob { key: format!("k{}", self.rng.below(4)) },
+            45..=47 => Action::CompleteJobs { pick: Pick::Nth(self.picks()) },
+            48..=50 => Action::PermanentlyFailJobs {
+                pick: Pick::Nth(self.picks()),
                 message: self.maybe(500, |g| format!("admin {}", g.rng.below(100))),
             },
             51..=54 => {
                 let picks = self.picks();
                 let single = picks.len() == 1;
-                Op::Reschedule {
-                    run_at: if single { self.maybe(600, Self::offset) } else { None },
+                Action::RescheduleJobs {
+                    delay_s: if single { self.maybe(600, Self::offset) } else { None },
                     priority: self.maybe(300, |g| g.rng.between(-1, 1) as i16),
                     attempts: self.maybe(500, |g| g.rng.between(0, 2) as i16),
                     max_attempts: self.maybe(400, |g| g.rng.between(1, 3) as i16),
-                    picks,
+                    pick: Pick::Nth(picks),
                 }
             }
-            55..=57 => Op::ForceUnlock { workers: vec![self.pick(&WORKERS).to_owned()] },
-            58..=79 => Op::Fetch {
-                worker: self.rng.below(2) as usize,
+            55..=57 => Action::ForceUnlockWorkers(vec![self.pick(&WORKERS).to_owned()]),
+            58..=79 => Action::Fetch {
+                worker_id: self.worker(),
                 tasks: match self.rng.below(3) {
-                    0 => vec![0],
-                    1 => vec![1],
-                    _ => vec![0, 1],
+                    0 => vec![TASKS[0].to_owned()],
+                    1 => vec![TASKS[1].to_owned()],
+                    _ => TASKS.map(str::to_owned).to_vec(),
                 },
                 forbidden: self.maybe(300, |g| vec![g.pick(&["x", "y"]).to_owned()]).unwrap_or_default(),
                 limit: self.rng.between(1, 4) as usize,
-                now: self.maybe(600, |g| match g.rng.below(8) {
+                now_s: self.maybe(600, |g| match g.rng.below(8) {
                     0 => -5 * 3600,
                     _ => g.rng.between(-10, 90),
                 }),
             },
-            80..=86 => Op::WorkerComplete { worker: self.rng.below(2) as usize, mask: self.rng.next_u64() },
-            87..=94 => Op::WorkerFail {
-                worker: self.rng.below(2) as usize,
+            80..=86 => Action::WorkerComplete { worker_id: self.worker(), mask: self.rng.next_u64() },
+            87..=94 => Action::WorkerFail {
+                worker_id: self.worker(),
                 mask: self.rng.next_u64(),
-                explicit: self.maybe(600, Self::offset),
+                retry_in_s: self.maybe(600, Self::offset),
             },
-            _ => Op::WorkerReturn { worker: self.rng.below(2) as usize, mask: self.rng.next_u64() },
+            _ => Action::WorkerReturn { worker_id: self.worker(), mask: self.rng.next_u64() },
         }
     }
 }
@@ -331,21 +272,9 @@ enum Outcome {
     Nothing,
 }
 
-fn spec_of(job: &NewJob, now: DateTime<Utc>, serial: &mut i64, mode: Option<JobKeyMode>) -> AddJob {
+fn spec_of(job: &NewJob, now: DateTime<Utc>, serial: &mut i64) -> AddJob {
     *serial += 1;
-    AddJob {
-        identifier: TASKS[job.task].to_owned(),
-        payload: Some(job.payload.clone()),
-        spec: JobSpec {
-            queue_name: job.queue.clone(),
-            run_at: job.run_at.map(|s| at(now, s, *serial)),
-            max_attempts: Some(job.max_attempts),
-            job_key: job.key.clone(),
-            job_key_mode: mode,
-            priority: Some(job.priority),
-            flags: job.flags.clone(),
-        },
-    }
+    job.add_job_at(job.delay_s.map(|s| at(now, s, *serial)))
 }
 
 fn sim_rows(result: Result<Vec<Job>, DbError>) -> Outcome {
@@ -372,19 +301,19 @@ async fn pg_rows(tx: &Transaction<'_>, text: &str, params: &[&(dyn ToSql + Sync)
     }
 }
 
-/// The ids, on each side, of the current jobs chosen by `picks` (in payload order).
+/// The ids, on each side, of the current jobs chosen by `pick` (among the sim's, in payload
+/// order: the order both sides share).
 fn choose(
     sim: &BTreeMap<String, (i64, Cmp)>,
     pg: &BTreeMap<String, (i64, Cmp)>,
-    picks: &[u64],
+    pick: &Pick,
 ) -> (Vec<i64>, Vec<i64>) {
-    let names: Vec<&String> = sim.keys().collect();
-    if names.is_empty() {
-        return (vec![], vec![]);
-    }
-    let chosen: BTreeSet<&String> = picks.iter().map(|p| names[(*p % names.len() as u64) as usize]).collect();
-    let sim_ids = chosen.iter().map(|n| sim[*n].0).collect();
-    let pg_ids = chosen.iter().filter_map(|n| pg.get(*n).map(|(id, _)| *id)).collect();
+    let in_payload_order: Vec<i64> = sim.values().map(|(id, _)| *id).collect();
+    let sim_ids = pick.among(&in_payload_order);
+    let pg_ids = (sim.iter())
+        .filter(|(_, (id, _))| sim_ids.contains(id))
+        .filter_map(|(name, _)| pg.get(name).map(|(id, _)| *id))
+        .collect();
     (sim_ids, pg_ids)
 }
 
@@ -408,14 +337,14 @@ fn task_ids(names: &Names, wanted: &[&str]) -> Vec<i32> {
 }
 
 impl Both {
-    async fn run(&mut self, tx: &Transaction<'_>, op: &Op) -> (Outcome, Outcome) {
+    async fn run(&mut self, tx: &Transaction<'_>, op: &Action) -> (Outcome, Outcome) {
         let now: DateTime<Utc> = tx.query_one("select now()", &[]).await.expect("now").get(0);
         self.sim.set_now(now);
         let sim_before = sim_jobs(&self.sim);
         let pg_before = pg_jobs(tx).await;
         match op {
-            Op::AddJob { job, mode } => {
-                let add = spec_of(job, now, &mut self.serial, *mode);
+            Action::AddJob(job) => {
+                let add = spec_of(job, now, &mut self.serial);
                 let sim = sim_rows(self.sim.add_job(&add).map(|j| vec![j]));
                 let max_attempts = add.spec.max_attempts.map(i32::from);
                 let priority = add.spec.priority.map(i32::from);
@@ -438,9 +367,8 @@ impl Both {
                 .await;
                 (sim, pg)
             }
-            Op::AddJobs { jobs, preserve_run_at } => {
-                let adds: Vec<AddJob> =
-                    jobs.iter().map(|j| spec_of(j, now, &mut self.serial, None)).collect();
+            Action::AddJobs { jobs, preserve_run_at } => {
+                let adds: Vec<AddJob> = jobs.iter().map(|j| spec_of(j, now, &mut self.serial)).collect();
                 let sim = sim_rows(self.sim.add_jobs(&adds, *preserve_run_at));
                 let specs: Vec<Value> = adds
                     .iter()
@@ -460,28 +388,28 @@ impl Both {
                 let pg = pg_rows(tx, sql::utils::ADD_JOBS, &[&Value::Array(specs), preserve_run_at]).await;
                 (sim, pg)
             }
-            Op::RemoveJob { key } => {
+            Action::RemoveJob { key } => {
                 let sim = sim_rows(Ok(self.sim.remove_job(key).into_iter().collect()));
                 let pg = pg_rows(tx, sql::utils::REMOVE_JOB, &[key]).await;
                 (sim, pg)
             }
-            Op::Complete { picks } => {
-                let (sim_ids, pg_ids) = choose(&sim_before, &pg_before, picks);
+            Action::CompleteJobs { pick } => {
+                let (sim_ids, pg_ids) = choose(&sim_before, &pg_before, pick);
                 let sim = sim_rows(Ok(self.sim.complete_jobs(&sim_ids)));
                 let pg = pg_rows(tx, sql::utils::COMPLETE_JOBS, &[&pg_ids]).await;
                 (sim, pg)
             }
-            Op::PermanentlyFail { picks, message } => {
-                let (sim_ids, pg_ids) = choose(&sim_before, &pg_before, picks);
+            Action::PermanentlyFailJobs { pick, message } => {
+                let (sim_ids, pg_ids) = choose(&sim_before, &pg_before, pick);
                 let sim = sim_rows(Ok(self.sim.permanently_fail_jobs(&sim_ids, message.as_deref())));
                 let pg = pg_rows(tx, sql::utils::PERMANENTLY_FAIL_JOBS, &[&pg_ids, message]).await;
                 (sim, pg)
             }
-            Op::Reschedule { picks, run_at, priority, attempts, max_attempts } => {
-                let (sim_ids, pg_ids) = choose(&sim_before, &pg_before, picks);
+            Action::RescheduleJobs { pick, delay_s, priority, attempts, max_attempts } => {
+                let (sim_ids, pg_ids) = choose(&sim_before, &pg_before, pick);
                 self.serial += 1;
                 let with = Reschedule {
-                    run_at: run_at.map(|s| at(now, s, self.serial)),
+                    run_at: delay_s.map(|s| at(now, s, self.serial)),
                     priority: *priority,
                     attempts: *attempts,
                     max_attempts: *max_attempts,
@@ -502,7 +430,7 @@ impl Both {
                 .await;
                 (sim, pg)
             }
-            Op::ForceUnlock { workers } => {
+            Action::ForceUnlockWorkers(workers) => {
                 let refs: Vec<&str> = workers.iter().map(String::as_str).collect();
                 self.sim.force_unlock_workers(&refs);
                 tx.execute(&sql::render(sql::utils::FORCE_UNLOCK_WORKERS, SCHEMA), &[&refs])
@@ -510,11 +438,10 @@ impl Both {
                     .expect("force_unlock_workers");
                 (Outcome::Nothing, Outcome::Nothing)
             }
-            Op::Fetch { worker, tasks, forbidden, limit, now: offset } => {
-                let worker_id = WORKERS[*worker].to_owned();
+            Action::Fetch { worker_id, tasks, forbidden, limit, now_s } => {
                 self.serial += 1;
-                let fetch_now = offset.map(|s| at(now, s, self.serial));
-                let wanted: Vec<&str> = tasks.iter().map(|t| TASKS[*t]).collect();
+                let fetch_now = now_s.map(|s| at(now, s, self.serial));
+                let wanted: Vec<&str> = tasks.iter().map(String::as_str).collect();
                 let sim_task_ids: Vec<i32> =
                     self.sim.tasks().filter(|(_, n)| wanted.contains(n)).map(|(id, _)| id).collect();
                 let sim = match self.sim.execute(&Statement::GetJobs {
@@ -528,7 +455,7 @@ impl Both {
                     other => panic!("GetJobs answered {other:?}"),
                 };
                 let statement = Statement::GetJobs {
-                    worker_id,
+                    worker_id: worker_id.clone(),
                     task_ids: task_ids(&names(tx).await, &wanted),
                     forbidden_flags: forbidden.clone(),
                     limit: *limit,
@@ -540,22 +467,22 @@ impl Both {
                 };
                 (sim, pg)
             }
-            Op::WorkerComplete { worker, mask } => {
-                let worker_id = WORKERS[*worker].to_owned();
-                let jobs = held(&sim_before, &pg_before, &worker_id, *mask);
+            Action::WorkerComplete { worker_id, mask } => {
+                let jobs = held(&sim_before, &pg_before, worker_id, *mask);
                 let sim_ids: Vec<i64> = jobs.iter().map(|j| j.1).collect();
                 let pg_ids: Vec<i64> = jobs.iter().map(|j| j.2).collect();
                 let result =
                     self.sim.execute(&Statement::CompleteJobs { worker_id: worker_id.clone(), ids: sim_ids });
                 assert_eq!(result, QueryResult::Done);
-                let pg = pg_statement(tx, Statement::CompleteJobs { worker_id, ids: pg_ids }).await;
+                let pg =
+                    pg_statement(tx, Statement::CompleteJobs { worker_id: worker_id.clone(), ids: pg_ids })
+                        .await;
                 assert_eq!(pg, QueryResult::Done);
                 (Outcome::Nothing, Outcome::Nothing)
             }
-            Op::WorkerFail { worker, mask, explicit } => {
-                let worker_id = WORKERS[*worker].to_owned();
-                let mut jobs = held(&sim_before, &pg_before, &worker_id, *mask);
-                if explicit.is_none() {
+            Action::WorkerFail { worker_id, mask, retry_in_s } => {
+                let mut jobs = held(&sim_before, &pg_before, worker_id, *mask);
+                if retry_in_s.is_none() {
                     // The database computes run_at: one job at a time, so no two get the same.
                     jobs.truncate(1);
                 }
@@ -565,7 +492,7 @@ impl Both {
                     failures.push(Failure {
                         job_id: *sim_id,
                         message: format!("failed {name} #{i}"),
-                        run_at: explicit.map(|s| at(now, s, self.serial)),
+                        run_at: retry_in_s.map(|s| at(now, s, self.serial)),
                         // As a cancelled job's: no attempt left.
                         permanent: self.serial % 3 == 0,
                         // As a batch job's that keeps its failed items (unique, it names the job).
@@ -580,22 +507,29 @@ impl Both {
                     Statement::FailJobs { worker_id: worker_id.clone(), failures: pg_failures },
                 );
                 assert_eq!(pg.await, QueryResult::Done);
-                let result = self.sim.execute(&Statement::FailJobs { worker_id, failures });
+                let result =
+                    self.sim.execute(&Statement::FailJobs { worker_id: worker_id.clone(), failures });
                 assert_eq!(result, QueryResult::Done);
                 (Outcome::Nothing, Outcome::Nothing)
             }
-            Op::WorkerReturn { worker, mask } => {
-                let worker_id = WORKERS[*worker].to_owned();
-                let jobs = held(&sim_before, &pg_before, &worker_id, *mask);
+            Action::WorkerReturn { worker_id, mask } => {
+                let jobs = held(&sim_before, &pg_before, worker_id, *mask);
                 let sim_ids: Vec<i64> = jobs.iter().map(|j| j.1).collect();
                 let pg_ids: Vec<i64> = jobs.iter().map(|j| j.2).collect();
                 let result =
                     self.sim.execute(&Statement::ReturnJobs { worker_id: worker_id.clone(), ids: sim_ids });
                 assert_eq!(result, QueryResult::Done);
-                let pg = pg_statement(tx, Statement::ReturnJobs { worker_id, ids: pg_ids }).await;
+                let pg =
+                    pg_statement(tx, Statement::ReturnJobs { worker_id: worker_id.clone(), ids: pg_ids })
+                        .await;
                 assert_eq!(pg, QueryResult::Done);
                 (Outcome::Nothing, Outcome::Nothing)
             }
+            Action::ForceUnlockCrashed
+            | Action::Steps(_)
+            | Action::FinishTask { .. }
+            | Action::Notify(_)
+            | Action::Shutdown { .. } => unreachable!("{op:?} needs a world: the generator makes none"),
         }
     }
 }
