@@ -38,7 +38,7 @@
 //!   complete, fail, return) against PostgreSQL with Formica's migrations and requires the
 //!   same rows and results after each one. The cron statements, the heartbeats, the
 //!   recovery and the four-hour lock sweep are not in that comparison;
-//!   `core/tests/sim_model.rs` checks them against a model written from the documented
+//!   `core/tests/sim_model.rs` (the model of the `check/` crate) checks them against a model written from the documented
 //!   rules.
 //! - Faults, as the driver meets them: a crashed process keeps its locks until its lease
 //!   lapses and a recovery sweep frees them; a paused one ([`World::pause`]) hears nothing

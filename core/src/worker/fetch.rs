@@ -6,7 +6,7 @@
 //! [`Fetcher::take`]. It owns two deadlines: the poll (look for jobs although nothing said
 //! there are any) and the local queue's give-back.
 //!
-//! Promises (checked by `core/tests/machine.rs` and the model in `core/tests/sim_model.rs`):
+//! Promises (checked by `core/tests/machine/fetch.rs` and the lockstep model of `check/`):
 //! - one fetch at a time without a local queue; with one, at most [`MAX_PREFETCHES`], each a
 //!   batch, and the queue never holds or asks for more than its size;
 //! - a job never leaves the queue while a fetch sent before its own is out (PostgreSQL may
