@@ -37,16 +37,17 @@
 //!   runs random sequences of these operations and of the worker's statements (fetch,
 //!   complete, fail, return) against PostgreSQL with Formica's migrations and requires the
 //!   same rows and results after each one. The cron statements, the heartbeats, the
-//!   recovery and the four-hour lock sweep are not in that comparison;
-//!   `core/tests/sim_model.rs` (the model of the `check/` crate) checks them against a model written from the documented
+//!   recovery and the four-hour lock sweep are not in that comparison; the lockstep model
+//!   of the `check/` crate (`core/tests/sim_model.rs`) checks them against the documented
 //!   rules.
 //! - Faults, as the driver meets them: a crashed process keeps its locks until its lease
 //!   lapses and a recovery sweep frees them; a paused one ([`World::pause`]) hears nothing
 //!   and sends its queries late; a worker whose loop stalls ([`World::stall_loop`]: tasks
-//!   blocking every thread, a deadlock) keeps its lease through its keeper, which runs beside
-//!   the loop as in the driver, until the stall passes the watchdog's limit; a restart is a new worker id; a failed query is retried;
-//!   a dropped listener leaves polling; a clock jump moves the wall clock that the database and the workers read
-//!   (a worker's clock, like the driver's, never goes back).
+//!   blocking every thread, a deadlock) keeps its lease through its keeper, which runs
+//!   beside the loop as in the driver, until the stall passes the watchdog's limit; a
+//!   restart is a new worker id; a failed query is retried; a dropped listener leaves
+//!   polling; a clock jump moves the wall clock that the database and the workers read (a
+//!   worker's clock, like the driver's, never goes back).
 //!
 //! Not modelled:
 //!
