@@ -33,3 +33,74 @@ fn each_crate_s_docs_open_with_a_compiled_example() {
         );
     }
 }
+
+/// The repository's root, where cited paths start.
+fn repo_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Every markdown page a reader is sent to: the READMEs and everything under `docs/`.
+fn doc_pages() -> Vec<std::path::PathBuf> {
+    let root = repo_root();
+    let mut pages = vec![root.join("README.md"), root.join("cli/README.md")];
+    let mut folders = vec![root.join("docs")];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap_or_else(|e| panic!("{}: {e}", folder.display())) {
+            let path = entry.expect("a readable folder entry").path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                pages.push(path);
+            }
+        }
+    }
+    pages
+}
+
+/// The `path/to/file.rs::test_name` citations in `text`, as (path, test name).
+fn citations(text: &str) -> Vec<(&str, &str)> {
+    let is_path = |c: char| c.is_ascii_alphanumeric() || "_./-".contains(c);
+    let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    text.match_indices(".rs::")
+        .map(|(at, _)| {
+            let start = text[..at].rfind(|c| !is_path(c)).map_or(0, |i| i + 1);
+            let after = at + ".rs::".len();
+            let end = text[after..].find(|c| !is_ident(c)).map_or(text.len(), |i| after + i);
+            (&text[start..at + ".rs".len()], &text[after..end])
+        })
+        .collect()
+}
+
+#[test]
+fn each_cited_test_exists_at_its_full_path() {
+    let root = repo_root();
+    let mut wrong = Vec::new();
+    let mut cited = 0;
+    for page in doc_pages() {
+        let text = std::fs::read_to_string(&page).unwrap_or_else(|e| panic!("{}: {e}", page.display()));
+        let page = page.strip_prefix(&root).unwrap_or(&page).display().to_string();
+        for (path, name) in citations(&text) {
+            cited += 1;
+            let problem = if !path.contains('/') {
+                "a bare file name: cite the path from the repository's root".to_owned()
+            } else {
+                match std::fs::read_to_string(root.join(path)) {
+                    Err(e) => format!("no such file ({e})"),
+                    Ok(source) => {
+                        let defines = source.match_indices(&format!("fn {name}")).any(|(at, found)| {
+                            let next = source[at + found.len()..].chars().next();
+                            next.is_some_and(|c| !(c.is_ascii_alphanumeric() || c == '_'))
+                        });
+                        if defines {
+                            continue;
+                        }
+                        format!("no `fn {name}` in it")
+                    }
+                }
+            };
+            wrong.push(format!("{page}: `{path}::{name}`: {problem}"));
+        }
+    }
+    assert!(cited > 50, "only {cited} citations found: is the parser still reading them?");
+    assert!(wrong.is_empty(), "citations that name no test:\n{}", wrong.join("\n"));
+}
