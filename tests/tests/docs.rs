@@ -104,3 +104,50 @@ fn each_cited_test_exists_at_its_full_path() {
     assert!(cited > 50, "only {cited} citations found: is the parser still reading them?");
     assert!(wrong.is_empty(), "citations that name no test:\n{}", wrong.join("\n"));
 }
+
+/// The files whose `include_str!`s make docs pages doctests: this crate's
+/// (`ReadmeDoctests` and its siblings) and the crates' front pages.
+const DOCTEST_HOSTS: [&str; 3] = ["tests/src/lib.rs", "core/src/lib.rs", "adapter-tokio/src/lib.rs"];
+
+#[test]
+fn each_page_with_rust_blocks_is_compiled_as_doctests() {
+    let root = repo_root();
+    let hosts: Vec<String> = DOCTEST_HOSTS
+        .iter()
+        .map(|host| std::fs::read_to_string(root.join(host)).unwrap_or_else(|e| panic!("{host}: {e}")))
+        .collect();
+    for page in doc_pages() {
+        let text = std::fs::read_to_string(&page).unwrap_or_else(|e| panic!("{}: {e}", page.display()));
+        if !text.lines().any(|l| l.starts_with("```rust")) {
+            continue;
+        }
+        // A crate includes a guide through a link of the same name inside its own folder
+        // (what `cargo publish` packages), so the file name is what the include names.
+        let relative = page.strip_prefix(&root).unwrap_or(&page).display().to_string();
+        let name = page.file_name().and_then(|n| n.to_str()).expect("a file name");
+        let include = |host: &String| {
+            host.lines().any(|l| l.contains("include_str!(") && (l.contains(&relative) || l.contains(&format!("/{name}\""))))
+        };
+        assert!(
+            hosts.iter().any(include),
+            "{relative} has Rust blocks but no `include_str!` in {DOCTEST_HOSTS:?} compiles them"
+        );
+    }
+}
+
+/// A crate reaches a guide through `src/docs/<guide>.md`, a symbolic link to
+/// `docs/guide/<guide>.md` (cargo packages the file it points to): were the link replaced by
+/// a copy, the copy must still be the guide.
+#[test]
+fn the_guides_crates_include_are_the_guides() {
+    let root = repo_root();
+    for krate in ["core", "adapter-tokio"] {
+        let folder = root.join(krate).join("src/docs");
+        for entry in std::fs::read_dir(&folder).unwrap_or_else(|e| panic!("{}: {e}", folder.display())) {
+            let path = entry.expect("a readable folder entry").path();
+            let guide = root.join("docs/guide").join(path.file_name().expect("a file name"));
+            let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            assert!(read(&path) == read(&guide), "{} is not {}", path.display(), guide.display());
+        }
+    }
+}
