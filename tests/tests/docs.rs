@@ -39,6 +39,11 @@ fn repo_root() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// The text of `path`, which must be readable.
+fn read(path: &std::path::Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
 /// Every markdown page a reader is sent to: the READMEs and everything under `docs/`.
 fn doc_pages() -> Vec<std::path::PathBuf> {
     let root = repo_root();
@@ -77,7 +82,7 @@ fn each_cited_test_exists_at_its_full_path() {
     let mut wrong = Vec::new();
     let mut cited = 0;
     for page in doc_pages() {
-        let text = std::fs::read_to_string(&page).unwrap_or_else(|e| panic!("{}: {e}", page.display()));
+        let text = read(&page);
         let page = page.strip_prefix(&root).unwrap_or(&page).display().to_string();
         for (path, name) in citations(&text) {
             cited += 1;
@@ -112,12 +117,9 @@ const DOCTEST_HOSTS: [&str; 3] = ["tests/src/lib.rs", "core/src/lib.rs", "adapte
 #[test]
 fn each_page_with_rust_blocks_is_compiled_as_doctests() {
     let root = repo_root();
-    let hosts: Vec<String> = DOCTEST_HOSTS
-        .iter()
-        .map(|host| std::fs::read_to_string(root.join(host)).unwrap_or_else(|e| panic!("{host}: {e}")))
-        .collect();
+    let hosts: Vec<String> = DOCTEST_HOSTS.iter().map(|host| read(&root.join(host))).collect();
     for page in doc_pages() {
-        let text = std::fs::read_to_string(&page).unwrap_or_else(|e| panic!("{}: {e}", page.display()));
+        let text = read(&page);
         if !text.lines().any(|l| l.starts_with("```rust")) {
             continue;
         }
@@ -126,7 +128,9 @@ fn each_page_with_rust_blocks_is_compiled_as_doctests() {
         let relative = page.strip_prefix(&root).unwrap_or(&page).display().to_string();
         let name = page.file_name().and_then(|n| n.to_str()).expect("a file name");
         let include = |host: &String| {
-            host.lines().any(|l| l.contains("include_str!(") && (l.contains(&relative) || l.contains(&format!("/{name}\""))))
+            host.lines().any(|l| {
+                l.contains("include_str!(") && (l.contains(&relative) || l.contains(&format!("/{name}\"")))
+            })
         };
         assert!(
             hosts.iter().any(include),
@@ -146,7 +150,6 @@ fn the_guides_crates_include_are_the_guides() {
         for entry in std::fs::read_dir(&folder).unwrap_or_else(|e| panic!("{}: {e}", folder.display())) {
             let path = entry.expect("a readable folder entry").path();
             let guide = root.join("docs/guide").join(path.file_name().expect("a file name"));
-            let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
             assert!(read(&path) == read(&guide), "{} is not {}", path.display(), guide.display());
         }
     }
