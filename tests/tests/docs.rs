@@ -154,3 +154,54 @@ fn the_guides_crates_include_are_the_guides() {
         }
     }
 }
+
+/// The `--flags` given to `formica` in the pages' shell blocks, as (page, flag).
+fn formica_flags_in_shell_blocks(page: &str, text: &str) -> Vec<(String, String)> {
+    let mut flags = Vec::new();
+    let mut in_shell = false;
+    for line in text.lines() {
+        let fence = line.trim_start();
+        if fence.starts_with("```") {
+            in_shell = ["```sh", "```bash", "```shell"].iter().any(|tag| fence.starts_with(tag));
+            continue;
+        }
+        if !in_shell {
+            continue;
+        }
+        let words: Vec<&str> = line.split_whitespace().take_while(|w| !w.starts_with('#')).collect();
+        let Some(at) = words.iter().position(|w| *w == "formica" || w.ends_with("/formica")) else {
+            continue;
+        };
+        for word in &words[at + 1..] {
+            if let Some(flag) = word.strip_prefix("--").filter(|f| !f.is_empty()) {
+                let flag = flag.split('=').next().unwrap_or(flag);
+                flags.push((page.to_owned(), flag.to_owned()));
+            }
+        }
+    }
+    flags
+}
+
+#[test]
+fn the_pages_give_formica_only_flags_it_has() {
+    let root = repo_root();
+    // clap names each flag after its field: `--local-queue-size` is `local_queue_size`.
+    let mut fields = String::new();
+    for entry in std::fs::read_dir(root.join("cli/src")).expect("cli/src") {
+        fields.push_str(&read(&entry.expect("a readable folder entry").path()));
+    }
+    let mut checked = 0;
+    for page in doc_pages() {
+        let relative = page.strip_prefix(&root).unwrap_or(&page).display().to_string();
+        for (page, flag) in formica_flags_in_shell_blocks(&relative, &read(&page)) {
+            checked += 1;
+            let built_in = ["help", "version"].contains(&flag.as_str());
+            let field = format!("{}:", flag.replace('-', "_"));
+            assert!(
+                built_in || fields.contains(&field),
+                "{page}: `formica --{flag}`: formica has no such flag"
+            );
+        }
+    }
+    assert!(checked > 5, "only {checked} flags found: is the parser still reading the shell blocks?");
+}
