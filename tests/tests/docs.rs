@@ -205,3 +205,57 @@ fn the_pages_give_formica_only_flags_it_has() {
     }
     assert!(checked > 5, "only {checked} flags found: is the parser still reading the shell blocks?");
 }
+
+/// GitHub's anchor for a heading: lower case, spaces as `-`, other punctuation dropped.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The anchors of a page's headings (outside code blocks, where `#` starts a comment).
+fn anchors(text: &str) -> Vec<String> {
+    let mut in_code = false;
+    let mut found = Vec::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+        } else if !in_code && line.starts_with('#') {
+            found.push(anchor(line.trim_start_matches('#')));
+        }
+    }
+    found
+}
+
+#[test]
+fn the_pages_links_reach_files_and_headings_that_exist() {
+    let root = repo_root();
+    let mut wrong = Vec::new();
+    for page in doc_pages() {
+        let text = read(&page);
+        let relative = page.strip_prefix(&root).unwrap_or(&page).display().to_string();
+        for (at, _) in text.match_indices("](") {
+            let target = &text[at + 2..];
+            let Some(target) = target.find(')').map(|end| &target[..end]) else { continue };
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            let (file, heading) = target.split_once('#').unwrap_or((target, ""));
+            let file =
+                if file.is_empty() { page.clone() } else { page.parent().expect("a folder").join(file) };
+            if !file.exists() {
+                wrong.push(format!("{relative}: ({target}): no such file or folder"));
+            } else if !heading.is_empty() && !anchors(&read(&file)).iter().any(|a| a == heading) {
+                wrong.push(format!("{relative}: ({target}): no such heading"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "links that lead nowhere:\n{}", wrong.join("\n"));
+}
