@@ -36,8 +36,16 @@
 //! }
 //! ```
 //!
-//! Logs go through `tracing` (install a subscriber to see them), and the README (on
-//! crates.io) covers connecting, cron, the guarantees and the dashboard.
+//! Logs go through `tracing` (install a subscriber to see them). The guides below are
+//! the repository's `docs/guide/` pages; the others (adding jobs, testing your scheduling,
+//! the dashboard, observability), the guarantees and the architecture are beside them.
+//!
+// One source for each guide: shown on GitHub under docs/guide/ and here, compiled here.
+#![doc = include_str!("docs/running-workers.md")]
+//!
+#![doc = include_str!("docs/connecting.md")]
+//!
+#![doc = include_str!("docs/cron.md")]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

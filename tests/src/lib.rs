@@ -2,12 +2,24 @@
 //! the server named by `DATABASE_URL` (set by `scripts/test`), so tests run in parallel
 //! and never see each other's jobs.
 
-/// The README's Rust blocks as doctests: `cargo test --workspace` compiles each (and runs
-/// those not marked `no_run`), so the README cannot show code that does not build. Blocks
-/// marked `ignore` are whole files of example crates, built and tested as such.
+/// The Rust blocks of the README and of the guides no crate's docs include, as doctests:
+/// `cargo test --workspace` compiles each (and runs those not marked `no_run`), so the docs
+/// cannot show code that does not build. They need this crate's dependencies (sqlx,
+/// tracing-subscriber), which the published crates do not have. Blocks marked `ignore` are
+/// whole files of example crates, built there and checked against the copy by a test.
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
+
+/// `docs/guide/adding-jobs.md`'s blocks (see `ReadmeDoctests`).
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/guide/adding-jobs.md")]
+pub struct AddingJobsDoctests;
+
+/// `docs/guide/observability.md`'s blocks (see `ReadmeDoctests`).
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/guide/observability.md")]
+pub struct ObservabilityDoctests;
 
 pub mod certs;
 pub mod cluster;

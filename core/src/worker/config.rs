@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 /// Large, because it costs nothing where it is not used: the batch grows toward a third of
 /// it only while tasks are quick enough to drain it (see [`Config::local_queue_size`]). With
 /// it, untuned defaults drain no-op jobs at nine tenths of the benchmark's tuned `best`
-/// config's rate (README "Performance", with the command).
+/// config's rate (`docs/performance.md`, with the command).
 pub const DEFAULT_LOCAL_QUEUE_SIZE: usize = 5000;
 
 /// How a worker behaves. `Default` gives Formica's defaults.

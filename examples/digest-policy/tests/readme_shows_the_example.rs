@@ -1,17 +1,13 @@
-//! The README's guide ("Test your scheduling deterministically") shows `src/lib.rs` and
-//! `tests/readme.rs` whole, so that what a reader copies is what CI builds and runs (as
-//! `rust ignore` blocks: this crate, not a doctest, is what compiles them).
+//! The guide "Test your scheduling deterministically" (docs/guide/testing-your-scheduling.md,
+//! also formica-core's front page) sends readers to this crate's files rather than copying
+//! them, so that what they read is what CI builds and runs: it must name files that exist.
 
 #[test]
-fn the_readme_shows_the_example_as_it_is() {
-    let readme = include_str!("../../../README.md");
-    for (path, text) in
-        [("src/lib.rs", include_str!("../src/lib.rs")), ("tests/readme.rs", include_str!("readme.rs"))]
-    {
-        let block = format!("```rust ignore\n{text}```\n");
-        assert!(
-            readme.contains(&block),
-            "README.md must show examples/digest-policy/{path} as it is, in a `rust ignore` block"
-        );
+fn the_guide_names_the_example_s_files() {
+    let guide = include_str!("../../../docs/guide/testing-your-scheduling.md");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    for path in ["examples/digest-policy/src/lib.rs", "examples/digest-policy/tests/readme.rs"] {
+        assert!(guide.contains(&format!("`{path}`")), "the guide must name `{path}`");
+        assert!(root.join(path).is_file(), "the guide names `{path}`, which does not exist");
     }
 }

@@ -1,7 +1,7 @@
-//! The README's "Run a worker in your application" shows this crate's dependencies and
+//! The README's quick start "a tokio application" shows this crate's dependencies and
 //! `src/main.rs` whole, so that what a reader copies is what CI builds; and the program
-//! runs: it connects, runs a job and logs it at INFO with no RUST_LOG set, as the README's
-//! "Logs" says, and stops on SIGTERM.
+//! runs: it connects, runs a job and logs it at INFO with no RUST_LOG set, as the
+//! observability guide's "Logs" says, and stops on SIGTERM.
 
 use formica_tests::TestDb;
 use formica_tokio::JobSpec;
