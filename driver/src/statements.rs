@@ -8,12 +8,16 @@
 use crate::db::{Pool, PooledClient};
 use crate::error::Error;
 use crate::rows::{decode_rows, Decoded};
-use crate::worker::FlagsFn;
 use formica_core::cron::runner::KnownCrontab;
 use formica_core::worker::{DbError, QueryResult, Statement};
 use formica_sql as sql;
+use futures::future::BoxFuture;
+use std::sync::Arc;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Row;
+
+/// A function that gives the flags to refuse, evaluated before every fetch.
+pub type FlagsFn = Arc<dyn Fn() -> BoxFuture<'static, Vec<String>> + Send + Sync>;
 
 /// A parameter, owned, with the type it is sent as when unprepared.
 pub type Param = (Box<dyn ToSql + Send + Sync>, Type);
