@@ -51,9 +51,9 @@
 //!    `job_spec`, `crontab`, `fault` the parts); a failure shrinks to a short list of ops.
 //!
 //! ```
-//! use formica_core::job::JobSpec;
+//! use formica_core::job::{JobSpec, RawJob};
 //! use formica_core::sim::faults::{heal, run_ops, settle};
-//! use formica_core::sim::{AddJob, App, Fault, Op, World, WorldConfig};
+//! use formica_core::sim::{App, Fault, Op, World, WorldConfig};
 //! use formica_core::worker::Config;
 //!
 //! /// The policy: a signup gets one welcome mail, whatever the retries of the event.
@@ -66,7 +66,7 @@
 //! impl App<u32> for Signups {
 //!     fn on_event(&mut self, world: &mut World, user: &u32) {
 //!         let (task, payload, spec) = decide(user);
-//!         world.db_mut().add_job(&AddJob::new(task, payload, spec)).unwrap();
+//!         world.db_mut().add_job(&RawJob::new(task, payload, spec)).unwrap();
 //!     }
 //!     fn check(&mut self, world: &World) -> Result<(), String> {
 //!         match world.db().jobs().filter(|j| j.locked_at.is_none()).count() {

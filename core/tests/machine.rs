@@ -5,8 +5,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
 
 use chrono::{DateTime, Duration, Utc};
-use formica_core::job::{Job, JobSpec};
-use formica_core::sim::{AddJob, Db, TaskPlan, World, WorldConfig};
+use formica_core::job::{Job, JobSpec, RawJob};
+use formica_core::sim::{Db, TaskPlan, World, WorldConfig};
 use formica_core::worker::{
     Config, DbError, Effect, Event, Failure, Input, QueryId, QueryResult, Statement, TaskOutcome, TimerKind,
     Worker,
@@ -570,7 +570,7 @@ fn a_batch_job_keeps_only_its_failed_items_and_completes_once_they_succeed() {
             formica_core::batch::outcome(items.clone(), results.collect()),
         )
     });
-    let id = world.db_mut().add_job(&AddJob::new("t", json!([1, 2, 3]), JobSpec::default())).expect("add").id;
+    let id = world.db_mut().add_job(&RawJob::new("t", json!([1, 2, 3]), JobSpec::default())).expect("add").id;
     world.add_worker(config());
     world.run_for(Duration::seconds(1));
     let job = world.db().job(id).cloned().expect("retried, not completed");
@@ -587,7 +587,7 @@ fn the_permanent_failure_is_visible_in_the_database() {
     let mut world = World::new(WorldConfig::default());
     world.set_script(|_, _| TaskPlan::finish(Duration::milliseconds(10), TaskOutcome::Err("always".into())));
     let spec = JobSpec::builder().max_attempts(2).build();
-    world.db_mut().add_job(&AddJob::new("t", json!({}), spec)).expect("add");
+    world.db_mut().add_job(&RawJob::new("t", json!({}), spec)).expect("add");
     world.add_worker(config());
     world.run_for(Duration::minutes(1));
     let job = world.db().jobs().next().cloned().expect("the job stays");
@@ -753,7 +753,7 @@ fn forced_shutdown_aborts_each_task_once_and_refunds_their_attempts() {
     let mut world = World::new(WorldConfig::default());
     world.set_script(|_, _| TaskPlan::Hang);
     for n in 0..3 {
-        world.db_mut().add_job(&AddJob::new("t", json!(n), JobSpec::default())).expect("add");
+        world.db_mut().add_job(&RawJob::new("t", json!(n), JobSpec::default())).expect("add");
     }
     let w = world.add_worker(config());
     world.run_for(Duration::seconds(1));
@@ -796,7 +796,7 @@ fn run_once_works_through_a_named_queue_before_stopping() {
     world.set_script(|_, _| TaskPlan::finish(Duration::milliseconds(5), TaskOutcome::Ok));
     for n in 0..4 {
         let spec = JobSpec::builder().queue_name("q").build();
-        world.db_mut().add_job(&AddJob::new("t", json!(n), spec)).expect("add");
+        world.db_mut().add_job(&RawJob::new("t", json!(n), spec)).expect("add");
     }
     world.add_worker(Config { run_once: true, concurrency: 2, ..config() });
     assert!(world.run_until_stopped(Duration::minutes(1)));
@@ -957,9 +957,9 @@ fn the_clock_never_goes_back() {
 fn the_sim_database_takes_one_job_per_named_queue_per_fetch() {
     let mut db = Db::new(t0(), 1);
     for n in 0..3 {
-        db.add_job(&AddJob::new("t", json!(n), JobSpec::builder().queue_name("q").build())).expect("add");
+        db.add_job(&RawJob::new("t", json!(n), JobSpec::builder().queue_name("q").build())).expect("add");
     }
-    db.add_job(&AddJob::new("t", json!("free"), JobSpec::default())).expect("add");
+    db.add_job(&RawJob::new("t", json!("free"), JobSpec::default())).expect("add");
     let fetch = |db: &mut Db| match db.execute(&Statement::GetJobs {
         worker_id: "w".into(),
         task_ids: vec![1],
@@ -1000,7 +1000,7 @@ fn a_shutdown_stops_within_its_bound_while_the_database_refuses_every_write() {
     let mut world = World::new(WorldConfig::default());
     world.set_script(|_, _| TaskPlan::finish(Duration::seconds(2), TaskOutcome::Ok));
     for n in 0..3 {
-        world.db_mut().add_job(&AddJob::new("t", json!(n), JobSpec::default())).expect("add");
+        world.db_mut().add_job(&RawJob::new("t", json!(n), JobSpec::default())).expect("add");
     }
     let w = world.add_worker(Config { complete_batch_delay: Duration::seconds(1), ..config() });
     world.run_for(Duration::milliseconds(500));
@@ -1076,7 +1076,7 @@ fn a_cancelled_running_job_is_aborted_once_and_fails_for_good_with_the_reason() 
     let mut world = World::new(WorldConfig::default());
     world.set_script(|_, _| TaskPlan::Hang);
     let w = world.add_worker(config());
-    let job = world.db_mut().add_job(&AddJob::new("t", json!({}), JobSpec::default())).unwrap().id;
+    let job = world.db_mut().add_job(&RawJob::new("t", json!({}), JobSpec::default())).unwrap().id;
     assert!(world.run_until(Duration::seconds(5), |w| w.running(0).count() == 1 && w.listening(0)));
     // Twice, and with a job it does not hold: one abort, the first reason.
     for reason in ["stop", "again"] {
@@ -1104,7 +1104,7 @@ fn a_task_past_its_timeout_is_aborted_and_that_attempt_fails() {
     });
     let timeouts = [("t".to_owned(), Duration::seconds(5))].into_iter().collect();
     world.add_worker(Config { task_timeouts: timeouts, ..config() });
-    let job = world.db_mut().add_job(&AddJob::new("t", json!({}), JobSpec::default())).unwrap().id;
+    let job = world.db_mut().add_job(&RawJob::new("t", json!({}), JobSpec::default())).unwrap().id;
     assert!(world.run_until(Duration::seconds(4), |w| w.running(0).count() == 1));
     let started = world.elapsed();
     assert!(

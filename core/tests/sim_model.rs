@@ -28,8 +28,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
 
 use chrono::{DateTime, Duration, Utc};
-use formica_core::job::{Job, JobKeyMode, JobSpec};
-use formica_core::sim::{AddJob, Reschedule, TaskPlan, TraceEntry, Traced, World, WorldConfig};
+use formica_core::job::{Job, JobKeyMode, JobSpec, RawJob, RescheduleJobOptions};
+use formica_core::sim::{TaskPlan, TraceEntry, Traced, World, WorldConfig};
 use formica_core::worker::{
     Config, Effect, Event, Failure, Input, QueryId, QueryResult, Statement, TaskOutcome,
 };
@@ -109,13 +109,13 @@ impl Model {
         self.rows.values().find(|r| r.key.as_ref() == Some(key)).map(|r| r.id)
     }
 
-    fn fresh(&self, id: i64, now: DateTime<Utc>, add: &AddJob) -> Row {
+    fn fresh(&self, id: i64, now: DateTime<Utc>, add: &RawJob) -> Row {
         Job {
             id,
             job_queue_id: None,
             task_identifier: add.identifier.clone(),
             queue_name: add.spec.queue_name.clone(),
-            payload: add.payload.clone().unwrap_or(json!({})),
+            payload: add.payload.clone(),
             priority: add.spec.priority.unwrap_or(0),
             run_at: add.spec.run_at.unwrap_or(now),
             attempts: 0,
@@ -131,7 +131,7 @@ impl Model {
         }
     }
 
-    fn add_job(&mut self, now: DateTime<Utc>, add: &AddJob) -> Option<Row> {
+    fn add_job(&mut self, now: DateTime<Utc>, add: &RawJob) -> Option<Row> {
         let mode = add.spec.job_key_mode.unwrap_or(JobKeyMode::Replace);
         if add.spec.job_key.is_some() && mode == JobKeyMode::UnsafeDedupe {
             self.task(&add.identifier);
@@ -152,7 +152,7 @@ impl Model {
     }
 
     /// `None`: the statement fails (two specs with one key).
-    fn add_jobs(&mut self, now: DateTime<Utc>, adds: &[AddJob], preserve: bool) -> Option<Vec<Row>> {
+    fn add_jobs(&mut self, now: DateTime<Utc>, adds: &[RawJob], preserve: bool) -> Option<Vec<Row>> {
         let keys: Vec<&String> = adds.iter().filter_map(|a| a.spec.job_key.as_ref()).collect();
         let distinct: BTreeSet<&String> = keys.iter().copied().collect();
         if distinct.len() != keys.len() {
@@ -180,7 +180,7 @@ impl Model {
             let id = self.draw_id();
             match self.holder(&add.spec.job_key) {
                 Some(holder) => {
-                    let new_payload = add.payload.clone().unwrap_or(json!({}));
+                    let new_payload = add.payload.clone();
                     let row = self.rows.get_mut(&holder)?;
                     row.payload = match (&row.payload, &new_payload) {
                         (Value::Array(old), Value::Array(new)) => {
@@ -264,7 +264,7 @@ impl Model {
         out
     }
 
-    fn reschedule_jobs(&mut self, now: DateTime<Utc>, ids: &[i64], r: &Reschedule) -> Vec<Row> {
+    fn reschedule_jobs(&mut self, now: DateTime<Utc>, ids: &[i64], r: &RescheduleJobOptions) -> Vec<Row> {
         let mut out = Vec::new();
         for id in self.touchable(now, ids) {
             let Some(row) = self.rows.get_mut(&id) else { continue };
@@ -341,8 +341,7 @@ impl Model {
                     entry.1 = Some(batch.at);
                     let mut spec = job.spec.clone();
                     spec.run_at = Some(batch.at);
-                    let add =
-                        AddJob { identifier: job.task.clone(), payload: Some(job.payload.clone()), spec };
+                    let add = RawJob { identifier: job.task.clone(), payload: job.payload.clone(), spec };
                     self.add_job(db_now, &add);
                 }
                 (QueryResult::Done, vec![])
@@ -1189,7 +1188,7 @@ fn case() -> impl Strategy<Value = Case> {
 // ---------------------------------------------------------------------------------------
 // Running a case.
 
-fn add_job_of(new: &NewJob, now: DateTime<Utc>, serial: u64, mode: Option<JobKeyMode>) -> AddJob {
+fn add_job_of(new: &NewJob, now: DateTime<Utc>, serial: u64, mode: Option<JobKeyMode>) -> RawJob {
     let payload = if new.array { json!([{ "n": serial }]) } else { json!({ "n": serial }) };
     let flags: Vec<&str> =
         [("x", 1u8), ("y", 2u8)].iter().filter(|(_, bit)| new.flags & bit != 0).map(|(f, _)| *f).collect();
@@ -1202,7 +1201,7 @@ fn add_job_of(new: &NewJob, now: DateTime<Utc>, serial: u64, mode: Option<JobKey
         priority: Some(new.priority),
         flags: (!flags.is_empty()).then(|| flags.into_iter().map(str::to_owned).collect()),
     };
-    AddJob { identifier: TASKS[new.task as usize].to_owned(), payload: Some(payload), spec }
+    RawJob { identifier: TASKS[new.task as usize].to_owned(), payload, spec }
 }
 
 struct Run {
@@ -1291,7 +1290,7 @@ impl Run {
                 }
             }
             Op::AddBatch { jobs, preserve } => {
-                let adds: Vec<AddJob> = jobs
+                let adds: Vec<RawJob> = jobs
                     .iter()
                     .map(|j| {
                         self.serial += 1;
@@ -1336,7 +1335,7 @@ impl Run {
             }
             Op::Reschedule { pick, delay_s, attempts, max_attempts } => {
                 let ids = self.pick(*pick);
-                let with = Reschedule {
+                let with = RescheduleJobOptions {
                     run_at: delay_s.map(|s| now + Duration::seconds(i64::from(s))),
                     priority: None,
                     attempts: *attempts,

@@ -7,6 +7,8 @@
 
 use crate::db::{Pool, PooledClient};
 use crate::error::Error;
+pub use crate::params::Param;
+use crate::params::{param, typed};
 use crate::rows::{decode_rows, Decoded};
 use formica_core::cron::runner::KnownCrontab;
 use formica_core::worker::{DbError, QueryResult, Statement};
@@ -18,9 +20,6 @@ use tokio_postgres::Row;
 
 /// A function that gives the flags to refuse, evaluated before every fetch.
 pub type FlagsFn = Arc<dyn Fn() -> BoxFuture<'static, Vec<String>> + Send + Sync>;
-
-/// A parameter, owned, with the type it is sent as when unprepared.
-pub type Param = (Box<dyn ToSql + Send + Sync>, Type);
 
 /// What the rows of a statement answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,16 +78,6 @@ impl Bound {
             Answer::Done => QueryResult::Done,
         })
     }
-}
-
-/// `value`, sent as `ty`.
-pub(crate) fn param<T: ToSql + Send + Sync + 'static>(value: T, ty: Type) -> Param {
-    (Box::new(value), ty)
-}
-
-/// `params` as tokio-postgres takes them for an unprepared statement.
-pub(crate) fn typed(params: &[Param]) -> Vec<(&(dyn ToSql + Sync), Type)> {
-    params.iter().map(|(v, t)| (v.as_ref() as &(dyn ToSql + Sync), t.clone())).collect()
 }
 
 /// The SQL and parameters of `statement` (the parameter order is each file's header).

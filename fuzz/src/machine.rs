@@ -14,8 +14,8 @@
 //! admin or removed by key).
 
 use chrono::Duration;
-use formica_core::job::{JobKeyMode, JobSpec};
-use formica_core::sim::{AddJob, Reschedule, TaskPlan, Traced, World, WorldConfig};
+use formica_core::job::{JobKeyMode, JobSpec, RawJob, RescheduleJobOptions};
+use formica_core::sim::{TaskPlan, Traced, World, WorldConfig};
 use formica_core::worker::{Config, Effect, Event, Input, QueryResult, Statement, TaskOutcome, Timestamp};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -99,7 +99,7 @@ fn worker_config(index: usize, b: &mut Bytes<'_>) -> Config {
     config
 }
 
-fn add_job(b: &mut Bytes<'_>, now: Timestamp, serial: u64) -> AddJob {
+fn add_job(b: &mut Bytes<'_>, now: Timestamp, serial: u64) -> RawJob {
     let payload =
         if b.below(3) == 0 { serde_json::json!([serial]) } else { serde_json::json!({ "n": serial }) };
     let spec = JobSpec {
@@ -123,7 +123,7 @@ fn add_job(b: &mut Bytes<'_>, now: Timestamp, serial: u64) -> AddJob {
         priority: Some(i16::from(b.below(3)) - 1),
         flags: if b.below(4) == 0 { Some(vec!["x".into()]) } else { None },
     };
-    AddJob { identifier: TASKS[usize::from(b.below(3))].to_owned(), payload: Some(payload), spec }
+    RawJob { identifier: TASKS[usize::from(b.below(3))].to_owned(), payload, spec }
 }
 
 /// What the target knows of one worker's current process, from the trace.
@@ -300,7 +300,7 @@ pub fn run(data: &[u8]) -> World {
                 }
             }
             4 => {
-                let adds: Vec<AddJob> = (0..b.below(4))
+                let adds: Vec<RawJob> = (0..b.below(4))
                     .map(|_| {
                         serial += 1;
                         add_job(&mut b, now, serial)
@@ -330,10 +330,10 @@ pub fn run(data: &[u8]) -> World {
                         world.db_mut().permanently_fail_jobs(&ids, None);
                     }
                     _ => {
-                        let with = Reschedule {
+                        let with = RescheduleJobOptions {
                             run_at: Some(now + Duration::seconds(i64::from(b.byte() as i8))),
                             attempts: Some(i16::from(b.below(2))),
-                            ..Reschedule::default()
+                            ..RescheduleJobOptions::default()
                         };
                         let _ = world.db_mut().reschedule_jobs(&ids, &with);
                     }

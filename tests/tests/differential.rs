@@ -14,8 +14,8 @@
 //! `FORMICA_DIFF_CASES` the number of sequences, 32 by default).
 
 use chrono::{DateTime, Duration, Utc};
-use formica_core::job::{Job, JobKeyMode, JobSpec};
-use formica_core::sim::{AddJob, Db, Reschedule, SplitMix};
+use formica_core::job::{Job, JobKeyMode, JobSpec, RawJob, RescheduleJobOptions};
+use formica_core::sim::{Db, SplitMix};
 use formica_core::worker::{DbError, Failure, QueryResult, Statement};
 use formica_sql as sql;
 use formica_tests::TestDb;
@@ -331,11 +331,11 @@ enum Outcome {
     Nothing,
 }
 
-fn spec_of(job: &NewJob, now: DateTime<Utc>, serial: &mut i64, mode: Option<JobKeyMode>) -> AddJob {
+fn spec_of(job: &NewJob, now: DateTime<Utc>, serial: &mut i64, mode: Option<JobKeyMode>) -> RawJob {
     *serial += 1;
-    AddJob {
+    RawJob {
         identifier: TASKS[job.task].to_owned(),
-        payload: Some(job.payload.clone()),
+        payload: job.payload.clone(),
         spec: JobSpec {
             queue_name: job.queue.clone(),
             run_at: job.run_at.map(|s| at(now, s, *serial)),
@@ -439,7 +439,7 @@ impl Both {
                 (sim, pg)
             }
             Op::AddJobs { jobs, preserve_run_at } => {
-                let adds: Vec<AddJob> =
+                let adds: Vec<RawJob> =
                     jobs.iter().map(|j| spec_of(j, now, &mut self.serial, None)).collect();
                 let sim = sim_rows(self.sim.add_jobs(&adds, *preserve_run_at));
                 let specs: Vec<Value> = adds
@@ -480,7 +480,7 @@ impl Both {
             Op::Reschedule { picks, run_at, priority, attempts, max_attempts } => {
                 let (sim_ids, pg_ids) = choose(&sim_before, &pg_before, picks);
                 self.serial += 1;
-                let with = Reschedule {
+                let with = RescheduleJobOptions {
                     run_at: run_at.map(|s| at(now, s, self.serial)),
                     priority: *priority,
                     attempts: *attempts,
