@@ -168,9 +168,9 @@ impl<R> WorkerOptions<R> {
         self.schema = schema.into();
         self
     }
-    /// Jobs run at the same time (default 10).
+    /// Jobs run at the same time (default 10; at least 1, checked by [`Self::init`]).
     pub fn concurrency(mut self, n: usize) -> Self {
-        self.config.concurrency = n.max(1);
+        self.config.concurrency = n;
         self
     }
     /// How often to look for jobs when no notification comes (default 2 s).
@@ -336,7 +336,8 @@ impl<R> WorkerOptions<R> {
     }
 
     /// Check the options, connect, install or upgrade the schema, and return the worker,
-    /// ready to run. An interval out of its bounds is an [`Error::Options`] naming it.
+    /// ready to run. An option out of its bounds (an interval, a concurrency of 0) is an
+    /// [`Error::Options`] naming it.
     ///
     /// Without `database_url` or `pool`, the connection string is `DATABASE_URL`, else the
     /// `PG*` variables alone. Connections made here carry the worker id as
