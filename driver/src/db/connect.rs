@@ -8,7 +8,7 @@ use crate::tls::{Connector, Tls, TlsSocket};
 use crate::watch::{Watch, Watched};
 use futures::future::{self, Either};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio_postgres::config::Host;
 use tokio_postgres::{CancelToken, Client, Config, Connection};
 
@@ -96,7 +96,7 @@ async fn open(
                 Err(e) => Err(Error::connect(&address, explain(&e, settings.tls(), &address))),
             }
         };
-        let deadline = rt.sleep_until(Instant::now() + timeout);
+        let deadline = rt.sleep(timeout);
         let result = match future::select(Box::pin(attempt), deadline).await {
             Either::Left((result, _)) => result,
             Either::Right(((), _)) => Err(Error::connect(

@@ -125,7 +125,7 @@ impl State {
         }
         let id = self.next_id;
         self.next_id += 1;
-        self.holders.insert(id, Holder { what: what.to_owned(), since: Instant::now() });
+        self.holders.insert(id, Holder { what: what.to_owned(), since: pool.runtime.monotonic() });
         Some(PooledClient { conn, pool: pool.clone(), id, for_task, armed: true })
     }
 
@@ -137,7 +137,7 @@ impl State {
             self.held_by_tasks -= 1;
         }
         match client.conn.take() {
-            Some(conn) => self.idle.push((conn, Instant::now())),
+            Some(conn) => self.idle.push((conn, client.pool.runtime.monotonic())),
             None => self.open -= 1,
         }
     }
@@ -272,7 +272,7 @@ impl Pool {
         let mut client = match granted {
             Ok(client) => client,
             Err(mut receiver) => {
-                let deadline = self.0.runtime.sleep_until(Instant::now() + self.0.options.acquire_timeout);
+                let deadline = self.0.runtime.sleep(self.0.options.acquire_timeout);
                 match future::select(&mut receiver, deadline).await {
                     Either::Left((Ok(client), _)) => client,
                     // The pool dropped the waiter without an answer (it does not): as a timeout.
@@ -309,7 +309,7 @@ impl Pool {
     fn exhausted(&self, for_task: bool, what: &str) -> Error {
         let state = self.lock();
         let options = self.0.options;
-        let now = Instant::now();
+        let now = self.0.runtime.monotonic();
         let mut holders: Vec<String> = state
             .holders
             .values()
@@ -377,12 +377,17 @@ fn start_reaper(pool: &Arc<PoolInner>, timeout: Duration) {
     let runtime = pool.runtime.clone();
     pool.runtime.spawn(Box::pin(async move {
         loop {
-            runtime.sleep_until(Instant::now() + timeout / 4).await;
+            runtime.sleep(timeout / 4).await;
             let Some(pool) = weak.upgrade() else { return };
             let closed: Vec<(Conn, Instant)> = {
                 let mut state = pool.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
                 // The oldest come first.
-                let stale = state.idle.iter().take_while(|(_, since)| since.elapsed() >= timeout).count();
+                let now = runtime.monotonic();
+                let stale = state
+                    .idle
+                    .iter()
+                    .take_while(|(_, since)| now.saturating_duration_since(*since) >= timeout)
+                    .count();
                 let closed: Vec<_> = state.idle.drain(..stale).collect();
                 state.open -= closed.len();
                 if state.open == 0 {
@@ -455,7 +460,7 @@ impl Drop for PooledClient {
             state.held_by_tasks -= 1;
         }
         match reusable {
-            Some(conn) => state.idle.push((conn, Instant::now())),
+            Some(conn) => state.idle.push((conn, pool.runtime.monotonic())),
             None => state.open -= 1,
         }
         state.serve_waiters(&pool);

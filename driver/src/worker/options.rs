@@ -345,7 +345,7 @@ impl<R> WorkerOptions<R> {
     pub async fn init(mut self) -> Result<Worker, Error> {
         self.config.validate().map_err(Error::Options)?;
         if self.config.worker_id.is_empty() {
-            self.config.worker_id = random_worker_id();
+            self.config.worker_id = random_worker_id(self.runtime.now());
         }
         let url =
             match self.connection {
@@ -412,12 +412,10 @@ fn to_chrono(d: Duration) -> chrono::Duration {
 }
 
 /// A worker id unlikely to collide: the process id, the start time and a counter.
-fn random_worker_id() -> String {
+fn random_worker_id(now: chrono::DateTime<chrono::Utc>) -> String {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u32(std::process::id());
-    h.write_u128(
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos(),
-    );
+    h.write_i64(now.timestamp_nanos_opt().unwrap_or_default());
     format!("formica-{:016x}", h.finish())
 }
