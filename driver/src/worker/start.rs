@@ -3,7 +3,6 @@
 use super::shared::Shared;
 use crate::task::{AbortSignal, AbortTrigger, JobContext};
 use crate::traces::JobSpan;
-use formica_core::text::storable;
 use formica_core::worker::{Input, TaskOutcome};
 use futures::channel::mpsc;
 use futures::future::{AbortHandle, Abortable, BoxFuture, FutureExt};
@@ -73,5 +72,5 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
         .map(|s| s.to_string())
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "a non-string panic payload".into());
-    format!("task panicked: {}", storable(&text))
+    format!("task panicked: {text}")
 }
