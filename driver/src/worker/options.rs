@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-enum Connection {
+enum Database {
     Url(String),
     Pool(Pool),
 }
@@ -38,7 +38,7 @@ enum Connection {
 pub struct WorkerOptions<R = ()> {
     runtime: Arc<dyn Runtime>,
     _runtime: PhantomData<fn() -> R>,
-    connection: Option<Connection>,
+    database: Option<Database>,
     schema: String,
     config: machine::Config,
     max_pool_size: usize,
@@ -132,7 +132,7 @@ impl<R> WorkerOptions<R> {
         WorkerOptions {
             runtime,
             _runtime: PhantomData,
-            connection: None,
+            database: None,
             schema: DEFAULT_SCHEMA.to_owned(),
             config: machine::Config::default(),
             max_pool_size: 10,
@@ -155,12 +155,12 @@ impl<R> WorkerOptions<R> {
     }
     /// Connect with this connection string (`postgres://` URL or key=value settings).
     pub fn database_url(mut self, url: impl Into<String>) -> Self {
-        self.connection = Some(Connection::Url(url.into()));
+        self.database = Some(Database::Url(url.into()));
         self
     }
     /// Use an existing pool.
     pub fn pool(mut self, pool: Pool) -> Self {
-        self.connection = Some(Connection::Pool(pool));
+        self.database = Some(Database::Pool(pool));
         self
     }
     /// The schema of the job tables (default `graphile_worker`).
@@ -348,9 +348,9 @@ impl<R> WorkerOptions<R> {
             self.config.worker_id = random_worker_id(self.runtime.now());
         }
         let url =
-            match self.connection {
-                Some(Connection::Pool(pool)) => Err(pool),
-                Some(Connection::Url(url)) => Ok(url),
+            match self.database {
+                Some(Database::Pool(pool)) => Err(pool),
+                Some(Database::Url(url)) => Ok(url),
                 None => match std::env::var("DATABASE_URL") {
                     Ok(url) => Ok(url),
                     Err(_) if crate::settings::pg_env_is_set() => Ok(String::new()),
