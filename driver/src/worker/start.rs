@@ -7,11 +7,11 @@ use formica_core::worker::{Input, TaskOutcome};
 use futures::channel::mpsc;
 use futures::future::{AbortHandle, Abortable, BoxFuture, FutureExt};
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::AtomicBool;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tracing::Instrument;
 
+/// A started task, as the loop holds it: how to abort it, and whether its end was reported.
 pub(super) struct Running {
     pub(super) abort: AbortHandle,
     pub(super) trigger: AbortTrigger,
@@ -66,6 +66,7 @@ pub(super) fn start_task(
     (Running { abort, trigger, reported: running_reported }, Box::pin(task))
 }
 
+/// The attempt's error for a panic: its message as it is (the core makes it storable).
 fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
     let text = panic
         .downcast_ref::<&str>()
