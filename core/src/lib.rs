@@ -39,9 +39,10 @@
 //! [`sim::World`] runs the real worker machines against an in-memory database with
 //! Formica's SQL semantics, on a simulated clock, and replays any run from its seed.
 //!
-//! 1. Write the decisions as data: a function from an event to the jobs to add (task,
-//!    payload, [`job::JobSpec`]). Production passes each to `add_raw_job`; the test passes
-//!    each to [`sim::Db::add_job`] through [`sim::World::db_mut`].
+//! 1. Write the decisions as data: a function from an event to the jobs to add, each a
+//!    [`job::RawJob`] (task, payload, [`job::JobSpec`]). Production passes them to the
+//!    driver's `add_raw_jobs`; the test passes each, the same value, to [`sim::Db::add_job`]
+//!    through [`sim::World::db_mut`].
 //! 2. Say how the application reacts to an event and what must always hold, as a
 //!    [`sim::App`].
 //! 3. Play scenarios of events, [`sim::Fault`]s and waits with [`sim::faults::run_ops`],
