@@ -20,7 +20,7 @@
 //! Output is read as bytes: a program may write anything, and what is not valid text is
 //! logged and kept in `last_error` with visible escapes.
 
-use formica::text::storable_bytes;
+use formica::text::{from_bytes, storable_bytes};
 use formica::{JobContext, TaskResult};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -245,7 +245,8 @@ async fn log_lines(stream: impl AsyncRead + Unpin, is_stderr: bool) -> String {
         }
     }
     keep_tail(&mut tail);
-    storable_bytes(&tail).into_owned()
+    // Text only: the core makes it storable with every failure message.
+    from_bytes(&tail).into_owned()
 }
 
 /// Cut `bytes` to its last [`STDERR_TAIL`] bytes, not starting inside a UTF-8 character.

@@ -5,9 +5,9 @@
 
 use chrono::{DateTime, Duration, Utc};
 use formica_core::job::{Job, JobKeyMode};
-use formica_core::sim::{AddJob, Reschedule};
+use formica_core::job::{RawJob, RescheduleJobOptions};
 use formica_core::worker::{Failure, QueryResult, Statement};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A row of the model's job table: a `Job` without its queue id (the model names queues,
@@ -80,13 +80,13 @@ impl Model {
         self.rows.values().find(|r| r.key.as_ref() == Some(key)).map(|r| r.id)
     }
 
-    fn fresh(&self, id: i64, now: DateTime<Utc>, add: &AddJob) -> Row {
+    fn fresh(&self, id: i64, now: DateTime<Utc>, add: &RawJob) -> Row {
         Job {
             id,
             job_queue_id: None,
             task_identifier: add.identifier.clone(),
             queue_name: add.spec.queue_name.clone(),
-            payload: add.payload.clone().unwrap_or(json!({})),
+            payload: add.payload.clone(),
             priority: add.spec.priority.unwrap_or(0),
             run_at: add.spec.run_at.unwrap_or(now),
             attempts: 0,
@@ -102,7 +102,7 @@ impl Model {
         }
     }
 
-    pub(crate) fn add_job(&mut self, now: DateTime<Utc>, add: &AddJob) -> Option<Row> {
+    pub(crate) fn add_job(&mut self, now: DateTime<Utc>, add: &RawJob) -> Option<Row> {
         let mode = add.spec.job_key_mode.unwrap_or(JobKeyMode::Replace);
         if add.spec.job_key.is_some() && mode == JobKeyMode::UnsafeDedupe {
             self.task(&add.identifier);
@@ -126,7 +126,7 @@ impl Model {
     pub(crate) fn add_jobs(
         &mut self,
         now: DateTime<Utc>,
-        adds: &[AddJob],
+        adds: &[RawJob],
         preserve: bool,
     ) -> Option<Vec<Row>> {
         let keys: Vec<&String> = adds.iter().filter_map(|a| a.spec.job_key.as_ref()).collect();
@@ -156,7 +156,7 @@ impl Model {
             let id = self.draw_id();
             match self.holder(&add.spec.job_key) {
                 Some(holder) => {
-                    let new_payload = add.payload.clone().unwrap_or(json!({}));
+                    let new_payload = add.payload.clone();
                     let row = self.rows.get_mut(&holder)?;
                     row.payload = match (&row.payload, &new_payload) {
                         (Value::Array(old), Value::Array(new)) => {
@@ -245,7 +245,12 @@ impl Model {
         out
     }
 
-    pub(crate) fn reschedule_jobs(&mut self, now: DateTime<Utc>, ids: &[i64], r: &Reschedule) -> Vec<Row> {
+    pub(crate) fn reschedule_jobs(
+        &mut self,
+        now: DateTime<Utc>,
+        ids: &[i64],
+        r: &RescheduleJobOptions,
+    ) -> Vec<Row> {
         let mut out = Vec::new();
         for id in self.touchable(now, ids) {
             let Some(row) = self.rows.get_mut(&id) else { continue };
@@ -326,8 +331,7 @@ impl Model {
                     entry.1 = Some(batch.at);
                     let mut spec = job.spec.clone();
                     spec.run_at = Some(batch.at);
-                    let add =
-                        AddJob { identifier: job.task.clone(), payload: Some(job.payload.clone()), spec };
+                    let add = RawJob { identifier: job.task.clone(), payload: job.payload.clone(), spec };
                     self.add_job(db_now, &add);
                 }
                 (QueryResult::Done, vec![])

@@ -7,8 +7,9 @@
 //! time, and a [`Pick`] chooses among the jobs present.
 
 use chrono::Duration;
+use formica_core::job::RawJob;
 use formica_core::job::{JobKeyMode, JobSpec};
-use formica_core::sim::{self, AddJob, Fault};
+use formica_core::sim::{self, Fault};
 use formica_core::worker::{TaskOutcome, Timestamp};
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -45,16 +46,16 @@ pub struct NewJob {
 
 impl NewJob {
     /// The job as added at `now`.
-    pub fn add_job(&self, now: Timestamp) -> AddJob {
+    pub fn add_job(&self, now: Timestamp) -> RawJob {
         self.add_job_at(self.delay_s.map(|s| now + Duration::seconds(s)))
     }
 
     /// The job as added with `run_at` (for a caller that chooses its own times from
     /// [`NewJob::delay_s`]).
-    pub fn add_job_at(&self, run_at: Option<Timestamp>) -> AddJob {
-        AddJob {
+    pub fn add_job_at(&self, run_at: Option<Timestamp>) -> RawJob {
+        RawJob {
             identifier: self.task.clone(),
-            payload: Some(self.payload.clone()),
+            payload: self.payload.clone(),
             spec: JobSpec {
                 queue_name: self.queue.clone(),
                 run_at,
@@ -123,7 +124,7 @@ impl Pick {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
     /// `add_job`.
-    AddJob(NewJob),
+    RawJob(NewJob),
     /// `add_jobs`.
     AddJobs {
         /// The specs.

@@ -5,7 +5,8 @@ use crate::model::{row_of, Row};
 use crate::ops::{Action, Op, Pick};
 use chrono::Duration;
 use formica_core::job::Job;
-use formica_core::sim::{Reschedule, Traced, World};
+use formica_core::job::RescheduleJobOptions;
+use formica_core::sim::{Traced, World};
 use formica_core::worker::{Config, Effect, Event, Input};
 
 /// A world, the model of its database and the checker of its trace. Every operation is
@@ -78,7 +79,7 @@ impl Run {
         let now = self.world.now();
         let rows = |jobs: &[Job]| jobs.iter().map(row_of).collect::<Vec<Row>>();
         match action {
-            Action::AddJob(job) => {
+            Action::RawJob(job) => {
                 let add = job.add_job(now);
                 let got = self.world.db_mut().add_job(&add).map(|j| row_of(&j)).ok();
                 agree(&format!("add_job {add:?}"), got, self.checker.model.add_job(now, &add))
@@ -109,7 +110,7 @@ impl Run {
             }
             Action::RescheduleJobs { pick, delay_s, priority, attempts, max_attempts } => {
                 let ids = self.picked(pick);
-                let with = Reschedule {
+                let with = RescheduleJobOptions {
                     run_at: delay_s.map(|s| now + Duration::seconds(s)),
                     priority: *priority,
                     attempts: *attempts,

@@ -60,7 +60,7 @@ pub fn op() -> impl Strategy<Value = Op> {
         ]
     };
     prop_oneof![
-        25 => (new_job(), 0..3usize).prop_map(move |(job, mode)| event(Action::AddJob(NewJob { mode: Some(modes[mode]), ..job }))),
+        25 => (new_job(), 0..3usize).prop_map(move |(job, mode)| event(Action::RawJob(NewJob { mode: Some(modes[mode]), ..job }))),
         4 => (prop::collection::vec(new_job(), 0..4), any::<bool>())
             .prop_map(|(jobs, preserve_run_at)| event(Action::AddJobs { jobs, preserve_run_at })),
         4 => (0..4u8).prop_map(|key| event(Action::RemoveJob { key: format!("k{key}") })),
@@ -158,9 +158,9 @@ fn fitted(ops: Vec<Op>, workers: usize) -> Vec<Op> {
     };
     ops.into_iter()
         .map(|op| match for_workers(op, workers) {
-            Op::Event(Action::AddJob(mut job)) => {
+            Op::Event(Action::RawJob(mut job)) => {
                 next(&mut job);
-                Op::Event(Action::AddJob(job))
+                Op::Event(Action::RawJob(job))
             }
             Op::Event(Action::AddJobs { mut jobs, preserve_run_at }) => {
                 jobs.iter_mut().for_each(&mut next);

@@ -11,7 +11,6 @@
 //! the items nobody reported on).
 
 use crate::protocol::TaskOutcome;
-use crate::text::storable;
 use serde_json::Value;
 use std::fmt::Write;
 
@@ -28,7 +27,7 @@ pub fn outcome(items: Vec<Value>, results: Vec<Result<(), String>>) -> TaskOutco
     let mut failed = Vec::new();
     for (index, (item, result)) in items.into_iter().zip(results).enumerate() {
         if let Err(message) = result {
-            let _ = write!(error, "\npayload[{index}]: {}", storable(&message));
+            let _ = write!(error, "\npayload[{index}]: {message}");
             failed.push(item);
         }
     }
@@ -62,7 +61,8 @@ mod tests {
         assert_eq!(
             outcome,
             TaskOutcome::ItemsFailed {
-                error: "Batch failures:\npayload[1]: no route\npayload[2]: nul\\0".into(),
+                // As the items said it: the machine makes it storable when it records it.
+                error: "Batch failures:\npayload[1]: no route\npayload[2]: nul\0".into(),
                 items: json!([{"id": 2}, {"id": 3}]),
             }
         );

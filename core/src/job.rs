@@ -6,6 +6,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::collections::BTreeSet;
 use std::fmt;
 use std::str::FromStr;
@@ -254,6 +255,39 @@ impl Job {
     pub fn is_permanently_failed(&self) -> bool {
         self.attempts >= self.max_attempts
     }
+}
+
+/// A job to add: a task, its payload and how to schedule it (the arguments of `add_job`,
+/// or one job of a batch). The driver adds it to PostgreSQL, the simulation to its own
+/// database, so a decision written once serves both.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawJob {
+    /// The task identifier.
+    pub identifier: String,
+    /// The payload.
+    pub payload: Value,
+    /// Scheduling options.
+    pub spec: JobSpec,
+}
+
+impl RawJob {
+    /// A job of task `identifier` with `payload` and `spec`.
+    pub fn new(identifier: impl Into<String>, payload: Value, spec: JobSpec) -> Self {
+        RawJob { identifier: identifier.into(), payload, spec }
+    }
+}
+
+/// New values for jobs to reschedule (`reschedule_jobs`); `None` leaves a column as it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RescheduleJobOptions {
+    /// New earliest run time.
+    pub run_at: Option<DateTime<Utc>>,
+    /// New priority.
+    pub priority: Option<i16>,
+    /// New attempt count.
+    pub attempts: Option<i16>,
+    /// New attempt limit.
+    pub max_attempts: Option<i16>,
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@
 //! [`TaskOutcome`]); `handle` returns `Err` only for a driver bug ([`MisuseError`]). Inputs
 //! and effects are not `#[non_exhaustive]`: a driver matches them exhaustively.
 
-use crate::cron::runner::{CronBatch, KnownCrontab};
+use crate::cron::batch::{CronBatch, KnownCrontab};
 use crate::job::Job;
 use crate::time::Timestamp;
 use chrono::Duration;

@@ -17,8 +17,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
 
 use chrono::Duration;
-use formica_core::job::JobSpec;
-use formica_core::sim::{AddJob, TaskPlan, Traced, World, WorldConfig};
+use formica_core::job::{JobSpec, RawJob};
+use formica_core::sim::{TaskPlan, Traced, World, WorldConfig};
 use formica_core::worker::{
     Config, Effect, Event, Input, Statement, TaskOutcome, HEARTBEAT_INTERVAL, LEASE, RECOVERY_PERIOD,
     SUSPICION_GRACE,
@@ -127,7 +127,7 @@ proptest! {
         for n in 0..12 {
             let queue = (n % 3 == 0).then(|| "q".to_owned());
             let spec = JobSpec { queue_name: queue, ..JobSpec::default() };
-            world.db_mut().add_job(&AddJob::new("long", serde_json::json!({}), spec)).unwrap();
+            world.db_mut().add_job(&RawJob::new("long", serde_json::json!({}), spec)).unwrap();
         }
         let mut crashed_at = BTreeMap::new();
         let mut resumes = [Duration::zero(); 3];
@@ -180,7 +180,7 @@ fn a_worker_paused_past_its_lease_cannot_complete_the_new_run() {
         TaskPlan::finish(Duration::seconds(secs), TaskOutcome::Ok)
     });
     let spec = JobSpec { queue_name: Some("q".into()), ..JobSpec::default() };
-    let job = world.db_mut().add_job(&AddJob::new("long", serde_json::json!({}), spec)).unwrap().id;
+    let job = world.db_mut().add_job(&RawJob::new("long", serde_json::json!({}), spec)).unwrap().id;
     let a = world.add_worker(config(0));
     assert!(world.run_until(Duration::seconds(5), |w| w.running(a).count() == 1));
     let paused_at = world.elapsed();
@@ -219,7 +219,7 @@ fn a_wedged_loop_gives_its_lease_up_and_its_late_completion_is_fenced_off() {
         TaskPlan::finish(Duration::seconds(secs), TaskOutcome::Ok)
     });
     let job =
-        world.db_mut().add_job(&AddJob::new("long", serde_json::json!({}), JobSpec::default())).unwrap().id;
+        world.db_mut().add_job(&RawJob::new("long", serde_json::json!({}), JobSpec::default())).unwrap().id;
     let a = world.add_worker(config(0));
     assert!(world.run_until(Duration::seconds(5), |w| w.running(a).count() == 1));
     let b = world.add_worker(config(1));

@@ -5,9 +5,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
 
 use chrono::Duration;
-use formica_core::job::JobSpec;
+use formica_core::job::{JobSpec, RawJob};
 use formica_core::sim::faults::{heal, render_trace, run_ops};
-use formica_core::sim::{AddJob, App, Fault, Op, World, WorldConfig};
+use formica_core::sim::{App, Fault, Op, World, WorldConfig};
 use formica_core::worker::Config;
 
 fn config(n: usize) -> Config {
@@ -31,7 +31,7 @@ impl App<&'static str> for Mailer {
     fn on_event(&mut self, world: &mut World, event: &&'static str) {
         self.events += 1;
         let payload = serde_json::json!({ "to": event });
-        world.db_mut().add_job(&AddJob::new("email", payload, JobSpec::default())).expect("valid");
+        world.db_mut().add_job(&RawJob::new("email", payload, JobSpec::default())).expect("valid");
     }
 
     fn check(&mut self, world: &World) -> Result<(), String> {
@@ -102,7 +102,7 @@ fn faults_act_on_the_world_and_heal_ends_them() {
     // Worker 2's queries work again: with the others stopped, it runs a new job.
     world.crash(0);
     world.crash(1);
-    world.db_mut().add_job(&AddJob::new("email", serde_json::json!({}), JobSpec::default())).unwrap();
+    world.db_mut().add_job(&RawJob::new("email", serde_json::json!({}), JobSpec::default())).unwrap();
     world.run_for(Duration::seconds(5));
     assert_eq!(world.db().jobs().count(), 0, "worker 2 ran the job");
 }
@@ -121,7 +121,7 @@ fn the_trace_renders_one_readable_line_per_entry() {
     world.add_worker(config(0));
     world
         .db_mut()
-        .add_job(&AddJob::new("email", serde_json::json!({"to": "ada"}), JobSpec::default()))
+        .add_job(&RawJob::new("email", serde_json::json!({"to": "ada"}), JobSpec::default()))
         .unwrap();
     world.run_for(Duration::seconds(2));
     world.jump_clock(Duration::seconds(-60));
@@ -162,7 +162,7 @@ mod strategies {
         ) {
             prop_assert_eq!(spec.validate(&task), Ok(()));
             let mut db = Db::new(WorldConfig::default().start, 0);
-            let job = db.add_job(&AddJob::new(task.clone(), serde_json::json!({}), spec.clone()));
+            let job = db.add_job(&RawJob::new(task.clone(), serde_json::json!({}), spec.clone()));
             prop_assert!(job.is_ok(), "{:?}", job);
         }
 
@@ -202,7 +202,7 @@ mod strategies {
             run_ops(&mut world, &ops, &mut Mailer::new(3)).map_err(TestCaseError::fail)?;
             heal(&mut world);
             prop_assert!((0..3).all(|w| !world.is_crashed(w)));
-            let fresh = world.db_mut().add_job(&AddJob::new("email", serde_json::json!({"to": "new"}), JobSpec::default())).unwrap();
+            let fresh = world.db_mut().add_job(&RawJob::new("email", serde_json::json!({"to": "new"}), JobSpec::default())).unwrap();
             world.run_for(Duration::minutes(1));
             prop_assert!(world.db().job(fresh.id).is_none(), "job {} still waits", fresh.id);
         }

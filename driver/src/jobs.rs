@@ -11,16 +11,83 @@
 //! [`WorkerUtils`]: crate::WorkerUtils
 
 use crate::error::Error;
+use crate::params::{param, typed, Param};
 use crate::rows::{job_from_parts, job_from_row, jobs_from_rows, ResultRow};
-use crate::statements::{param, typed, Param};
-use crate::utils::{Cancelled, CleanupTask, JobFilter, RawJob, RescheduleJobOptions};
 use chrono::{DateTime, Utc};
-use formica_core::job::{Job, JobKeyMode, JobSpec, JobSpecError, DEFAULT_MAX_ATTEMPTS};
+use formica_core::job::{
+    Job, JobKeyMode, JobSpec, JobSpecError, RawJob, RescheduleJobOptions, Task, DEFAULT_MAX_ATTEMPTS,
+};
 use formica_sql as sql;
+use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use tokio_postgres::types::Type;
 use tokio_postgres::GenericClient;
+
+/// Which jobs [`crate::WorkerUtils::list_jobs`] returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobFilter {
+    /// Only jobs of this task.
+    pub task: Option<String>,
+    /// Only jobs of this queue.
+    pub queue: Option<String>,
+    /// Only jobs that have failed at least once.
+    pub failed: bool,
+    /// Only jobs a worker holds.
+    pub locked: bool,
+    /// At most this many, oldest first.
+    pub limit: i64,
+}
+
+impl Default for JobFilter {
+    fn default() -> Self {
+        JobFilter { task: None, queue: None, failed: false, locked: false, limit: 100 }
+    }
+}
+
+/// Housekeeping that [`crate::WorkerUtils::cleanup`] can do, in graphile-worker's order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CleanupTask {
+    /// Delete jobs that have used up their attempts and that no worker holds.
+    DeletePermafailedJobs,
+    /// Delete task identifiers no job uses (unsafe while workers that know them run,
+    /// unless they are listed to keep).
+    GcTaskIdentifiers,
+    /// Delete named queues no job uses and no worker holds.
+    GcJobQueues,
+}
+
+impl std::str::FromStr for CleanupTask {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "DELETE_PERMAFAILED_JOBS" => Ok(CleanupTask::DeletePermafailedJobs),
+            "GC_TASK_IDENTIFIERS" => Ok(CleanupTask::GcTaskIdentifiers),
+            "GC_JOB_QUEUES" => Ok(CleanupTask::GcJobQueues),
+            other => Err(format!(
+                "unknown cleanup task {other:?}: expected DELETE_PERMAFAILED_JOBS, GC_TASK_IDENTIFIERS or GC_JOB_QUEUES"
+            )),
+        }
+    }
+}
+
+/// What [`crate::WorkerUtils::cancel_jobs`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Cancelled {
+    /// Jobs no worker held: failed for good now.
+    pub failed: Vec<i64>,
+    /// Jobs a worker held: their worker was told to cancel them.
+    pub told: Vec<i64>,
+}
+
+/// Jobs of task `T`, for the typed `add_jobs`.
+pub(crate) fn raw_jobs_of<T: Task + Serialize>(jobs: &[(T, &JobSpec)]) -> Result<Vec<RawJob>, Error> {
+    jobs.iter()
+        .map(|(payload, spec)| {
+            Ok(RawJob::new(T::IDENTIFIER, serde_json::to_value(payload)?, (*spec).clone()))
+        })
+        .collect()
+}
 
 /// A statement ready to send: its SQL for the schema, and its typed parameters in order.
 pub(crate) struct Query {

@@ -65,6 +65,7 @@ mod listener;
 mod log;
 mod metrics;
 pub mod migrate;
+mod params;
 pub mod rows;
 pub mod runtime;
 pub mod settings;

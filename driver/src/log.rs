@@ -2,6 +2,11 @@
 //! fields an operator filters on.
 
 use formica_core::worker::Event;
+use std::sync::Arc;
+
+/// A subscriber to worker events (job start, success, failure, completion, worker start
+/// and stop, ...), called in the loop: keep it quick (count, send to a channel).
+pub type Hook = Arc<dyn Fn(&Event) + Send + Sync>;
 
 /// One line per job outcome at INFO or above (the start at DEBUG), with the fields an
 /// operator filters on; `duration_ms` is how long the task ran.

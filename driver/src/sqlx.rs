@@ -44,15 +44,15 @@
 //! [`WorkerUtils`]: crate::WorkerUtils
 
 use crate::error::Error;
-use crate::jobs::{Jobs, Query, Session};
+use crate::jobs::{raw_jobs_of, Cancelled, JobFilter, Jobs, Query, Session};
 use crate::rows::{sealed::Sealed, ResultRow};
-use crate::utils::{Cancelled, JobFilter, RawJob, RescheduleJobOptions, DEFAULT_SCHEMA};
+use crate::utils::DEFAULT_SCHEMA;
 use ::sqlx::encode::IsNull;
 use ::sqlx::error::BoxDynError;
 use ::sqlx::postgres::types::Oid;
 use ::sqlx::postgres::{PgArgumentBuffer, PgConnection, PgRow, PgTypeInfo, PgValueFormat, Postgres};
 use ::sqlx::{Column, Row, ValueRef};
-use formica_core::job::{Job, JobSpec, Task};
+use formica_core::job::{Job, JobSpec, RawJob, RescheduleJobOptions, Task};
 use serde::Serialize;
 use serde_json::Value;
 use tokio_postgres::types::{FromSql, ToSql, Type};
@@ -117,7 +117,7 @@ impl SqlxUtils {
         conn: &mut PgConnection,
         jobs: &[(T, &JobSpec)],
     ) -> Result<Vec<Job>, Error> {
-        self.add_raw_jobs(conn, &RawJob::typed(jobs)?).await
+        self.add_raw_jobs(conn, &raw_jobs_of(jobs)?).await
     }
 
     /// Add several jobs in one statement. A key clash is resolved as `preserve_run_at` for

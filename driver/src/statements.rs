@@ -7,16 +7,19 @@
 
 use crate::db::{Pool, PooledClient};
 use crate::error::Error;
+pub use crate::params::Param;
+use crate::params::{param, typed};
 use crate::rows::{decode_rows, Decoded};
-use crate::worker::FlagsFn;
 use formica_core::cron::runner::KnownCrontab;
 use formica_core::worker::{DbError, QueryResult, Statement};
 use formica_sql as sql;
+use futures::future::BoxFuture;
+use std::sync::Arc;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Row;
 
-/// A parameter, owned, with the type it is sent as when unprepared.
-pub type Param = (Box<dyn ToSql + Send + Sync>, Type);
+/// A function that gives the flags to refuse, evaluated before every fetch.
+pub type FlagsFn = Arc<dyn Fn() -> BoxFuture<'static, Vec<String>> + Send + Sync>;
 
 /// What the rows of a statement answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,16 +78,6 @@ impl Bound {
             Answer::Done => QueryResult::Done,
         })
     }
-}
-
-/// `value`, sent as `ty`.
-pub(crate) fn param<T: ToSql + Send + Sync + 'static>(value: T, ty: Type) -> Param {
-    (Box::new(value), ty)
-}
-
-/// `params` as tokio-postgres takes them for an unprepared statement.
-pub(crate) fn typed(params: &[Param]) -> Vec<(&(dyn ToSql + Sync), Type)> {
-    params.iter().map(|(v, t)| (v.as_ref() as &(dyn ToSql + Sync), t.clone())).collect()
 }
 
 /// The SQL and parameters of `statement` (the parameter order is each file's header).

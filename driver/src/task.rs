@@ -11,7 +11,6 @@ use crate::extensions::{Extensions, MissingExtension};
 use crate::utils::WorkerUtils;
 use formica_core::batch;
 use formica_core::job::{Job, JobSpec, Task};
-use formica_core::text::storable;
 use formica_core::worker::TaskOutcome;
 use futures::future::{BoxFuture, FutureExt, Shared};
 use serde::de::DeserializeOwned;
@@ -205,9 +204,9 @@ pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
 /// A type-erased handler: payload in, outcome out.
 pub(crate) type Handler = Arc<dyn Fn(JobContext, Value) -> BoxFuture<'static, TaskOutcome> + Send + Sync>;
 
-/// The attempt failed with `message` (escaped where PostgreSQL would refuse it: a NUL).
+/// The attempt failed with `message` (the core makes it storable).
 fn failed(message: &str) -> TaskOutcome {
-    TaskOutcome::Err(storable(message).into_owned())
+    TaskOutcome::Err(message.to_owned())
 }
 
 fn outcome(result: TaskResult) -> TaskOutcome {

@@ -11,102 +11,17 @@
 
 use crate::db::Pool;
 use crate::error::Error;
-use crate::jobs::Jobs;
+use crate::jobs::{raw_jobs_of, Jobs};
+pub use crate::jobs::{Cancelled, CleanupTask, JobFilter};
 use crate::migrate::{migrate, MigrationReport};
-use chrono::{DateTime, Utc};
 use formica_core::job::{Job, JobSpec, Task};
+pub use formica_core::job::{RawJob, RescheduleJobOptions};
 use serde::Serialize;
 use serde_json::Value;
 use tokio_postgres::GenericClient;
 
 /// The schema graphile-worker uses unless told otherwise.
 pub const DEFAULT_SCHEMA: &str = "graphile_worker";
-
-/// A job to add in a batch, for [`WorkerUtils::add_raw_jobs`].
-#[derive(Debug, Clone, PartialEq)]
-pub struct RawJob {
-    /// The task identifier.
-    pub identifier: String,
-    /// The payload.
-    pub payload: Value,
-    /// Scheduling options.
-    pub spec: JobSpec,
-}
-
-impl RawJob {
-    /// Jobs of task `T`, for the typed `add_jobs`.
-    pub(crate) fn typed<T: Task + Serialize>(jobs: &[(T, &JobSpec)]) -> Result<Vec<RawJob>, Error> {
-        jobs.iter()
-            .map(|(payload, spec)| {
-                Ok(RawJob {
-                    identifier: T::IDENTIFIER.into(),
-                    payload: serde_json::to_value(payload)?,
-                    spec: (*spec).clone(),
-                })
-            })
-            .collect()
-    }
-}
-
-/// New values for [`WorkerUtils::reschedule_jobs`]; `None` leaves a column as it is.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RescheduleJobOptions {
-    /// New earliest run time.
-    pub run_at: Option<DateTime<Utc>>,
-    /// New priority.
-    pub priority: Option<i16>,
-    /// New attempt count.
-    pub attempts: Option<i16>,
-    /// New attempt limit.
-    pub max_attempts: Option<i16>,
-}
-
-/// Which jobs [`WorkerUtils::list_jobs`] returns.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JobFilter {
-    /// Only jobs of this task.
-    pub task: Option<String>,
-    /// Only jobs of this queue.
-    pub queue: Option<String>,
-    /// Only jobs that have failed at least once.
-    pub failed: bool,
-    /// Only jobs a worker holds.
-    pub locked: bool,
-    /// At most this many, oldest first.
-    pub limit: i64,
-}
-
-impl Default for JobFilter {
-    fn default() -> Self {
-        JobFilter { task: None, queue: None, failed: false, locked: false, limit: 100 }
-    }
-}
-
-/// Housekeeping that [`WorkerUtils::cleanup`] can do, in graphile-worker's order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum CleanupTask {
-    /// Delete jobs that have used up their attempts and that no worker holds.
-    DeletePermafailedJobs,
-    /// Delete task identifiers no job uses (unsafe while workers that know them run,
-    /// unless they are listed to keep).
-    GcTaskIdentifiers,
-    /// Delete named queues no job uses and no worker holds.
-    GcJobQueues,
-}
-
-impl std::str::FromStr for CleanupTask {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "DELETE_PERMAFAILED_JOBS" => Ok(CleanupTask::DeletePermafailedJobs),
-            "GC_TASK_IDENTIFIERS" => Ok(CleanupTask::GcTaskIdentifiers),
-            "GC_JOB_QUEUES" => Ok(CleanupTask::GcJobQueues),
-            other => Err(format!(
-                "unknown cleanup task {other:?}: expected DELETE_PERMAFAILED_JOBS, GC_TASK_IDENTIFIERS or GC_JOB_QUEUES"
-            )),
-        }
-    }
-}
 
 /// Adds and manages jobs. Cheap to clone: clones share the pool.
 #[derive(Clone)]
@@ -184,7 +99,7 @@ impl WorkerUtils {
 
     /// Add several jobs of task `T` in one statement, as [`Self::add_raw_jobs`].
     pub async fn add_jobs<T: Task + Serialize>(&self, jobs: &[(T, &JobSpec)]) -> Result<Vec<Job>, Error> {
-        self.add_raw_jobs(&RawJob::typed(jobs)?).await
+        self.add_raw_jobs(&raw_jobs_of(jobs)?).await
     }
 
     /// Add several jobs in one statement (a second names the tasks and queues the batch
@@ -284,13 +199,4 @@ impl WorkerUtils {
         let client = self.pool.get().await?;
         self.jobs().cleanup(&*client, tasks, keep_task_identifiers).await
     }
-}
-
-/// What [`WorkerUtils::cancel_jobs`] did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Cancelled {
-    /// Jobs no worker held: failed for good now.
-    pub failed: Vec<i64>,
-    /// Jobs a worker held: their worker was told to cancel them.
-    pub told: Vec<i64>,
 }

@@ -34,8 +34,8 @@ pub(crate) struct Watched<S> {
     negotiating: bool,
     /// Requests whose `ReadyForQuery` has not arrived.
     owed: u64,
-    /// The last byte sent or received.
-    last_activity: Instant,
+    /// The last byte sent or received, by the watch's runtime's clock (`None`: unwatched).
+    last_activity: Option<Instant>,
     /// A wake-up at the given instant, polled with the connection's waker.
     alarm: Option<(Instant, BoxFuture<'static, ()>)>,
     expired: bool,
@@ -104,6 +104,7 @@ impl Framing {
 impl<S> Watched<S> {
     /// Watch `inner` from its first byte (the startup phase).
     pub(crate) fn new(inner: S, watch: Watch) -> Self {
+        let last_activity = watch.as_ref().map(|(runtime, _)| runtime.monotonic());
         Watched {
             inner,
             watch,
@@ -111,7 +112,7 @@ impl<S> Watched<S> {
             received: Framing::new(false),
             negotiating: false,
             owed: 0,
-            last_activity: Instant::now(),
+            last_activity,
             alarm: None,
             expired: false,
         }
@@ -120,7 +121,7 @@ impl<S> Watched<S> {
     /// `Ready` with the error once the connection has owed a response for too long;
     /// otherwise make sure `cx` is woken when that could happen.
     fn check(&mut self, cx: &mut Context<'_>) -> Poll<io::Error> {
-        let Some((runtime, timeout)) = &self.watch else {
+        let (Some((runtime, timeout)), Some(last_activity)) = (&self.watch, self.last_activity) else {
             return Poll::Pending;
         };
         let timeout = *timeout;
@@ -129,8 +130,8 @@ impl<S> Watched<S> {
                 self.alarm = None;
                 return Poll::Pending;
             }
-            let deadline = self.last_activity + timeout;
-            if self.expired || Instant::now() >= deadline {
+            let deadline = last_activity + timeout;
+            if self.expired || runtime.monotonic() >= deadline {
                 self.expired = true;
                 self.alarm = None;
                 return Poll::Ready(io::Error::new(
@@ -205,7 +206,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
             Poll::Ready(Ok(())) => {
                 let data = &buf.filled()[before..];
                 if !data.is_empty() {
-                    this.last_activity = Instant::now();
+                    this.last_activity = this.watch.as_ref().map(|(runtime, _)| runtime.monotonic());
                     this.received(data);
                 }
                 Poll::Ready(Ok(()))
@@ -223,7 +224,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
         if this.watch.is_some() {
             if let Poll::Ready(Ok(n)) = &result {
                 if *n > 0 {
-                    this.last_activity = Instant::now();
+                    this.last_activity = this.watch.as_ref().map(|(runtime, _)| runtime.monotonic());
                     this.sent(&buf[..*n]);
                     // The connection may wait on this write's waker alone: arm the alarm.
                     let _ = this.check(cx);

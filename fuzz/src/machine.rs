@@ -140,7 +140,7 @@ fn next_op(b: &mut Bytes<'_>, world: &World, serial: &mut u64) -> Op {
         new_job(b, *serial)
     };
     match b.below(16) {
-        0..=3 => Op::Event(Action::AddJob(next_job(b))),
+        0..=3 => Op::Event(Action::RawJob(next_job(b))),
         4 => {
             let jobs = (0..b.below(4)).map(|_| next_job(b)).collect();
             Op::Event(Action::AddJobs { jobs, preserve_run_at: b.flag() })

@@ -2,7 +2,7 @@
 //! depend on this crate to read or run Formica's SQL with a client of your own.
 //!
 //! ```
-//! // Statements name the schema through a placeholder, replaced once per client.
+//! // Statements name the schema through a placeholder, replaced when a statement is sent.
 //! let sql = formica_sql::render("select count(*) from :SCHEMA.jobs", "graphile_worker");
 //! assert_eq!(sql, r#"select count(*) from "graphile_worker".jobs"#);
 //! // The ledger this Formica writes: graphile-worker 0.18's migrations 1 to 20.
@@ -10,7 +10,8 @@
 //! ```
 //!
 //! Every statement names the schema through the placeholder `:SCHEMA`, which [`render`]
-//! replaces with the quoted schema name once, when a client is set up, and Formica's own
+//! replaces with the quoted schema name each time the driver sends the statement (a string
+//! replace, small beside the round trip), and Formica's own
 //! records (worker leases) through `:RECORDS`: the schema [`records_schema`] names, kept
 //! apart so that graphile-worker's schema and ledger stay exactly its own. Nothing here runs
 //! SQL or decides anything: the driver does, so the text stays readable as plain `.sql`

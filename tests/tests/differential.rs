@@ -16,7 +16,8 @@
 use chrono::{DateTime, Duration, Utc};
 use formica_check::{Action, NewJob, Pick};
 use formica_core::job::{Job, JobKeyMode};
-use formica_core::sim::{AddJob, Db, Reschedule, SplitMix};
+use formica_core::job::{RawJob, RescheduleJobOptions};
+use formica_core::sim::{Db, SplitMix};
 use formica_core::worker::{DbError, Failure, QueryResult, Statement};
 use formica_sql as sql;
 use formica_tests::TestDb;
@@ -155,7 +156,7 @@ impl Gen {
                     Some(JobKeyMode::PreserveRunAt),
                     Some(JobKeyMode::UnsafeDedupe),
                 ]);
-                Action::AddJob(NewJob { mode, ..self.job(false) })
+                Action::RawJob(NewJob { mode, ..self.job(false) })
             }
             30..=39 => {
                 let n = self.rng.below(4);
@@ -272,7 +273,7 @@ enum Outcome {
     Nothing,
 }
 
-fn spec_of(job: &NewJob, now: DateTime<Utc>, serial: &mut i64) -> AddJob {
+fn spec_of(job: &NewJob, now: DateTime<Utc>, serial: &mut i64) -> RawJob {
     *serial += 1;
     job.add_job_at(job.delay_s.map(|s| at(now, s, *serial)))
 }
@@ -343,7 +344,7 @@ impl Both {
         let sim_before = sim_jobs(&self.sim);
         let pg_before = pg_jobs(tx).await;
         match op {
-            Action::AddJob(job) => {
+            Action::RawJob(job) => {
                 let add = spec_of(job, now, &mut self.serial);
                 let sim = sim_rows(self.sim.add_job(&add).map(|j| vec![j]));
                 let max_attempts = add.spec.max_attempts.map(i32::from);
@@ -368,7 +369,7 @@ impl Both {
                 (sim, pg)
             }
             Action::AddJobs { jobs, preserve_run_at } => {
-                let adds: Vec<AddJob> = jobs.iter().map(|j| spec_of(j, now, &mut self.serial)).collect();
+                let adds: Vec<RawJob> = jobs.iter().map(|j| spec_of(j, now, &mut self.serial)).collect();
                 let sim = sim_rows(self.sim.add_jobs(&adds, *preserve_run_at));
                 let specs: Vec<Value> = adds
                     .iter()
@@ -408,7 +409,7 @@ impl Both {
             Action::RescheduleJobs { pick, delay_s, priority, attempts, max_attempts } => {
                 let (sim_ids, pg_ids) = choose(&sim_before, &pg_before, pick);
                 self.serial += 1;
-                let with = Reschedule {
+                let with = RescheduleJobOptions {
                     run_at: delay_s.map(|s| at(now, s, self.serial)),
                     priority: *priority,
                     attempts: *attempts,

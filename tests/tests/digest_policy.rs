@@ -6,7 +6,8 @@
 
 use chrono::Duration;
 use digest_policy::{crontab, decide, Event, CRONTAB, TASKS};
-use formica_core::sim::{AddJob, Traced, World, WorldConfig};
+use formica_core::job::RawJob;
+use formica_core::sim::{Traced, World, WorldConfig};
 use formica_core::worker::{Config, Effect};
 use formica_tests::TestDb;
 use serde_json::Value;
@@ -50,7 +51,7 @@ fn simulated() -> (BTreeSet<Shape>, Vec<Vec<u64>>, BTreeSet<Shape>) {
     let mut world = World::new(WorldConfig::default());
     for event in &EVENTS {
         for d in decide(event, world.now()) {
-            world.db_mut().add_job(&AddJob::new(d.task, d.payload, d.spec)).expect("a valid job");
+            world.db_mut().add_job(&RawJob::new(d.task, d.payload, d.spec)).expect("a valid job");
         }
         world.run_for(Duration::milliseconds(10));
     }

@@ -22,6 +22,7 @@
 //! Items are opaque (fields are read through accessors) so that none can be built that
 //! the text format cannot express.
 
+pub(crate) mod batch;
 mod builder;
 mod json5;
 mod parse;

@@ -8,47 +8,11 @@
 //! refused is sent again (the scheduling statement is idempotent: it adds an item's job
 //! only when it advances the item's `last_execution`), so no minute is skipped.
 
+pub use super::batch::{CronBatch, CronJob, KnownCrontab};
 use super::schedule::{following_minute, round_up_to_minute};
 use super::{CronItem, Slot};
-use crate::job::JobSpec;
 use chrono::{DateTime, Duration, Utc};
-use serde_json::Value;
 use std::collections::{BTreeMap, VecDeque};
-
-/// A row of `_private_known_crontabs` as registration returns it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KnownCrontab {
-    /// The cron item's identifier.
-    pub identifier: String,
-    /// When a worker first registered it.
-    pub known_since: DateTime<Utc>,
-    /// The latest minute any worker scheduled it for.
-    pub last_execution: Option<DateTime<Utc>>,
-}
-
-/// One job of a cron batch.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CronJob {
-    /// The item's identifier, whose `last_execution` guards the job.
-    pub identifier: String,
-    /// The task to run.
-    pub task: String,
-    /// The item's payload with `_cron: { ts, backfilled }`.
-    pub payload: Value,
-    /// Queue, attempts, priority, key; `run_at` is the minute.
-    pub spec: JobSpec,
-}
-
-/// The jobs of every item due at one minute, scheduled by one statement.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CronBatch {
-    /// The whole minute (UTC) the jobs are for.
-    pub at: DateTime<Utc>,
-    /// Whether the batch was found by the start-up backfill.
-    pub backfilled: bool,
-    /// The jobs, in crontab order.
-    pub jobs: Vec<CronJob>,
-}
 
 /// Where the runner is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,13 +12,12 @@
 //! the job tables.
 
 use crate::cron::runner::KnownCrontab;
-use crate::job::{Job, JobKeyMode, JobSpec, DEFAULT_MAX_ATTEMPTS};
+use crate::job::{Job, JobKeyMode, RawJob, RescheduleJobOptions, DEFAULT_MAX_ATTEMPTS};
 use crate::job_key::{self, Decision, ExistingJob, NewJob};
 use crate::protocol::{DbError, JOBS_INSERT};
 use crate::rng::SplitMix;
 use crate::time::Timestamp;
 use crate::worker::STALE_LOCK_AGE;
-use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A named queue's row.
@@ -41,37 +40,6 @@ pub struct Notification {
     pub channel: String,
     /// The payload (`{"r":<random>,"count":<n>}`).
     pub payload: String,
-}
-
-/// A job to add: the arguments of `add_job`, or one `job_spec` of `add_jobs`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AddJob {
-    /// The task identifier.
-    pub identifier: String,
-    /// The payload (`None`: `{}`).
-    pub payload: Option<Value>,
-    /// Queue, run_at, attempts, key, mode, priority and flags (`None`s take the defaults).
-    pub spec: JobSpec,
-}
-
-impl AddJob {
-    /// A job of task `identifier` with `payload` and `spec`.
-    pub fn new(identifier: impl Into<String>, payload: Value, spec: JobSpec) -> Self {
-        AddJob { identifier: identifier.into(), payload: Some(payload), spec }
-    }
-}
-
-/// New values for `reschedule_jobs`; `None` leaves a column as it is.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Reschedule {
-    /// New `run_at`.
-    pub run_at: Option<Timestamp>,
-    /// New priority.
-    pub priority: Option<i16>,
-    /// New attempts.
-    pub attempts: Option<i16>,
-    /// New max_attempts.
-    pub max_attempts: Option<i16>,
 }
 
 /// The database. Cloning it snapshots it.
@@ -191,7 +159,7 @@ impl Db {
     }
 
     /// The checks the schema makes on a new row.
-    pub(super) fn check(job: &AddJob) -> Result<(), DbError> {
+    pub(super) fn check(job: &RawJob) -> Result<(), DbError> {
         if job.identifier.chars().count() > crate::job::MAX_IDENTIFIER_LEN {
             return Err(constraint("tasks_identifier_check"));
         }
@@ -210,7 +178,7 @@ impl Db {
     }
 
     /// A fresh row for `job` with id `id` (task and queue registered already).
-    pub(super) fn new_row(&mut self, id: i64, job: &AddJob) -> Job {
+    pub(super) fn new_row(&mut self, id: i64, job: &RawJob) -> Job {
         let job_queue_id = job.spec.queue_name.as_deref().map(|q| self.queue_id(q));
         self.task_id(&job.identifier);
         Job {
@@ -218,7 +186,7 @@ impl Db {
             job_queue_id,
             queue_name: job.spec.queue_name.clone(),
             task_identifier: job.identifier.clone(),
-            payload: job.payload.clone().unwrap_or_else(|| Value::Object(Default::default())),
+            payload: job.payload.clone(),
             priority: job.spec.priority.unwrap_or(0),
             run_at: job.spec.run_at.unwrap_or(self.now),
             attempts: 0,
@@ -253,7 +221,7 @@ impl Db {
 
     /// `add_job(...)`: one job; its `job_key_mode` decides what a key clash does (see
     /// [`crate::job_key`]). Notifies `jobs:insert` unless an `unsafe_dedupe` found the key.
-    pub fn add_job(&mut self, job: &AddJob) -> Result<Job, DbError> {
+    pub fn add_job(&mut self, job: &RawJob) -> Result<Job, DbError> {
         let mode = job.spec.job_key_mode.unwrap_or_default();
         if job.spec.job_key.is_none() || mode != JobKeyMode::UnsafeDedupe {
             let mut rows = self.add_jobs(std::slice::from_ref(job), mode == JobKeyMode::PreserveRunAt)?;
@@ -270,7 +238,7 @@ impl Db {
         // The insert draws an id even when it ends as an update.
         let id = self.take_id();
         let existing = job.spec.job_key.as_deref().and_then(|k| self.job_with_key(k));
-        let payload = job.payload.clone().unwrap_or_else(|| Value::Object(Default::default()));
+        let payload = job.payload.clone();
         let decision = job_key::decide(
             existing.and_then(|id| self.jobs.get(&id)).map(Self::existing).as_ref(),
             NewJob { mode, payload: &payload, run_at: job.spec.run_at.unwrap_or(self.now) },
@@ -299,7 +267,7 @@ impl Db {
     /// is resolved as `preserve_run_at` if the flag is set, else as `replace` (the specs'
     /// own modes are not read). Two specs with one key fail the whole statement, as in
     /// PostgreSQL. Returns the rows inserted or updated, by id.
-    pub fn add_jobs(&mut self, specs: &[AddJob], preserve_run_at: bool) -> Result<Vec<Job>, DbError> {
+    pub fn add_jobs(&mut self, specs: &[RawJob], preserve_run_at: bool) -> Result<Vec<Job>, DbError> {
         if specs.is_empty() {
             return Ok(Vec::new());
         }
@@ -330,7 +298,7 @@ impl Db {
             .iter()
             .map(|spec| {
                 let holder = spec.spec.job_key.as_deref().and_then(|k| self.job_with_key(k));
-                let payload = spec.payload.clone().unwrap_or_else(|| Value::Object(Default::default()));
+                let payload = spec.payload.clone();
                 let new = NewJob { mode, payload: &payload, run_at: spec.spec.run_at.unwrap_or(self.now) };
                 let existing = holder.and_then(|id| self.jobs.get(&id)).map(Self::existing);
                 (holder, job_key::decide(existing.as_ref(), new))
@@ -434,7 +402,7 @@ impl Db {
 
     /// `reschedule_jobs(ids, ...)`: change the given columns. Fails as a whole if it would
     /// leave a `max_attempts` below 1.
-    pub fn reschedule_jobs(&mut self, ids: &[i64], with: &Reschedule) -> Result<Vec<Job>, DbError> {
+    pub fn reschedule_jobs(&mut self, ids: &[i64], with: &RescheduleJobOptions) -> Result<Vec<Job>, DbError> {
         if with.max_attempts.is_some_and(|n| n < 1) && !self.admin_targets(ids).is_empty() {
             return Err(constraint("jobs_max_attempts_check"));
         }
@@ -482,15 +450,16 @@ impl Db {
 mod tests {
     use super::*;
     use crate::backoff;
+    use crate::job::JobSpec;
     use crate::protocol::{Failure, QueryResult, Statement};
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     fn t(s: i64) -> Timestamp {
         Timestamp::from_timestamp(1_700_000_000 + s, 0).unwrap_or_default()
     }
 
     fn add(db: &mut Db, task: &str, payload: Value, spec: JobSpec) -> Job {
-        db.add_job(&AddJob::new(task, payload, spec)).expect("add_job")
+        db.add_job(&RawJob::new(task, payload, spec)).expect("add_job")
     }
 
     fn fetch(db: &mut Db, worker: &str, limit: usize) -> Vec<Job> {
@@ -601,7 +570,7 @@ mod tests {
     fn add_jobs_refuses_a_key_twice_and_changes_nothing() {
         let mut db = Db::new(t(0), 1);
         let spec = JobSpec::builder().job_key("k").build();
-        let jobs = [AddJob::new("t", json!(1), spec.clone()), AddJob::new("t", json!(2), spec)];
+        let jobs = [RawJob::new("t", json!(1), spec.clone()), RawJob::new("t", json!(2), spec)];
         assert!(db.add_jobs(&jobs, false).is_err());
         assert_eq!(db.jobs().count(), 0);
         assert!(db.take_notifications().is_empty());
@@ -622,12 +591,12 @@ mod tests {
         assert_eq!(db.queue("q").map(|q| q.locked_at), Some(None));
         db.force_unlock_workers(&["w"]);
         assert_eq!(
-            db.reschedule_jobs(&[a.id], &Reschedule { attempts: Some(0), ..Default::default() })
+            db.reschedule_jobs(&[a.id], &RescheduleJobOptions { attempts: Some(0), ..Default::default() })
                 .map(|v| v.len()),
             Ok(1)
         );
         assert!(db
-            .reschedule_jobs(&[a.id], &Reschedule { max_attempts: Some(0), ..Default::default() })
+            .reschedule_jobs(&[a.id], &RescheduleJobOptions { max_attempts: Some(0), ..Default::default() })
             .is_err());
     }
 }

@@ -67,7 +67,8 @@
 //! timing-sensitive conclusions against PostgreSQL through `formica-tokio`.
 //!
 //! ```
-//! use formica_core::sim::{AddJob, TaskPlan, World, WorldConfig};
+//! use formica_core::job::RawJob;
+//! use formica_core::sim::{TaskPlan, World, WorldConfig};
 //! use formica_core::job::JobSpec;
 //! use formica_core::worker::{Config, TaskOutcome};
 //! use chrono::Duration;
@@ -79,8 +80,8 @@
 //! });
 //! let config = Config { worker_id: "w".into(), task_identifiers: vec!["email".into()], ..Config::default() };
 //! let w = world.add_worker(config);
-//! world.db_mut().add_job(&AddJob::new("email", serde_json::json!({"fail": false}), JobSpec::default())).unwrap();
-//! world.db_mut().add_job(&AddJob::new("email", serde_json::json!({"fail": true}), JobSpec::default())).unwrap();
+//! world.db_mut().add_job(&RawJob::new("email", serde_json::json!({"fail": false}), JobSpec::default())).unwrap();
+//! world.db_mut().add_job(&RawJob::new("email", serde_json::json!({"fail": true}), JobSpec::default())).unwrap();
 //! world.run_for(Duration::seconds(3)); // one attempt each; the retry is due after e^1 s
 //! let left: Vec<_> = world.db().jobs().collect();
 //! assert_eq!(left.len(), 1, "the good job was completed");
@@ -100,7 +101,7 @@ pub mod strategies;
 mod world;
 
 pub use crate::rng::SplitMix;
-pub use db::{AddJob, Db, Notification, Queue, Reschedule};
+pub use db::{Db, Notification, Queue};
 pub use faults::{App, Fault, Op};
 pub use world::World;
 

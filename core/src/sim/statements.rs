@@ -2,10 +2,11 @@
 //! driver would from PostgreSQL (fetching, completing, failing, giving back, the leases'
 //! heartbeats and recovery, crontab registration).
 
-use super::db::{AddJob, Db};
+use super::db::Db;
 use crate::backoff;
 use crate::cron::runner::KnownCrontab;
 use crate::job::Job;
+use crate::job::RawJob;
 use crate::protocol::{Failure, QueryResult, Statement};
 use crate::time::Timestamp;
 use crate::worker::STALE_LOCK_AGE;
@@ -78,7 +79,7 @@ impl Db {
                     known.last_execution = Some(batch.at);
                     let mut spec = job.spec.clone();
                     spec.run_at = Some(batch.at);
-                    if let Err(e) = self.add_job(&AddJob::new(job.task.clone(), job.payload.clone(), spec)) {
+                    if let Err(e) = self.add_job(&RawJob::new(job.task.clone(), job.payload.clone(), spec)) {
                         return QueryResult::Err(e);
                     }
                 }

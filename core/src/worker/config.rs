@@ -23,7 +23,7 @@ pub struct Config {
     pub worker_id: String,
     /// The tasks this worker can run; it fetches only their jobs.
     pub task_identifiers: Vec<String>,
-    /// Most tasks running at once.
+    /// Most tasks running at once; at least 1.
     pub concurrency: usize,
     /// How long to wait for a notification before looking for jobs anyway.
     pub poll_interval: Duration,
@@ -121,6 +121,9 @@ impl Config {
     /// value and what is allowed. (A zero sweep interval would send one sweep after
     /// another; an interval longer than what it guards leaves dead workers' jobs waiting.)
     pub fn validate(&self) -> Result<(), String> {
+        if self.concurrency == 0 {
+            return Err("concurrency is 0: it must be at least 1, or no job could ever run".into());
+        }
         let within = |name: &str, value: Duration, least: Duration, most: Duration, why: &str| {
             if value < least || value > most {
                 Err(format!(
@@ -260,5 +263,15 @@ mod tests {
             ..Config::default()
         };
         assert_eq!(bounds.validate(), Ok(()));
+    }
+
+    #[test]
+    fn a_concurrency_of_zero_is_refused() {
+        let none = Config { concurrency: 0, ..Config::default() };
+        assert_eq!(
+            none.validate(),
+            Err("concurrency is 0: it must be at least 1, or no job could ever run".into())
+        );
+        assert_eq!(Config { concurrency: 1, ..Config::default() }.validate(), Ok(()));
     }
 }

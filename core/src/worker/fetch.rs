@@ -129,6 +129,9 @@ impl Fetcher {
             // A batch (adaptive: at least `concurrency`, at most `batch_cap`) at a time; the
             // queue never holds or asks for more than `size` jobs.
             Some(size) => {
+                // `Config::validate` refuses a concurrency of 0, but the machine also runs
+                // configs that were never validated (the sim's, tests'): a batch is still at
+                // least one job, or the fetcher would ask for nothing forever.
                 let least = self.concurrency.clamp(1, size);
                 let batch = self.batch.clamp(least, batch_cap(size).max(least));
                 let queued = self.queue.len() + self.early.len();

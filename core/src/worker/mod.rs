@@ -63,6 +63,7 @@ use crate::job::Job;
 use crate::notify;
 use crate::protocol::{CANCEL, JOBS_INSERT, WORKER_MIGRATE};
 use crate::rng::SplitMix;
+use crate::text;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -294,8 +295,10 @@ impl Worker {
     }
 
     /// The attempt of `job` failed with `error`: report it and record it, with the payload
-    /// the job keeps from now on if that changes.
+    /// the job keeps from now on if that changes. Every failure message passes here, so here
+    /// it is made storable, once: drivers hand a task's text over as it is.
     fn failed(&mut self, job: &Started, error: String, payload: Option<serde_json::Value>, permanent: bool) {
+        let error = text::into_storable(error);
         let last = permanent || job.out_of_attempts();
         let next_run_at = backoff::next_run_at(self.now, job.run_at, job.attempts);
         self.emit(job.error(&error, self.now, (!last).then_some(next_run_at)));
@@ -408,5 +411,38 @@ impl Worker {
                 self.register();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Config, TaskOutcome};
+    use crate::job::{JobSpec, RawJob};
+    use crate::sim::{TaskPlan, World, WorldConfig};
+    use chrono::Duration;
+
+    /// What `last_error` holds after the one job's attempt ends with `outcome`.
+    fn stored_error(outcome: TaskOutcome) -> Option<String> {
+        let mut world = World::new(WorldConfig::default());
+        world.set_script(move |_, _| TaskPlan::finish(Duration::milliseconds(10), outcome.clone()));
+        world.add_worker(Config { task_identifiers: vec!["t".into()], ..Config::default() });
+        let job = world.db_mut().add_job(&RawJob::new("t", serde_json::json!([1, 2]), JobSpec::default()));
+        let id = job.map(|j| j.id).unwrap_or_default();
+        world.run_for(Duration::seconds(2));
+        world.db().job(id).and_then(|j| j.last_error.clone())
+    }
+
+    #[test]
+    fn the_text_of_a_failure_is_stored_escaped_whatever_the_door() {
+        let nul = "disk \0 full";
+        assert_eq!(stored_error(TaskOutcome::Err(nul.into())).as_deref(), Some("disk \\0 full"));
+        assert_eq!(stored_error(TaskOutcome::Panicked(nul.into())).as_deref(), Some("disk \\0 full"));
+        let items = TaskOutcome::ItemsFailed { error: nul.into(), items: serde_json::json!([2]) };
+        assert_eq!(stored_error(items).as_deref(), Some("disk \\0 full"));
+        // Bytes that are not text reach the core already written as `\xNN` by the driver.
+        let bytes = crate::text::from_bytes(b"bad \xff\0").into_owned();
+        assert_eq!(stored_error(TaskOutcome::Err(bytes)).as_deref(), Some("bad \\xFF\\0"));
+        // Text already storable is stored as it came: nothing is escaped twice.
+        assert_eq!(stored_error(TaskOutcome::Err("a \\0 b".into())).as_deref(), Some("a \\0 b"));
     }
 }

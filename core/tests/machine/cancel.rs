@@ -8,7 +8,7 @@ fn a_cancelled_running_job_is_aborted_once_and_fails_for_good_with_the_reason() 
     let mut world = World::new(WorldConfig::default());
     world.set_script(|_, _| TaskPlan::Hang);
     let w = world.add_worker(config());
-    let job = world.db_mut().add_job(&AddJob::new("t", json!({}), JobSpec::default())).unwrap().id;
+    let job = world.db_mut().add_job(&RawJob::new("t", json!({}), JobSpec::default())).unwrap().id;
     assert!(world.run_until(Duration::seconds(5), |w| w.running(0).count() == 1 && w.listening(0)));
     // Twice, and with a job it does not hold: one abort, the first reason.
     for reason in ["stop", "again"] {
@@ -36,7 +36,7 @@ fn a_task_past_its_timeout_is_aborted_and_that_attempt_fails() {
     });
     let timeouts = [("t".to_owned(), Duration::seconds(5))].into_iter().collect();
     world.add_worker(Config { task_timeouts: timeouts, ..config() });
-    let job = world.db_mut().add_job(&AddJob::new("t", json!({}), JobSpec::default())).unwrap().id;
+    let job = world.db_mut().add_job(&RawJob::new("t", json!({}), JobSpec::default())).unwrap().id;
     assert!(world.run_until(Duration::seconds(4), |w| w.running(0).count() == 1));
     let started = world.elapsed();
     assert!(

@@ -298,9 +298,9 @@ fn a_job_fetched_again_while_its_return_is_in_flight_is_given_back_again() {
 fn the_sim_database_takes_one_job_per_named_queue_per_fetch() {
     let mut db = Db::new(t0(), 1);
     for n in 0..3 {
-        db.add_job(&AddJob::new("t", json!(n), JobSpec::builder().queue_name("q").build())).expect("add");
+        db.add_job(&RawJob::new("t", json!(n), JobSpec::builder().queue_name("q").build())).expect("add");
     }
-    db.add_job(&AddJob::new("t", json!("free"), JobSpec::default())).expect("add");
+    db.add_job(&RawJob::new("t", json!("free"), JobSpec::default())).expect("add");
     let fetch = |db: &mut Db| match db.execute(&Statement::GetJobs {
         worker_id: "w".into(),
         task_ids: vec![1],

@@ -17,8 +17,9 @@ mod sweep;
 mod writes;
 
 use chrono::{DateTime, Duration, Utc};
+use formica_core::job::RawJob;
 use formica_core::job::{Job, JobSpec};
-use formica_core::sim::{AddJob, Db, TaskPlan, World, WorldConfig};
+use formica_core::sim::{Db, TaskPlan, World, WorldConfig};
 use formica_core::worker::{
     Config, DbError, Effect, Event, Failure, Input, QueryId, QueryResult, Statement, TaskOutcome, TimerKind,
     Worker,

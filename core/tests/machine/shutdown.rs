@@ -79,7 +79,7 @@ fn forced_shutdown_aborts_each_task_once_and_refunds_their_attempts() {
     let mut world = World::new(WorldConfig::default());
     world.set_script(|_, _| TaskPlan::Hang);
     for n in 0..3 {
-        world.db_mut().add_job(&AddJob::new("t", json!(n), JobSpec::default())).expect("add");
+        world.db_mut().add_job(&RawJob::new("t", json!(n), JobSpec::default())).expect("add");
     }
     let w = world.add_worker(config());
     world.run_for(Duration::seconds(1));
@@ -122,7 +122,7 @@ fn run_once_works_through_a_named_queue_before_stopping() {
     world.set_script(|_, _| TaskPlan::finish(Duration::milliseconds(5), TaskOutcome::Ok));
     for n in 0..4 {
         let spec = JobSpec::builder().queue_name("q").build();
-        world.db_mut().add_job(&AddJob::new("t", json!(n), spec)).expect("add");
+        world.db_mut().add_job(&RawJob::new("t", json!(n), spec)).expect("add");
     }
     world.add_worker(Config { run_once: true, concurrency: 2, ..config() });
     assert!(world.run_until_stopped(Duration::minutes(1)));
@@ -160,7 +160,7 @@ fn a_shutdown_stops_within_its_bound_while_the_database_refuses_every_write() {
     let mut world = World::new(WorldConfig::default());
     world.set_script(|_, _| TaskPlan::finish(Duration::seconds(2), TaskOutcome::Ok));
     for n in 0..3 {
-        world.db_mut().add_job(&AddJob::new("t", json!(n), JobSpec::default())).expect("add");
+        world.db_mut().add_job(&RawJob::new("t", json!(n), JobSpec::default())).expect("add");
     }
     let w = world.add_worker(Config { complete_batch_delay: Duration::seconds(1), ..config() });
     world.run_for(Duration::milliseconds(500));

@@ -95,7 +95,7 @@ fn a_batch_job_keeps_only_its_failed_items_and_completes_once_they_succeed() {
             formica_core::batch::outcome(items.clone(), results.collect()),
         )
     });
-    let id = world.db_mut().add_job(&AddJob::new("t", json!([1, 2, 3]), JobSpec::default())).expect("add").id;
+    let id = world.db_mut().add_job(&RawJob::new("t", json!([1, 2, 3]), JobSpec::default())).expect("add").id;
     world.add_worker(config());
     world.run_for(Duration::seconds(1));
     let job = world.db().job(id).cloned().expect("retried, not completed");
@@ -112,7 +112,7 @@ fn the_permanent_failure_is_visible_in_the_database() {
     let mut world = World::new(WorldConfig::default());
     world.set_script(|_, _| TaskPlan::finish(Duration::milliseconds(10), TaskOutcome::Err("always".into())));
     let spec = JobSpec::builder().max_attempts(2).build();
-    world.db_mut().add_job(&AddJob::new("t", json!({}), spec)).expect("add");
+    world.db_mut().add_job(&RawJob::new("t", json!({}), spec)).expect("add");
     world.add_worker(config());
     world.run_for(Duration::minutes(1));
     let job = world.db().jobs().next().cloned().expect("the job stays");

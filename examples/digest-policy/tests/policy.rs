@@ -14,10 +14,10 @@
 
 use chrono::{DateTime, Duration, Utc};
 use digest_policy::{crontab, decide, Decision, Event, TASKS};
-use formica_core::job::Job;
+use formica_core::job::{Job, RawJob};
 use formica_core::sim::faults::{heal, render_trace, run_checked, run_ops, settle};
 use formica_core::sim::strategies::{ops, Faults};
-use formica_core::sim::{AddJob, App, Op, TaskPlan, Traced, World, WorldConfig};
+use formica_core::sim::{App, Op, TaskPlan, Traced, World, WorldConfig};
 use formica_core::worker::{Config, Effect, Input, TaskOutcome};
 use proptest::prelude::*;
 use proptest::test_runner::{TestError, TestRunner};
@@ -66,7 +66,7 @@ struct Digests {
 impl App<Event> for Digests {
     fn on_event(&mut self, world: &mut World, event: &Event) {
         for Decision { task, payload, spec } in (self.decide)(event, world.now()) {
-            let job = world.db_mut().add_job(&AddJob::new(task, payload, spec)).expect("a valid job");
+            let job = world.db_mut().add_job(&RawJob::new(task, payload, spec)).expect("a valid job");
             if task == "record_payment" {
                 self.payments.entry(account(&job).unwrap_or(0)).or_default().push((job.run_at, job.id));
             }

@@ -1,8 +1,9 @@
 use chrono::Duration;
 use digest_policy::{crontab, decide, Event, TASKS};
+use formica_core::job::RawJob;
 use formica_core::sim::faults::{heal, run_ops, settle};
 use formica_core::sim::strategies::{ops, Faults};
-use formica_core::sim::{AddJob, App, World, WorldConfig};
+use formica_core::sim::{App, World, WorldConfig};
 use formica_core::worker::Config;
 use proptest::prelude::*;
 
@@ -12,7 +13,7 @@ impl App<Event> for Digests {
     // What production does on an event: add the jobs the policy decides.
     fn on_event(&mut self, world: &mut World, event: &Event) {
         for d in decide(event, world.now()) {
-            world.db_mut().add_job(&AddJob::new(d.task, d.payload, d.spec)).expect("a valid job");
+            world.db_mut().add_job(&RawJob::new(d.task, d.payload, d.spec)).expect("a valid job");
         }
     }
 

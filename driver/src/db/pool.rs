@@ -1,235 +1,15 @@
-//! Connections: opening one through the [`Runtime`], and a small pool of them.
-//!
-//! Every connection is made with `Config::connect_raw` over a socket the runtime opened,
-//! so tokio-postgres never needs a tokio runtime and one client type serves every
-//! adapter. TLS runs over that socket too (see [`crate::tls`]); the settings, environment
-//! and password file are read by [`crate::settings`].
-//!
-//! Two limits keep a broken network from leaving a worker silently idle:
-//!
-//! - opening a connection gives up after `connect_timeout` (from the connection settings,
-//!   else [`DEFAULT_CONNECT_TIMEOUT`]), so a server that accepts and never answers is an
-//!   error, not a hang;
-//! - the connections of a [`Pool`] and the worker's LISTEN connection are *watched*: one
-//!   that owes a response (a statement was sent, its `ReadyForQuery` has not come) and has
-//!   received nothing for the response timeout is closed, so the statement fails with an
-//!   error the worker retries on a fresh connection. TCP keepalives cannot do this: a
-//!   proxy or a pooler that hangs still acknowledges TCP. The timeout is `tcp_user_timeout`
-//!   of the connection settings (tokio-postgres reads it in seconds; `0` turns the watch
-//!   off), else [`DEFAULT_RESPONSE_TIMEOUT`]; [`Pool::with_response_timeout`] sets it in
-//!   code. A statement that legitimately runs longer than this without sending a row (a
-//!   long report inside a task, through the worker's pool) needs a longer timeout. The
-//!   watch itself is in the `watch` module; over TLS it watches inside the encryption. When
-//!   a pooled connection ends with an error (the watch gave up on it, say), whatever it was
-//!   running is also cancelled on the server (a cancel request on a new connection to the
-//!   same address): a backend waiting on a lock does not notice its client is gone, and
-//!   would otherwise go on waiting, holding its connection slot.
+//! The pool: checkouts, the reserve kept from tasks, waiters, and closing idle connections.
 
-use crate::error::{describe, Error};
-use crate::runtime::{Address, Runtime, Socket};
+use super::connect::connect_watched;
+use crate::error::Error;
+use crate::runtime::Runtime;
 use crate::settings::ConnectionSettings;
-use crate::tls::{Connector, Tls, TlsSocket};
-use crate::watch::{Watch, Watched};
 use futures::future::{self, Either};
 use std::collections::HashMap;
 use std::ops::Deref;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio_postgres::config::Host;
-use tokio_postgres::{CancelToken, Client, Config, Connection, Statement};
-
-/// How long opening a connection may take when the settings give no `connect_timeout`.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// How long a watched connection may owe a response while receiving nothing, when the
-/// settings give no `tcp_user_timeout` (see the module docs).
-pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(300);
-
-/// The response timeout `config` asks for: `tcp_user_timeout` if set (`None` when it is
-/// zero: no watch), else [`DEFAULT_RESPONSE_TIMEOUT`].
-pub fn response_timeout(config: &Config) -> Option<Duration> {
-    match config.get_tcp_user_timeout() {
-        Some(timeout) if timeout.is_zero() => None,
-        Some(timeout) => Some(*timeout),
-        None => Some(DEFAULT_RESPONSE_TIMEOUT),
-    }
-}
-
-/// A connection whose messages (notifications included) the caller must poll.
-pub type RawConnection = Connection<Box<dyn Socket>, TlsSocket<Box<dyn Socket>>>;
-
-/// The addresses `config` names, in the order libpq would try them.
-pub fn addresses(config: &Config) -> Result<Vec<Address>, Error> {
-    let ports = config.get_ports();
-    let port = |i: usize| match ports {
-        [] => 5432,
-        [only] => *only,
-        many => many.get(i).copied().unwrap_or(5432),
-    };
-    let hosts = config.get_hosts();
-    if hosts.is_empty() {
-        return Err(Error::Config("no host given (set host= or a URL with a host)".into()));
-    }
-    Ok(hosts
-        .iter()
-        .enumerate()
-        .map(|(i, host)| match host {
-            Host::Tcp(name) => Address::Tcp { host: name.clone(), port: port(i) },
-            #[cfg(unix)]
-            Host::Unix(dir) => Address::Unix(dir.join(format!(".s.PGSQL.{}", port(i)))),
-        })
-        .collect())
-}
-
-/// Open a connection: the first address that answers wins. The caller polls the returned
-/// connection (spawn it, or read its notifications). The connection is not watched (see
-/// [`connect_raw_watched`]).
-pub async fn connect_raw(
-    rt: &dyn Runtime,
-    settings: &ConnectionSettings,
-) -> Result<(Client, RawConnection), Error> {
-    open(rt, None, settings).await.map(|(client, connection, _)| (client, connection))
-}
-
-/// [`connect_raw`], and the connection is closed when it owes a response and receives
-/// nothing for [`response_timeout`]`(config)` (see the module docs).
-pub async fn connect_raw_watched(
-    rt: Arc<dyn Runtime>,
-    settings: &ConnectionSettings,
-) -> Result<(Client, RawConnection), Error> {
-    let watch = response_timeout(settings.config()).map(|timeout| (rt.clone(), timeout));
-    open(rt.as_ref(), watch, settings).await.map(|(client, connection, _)| (client, connection))
-}
-
-async fn open(
-    rt: &dyn Runtime,
-    watch: Watch,
-    settings: &ConnectionSettings,
-) -> Result<(Client, RawConnection, Address), Error> {
-    let timeout = settings.config().get_connect_timeout().copied().unwrap_or(DEFAULT_CONNECT_TIMEOUT);
-    let mut last = None;
-    for address in addresses(settings.config())? {
-        let watch = watch.clone();
-        let attempt = async {
-            let socket = rt.connect(address.clone()).await.map_err(|e| Error::connect(&address, e))?;
-            let socket: Box<dyn Socket> = match watch {
-                Some(_) => Box::new(Watched::new(socket, watch.clone())),
-                None => socket,
-            };
-            let (config, tls) = prepare(settings, &address, watch)?;
-            match config.connect_raw(socket, tls).await {
-                Ok((client, connection)) => Ok((client, connection, address.clone())),
-                Err(e) => Err(Error::connect(&address, explain(&e, settings.tls(), &address))),
-            }
-        };
-        let deadline = rt.sleep_until(Instant::now() + timeout);
-        let result = match future::select(Box::pin(attempt), deadline).await {
-            Either::Left((result, _)) => result,
-            Either::Right(((), _)) => Err(Error::connect(
-                &address,
-                format!(
-                    "no answer within {timeout:?} (connect_timeout): is a PostgreSQL server listening there?"
-                ),
-            )),
-        };
-        match result {
-            Ok(pair) => return Ok(pair),
-            Err(e) => last = Some(e),
-        }
-    }
-    Err(last.unwrap_or_else(|| Error::Config("no address to connect to".into())))
-}
-
-/// The settings and the TLS handshake for connecting to `address`.
-fn prepare(
-    settings: &ConnectionSettings,
-    address: &Address,
-    watch: Watch,
-) -> Result<(Config, Connector), Error> {
-    let mut config = settings.for_address(address);
-    let host = match address {
-        Address::Tcp { host, .. } => host.as_str(),
-        // As libpq: no TLS over a Unix socket.
-        Address::Unix(_) => {
-            config.ssl_mode(tokio_postgres::config::SslMode::Disable);
-            "localhost"
-        }
-    };
-    let tls = settings.tls().connector(host, watch).map_err(Error::Config)?;
-    Ok((config, tls))
-}
-
-/// What went wrong while connecting, in words: tokio-postgres's refusal when the server
-/// offers no TLS names neither the cause nor the setting.
-fn explain(e: &tokio_postgres::Error, tls: &Tls, address: &Address) -> String {
-    if let Some(text) = tls.explain(e, address) {
-        return text;
-    }
-    let text = describe(e);
-    if text.contains("server does not support TLS") {
-        let mode = tls.mode().word();
-        return format!(
-            "the server does not offer TLS, and sslmode={mode} demands it: turn on ssl in the server's \
-             configuration, or connect with sslmode=prefer or disable"
-        );
-    }
-    text
-}
-
-/// Open a connection whose messages are handled in the background (notifications are
-/// dropped): for ordinary statements. Not watched (see [`connect_raw_watched`]).
-pub async fn connect(rt: &dyn Runtime, settings: &ConnectionSettings) -> Result<Client, Error> {
-    let (client, connection) = connect_raw(rt, settings).await?;
-    spawn_connection(rt, connection);
-    Ok(client)
-}
-
-/// [`connect`], watched; a connection that ends with an error has what it was running
-/// cancelled on the server.
-pub async fn connect_watched(rt: Arc<dyn Runtime>, settings: &ConnectionSettings) -> Result<Client, Error> {
-    let watch = response_timeout(settings.config()).map(|timeout| (rt.clone(), timeout));
-    let (client, connection, address) = open(rt.as_ref(), watch, settings).await?;
-    let (token, settings, runtime) = (client.cancel_token(), settings.clone(), rt.clone());
-    rt.spawn(Box::pin(async move {
-        let Err(e) = connection.await else { return };
-        tracing::warn!(error = %describe(&e), "PostgreSQL connection closed with an error");
-        cancel_on_server(runtime, &settings, address, token).await;
-    }));
-    Ok(client)
-}
-
-/// Ask the server at `address` to cancel what the connection of `token` runs, within the
-/// connect timeout (best effort: a failure is only logged).
-async fn cancel_on_server(
-    rt: Arc<dyn Runtime>,
-    settings: &ConnectionSettings,
-    address: Address,
-    token: CancelToken,
-) {
-    let timeout = settings.config().get_connect_timeout().copied().unwrap_or(DEFAULT_CONNECT_TIMEOUT);
-    let cancel = async {
-        let socket = rt.connect(address.clone()).await.map_err(|e| Error::connect(&address, e))?;
-        let (_, tls) = prepare(settings, &address, None)?;
-        token.cancel_query_raw(socket, tls).await.map_err(Error::from)
-    };
-    let result = match future::select(Box::pin(cancel), rt.sleep(timeout)).await {
-        Either::Left((result, _)) => result,
-        Either::Right(((), _)) => {
-            Err(Error::TimedOut(format!("no answer from {address} within {timeout:?}")))
-        }
-    };
-    if let Err(e) = result {
-        tracing::warn!(error = %e, "could not cancel the statement of a closed connection; it may run on");
-    }
-}
-
-fn spawn_connection(rt: &dyn Runtime, connection: RawConnection) {
-    rt.spawn(Box::pin(async move {
-        if let Err(e) = connection.await {
-            tracing::warn!(error = %describe(&e), "PostgreSQL connection closed with an error");
-        }
-    }));
-}
+use tokio_postgres::{Client, Config, Statement};
 
 /// How long [`Pool::get`] waits for a free connection before failing with
 /// [`Error::PoolExhausted`].
@@ -258,9 +38,9 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// [`Runtime`] the adapter supplies, and neither has the reserve above. The state is a
 /// short critical section under one lock; waiters are served first come, first served.
 #[derive(Clone)]
-pub struct Pool(Arc<Shared>);
+pub struct Pool(Arc<PoolInner>);
 
-struct Shared {
+struct PoolInner {
     runtime: Arc<dyn Runtime>,
     settings: ConnectionSettings,
     options: PoolOptions,
@@ -327,7 +107,7 @@ pub struct PoolStatus {
 impl State {
     /// A checkout for `what` if the rules allow one now: an idle connection, else room to
     /// open one (counted as open from here).
-    fn try_grant(&mut self, pool: &Arc<Shared>, for_task: bool, what: &str) -> Option<PooledClient> {
+    fn try_grant(&mut self, pool: &Arc<PoolInner>, for_task: bool, what: &str) -> Option<PooledClient> {
         let options = pool.options;
         if for_task && self.held_by_tasks + options.reserved >= options.max_size {
             return None;
@@ -345,7 +125,7 @@ impl State {
         }
         let id = self.next_id;
         self.next_id += 1;
-        self.holders.insert(id, Holder { what: what.to_owned(), since: Instant::now() });
+        self.holders.insert(id, Holder { what: what.to_owned(), since: pool.runtime.monotonic() });
         Some(PooledClient { conn, pool: pool.clone(), id, for_task, armed: true })
     }
 
@@ -357,13 +137,13 @@ impl State {
             self.held_by_tasks -= 1;
         }
         match client.conn.take() {
-            Some(conn) => self.idle.push((conn, Instant::now())),
+            Some(conn) => self.idle.push((conn, client.pool.runtime.monotonic())),
             None => self.open -= 1,
         }
     }
 
     /// Hand what is free to the waiters, in arrival order.
-    fn serve_waiters(&mut self, pool: &Arc<Shared>) {
+    fn serve_waiters(&mut self, pool: &Arc<PoolInner>) {
         let mut i = 0;
         while i < self.waiters.len() {
             if self.waiters[i].grant.is_canceled() {
@@ -407,7 +187,7 @@ impl Pool {
     }
 
     fn with_options(runtime: Arc<dyn Runtime>, settings: ConnectionSettings, options: PoolOptions) -> Self {
-        Pool(Arc::new(Shared { runtime, settings, options, state: Default::default() }))
+        Pool(Arc::new(PoolInner { runtime, settings, options, state: Default::default() }))
     }
 
     /// A pool for the connection string `url` (a `postgres://` URL or libpq key=value
@@ -492,7 +272,7 @@ impl Pool {
         let mut client = match granted {
             Ok(client) => client,
             Err(mut receiver) => {
-                let deadline = self.0.runtime.sleep_until(Instant::now() + self.0.options.acquire_timeout);
+                let deadline = self.0.runtime.sleep(self.0.options.acquire_timeout);
                 match future::select(&mut receiver, deadline).await {
                     Either::Left((Ok(client), _)) => client,
                     // The pool dropped the waiter without an answer (it does not): as a timeout.
@@ -529,7 +309,7 @@ impl Pool {
     fn exhausted(&self, for_task: bool, what: &str) -> Error {
         let state = self.lock();
         let options = self.0.options;
-        let now = Instant::now();
+        let now = self.0.runtime.monotonic();
         let mut holders: Vec<String> = state
             .holders
             .values()
@@ -592,17 +372,22 @@ impl Pool {
 }
 
 /// Close idle connections as they pass the idle timeout, while any connection is open.
-fn start_reaper(pool: &Arc<Shared>, timeout: Duration) {
+fn start_reaper(pool: &Arc<PoolInner>, timeout: Duration) {
     let weak = Arc::downgrade(pool);
     let runtime = pool.runtime.clone();
     pool.runtime.spawn(Box::pin(async move {
         loop {
-            runtime.sleep_until(Instant::now() + timeout / 4).await;
+            runtime.sleep(timeout / 4).await;
             let Some(pool) = weak.upgrade() else { return };
             let closed: Vec<(Conn, Instant)> = {
                 let mut state = pool.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
                 // The oldest come first.
-                let stale = state.idle.iter().take_while(|(_, since)| since.elapsed() >= timeout).count();
+                let now = runtime.monotonic();
+                let stale = state
+                    .idle
+                    .iter()
+                    .take_while(|(_, since)| now.saturating_duration_since(*since) >= timeout)
+                    .count();
                 let closed: Vec<_> = state.idle.drain(..stale).collect();
                 state.open -= closed.len();
                 if state.open == 0 {
@@ -624,7 +409,7 @@ fn start_reaper(pool: &Arc<Shared>, timeout: Duration) {
 pub struct PooledClient {
     // Set before the value is handed out (`None` only while the pool opens it).
     conn: Option<Conn>,
-    pool: Arc<Shared>,
+    pool: Arc<PoolInner>,
     id: u64,
     for_task: bool,
     /// Whether dropping it gives it back (a grant nobody took is undone by the pool).
@@ -675,7 +460,7 @@ impl Drop for PooledClient {
             state.held_by_tasks -= 1;
         }
         match reusable {
-            Some(conn) => state.idle.push((conn, Instant::now())),
+            Some(conn) => state.idle.push((conn, pool.runtime.monotonic())),
             None => state.open -= 1,
         }
         state.serve_waiters(&pool);

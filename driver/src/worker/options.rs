@@ -1,0 +1,421 @@
+//! How to build a worker: [`WorkerOptions`], its crontab sources, and `init`, which checks
+//! the options, connects and hands back a [`Worker`] ready to run.
+
+use super::run::Worker;
+use super::shared::Shared;
+use super::threads::Threads;
+use crate::db::Pool;
+use crate::error::Error;
+use crate::extensions::Extensions;
+use crate::log::Hook;
+use crate::metrics::Metrics;
+use crate::runtime::Runtime;
+use crate::settings::ConnectionSettings;
+use crate::statements::{Executor, FlagsFn};
+use crate::task::{BatchResult, BatchTaskHandler, Handlers, JobContext, TaskHandler, TaskResult};
+use crate::utils::{WorkerUtils, DEFAULT_SCHEMA};
+use formica_core::cron::{self, Cron, CronItem, Crontab};
+use formica_core::worker::{self as machine, Event};
+use futures::channel::mpsc;
+use futures::future::FutureExt;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+enum Database {
+    Url(String),
+    Pool(Pool),
+}
+
+/// How to build a [`Worker`]. Defaults favour throughput without surprises: 10 concurrent
+/// jobs, a local queue of prefetched jobs, completions and failures batched for 1 ms,
+/// prepared statements, a 2 s poll as the fallback behind LISTEN/NOTIFY.
+///
+/// Adapters name it with their runtime (`formica_tokio::WorkerOptions`), so that
+/// `WorkerOptions::default()` runs on that runtime.
+pub struct WorkerOptions<R = ()> {
+    runtime: Arc<dyn Runtime>,
+    _runtime: PhantomData<fn() -> R>,
+    database: Option<Database>,
+    schema: String,
+    config: machine::Config,
+    max_pool_size: usize,
+    handlers: Handlers,
+    flags_fn: Option<FlagsFn>,
+    prepared_statements: bool,
+    hooks: Vec<Hook>,
+    crontabs: Vec<CronSource>,
+    queue_depth_interval: Duration,
+    extensions: Extensions,
+}
+
+/// Recurring jobs for [`WorkerOptions::with_cron`]: crontab text (`&str`, `String`), a
+/// crontab file (`&Path`, `PathBuf`), or typed items ([`Cron`], `Vec<Cron>`).
+#[derive(Debug, Clone)]
+pub enum CronSource {
+    /// Crontab text.
+    Text(String),
+    /// A crontab file, read by `init`.
+    File(PathBuf),
+    /// Items built in code.
+    Items(Vec<Cron>),
+}
+
+impl From<&str> for CronSource {
+    fn from(text: &str) -> Self {
+        CronSource::Text(text.to_owned())
+    }
+}
+impl From<String> for CronSource {
+    fn from(text: String) -> Self {
+        CronSource::Text(text)
+    }
+}
+impl From<&Path> for CronSource {
+    fn from(path: &Path) -> Self {
+        CronSource::File(path.to_owned())
+    }
+}
+impl From<PathBuf> for CronSource {
+    fn from(path: PathBuf) -> Self {
+        CronSource::File(path)
+    }
+}
+impl From<Cron> for CronSource {
+    fn from(item: Cron) -> Self {
+        CronSource::Items(vec![item])
+    }
+}
+impl From<Vec<Cron>> for CronSource {
+    fn from(items: Vec<Cron>) -> Self {
+        CronSource::Items(items)
+    }
+}
+
+impl CronSource {
+    /// The items, or the parser's error naming where the mistake is.
+    fn items(self) -> Result<Vec<CronItem>, Error> {
+        let crontab = match self {
+            CronSource::Text(text) => cron::parse(&text).map_err(crontab_error("text"))?,
+            CronSource::File(path) => {
+                let origin = format!("file {}", path.display());
+                let text = std::fs::read_to_string(&path).map_err(crontab_error(&origin))?;
+                cron::parse(&text).map_err(crontab_error(&origin))?
+            }
+            CronSource::Items(items) => {
+                let items = items.into_iter().map(Cron::build).collect::<Result<Vec<_>, _>>();
+                Crontab::from_items(items.map_err(crontab_error("items"))?).map_err(crontab_error("items"))?
+            }
+        };
+        Ok(crontab.into_items())
+    }
+}
+
+/// Wraps a crontab problem from `origin` in [`Error::Crontab`].
+pub(super) fn crontab_error<E: std::error::Error + Send + Sync + 'static>(
+    origin: &str,
+) -> impl FnOnce(E) -> Error + '_ {
+    move |e| Error::Crontab { origin: origin.to_owned(), source: Box::new(e) }
+}
+
+impl<R: Runtime + Default> Default for WorkerOptions<R> {
+    fn default() -> Self {
+        Self::with_runtime(Arc::new(R::default()))
+    }
+}
+
+impl<R> WorkerOptions<R> {
+    /// Options for a worker on `runtime`.
+    pub fn with_runtime(runtime: Arc<dyn Runtime>) -> Self {
+        WorkerOptions {
+            runtime,
+            _runtime: PhantomData,
+            database: None,
+            schema: DEFAULT_SCHEMA.to_owned(),
+            config: machine::Config::default(),
+            max_pool_size: 10,
+            handlers: Handlers::default(),
+            flags_fn: None,
+            prepared_statements: true,
+            hooks: Vec::new(),
+            crontabs: Vec::new(),
+            queue_depth_interval: Duration::from_secs(10),
+            extensions: Extensions::default(),
+        }
+    }
+    /// Schedule recurring jobs: crontab text, a crontab file, or typed [`Cron`] items (see
+    /// [`CronSource`]); may be called several times. A mistake fails [`Self::init`] with
+    /// the line and column. Each (item, minute) is scheduled once across all workers that
+    /// share the database; `run_once` does not schedule.
+    pub fn with_cron(mut self, source: impl Into<CronSource>) -> Self {
+        self.crontabs.push(source.into());
+        self
+    }
+    /// Connect with this connection string (`postgres://` URL or key=value settings).
+    pub fn database_url(mut self, url: impl Into<String>) -> Self {
+        self.database = Some(Database::Url(url.into()));
+        self
+    }
+    /// Use an existing pool.
+    pub fn pool(mut self, pool: Pool) -> Self {
+        self.database = Some(Database::Pool(pool));
+        self
+    }
+    /// The schema of the job tables (default `graphile_worker`).
+    pub fn schema(mut self, schema: impl Into<String>) -> Self {
+        self.schema = schema.into();
+        self
+    }
+    /// Jobs run at the same time (default 10; at least 1, checked by [`Self::init`]).
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.config.concurrency = n;
+        self
+    }
+    /// How often to look for jobs when no notification comes (default 2 s).
+    pub fn poll_interval(mut self, every: Duration) -> Self {
+        self.config.poll_interval = to_chrono(every);
+        self
+    }
+    /// Hold up to `size` prefetched jobs (default 5000; 0: fetch only for free slots).
+    ///
+    /// Prefetched jobs are locked by this worker, so others cannot run them. The batch
+    /// adapts to keep that short: it starts at `concurrency` and grows (up to a third of
+    /// `size`; under 300, up to half of it or 100 jobs) only when a full batch arrives to find the slots idle, so a worker holds
+    /// about what it runs during one or two fetches. Queued jobs are given back at shutdown,
+    /// or when no slot took one for [`Self::local_queue_ttl`] (and the batch starts small
+    /// again).
+    pub fn local_queue_size(mut self, size: usize) -> Self {
+        self.config.local_queue_size = (size > 0).then_some(size);
+        self
+    }
+    /// Give prefetched jobs back when every slot stayed busy this long (default 5 s), so an
+    /// idle worker elsewhere runs them instead of them waiting behind slow tasks here. From
+    /// 1 ms to 4 h (checked by [`Self::init`]).
+    pub fn local_queue_ttl(mut self, ttl: Duration) -> Self {
+        self.config.local_queue_ttl = to_chrono(ttl);
+        self
+    }
+    /// How often to free locks older than four hours, graphile-worker's rule for workers
+    /// that never heartbeat (default 8 min, plus up to a quarter, jittered; one sweep also
+    /// runs at start). From 1 s to 4 h (checked by [`Self::init`]).
+    pub fn lock_sweep_interval(mut self, every: Duration) -> Self {
+        self.config.lock_sweep_interval = to_chrono(every);
+        self
+    }
+    /// How often to look for workers whose lease lapsed and free their jobs (default 3 s,
+    /// plus up to a third, jittered): a dead worker's jobs run again within
+    /// `LEASE + SUSPICION_GRACE + 8/3 * every` (23 s by default). From 100 ms to the lease
+    /// (10 s) (checked by [`Self::init`]).
+    pub fn recovery_interval(mut self, every: Duration) -> Self {
+        self.config.recovery_interval = to_chrono(every);
+        self
+    }
+    /// Give the lease up when the worker's loop has not turned for this long (default 30 s;
+    /// from 1 s to 1 h, checked by [`Self::init`]): a deadlock, or a hook or flags function
+    /// that never returns, so its jobs run elsewhere instead of waiting on a worker that will
+    /// never finish them. Tasks run beside the loop: however long they run or block, they
+    /// never trigger it. The loop turns at least once a second.
+    pub fn watchdog(mut self, limit: Duration) -> Self {
+        self.config.watchdog = to_chrono(limit);
+        self
+    }
+    /// The local queue's refetch delay (graphile-worker's `localQueue.refetchDelay`; off by
+    /// default): after a fetch that found at most `delay.threshold` jobs, hold fetches for
+    /// 0.5 to 1.5 times `delay.duration` unless notifications announce enough jobs meanwhile,
+    /// so that many workers on a trickle of jobs do not all fetch each time. `init` refuses
+    /// a duration longer than the poll interval.
+    pub fn local_queue_refetch_delay(mut self, delay: machine::RefetchDelay) -> Self {
+        self.config.refetch_delay = Some(delay);
+        self
+    }
+    /// Batch completions for this long (zero: write each at once).
+    pub fn complete_job_batch_delay(mut self, delay: Duration) -> Self {
+        self.config.complete_batch_delay = to_chrono(delay);
+        self
+    }
+    /// Batch failures for this long (zero: write each at once).
+    pub fn fail_job_batch_delay(mut self, delay: Duration) -> Self {
+        self.config.fail_batch_delay = to_chrono(delay);
+        self
+    }
+    /// Abort a task of `identifier` that runs longer than `timeout`: its `abort_signal`
+    /// fires and that attempt fails with `timed out after <timeout>` (retried as any
+    /// failure).
+    pub fn task_timeout(mut self, identifier: &str, timeout: Duration) -> Self {
+        self.config.task_timeouts.insert(identifier.to_owned(), to_chrono(timeout));
+        self
+    }
+    /// How long a graceful shutdown waits for running tasks before aborting them.
+    pub fn graceful_shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.config.graceful_shutdown_timeout = to_chrono(timeout);
+        self
+    }
+    /// Use this process's clock instead of the database's for due times and locks.
+    pub fn use_local_time(mut self, yes: bool) -> Self {
+        self.config.use_local_time = yes;
+        self
+    }
+    /// The id written to `locked_by` (default: random `formica-<hex>`).
+    pub fn worker_id(mut self, id: impl Into<String>) -> Self {
+        self.config.worker_id = id.into();
+        self
+    }
+    /// Connections in the pool (default 10).
+    pub fn max_pool_size(mut self, n: usize) -> Self {
+        self.max_pool_size = n.max(1);
+        self
+    }
+    /// Refuse jobs with any of these flags.
+    pub fn forbidden_flags<I: IntoIterator<Item = S>, S: Into<String>>(mut self, flags: I) -> Self {
+        self.config.forbidden_flags = flags.into_iter().map(Into::into).collect();
+        self
+    }
+    /// Refuse jobs with any of the flags `f` returns, asked before every fetch.
+    pub fn forbidden_flags_fn<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Vec<String>> + Send + 'static,
+    {
+        self.flags_fn = Some(Arc::new(move || f().boxed()));
+        self
+    }
+    /// Send statements unprepared (for pgBouncer in transaction mode).
+    pub fn prepared_statements(mut self, yes: bool) -> Self {
+        self.prepared_statements = yes;
+        self
+    }
+    /// Run jobs of task `T` with `T::run`.
+    pub fn define_job<T: TaskHandler>(mut self) -> Self {
+        self.handlers.define::<T>();
+        self
+    }
+    /// Run jobs of task `identifier` with `run` (payload as JSON).
+    pub fn define_raw_job<F, Fut>(mut self, identifier: &str, run: F) -> Self
+    where
+        F: Fn(JobContext, serde_json::Value) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = TaskResult> + Send + 'static,
+    {
+        self.handlers.define_raw(identifier, run);
+        self
+    }
+    /// Run batch jobs of task `T` (payload: a JSON array of `T`) with `T::run_batch`: on a
+    /// partial failure only the failed items are retried (see [`BatchTaskHandler`]).
+    pub fn define_batch_job<T: BatchTaskHandler>(mut self) -> Self {
+        self.handlers.define_batch::<T>();
+        self
+    }
+    /// Run batch jobs of task `identifier` with `run`, given the payload's items as JSON; as
+    /// [`Self::define_batch_job`], only the items whose result is an `Err` are retried.
+    pub fn define_raw_batch_job<F, Fut>(mut self, identifier: &str, run: F) -> Self
+    where
+        F: Fn(JobContext, Vec<serde_json::Value>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = BatchResult> + Send + 'static,
+    {
+        self.handlers.define_raw_batch(identifier, run);
+        self
+    }
+    /// Give every task `value` (a database pool, an HTTP client, a configuration), reached
+    /// by its type with [`JobContext::extension`]. One value per type: a second of the same
+    /// type replaces the first.
+    pub fn add_extension<T: Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.extensions.insert(value);
+        self
+    }
+    /// With the `metrics` feature: how often the queue depth gauge is sampled, by one
+    /// query (default 10 s).
+    pub fn queue_depth_interval(mut self, every: Duration) -> Self {
+        self.queue_depth_interval = every.max(Duration::from_millis(10));
+        self
+    }
+    /// Call `hook` for every worker event.
+    pub fn on_event(mut self, hook: impl Fn(&Event) + Send + Sync + 'static) -> Self {
+        self.hooks.push(Arc::new(hook));
+        self
+    }
+
+    /// Check the options, connect, install or upgrade the schema, and return the worker,
+    /// ready to run. An option out of its bounds (an interval, a concurrency of 0) is an
+    /// [`Error::Options`] naming it.
+    ///
+    /// Without `database_url` or `pool`, the connection string is `DATABASE_URL`, else the
+    /// `PG*` variables alone. Connections made here carry the worker id as
+    /// `application_name` unless the settings name one.
+    pub async fn init(mut self) -> Result<Worker, Error> {
+        self.config.validate().map_err(Error::Options)?;
+        if self.config.worker_id.is_empty() {
+            self.config.worker_id = random_worker_id(self.runtime.now());
+        }
+        let url =
+            match self.database {
+                Some(Database::Pool(pool)) => Err(pool),
+                Some(Database::Url(url)) => Ok(url),
+                None => match std::env::var("DATABASE_URL") {
+                    Ok(url) => Ok(url),
+                    Err(_) if crate::settings::pg_env_is_set() => Ok(String::new()),
+                    Err(_) => return Err(Error::Options(
+                        "no database: set database_url(...) or pool(...), DATABASE_URL or PGHOST/PGDATABASE"
+                            .into(),
+                    )),
+                },
+            };
+        let threads = Threads::of(self.runtime.clone())?;
+        // The worker's own pool is driven on its thread: tasks cannot hold up its answers.
+        let pool = match url {
+            Err(pool) => pool,
+            Ok(url) => {
+                let mut settings = ConnectionSettings::parse(&url)?;
+                settings.default_application_name(&self.config.worker_id);
+                Pool::new(threads.io.clone(), settings, self.max_pool_size)
+            }
+        };
+        let mut crontab = Vec::new();
+        for source in self.crontabs {
+            crontab.extend(source.items()?);
+        }
+        // Identifiers must be unique across every source.
+        let crontab = Crontab::from_items(crontab).map_err(crontab_error("sources together"))?;
+        let utils = WorkerUtils::new(pool, self.schema).with_use_local_time(self.config.use_local_time);
+        utils.migrate().await?;
+        let mut config = self.config;
+        config.crontab = crontab.into_items();
+        config.task_identifiers = self.handlers.0.keys().cloned().collect();
+        let (inputs, receiver) = mpsc::unbounded();
+        let metrics = Metrics::new(utils.pool(), &config.worker_id);
+        Ok(Worker {
+            shared: Arc::new(Shared {
+                executor: Executor {
+                    pool: utils.pool().clone(),
+                    schema: utils.schema().to_owned(),
+                    prepared: self.prepared_statements,
+                    flags_fn: self.flags_fn,
+                },
+                utils,
+                handlers: self.handlers,
+                extensions: Arc::new(self.extensions),
+                hooks: self.hooks,
+                metrics,
+                queue_depth_interval: self.queue_depth_interval,
+                worker_id: config.worker_id.clone().into(),
+            }),
+            config,
+            inputs,
+            receiver,
+            threads,
+        })
+    }
+}
+
+fn to_chrono(d: Duration) -> chrono::Duration {
+    chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)
+}
+
+/// A worker id unlikely to collide: the process id, the start time and a counter.
+fn random_worker_id(now: chrono::DateTime<chrono::Utc>) -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_i64(now.timestamp_nanos_opt().unwrap_or_default());
+    format!("formica-{:016x}", h.finish())
+}

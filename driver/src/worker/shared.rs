@@ -1,0 +1,22 @@
+//! What every part of a running worker reaches.
+
+use crate::extensions::Extensions;
+use crate::log::Hook;
+use crate::metrics::Metrics;
+use crate::statements::Executor;
+use crate::task::Handlers;
+use crate::utils::WorkerUtils;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What every spawned piece of the loop shares.
+pub(super) struct Shared {
+    pub(super) utils: WorkerUtils,
+    pub(super) executor: Executor,
+    pub(super) handlers: Handlers,
+    pub(super) extensions: Arc<Extensions>,
+    pub(super) hooks: Vec<Hook>,
+    pub(super) metrics: Metrics,
+    pub(super) queue_depth_interval: Duration,
+    pub(super) worker_id: Arc<str>,
+}
