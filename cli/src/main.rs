@@ -13,6 +13,7 @@ mod traces;
 use clap::Parser;
 use formica_core::worker::{Config, DEFAULT_LOCAL_QUEUE_SIZE};
 use formica_tokio::exec;
+use formica_tokio::worker::{DEFAULT_MAX_POOL_SIZE, DEFAULT_QUEUE_DEPTH_INTERVAL};
 use formica_tokio::{CleanupTask, ConnectionSettings, Error, MigrateError, Pool, WorkerOptions, WorkerUtils};
 use output::Output;
 use std::path::PathBuf;
@@ -152,9 +153,9 @@ struct RunArgs {
     /// Jobs run at the same time (at least 1).
     #[arg(short = 'j', long, default_value_t = library().concurrency, value_parser = at_least_one)]
     jobs: usize,
-    /// Most database connections (at least 1; default: the library's `WorkerOptions`).
-    #[arg(short = 'm', long, value_parser = at_least_one)]
-    max_pool_size: Option<usize>,
+    /// Most database connections (at least 1).
+    #[arg(short = 'm', long, default_value_t = DEFAULT_MAX_POOL_SIZE, value_parser = at_least_one)]
+    max_pool_size: usize,
     /// Milliseconds between looks for jobs when no notification comes.
     #[arg(long, default_value_t = millis(library().poll_interval))]
     poll_interval: u64,
@@ -180,10 +181,9 @@ struct RunArgs {
     /// 127.0.0.1:9464; off by default).
     #[arg(long, value_name = "ADDR")]
     metrics_addr: Option<std::net::SocketAddr>,
-    /// Milliseconds between two samples of the queue depth gauge (one query each; default:
-    /// the library's `WorkerOptions`).
-    #[arg(long)]
-    queue_depth_interval: Option<u64>,
+    /// Milliseconds between two samples of the queue depth gauge (one query each).
+    #[arg(long, default_value_t = DEFAULT_QUEUE_DEPTH_INTERVAL.as_millis() as u64)]
+    queue_depth_interval: u64,
 }
 
 /// A count that zero would make meaningless (clap names the flag in the error).
@@ -235,13 +235,9 @@ async fn run_worker(url: &str, schema: &str, run: RunArgs, found: exec::Discover
         .prepared_statements(!run.no_prepared_statements)
         .local_queue_size(run.local_queue_size)
         .complete_job_batch_delay(Duration::from_millis(run.complete_batch_delay))
-        .fail_job_batch_delay(Duration::from_millis(run.fail_batch_delay));
-    if let Some(n) = run.max_pool_size {
-        options = options.max_pool_size(n);
-    }
-    if let Some(ms) = run.queue_depth_interval {
-        options = options.queue_depth_interval(Duration::from_millis(ms));
-    }
+        .fail_job_batch_delay(Duration::from_millis(run.fail_batch_delay))
+        .max_pool_size(run.max_pool_size)
+        .queue_depth_interval(Duration::from_millis(run.queue_depth_interval));
     let default_crontab = PathBuf::from("crontab");
     match run.crontab.or_else(|| default_crontab.is_file().then_some(default_crontab)) {
         Some(file) => {

@@ -1,11 +1,11 @@
 //! The worker flags' defaults are the library's: `formica --help` shows
-//! `formica_core::worker::Config`'s, and the flags it leaves to `WorkerOptions` show none
-//! of their own (no database needed).
+//! `formica_core::worker::Config`'s and `WorkerOptions`' (no database needed).
 
 // Tests fail by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use formica_core::worker::{Config, DEFAULT_LOCAL_QUEUE_SIZE};
+use formica_tokio::worker::{DEFAULT_MAX_POOL_SIZE, DEFAULT_QUEUE_DEPTH_INTERVAL};
 use std::collections::BTreeMap;
 use std::process::Command;
 
@@ -43,7 +43,6 @@ fn worker_flags_default_to_the_library_s_defaults() {
     assert_eq!(library.local_queue_size, Some(DEFAULT_LOCAL_QUEUE_SIZE));
     assert_eq!(shown("--complete-batch-delay"), ms(library.complete_batch_delay));
     assert_eq!(shown("--fail-batch-delay"), ms(library.fail_batch_delay));
-    // Left to `WorkerOptions` when not given: no number of the CLI's own to drift.
-    assert_eq!(shown("--max-pool-size"), None);
-    assert_eq!(shown("--queue-depth-interval"), None);
+    assert_eq!(shown("--max-pool-size"), Some(DEFAULT_MAX_POOL_SIZE.to_string()));
+    assert_eq!(shown("--queue-depth-interval"), Some(DEFAULT_QUEUE_DEPTH_INTERVAL.as_millis().to_string()));
 }

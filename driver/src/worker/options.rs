@@ -126,6 +126,14 @@ impl<R: Runtime + Default> Default for WorkerOptions<R> {
     }
 }
 
+/// The most connections a worker's own pool opens, unless [`WorkerOptions::max_pool_size`]
+/// says otherwise.
+pub const DEFAULT_MAX_POOL_SIZE: usize = 10;
+
+/// How often the queue depth gauge is sampled, unless
+/// [`WorkerOptions::queue_depth_interval`] says otherwise.
+pub const DEFAULT_QUEUE_DEPTH_INTERVAL: Duration = Duration::from_secs(10);
+
 impl<R> WorkerOptions<R> {
     /// Options for a worker on `runtime`.
     pub fn with_runtime(runtime: Arc<dyn Runtime>) -> Self {
@@ -135,13 +143,13 @@ impl<R> WorkerOptions<R> {
             database: None,
             schema: DEFAULT_SCHEMA.to_owned(),
             config: machine::Config::default(),
-            max_pool_size: 10,
+            max_pool_size: DEFAULT_MAX_POOL_SIZE,
             handlers: Handlers::default(),
             flags_fn: None,
             prepared_statements: true,
             hooks: Vec::new(),
             crontabs: Vec::new(),
-            queue_depth_interval: Duration::from_secs(10),
+            queue_depth_interval: DEFAULT_QUEUE_DEPTH_INTERVAL,
             extensions: Extensions::default(),
         }
     }
