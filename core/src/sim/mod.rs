@@ -2,11 +2,11 @@
 //! runtime or a real clock.
 //!
 //! A [`World`] holds a simulated clock, an in-memory database with the semantics of
-//! Formica's SQL ([`Db`]), any number of workers ([`Worker`] machines, each with its own
-//! [`Config`]), their tasks and their LISTEN connections. It plays the driver: it runs
-//! every [`Effect`] the machines emit (a query is answered by the database after a
-//! latency, a task ends as a script says, a listener connects or fails), and feeds the
-//! results back as [`Input`]s. [`World::step`] jumps the clock straight to the next thing
+//! Formica's SQL ([`Db`]), any number of workers ([`Worker`](crate::worker::Worker)
+//! machines, each with its own [`Config`](crate::worker::Config)), their tasks and their
+//! LISTEN connections. It plays the driver: it runs every [`Effect`] the machines emit (a
+//! query is answered by the database after a latency, a task ends as a script says, a
+//! listener connects or fails), and feeds the results back as [`Input`]s. [`World::step`] jumps the clock straight to the next thing
 //! that happens (an answer, a task's end, a notification, a machine's timer): an hour of
 //! polling takes microseconds, and nothing sleeps.
 //!
@@ -29,7 +29,7 @@
 //!
 //! Faithful, because it is the same code or checked against the real thing:
 //!
-//! - The workers are the real [`Worker`] machine that the driver runs in production: same
+//! - The workers are the real [`Worker`](crate::worker::Worker) machine that the driver runs in production: same
 //!   fetches, batching, local queue, retries, LISTEN fallback, cron runner and shutdown.
 //! - The database ([`Db`]) applies Formica's SQL semantics column by column: job keys in
 //!   all three modes, named queues and their locks, flags, `run_at`, attempts and the
