@@ -1,15 +1,20 @@
-//! The queue as people see it: counts, pages of jobs, one job, queues, workers and cron
-//! items, read into typed, serializable values. The `formica` command and the dashboard
-//! (`formica-ui`) both show these, so what one prints the other shows.
+//! The queue as people and applications read it: counts, pages of jobs, one job, queues,
+//! workers and cron items, read into typed, serializable values, and
+//! [`WorkerUtils::list_jobs`]. The `formica` command and the dashboard (`formica-ui`) both
+//! show these, so what one prints the other shows; every read of the queue is here.
 //!
-//! Every read is a plain `select` in its own read-committed statement (the SQL is in
-//! `formica_sql::inspect`): no row lock is taken, so a worker is never waited for or held
-//! up. Statements are sent unnamed with their parameter types, so they also run behind
-//! pgBouncer in transaction mode. A row that does not have the shape its statement promises
-//! is an [`Error::Row`] naming the column, never a panic.
+//! Every read is a plain `select` (the SQL is in `formica_sql::inspect`), in a
+//! read-committed statement of its own or, for `list_jobs`, in an application's
+//! transaction: no row lock is taken, so a worker is never waited for or held up.
+//! Statements are sent unnamed with their parameter types, so they also run behind
+//! pgBouncer in transaction mode. A row that does not have the shape its statement
+//! promises is an [`Error::Row`] naming the column, never a panic.
 
+use crate::jobs::{JobFilter, Jobs, Session};
+use crate::params::param;
 use crate::rows::{jobs_from_rows, ResultRow};
-use crate::{Error, WorkerUtils};
+use crate::utils::WorkerUtils;
+use crate::Error;
 use chrono::{DateTime, Utc};
 use formica_core::cron::Crontab;
 use formica_core::job::Job;
@@ -18,6 +23,31 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use tokio_postgres::types::{FromSql, ToSql, Type};
 use tokio_postgres::Row;
+
+/// The jobs `filter` picks, oldest first, on any [`Session`]: a pooled client for
+/// [`WorkerUtils::list_jobs`], an application's sqlx connection for `crate::sqlx`'s.
+pub(crate) async fn list_jobs(
+    schema: &str,
+    session: impl Session,
+    filter: &JobFilter,
+) -> Result<Vec<Job>, Error> {
+    let params = vec![
+        param(filter.task.clone(), Type::TEXT),
+        param(filter.queue.clone(), Type::TEXT),
+        param(filter.failed, Type::BOOL),
+        param(filter.locked, Type::BOOL),
+        param(filter.limit, Type::INT8),
+    ];
+    Jobs { schema, default_run_at: None }.jobs(session, sql::inspect::LIST_JOBS, params).await
+}
+
+impl WorkerUtils {
+    /// Jobs matching `filter`, oldest first.
+    pub async fn list_jobs(&self, filter: &JobFilter) -> Result<Vec<Job>, Error> {
+        let client = self.pool().get().await?;
+        list_jobs(self.schema(), &*client, filter).await
+    }
+}
 
 /// How many next runs [`cron`] gives for each item of the crontab.
 pub const NEXT_RUNS: usize = 3;

@@ -248,18 +248,6 @@ impl Jobs<'_> {
         self.query(sql::utils::ADD_JOBS_PLAIN, params)
     }
 
-    /// Jobs matching `filter`, oldest first.
-    pub(crate) async fn list(&self, session: impl Session, filter: &JobFilter) -> Result<Vec<Job>, Error> {
-        let params = vec![
-            param(filter.task.clone(), Type::TEXT),
-            param(filter.queue.clone(), Type::TEXT),
-            param(filter.failed, Type::BOOL),
-            param(filter.locked, Type::BOOL),
-            param(filter.limit, Type::INT8),
-        ];
-        self.jobs(session, sql::utils::LIST_JOBS, params).await
-    }
-
     /// Remove the job holding `job_key` (a running one only loses its key).
     pub(crate) async fn remove(
         &self,
@@ -361,7 +349,7 @@ impl Jobs<'_> {
         Ok(())
     }
 
-    async fn jobs(
+    pub(crate) async fn jobs(
         &self,
         mut session: impl Session,
         template: &str,

@@ -140,7 +140,7 @@ impl SqlxUtils {
 
     /// Jobs matching `filter`, oldest first.
     pub async fn list_jobs(&self, conn: &mut PgConnection, filter: &JobFilter) -> Result<Vec<Job>, Error> {
-        self.jobs().list(Sqlx(conn), filter).await
+        crate::inspect::list_jobs(&self.schema, Sqlx(conn), filter).await
     }
 
     /// Remove the job holding `job_key`. A job a worker is running cannot be removed: it

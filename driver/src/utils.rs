@@ -5,7 +5,8 @@
 //! here are exactly what graphile-worker's `add_job` would have stored. The `*_in`
 //! variants take the caller's client or transaction, so a job can be added atomically
 //! with the caller's own writes (with the `sqlx` feature, `crate::sqlx` does the same on a
-//! sqlx connection). The statements themselves live in `jobs`, once for every client; they
+//! sqlx connection). `list_jobs` is with the other reads of the queue, in
+//! [`crate::inspect`]. The statements themselves live in `jobs`, once for every client; they
 //! are sent unnamed with their parameter types: one round trip each, and nothing left on
 //! the session, so they work behind pgBouncer in transaction mode.
 
@@ -129,12 +130,6 @@ impl WorkerUtils {
         spec: JobSpec,
     ) -> Result<Job, Error> {
         self.add_raw_job(T::IDENTIFIER, serde_json::to_value(payloads)?, spec).await
-    }
-
-    /// Jobs matching `filter`, oldest first.
-    pub async fn list_jobs(&self, filter: &JobFilter) -> Result<Vec<Job>, Error> {
-        let client = self.pool.get().await?;
-        self.jobs().list(&*client, filter).await
     }
 
     /// Remove the job holding `job_key`. A job a worker is running cannot be removed: it

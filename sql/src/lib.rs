@@ -131,8 +131,6 @@ pub mod utils {
     pub const ADD_JOBS_PLAIN: &str = include_str!("../queries/add_jobs_plain.sql");
     /// Names of task and queue ids (for rows whose names `ADD_JOBS` could not see).
     pub const NAMES: &str = include_str!("../queries/names.sql");
-    /// `$1` task, `$2` queue, `$3` failed only, `$4` locked only, `$5` limit.
-    pub const LIST_JOBS: &str = include_str!("../queries/list_jobs.sql");
     /// See the file for parameters.
     pub const REMOVE_JOB: &str = include_str!("../queries/remove_job.sql");
     /// See the file for parameters.
@@ -202,8 +200,8 @@ pub fn with_job_state(sql: &str) -> String {
     sql.replace(":JOB_STATE", JOB_STATE)
 }
 
-/// Read-only statements that show the queue to people (`formica::inspect`, behind the
-/// `formica` command's `status` and `job` and the dashboard). None locks a row: they read
+/// Read-only statements that show the queue (`formica::inspect`, behind the `formica`
+/// command's `status`, `job` and `jobs`, the dashboard and `list_jobs`). None locks a row: they read
 /// committed data and never wait for, or hold up, a worker.
 pub mod inspect {
     /// Counts per task, queue and state, with the oldest ready job and the failures of the
@@ -211,6 +209,9 @@ pub mod inspect {
     pub const COUNTS: &str = include_str!("../queries/inspect/counts.sql");
     /// Workers holding locks.
     pub const WORKERS: &str = include_str!("../queries/inspect/workers.sql");
+    /// `list_jobs`: `$1` task, `$2` queue, `$3` failed only, `$4` locked only, `$5` limit;
+    /// `_private_jobs` columns plus `task_identifier` and `queue_name`.
+    pub const LIST_JOBS: &str = include_str!("../queries/inspect/list_jobs.sql");
     /// The newest migration applied.
     pub const SCHEMA_VERSION: &str = include_str!("../queries/inspect/schema_version.sql");
     /// Jobs matching filters, before its [`JOBS_ORDER`] part (uses `:JOB_STATE`).

@@ -4,7 +4,8 @@
 //!
 //! `cargo test -p formica-tests --test layout` shows both. Imports are read from the text:
 //! `use` statements (groups expanded) and inline `crate::`/`super::`/`self::` paths, each
-//! resolved to the file of the longest module prefix it names. A module declaring its
+//! resolved to the file of the longest module prefix it names, through `pub use`
+//! re-exports to the file that defines the item. A module declaring its
 //! children (`mod fetch;`, `fetch::Fetcher`) is the ordinary direction; only paths that
 //! name a file are edges.
 
@@ -95,12 +96,13 @@ fn code_only(text: &str) -> String {
     out
 }
 
-/// The full paths a `use` tree names: `a::{b, c::{d, e}}` gives `a::b`, `a::c::d`, `a::c::e`.
+/// The full paths a `use` tree names: `a::{b, c::{d as e}}` gives `a::b` and `a::c::d@e`
+/// (a renamed item keeps its new name after `@`).
 fn expand(tree: &str) -> Vec<String> {
     let tree: String = tree.split_whitespace().collect::<Vec<_>>().join(" ").replace(" as ", "@");
     let tree: String = tree.chars().filter(|c| !c.is_whitespace()).collect();
     let Some(open) = tree.find('{') else {
-        return vec![tree.split('@').next().unwrap_or_default().to_owned()];
+        return vec![tree];
     };
     let prefix = &tree[..open];
     let inner = &tree[open + 1..tree.rfind('}').unwrap_or(tree.len())];
@@ -129,7 +131,8 @@ fn paths(code: &str) -> Vec<String> {
         let statement =
             statement.strip_prefix("pub(crate) ").or(statement.strip_prefix("pub ")).unwrap_or(statement);
         if let Some(tree) = statement.strip_prefix("use ") {
-            found.extend(expand(tree));
+            found
+                .extend(expand(tree).into_iter().map(|p| p.split('@').next().unwrap_or_default().to_owned()));
         }
     }
     let bytes = code.as_bytes();
@@ -173,22 +176,66 @@ fn absolute(path: &str, module: &[String]) -> Option<Vec<String>> {
     Some(here)
 }
 
+/// What each module re-exports (`pub use`): item name -> the absolute path it names.
+type Reexports = BTreeMap<Vec<String>, BTreeMap<String, Vec<String>>>;
+
+fn reexports(module: &[String], code: &str) -> BTreeMap<String, Vec<String>> {
+    let mut found = BTreeMap::new();
+    for statement in code.split(';').map(str::trim_start) {
+        let tree =
+            ["pub use ", "pub(crate) use ", "pub(super) use "].iter().find_map(|p| statement.strip_prefix(p));
+        for item in tree.map(expand).unwrap_or_default() {
+            let (path, alias) = item.split_once('@').unwrap_or((&item, ""));
+            let name = if alias.is_empty() { path.rsplit("::").next().unwrap_or_default() } else { alias };
+            if let Some(target) = absolute(path, module) {
+                found.insert(name.to_owned(), target);
+            }
+        }
+    }
+    found
+}
+
+/// The module of the file that defines what `path` names, through re-exports.
+fn defining_module(
+    mut path: Vec<String>,
+    modules: &BTreeMap<Vec<String>, PathBuf>,
+    reexports: &Reexports,
+) -> Vec<String> {
+    for _ in 0..8 {
+        let mut module = path.clone();
+        while !module.is_empty() && !modules.contains_key(&module) {
+            module.pop();
+        }
+        let renamed = path.get(module.len()).and_then(|name| reexports.get(&module)?.get(name));
+        match renamed {
+            Some(target) if *target != path[..=module.len()] => {
+                path = target.iter().chain(&path[module.len() + 1..]).cloned().collect();
+            }
+            _ => return module,
+        }
+    }
+    path
+}
+
 /// The files of one crate and the files each imports.
 fn graph(src: &Path) -> BTreeMap<PathBuf, BTreeSet<PathBuf>> {
     let mut files = Vec::new();
     rust_files(src, &mut files);
     let modules: BTreeMap<Vec<String>, PathBuf> =
         files.iter().filter_map(|f| Some((module_of(src, f)?, f.clone()))).collect();
+    let code: BTreeMap<&PathBuf, String> = files
+        .iter()
+        .map(|f| (f, code_only(&std::fs::read_to_string(f).expect("read a source file"))))
+        .collect();
+    let reexports: Reexports =
+        modules.iter().map(|(module, file)| (module.clone(), reexports(module, &code[file]))).collect();
     let mut edges = BTreeMap::new();
     for file in &files {
         let Some(module) = module_of(src, file) else { continue };
-        let code = code_only(&std::fs::read_to_string(file).expect("read a source file"));
         let mut to = BTreeSet::new();
-        for path in paths(&code) {
-            let Some(mut target) = absolute(&path, &module) else { continue };
-            while !target.is_empty() && !modules.contains_key(&target) {
-                target.pop();
-            }
+        for path in paths(&code[file]) {
+            let Some(target) = absolute(&path, &module) else { continue };
+            let target = defining_module(target, &modules, &reexports);
             // A path into the file's own submodules is a parent naming its children.
             if target.starts_with(&module) {
                 continue;
@@ -305,7 +352,15 @@ fn the_circle_finder_sees_a_circle_and_a_group() {
         (c.clone(), BTreeSet::new()),
     ]);
     assert_eq!(circles(&edges), vec![vec![a, b]]);
-    assert_eq!(expand("x::{a, b::{c, d as e}}"), vec!["x::a", "x::b::c", "x::b::d"]);
+    assert_eq!(expand("x::{a, b::{c, d as e}}"), vec!["x::a", "x::b::c", "x::b::d@e"]);
+    // `crate::Error`, re-exported by lib.rs from error.rs, is error.rs's.
+    let modules = BTreeMap::from([
+        (vec![], PathBuf::from("lib.rs")),
+        (vec!["error".into()], PathBuf::from("error.rs")),
+    ]);
+    let crate_root = BTreeMap::from([("Error".to_owned(), vec!["error".to_owned(), "Error".to_owned()])]);
+    let reexports = BTreeMap::from([(vec![], crate_root)]);
+    assert_eq!(defining_module(vec!["Error".into()], &modules, &reexports), vec!["error".to_owned()]);
     assert_eq!(
         absolute("super::config::Config", &["worker".into(), "fetch".into()]),
         Some(vec!["worker".into(), "config".into(), "Config".into()])
