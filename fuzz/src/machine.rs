@@ -247,20 +247,24 @@ pub fn run(data: &[u8]) -> World {
     run.into_world()
 }
 
+/// `count` inputs of pseudo-random bytes from `seed`, the `n`th `n` bytes long (xorshift:
+/// the same seed gives the same inputs on every machine).
+pub fn generated_inputs(seed: u64, count: usize) -> Vec<Vec<u8>> {
+    let mut state = seed;
+    let mut byte = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state as u8
+    };
+    (0..count).map(|len| (0..len).map(|_| byte()).collect()).collect()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
     fn arbitrary_bytes_keep_the_promises() {
-        let mut state = 0x1234_5678_u64;
-        for len in 0..300 {
-            let data: Vec<u8> = (0..len)
-                .map(|_| {
-                    state ^= state << 13;
-                    state ^= state >> 7;
-                    state ^= state << 17;
-                    state as u8
-                })
-                .collect();
+        for data in super::generated_inputs(0x1234_5678, 300) {
             super::check(&data);
         }
     }

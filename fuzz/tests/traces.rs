@@ -16,18 +16,8 @@ fn write_machine_traces() {
         .map(|path| (path.display().to_string(), std::fs::read(&path).expect("read corpus file")))
         .collect();
     inputs.sort();
-    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-    for run in 0..600 {
-        let data = (0..run)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                state as u8
-            })
-            .collect();
-        inputs.push((format!("generated {run}"), data));
-    }
+    let generated = formica_fuzz::machine::generated_inputs(0x9e37_79b9_7f4a_7c15, 600);
+    inputs.extend(generated.into_iter().enumerate().map(|(run, data)| (format!("generated {run}"), data)));
     let mut text = String::new();
     for (name, data) in &inputs {
         let name = name.rsplit('/').next().unwrap_or(name);
