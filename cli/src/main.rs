@@ -126,19 +126,13 @@ enum Command {
     Crontab(crontab::CrontabCommand),
 }
 
-/// The library's worker defaults, which the flags' defaults are read from so that they are
-/// stated once (in `formica_core::worker::Config`).
-fn library() -> Config {
-    Config::default()
-}
-
 /// `duration` in whole milliseconds, as the flags take it.
 fn millis(duration: chrono::Duration) -> u64 {
     u64::try_from(duration.num_milliseconds()).unwrap_or_default()
 }
 
-/// How the worker runs (no subcommand). Every default is the library's: read from
-/// [`Config`], or left to `WorkerOptions` where the flag is optional.
+/// How the worker runs (no subcommand). Every default is the library's, read from
+/// [`Config::default`] and `WorkerOptions`' constants, so it is stated once.
 #[derive(Debug, clap::Args)]
 struct RunArgs {
     /// Run until no job is runnable now, then exit.
@@ -151,13 +145,13 @@ struct RunArgs {
     #[arg(long)]
     crontab: Option<PathBuf>,
     /// Jobs run at the same time (at least 1).
-    #[arg(short = 'j', long, default_value_t = library().concurrency, value_parser = at_least_one)]
+    #[arg(short = 'j', long, default_value_t = Config::default().concurrency, value_parser = at_least_one)]
     jobs: usize,
     /// Most database connections (at least 1).
     #[arg(short = 'm', long, default_value_t = DEFAULT_MAX_POOL_SIZE, value_parser = at_least_one)]
     max_pool_size: usize,
     /// Milliseconds between looks for jobs when no notification comes.
-    #[arg(long, default_value_t = millis(library().poll_interval))]
+    #[arg(long, default_value_t = millis(Config::default().poll_interval))]
     poll_interval: u64,
     /// Send statements unprepared (for pgBouncer in transaction mode).
     #[arg(long)]
@@ -172,10 +166,10 @@ struct RunArgs {
     #[arg(long, default_value_t = DEFAULT_LOCAL_QUEUE_SIZE)]
     local_queue_size: usize,
     /// Milliseconds to batch completions for (0: write each at once).
-    #[arg(long, default_value_t = millis(library().complete_batch_delay))]
+    #[arg(long, default_value_t = millis(Config::default().complete_batch_delay))]
     complete_batch_delay: u64,
     /// Milliseconds to batch failures for (0: write each at once).
-    #[arg(long, default_value_t = millis(library().fail_batch_delay))]
+    #[arg(long, default_value_t = millis(Config::default().fail_batch_delay))]
     fail_batch_delay: u64,
     /// Serve the worker's metrics for Prometheus at http://ADDR/metrics (e.g.
     /// 127.0.0.1:9464; off by default).

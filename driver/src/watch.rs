@@ -104,18 +104,24 @@ impl Framing {
 impl<S> Watched<S> {
     /// Watch `inner` from its first byte (the startup phase).
     pub(crate) fn new(inner: S, watch: Watch) -> Self {
-        let last_activity = watch.as_ref().map(|(runtime, _)| runtime.monotonic());
-        Watched {
+        let mut watched = Watched {
             inner,
             watch,
             sent: Framing::new(true),
             received: Framing::new(false),
             negotiating: false,
             owed: 0,
-            last_activity,
+            last_activity: None,
             alarm: None,
             expired: false,
-        }
+        };
+        watched.touch();
+        watched
+    }
+
+    /// A byte went one way or the other: the connection is alive now.
+    fn touch(&mut self) {
+        self.last_activity = self.watch.as_ref().map(|(runtime, _)| runtime.monotonic());
     }
 
     /// `Ready` with the error once the connection has owed a response for too long;
@@ -206,7 +212,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
             Poll::Ready(Ok(())) => {
                 let data = &buf.filled()[before..];
                 if !data.is_empty() {
-                    this.last_activity = this.watch.as_ref().map(|(runtime, _)| runtime.monotonic());
+                    this.touch();
                     this.received(data);
                 }
                 Poll::Ready(Ok(()))
@@ -224,7 +230,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
         if this.watch.is_some() {
             if let Poll::Ready(Ok(n)) = &result {
                 if *n > 0 {
-                    this.last_activity = this.watch.as_ref().map(|(runtime, _)| runtime.monotonic());
+                    this.touch();
                     this.sent(&buf[..*n]);
                     // The connection may wait on this write's waker alone: arm the alarm.
                     let _ = this.check(cx);
