@@ -436,7 +436,7 @@ impl Model {
                 (QueryResult::Done, vec![])
             }
             // Recovery: a lapsed lease becomes suspected; every lock of a worker suspected
-            // for more than `grace` is freed, the job due at once with its attempt counted,
+            // for more than `grace` is freed, keeping its run_at with its attempt counted,
             // and the worker forgotten.
             Statement::RecoverLapsed { grace } => {
                 let lapsed: Vec<String> = self
@@ -456,11 +456,6 @@ impl Model {
                     self.leases.remove(worker);
                 }
                 let released = self.force_unlock(&lapsed);
-                for id in &released {
-                    if let Some(row) = self.rows.get_mut(id) {
-                        row.run_at = row.run_at.max(db_now);
-                    }
-                }
                 (QueryResult::Done, released)
             }
             Statement::ResetLocked { locked_before } => {

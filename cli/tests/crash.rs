@@ -264,7 +264,8 @@ fn holders(rows: Vec<formica_tokio::tokio_postgres::Row>) -> Vec<Option<String>>
 /// Without anyone acting, a SIGKILLed worker's jobs and named queue are taken back once
 /// its lease lapses and the grace passes, and run on another worker within
 /// `LEASE + SUSPICION_GRACE + 8/3 RECOVERY_PERIOD` (plus a poll). The crashed attempts
-/// count.
+/// count, and the named queue keeps its order: the freed job runs before those queued
+/// after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sigkilled_worker_s_jobs_run_again_elsewhere_automatically_within_the_lease_bound() {
     let db = TestDb::migrated().await;
@@ -283,7 +284,7 @@ async fn a_sigkilled_worker_s_jobs_run_again_elsewhere_automatically_within_the_
     );
     let utils = db.utils();
     let mut ids = Vec::new();
-    for queue in [Some("q"), Some("q"), None] {
+    for queue in [Some("q"), Some("q"), Some("q"), None] {
         let spec = match queue {
             Some(q) => formica_tokio::JobSpec::builder().queue_name(q).build(),
             None => formica_tokio::JobSpec::builder().build(),
@@ -306,7 +307,7 @@ async fn a_sigkilled_worker_s_jobs_run_again_elsewhere_automatically_within_the_
     .await;
     let first_rerun = killed.elapsed();
     wait_until(Duration::from_secs(10), "every job ran on the second worker", || {
-        lines(&second.join("ran")).len() == 3
+        lines(&second.join("ran")).len() == 4
     })
     .await;
     eprintln!("SIGKILL to the first job running again: {first_rerun:?} (bound {:?})", recovery_bound());
@@ -316,9 +317,15 @@ async fn a_sigkilled_worker_s_jobs_run_again_elsewhere_automatically_within_the_
         client.query("select locked_by from graphile_worker._private_job_queues", &[]).await.unwrap();
     assert_eq!(holders(queue_holders), vec![None], "the queue is free");
     let ran = lines(&second.join("ran"));
-    for (&id, attempt) in ids.iter().zip(["2", "1", "2"]) {
+    for (&id, attempt) in ids.iter().zip(["2", "1", "1", "2"]) {
         assert!(ran.contains(&format!("{id} {attempt}")), "job {id} on attempt {attempt}: {ran:?}");
     }
+    let queue_order: Vec<i64> = ran
+        .iter()
+        .filter_map(|line| line.split(' ').next()?.parse().ok())
+        .filter(|id| ids[..3].contains(id))
+        .collect();
+    assert_eq!(queue_order, ids[..3], "q ran in order, its freed job first");
     assert!(Command::new("kill").args(["-TERM", &b.0.id().to_string()]).status().unwrap().success());
     assert!(b.0.wait().unwrap().success());
     let _ = std::fs::remove_dir_all(&root);

@@ -11,7 +11,9 @@
 //! - a live worker (not crashed; its pauses are short enough that its lease is renewed in
 //!   time; its loop turns within the watchdog's limit) still holds every job it runs:
 //!   recovery never takes a job from it, and no two workers run a job at once;
-//! - once [`bound`] has passed since a worker crashed, no job and no queue is locked by it.
+//! - once [`bound`] has passed since a worker crashed, no job and no queue is locked by it;
+//! - the named queue runs in order: a job of it starts only when no earlier job of it is
+//!   left (recovery frees a job in its place, never behind the jobs queued after it).
 
 // Tests fail by panicking, and match only the variants they look for.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
@@ -66,6 +68,24 @@ fn config(n: usize) -> Config {
         concurrency: 2,
         ..Config::default()
     }
+}
+
+/// The named queue's jobs start in order: when one starts (in the trace from `*seen`), no
+/// job of the queue added before it is left. All are added at once, so that is id order.
+fn in_queue_order(world: &World, seen: &mut usize) -> Result<(), String> {
+    for entry in &world.trace()[*seen..] {
+        if let Traced::Effect(Effect::StartTask { job }) = &entry.what {
+            let earlier = world.db().jobs().find(|j| j.queue_name.as_deref() == Some("q") && j.id < job.id);
+            if let (Some("q"), Some(earlier)) = (job.queue_name.as_deref(), earlier) {
+                return Err(format!(
+                    "job {} of q started at {} before job {}",
+                    job.id, entry.elapsed, earlier.id
+                ));
+            }
+        }
+    }
+    *seen = world.trace().len();
+    Ok(())
 }
 
 fn check(world: &World, crashed_at: &BTreeMap<usize, Duration>) -> Result<(), String> {
@@ -130,6 +150,7 @@ proptest! {
             world.db_mut().add_job(&RawJob::new("long", serde_json::json!({}), spec)).unwrap();
         }
         let mut crashed_at = BTreeMap::new();
+        let mut seen = 0;
         let mut resumes = [Duration::zero(); 3];
         let mut stall_ends = [Duration::zero(); 3];
         for (wait, action) in ops {
@@ -137,6 +158,7 @@ proptest! {
             while world.next_at().is_some_and(|at| at <= until) {
                 world.step();
                 check(&world, &crashed_at).map_err(TestCaseError::fail)?;
+                in_queue_order(&world, &mut seen).map_err(TestCaseError::fail)?;
             }
             world.run_for(until - world.elapsed());
             match action {
@@ -165,6 +187,7 @@ proptest! {
         while world.next_at().is_some_and(|at| at <= until) {
             world.step();
             check(&world, &crashed_at).map_err(TestCaseError::fail)?;
+            in_queue_order(&world, &mut seen).map_err(TestCaseError::fail)?;
         }
     }
 }

@@ -116,8 +116,9 @@ pub enum Statement {
     },
     /// By the database clock: mark the leases that lapsed as suspected, and free the jobs
     /// and named queues of the workers whose lease was suspected more than `grace` ago and
-    /// not renewed since, forgetting those workers; the attempt counts and the jobs are due
-    /// at once. Workers that never heartbeat are not touched. Answer: `Done`.
+    /// not renewed since, forgetting those workers; the attempt counts and each job keeps its
+    /// `run_at` (its place in its queue). Workers that never heartbeat are not touched.
+    /// Answer: `Done`.
     RecoverLapsed {
         /// How long a suspected lease has to be renewed.
         grace: chrono::Duration,

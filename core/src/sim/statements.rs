@@ -15,8 +15,8 @@ use std::collections::BTreeSet;
 
 impl Db {
     /// Suspect the leases that lapsed; free the jobs and queues of the workers suspected
-    /// for more than `grace`, forgetting them; the jobs are due at once and their attempt
-    /// counts. Wakes the workers if a job was freed.
+    /// for more than `grace`, forgetting them; the jobs keep their `run_at` (their place in
+    /// their queue) and their attempt counts. Wakes the workers if a job was freed.
     pub(super) fn recover_lapsed(&mut self, grace: Duration) {
         let now = self.now;
         let lapsed: BTreeSet<String> = self
@@ -36,7 +36,6 @@ impl Db {
         for job in self.jobs.values_mut().filter(|j| of_lapsed(&j.locked_by)) {
             job.locked_at = None;
             job.locked_by = None;
-            job.run_at = job.run_at.max(now);
             freed += 1;
         }
         for queue in self.queues.values_mut().filter(|q| of_lapsed(&q.locked_by)) {

@@ -3,8 +3,9 @@
 -- (a heartbeat clears the suspicion), forgetting those workers. The grace makes a step of
 -- the database clock harmless: every live worker renews within it. Deleting a lease row is
 -- the claim: two sweeps at once never both free the same worker. Locks of workers that
--- never had a lease (graphile-worker) are not touched. The lost attempt counts; the jobs
--- are due at once, and listening workers are woken if any was freed.
+-- never had a lease (graphile-worker) are not touched. The lost attempt counts; run_at is
+-- kept, so a freed job keeps its place in its queue (a named queue runs in order), and
+-- listening workers are woken if any was freed.
 with suspected as (
   update :RECORDS.leases as leases
   set suspected_at = now()
@@ -18,7 +19,7 @@ lapsed as (
 ),
 jobs_freed as (
   update :SCHEMA._private_jobs as jobs
-  set locked_at = null, locked_by = null, run_at = greatest(jobs.run_at, now())
+  set locked_at = null, locked_by = null
   from lapsed
   where jobs.locked_by = lapsed.worker_id
   returning jobs.id
