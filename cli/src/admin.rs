@@ -1,6 +1,6 @@
 //! The utility subcommands: add and inspect jobs, and the admin functions.
 
-use crate::output::{print_job, print_jobs, print_table, Output};
+use crate::output::{print_job, print_jobs, print_listing, print_table, Output};
 use crate::Failure;
 use clap::{Args, Subcommand};
 use formica_tokio::chrono::{DateTime, Utc};
@@ -55,11 +55,15 @@ pub enum Admin {
         key: String,
     },
     /// Release every job and queue held by workers known to be dead, and show how many each
-    /// held.
+    /// held. Refused if one of them holds a live lease (it may be running those jobs).
     Unlock {
         /// Worker ids (as shown in `locked_by`).
         #[arg(required = true)]
         worker_ids: Vec<String>,
+        /// Unlock even workers whose lease says they are alive (one killed moments ago keeps
+        /// its lease until it expires). If one is in fact alive, its running jobs run twice.
+        #[arg(long)]
+        even_if_alive: bool,
     },
     /// Serve the web dashboard until interrupted.
     Ui(UiArgs),
@@ -212,10 +216,13 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
                 locked: a.locked,
                 limit: a.limit,
             };
-            print_jobs(out, &utils.list_jobs(&filter).await?);
+            print_listing(out, &utils.list_jobs(&filter).await?);
         }
         Admin::Job { id } => match inspect::job(utils, id).await? {
-            Some(job) => print_job(out, &job),
+            Some(Ok(job)) => print_job(out, &job),
+            Some(Err(bad)) => {
+                return Err(Failure::Command(format!("cannot read {}", inspect::describe(&bad))));
+            }
             None => {
                 return Err(Failure::Command(format!(
                     "no job {id}: it completed, was removed, or never existed"
@@ -273,11 +280,21 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
             };
             print_jobs(out, &[job]);
         }
-        Admin::Unlock { worker_ids } => {
+        Admin::Unlock { worker_ids, even_if_alive } => {
             // What each held, read first: a mistyped id then shows as holding nothing.
             let holders = inspect::workers(utils).await?;
             let ids: Vec<&str> = worker_ids.iter().map(String::as_str).collect();
-            utils.force_unlock_workers(&ids).await?;
+            let unlocked = if even_if_alive {
+                utils.force_unlock_workers_even_if_alive(&ids).await
+            } else {
+                utils.force_unlock_workers(&ids).await
+            };
+            if let Err(e @ formica_tokio::Error::WorkersAlive(_)) = unlocked {
+                return Err(Failure::Command(format!(
+                    "{e}. If you know they are dead, run again with --even-if-alive."
+                )));
+            }
+            unlocked?;
             let held: Vec<(&str, i64, i64)> = ids
                 .iter()
                 .map(|&id| {

@@ -24,6 +24,7 @@ pub enum CrontabCommand {
 
 /// Run `command`; `Err` carries the message for stderr (exit 1).
 pub fn run(command: CrontabCommand, now: DateTime<Utc>) -> Result<(), String> {
+    use crate::output::{json_text, visible_lines};
     use std::fmt::Write;
     let mut out = String::new();
     match command {
@@ -40,10 +41,11 @@ pub fn run(command: CrontabCommand, now: DateTime<Utc>) -> Result<(), String> {
                     out.push_str("  (never fires)\n");
                 }
             }
+            out = visible_lines(&out);
         }
         CrontabCommand::Parse { file } => {
             let items: Vec<Value> = read(&file)?.items().iter().map(item_json).collect();
-            out = serde_json::to_string_pretty(&items).map_err(|e| e.to_string())? + "\n";
+            out = json_text(&serde_json::to_string_pretty(&items).map_err(|e| e.to_string())?) + "\n";
         }
     }
     // A closed pipe (`| head`) is the reader's choice, not an error.

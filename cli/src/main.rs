@@ -349,7 +349,7 @@ fn main() -> ExitCode {
             return match crontab::run(command, chrono::Utc::now()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(message) => {
-                    eprintln!("formica: {message}");
+                    eprintln!("formica: {}", output::visible_lines(&message));
                     ExitCode::FAILURE
                 }
             };
@@ -368,7 +368,7 @@ fn main() -> ExitCode {
     match runtime.block_on(main_inner(cli, admin)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("formica: {e}");
+            eprintln!("formica: {}", output::visible_lines(&e.to_string()));
             if matches!(e, Failure::Formica(Error::Migrate(MigrateError::NewerBreaking { .. }))) {
                 ExitCode::from(EXIT_NEWER_SCHEMA)
             } else {

@@ -1,9 +1,13 @@
-//! Printing results: aligned tables for people, JSON for scripts (`--json`).
+//! Printing results: aligned tables for people, JSON for scripts (`--json`). Text from the
+//! database (payloads, errors, keys...) may hold control characters a terminal would obey
+//! (ESC starts a command): every human-readable line goes through [`visible`] (or
+//! [`visible_lines`]), and JSON through [`json_text`].
 
-use formica_tokio::inspect::{Counts, JobDetail, Overview, WorkerSeen};
+use formica_tokio::inspect::{self, Counts, Decoded, JobDetail, Overview, Undecodable, WorkerSeen};
 use formica_tokio::sql::JOB_STATES;
 use formica_tokio::Job;
 use serde_json::{json, Value};
+use std::fmt::Write;
 
 /// How results are printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,18 +18,64 @@ pub enum Output {
     Json,
 }
 
+/// `text` safe to print to a terminal, on one line: each control character (C0, DEL, C1)
+/// shown escaped, as `\u{1b}`, `\n` or `\t`.
+pub fn visible(text: &str) -> String {
+    escaped(text, false)
+}
+
+/// [`visible`], but line breaks are kept: for a value printed on lines of its own (a
+/// payload, an error's full text).
+pub fn visible_lines(text: &str) -> String {
+    escaped(text, true)
+}
+
+fn escaped(text: &str, keep_line_breaks: bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() && !(keep_line_breaks && c == '\n') {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// serde_json's `json` text (compact or pretty) with no control character left raw: serde
+/// escapes C0 inside strings, not DEL and C1, which only strings can hold; they become
+/// `\u007f`, `\u009b`... Line breaks, outside strings, stay.
+pub fn json_text(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        if c.is_control() && c != '\n' {
+            let _ = write!(out, "\\u{:04x}", u32::from(c));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Print `json` for scripts.
+pub fn print_json(json: &Value) {
+    println!("{}", json_text(&json.to_string()));
+}
+
 /// Print `rows` under `headers`, or `json` in JSON mode.
 pub fn print_table(out: Output, headers: &[&str], rows: Vec<Vec<String>>, json: Value) {
     match out {
-        Output::Json => println!("{json}"),
+        Output::Json => print_json(&json),
         Output::Human => print!("{}", table(headers, &rows)),
     }
 }
 
-/// `headers` and `rows` as aligned text columns.
+/// `headers` and `rows` as aligned text columns, each cell on one line (escaped).
 pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<String>> =
+        rows.iter().map(|row| row.iter().map(|cell| visible(cell)).collect()).collect();
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
+    for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
         }
@@ -35,10 +85,33 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
         padded.join("  ").trim_end().to_owned() + "\n"
     };
     let mut text = line(headers.to_vec());
-    for row in rows {
+    for row in &rows {
         text += &line(row.iter().map(String::as_str).collect());
     }
     text
+}
+
+/// Print the rows of a listing that could not be read, after the rest (in JSON mode they
+/// are in the listing itself).
+pub fn print_undecodable(out: Output, rows: &[Undecodable]) {
+    if out == Output::Human && !rows.is_empty() {
+        println!("\ncould not be read (the rest is above):");
+        for row in rows {
+            println!("{}", visible(&inspect::describe(row)));
+        }
+    }
+}
+
+/// Print a listing: its jobs, then the rows that could not be read (in JSON, one array:
+/// the jobs, then `{"id": .., "undecodable": ".."}` for each such row).
+pub fn print_listing(out: Output, listing: &Decoded) {
+    if out == Output::Json {
+        let mut all: Vec<Value> = listing.jobs.iter().map(|job| json!(job)).collect();
+        all.extend(listing.undecodable.iter().map(inspect::undecodable_json));
+        return print_json(&Value::Array(all));
+    }
+    print_jobs(out, &listing.jobs);
+    print_undecodable(out, &listing.undecodable);
 }
 
 fn short(text: &str, max: usize) -> String {
@@ -48,6 +121,10 @@ fn short(text: &str, max: usize) -> String {
     } else {
         first.to_owned()
     }
+}
+
+fn seconds(at: &formica_tokio::chrono::DateTime<formica_tokio::chrono::Utc>) -> String {
+    at.to_rfc3339_opts(formica_tokio::chrono::SecondsFormat::Secs, true)
 }
 
 /// Print jobs.
@@ -60,7 +137,7 @@ pub fn print_jobs(out: Output, jobs: &[Job]) {
                 j.task_identifier.clone(),
                 j.queue_name.clone().unwrap_or_default(),
                 j.priority.to_string(),
-                j.run_at.to_rfc3339_opts(formica_tokio::chrono::SecondsFormat::Secs, true),
+                seconds(&j.run_at),
                 format!("{}/{}", j.attempts, j.max_attempts),
                 j.key.clone().unwrap_or_default(),
                 j.locked_by.clone().unwrap_or_default(),
@@ -75,8 +152,7 @@ pub fn print_jobs(out: Output, jobs: &[Job]) {
 /// Print one job whole: every field, the payload as pretty JSON, the full last error.
 pub fn print_job(out: Output, detail: &JobDetail) {
     if out == Output::Json {
-        println!("{}", json!(detail));
-        return;
+        return print_json(&json!(detail));
     }
     let j = &detail.row.job;
     let time = |t: &formica_tokio::chrono::DateTime<formica_tokio::chrono::Utc>| {
@@ -109,10 +185,10 @@ pub fn print_job(out: Output, detail: &JobDetail) {
         ("revision", j.revision.to_string()),
     ];
     for (name, value) in fields {
-        println!("{name:<11} {value}");
+        println!("{name:<11} {}", visible(&value));
     }
-    println!("payload:\n{}", serde_json::to_string_pretty(&j.payload).unwrap_or_default());
-    println!("last_error:\n{}", j.last_error.as_deref().unwrap_or("(none)"));
+    println!("payload:\n{}", visible_lines(&serde_json::to_string_pretty(&j.payload).unwrap_or_default()));
+    println!("last_error:\n{}", visible_lines(j.last_error.as_deref().unwrap_or("(none)")));
 }
 
 /// Print `formica status`: counts per task, queue and state, the workers holding locks, and
@@ -137,9 +213,12 @@ pub fn print_status(out: Output, overview: &Overview, workers: &[WorkerSeen], ve
                 .collect();
             let workers: Vec<Value> = workers
                 .iter()
-                .map(|w| json!({ "worker": w.worker_id, "jobs": w.jobs, "queues": w.queues }))
+                .map(|w| {
+                    json!({ "worker": w.worker_id, "jobs": w.jobs, "queues": w.queues, "alive_until": w.alive_until })
+                })
                 .collect();
-            println!("{}", json!({ "schema_version": version, "tasks": tasks, "workers": workers }));
+            let all = json!({ "schema_version": version, "tasks": tasks, "workers": workers, "unreadable": overview.unreadable });
+            print_json(&all);
         }
         Output::Human => {
             println!("schema version: {}", version.map_or("not installed".into(), |v| v.to_string()));
@@ -156,12 +235,20 @@ pub fn print_status(out: Output, overview: &Overview, workers: &[WorkerSeen], ve
                 })
                 .collect();
             print!("{}", table(&headers, &rows));
+            for item in &overview.unreadable {
+                println!("could not be read: {}", visible(item));
+            }
             let rows: Vec<Vec<String>> = workers
                 .iter()
-                .map(|w| vec![w.worker_id.clone(), w.jobs.to_string(), w.queues.to_string()])
+                .map(|w| {
+                    let lease = w
+                        .alive_until
+                        .map_or("no live lease".into(), |at| format!("alive until {}", seconds(&at)));
+                    vec![w.worker_id.clone(), w.jobs.to_string(), w.queues.to_string(), lease]
+                })
                 .collect();
             println!();
-            print!("{}", table(&["worker", "locked jobs", "locked queues"], &rows));
+            print!("{}", table(&["worker", "locked jobs", "locked queues", "lease"], &rows));
         }
     }
 }

@@ -71,10 +71,28 @@ pub enum Error {
         /// The database's error.
         error: String,
     },
+    /// `force_unlock_workers` released nothing: these workers hold a live lease (each with
+    /// its expiry, by the database clock), so they may be running the jobs they hold.
+    #[error(
+        "nothing unlocked: {}; unlocking a live worker lets the jobs it is running run twice",
+        alive_until(.0)
+    )]
+    WorkersAlive(Vec<(String, chrono::DateTime<chrono::Utc>)>),
     /// Formica broke one of its own rules (a bug: please report it), or could not start a
     /// thread it needs.
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+/// "worker a is alive until 2030-01-01T00:00:00Z (its lease), ..."
+fn alive_until(workers: &[(String, chrono::DateTime<chrono::Utc>)]) -> String {
+    let each = workers.iter().map(|(id, until)| {
+        format!(
+            "worker {id:?} is alive until {} (its lease)",
+            until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        )
+    });
+    each.collect::<Vec<_>>().join(", ")
 }
 
 /// What tokio-postgres says, with what it keeps in its sources: its `Display` alone is only

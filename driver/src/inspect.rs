@@ -9,28 +9,35 @@
 //! Statements are sent unnamed with their parameter types, so they also run behind
 //! pgBouncer in transaction mode. A row that does not have the shape its statement
 //! promises is an [`Error::Row`] naming the column, never a panic.
+//!
+//! A job row that cannot be read (a payload number beyond `f64`, a `run_at` of
+//! `-infinity`...) does not hide the others: listings read rows as the worker does
+//! ([`decode_rows`]) and give such a row apart, as an [`Undecodable`] naming the job and
+//! the column.
 
-use crate::jobs::{JobFilter, Jobs, Session};
+use crate::jobs::{JobFilter, Query, Session};
 use crate::params::param;
-use crate::rows::{jobs_from_rows, ResultRow};
+pub use crate::rows::Decoded;
+use crate::rows::{decode_rows, row_error, ResultRow};
 use crate::utils::WorkerUtils;
 use crate::Error;
 use chrono::{DateTime, Utc};
 use formica_core::cron::Crontab;
 use formica_core::job::Job;
+pub use formica_core::protocol::Undecodable;
 use formica_sql as sql;
 use serde::Serialize;
-use std::collections::BTreeMap;
-use tokio_postgres::types::{FromSql, ToSql, Type};
+use std::collections::{BTreeMap, HashMap};
+use tokio_postgres::types::{FromSql, Timestamp, ToSql, Type};
 use tokio_postgres::Row;
 
 /// The jobs `filter` picks, oldest first, on any [`Session`]: a pooled client for
 /// [`WorkerUtils::list_jobs`], an application's sqlx connection for `crate::sqlx`'s.
 pub(crate) async fn list_jobs(
     schema: &str,
-    session: impl Session,
+    mut session: impl Session,
     filter: &JobFilter,
-) -> Result<Vec<Job>, Error> {
+) -> Result<Decoded, Error> {
     let params = vec![
         param(filter.task.clone(), Type::TEXT),
         param(filter.queue.clone(), Type::TEXT),
@@ -38,15 +45,30 @@ pub(crate) async fn list_jobs(
         param(filter.locked, Type::BOOL),
         param(filter.limit, Type::INT8),
     ];
-    Jobs { schema, default_run_at: None }.jobs(session, sql::inspect::LIST_JOBS, params).await
+    let query = Query { sql: sql::render(sql::inspect::LIST_JOBS, schema), params };
+    decode_rows(&session.query(query).await?)
 }
 
 impl WorkerUtils {
-    /// Jobs matching `filter`, oldest first.
-    pub async fn list_jobs(&self, filter: &JobFilter) -> Result<Vec<Job>, Error> {
+    /// Jobs matching `filter`, oldest first; rows that cannot be read are given apart.
+    pub async fn list_jobs(&self, filter: &JobFilter) -> Result<Decoded, Error> {
         let client = self.pool().get().await?;
         list_jobs(self.schema(), &*client, filter).await
     }
+}
+
+/// A row that could not be read, for people: `job 42: column payload: number out of range`.
+pub fn describe(row: &Undecodable) -> String {
+    format!("job {}: {}", row.job_id, row.error)
+}
+
+/// A row that could not be read, as JSON: `{"id": 42, "undecodable": "column payload: ..."}`.
+pub fn undecodable_json(row: &Undecodable) -> serde_json::Value {
+    serde_json::json!({ "id": row.job_id, "undecodable": row.error })
+}
+
+fn serialize_undecodable<S: serde::Serializer>(rows: &[Undecodable], to: S) -> Result<S::Ok, S::Error> {
+    to.collect_seq(rows.iter().map(undecodable_json))
 }
 
 /// How many next runs [`cron`] gives for each item of the crontab.
@@ -97,6 +119,9 @@ pub struct Overview {
     pub oldest_ready_age_seconds: Option<i64>,
     /// Jobs whose latest failure was in the last hour.
     pub failed_last_hour: i64,
+    /// What could not be read, for people: the oldest ready job's `run_at` of a task and
+    /// queue (`-infinity`, say), left out of `oldest_ready_at`; the jobs list names the job.
+    pub unreadable: Vec<String>,
 }
 
 /// Job counts per task, queue and state.
@@ -106,6 +131,7 @@ pub async fn overview(utils: &WorkerUtils) -> Result<Overview, Error> {
     let mut counts = Vec::new();
     let mut oldest_ready_at: Option<DateTime<Utc>> = None;
     let mut failed_last_hour = 0;
+    let mut unreadable = Vec::new();
     for row in &rows {
         let mut states = zero_states();
         for state in sql::JOB_STATES {
@@ -113,11 +139,18 @@ pub async fn overview(utils: &WorkerUtils) -> Result<Overview, Error> {
             states.insert(state.into(), n);
             *totals.entry(state.into()).or_default() += n;
         }
-        if let Some(at) = get::<Option<DateTime<Utc>>>(row, "oldest_ready_at")? {
-            oldest_ready_at = Some(oldest_ready_at.map_or(at, |o| o.min(at)));
+        let (task, queue): (String, Option<String>) = (get(row, "task_identifier")?, get(row, "queue_name")?);
+        match get::<Option<DateTime<Utc>>>(row, "oldest_ready_at") {
+            Ok(Some(at)) => oldest_ready_at = Some(oldest_ready_at.map_or(at, |o| o.min(at))),
+            Ok(None) => {}
+            Err(e) => unreadable.push(format!(
+                "the oldest ready job of task {task:?}{}: {}",
+                queue.as_ref().map(|q| format!(" in queue {q:?}")).unwrap_or_default(),
+                row_error(e).replace("column oldest_ready_at", "run_at")
+            )),
         }
         failed_last_hour += get::<i64>(row, "failed_last_hour")?;
-        counts.push(Counts { task: get(row, "task_identifier")?, queue: get(row, "queue_name")?, states });
+        counts.push(Counts { task, queue, states });
     }
     Ok(Overview {
         counts,
@@ -125,6 +158,7 @@ pub async fn overview(utils: &WorkerUtils) -> Result<Overview, Error> {
         oldest_ready_at,
         oldest_ready_age_seconds: oldest_ready_at.map(|at| (Utc::now() - at).num_seconds().max(0)),
         failed_last_hour,
+        unreadable,
     })
 }
 
@@ -191,22 +225,30 @@ impl Order {
 }
 
 /// Where a page of jobs starts: after the job with this id (and, in the [`Order::Next`]
-/// order, this priority and run_at). As text: `id`, or `id_priority_runat`.
+/// order, this priority and run_at). As text: `id`, or `id_priority_runat` (run_at in
+/// RFC 3339, or `infinity` / `-infinity`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Cursor {
     id: Option<i64>,
     priority: Option<i16>,
-    run_at: Option<DateTime<Utc>>,
+    run_at: Option<Timestamp<DateTime<Utc>>>,
 }
 
 impl Cursor {
-    /// The text of the cursor after `job`, for a page in `order`.
-    fn after(job: &Job, order: Order) -> String {
-        if order == Order::Next {
-            format!("{}_{}_{}", job.id, job.priority, job.run_at.to_rfc3339())
-        } else {
-            job.id.to_string()
+    /// The text of the cursor after the job `row`, for a page in `order`. Read from the
+    /// row itself, so a page may end on a job that cannot be read (a `run_at` of
+    /// `-infinity` comes first in the `next` order).
+    fn after(row: &Row, order: Order) -> Result<String, Error> {
+        let id: i64 = get(row, "id")?;
+        if order != Order::Next {
+            return Ok(id.to_string());
         }
+        let run_at = match get(row, "run_at")? {
+            Timestamp::PosInfinity => "infinity".to_owned(),
+            Timestamp::NegInfinity => "-infinity".to_owned(),
+            Timestamp::Value(at) => DateTime::<Utc>::to_rfc3339(&at),
+        };
+        Ok(format!("{id}_{}_{run_at}", get::<i16>(row, "priority")?))
     }
 
     /// The cursor `text` (a page's [`JobPage::next`]) for a page in `order`; `None` if it
@@ -220,7 +262,11 @@ impl Cursor {
             ([id, priority, run_at], Order::Next) => Some(Cursor {
                 id: Some(id.parse().ok()?),
                 priority: Some(priority.parse().ok()?),
-                run_at: Some(DateTime::parse_from_rfc3339(run_at).ok()?.with_timezone(&Utc)),
+                run_at: Some(match *run_at {
+                    "infinity" => Timestamp::PosInfinity,
+                    "-infinity" => Timestamp::NegInfinity,
+                    at => Timestamp::Value(DateTime::parse_from_rfc3339(at).ok()?.with_timezone(&Utc)),
+                }),
             }),
             _ => None,
         }
@@ -253,6 +299,9 @@ pub struct JobSelection {
 pub struct JobPage {
     /// The jobs.
     pub jobs: Vec<JobRow>,
+    /// The rows of the page that could not be read (as JSON, see [`undecodable_json`]).
+    #[serde(serialize_with = "serialize_undecodable")]
+    pub undecodable: Vec<Undecodable>,
     /// The cursor of the next page (see [`Cursor::parse`]), if there are more jobs.
     pub next: Option<String>,
 }
@@ -279,20 +328,31 @@ pub async fn jobs(utils: &WorkerUtils, selection: &JobSelection) -> Result<JobPa
             (&cursor.priority, Type::INT2),
         ]);
     }
-    let rows = read(utils, &template, &params).await?;
-    let mut jobs = with_states(&rows)?;
-    let next = if jobs.len() as i64 > s.limit {
-        jobs.truncate(usize::try_from(s.limit).unwrap_or_default());
-        jobs.last().map(|last| Cursor::after(&last.job, s.order))
+    let mut rows = read(utils, &template, &params).await?;
+    let next = if rows.len() as i64 > s.limit {
+        rows.truncate(usize::try_from(s.limit).unwrap_or_default());
+        rows.last().map(|last| Cursor::after(last, s.order)).transpose()?
     } else {
         None
     };
-    Ok(JobPage { jobs, next })
+    let (jobs, undecodable) = with_states(&rows)?;
+    Ok(JobPage { jobs, undecodable, next })
 }
 
-fn with_states(rows: &[Row]) -> Result<Vec<JobRow>, Error> {
-    let jobs = jobs_from_rows(rows)?;
-    jobs.into_iter().zip(rows).map(|(job, row)| Ok(JobRow { job, state: get(row, "state")? })).collect()
+/// The job rows read, each with its state, and those that could not be read.
+fn with_states(rows: &[Row]) -> Result<(Vec<JobRow>, Vec<Undecodable>), Error> {
+    let mut states: HashMap<i64, String> =
+        rows.iter().map(|row| Ok((get(row, "id")?, get(row, "state")?))).collect::<Result<_, Error>>()?;
+    let Decoded { jobs, undecodable } = decode_rows(rows)?;
+    let jobs = jobs
+        .into_iter()
+        .map(|job| {
+            let state =
+                states.remove(&job.id).ok_or_else(|| Error::Row(format!("no state for job {}", job.id)))?;
+            Ok(JobRow { job, state })
+        })
+        .collect::<Result<_, Error>>()?;
+    Ok((jobs, undecodable))
 }
 
 /// One job, with the lock on its named queue.
@@ -307,16 +367,17 @@ pub struct JobDetail {
     pub queue_locked_at: Option<DateTime<Utc>>,
 }
 
-/// The job `id`, if it exists.
-pub async fn job(utils: &WorkerUtils, id: i64) -> Result<Option<JobDetail>, Error> {
+/// The job `id`, if it exists: read, or why its row cannot be.
+pub async fn job(utils: &WorkerUtils, id: i64) -> Result<Option<Result<JobDetail, Undecodable>>, Error> {
     let rows = read(utils, sql::inspect::JOB, &[(&id, Type::INT8)]).await?;
     let Some(first) = rows.first() else { return Ok(None) };
-    let Some(row) = with_states(&rows)?.into_iter().next() else { return Ok(None) };
-    Ok(Some(JobDetail {
+    let (jobs, undecodable) = with_states(&rows)?;
+    let Some(row) = jobs.into_iter().next() else { return Ok(undecodable.into_iter().next().map(Err)) };
+    Ok(Some(Ok(JobDetail {
         row,
         queue_locked_by: get(first, "queue_locked_by")?,
         queue_locked_at: get(first, "queue_locked_at")?,
-    }))
+    })))
 }
 
 /// A named queue.
@@ -344,7 +405,7 @@ pub async fn queues(utils: &WorkerUtils) -> Result<Vec<Queue>, Error> {
         .collect()
 }
 
-/// A worker seen through the locks it holds (workers write no heartbeat).
+/// A worker seen through the locks it holds, and its lease if it has a live one.
 #[derive(Debug, Clone, Serialize)]
 pub struct WorkerSeen {
     /// Its id, as in `locked_by`.
@@ -355,6 +416,9 @@ pub struct WorkerSeen {
     pub queues: i64,
     /// Its oldest lock.
     pub since: DateTime<Utc>,
+    /// Until when its lease says it is alive (`None`: no live lease, as graphile-worker's
+    /// workers and dead ones): unlocking it before then is refused unless forced.
+    pub alive_until: Option<DateTime<Utc>>,
 }
 
 /// Workers holding locks, by id.
@@ -367,6 +431,7 @@ pub async fn workers(utils: &WorkerUtils) -> Result<Vec<WorkerSeen>, Error> {
                 jobs: get(r, "jobs")?,
                 queues: get(r, "queues")?,
                 since: get(r, "since")?,
+                alive_until: get(r, "alive_until")?,
             })
         })
         .collect()
@@ -443,7 +508,10 @@ mod tests {
         let at = "2030-01-02T03:04:05.123456+00:00";
         let cursor = Cursor::parse(&format!("7_-3_{at}"), Order::Next).unwrap();
         assert_eq!((cursor.id, cursor.priority), (Some(7), Some(-3)));
-        assert_eq!(cursor.run_at.map(|t| t.to_rfc3339()), Some(at.to_owned()));
+        let Some(Timestamp::Value(run_at)) = cursor.run_at else { panic!("{cursor:?}") };
+        assert_eq!(run_at.to_rfc3339(), at);
+        let infinite = Cursor::parse("7_0_-infinity", Order::Next).unwrap();
+        assert_eq!(infinite.run_at, Some(Timestamp::NegInfinity));
         assert!(Cursor::parse("7", Order::Next).is_none());
         assert!(Cursor::parse(&format!("7_0_{at}"), Order::Newest).is_none());
         assert!(Cursor::parse("x", Order::Newest).is_none());

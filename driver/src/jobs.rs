@@ -311,16 +311,25 @@ impl Jobs<'_> {
         Ok(cancelled)
     }
 
-    /// Release every job and queue the given workers hold.
+    /// Release every job and queue the given workers hold, unless one of them holds a live
+    /// lease and not `even_if_alive`: then release nothing and name the live ones.
     pub(crate) async fn force_unlock_workers(
         &self,
         mut session: impl Session,
         worker_ids: &[&str],
+        even_if_alive: bool,
     ) -> Result<(), Error> {
         let ids: Vec<String> = worker_ids.iter().map(|&id| id.to_owned()).collect();
-        let params = vec![param(ids, Type::TEXT_ARRAY)];
-        session.query(self.query(sql::utils::FORCE_UNLOCK_WORKERS, params)).await?;
-        Ok(())
+        let params = vec![param(ids, Type::TEXT_ARRAY), param(even_if_alive, Type::BOOL)];
+        let rows = session.query(self.query(sql::utils::FORCE_UNLOCK_WORKERS, params)).await?;
+        let row = rows.first().ok_or_else(|| Error::Row("force_unlock_workers answered no row".into()))?;
+        let column = |name: &str| row.column(name);
+        if row.read::<bool>(column("unlocked")?)? {
+            return Ok(());
+        }
+        let alive: Vec<String> = row.read(column("alive")?)?;
+        let until: Vec<DateTime<Utc>> = row.read(column("alive_until")?)?;
+        Err(Error::WorkersAlive(alive.into_iter().zip(until).collect()))
     }
 
     /// Run housekeeping `tasks`, in graphile-worker's order whatever the order given.

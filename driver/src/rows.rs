@@ -159,10 +159,7 @@ pub fn decode_rows(rows: &[impl ResultRow]) -> Result<Decoded, Error> {
             .and_then(|(task, queue)| columns.job(row, task, queue));
         match job {
             Ok(job) => decoded.jobs.push(job),
-            Err(e) => {
-                let error = if let Error::Row(message) = e { message } else { e.to_string() };
-                decoded.undecodable.push(Undecodable { job_id, error });
-            }
+            Err(e) => decoded.undecodable.push(Undecodable { job_id, error: row_error(e) }),
         }
     }
     Ok(decoded)
@@ -175,4 +172,14 @@ pub struct Decoded {
     pub jobs: Vec<Job>,
     /// The rows that could not be read.
     pub undecodable: Vec<Undecodable>,
+}
+
+/// What `e` says about a row: an [`Error::Row`]'s message ("column payload: ..."), or the
+/// error.
+pub(crate) fn row_error(e: Error) -> String {
+    if let Error::Row(message) = e {
+        message
+    } else {
+        e.to_string()
+    }
 }

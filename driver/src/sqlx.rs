@@ -138,8 +138,12 @@ impl SqlxUtils {
         self.add_raw_job(conn, T::IDENTIFIER, serde_json::to_value(payloads)?, spec).await
     }
 
-    /// Jobs matching `filter`, oldest first.
-    pub async fn list_jobs(&self, conn: &mut PgConnection, filter: &JobFilter) -> Result<Vec<Job>, Error> {
+    /// Jobs matching `filter`, oldest first; rows that cannot be read are given apart.
+    pub async fn list_jobs(
+        &self,
+        conn: &mut PgConnection,
+        filter: &JobFilter,
+    ) -> Result<crate::inspect::Decoded, Error> {
         crate::inspect::list_jobs(&self.schema, Sqlx(conn), filter).await
     }
 

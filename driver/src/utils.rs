@@ -182,10 +182,22 @@ impl WorkerUtils {
     }
 
     /// Release every job and queue locked by the given workers (known to be dead), so other
-    /// workers can take them at once instead of after the four-hour stale-lock period.
+    /// workers can take them at once instead of after their lease lapses (graphile-worker's:
+    /// the four-hour stale-lock period). Refused, releasing nothing, with
+    /// [`Error::WorkersAlive`] if one of them holds a live lease: a Formica worker renewing
+    /// it may be running those jobs, which would then run twice. A worker killed moments ago
+    /// keeps its lease until it expires: see [`Self::force_unlock_workers_even_if_alive`].
     pub async fn force_unlock_workers(&self, worker_ids: &[&str]) -> Result<(), Error> {
         let client = self.pool.get().await?;
-        self.jobs().force_unlock_workers(&*client, worker_ids).await
+        self.jobs().force_unlock_workers(&*client, worker_ids, false).await
+    }
+
+    /// [`Self::force_unlock_workers`] even for workers holding a live lease: for a worker
+    /// known to be dead before its lease expires. If it is in fact alive, the jobs it is
+    /// running run twice.
+    pub async fn force_unlock_workers_even_if_alive(&self, worker_ids: &[&str]) -> Result<(), Error> {
+        let client = self.pool.get().await?;
+        self.jobs().force_unlock_workers(&*client, worker_ids, true).await
     }
 
     /// Run housekeeping `tasks` (in graphile-worker's order, whatever the order given).

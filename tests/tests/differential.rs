@@ -434,7 +434,7 @@ impl Both {
             Action::ForceUnlockWorkers(workers) => {
                 let refs: Vec<&str> = workers.iter().map(String::as_str).collect();
                 self.sim.force_unlock_workers(&refs);
-                tx.execute(&sql::render(sql::utils::FORCE_UNLOCK_WORKERS, SCHEMA), &[&refs])
+                tx.execute(&sql::render(sql::utils::FORCE_UNLOCK_WORKERS, SCHEMA), &[&refs, &true])
                     .await
                     .expect("force_unlock_workers");
                 (Outcome::Nothing, Outcome::Nothing)

@@ -42,8 +42,12 @@ async fn jobs(Ext(s): Ext<State>, Query(query): Query<JobQuery>) -> Answer {
     answer(inspect::jobs(&s.utils, &query.selection()?).await?)
 }
 
+/// The job, or `{"id": .., "undecodable": "column ...: ..."}` if its row cannot be read.
 async fn job(Ext(s): Ext<State>, Path(id): Path<i64>) -> Answer {
-    answer(inspect::job(&s.utils, id).await?.ok_or_else(|| gone(id))?)
+    match inspect::job(&s.utils, id).await?.ok_or_else(|| gone(id))? {
+        Ok(detail) => answer(detail),
+        Err(undecodable) => Ok(Json(inspect::undecodable_json(&undecodable))),
+    }
 }
 
 async fn queues(Ext(s): Ext<State>) -> Answer {
@@ -147,13 +151,30 @@ async fn cancel(Ext(s): Ext<State>, Path(id): Path<i64>, body: Option<Json<Fail>
 #[serde(deny_unknown_fields)]
 struct Unlock {
     worker_id: String,
+    /// Unlock even a worker whose lease says it is alive (its running jobs may run twice).
+    #[serde(default)]
+    even_if_alive: bool,
 }
 
-/// Free everything a dead worker holds.
+/// Free everything a dead worker holds; a worker with a live lease only if forced (409
+/// otherwise, naming it and until when it is alive).
 async fn unlock(Ext(s): Ext<State>, Json(body): Json<Unlock>) -> Answer {
     if body.worker_id.trim().is_empty() {
         return Err(Error::BadRequest("worker_id is empty".into()));
     }
-    s.utils.force_unlock_workers(&[body.worker_id.as_str()]).await?;
-    Ok(Json(json!({ "unlocked": body.worker_id })))
+    let ids = [body.worker_id.as_str()];
+    let unlocked = if body.even_if_alive {
+        s.utils.force_unlock_workers_even_if_alive(&ids).await
+    } else {
+        s.utils.force_unlock_workers(&ids).await
+    };
+    match unlocked {
+        Err(e @ formica::Error::WorkersAlive(_)) => Err(Error::Conflict(format!(
+            "{e}. Unlock it anyway (\"even_if_alive\") only if you know it is dead."
+        ))),
+        unlocked => {
+            unlocked?;
+            Ok(Json(json!({ "unlocked": body.worker_id })))
+        }
+    }
 }

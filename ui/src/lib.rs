@@ -35,6 +35,7 @@
 mod api;
 pub mod data;
 mod guard;
+mod html;
 pub mod pages;
 
 use axum::http::StatusCode;

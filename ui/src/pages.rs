@@ -1,15 +1,20 @@
-//! The HTML pages, rendered on the server from the same data as the API. Every value
-//! from the database or the request goes through [`esc`] on its way into the HTML; the
-//! pages' script (`assets/app.js`) only asks for confirmation and calls the API's actions.
+//! The HTML pages, rendered on the server from the same data as the API (built of
+//! `html`'s pieces: every value from the database or the request goes through [`esc`] on
+//! its way into the HTML); the pages' script (`assets/app.js`) only asks for confirmation
+//! and calls the API's actions.
 
 use crate::data::{self, JobQuery};
+pub use crate::html::esc;
+use crate::html::{
+    age, button, error_page, first_line, opt_time, page, select, table, time, unreadable, url,
+};
 use crate::{Error, State};
 use axum::extract::{Path, Query, State as Ext};
 use axum::http::header;
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::Utc;
 use formica::inspect::{self, JobRow};
 use formica::sql::JOB_STATES;
 use std::fmt::Write;
@@ -27,115 +32,6 @@ pub(crate) fn routes() -> Router<State> {
         .route("/cron", get(cron))
         .route("/assets/style.css", get(|| async { ([(header::CONTENT_TYPE, "text/css")], STYLE) }))
         .route("/assets/app.js", get(|| async { ([(header::CONTENT_TYPE, "text/javascript")], SCRIPT) }))
-}
-
-/// `text` made safe to put into HTML, as element text or a quoted attribute value.
-pub fn esc(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// A query string value, percent-encoded.
-fn url(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
-            b => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
-fn time(at: &DateTime<Utc>) -> String {
-    at.to_rfc3339_opts(SecondsFormat::Secs, true)
-}
-
-fn opt_time(at: &Option<DateTime<Utc>>) -> String {
-    at.as_ref().map(time).unwrap_or_default()
-}
-
-/// Defence in depth behind [`esc`]: no script but the dashboard's own file runs, and no
-/// other site may frame the pages (to trick a click on an action).
-const POLICY: &str = "default-src 'self'; frame-ancestors 'none'; form-action 'self'";
-
-fn page(s: &State, title: &str, body: &str) -> Response {
-    let mode = if s.options.read_only { r#"<span class="badge">read-only</span>"# } else { "" };
-    let headers = [(header::CONTENT_SECURITY_POLICY, POLICY), (header::X_FRAME_OPTIONS, "DENY")];
-    let html = Html(format!(
-        r#"<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{title} · formica</title>
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<link rel="stylesheet" href="/assets/style.css"><script src="/assets/app.js" defer></script></head>
-<body><nav><strong>formica</strong> <a href="/">Overview</a> <a href="/jobs">Jobs</a>
-<a href="/queues">Queues</a> <a href="/workers">Workers</a> <a href="/cron">Cron</a> {mode}
-<span class="schema">schema {schema}</span></nav>
-<main><h1>{title}</h1><p id="message" class="error" hidden></p>
-{body}</main></body></html>"#,
-        title = esc(title),
-        schema = esc(s.utils.schema()),
-    ));
-    (headers, html).into_response()
-}
-
-fn error_page(s: &State, e: impl Into<Error>) -> Response {
-    let e = e.into();
-    let status = e.status();
-    let mut response = page(s, "Error", &format!(r#"<p class="error">{}</p>"#, esc(&e.to_string())));
-    *response.status_mut() = status;
-    response
-}
-
-fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
-    let mut html = String::from("<table><thead><tr>");
-    for h in headers {
-        let _ = write!(html, "<th>{}</th>", esc(h));
-    }
-    html.push_str("</tr></thead><tbody>");
-    for row in rows {
-        html.push_str("<tr>");
-        for cell in row {
-            let _ = write!(html, "<td>{cell}</td>");
-        }
-        html.push_str("</tr>");
-    }
-    if rows.is_empty() {
-        let _ = write!(html, r#"<tr><td colspan="{}" class="none">none</td></tr>"#, headers.len());
-    }
-    html + "</tbody></table>"
-}
-
-/// An action button: asks `confirm`, then posts to `path` as JSON the fields of the form
-/// named by a `data-form` attribute and the object of a `data-body` one, given in `attrs`.
-fn button(s: &State, label: &str, path: &str, confirm: &str, attrs: &[(&str, &str)]) -> String {
-    if s.options.read_only {
-        return String::new();
-    }
-    let extra: String =
-        attrs.iter().map(|(name, value)| format!(r#" data-{name}="{}""#, esc(value))).collect();
-    format!(
-        r#"<button data-action="{}" data-confirm="{}"{extra}>{}</button>"#,
-        esc(path),
-        esc(confirm),
-        esc(label)
-    )
-}
-
-fn age(seconds: i64) -> String {
-    match seconds {
-        s if s < 120 => format!("{s} s"),
-        s if s < 7200 => format!("{} min", s / 60),
-        s if s < 172_800 => format!("{} h", s / 3600),
-        s => format!("{} days", s / 86_400),
-    }
 }
 
 async fn overview(Ext(s): Ext<State>) -> Response {
@@ -168,6 +64,7 @@ async fn overview(Ext(s): Ext<State>) -> Response {
         o.queue.failed_last_hour,
         o.queue.oldest_ready_age_seconds.map_or("none".to_owned(), |s| format!("waiting {}", age(s))),
     );
+    html.push_str(&unreadable(&o.queue.unreadable));
     let mut headers = vec!["task", "queue"];
     headers.extend(JOB_STATES);
     let rows: Vec<Vec<String>> = o
@@ -196,15 +93,6 @@ async fn overview(Ext(s): Ext<State>) -> Response {
     page(&s, "Overview", &html)
 }
 
-fn first_line(text: &str, max: usize) -> String {
-    let line = text.lines().next().unwrap_or_default();
-    if line.chars().count() > max || line.len() < text.len() {
-        line.chars().take(max).collect::<String>() + "…"
-    } else {
-        line.to_owned()
-    }
-}
-
 fn job_rows(jobs: &[JobRow]) -> Vec<Vec<String>> {
     jobs.iter()
         .map(|r| {
@@ -226,15 +114,6 @@ fn job_rows(jobs: &[JobRow]) -> Vec<Vec<String>> {
             ]
         })
         .collect()
-}
-
-fn select(name: &str, current: Option<&str>, choices: &[(&str, &str)]) -> String {
-    let mut html = format!(r#"<select name="{name}">"#);
-    for (value, label) in choices {
-        let selected = if current == Some(*value) { " selected" } else { "" };
-        let _ = write!(html, r#"<option value="{}"{selected}>{}</option>"#, esc(value), esc(label));
-    }
-    html + "</select>"
 }
 
 async fn jobs(Ext(s): Ext<State>, Query(query): Query<JobQuery>) -> Response {
@@ -273,6 +152,7 @@ async fn jobs(Ext(s): Ext<State>, Query(query): Query<JobQuery>) -> Response {
         ),
     );
     let headers = ["id", "task", "queue", "state", "run_at", "attempts", "priority", "key", "last_error"];
+    html.push_str(&unreadable(&result.undecodable.iter().map(inspect::describe).collect::<Vec<_>>()));
     html.push_str(&table(&headers, &job_rows(&result.jobs)));
     if let Some(next) = &result.next {
         let next_query = JobQuery { after: Some(next.clone()), ..query.clone() };
@@ -303,7 +183,15 @@ fn serde_urlencoded(query: &JobQuery) -> String {
 
 async fn job(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
     let detail = match inspect::job(&s.utils, id).await {
-        Ok(Some(d)) => d,
+        Ok(Some(Ok(d))) => d,
+        Ok(Some(Err(bad))) => {
+            let text = format!("This job's row cannot be read: {}", inspect::describe(&bad));
+            return page(
+                &s,
+                &format!("Job {id}"),
+                &format!(r#"<p class="error" id="undecodable">{}</p>"#, esc(&text)),
+            );
+        }
         Ok(None) => {
             return error_page(
                 &s,
@@ -427,13 +315,25 @@ async fn workers(Ext(s): Ext<State>) -> Response {
                 "Is worker {} dead? Its jobs and queues will be released for others to run.",
                 w.worker_id
             );
-            let unlock = button(&s, "Unlock", "/api/workers/unlock", &confirm, &[("body", &body)]);
-            vec![esc(&w.worker_id), w.jobs.to_string(), w.queues.to_string(), time(&w.since), unlock]
+            let mut actions = button(&s, "Unlock", "/api/workers/unlock", &confirm, &[("body", &body)]);
+            // A live lease refuses the plain unlock: forcing it is a second, separate choice.
+            if let Some(until) = &w.alive_until {
+                let body = serde_json::json!({ "worker_id": w.worker_id, "even_if_alive": true });
+                let confirm = format!(
+                    "Worker {} is alive until {} by its lease. Unlock it anyway? If it is alive, the jobs it is running will run twice.",
+                    w.worker_id,
+                    time(until)
+                );
+                let label = "Unlock even if alive (its jobs may run twice)";
+                actions += &button(&s, label, "/api/workers/unlock", &confirm, &[("body", &body.to_string())]);
+            }
+            let lease = w.alive_until.as_ref().map_or("no live lease".to_owned(), |at| format!("alive until {}", time(at)));
+            vec![esc(&w.worker_id), w.jobs.to_string(), w.queues.to_string(), time(&w.since), lease, actions]
         })
         .collect();
     let html = format!(
-        "<p>Workers write no heartbeat: these are the workers holding jobs or queues now.</p>{}",
-        table(&["worker", "locked jobs", "locked queues", "since", ""], &rows)
+        "<p>The workers holding jobs or queues now, and the lease of those that renew one (Formica's).</p>{}",
+        table(&["worker", "locked jobs", "locked queues", "since", "lease", ""], &rows)
     );
     page(&s, "Workers", &html)
 }

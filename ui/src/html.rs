@@ -1,0 +1,147 @@
+//! The pieces every page is built of: escaping, the page frame, tables, action buttons.
+//! Every value from the database or the request goes through [`esc`] on its way into the
+//! HTML.
+
+use crate::{Error, State};
+use axum::http::header;
+use axum::response::{Html, IntoResponse, Response};
+use chrono::{DateTime, SecondsFormat, Utc};
+use std::fmt::Write;
+
+/// `text` made safe to put into HTML, as element text or a quoted attribute value.
+pub fn esc(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A query string value, percent-encoded.
+pub(crate) fn url(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            b => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+pub(crate) fn time(at: &DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+pub(crate) fn opt_time(at: &Option<DateTime<Utc>>) -> String {
+    at.as_ref().map(time).unwrap_or_default()
+}
+
+/// Defence in depth behind [`esc`]: no script but the dashboard's own file runs, and no
+/// other site may frame the pages (to trick a click on an action).
+const POLICY: &str = "default-src 'self'; frame-ancestors 'none'; form-action 'self'";
+
+pub(crate) fn page(s: &State, title: &str, body: &str) -> Response {
+    let mode = if s.options.read_only { r#"<span class="badge">read-only</span>"# } else { "" };
+    let headers = [(header::CONTENT_SECURITY_POLICY, POLICY), (header::X_FRAME_OPTIONS, "DENY")];
+    let html = Html(format!(
+        r#"<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{title} · formica</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="stylesheet" href="/assets/style.css"><script src="/assets/app.js" defer></script></head>
+<body><nav><strong>formica</strong> <a href="/">Overview</a> <a href="/jobs">Jobs</a>
+<a href="/queues">Queues</a> <a href="/workers">Workers</a> <a href="/cron">Cron</a> {mode}
+<span class="schema">schema {schema}</span></nav>
+<main><h1>{title}</h1><p id="message" class="error" hidden></p>
+{body}</main></body></html>"#,
+        title = esc(title),
+        schema = esc(s.utils.schema()),
+    ));
+    (headers, html).into_response()
+}
+
+pub(crate) fn error_page(s: &State, e: impl Into<Error>) -> Response {
+    let e = e.into();
+    let status = e.status();
+    let mut response = page(s, "Error", &format!(r#"<p class="error">{}</p>"#, esc(&e.to_string())));
+    *response.status_mut() = status;
+    response
+}
+
+pub(crate) fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut html = String::from("<table><thead><tr>");
+    for h in headers {
+        let _ = write!(html, "<th>{}</th>", esc(h));
+    }
+    html.push_str("</tr></thead><tbody>");
+    for row in rows {
+        html.push_str("<tr>");
+        for cell in row {
+            let _ = write!(html, "<td>{cell}</td>");
+        }
+        html.push_str("</tr>");
+    }
+    if rows.is_empty() {
+        let _ = write!(html, r#"<tr><td colspan="{}" class="none">none</td></tr>"#, headers.len());
+    }
+    html + "</tbody></table>"
+}
+
+/// An action button: asks `confirm`, then posts to `path` as JSON the fields of the form
+/// named by a `data-form` attribute and the object of a `data-body` one, given in `attrs`.
+pub(crate) fn button(s: &State, label: &str, path: &str, confirm: &str, attrs: &[(&str, &str)]) -> String {
+    if s.options.read_only {
+        return String::new();
+    }
+    let extra: String =
+        attrs.iter().map(|(name, value)| format!(r#" data-{name}="{}""#, esc(value))).collect();
+    format!(
+        r#"<button data-action="{}" data-confirm="{}"{extra}>{}</button>"#,
+        esc(path),
+        esc(confirm),
+        esc(label)
+    )
+}
+
+pub(crate) fn age(seconds: i64) -> String {
+    match seconds {
+        s if s < 120 => format!("{s} s"),
+        s if s < 7200 => format!("{} min", s / 60),
+        s if s < 172_800 => format!("{} h", s / 3600),
+        s => format!("{} days", s / 86_400),
+    }
+}
+
+pub(crate) fn first_line(text: &str, max: usize) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    if line.chars().count() > max || line.len() < text.len() {
+        line.chars().take(max).collect::<String>() + "…"
+    } else {
+        line.to_owned()
+    }
+}
+
+pub(crate) fn select(name: &str, current: Option<&str>, choices: &[(&str, &str)]) -> String {
+    let mut html = format!(r#"<select name="{name}">"#);
+    for (value, label) in choices {
+        let selected = if current == Some(*value) { " selected" } else { "" };
+        let _ = write!(html, r#"<option value="{}"{selected}>{}</option>"#, esc(value), esc(label));
+    }
+    html + "</select>"
+}
+
+/// What could not be read from the database (rows, values), one item each, or nothing.
+pub(crate) fn unreadable(items: &[String]) -> String {
+    if items.is_empty() {
+        return String::new();
+    }
+    let list: String = items.iter().map(|item| format!("<li>{}</li>", esc(item))).collect();
+    format!(
+        r#"<div class="error" id="unreadable"><p>Could not be read (the rest is shown):</p><ul>{list}</ul></div>"#
+    )
+}
