@@ -26,6 +26,7 @@ pub mod cluster;
 pub mod dashboard;
 pub mod pgbouncer;
 pub mod proxy;
+pub mod spoiled;
 
 use formica::{JobContext, Pool, Runtime, Task, TaskHandler, TaskResult, Worker, WorkerHandle, WorkerUtils};
 use serde::{Deserialize, Serialize};

@@ -71,7 +71,7 @@ async fn a_job_added_in_a_transaction_exists_only_if_it_commits_and_runs(rt: Arc
         .expect("raw add in a transaction");
     tx.commit().await.unwrap();
 
-    let stored = db.utils().list_jobs(&JobFilter::default()).await.unwrap();
+    let stored = db.utils().list_jobs(&JobFilter::default()).await.unwrap().jobs;
     assert_eq!(stored, vec![added.clone(), raw.clone()], "what was returned is what is stored");
     assert_eq!((added.task_identifier.as_str(), added.payload.clone()), ("typed", json!({"n": 2})));
     assert_eq!(added.key.as_deref(), Some("order:2"));
@@ -225,7 +225,7 @@ async fn managing_jobs_in_a_transaction_follows_it(rt: Arc<dyn Runtime>) {
         assert_eq!(jobs.remove_job(&mut tx, "nobody").await.unwrap(), None);
         assert_eq!(jobs.cancel_jobs(&mut tx, &ids[4..5], "stop").await.unwrap().failed, vec![ids[4]]);
         let listed =
-            jobs.list_jobs(&mut tx, &JobFilter { failed: true, ..Default::default() }).await.unwrap();
+            jobs.list_jobs(&mut tx, &JobFilter { failed: true, ..Default::default() }).await.unwrap().jobs;
         assert_eq!(
             listed.iter().map(|j| j.id).collect::<Vec<_>>(),
             vec![ids[1], ids[4]],

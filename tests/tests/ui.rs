@@ -478,6 +478,92 @@ async fn values_are_escaped_in_every_page() {
     }
 }
 
+#[tokio::test]
+async fn rows_that_cannot_be_read_are_named_and_the_rest_shown_in_every_view() {
+    let db = TestDb::migrated().await;
+    let [good, bad_payload, bad_run_at] = formica_tests::spoiled::good_and_undecodable_jobs(&db).await;
+    let ui = Dashboard::start(db.utils(), Options::default()).await;
+
+    for sort in ["newest", "oldest", "next"] {
+        let r = ui.get(&format!("/api/jobs?sort={sort}")).await;
+        assert_eq!(r.status, 200, "{sort}: {}", r.body);
+        let page = r.json();
+        assert_eq!(ids(&page), [good], "{sort}");
+        let mut bad: Vec<(i64, String)> = page["undecodable"]
+            .as_array()
+            .expect("undecodable rows")
+            .iter()
+            .map(|u| (u["id"].as_i64().unwrap(), u["undecodable"].as_str().unwrap().to_owned()))
+            .collect();
+        bad.sort();
+        assert_eq!(bad.len(), 2, "{page}");
+        assert_eq!(bad[0].0, bad_payload);
+        assert!(bad[0].1.starts_with("column payload: number out of range"), "{bad:?}");
+        assert_eq!(bad[1].0, bad_run_at);
+        assert!(bad[1].1.starts_with("column run_at: "), "{bad:?}");
+    }
+    let page = ui.get("/jobs").await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains(&format!(r#"<a href="/jobs/{good}">"#)), "the good job is listed");
+    assert!(
+        page.body.contains(&format!("job {bad_payload}: column payload: number out of range")),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains(&format!("job {bad_run_at}: column run_at: ")), "{}", page.body);
+
+    let overview = ui.get("/api/overview").await;
+    assert_eq!(overview.status, 200, "{}", overview.body);
+    assert_eq!(overview.json()["totals"]["ready"], 3);
+    let unreadable = overview.json()["unreadable"].to_string();
+    assert!(unreadable.contains("run_at"), "{unreadable}");
+    let home = ui.get("/").await;
+    assert_eq!(home.status, 200, "{}", home.body);
+    assert!(home.body.contains(r#"id="total-ready">3<"#) && home.body.contains("run_at"), "{}", home.body);
+
+    let one = ui.get(&format!("/api/jobs/{bad_payload}")).await;
+    assert_eq!(one.status, 200, "{}", one.body);
+    assert_eq!(one.json()["id"], bad_payload);
+    assert!(one.json()["undecodable"].as_str().unwrap().starts_with("column payload"), "{}", one.body);
+    let one = ui.get(&format!("/jobs/{bad_run_at}")).await;
+    assert_eq!(one.status, 200, "{}", one.body);
+    assert!(one.body.contains(&format!("job {bad_run_at}: column run_at")), "{}", one.body);
+    assert_eq!(ui.get(&format!("/api/jobs/{good}")).await.json()["id"], good);
+}
+
+#[tokio::test]
+async fn unlocking_a_worker_with_a_live_lease_is_refused_unless_forced() {
+    use formica_tests::spoiled::{lease, lock};
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let alive = add(&utils, "t", json!({}), JobSpec::default()).await;
+    let old = add(&utils, "t", json!({}), JobSpec::default()).await;
+    lease(&db, "alive", 60).await;
+    lock(&db, alive, "alive").await;
+    lock(&db, old, "graphile").await;
+    let ui = Dashboard::start(utils, Options::default()).await;
+    let locked = "select count(*) from graphile_worker._private_jobs where locked_by is not null";
+
+    let workers = ui.get("/api/workers").await.json();
+    assert!(workers[0]["alive_until"].is_string() && workers[1]["alive_until"].is_null(), "{workers}");
+    let page = ui.get("/workers").await.body;
+    let forced = "Unlock even if alive (its jobs may run twice)";
+    assert_eq!(page.matches(forced).count(), 1, "offered for the live worker only: {page}");
+    assert!(page.contains("will run twice"), "its confirmation names the risk: {page}");
+
+    let r = ui.action("/api/workers/unlock", json!({ "worker_id": "alive" })).await;
+    assert_eq!(r.status, 409, "{}", r.body);
+    let error = r.json()["error"].as_str().unwrap().to_owned();
+    assert!(error.contains("\"alive\" is alive until") && error.contains("twice"), "{error}");
+    assert_eq!(db.count(locked).await, 2, "nothing unlocked");
+
+    let r = ui.action("/api/workers/unlock", json!({ "worker_id": "graphile" })).await;
+    assert_eq!(r.status, 200, "no lease: unlocked as before: {}", r.body);
+    let r = ui.action("/api/workers/unlock", json!({ "worker_id": "alive", "even_if_alive": true })).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(db.count(locked).await, 0);
+}
+
 #[test]
 fn binding_beyond_loopback_needs_a_token_or_read_only() {
     let outside: std::net::SocketAddr = "0.0.0.0:8080".parse().unwrap();

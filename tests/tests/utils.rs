@@ -216,6 +216,74 @@ async fn admin_functions_skip_jobs_held_by_a_live_worker() {
     assert_eq!(count(&db, &format!("id = {busy} and priority = 0")).await, 1);
 }
 
+/// Who holds each job, by job id.
+async fn holders(db: &TestDb) -> Vec<Option<String>> {
+    let client = db.client().await;
+    let rows =
+        client.query("select locked_by from graphile_worker._private_jobs order by id", &[]).await.unwrap();
+    rows.iter().map(|r| r.get(0)).collect()
+}
+
+#[tokio::test]
+async fn force_unlock_workers_refuses_a_worker_with_a_live_lease_unless_even_if_alive() {
+    use formica_tests::spoiled::{lease, lock};
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let mut ids = Vec::new();
+    for queue in ["q-alive", "q-lapsed", "q-graphile"] {
+        let spec = JobSpec::builder().queue_name(queue).build();
+        ids.push(utils.add_raw_job("t", json!({}), spec).await.unwrap().id);
+    }
+    // A live Formica worker, one whose lease lapsed, and one with no lease (graphile-worker's).
+    lease(&db, "alive", 60).await;
+    lease(&db, "lapsed", -1).await;
+    for (id, worker) in ids.iter().zip(["alive", "lapsed", "graphile"]) {
+        lock(&db, *id, worker).await;
+    }
+    let all = || vec![Some("alive".to_owned()), Some("lapsed".to_owned()), Some("graphile".to_owned())];
+
+    let refused = utils.force_unlock_workers(&["lapsed", "alive", "graphile"]).await;
+    let Err(Error::WorkersAlive(alive)) = refused else { panic!("not refused: {refused:?}") };
+    assert_eq!(alive.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(), ["alive"]);
+    let until = alive[0].1 - Utc::now();
+    assert!(until > Duration::seconds(50) && until <= Duration::seconds(61), "alive for {until}");
+    let message = Error::WorkersAlive(alive).to_string();
+    assert!(message.contains("\"alive\" is alive until") && message.contains("twice"), "{message}");
+    assert_eq!(holders(&db).await, all(), "a refusal releases nothing, not even the dead workers'");
+    let queues = "select count(*) from graphile_worker._private_job_queues where locked_by is not null";
+    assert_eq!(db.count(queues).await, 3);
+
+    utils.force_unlock_workers(&["lapsed", "graphile"]).await.expect("no live lease: unlocked");
+    assert_eq!(holders(&db).await, vec![Some("alive".to_owned()), None, None]);
+    utils.force_unlock_workers_even_if_alive(&["alive"]).await.expect("forced");
+    assert_eq!(holders(&db).await, vec![None, None, None]);
+    assert_eq!(db.count(queues).await, 0);
+}
+
+#[tokio::test]
+async fn force_unlock_workers_waits_for_a_lease_renewal_in_flight_and_then_refuses() {
+    use formica_tests::spoiled::{lease, lock};
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let id = utils.add_raw_job("t", json!({}), JobSpec::default()).await.unwrap().id;
+    lease(&db, "w", -1).await;
+    lock(&db, id, "w").await;
+    // The worker renews its lapsed lease; the renewal has not committed yet.
+    let mut renewing = db.client().await;
+    let renewal = renewing.transaction().await.unwrap();
+    renewal
+        .execute("update formica_graphile_worker.leases set expires_at = now() + interval '1 minute'", &[])
+        .await
+        .unwrap();
+    let unlocking = tokio::spawn(async move { utils.force_unlock_workers(&["w"]).await });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(!unlocking.is_finished(), "the unlock waits for the lease row");
+    renewal.commit().await.unwrap();
+    let refused = unlocking.await.unwrap();
+    assert!(matches!(refused, Err(Error::WorkersAlive(_))), "{refused:?}");
+    assert_eq!(holders(&db).await, vec![Some("w".to_owned())]);
+}
+
 #[tokio::test]
 async fn force_unlock_workers_releases_only_the_named_workers() {
     let db = TestDb::migrated().await;
@@ -348,7 +416,7 @@ async fn a_plain_batch_is_stored_and_announced_as_add_jobs_would() {
         assert_eq!(note["count"], 3, "{note}");
     }
     // The plain path answers with jobs it builds from what it sent: they must be the rows.
-    let stored = utils.list_jobs(&JobFilter::default()).await.expect("list");
+    let stored = utils.list_jobs(&JobFilter::default()).await.expect("list").jobs;
     assert_eq!(answered, stored, "the jobs answered are the jobs stored");
     // The same specs through the add_jobs function itself.
     let client = db.client().await;
@@ -417,7 +485,7 @@ async fn a_plain_batch_of_several_tasks_keeps_each_job_s_task_and_order() {
     let tasks = |i: i64| if i % 3 == 0 { "b" } else { "a" };
     let added =
         utils.add_raw_jobs(&(0..7).map(|i| job(tasks(i), i)).collect::<Vec<_>>()).await.expect("batch");
-    let stored = utils.list_jobs(&JobFilter::default()).await.expect("list").split_off(2);
+    let stored = utils.list_jobs(&JobFilter::default()).await.expect("list").jobs.split_off(2);
     assert_eq!(added, stored, "the jobs answered are the jobs stored");
     assert_eq!(
         stored.iter().map(|j| (j.task_identifier.as_str(), j.payload["n"].as_i64())).collect::<Vec<_>>(),

@@ -1,0 +1,142 @@
+//! What `formica` shows of rows it cannot trust: jobs whose row cannot be read are named
+//! with their column and the rest is shown; control characters from the database never
+//! reach the terminal raw; and `unlock` refuses a worker whose lease says it is alive.
+
+// Tests fail by panicking, and match only the variants they look for.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
+
+use formica_tests::spoiled::{good_and_undecodable_jobs, lease, lock};
+use formica_tests::TestDb;
+use serde_json::{json, Value};
+use std::process::{Command, Output};
+
+fn formica(db: &TestDb, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_formica"))
+        .args(["-c", &db.url])
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run formica")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8(bytes.to_vec()).expect("UTF-8 output")
+}
+
+fn ok(db: &TestDb, args: &[&str]) -> String {
+    let out = formica(db, args);
+    assert!(out.status.success(), "formica {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    text(&out.stdout)
+}
+
+fn json(db: &TestDb, args: &[&str]) -> Value {
+    serde_json::from_str(&ok(db, &[args, &["--json"]].concat())).expect("JSON output")
+}
+
+#[tokio::test]
+async fn jobs_job_and_status_name_unreadable_rows_and_show_the_rest() {
+    let db = TestDb::migrated().await;
+    let [good, bad_payload, bad_run_at] = good_and_undecodable_jobs(&db).await;
+
+    let table = ok(&db, &["jobs"]);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(lines[1].starts_with(&format!("{good} ")), "the good job is listed: {table}");
+    assert!(table.contains(&format!("job {bad_payload}: column payload: number out of range")), "{table}");
+    assert!(table.contains(&format!("job {bad_run_at}: column run_at: ")), "{table}");
+    let listed = json(&db, &["jobs"]);
+    assert_eq!(listed[0]["id"], good);
+    assert_eq!(listed[0]["payload"], json!({ "n": 0 }));
+    assert_eq!((listed[1]["id"].as_i64(), listed[2]["id"].as_i64()), (Some(bad_payload), Some(bad_run_at)));
+    assert!(listed[1]["undecodable"].as_str().unwrap().starts_with("column payload"), "{listed}");
+
+    assert!(ok(&db, &["job", &good.to_string()]).contains("payload:\n{\n  \"n\": 0\n}"));
+    for (id, column) in [(bad_payload, "payload"), (bad_run_at, "run_at")] {
+        let out = formica(&db, &["job", &id.to_string()]);
+        let stderr = text(&out.stderr);
+        assert!(!out.status.success());
+        assert!(stderr.contains(&format!("cannot read job {id}: column {column}: ")), "{stderr}");
+    }
+
+    let status = ok(&db, &["status"]);
+    assert!(status.lines().any(|l| l.starts_with("t ") && l.contains(" 3 ")), "three ready jobs: {status}");
+    assert!(status.contains("could not be read: the oldest ready job of task \"t\": run_at"), "{status}");
+    assert_eq!(json(&db, &["status"])["tasks"][0]["ready"], 3);
+}
+
+/// Whether `output` holds a control character (C0 but a line break, DEL, C1).
+fn raw_control(output: &str) -> Option<char> {
+    output.chars().find(|&c| c.is_control() && c != '\n')
+}
+
+#[tokio::test]
+async fn control_characters_from_the_database_are_shown_escaped_in_every_output() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    // ESC starting a colour, BEL, C1's CSI (U+009B) clearing the screen, DEL.
+    let evil = "\u{1b}[31mred\u{7} \u{9b}2J\u{7f}";
+    let spec = formica_tokio::JobSpec::builder().queue_name(evil).job_key(evil).build();
+    let id = utils.add_raw_job(evil, json!({ "s": evil }), spec).await.unwrap().id;
+    db.client()
+        .await
+        .execute(
+            "update graphile_worker._private_jobs set last_error = $2, attempts = 1 where id = $1",
+            &[&id, &format!("first line {evil}\nsecond line {evil}")],
+        )
+        .await
+        .unwrap();
+    let escaped = r"\u{1b}[31mred\u{7} \u{9b}2J\u{7f}";
+    let id = id.to_string();
+    for args in [vec!["jobs"], vec!["job", &id], vec!["status"], vec!["jobs", "--failed"]] {
+        let shown = ok(&db, &args);
+        assert_eq!(raw_control(&shown), None, "formica {args:?}: {shown:?}");
+        assert!(shown.contains(escaped), "formica {args:?} shows them escaped: {shown}");
+    }
+    let whole = ok(&db, &["job", &id]);
+    assert!(
+        whole.contains(&format!("last_error:\nfirst line {escaped}\nsecond line {escaped}\n")),
+        "{whole}"
+    );
+    for args in [vec!["jobs"], vec!["job", &id], vec!["status"]] {
+        let out = ok(&db, &[&args[..], &["--json"]].concat());
+        assert_eq!(raw_control(&out), None, "formica {args:?} --json: {out:?}");
+        let value: Value = serde_json::from_str(&out).expect("JSON output");
+        assert!(value.to_string().contains(&json!(evil).to_string()), "the text itself round-trips: {out}");
+    }
+    // An error quoting the text: a crontab's task identifier.
+    let crontab = std::env::temp_dir().join(format!("formica-evil-crontab-{}", std::process::id()));
+    std::fs::write(&crontab, format!("* * * * * {evil}\n")).unwrap();
+    let out = formica(&db, &["crontab", "check", crontab.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&crontab);
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(raw_control(&stderr), None, "{stderr:?}");
+    assert!(stderr.contains("invalid task identifier") && stderr.contains(r"\u{1b}[31m"), "{stderr}");
+}
+
+#[tokio::test]
+async fn unlock_refuses_a_worker_with_a_live_lease_unless_even_if_alive() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        ids.push(utils.add_raw_job("t", json!({}), Default::default()).await.unwrap().id);
+    }
+    lease(&db, "alive", 60).await;
+    lock(&db, ids[0], "alive").await;
+    lock(&db, ids[1], "gone").await;
+    let locked = "select count(*) from graphile_worker._private_jobs where locked_by is not null";
+
+    let out = formica(&db, &["unlock", "alive", "gone"]);
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success(), "refused");
+    assert!(stderr.contains("worker \"alive\" is alive until"), "names the live worker: {stderr}");
+    assert!(stderr.contains("run twice") && stderr.contains("--even-if-alive"), "{stderr}");
+    assert!(!stderr.contains("\"gone\""), "only the live worker is named: {stderr}");
+    assert_eq!(db.count(locked).await, 2, "nothing unlocked");
+    let status = ok(&db, &["status"]);
+    assert!(status.lines().any(|l| l.starts_with("alive ") && l.contains("alive until")), "{status}");
+
+    assert_eq!(json(&db, &["unlock", "gone"])["unlocked"][0]["jobs"], 1, "no lease: unlocked as before");
+    assert_eq!(json(&db, &["unlock", "alive", "--even-if-alive"])["unlocked"][0]["jobs"], 1);
+    assert_eq!(db.count(locked).await, 0);
+}
