@@ -93,7 +93,7 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
 
 /// Print the rows of a listing that could not be read, after the rest (in JSON mode they
 /// are in the listing itself).
-pub fn print_undecodable(out: Output, rows: &[Undecodable]) {
+fn print_undecodable(out: Output, rows: &[Undecodable]) {
     if out == Output::Human && !rows.is_empty() {
         println!("\ncould not be read (the rest is above):");
         for row in rows {

@@ -4,10 +4,12 @@
 //! What the worker held stays locked until its lease lapses: no other worker runs those
 //! jobs (nor the rest of their named queues) meanwhile. Then a live worker's recovery sweep
 //! frees them and another worker runs them again, queues in order, within
-//! `LEASE + SUSPICION_GRACE + 8/3 RECOVERY_PERIOD` plus a poll, without anyone acting; `formica unlock <worker
-//! id>` does it at once. A worker that was only paused and comes back cannot disturb the
-//! new run: its late writes name it as the locker, and it no longer is. The task programs
-//! of a killed worker die with it: they do not go on running jobs that are now unlocked.
+//! `LEASE + SUSPICION_GRACE + 8/3 RECOVERY_PERIOD` plus a poll, without anyone acting;
+//! `formica unlock --even-if-alive <worker id>` does it at once (a plain `unlock` is
+//! refused while the lease runs). A worker that was only paused and comes back cannot
+//! disturb the new run: its late writes name it as the locker, and it no longer is. The
+//! task programs of a killed worker die with it: they do not go on running jobs that are
+//! now unlocked.
 
 // Tests fail by panicking, and match only the variants they look for.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
@@ -164,7 +166,16 @@ async fn a_sigkilled_worker_s_jobs_stay_locked_until_unlocked_then_run_again_els
     let (jobs, queues) =
         (db.count(&held("_private_jobs")).await, db.count(&held("_private_job_queues")).await);
     assert!(jobs > 0 && queues > 0, "the dead worker holds jobs ({jobs}) and a queue ({queues})");
-    let unlocked = formica(&db, &["unlock", &dead, "nobody", "--json"]);
+    // Its lease still says it is alive: a plain unlock is refused; knowing it is dead,
+    // the operator says so.
+    let refused = Command::new(env!("CARGO_BIN_EXE_formica"))
+        .args(["-c", &db.url, "unlock", &dead, "nobody"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && stderr.contains("is alive until"), "{stderr}");
+    assert_eq!(db.count(&held("_private_jobs")).await, jobs, "nothing unlocked");
+    let unlocked = formica(&db, &["unlock", &dead, "nobody", "--even-if-alive", "--json"]);
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(&unlocked).unwrap(),
         serde_json::json!({ "unlocked": [
