@@ -46,8 +46,8 @@ struct PoolInner {
     settings: ConnectionSettings,
     options: PoolOptions,
     state: std::sync::Mutex<State>,
-    /// Set once a server refused a named statement the way a pooler sharing server
-    /// sessions between clients makes it: statements go unnamed from then on.
+    /// Set once the pool found its server sessions shared with other clients (a pooler in
+    /// transaction mode, see the `named` module): statements go unnamed from then on.
     sessions_shared: AtomicBool,
 }
 
