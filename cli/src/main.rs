@@ -150,7 +150,7 @@ struct RunArgs {
     /// Most database connections (at least 1).
     #[arg(short = 'm', long, default_value_t = DEFAULT_MAX_POOL_SIZE, value_parser = at_least_one)]
     max_pool_size: usize,
-    /// Milliseconds between looks for jobs when no notification comes.
+    /// Milliseconds between looks for jobs when no notification comes (at least 10).
     #[arg(long, default_value_t = millis(Config::default().poll_interval))]
     poll_interval: u64,
     /// Send statements unprepared (for pgBouncer in transaction mode).

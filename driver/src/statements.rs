@@ -5,7 +5,7 @@
 //! the differential test runs the very same binding inside its own transaction, so "as the
 //! driver binds them" is one piece of code, not two that must agree.
 
-use crate::db::{Pool, PooledClient};
+use crate::db::Pool;
 use crate::error::Error;
 pub use crate::params::Param;
 use crate::params::{param, typed};
@@ -166,8 +166,10 @@ pub fn bind(statement: Statement) -> Bound {
 }
 
 /// What running the worker's statements needs: the pool, the schema, whether statements
-/// are prepared (named, cached per connection) or sent unnamed each time (one round trip
-/// as well, and safe behind pgBouncer in transaction mode), and the flags function.
+/// are prepared (named, cached per connection; unnamed after all once the pool finds a
+/// pooler sharing server sessions, see `PooledClient::query_params`) or sent unnamed each
+/// time (one round trip as well, and safe behind pgBouncer in transaction mode), and the
+/// flags function.
 pub(crate) struct Executor {
     pub(crate) pool: Pool,
     pub(crate) schema: String,
@@ -192,22 +194,8 @@ impl Executor {
         let bound = bind(statement);
         let sql = sql::render(bound.template, &self.schema);
         let mut client = self.pool.get().await?;
-        let rows = query(&mut client, self.prepared, &sql, &bound).await?;
+        let rows = client.query_params(&sql, &bound.params, self.prepared).await?;
         bound.answer(&rows)
-    }
-}
-
-async fn query(
-    client: &mut PooledClient,
-    prepared: bool,
-    sql: &str,
-    bound: &Bound,
-) -> Result<Vec<Row>, Error> {
-    if prepared {
-        let statement = client.prepared(sql).await?;
-        Ok(client.query(&statement, &bound.values()).await?)
-    } else {
-        Ok(client.query_typed(sql, &bound.typed()).await?)
     }
 }
 

@@ -16,6 +16,11 @@ use std::collections::BTreeMap;
 /// config's rate (`docs/performance.md`, with the command).
 pub const DEFAULT_LOCAL_QUEUE_SIZE: usize = 5000;
 
+/// The shortest poll interval [`Config::validate`] allows: shorter, an idle worker would look
+/// for jobs without pause, keeping a core busy (a zero interval used 65-87% of one) and
+/// the database too. The integration tests poll every 50 ms at the least.
+pub const MIN_POLL_INTERVAL: Duration = Duration::milliseconds(10);
+
 /// How a worker behaves. `Default` gives Formica's defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -25,7 +30,8 @@ pub struct Config {
     pub task_identifiers: Vec<String>,
     /// Most tasks running at once; at least 1.
     pub concurrency: usize,
-    /// How long to wait for a notification before looking for jobs anyway.
+    /// How long to wait for a notification before looking for jobs anyway; at least
+    /// [`MIN_POLL_INTERVAL`] (10 ms).
     pub poll_interval: Duration,
     /// Most jobs held locked but not yet started (`None`: fetch only for free slots).
     ///
@@ -157,6 +163,13 @@ impl Config {
             Duration::hours(1),
             "a loop turns at least once a second",
         )?;
+        within(
+            "poll_interval",
+            self.poll_interval,
+            MIN_POLL_INTERVAL,
+            Duration::days(365),
+            "shorter, an idle worker would look for jobs without pause, keeping a core busy",
+        )?;
         if let Some(delay) = self.refetch_delay {
             within(
                 "refetch_delay",
@@ -175,7 +188,6 @@ impl Config {
         )?;
         // The machine adds these to the clock: beyond a year is a mistake, and would overflow.
         let timers = [
-            ("poll_interval", self.poll_interval),
             ("complete_batch_delay", self.complete_batch_delay),
             ("fail_batch_delay", self.fail_batch_delay),
             ("graceful_shutdown_timeout", self.graceful_shutdown_timeout),
@@ -263,6 +275,23 @@ mod tests {
             ..Config::default()
         };
         assert_eq!(bounds.validate(), Ok(()));
+    }
+
+    #[test]
+    fn a_poll_interval_under_ten_milliseconds_is_refused_naming_the_minimum() {
+        let zero = Config { poll_interval: Duration::zero(), ..Config::default() };
+        assert_eq!(
+            zero.validate(),
+            Err(
+                "poll_interval is 0s: it must be from 10ms to 8760h (shorter, an idle worker would look for \
+                 jobs without pause, keeping a core busy)"
+                    .into()
+            )
+        );
+        let short = Config { poll_interval: Duration::milliseconds(9), ..Config::default() };
+        assert!(short.validate().unwrap_err().starts_with("poll_interval is 9ms: it must be from 10ms"));
+        let shortest = Config { poll_interval: MIN_POLL_INTERVAL, ..Config::default() };
+        assert_eq!(shortest.validate(), Ok(()));
     }
 
     #[test]

@@ -37,7 +37,7 @@ mod slots;
 mod sweep;
 mod writes;
 
-pub use self::config::{Config, DEFAULT_LOCAL_QUEUE_SIZE};
+pub use self::config::{Config, DEFAULT_LOCAL_QUEUE_SIZE, MIN_POLL_INTERVAL};
 pub use self::fetch::MAX_PREFETCHES;
 pub use self::lease::{HEARTBEAT_INTERVAL, LEASE, RECOVERY_PERIOD, SUSPICION_GRACE};
 pub use self::refetch::RefetchDelay;

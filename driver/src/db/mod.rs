@@ -24,8 +24,12 @@
 //!   running is also cancelled on the server (a cancel request on a new connection to the
 //!   same address): a backend waiting on a lock does not notice its client is gone, and
 //!   would otherwise go on waiting, holding its connection slot.
+//!
+//! Statements the worker prepares are cached per connection, and sent unnamed once the pool
+//! finds its server sessions shared by a connection pooler (see the `named` module).
 
 mod connect;
+mod named;
 mod pool;
 
 pub use self::connect::{

@@ -7,6 +7,7 @@ use crate::settings::ConnectionSettings;
 use futures::future::{self, Either};
 use std::collections::HashMap;
 use std::ops::Deref;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_postgres::{Client, Config, Statement};
@@ -45,6 +46,9 @@ struct PoolInner {
     settings: ConnectionSettings,
     options: PoolOptions,
     state: std::sync::Mutex<State>,
+    /// Set once the pool found its server sessions shared with other clients (a pooler in
+    /// transaction mode, see the `named` module): statements go unnamed from then on.
+    sessions_shared: AtomicBool,
 }
 
 #[derive(Clone, Copy)]
@@ -84,9 +88,11 @@ struct Waiter {
 
 /// A connection and the statements prepared on it (prepared statements belong to their
 /// session, so the cache lives with the connection).
-struct Conn {
-    client: Client,
-    prepared: HashMap<String, Statement>,
+pub(super) struct Conn {
+    pub(super) client: Client,
+    pub(super) prepared: HashMap<String, Statement>,
+    /// Whether the session was checked for prepared statements of another client.
+    pub(super) probed: bool,
 }
 
 /// The pool's numbers at one moment ([`Pool::status`]).
@@ -187,7 +193,13 @@ impl Pool {
     }
 
     fn with_options(runtime: Arc<dyn Runtime>, settings: ConnectionSettings, options: PoolOptions) -> Self {
-        Pool(Arc::new(PoolInner { runtime, settings, options, state: Default::default() }))
+        Pool(Arc::new(PoolInner {
+            runtime,
+            settings,
+            options,
+            state: Default::default(),
+            sessions_shared: AtomicBool::new(false),
+        }))
     }
 
     /// A pool for the connection string `url` (a `postgres://` URL or libpq key=value
@@ -294,7 +306,7 @@ impl Pool {
             // gives the room back.
             client.conn = None;
             let opened = connect_watched(self.0.runtime.clone(), &self.0.settings).await?;
-            client.conn = Some(Conn { client: opened, prepared: HashMap::new() });
+            client.conn = Some(Conn { client: opened, prepared: HashMap::new(), probed: false });
         }
         Ok(client)
     }
@@ -417,20 +429,14 @@ pub struct PooledClient {
 }
 
 impl PooledClient {
-    fn conn(&mut self) -> &mut Conn {
+    pub(super) fn conn(&mut self) -> &mut Conn {
         self.conn.as_mut().unwrap_or_else(|| unreachable!("pooled client used before it was opened"))
     }
 
-    /// `sql` prepared on this connection, once per connection. Its parameter types are
-    /// inferred from the casts in the text.
-    pub async fn prepared(&mut self, sql: &str) -> Result<Statement, Error> {
-        let conn = self.conn();
-        if let Some(statement) = conn.prepared.get(sql) {
-            return Ok(statement.clone());
-        }
-        let statement = conn.client.prepare(sql).await?;
-        conn.prepared.insert(sql.to_owned(), statement.clone());
-        Ok(statement)
+    /// Set once the pool found its server sessions shared with other clients (see
+    /// [`PooledClient::query_params`]).
+    pub(super) fn sessions_shared(&self) -> &AtomicBool {
+        &self.pool.sessions_shared
     }
 }
 

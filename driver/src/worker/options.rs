@@ -181,7 +181,8 @@ impl<R> WorkerOptions<R> {
         self.config.concurrency = n;
         self
     }
-    /// How often to look for jobs when no notification comes (default 2 s).
+    /// How often to look for jobs when no notification comes (default 2 s; at least 10 ms,
+    /// or `init` refuses it).
     pub fn poll_interval(mut self, every: Duration) -> Self {
         self.config.poll_interval = to_chrono(every);
         self
