@@ -46,7 +46,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         options = options.complete_job_batch_delay(Duration::from_millis(ms.max(0) as u64));
     }
     if let Some(ms) = setting::<i64>("POLL_INTERVAL_MS") {
-        options = options.poll_interval(Duration::from_millis(ms.max(1) as u64));
+        // Below the minimum, `init` refuses it and says why.
+        options = options.poll_interval(Duration::from_millis(ms.max(0) as u64));
     }
     if let Some(n) = setting::<i64>("MAX_PG_CONN") {
         options = options.max_pool_size(n.max(2) as usize);
