@@ -6,7 +6,7 @@
 use chrono::{DateTime, Duration, Utc};
 use formica_core::job::{Job, JobKeyMode};
 use formica_core::job::{RawJob, RescheduleJobOptions};
-use formica_core::worker::{Failure, QueryResult, Statement};
+use formica_core::worker::{Failure, Fenced, QueryResult, Statement};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -298,6 +298,24 @@ impl Model {
         }
     }
 
+    /// The answer of a write of `ids` by `worker_id`: `Done`, or `Fenced` with the jobs it
+    /// does not hold (sorted, once each) and who does.
+    fn not_held(&self, ids: impl Iterator<Item = i64>, worker_id: &str) -> QueryResult {
+        let mut fenced: Vec<Fenced> = ids
+            .filter_map(|id| {
+                let holder = self.rows.get(&id).and_then(|r| r.locked_by.clone());
+                (holder.as_deref() != Some(worker_id)).then_some(Fenced { job_id: id, holder })
+            })
+            .collect();
+        fenced.sort_by_key(|f| f.job_id);
+        fenced.dedup_by_key(|f| f.job_id);
+        if fenced.is_empty() {
+            QueryResult::Done
+        } else {
+            QueryResult::Fenced(fenced)
+        }
+    }
+
     /// The worker statements; `db_now` is the database clock. Returns the expected result
     /// and the jobs whose locks a sweep released.
     pub(crate) fn execute(
@@ -387,6 +405,7 @@ impl Model {
                 (QueryResult::jobs(jobs), vec![])
             }
             Statement::CompleteJobs { worker_id, ids } => {
+                let fenced = self.not_held(ids.iter().copied(), worker_id);
                 for id in ids {
                     if self.rows.get(id).is_some_and(|r| r.locked_by.as_ref() == Some(worker_id)) {
                         let row = self.rows.remove(id).expect("present");
@@ -394,9 +413,10 @@ impl Model {
                         self.unlock_queue(&row.queue_name, worker_id);
                     }
                 }
-                (QueryResult::Done, vec![])
+                (fenced, vec![])
             }
             Statement::FailJobs { worker_id, failures } => {
+                let fenced = self.not_held(failures.iter().map(|f| f.job_id), worker_id);
                 for Failure { job_id, message, run_at, permanent, payload } in failures {
                     let Some(row) = self.rows.get_mut(job_id) else { continue };
                     if row.locked_by.as_ref() != Some(worker_id) {
@@ -414,7 +434,17 @@ impl Model {
                     let queue = row.queue_name.clone();
                     self.unlock_queue(&queue, worker_id);
                 }
-                (QueryResult::Done, vec![])
+                (fenced, vec![])
+            }
+            // Every job locked by the worker and not in `known`, returned.
+            Statement::ReturnUnknown { worker_id, known } => {
+                let ids = self
+                    .rows
+                    .values()
+                    .filter(|r| r.locked_by.as_ref() == Some(worker_id) && !known.contains(&r.id))
+                    .map(|r| r.id)
+                    .collect();
+                self.execute(db_now, &Statement::ReturnJobs { worker_id: worker_id.clone(), ids })
             }
             Statement::ReturnJobs { worker_id, ids } => {
                 for id in ids {

@@ -4,7 +4,7 @@
 use super::part::Part;
 use super::Worker;
 use crate::job::Job;
-use crate::protocol::{DbError, Event, Failure, MisuseError, QueryId, QueryResult, Undecodable};
+use crate::protocol::{DbError, Event, Failure, Fenced, MisuseError, QueryId, QueryResult, Undecodable};
 use crate::time::Timestamp;
 use std::collections::BTreeSet;
 
@@ -66,6 +66,14 @@ impl Worker {
                     cron.registered(&known);
                 }
             }
+            QueryResult::Fenced(fenced) => {
+                // Those runs are another worker's (or over): theirs settles them.
+                for Fenced { job_id, holder } in fenced {
+                    self.emit(Event::OutcomeFenced { job_id, holder });
+                }
+                self.writes.written(id, self.now);
+                self.fetcher.wake();
+            }
             QueryResult::Done => match part {
                 // Finished jobs released their named queues: the next job of a queue may be
                 // runnable now.
@@ -86,6 +94,7 @@ impl Worker {
                     self.lease.recovery_ended();
                     self.fetcher.wake();
                 }
+                Part::Reclaim => self.fetcher.reclaimed(true),
                 Part::Register | Part::Fetch => {}
             },
         }
@@ -97,9 +106,11 @@ impl Worker {
     fn query_failed(&mut self, id: QueryId, part: Part, error: DbError) {
         let statement = self.writes.name(id).unwrap_or(part.statement());
         if part == Part::Fetch {
-            self.fetcher.failed(id);
+            // A retryable failure may be a connection lost after the jobs were locked; one
+            // the server reports as final rolled the statement back.
+            self.fetcher.failed(id, error.retryable);
         }
-        let fetching = matches!(part, Part::Register | Part::Fetch);
+        let fetching = matches!(part, Part::Register | Part::Fetch | Part::Reclaim);
         if self.gave_up_once(fetching, statement, &error) {
             return;
         }
@@ -112,6 +123,10 @@ impl Worker {
             }
             Part::Sweep => self.sweeper.ended(),
             Part::Recovery => self.lease.recovery_ended(),
+            Part::Reclaim => {
+                self.fetcher.reclaimed(false);
+                self.retry_at = Some(self.now + self.config.poll_interval);
+            }
             Part::Cron => {
                 if let Some(cron) = &mut self.cron {
                     cron.failed(self.now, self.config.poll_interval);
