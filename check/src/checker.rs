@@ -4,6 +4,7 @@
 use crate::life::{written_ids, Grant, Incarnation};
 use crate::model::{four_hours, retry_delay, row_of, same_jobs, Model, Row};
 use chrono::{DateTime, Utc};
+use formica_core::sim::faults::LOST_ANSWER;
 use formica_core::sim::{TraceEntry, Traced, World};
 use formica_core::worker::{Config, Effect, Event, Input, QueryId, QueryResult, Statement, TaskOutcome};
 use std::collections::{BTreeMap, BTreeSet};
@@ -188,9 +189,13 @@ impl Checker {
             Input::QueryDone { id, result } => {
                 let statement = inc.pending.remove(id).ok_or(format!("answer to unknown query {id}"))?;
                 let worker_id = inc.worker_id.clone();
-                if let QueryResult::Err(_) = result {
+                if let QueryResult::Err(error) = result {
                     for id in written_ids(&statement) {
                         inc.in_write.remove(&id);
+                    }
+                    if error.message == LOST_ANSWER {
+                        // The statement ran; only its answer was lost.
+                        self.model.execute(at, &statement);
                     }
                     return Ok(());
                 }

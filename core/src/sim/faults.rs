@@ -18,6 +18,10 @@ use crate::worker::{Effect, Input, QueryResult, Statement, TaskOutcome};
 use chrono::Duration;
 use std::fmt;
 
+/// The error a worker sees for a query whose answer [`Fault::LoseAnswers`] lost: the
+/// statement ran, so a checker applies it to its model all the same.
+pub const LOST_ANSWER: &str = "simulated: connection lost after the statement ran";
+
 /// One thing going wrong, applied to a [`World`] with [`Fault::apply`].
 #[derive(Clone, PartialEq, Eq)]
 pub enum Fault {

@@ -93,7 +93,7 @@ impl World {
                 let mut result = self.run_statement(&statement, fail);
                 if lose {
                     result = QueryResult::Err(DbError {
-                        message: "simulated: connection lost after the statement ran".into(),
+                        message: super::faults::LOST_ANSWER.into(),
                         retryable: true,
                     });
                 }

@@ -125,6 +125,7 @@ impl Worker {
             Part::Recovery => self.lease.recovery_ended(),
             Part::Reclaim => {
                 self.fetcher.reclaimed(false);
+                self.writes.refused_beside();
                 self.retry_at = Some(self.now + self.config.poll_interval);
             }
             Part::Cron => {

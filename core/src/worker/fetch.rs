@@ -266,6 +266,12 @@ impl Fetcher {
         }
     }
 
+    /// Whether a give-back of what a lost fetch answer locked is due or out: a worker stops
+    /// only once it is done.
+    pub fn reclaiming(&self) -> bool {
+        self.reclaim != Reclaim::Idle
+    }
+
     /// Whether a fetch sent before fetch `id` is still out.
     fn earlier_out(&self, id: QueryId) -> bool {
         self.in_flight.range(..id).next().is_some()
@@ -363,10 +369,6 @@ impl Fetcher {
     /// Shutdown: disarm both deadlines and return the ids of the jobs never started.
     pub fn stop(&mut self) -> Vec<i64> {
         self.refetch.stop();
-        // The worker's lease ends with it, and recovery frees what it holds unknowingly.
-        if self.reclaim == Reclaim::Wanted {
-            self.reclaim = Reclaim::Idle;
-        }
         self.poll_at = None;
         self.give_back()
     }

@@ -225,7 +225,7 @@ impl Worker {
         if accepting && self.config.run_once && found_all && idle && written {
             self.phase = Phase::Draining;
         }
-        let settled = self.pending.is_empty() && written;
+        let settled = self.pending.is_empty() && written && !self.fetcher.reclaiming();
         if self.phase == Phase::Draining && idle && (settled || self.writes.gave_up()) {
             self.phase = Phase::Stopped;
             self.lease.stop_recovery();
@@ -264,7 +264,7 @@ impl Worker {
     /// After a fetch whose answer was lost, once no fetch is out (so none is locking jobs
     /// for this worker meanwhile): give back every job locked for it that it does not know of.
     fn maybe_reclaim(&mut self) {
-        if self.phase != Phase::Running || self.retry_at.is_some() || !self.fetcher.reclaim_due() {
+        if self.phase == Phase::Stopped || self.retry_at.is_some() || !self.fetcher.reclaim_due() {
             return;
         }
         let known = self.held().into_iter().collect();
