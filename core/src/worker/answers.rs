@@ -94,7 +94,7 @@ impl Worker {
                     self.lease.recovery_ended();
                     self.fetcher.wake();
                 }
-                Part::Reclaim => self.fetcher.reclaimed(true),
+                Part::Reclaim => self.fetcher.reclaim_ended(false),
                 Part::Register | Part::Fetch => {}
             },
         }
@@ -105,13 +105,20 @@ impl Worker {
     /// registration after `poll_interval`, a sweep at the next sweep, cron by its runner.
     fn query_failed(&mut self, id: QueryId, part: Part, error: DbError) {
         let statement = self.writes.name(id).unwrap_or(part.statement());
-        if part == Part::Fetch {
-            // A retryable failure may be a connection lost after the jobs were locked; one
-            // the server reports as final rolled the statement back.
-            self.fetcher.failed(id, error.retryable);
-        }
         let fetching = matches!(part, Part::Register | Part::Fetch | Part::Reclaim);
-        if self.gave_up_once(fetching, statement, &error) {
+        let gave_up = self.gave_up_once(fetching, statement, &error);
+        match part {
+            // Whatever the error, the fetch may have locked jobs: the connection may have
+            // died after it ran, or the driver failed to read its rows.
+            Part::Fetch => self.fetcher.failed(id),
+            // Run-once gave up: its lease ends as it stops, and recovery frees them.
+            Part::Reclaim => {
+                self.fetcher.reclaim_ended(!gave_up);
+                self.writes.refused_beside();
+            }
+            Part::Register | Part::Write | Part::Sweep | Part::Cron | Part::Recovery => {}
+        }
+        if gave_up {
             return;
         }
         let message = error.message.clone();
@@ -123,11 +130,7 @@ impl Worker {
             }
             Part::Sweep => self.sweeper.ended(),
             Part::Recovery => self.lease.recovery_ended(),
-            Part::Reclaim => {
-                self.fetcher.reclaimed(false);
-                self.writes.refused_beside();
-                self.retry_at = Some(self.now + self.config.poll_interval);
-            }
+            Part::Reclaim => self.retry_at = Some(self.now + self.config.poll_interval),
             Part::Cron => {
                 if let Some(cron) = &mut self.cron {
                     cron.failed(self.now, self.config.poll_interval);

@@ -234,11 +234,11 @@ impl Fetcher {
     }
 
     /// Fetch `id` failed: nothing of it will come, so the jobs of later fetches need not wait
-    /// for it. If its `answer_lost` (the connection ended, say), it may have locked jobs all
-    /// the same: those are to be given back.
-    pub fn failed(&mut self, id: QueryId, answer_lost: bool) {
+    /// for it. It may have locked jobs all the same (its answer was lost): those are to be
+    /// given back.
+    pub fn failed(&mut self, id: QueryId) {
         self.in_flight.remove(&id);
-        if answer_lost && self.reclaim == Reclaim::Idle {
+        if self.reclaim == Reclaim::Idle {
             self.reclaim = Reclaim::Wanted;
         }
         if !self.earlier_out(id) {
@@ -257,13 +257,11 @@ impl Fetcher {
         self.reclaim = Reclaim::Sent;
     }
 
-    /// The give-back ended: if it `landed`, fetching goes on (the jobs it freed may be
-    /// runnable); if not, it is due again.
-    pub fn reclaimed(&mut self, landed: bool) {
-        self.reclaim = if landed { Reclaim::Idle } else { Reclaim::Wanted };
-        if landed {
-            self.wake();
-        }
+    /// The give-back ended: it is due `again` (it failed), or fetching goes on (the jobs it
+    /// freed may be runnable).
+    pub fn reclaim_ended(&mut self, again: bool) {
+        self.reclaim = if again { Reclaim::Wanted } else { Reclaim::Idle };
+        self.wake();
     }
 
     /// Whether a give-back of what a lost fetch answer locked is due or out: a worker stops
@@ -507,7 +505,7 @@ mod tests {
         f.sent(2, 2);
         f.fetched(2, 2, jobs(&[7, 8]), &BTreeSet::new(), 0, true, t(1));
         assert!(f.take(2, t(1)).is_empty());
-        f.failed(1, false);
+        f.failed(1);
         assert_eq!(ids(&f.take(2, t(2))), [7, 8]);
         assert!(!f.fetching());
     }
