@@ -72,7 +72,7 @@ fn jobs_locked_by_a_fetch_whose_answer_was_lost_are_given_back_and_run() {
     add_jobs(&mut world, 2);
     let lost_at = world.elapsed();
     let locked = world.run_until(Duration::seconds(3), |world| world.unknown_locks(w).len() == 2);
-    assert!(locked, "locked unknowingly: {}", render_trace(&world.trace()[..]));
+    assert!(locked, "locked unknowingly: {}", render_trace(world.trace()));
     let lost = world
         .trace()
         .iter()
@@ -80,7 +80,8 @@ fn jobs_locked_by_a_fetch_whose_answer_was_lost_are_given_back_and_run() {
     assert!(lost, "the fetch's answer was lost");
     assert!(world.run_until(Duration::seconds(10), |w| w.db().jobs().next().is_none()), "both jobs ran");
     assert!(world.elapsed() - lost_at < Duration::seconds(5), "without waiting for a sweep or a stop");
-    let statements: Vec<&Statement> = world.trace()[..]
+    let statements: Vec<&Statement> = world
+        .trace()
         .iter()
         .filter_map(|e| match &e.what {
             Traced::Effect(Effect::Query { statement, .. }) if e.elapsed >= lost_at => Some(statement),
