@@ -6,7 +6,7 @@
 use chrono::{DateTime, Duration, Utc};
 use formica_core::job::{Job, JobKeyMode};
 use formica_core::job::{RawJob, RescheduleJobOptions};
-use formica_core::worker::{Failure, Fenced, QueryResult, Statement};
+use formica_core::worker::{Failure, QueryResult, Statement};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -295,24 +295,6 @@ impl Model {
             if lock.1.as_deref() == Some(worker) {
                 *lock = (None, None);
             }
-        }
-    }
-
-    /// The answer of a write of `ids` by `worker_id`: `Done`, or `Fenced` with the jobs it
-    /// does not hold (sorted, once each) and who does.
-    fn not_held(&self, ids: impl Iterator<Item = i64>, worker_id: &str) -> QueryResult {
-        let mut fenced: Vec<Fenced> = ids
-            .filter_map(|id| {
-                let holder = self.rows.get(&id).and_then(|r| r.locked_by.clone());
-                (holder.as_deref() != Some(worker_id)).then_some(Fenced { job_id: id, holder })
-            })
-            .collect();
-        fenced.sort_by_key(|f| f.job_id);
-        fenced.dedup_by_key(|f| f.job_id);
-        if fenced.is_empty() {
-            QueryResult::Done
-        } else {
-            QueryResult::Fenced(fenced)
         }
     }
 
