@@ -4,6 +4,7 @@
 use crate::life::{written_ids, Grant, Incarnation};
 use crate::model::{four_hours, retry_delay, row_of, same_jobs, Model, Row};
 use chrono::{DateTime, Utc};
+use formica_core::sim::faults::LOST_ANSWER;
 use formica_core::sim::{TraceEntry, Traced, World};
 use formica_core::worker::{Config, Effect, Event, Input, QueryId, QueryResult, Statement, TaskOutcome};
 use std::collections::{BTreeMap, BTreeSet};
@@ -188,9 +189,13 @@ impl Checker {
             Input::QueryDone { id, result } => {
                 let statement = inc.pending.remove(id).ok_or(format!("answer to unknown query {id}"))?;
                 let worker_id = inc.worker_id.clone();
-                if let QueryResult::Err(_) = result {
+                if let QueryResult::Err(error) = result {
                     for id in written_ids(&statement) {
                         inc.in_write.remove(&id);
+                    }
+                    if error.message == LOST_ANSWER {
+                        // The statement ran; only its answer was lost.
+                        self.model.execute(at, &statement);
                     }
                     return Ok(());
                 }
@@ -263,7 +268,7 @@ impl Checker {
                 let _ = worker_id;
                 Ok(())
             }
-            (Statement::CompleteJobs { ids, .. }, QueryResult::Done) => {
+            (Statement::CompleteJobs { ids, .. }, QueryResult::Done | QueryResult::Fenced(_)) => {
                 for id in ids {
                     inc.in_write.remove(id);
                     match inc.grants.remove(id) {
@@ -273,7 +278,7 @@ impl Checker {
                 }
                 Ok(())
             }
-            (Statement::FailJobs { failures, .. }, QueryResult::Done) => {
+            (Statement::FailJobs { failures, .. }, QueryResult::Done | QueryResult::Fenced(_)) => {
                 for f in failures {
                     inc.in_write.remove(&f.job_id);
                     match inc.grants.remove(&f.job_id) {
@@ -346,6 +351,9 @@ impl Checker {
                         if asked.len() >= most {
                             return Err(format!("a fetch with {} in flight", asked.len()));
                         }
+                        if inc.pending.values().any(|s| matches!(s, Statement::ReturnUnknown { .. })) {
+                            return Err("a fetch while the jobs of a lost fetch are given back".into());
+                        }
                         if *limit == 0 || *limit > room {
                             return Err(format!("a fetch of {limit} jobs with room for {room}"));
                         }
@@ -371,6 +379,16 @@ impl Checker {
                                     f.job_id, f.run_at
                                 ));
                             }
+                        }
+                    }
+                    // Giving back what a lost fetch locked: never while a fetch is out (its
+                    // jobs would look unknown), and never a job the worker holds.
+                    Statement::ReturnUnknown { known, .. } => {
+                        if inc.pending.values().any(|s| matches!(s, Statement::GetJobs { .. })) {
+                            return Err("jobs of a lost fetch given back while a fetch is out".into());
+                        }
+                        if let Some(held) = inc.grants.keys().find(|id| !known.contains(id)) {
+                            return Err(format!("job {held} is held, yet given back as unknown"));
                         }
                     }
                     Statement::RegisterTasks { .. }

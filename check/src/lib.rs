@@ -38,6 +38,7 @@
 
 mod case;
 mod checker;
+mod fenced;
 mod life;
 mod model;
 mod ops;

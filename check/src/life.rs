@@ -76,6 +76,7 @@ pub(crate) fn written_ids(statement: &Statement) -> Vec<i64> {
         | Statement::Heartbeat { .. }
         | Statement::RecoverLapsed { .. }
         | Statement::RegisterCrontabs { .. }
-        | Statement::ScheduleCron(_) => vec![],
+        | Statement::ScheduleCron(_)
+        | Statement::ReturnUnknown { .. } => vec![],
     }
 }

@@ -387,6 +387,7 @@ impl Model {
                 (QueryResult::jobs(jobs), vec![])
             }
             Statement::CompleteJobs { worker_id, ids } => {
+                let fenced = self.not_held(ids.iter().copied(), worker_id);
                 for id in ids {
                     if self.rows.get(id).is_some_and(|r| r.locked_by.as_ref() == Some(worker_id)) {
                         let row = self.rows.remove(id).expect("present");
@@ -394,9 +395,10 @@ impl Model {
                         self.unlock_queue(&row.queue_name, worker_id);
                     }
                 }
-                (QueryResult::Done, vec![])
+                (fenced, vec![])
             }
             Statement::FailJobs { worker_id, failures } => {
+                let fenced = self.not_held(failures.iter().map(|f| f.job_id), worker_id);
                 for Failure { job_id, message, run_at, permanent, payload } in failures {
                     let Some(row) = self.rows.get_mut(job_id) else { continue };
                     if row.locked_by.as_ref() != Some(worker_id) {
@@ -414,7 +416,17 @@ impl Model {
                     let queue = row.queue_name.clone();
                     self.unlock_queue(&queue, worker_id);
                 }
-                (QueryResult::Done, vec![])
+                (fenced, vec![])
+            }
+            // Every job locked by the worker and not in `known`, returned.
+            Statement::ReturnUnknown { worker_id, known } => {
+                let ids = self
+                    .rows
+                    .values()
+                    .filter(|r| r.locked_by.as_ref() == Some(worker_id) && !known.contains(&r.id))
+                    .map(|r| r.id)
+                    .collect();
+                self.execute(db_now, &Statement::ReturnJobs { worker_id: worker_id.clone(), ids })
             }
             Statement::ReturnJobs { worker_id, ids } => {
                 for id in ids {

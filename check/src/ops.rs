@@ -180,7 +180,8 @@ pub enum Action {
         /// The worker's own clock, this many seconds from the database's (`use_local_time`).
         now_s: Option<i64>,
     },
-    /// A worker completes the jobs it holds that `mask` selects (bit `i % 64` for the i-th).
+    /// A worker completes the jobs it holds that `mask` selects (bit `i % 64` for the i-th);
+    /// with bit 63, also the first job it does not hold (fenced off).
     WorkerComplete {
         /// The worker id.
         worker_id: String,
@@ -188,7 +189,7 @@ pub enum Action {
         mask: u64,
     },
     /// A worker fails the jobs it holds that `mask` selects (only the first when the
-    /// database computes `run_at`).
+    /// database computes `run_at`); with bit 63, also the first job it does not hold.
     WorkerFail {
         /// The worker id.
         worker_id: String,
@@ -197,7 +198,8 @@ pub enum Action {
         /// Retry this many seconds from now (`None`: the database's backoff).
         retry_in_s: Option<i64>,
     },
-    /// A worker gives back the jobs it holds that `mask` selects.
+    /// A worker gives back the jobs it holds that `mask` selects; with bit 63, every job it
+    /// holds but those (as after a fetch whose answer was lost).
     WorkerReturn {
         /// The worker id.
         worker_id: String,
@@ -237,6 +239,7 @@ pub fn for_workers(op: Op, workers: usize) -> Op {
             Fault::DropListener(i) => Fault::DropListener(w(i)),
             Fault::ListenerAvailable(i, up) => Fault::ListenerAvailable(w(i), up),
             Fault::FailQueries(i, n) => Fault::FailQueries(w(i), n),
+            Fault::LoseAnswers(i, n) => Fault::LoseAnswers(w(i), n),
             Fault::StallLoop(i, ms) => Fault::StallLoop(w(i), ms),
             jump @ Fault::JumpClock(_) => jump,
         }),

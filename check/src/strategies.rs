@@ -87,6 +87,7 @@ pub fn op() -> impl Strategy<Value = Op> {
         1 => (0..3usize).prop_map(|w| Op::Fault(Fault::Crash(w))),
         2 => (0..3usize, any::<bool>()).prop_map(|(worker, graceful)| event(Action::Shutdown { worker, graceful })),
         1 => (0..3usize, 1..4u32).prop_map(|(w, n)| Op::Fault(Fault::FailQueries(w, n))),
+        1 => (0..3usize, 1..4u32).prop_map(|(w, n)| Op::Fault(Fault::LoseAnswers(w, n))),
     ]
 }
 

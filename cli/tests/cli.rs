@@ -724,7 +724,7 @@ async fn json_logs_print_one_line_per_job_outcome_with_the_job_fields() {
     let mut expected = std::collections::BTreeMap::new();
     for queue in [None, None, Some("q")] {
         let job = utils.add_raw_job("ok", serde_json::json!({}), spec(queue, 5)).await.unwrap();
-        expected.insert(job.id, "job completed");
+        expected.insert(job.id, "task succeeded");
     }
     let retried = utils.add_raw_job("fail", serde_json::json!({}), spec(None, 3)).await.unwrap();
     expected.insert(retried.id, "job failed, will retry");
@@ -756,7 +756,7 @@ async fn json_logs_print_one_line_per_job_outcome_with_the_job_fields() {
         );
         assert!(line["duration_ms"].as_f64().is_some_and(|ms| ms >= 0.0), "{line}");
         assert!(line["worker_id"].as_str().is_some_and(|w| w.starts_with("formica-")), "{line}");
-        let task = if expected[&id] == "job completed" { "ok" } else { "fail" };
+        let task = if expected[&id] == "task succeeded" { "ok" } else { "fail" };
         assert_eq!((line["task"].as_str(), line["attempt"].as_i64()), (Some(task), Some(1)), "{line}");
         if task == "fail" {
             assert!(line["error"].as_str().is_some_and(|e| e.contains("broken")), "{line}");

@@ -38,14 +38,24 @@ impl Drop for Worker {
 }
 
 fn worker(db: &TestDb, tasks: &Path) -> Worker {
-    Worker(
-        Command::new(env!("CARGO_BIN_EXE_formica"))
-            .args(["-c", &db.url, "--tasks", tasks.to_str().unwrap(), "-j", "4", "--poll-interval", "200"])
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("start formica"),
-    )
+    Worker(command(db, tasks).spawn().expect("start formica"))
+}
+
+fn command(db: &TestDb, tasks: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_formica"));
+    command
+        .args(["-c", &db.url, "--tasks", tasks.to_str().unwrap(), "-j", "4", "--poll-interval", "200"])
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null());
+    command
+}
+
+/// A worker whose log (stdout and stderr) goes to the file `log`.
+fn worker_logging_to(db: &TestDb, tasks: &Path, log: &Path) -> Worker {
+    let file = std::fs::File::create(log).unwrap();
+    let mut command = command(db, tasks);
+    command.stdout(file.try_clone().unwrap()).stderr(file);
+    Worker(command.spawn().expect("start formica"))
 }
 
 fn lines(path: &Path) -> Vec<String> {
@@ -345,6 +355,7 @@ async fn a_sigkilled_worker_s_jobs_run_again_elsewhere_automatically_within_the_
 /// A worker paused past its lease (SIGSTOP) loses its job to another worker; when it comes
 /// back (SIGCONT) and reports the job done, the write is fenced off by `locked_by`: the new
 /// run's job and queue lock are untouched, and the job leaves only when the new run ends.
+/// The paused worker logs its outcome as fenced off, naming the new holder.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_worker_s_late_completion_leaves_the_new_run_alone() {
     let db = TestDb::migrated().await;
@@ -365,7 +376,9 @@ async fn a_paused_worker_s_late_completion_leaves_the_new_run_alone() {
     );
     let spec = formica_tokio::JobSpec::builder().queue_name("q").build();
     let job = db.utils().add_raw_job("job", serde_json::json!({}), spec).await.unwrap().id;
-    let mut a = worker(&db, &first);
+    std::fs::create_dir_all(&root).unwrap();
+    let a_log = root.join("a.log");
+    let mut a = worker_logging_to(&db, &first, &a_log);
     wait_until(Duration::from_secs(15), "the first run started", || lines(&first.join("log")).len() == 1)
         .await;
     let client = db.client().await;
@@ -391,6 +404,14 @@ async fn a_paused_worker_s_late_completion_leaves_the_new_run_alone() {
         "job {job} kept its new run"
     );
     assert_eq!(holders(client.query(queue_holder, &[]).await.unwrap()), second_id, "and its queue lock");
+    let new_holder = second_id[0].clone().expect("held");
+    let fenced: Vec<String> =
+        lines(&a_log).into_iter().filter(|l| l.contains("outcome not written")).collect();
+    assert!(
+        fenced.len() == 1 && fenced[0].contains(&format!("job_id={job}")) && fenced[0].contains(&new_holder),
+        "the first worker logs its outcome as fenced off by {new_holder}: {:?}",
+        lines(&a_log)
+    );
 
     db.wait_for_count("select count(*) from graphile_worker.jobs", 0, Duration::from_secs(15)).await;
     assert_eq!(lines(&second.join("log")), ["started", "finished"], "it left when the new run ended");

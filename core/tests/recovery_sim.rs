@@ -224,6 +224,18 @@ fn a_worker_paused_past_its_lease_cannot_complete_the_new_run() {
             })
     });
     assert!(late, "a wrote its completion after the pause");
+    // a says its outcome was fenced off, naming the worker that holds the job now.
+    let fenced: Vec<&Event> = world
+        .trace()
+        .iter()
+        .filter_map(|e| match &e.what {
+            Traced::Effect(Effect::Emit(event @ Event::OutcomeFenced { .. })) if e.worker == Some(a) => {
+                Some(event)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(fenced, [&Event::OutcomeFenced { job_id: job, holder: Some("w1".into()) }]);
     let row = world.db().job(job).expect("the new run's job is still there");
     assert_eq!(row.locked_by.as_deref(), Some("w1"));
     assert_eq!(world.db().queue("q").and_then(|q| q.locked_by.as_deref()), Some("w1"));

@@ -183,7 +183,7 @@ mod strategies {
                 Fault::Crash(w) | Fault::Restart(w) => prop_assert!((1..3).contains(&w)),
                 Fault::JumpClock(s) => prop_assert!((-30..=60).contains(&s)),
                 Fault::DropListener(w) | Fault::ListenerAvailable(w, _) => prop_assert!(w < 3),
-                Fault::FailQueries(w, n) => prop_assert!(w < 3 && (1..=2).contains(&n)),
+                Fault::FailQueries(w, n) | Fault::LoseAnswers(w, n) => prop_assert!(w < 3 && (1..=2).contains(&n)),
                 Fault::StallLoop(w, ms) => prop_assert!(w < 3 && (1..=20_000).contains(&ms)),
             }
         }

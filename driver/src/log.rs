@@ -32,8 +32,24 @@ pub(crate) fn log_event(event: &Event, worker_id: &str) {
         }
         Event::JobSuccess { job_id, task, queue, attempt, duration } => {
             let duration_ms = millis(duration);
-            tracing::info!(worker_id, job_id, task, queue, attempt, duration_ms, "job completed")
+            // The job is completed once that is written (unless `OutcomeFenced` says otherwise).
+            tracing::info!(worker_id, job_id, task, queue, attempt, duration_ms, "task succeeded")
         }
+        Event::OutcomeFenced { job_id, holder } => match holder {
+            Some(holder) => tracing::warn!(
+                worker_id,
+                job_id,
+                holder,
+                "outcome not written: the job was taken from this worker (its lease lapsed) and \
+                 {holder} holds it now; its run settles the job"
+            ),
+            None => tracing::warn!(
+                worker_id,
+                job_id,
+                "outcome not written: the job is no longer this worker's (its lease lapsed, or \
+                 the write had landed before this retry); no worker holds it now"
+            ),
+        },
         Event::JobError { job_id, error, attempt, max_attempts, task, queue, duration, retry_at } => {
             // The last attempt's failure is logged once, as `JobPermanentlyFailed`.
             let Some(retry_at) = retry_at.map(|at| at.to_rfc3339()) else { return };

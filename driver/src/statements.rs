@@ -11,7 +11,7 @@ pub use crate::params::Param;
 use crate::params::{param, typed};
 use crate::rows::{decode_rows, Decoded};
 use formica_core::cron::runner::KnownCrontab;
-use formica_core::worker::{DbError, QueryResult, Statement};
+use formica_core::worker::{DbError, Fenced, QueryResult, Statement};
 use formica_sql as sql;
 use futures::future::BoxFuture;
 use std::sync::Arc;
@@ -28,6 +28,8 @@ enum Answer {
     Jobs,
     KnownCrontabs,
     Done,
+    /// `(job id, holder)` rows of the jobs a write left out.
+    Fenced,
 }
 
 /// A statement bound to its SQL and parameters.
@@ -76,6 +78,16 @@ impl Bound {
                     .collect::<Result<_, tokio_postgres::Error>>()?,
             ),
             Answer::Done => QueryResult::Done,
+            Answer::Fenced if rows.is_empty() => QueryResult::Done,
+            Answer::Fenced => {
+                let mut fenced = rows
+                    .iter()
+                    .map(|r| Ok(Fenced { job_id: r.try_get(0)?, holder: r.try_get(1)? }))
+                    .collect::<Result<Vec<_>, tokio_postgres::Error>>()?;
+                fenced.sort_by_key(|f| f.job_id);
+                fenced.dedup_by_key(|f| f.job_id);
+                QueryResult::Fenced(fenced)
+            }
         })
     }
 }
@@ -100,7 +112,7 @@ pub fn bind(statement: Statement) -> Bound {
         Statement::CompleteJobs { worker_id, ids } => (
             sql::worker::COMPLETE_JOBS,
             vec![param(worker_id, Type::TEXT), param(ids, Type::INT8_ARRAY)],
-            Answer::Done,
+            Answer::Fenced,
         ),
         Statement::FailJobs { worker_id, failures } => {
             let ids: Vec<i64> = failures.iter().map(|f| f.job_id).collect();
@@ -117,11 +129,16 @@ pub fn bind(statement: Statement) -> Bound {
                 param(permanent, Type::BOOL_ARRAY),
                 param(payloads, Type::TEXT_ARRAY),
             ];
-            (sql::worker::FAIL_JOBS, params, Answer::Done)
+            (sql::worker::FAIL_JOBS, params, Answer::Fenced)
         }
         Statement::ReturnJobs { worker_id, ids } => (
             sql::worker::RETURN_JOBS,
             vec![param(worker_id, Type::TEXT), param(ids, Type::INT8_ARRAY)],
+            Answer::Done,
+        ),
+        Statement::ReturnUnknown { worker_id, known } => (
+            sql::worker::RETURN_UNKNOWN,
+            vec![param(worker_id, Type::TEXT), param(known, Type::INT8_ARRAY)],
             Answer::Done,
         ),
         Statement::ResetLocked { locked_before } => {

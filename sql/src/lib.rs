@@ -166,6 +166,8 @@ pub mod worker {
     pub const FAIL_JOBS: &str = include_str!("../queries/worker/fail_jobs.sql");
     /// `$1` worker, `$2` job ids: unlock with the attempt refunded.
     pub const RETURN_JOBS: &str = include_str!("../queries/worker/return_jobs.sql");
+    /// See the file for parameters.
+    pub const RETURN_UNKNOWN: &str = include_str!("../queries/worker/return_unknown.sql");
     /// `$1` locks older than this are freed (null: four hours before the database clock).
     pub const RESET_LOCKED: &str = include_str!("../queries/worker/reset_locked.sql");
     /// `$1` worker, `$2` lease in milliseconds: the worker is alive that long.

@@ -1,7 +1,8 @@
 //! A TCP proxy in front of PostgreSQL that a test can make misbehave the way networks and
 //! poolers do: stop forwarding on connections while keeping them open (a hung middlebox:
 //! the kernel still acknowledges everything, so TCP keepalives see nothing wrong), accept
-//! new connections and never answer, or cut connections.
+//! new connections and never answer, cut connections, or cut one after the server ran a
+//! statement and before its answer reaches the client.
 //!
 //! It runs on a thread of its own with its own tokio runtime, so it serves tests on any
 //! runtime, and stops when dropped.
@@ -15,6 +16,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 const FORWARD: u8 = 0;
 const FROZEN: u8 = 1;
 const CUT: u8 = 2;
+/// Forwarding, until the server's next bytes: those are dropped and the connection cut.
+const LOSE_ANSWER: u8 = 3;
 
 /// How much of what a client sends is kept, to pick connections by what they said.
 const KEEP: usize = 64 * 1024;
@@ -31,6 +34,10 @@ struct Shared {
     hang_new: AtomicBool,
     closed: AtomicBool,
     accepted: AtomicUsize,
+    /// The next client message that contains this loses its answer.
+    lose_answer_to: Mutex<Option<Vec<u8>>>,
+    /// Answers lost so far.
+    lost: AtomicUsize,
 }
 
 /// A proxy to one PostgreSQL server. See the module docs.
@@ -52,6 +59,8 @@ impl Proxy {
             hang_new: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             accepted: AtomicUsize::new(0),
+            lose_answer_to: Mutex::new(None),
+            lost: AtomicUsize::new(0),
         });
         let serving = shared.clone();
         let thread = std::thread::Builder::new()
@@ -129,6 +138,19 @@ impl Proxy {
         self.set_where(|said| said.windows(needle.len()).any(|w| w == needle), FROZEN)
     }
 
+    /// The next time a client sends bytes that contain `needle` (say, text of a statement
+    /// sent unprepared), forward them, then drop the server's answer and cut that connection:
+    /// the statement ran (and, on its own, committed) but the client sees only the
+    /// connection end.
+    pub fn lose_answer_to(&self, needle: &[u8]) {
+        *self.shared.lose_answer_to.lock().unwrap_or_else(|e| e.into_inner()) = Some(needle.to_vec());
+    }
+
+    /// Answers lost so far ([`Proxy::lose_answer_to`]).
+    pub fn lost_answers(&self) -> usize {
+        self.shared.lost.load(Ordering::SeqCst)
+    }
+
     /// Close every open connection (both sides see the connection end).
     pub fn cut_all(&self) -> usize {
         self.set_where(|_| true, CUT)
@@ -179,8 +201,9 @@ async fn serve(listener: std::net::TcpListener, shared: Arc<Shared>) {
             said: Mutex::default(),
         });
         shared.conns.lock().unwrap_or_else(|e| e.into_inner()).push(conn.clone());
-        let target = shared.target;
+        let shared = shared.clone();
         tokio::spawn(async move {
+            let target = shared.target;
             if hang {
                 // Accept and say nothing until cut.
                 while conn.state.load(Ordering::SeqCst) != CUT {
@@ -197,8 +220,8 @@ async fn serve(listener: std::net::TcpListener, shared: Arc<Shared>) {
             let _ = server.set_nodelay(true);
             let (client_read, client_write) = client.into_split();
             let (server_read, server_write) = server.into_split();
-            let up = pump(client_read, server_write, conn.clone(), true);
-            let down = pump(server_read, client_write, conn.clone(), false);
+            let up = pump(client_read, server_write, conn.clone(), &shared, true);
+            let down = pump(server_read, client_write, conn.clone(), &shared, false);
             tokio::join!(up, down);
             conn.state.store(CUT, Ordering::SeqCst);
         });
@@ -211,6 +234,7 @@ async fn pump(
     mut from: tokio::net::tcp::OwnedReadHalf,
     mut to: tokio::net::tcp::OwnedWriteHalf,
     conn: Arc<Conn>,
+    shared: &Shared,
     from_client: bool,
 ) {
     let mut buf = vec![0u8; 16 * 1024];
@@ -235,6 +259,17 @@ async fn pump(
             let mut said = conn.said.lock().unwrap_or_else(|e| e.into_inner());
             let room = KEEP.saturating_sub(said.len());
             said.extend_from_slice(&buf[..n.min(room)]);
+            let mut lose = shared.lose_answer_to.lock().unwrap_or_else(|e| e.into_inner());
+            if lose.as_ref().is_some_and(|needle| buf[..n].windows(needle.len()).any(|w| w == needle)) {
+                *lose = None;
+                conn.state.store(LOSE_ANSWER, Ordering::SeqCst);
+            }
+        } else if conn.state.load(Ordering::SeqCst) == LOSE_ANSWER {
+            // The server answers once the statement has committed: let it finish, then cut.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            conn.state.store(CUT, Ordering::SeqCst);
+            shared.lost.fetch_add(1, Ordering::SeqCst);
+            break;
         }
         loop {
             match conn.state.load(Ordering::SeqCst) {

@@ -269,6 +269,8 @@ fn sim_jobs(sim: &Db) -> BTreeMap<String, (i64, Cmp)> {
 #[derive(Debug, PartialEq)]
 enum Outcome {
     Rows(Vec<Cmp>),
+    /// The jobs a write left out (by name) and their holders.
+    Fenced(Vec<(String, Option<String>)>),
     Failed,
     Nothing,
 }
@@ -331,6 +333,35 @@ fn held(
         .filter(|(i, _)| mask & (1 << (i % 64)) != 0)
         .filter_map(|(_, (name, (sim_id, _)))| pg.get(name).map(|(pg_id, _)| (name.clone(), *sim_id, *pg_id)))
         .collect()
+}
+
+/// With bit 63 of `mask`, the first job (in payload order) that `worker` does not hold.
+fn not_held(
+    sim: &BTreeMap<String, (i64, Cmp)>,
+    pg: &BTreeMap<String, (i64, Cmp)>,
+    worker: &str,
+    mask: u64,
+) -> Option<(String, i64, i64)> {
+    if mask >> 63 == 0 {
+        return None;
+    }
+    let (name, (sim_id, _)) = sim.iter().find(|(_, (_, c))| c.locked_by.as_deref() != Some(worker))?;
+    pg.get(name).map(|(pg_id, _)| (name.clone(), *sim_id, *pg_id))
+}
+
+/// A write's answer, with the jobs it left out named as in `before`.
+fn fenced(result: QueryResult, before: &BTreeMap<String, (i64, Cmp)>) -> Outcome {
+    match result {
+        QueryResult::Done => Outcome::Nothing,
+        QueryResult::Fenced(fenced) => {
+            let name = |id| before.iter().find(|(_, (i, _))| *i == id).map(|(n, _)| n.clone());
+            let mut named: Vec<_> =
+                fenced.into_iter().map(|f| (name(f.job_id).unwrap_or_default(), f.holder)).collect();
+            named.sort();
+            Outcome::Fenced(named)
+        }
+        other => panic!("a write answered {other:?}"),
+    }
 }
 
 fn task_ids(names: &Names, wanted: &[&str]) -> Vec<i32> {
@@ -469,17 +500,16 @@ impl Both {
                 (sim, pg)
             }
             Action::WorkerComplete { worker_id, mask } => {
-                let jobs = held(&sim_before, &pg_before, worker_id, *mask);
+                let mut jobs = held(&sim_before, &pg_before, worker_id, *mask);
+                jobs.extend(not_held(&sim_before, &pg_before, worker_id, *mask));
                 let sim_ids: Vec<i64> = jobs.iter().map(|j| j.1).collect();
                 let pg_ids: Vec<i64> = jobs.iter().map(|j| j.2).collect();
                 let result =
                     self.sim.execute(&Statement::CompleteJobs { worker_id: worker_id.clone(), ids: sim_ids });
-                assert_eq!(result, QueryResult::Done);
                 let pg =
                     pg_statement(tx, Statement::CompleteJobs { worker_id: worker_id.clone(), ids: pg_ids })
                         .await;
-                assert_eq!(pg, QueryResult::Done);
-                (Outcome::Nothing, Outcome::Nothing)
+                (fenced(result, &sim_before), fenced(pg, &pg_before))
             }
             Action::WorkerFail { worker_id, mask, retry_in_s } => {
                 let mut jobs = held(&sim_before, &pg_before, worker_id, *mask);
@@ -487,6 +517,7 @@ impl Both {
                     // The database computes run_at: one job at a time, so no two get the same.
                     jobs.truncate(1);
                 }
+                jobs.extend(not_held(&sim_before, &pg_before, worker_id, *mask));
                 let mut failures = Vec::new();
                 for (i, (name, sim_id, _)) in jobs.iter().enumerate() {
                     self.serial += 1;
@@ -506,11 +537,25 @@ impl Both {
                 let pg = pg_statement(
                     tx,
                     Statement::FailJobs { worker_id: worker_id.clone(), failures: pg_failures },
-                );
-                assert_eq!(pg.await, QueryResult::Done);
+                )
+                .await;
                 let result =
                     self.sim.execute(&Statement::FailJobs { worker_id: worker_id.clone(), failures });
+                (fenced(result, &sim_before), fenced(pg, &pg_before))
+            }
+            Action::WorkerReturn { worker_id, mask } if mask >> 63 == 1 => {
+                let known = held(&sim_before, &pg_before, worker_id, *mask);
+                let worker_id = worker_id.clone();
+                let sim_known = known.iter().map(|j| j.1).collect();
+                let result = self
+                    .sim
+                    .execute(&Statement::ReturnUnknown { worker_id: worker_id.clone(), known: sim_known });
                 assert_eq!(result, QueryResult::Done);
+                let known = known.iter().map(|j| j.2).collect();
+                assert_eq!(
+                    pg_statement(tx, Statement::ReturnUnknown { worker_id, known }).await,
+                    QueryResult::Done
+                );
                 (Outcome::Nothing, Outcome::Nothing)
             }
             Action::WorkerReturn { worker_id, mask } => {

@@ -28,7 +28,7 @@ pub enum Event {
         /// The attempt (1 for the first).
         attempt: i16,
     },
-    /// A task succeeded.
+    /// A task succeeded (the job is completed once that is written: see [`Event::OutcomeFenced`]).
     JobSuccess {
         /// The job.
         job_id: i64,
@@ -100,6 +100,15 @@ pub enum Event {
     JobComplete {
         /// The job.
         job_id: i64,
+    },
+    /// The outcome of `job_id` was not written: this worker no longer held the job (its lease
+    /// lapsed and the job was freed, maybe taken by `holder`), so the run that holds it now
+    /// settles it.
+    OutcomeFenced {
+        /// The job.
+        job_id: i64,
+        /// The worker holding it now (`None`: no one, or the job is gone).
+        holder: Option<String>,
     },
     /// A fetch is sent (its answer: the jobs, `FetchEmpty`, or a `DatabaseError`).
     FetchStart {

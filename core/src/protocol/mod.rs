@@ -79,14 +79,16 @@ pub enum Statement {
         /// The time jobs must be due by (`None`: the database clock).
         now: Option<Timestamp>,
     },
-    /// Delete these jobs (still held by `worker_id`) and release their queues. Answer: `Done`.
+    /// Delete these jobs (still held by `worker_id`) and release their queues. Answer: `Done`,
+    /// or `Fenced` naming the jobs it did not delete.
     CompleteJobs {
         /// The locker.
         worker_id: String,
         /// The jobs.
         ids: Vec<i64>,
     },
-    /// Record failed attempts, unlock the jobs and their queues. Answer: `Done`.
+    /// Record failed attempts of jobs still held by `worker_id`, unlock the jobs and their
+    /// queues. Answer: `Done`, or `Fenced` naming the jobs it did not write.
     FailJobs {
         /// The locker.
         worker_id: String,
@@ -99,6 +101,15 @@ pub enum Statement {
         worker_id: String,
         /// The jobs.
         ids: Vec<i64>,
+    },
+    /// Give back every job locked by `worker_id` whose id is not in `known` (attempt
+    /// refunded, `run_at` kept, named queue released): jobs a fetch locked for this worker
+    /// whose answer was lost. Answer: `Done`.
+    ReturnUnknown {
+        /// The locker.
+        worker_id: String,
+        /// The jobs the worker knows it holds: running, waiting, or their outcome being written.
+        known: Vec<i64>,
     },
     /// Free jobs and queues locked before `locked_before` (`None`: four hours before the
     /// database clock). Answer: `Done`.
@@ -152,6 +163,17 @@ impl QueryResult {
     }
 }
 
+/// A job whose outcome a write did not record: the writer no longer held it (its lease
+/// lapsed and recovery freed it, or a sweep did, or the write had landed before and this is
+/// its retry).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fenced {
+    /// The job.
+    pub job_id: i64,
+    /// The worker holding it now (`None`: no one, or the job is gone).
+    pub holder: Option<String>,
+}
+
 /// A database error, as data.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DbError {
@@ -177,6 +199,8 @@ pub enum QueryResult {
     KnownCrontabs(Vec<KnownCrontab>),
     /// The statement ran.
     Done,
+    /// `CompleteJobs` or `FailJobs` ran, but these of its jobs were not this worker's to write.
+    Fenced(Vec<Fenced>),
     /// The statement failed.
     Err(DbError),
 }

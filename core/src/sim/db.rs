@@ -475,6 +475,7 @@ mod tests {
             other @ (QueryResult::Tasks(_)
             | QueryResult::KnownCrontabs(_)
             | QueryResult::Done
+            | QueryResult::Fenced(_)
             | QueryResult::Err(_)) => panic!("{other:?}"),
         }
     }

@@ -1,7 +1,7 @@
 //! Faults as data, and a driver that plays an application's scenario on a [`World`].
 //!
 //! A scenario is a list of [`Op`]s: the application's own events (whatever type `E` it
-//! uses), [`Fault`]s (crashes, restarts, clock jumps, dropped listeners, failing queries)
+//! uses), [`Fault`]s (crashes, restarts, clock jumps, dropped listeners, failing queries, lost answers)
 //! and waits. [`run_ops`] plays it on the application ([`App`]: how it reacts to an event,
 //! what must hold) and checks after every step of the world, so an invariant is checked
 //! at every instant something happened, not only between operations; [`heal`] ends the
@@ -17,6 +17,10 @@ use super::{TraceEntry, Traced, WorkerIndex, World};
 use crate::worker::{Effect, Input, QueryResult, Statement, TaskOutcome};
 use chrono::Duration;
 use std::fmt;
+
+/// The error a worker sees for a query whose answer [`Fault::LoseAnswers`] lost: the
+/// statement ran, so a checker applies it to its model all the same.
+pub const LOST_ANSWER: &str = "simulated: connection lost after the statement ran";
 
 /// One thing going wrong, applied to a [`World`] with [`Fault::apply`].
 #[derive(Clone, PartialEq, Eq)]
@@ -36,6 +40,9 @@ pub enum Fault {
     ListenerAvailable(WorkerIndex, bool),
     /// The worker's next `n` queries fail (retryable) without running.
     FailQueries(WorkerIndex, u32),
+    /// The worker's next `n` queries run, but their answers are lost (the connection ends
+    /// after the statement committed): the worker sees a retryable error.
+    LoseAnswers(WorkerIndex, u32),
     /// The worker's loop stalls for this many milliseconds while its tasks and its lease's
     /// keeper go on ([`World::stall_loop`]): tasks blocking their threads, or a deadlock
     /// that ends. Past `Config::watchdog` the worker gives its lease up.
@@ -57,6 +64,7 @@ impl Fault {
             Fault::DropListener(w) => world.drop_listener(check(w)),
             Fault::ListenerAvailable(w, up) => world.set_listener_available(check(w), up),
             Fault::FailQueries(w, n) => world.fail_next_queries(check(w), n),
+            Fault::LoseAnswers(w, n) => world.lose_next_answers(check(w), n),
             Fault::StallLoop(w, ms) => world.stall_loop(check(w), Duration::milliseconds(i64::from(ms))),
         }
     }
@@ -72,6 +80,7 @@ impl fmt::Debug for Fault {
             Fault::ListenerAvailable(w, true) => write!(f, "listener up w{w}"),
             Fault::ListenerAvailable(w, false) => write!(f, "listener refused w{w}"),
             Fault::FailQueries(w, n) => write!(f, "fail {n} queries w{w}"),
+            Fault::LoseAnswers(w, n) => write!(f, "lose {n} answers w{w}"),
             Fault::StallLoop(w, ms) => write!(f, "stall loop w{w} {}s", f64::from(*ms) / 1000.0),
         }
     }
@@ -179,6 +188,7 @@ pub fn heal(world: &mut World) {
     for w in 0..world.workers() {
         world.set_listener_available(w, true);
         world.fail_next_queries(w, 0);
+        world.lose_next_answers(w, 0);
         if world.is_crashed(w) {
             world.restart(w);
         }
@@ -256,6 +266,7 @@ fn statement_text(statement: &Statement) -> String {
         Statement::GetJobs { limit, .. } => format!("fetch up to {limit} jobs"),
         Statement::CompleteJobs { ids, .. } => format!("complete jobs {ids:?}"),
         Statement::ReturnJobs { ids, .. } => format!("return jobs {ids:?}"),
+        Statement::ReturnUnknown { known, .. } => format!("return jobs other than {known:?}"),
         Statement::FailJobs { failures, .. } => {
             let ids: Vec<i64> = failures.iter().map(|f| f.job_id).collect();
             format!("fail jobs {ids:?}")
@@ -279,6 +290,13 @@ fn result_text(result: &QueryResult) -> String {
             format!("jobs {ids:?}")
         }
         QueryResult::Err(e) => format!("error {:?}", e.message),
+        QueryResult::Fenced(fenced) => {
+            let fenced: Vec<String> = fenced
+                .iter()
+                .map(|f| format!("{} ({})", f.job_id, f.holder.as_deref().unwrap_or("-")))
+                .collect();
+            format!("fenced {fenced:?}")
+        }
         other @ (QueryResult::Tasks(_) | QueryResult::KnownCrontabs(_) | QueryResult::Done) => variant(other),
     }
 }

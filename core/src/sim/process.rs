@@ -41,6 +41,8 @@ pub(super) struct SimWorker {
     pub(super) listener: ListenerState,
     pub(super) listener_available: bool,
     pub(super) fail_next: u32,
+    /// Queries to come whose answers are lost after they ran.
+    pub(super) lose_next: u32,
     pub(super) in_flight: BTreeSet<QueryId>,
     /// The machine gave up on the database at shutdown: it may stop with queries out.
     pub(super) gave_up: bool,
@@ -79,6 +81,7 @@ impl SimWorker {
             listener: ListenerState::Off,
             listener_available: true,
             fail_next: 0,
+            lose_next: 0,
             in_flight: BTreeSet::new(),
             gave_up: false,
             skew,

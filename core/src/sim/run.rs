@@ -88,7 +88,15 @@ impl World {
                 } else {
                     self.rng.chance(self.config.query_failure_per_mille)
                 };
-                let result = self.run_statement(&statement, fail);
+                let lose = !fail && w.lose_next > 0;
+                w.lose_next -= u32::from(lose);
+                let mut result = self.run_statement(&statement, fail);
+                if lose {
+                    result = QueryResult::Err(DbError {
+                        message: super::faults::LOST_ANSWER.into(),
+                        retryable: true,
+                    });
+                }
                 self.deliver_notifications();
                 self.feed(worker, Input::QueryDone { id, result });
                 Stepped::Answered { worker, id }
@@ -135,6 +143,7 @@ impl World {
                 let result = match &answer {
                     QueryResult::Err(e) => Err(e.clone()),
                     QueryResult::Done
+                    | QueryResult::Fenced(_)
                     | QueryResult::Tasks(_)
                     | QueryResult::Jobs { .. }
                     | QueryResult::KnownCrontabs(_) => Ok(()),

@@ -7,11 +7,20 @@ use crate::backoff;
 use crate::cron::runner::KnownCrontab;
 use crate::job::Job;
 use crate::job::RawJob;
-use crate::protocol::{Failure, QueryResult, Statement};
+use crate::protocol::{Failure, Fenced, QueryResult, Statement};
 use crate::time::Timestamp;
 use crate::worker::STALE_LOCK_AGE;
 use chrono::Duration;
 use std::collections::BTreeSet;
+
+/// The answer of a write that left out `fenced`.
+fn written(fenced: Vec<Fenced>) -> QueryResult {
+    if fenced.is_empty() {
+        QueryResult::Done
+    } else {
+        QueryResult::Fenced(fenced)
+    }
+}
 
 impl Db {
     /// Suspect the leases that lapsed; free the jobs and queues of the workers suspected
@@ -97,6 +106,7 @@ impl Db {
                 QueryResult::jobs(self.get_jobs(worker_id, task_ids, forbidden_flags, *limit, *now))
             }
             Statement::CompleteJobs { worker_id, ids } => {
+                let fenced = self.fenced(ids.iter().copied(), worker_id);
                 let mine: Vec<i64> = ids
                     .iter()
                     .copied()
@@ -109,9 +119,10 @@ impl Db {
                         self.release_queue(job.job_queue_id, worker_id);
                     }
                 }
-                QueryResult::Done
+                written(fenced)
             }
             Statement::FailJobs { worker_id, failures } => {
+                let fenced = self.fenced(failures.iter().map(|f| f.job_id), worker_id);
                 for Failure { job_id, message, run_at, permanent, payload } in failures {
                     if !self.held_by(*job_id, worker_id) {
                         continue;
@@ -132,7 +143,16 @@ impl Db {
                     let queue = job.job_queue_id;
                     self.release_queue(queue, worker_id);
                 }
-                QueryResult::Done
+                written(fenced)
+            }
+            Statement::ReturnUnknown { worker_id, known } => {
+                let unknown = self
+                    .jobs
+                    .values()
+                    .filter(|j| j.locked_by.as_ref() == Some(worker_id) && !known.contains(&j.id))
+                    .map(|j| j.id)
+                    .collect();
+                self.execute(&Statement::ReturnJobs { worker_id: worker_id.clone(), ids: unknown })
             }
             Statement::ReturnJobs { worker_id, ids } => {
                 let mine: BTreeSet<i64> =
@@ -170,6 +190,13 @@ impl Db {
                 QueryResult::Done
             }
         }
+    }
+
+    /// Of `ids`, those `worker_id` does not hold (in id order, once each), with their holder.
+    fn fenced(&self, ids: impl Iterator<Item = i64>, worker_id: &str) -> Vec<Fenced> {
+        let others: BTreeSet<i64> = ids.filter(|id| !self.held_by(*id, worker_id)).collect();
+        let holder = |id| self.jobs.get(&id).and_then(|j| j.locked_by.clone());
+        others.into_iter().map(|job_id| Fenced { job_id, holder: holder(job_id) }).collect()
     }
 
     pub(super) fn held_by(&self, id: i64, worker_id: &str) -> bool {

@@ -149,7 +149,7 @@ pub struct Faults {
     pub max_jump_forward: i64,
     /// Longest clock jump back, in seconds.
     pub max_jump_back: i64,
-    /// Most queries one [`Fault::FailQueries`] fails.
+    /// Most queries one [`Fault::FailQueries`] fails (or [`Fault::LoseAnswers`] loses the answers of).
     pub max_failed_queries: u32,
     /// Longest [`Fault::StallLoop`], in milliseconds.
     pub max_stall_ms: u32,
@@ -189,6 +189,8 @@ pub fn fault(faults: &Faults) -> impl Strategy<Value = Fault> {
         (any_worker.clone(), any::<bool>()).prop_map(|(w, up)| Fault::ListenerAvailable(w, up)),
         (any_worker.clone(), 1..=faults.max_failed_queries.max(1))
             .prop_map(|(w, n)| Fault::FailQueries(w, n)),
+        (any_worker.clone(), 1..=faults.max_failed_queries.max(1))
+            .prop_map(|(w, n)| Fault::LoseAnswers(w, n)),
         (any_worker, 1..=faults.max_stall_ms.max(1)).prop_map(|(w, ms)| Fault::StallLoop(w, ms)),
     ]
 }

@@ -260,6 +260,20 @@ impl World {
         self.workers[w].fail_next = n;
     }
 
+    /// Make the next `n` queries of worker `w` run but lose their answers (a retryable error
+    /// instead, as a connection that ends after the statement committed).
+    pub fn lose_next_answers(&mut self, w: WorkerIndex, n: u32) {
+        self.workers[w].lose_next = n;
+    }
+
+    /// The jobs locked by worker `w`'s id that its machine does not know it holds (not
+    /// running, waiting, nor being written): a live worker leaves none for long.
+    pub fn unknown_locks(&self, w: WorkerIndex) -> Vec<i64> {
+        let (id, known) = (self.worker_id(w), self.workers[w].machine.held());
+        let locked = self.db.jobs().filter(|j| j.locked_by.as_deref() == Some(id.as_str()));
+        locked.map(|j| j.id).filter(|id| !known.contains(id)).collect()
+    }
+
     /// Send a notification, as `NOTIFY channel, payload` would, to every listener that is up.
     pub fn notify(&mut self, channel: &str, payload: &str) {
         let notification = Notification { channel: channel.into(), payload: payload.into() };

@@ -4,7 +4,7 @@
 use super::part::Part;
 use super::Worker;
 use crate::job::Job;
-use crate::protocol::{DbError, Event, Failure, MisuseError, QueryId, QueryResult, Undecodable};
+use crate::protocol::{DbError, Event, Failure, Fenced, MisuseError, QueryId, QueryResult, Undecodable};
 use crate::time::Timestamp;
 use std::collections::BTreeSet;
 
@@ -66,6 +66,14 @@ impl Worker {
                     cron.registered(&known);
                 }
             }
+            QueryResult::Fenced(fenced) => {
+                // Those runs are another worker's (or over): theirs settles them.
+                for Fenced { job_id, holder } in fenced {
+                    self.emit(Event::OutcomeFenced { job_id, holder });
+                }
+                self.writes.written(id, self.now);
+                self.fetcher.wake();
+            }
             QueryResult::Done => match part {
                 // Finished jobs released their named queues: the next job of a queue may be
                 // runnable now.
@@ -86,6 +94,7 @@ impl Worker {
                     self.lease.recovery_ended();
                     self.fetcher.wake();
                 }
+                Part::Reclaim => self.fetcher.reclaim_ended(false),
                 Part::Register | Part::Fetch => {}
             },
         }
@@ -96,11 +105,20 @@ impl Worker {
     /// registration after `poll_interval`, a sweep at the next sweep, cron by its runner.
     fn query_failed(&mut self, id: QueryId, part: Part, error: DbError) {
         let statement = self.writes.name(id).unwrap_or(part.statement());
-        if part == Part::Fetch {
-            self.fetcher.failed(id);
+        let fetching = matches!(part, Part::Register | Part::Fetch | Part::Reclaim);
+        let gave_up = self.gave_up_once(fetching, statement, &error);
+        match part {
+            // Whatever the error, the fetch may have locked jobs: the connection may have
+            // died after it ran, or the driver failed to read its rows.
+            Part::Fetch => self.fetcher.failed(id),
+            // Run-once gave up: its lease ends as it stops, and recovery frees them.
+            Part::Reclaim => {
+                self.fetcher.reclaim_ended(!gave_up);
+                self.writes.refused_beside();
+            }
+            Part::Register | Part::Write | Part::Sweep | Part::Cron | Part::Recovery => {}
         }
-        let fetching = matches!(part, Part::Register | Part::Fetch);
-        if self.gave_up_once(fetching, statement, &error) {
+        if gave_up {
             return;
         }
         let message = error.message.clone();
@@ -112,6 +130,7 @@ impl Worker {
             }
             Part::Sweep => self.sweeper.ended(),
             Part::Recovery => self.lease.recovery_ended(),
+            Part::Reclaim => self.retry_at = Some(self.now + self.config.poll_interval),
             Part::Cron => {
                 if let Some(cron) = &mut self.cron {
                     cron.failed(self.now, self.config.poll_interval);

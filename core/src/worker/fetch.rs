@@ -17,6 +17,9 @@
 //!   fetch after it, not one each;
 //! - while the worker runs (and not in run-once mode) the poll deadline is always armed, so
 //!   a lost notification delays a job by at most the poll interval;
+//! - after a fetch whose answer was lost (it may have locked jobs this worker never got),
+//!   no fetch is sent until the worker has given back what it holds unknowingly
+//!   ([`Fetcher::reclaim_due`]), which it does only while no fetch is out;
 //! - jobs the queue handed none of for the TTL (every slot busy) are given back, and it does
 //!   not prefetch again until a slot frees, or the same jobs would go round in circles.
 //!
@@ -82,6 +85,19 @@ pub(crate) struct Fetcher {
     ttl_at: Option<Timestamp>,
     /// The refetch delay's hold (local queue only).
     refetch: Refetch,
+    /// Giving back what fetches whose answer was lost locked.
+    reclaim: Reclaim,
+}
+
+/// Where giving back the jobs of a lost fetch answer stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reclaim {
+    /// No answer was lost since the last give-back.
+    Idle,
+    /// An answer was lost: give back once no fetch is out.
+    Wanted,
+    /// The give-back is out.
+    Sent,
 }
 
 impl Fetcher {
@@ -108,6 +124,7 @@ impl Fetcher {
                 config.local_queue_size.and(config.refetch_delay).filter(|_| !config.run_once),
                 config.seed ^ 0x7e_fe7c,
             ),
+            reclaim: Reclaim::Idle,
         };
         // Armed from the start, so a worker whose first fetch never comes back still polls.
         fetcher.arm_poll(now, true);
@@ -120,7 +137,8 @@ impl Fetcher {
         let in_flight = self.in_flight.len();
         let asked: usize = self.in_flight.values().sum();
         let most = if self.size.is_some() { MAX_PREFETCHES } else { 1 };
-        if in_flight >= most {
+        // A fetch now could lock jobs the give-back would take for unknown ones.
+        if in_flight >= most || self.reclaim != Reclaim::Idle {
             return None;
         }
         let free = self.concurrency.saturating_sub(running);
@@ -216,12 +234,40 @@ impl Fetcher {
     }
 
     /// Fetch `id` failed: nothing of it will come, so the jobs of later fetches need not wait
-    /// for it.
+    /// for it. It may have locked jobs all the same (its answer was lost): those are to be
+    /// given back.
     pub fn failed(&mut self, id: QueryId) {
         self.in_flight.remove(&id);
+        if self.reclaim == Reclaim::Idle {
+            self.reclaim = Reclaim::Wanted;
+        }
         if !self.earlier_out(id) {
             self.enqueue(Vec::new());
         }
+    }
+
+    /// Whether to give back, now, the jobs locked for this worker that it does not know of:
+    /// an answer was lost, and no fetch is out (none can be locking jobs for it meanwhile).
+    pub fn reclaim_due(&self) -> bool {
+        self.reclaim == Reclaim::Wanted && self.in_flight.is_empty()
+    }
+
+    /// The give-back was sent: no fetch until it is answered.
+    pub fn reclaim_sent(&mut self) {
+        self.reclaim = Reclaim::Sent;
+    }
+
+    /// The give-back ended: it is due `again` (it failed), or fetching goes on (the jobs it
+    /// freed may be runnable).
+    pub fn reclaim_ended(&mut self, again: bool) {
+        self.reclaim = if again { Reclaim::Wanted } else { Reclaim::Idle };
+        self.wake();
+    }
+
+    /// Whether a give-back of what a lost fetch answer locked is due or out: a worker stops
+    /// only once it is done.
+    pub fn reclaiming(&self) -> bool {
+        self.reclaim != Reclaim::Idle
     }
 
     /// Whether a fetch sent before fetch `id` is still out.

@@ -44,8 +44,8 @@ pub use self::refetch::RefetchDelay;
 pub use self::sweep::{LOCK_SWEEP_INTERVAL, STALE_LOCK_AGE};
 pub use self::writes::WRITES_GRACE;
 pub use crate::protocol::{
-    DbError, Effect, Event, Failure, Input, MisuseError, QueryId, QueryResult, Statement, TaskOutcome,
-    TimerKind, Undecodable,
+    DbError, Effect, Event, Failure, Fenced, Input, MisuseError, QueryId, QueryResult, Statement,
+    TaskOutcome, TimerKind, Undecodable,
 };
 pub use crate::time::Timestamp;
 
@@ -186,8 +186,8 @@ impl Worker {
         self.query(Part::Register, Statement::RegisterTasks { identifiers });
     }
 
-    /// The jobs running, waiting locally, or with an outcome not yet written.
-    fn held(&self) -> BTreeSet<i64> {
+    /// The jobs it knows it holds: running, waiting locally, or with an outcome not yet written.
+    pub fn held(&self) -> BTreeSet<i64> {
         self.slots.ids().chain(self.fetcher.ids()).chain(self.writes.ids()).collect()
     }
 
@@ -208,6 +208,7 @@ impl Worker {
         for job in self.fetcher.take(slots, self.now) {
             self.start(job);
         }
+        self.maybe_reclaim();
         for _ in 0..MAX_PREFETCHES {
             self.maybe_fetch();
         }
@@ -224,7 +225,7 @@ impl Worker {
         if accepting && self.config.run_once && found_all && idle && written {
             self.phase = Phase::Draining;
         }
-        let settled = self.pending.is_empty() && written;
+        let settled = self.pending.is_empty() && written && !self.fetcher.reclaiming();
         if self.phase == Phase::Draining && idle && (settled || self.writes.gave_up()) {
             self.phase = Phase::Stopped;
             self.lease.stop_recovery();
@@ -258,6 +259,18 @@ impl Worker {
         };
         let id = self.query(Part::Fetch, statement);
         self.fetcher.sent(id, limit);
+    }
+
+    /// After a fetch whose answer was lost, once no fetch is out (so none is locking jobs
+    /// for this worker meanwhile): give back every job locked for it that it does not know of.
+    fn maybe_reclaim(&mut self) {
+        if self.phase == Phase::Stopped || self.retry_at.is_some() || !self.fetcher.reclaim_due() {
+            return;
+        }
+        let known = self.held().into_iter().collect();
+        let statement = Statement::ReturnUnknown { worker_id: self.config.worker_id.clone(), known };
+        self.query(Part::Reclaim, statement);
+        self.fetcher.reclaim_sent();
     }
 
     fn start(&mut self, job: Job) {

@@ -12,6 +12,8 @@ pub(crate) enum Part {
     Sweep,
     Cron,
     Recovery,
+    /// Giving back what a fetch whose answer was lost locked.
+    Reclaim,
 }
 
 impl Part {
@@ -23,7 +25,11 @@ impl Part {
                 | (QueryResult::Tasks(_), Part::Register)
                 | (QueryResult::Jobs { .. }, Part::Fetch)
                 | (QueryResult::KnownCrontabs(_), Part::Cron)
-                | (QueryResult::Done, Part::Write | Part::Sweep | Part::Cron | Part::Recovery)
+                | (
+                    QueryResult::Done,
+                    Part::Write | Part::Sweep | Part::Cron | Part::Recovery | Part::Reclaim
+                )
+                | (QueryResult::Fenced(_), Part::Write)
         )
     }
 
@@ -36,6 +42,7 @@ impl Part {
             Part::Cron => "schedule cron jobs",
             Part::Recovery => "recover jobs of dead workers",
             Part::Write => "write outcomes",
+            Part::Reclaim => "give back jobs a lost fetch locked",
         }
     }
 }

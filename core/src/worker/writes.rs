@@ -241,6 +241,12 @@ impl Writes {
         self.retry_later(now);
     }
 
+    /// A statement that gives jobs back beside the writes (after a lost fetch answer) was
+    /// refused: past the give-up deadline, the shutdown stops waiting, as for a write.
+    pub fn refused_beside(&mut self) {
+        self.gave_up |= self.overdue;
+    }
+
     fn retry_later(&mut self, now: Timestamp) {
         self.refused += 1;
         // Not before an earlier retry was due: the delay only grows while writes fail.

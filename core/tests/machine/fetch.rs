@@ -314,3 +314,57 @@ fn the_sim_database_takes_one_job_per_named_queue_per_fetch() {
     assert_eq!(fetch(&mut db), 2, "one of the queue and the free job");
     assert_eq!(fetch(&mut db), 0, "the queue is held");
 }
+
+fn give_backs(effects: &[Effect]) -> Vec<(QueryId, Vec<i64>)> {
+    queries(effects)
+        .into_iter()
+        .filter_map(|(id, s)| match s {
+            Statement::ReturnUnknown { known, .. } => Some((id, known)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Fire deadlines until the worker gives back what it holds unknowingly; no fetch before.
+fn until_give_back(hand: &mut Hand) -> (QueryId, Vec<i64>) {
+    for _ in 0..20 {
+        let (_, effects) = hand.fire();
+        assert!(fetches(&effects).is_empty(), "no fetch before the give-back: {effects:?}");
+        if let [(id, known)] = &give_backs(&effects)[..] {
+            return (*id, known.clone());
+        }
+    }
+    panic!("no give-back")
+}
+
+/// A fetch whose answer was lost may have locked jobs for this worker: once no fetch is out,
+/// it gives back every job locked for it but those it knows it holds, and fetches again only
+/// once that landed; a give-back that fails is sent again.
+#[test]
+fn after_a_lost_fetch_answer_what_the_worker_holds_unknowingly_goes_back_before_the_next_fetch() {
+    let lost = || QueryResult::Err(DbError { message: "connection closed".into(), retryable: true });
+    let (mut hand, effects) = Hand::started(config());
+    let [(fetch, 3)] = fetches(&effects)[..] else { panic!("a fetch: {effects:?}") };
+    assert_eq!(started(&hand.jobs(fetch, vec![job(1, None, 1, 25)])), vec![1]);
+    let effects = hand.feed(note());
+    let [(fetch, _)] = fetches(&effects)[..] else { panic!("a fetch: {effects:?}") };
+    assert!(give_backs(&hand.feed(Input::QueryDone { id: fetch, result: lost() })).is_empty());
+    let (give_back, known) = until_give_back(&mut hand);
+    assert_eq!(known, vec![1], "the running job is known");
+    assert!(fetches(&hand.feed(note())).is_empty(), "no fetch while the give-back is out");
+    let effects = hand.feed(Input::QueryDone { id: give_back, result: lost() });
+    assert!(give_backs(&effects).is_empty() && fetches(&effects).is_empty());
+    let (give_back, known) = until_give_back(&mut hand);
+    assert_eq!(known, vec![1], "sent again");
+    let [_] = fetches(&hand.done(give_back))[..] else { panic!("then a fetch") };
+
+    // Refused, for good: the driver may have failed to read rows the fetch locked, so
+    // that too is followed by a give-back before the next fetch.
+    let (mut hand, effects) = Hand::started(config());
+    let [(fetch, 3)] = fetches(&effects)[..] else { panic!("a fetch: {effects:?}") };
+    let refused = QueryResult::Err(DbError { message: "no column task_identifier".into(), retryable: false });
+    hand.feed(Input::QueryDone { id: fetch, result: refused });
+    let (give_back, known) = until_give_back(&mut hand);
+    assert!(known.is_empty());
+    let [_] = fetches(&hand.done(give_back))[..] else { panic!("then a fetch") };
+}

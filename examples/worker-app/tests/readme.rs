@@ -59,7 +59,7 @@ async fn the_app_runs_a_job_logs_it_at_info_by_default_and_stops_on_sigterm() {
     });
     let mut log = Vec::new();
     let done = |log: &[String], what: &str| log.iter().any(|l| l.contains(what));
-    while !(done(&log, "welcome mail to ada@example.com") && done(&log, "job completed")) {
+    while !(done(&log, "welcome mail to ada@example.com") && done(&log, "task succeeded")) {
         match seen.recv_timeout(Duration::from_secs(30)) {
             Ok(line) => log.push(line),
             Err(e) => panic!("the job's lines did not come ({e}); the app printed:\n{}", log.join("\n")),

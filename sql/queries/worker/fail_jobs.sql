@@ -1,7 +1,8 @@
 -- For the jobs $2 that worker $1 still holds: store the errors $3, schedule the next
 -- attempts at $4 (a null entry: the database clock plus the backoff), leave no attempt
 -- where $5 is true (a cancelled job), store the payload $6 where it is not null (a batch job
--- keeps its failed items), unlock them and release their queues.
+-- keeps its failed items), unlock them and release their queues. Rows: the jobs of $2 not
+-- written (fenced off), each with who holds it now (null: no one, or it is gone).
 with failed as (
   update :SCHEMA._private_jobs as jobs
   set last_error = u.message,
@@ -14,9 +15,18 @@ with failed as (
   from unnest($2::bigint[], $3::text[], $4::timestamptz[], $5::bool[], $6::text[])
     as u(id, message, run_at, permanent, payload)
   where jobs.id = u.id and jobs.locked_by = $1::text
-  returning jobs.job_queue_id
+  returning jobs.id, jobs.job_queue_id
+),
+released as (
+  update :SCHEMA._private_job_queues as job_queues
+  set locked_by = null, locked_at = null
+  from failed
+  where job_queues.id = failed.job_queue_id and job_queues.locked_by = $1::text
 )
-update :SCHEMA._private_job_queues as job_queues
-set locked_by = null, locked_at = null
-from failed
-where job_queues.id = failed.job_queue_id and job_queues.locked_by = $1::text
+-- Only when a job was left out (a one-time filter: the usual answer costs nothing more);
+-- each holder by the primary key.
+select fenced.id,
+  (select jobs.locked_by from :SCHEMA._private_jobs as jobs where jobs.id = fenced.id)
+from unnest($2::bigint[]) as fenced(id)
+where (select count(*) from failed) < cardinality($2::bigint[])
+  and fenced.id not in (select failed.id from failed)
