@@ -380,6 +380,7 @@ impl Checker {
                     | Statement::ReturnJobs { .. }
                     | Statement::Heartbeat { .. }
                     | Statement::RecoverLapsed { .. }
+                    | Statement::ReadCancels { .. }
                     | Statement::ResetLocked { .. } => {}
                 }
                 for job_id in written_ids(statement) {

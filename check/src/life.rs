@@ -75,6 +75,7 @@ pub(crate) fn written_ids(statement: &Statement) -> Vec<i64> {
         | Statement::ResetLocked { .. }
         | Statement::Heartbeat { .. }
         | Statement::RecoverLapsed { .. }
+        | Statement::ReadCancels { .. }
         | Statement::RegisterCrontabs { .. }
         | Statement::ScheduleCron(_) => vec![],
     }

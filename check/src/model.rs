@@ -44,7 +44,9 @@ pub(crate) struct Model {
     pub(crate) gone: BTreeMap<i64, Gone>,
     /// Worker id -> when its lease lapses and since when it is suspected (the database
     /// clock).
-    leases: BTreeMap<String, (DateTime<Utc>, Option<DateTime<Utc>>)>,
+    pub(crate) leases: BTreeMap<String, (DateTime<Utc>, Option<DateTime<Utc>>)>,
+    /// Job id -> reason of its cancel request (see `cancels.rs`).
+    pub(crate) cancel_requests: BTreeMap<i64, String>,
 }
 
 pub(crate) fn four_hours() -> Duration {
@@ -455,8 +457,12 @@ impl Model {
                 for worker in &lapsed {
                     self.leases.remove(worker);
                 }
+                self.settle_cancels(&lapsed);
                 let released = self.force_unlock(&lapsed);
                 (QueryResult::Done, released)
+            }
+            Statement::ReadCancels { worker_id } => {
+                (QueryResult::Cancels(self.read_cancels(worker_id)), vec![])
             }
             Statement::ResetLocked { locked_before } => {
                 let cutoff = locked_before.unwrap_or(db_now - four_hours());

@@ -268,7 +268,8 @@ fn statement_text(statement: &Statement) -> String {
         | Statement::ResetLocked { .. }
         | Statement::Heartbeat { .. }
         | Statement::RecoverLapsed { .. }
-        | Statement::RegisterCrontabs { .. }) => variant(other),
+        | Statement::RegisterCrontabs { .. }
+        | Statement::ReadCancels { .. }) => variant(other),
     }
 }
 
@@ -279,6 +280,7 @@ fn result_text(result: &QueryResult) -> String {
             format!("jobs {ids:?}")
         }
         QueryResult::Err(e) => format!("error {:?}", e.message),
+        QueryResult::Cancels(requests) => format!("cancel requests {requests:?}"),
         other @ (QueryResult::Tasks(_) | QueryResult::KnownCrontabs(_) | QueryResult::Done) => variant(other),
     }
 }

@@ -91,6 +91,7 @@
 //! assert!(world.run_until_stopped(Duration::minutes(1)));
 //! ```
 
+mod cancel;
 mod db;
 pub mod faults;
 mod process;
@@ -101,6 +102,7 @@ pub mod strategies;
 mod world;
 
 pub use crate::rng::SplitMix;
+pub use cancel::CancelOutcome;
 pub use db::{Db, Notification, Queue};
 pub use faults::{App, Fault, Op};
 pub use world::World;

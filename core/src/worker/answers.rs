@@ -61,6 +61,7 @@ impl Worker {
                     );
                 }
             }
+            QueryResult::Cancels(requests) => self.cancels_read(requests),
             QueryResult::KnownCrontabs(known) => {
                 if let Some(cron) = &mut self.cron {
                     cron.registered(&known);
@@ -86,7 +87,7 @@ impl Worker {
                     self.lease.recovery_ended();
                     self.fetcher.wake();
                 }
-                Part::Register | Part::Fetch => {}
+                Part::Register | Part::Fetch | Part::Cancels => {}
             },
         }
         Ok(())
@@ -112,6 +113,10 @@ impl Worker {
             }
             Part::Sweep => self.sweeper.ended(),
             Part::Recovery => self.lease.recovery_ended(),
+            // The next heartbeat reads again.
+            Part::Cancels => {
+                self.cancels.read_ended();
+            }
             Part::Cron => {
                 if let Some(cron) = &mut self.cron {
                     cron.failed(self.now, self.config.poll_interval);
@@ -134,7 +139,8 @@ impl Worker {
     }
 
     /// A heartbeat sent at `sent` ended: if the lease holds again after it lapsed, say so and
-    /// look for jobs at once.
+    /// look for jobs at once. One that landed also reads the cancel requests (the path that
+    /// needs no listener).
     pub(super) fn heartbeat(&mut self, sent: Timestamp, result: Result<(), DbError>) {
         match result {
             Ok(()) => {
@@ -142,6 +148,7 @@ impl Worker {
                     self.emit(Event::LeaseRenewed);
                     self.fetcher.wake();
                 }
+                self.read_cancels();
             }
             Err(error) => {
                 let statement = "renew the lease";

@@ -19,6 +19,7 @@ pub(crate) fn sending(statement: &Statement) -> Option<Event> {
         | Statement::FailJobs { .. }
         | Statement::RegisterCrontabs { .. }
         | Statement::Heartbeat { .. }
-        | Statement::RecoverLapsed { .. } => None,
+        | Statement::RecoverLapsed { .. }
+        | Statement::ReadCancels { .. } => None,
     }
 }

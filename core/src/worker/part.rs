@@ -12,6 +12,7 @@ pub(crate) enum Part {
     Sweep,
     Cron,
     Recovery,
+    Cancels,
 }
 
 impl Part {
@@ -23,6 +24,7 @@ impl Part {
                 | (QueryResult::Tasks(_), Part::Register)
                 | (QueryResult::Jobs { .. }, Part::Fetch)
                 | (QueryResult::KnownCrontabs(_), Part::Cron)
+                | (QueryResult::Cancels(_), Part::Cancels)
                 | (QueryResult::Done, Part::Write | Part::Sweep | Part::Cron | Part::Recovery)
         )
     }
@@ -36,6 +38,7 @@ impl Part {
             Part::Cron => "schedule cron jobs",
             Part::Recovery => "recover jobs of dead workers",
             Part::Write => "write outcomes",
+            Part::Cancels => "read cancel requests",
         }
     }
 }

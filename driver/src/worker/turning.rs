@@ -230,9 +230,11 @@ impl Turning {
 fn fetched(result: &QueryResult) -> Option<usize> {
     match result {
         QueryResult::Jobs { jobs, undecodable } => Some(jobs.len() + undecodable.len()),
-        QueryResult::Tasks(_) | QueryResult::KnownCrontabs(_) | QueryResult::Done | QueryResult::Err(_) => {
-            None
-        }
+        QueryResult::Tasks(_)
+        | QueryResult::KnownCrontabs(_)
+        | QueryResult::Cancels(_)
+        | QueryResult::Done
+        | QueryResult::Err(_) => None,
     }
 }
 
