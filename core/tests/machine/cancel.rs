@@ -75,7 +75,10 @@ fn a_cancelled_job_of_a_dead_worker_fails_for_good_instead_of_running_again() {
     let freed = |w: &World| w.db().job(job).is_some_and(|j| j.locked_by.is_none());
     assert!(world.run_until(Duration::seconds(40), freed), "recovered");
     let row = world.db().job(job).unwrap();
-    assert_eq!((row.attempts, row.last_error.as_deref()), (row.max_attempts, Some("cancelled: no longer wanted")));
+    assert_eq!(
+        (row.attempts, row.last_error.as_deref()),
+        (row.max_attempts, Some("cancelled: no longer wanted"))
+    );
     world.run_for(Duration::seconds(10));
     assert_eq!(world.db().cancel_requests().count(), 0, "the request is forgotten");
     let starts = world
