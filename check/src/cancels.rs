@@ -6,6 +6,7 @@
 //! request and forgets the requests of unlocked and deleted jobs.
 
 use crate::model::{Model, Row};
+use formica_core::sim::Db;
 
 impl Model {
     /// `cancel_jobs(ids, reason)`: each job found, with its holder and whether the holder
@@ -66,9 +67,14 @@ impl Model {
         }
     }
 
-    /// The requests left, by job id (for comparisons).
-    pub(crate) fn cancel_request_rows(&self) -> Vec<(i64, String)> {
-        self.cancel_requests.iter().map(|(id, r)| (*id, r.clone())).collect()
+    /// Whether the simulated database holds the same requests.
+    pub(crate) fn same_requests(&self, db: &Db) -> Result<(), String> {
+        let sim: Vec<(i64, String)> = db.cancel_requests().map(|(id, r)| (id, r.to_owned())).collect();
+        let model: Vec<(i64, String)> = self.cancel_requests.iter().map(|(id, r)| (*id, r.clone())).collect();
+        match sim == model {
+            true => Ok(()),
+            false => Err(format!("cancel requests {sim:?}, model {model:?}")),
+        }
     }
 }
 

@@ -406,11 +406,11 @@ impl Model {
                     }
                     row.last_error = Some(message.clone());
                     row.payload = payload.clone().unwrap_or_else(|| row.payload.clone());
-                    // A cancelled job has no attempt left.
+                    // The backoff counts the attempts made; a cancelled job has none left.
+                    row.run_at = run_at.unwrap_or_else(|| db_now.max(row.run_at) + retry_delay(row.attempts));
                     if *permanent {
                         row.attempts = row.max_attempts;
                     }
-                    row.run_at = run_at.unwrap_or_else(|| db_now.max(row.run_at) + retry_delay(row.attempts));
                     row.locked_at = None;
                     row.locked_by = None;
                     let queue = row.queue_name.clone();
