@@ -25,9 +25,7 @@ impl Model {
                 continue;
             }
             let holder = row.locked_by.clone().unwrap_or_default();
-            if !self.cancel_requests.contains_key(&id) {
-                self.cancel_requests.insert(id, reason.to_owned());
-            }
+            self.cancel_requests.entry(id).or_insert_with(|| reason.to_owned());
             let leased = self.leases.contains_key(&holder);
             out.push((id, Some((holder, leased))));
         }

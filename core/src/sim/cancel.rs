@@ -75,16 +75,15 @@ impl Db {
         let requests = std::mem::take(&mut self.cancel_requests);
         for (id, reason) in requests {
             match self.jobs.get_mut(&id) {
-                None => {}
-                Some(job) if job.locked_at.is_none() => {
-                    if job.attempts < job.max_attempts {
-                        job.last_error = Some(format!("cancelled: {reason}"));
-                        job.attempts = job.max_attempts;
-                    }
-                }
-                Some(_) => {
+                Some(job) if job.locked_at.is_some() => {
                     self.cancel_requests.insert(id, reason);
                 }
+                Some(job) if job.attempts < job.max_attempts => {
+                    job.last_error = Some(format!("cancelled: {reason}"));
+                    job.attempts = job.max_attempts;
+                }
+                // Finished, or gone: forgotten.
+                Some(_) | None => {}
             }
         }
     }

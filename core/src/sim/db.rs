@@ -477,6 +477,7 @@ mod tests {
             QueryResult::Jobs { jobs, .. } => jobs,
             other @ (QueryResult::Tasks(_)
             | QueryResult::KnownCrontabs(_)
+            | QueryResult::Cancels(_)
             | QueryResult::Done
             | QueryResult::Err(_)) => panic!("{other:?}"),
         }
