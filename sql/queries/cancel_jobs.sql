@@ -33,7 +33,7 @@ woken as (
 )
 select waiting.id, null::text as locked_by, false as leased from waiting
 union all
-select held.id, held.locked_by,
+select held.id, coalesce(held.locked_by, '') as locked_by,
   exists (select 1 from :RECORDS.leases as leases where leases.worker_id = held.locked_by) as leased
 from held cross join (select count(*) from woken) as notified
 order by 1

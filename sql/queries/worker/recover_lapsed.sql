@@ -12,7 +12,10 @@
 -- released since the request (returned, failed, unlocked by hand) fails for good as
 -- cancelled if it has attempts left; the requests of such jobs and of jobs gone are
 -- forgotten. The released jobs are locked first, skipping any being fetched: one a worker
--- takes meanwhile keeps its request, and that worker reads it.
+-- takes meanwhile keeps its request, and that worker reads it. Settled here rather than in
+-- the workers' writes: one place for every way a job is released (returned, failed, swept,
+-- unlocked by hand, recovered), nothing added to completing or failing jobs, and it runs
+-- every few seconds on every running worker.
 with suspected as (
   update :RECORDS.leases as leases
   set suspected_at = now()
