@@ -109,6 +109,7 @@ impl Checker {
                 .collect();
             return Err(format!("tables differ (sim, model): {diff:#?}"));
         }
+        self.model.same_requests(world.db())?;
         for queue in world.db().queues() {
             let model = self.model.queues.get(&queue.name).cloned().unwrap_or((None, None));
             if (queue.locked_at, queue.locked_by.clone()) != model {
@@ -141,6 +142,7 @@ impl Checker {
                     grants: BTreeMap::new(),
                     in_write: BTreeSet::new(),
                     relocked: BTreeSet::new(),
+                    cancelled: BTreeMap::new(),
                     last_fetch_short: false,
                     woken_since_fetch: false,
                     shutting_down: false,
@@ -278,10 +280,23 @@ impl Checker {
                 }
                 Ok(())
             }
+            (Statement::ReadCancels { .. }, QueryResult::Cancels(requests)) => {
+                for (id, reason) in requests {
+                    inc.cancelled.entry(*id).or_insert_with(|| reason.clone());
+                }
+                Ok(())
+            }
             (Statement::FailJobs { failures, .. }, QueryResult::Done | QueryResult::Fenced(_)) => {
                 for f in failures {
                     inc.in_write.remove(&f.job_id);
+                    let as_cancelled = inc.cancelled_failure(f);
                     match inc.grants.remove(&f.job_id) {
+                        Some(Grant::Ended {
+                            outcome: TaskOutcome::Err(_) | TaskOutcome::Panicked(_) | TaskOutcome::Aborted,
+                            ..
+                        }) if as_cancelled => {}
+                        Some(Grant::Ended { outcome: TaskOutcome::ItemsFailed { items, .. }, .. })
+                            if as_cancelled && f.payload.as_ref() == Some(&items) => {}
                         Some(Grant::Ended {
                             outcome: TaskOutcome::Err(m) | TaskOutcome::Panicked(m),
                             ..
@@ -398,6 +413,7 @@ impl Checker {
                     | Statement::ReturnJobs { .. }
                     | Statement::Heartbeat { .. }
                     | Statement::RecoverLapsed { .. }
+                    | Statement::ReadCancels { .. }
                     | Statement::ResetLocked { .. } => {}
                 }
                 for job_id in written_ids(statement) {

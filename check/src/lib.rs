@@ -36,6 +36,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod cancels;
 mod case;
 mod checker;
 mod fenced;

@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Duration, Utc};
 use formica_core::job::Job;
-use formica_core::worker::{Config, QueryId, Statement, TaskOutcome};
+use formica_core::worker::{Config, Failure, QueryId, Statement, TaskOutcome};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Where a job a fetch granted to this worker stands.
@@ -35,6 +35,8 @@ pub(crate) struct Incarnation {
     pub(crate) in_write: BTreeSet<i64>,
     /// Jobs a fetch locked again while their return or failure was out.
     pub(crate) relocked: BTreeSet<i64>,
+    /// The reason of the first cancel request read for each job (a failure may say it).
+    pub(crate) cancelled: BTreeMap<i64, String>,
     /// The last fetch came back with fewer jobs than it asked for.
     pub(crate) last_fetch_short: bool,
     /// Something that may make a job runnable happened since the last fetch was sent.
@@ -47,6 +49,13 @@ pub(crate) struct Incarnation {
 }
 
 impl Incarnation {
+    /// Whether `failure` is that of a job cancelled here: for good, with the first reason
+    /// read (unless its task succeeded, a cancelled job fails so).
+    pub(crate) fn cancelled_failure(&self, failure: &Failure) -> bool {
+        let reason = self.cancelled.get(&failure.job_id);
+        failure.permanent && reason.is_some_and(|r| failure.message == format!("cancelled: {r}"))
+    }
+
     pub(crate) fn running(&self) -> usize {
         self.grants.values().filter(|g| matches!(g, Grant::Running { .. })).count()
     }
@@ -75,6 +84,7 @@ pub(crate) fn written_ids(statement: &Statement) -> Vec<i64> {
         | Statement::ResetLocked { .. }
         | Statement::Heartbeat { .. }
         | Statement::RecoverLapsed { .. }
+        | Statement::ReadCancels { .. }
         | Statement::RegisterCrontabs { .. }
         | Statement::ScheduleCron(_)
         | Statement::ReturnUnknown { .. } => vec![],

@@ -44,7 +44,9 @@ pub(crate) struct Model {
     pub(crate) gone: BTreeMap<i64, Gone>,
     /// Worker id -> when its lease lapses and since when it is suspected (the database
     /// clock).
-    leases: BTreeMap<String, (DateTime<Utc>, Option<DateTime<Utc>>)>,
+    pub(crate) leases: BTreeMap<String, (DateTime<Utc>, Option<DateTime<Utc>>)>,
+    /// Job id -> reason of its cancel request (see `cancels.rs`).
+    pub(crate) cancel_requests: BTreeMap<i64, String>,
 }
 
 pub(crate) fn four_hours() -> Duration {
@@ -406,11 +408,11 @@ impl Model {
                     }
                     row.last_error = Some(message.clone());
                     row.payload = payload.clone().unwrap_or_else(|| row.payload.clone());
-                    // A cancelled job has no attempt left.
+                    // The backoff counts the attempts made; a cancelled job has none left.
+                    row.run_at = run_at.unwrap_or_else(|| db_now.max(row.run_at) + retry_delay(row.attempts));
                     if *permanent {
                         row.attempts = row.max_attempts;
                     }
-                    row.run_at = run_at.unwrap_or_else(|| db_now.max(row.run_at) + retry_delay(row.attempts));
                     row.locked_at = None;
                     row.locked_by = None;
                     let queue = row.queue_name.clone();
@@ -467,8 +469,12 @@ impl Model {
                 for worker in &lapsed {
                     self.leases.remove(worker);
                 }
+                self.settle_cancels(&lapsed);
                 let released = self.force_unlock(&lapsed);
                 (QueryResult::Done, released)
+            }
+            Statement::ReadCancels { worker_id } => {
+                (QueryResult::Cancels(self.read_cancels(worker_id)), vec![])
             }
             Statement::ResetLocked { locked_before } => {
                 let cutoff = locked_before.unwrap_or(db_now - four_hours());

@@ -164,6 +164,13 @@ pub enum Action {
     },
     /// `force_unlock_workers` with these worker ids.
     ForceUnlockWorkers(Vec<String>),
+    /// `cancel_jobs`: an unlocked job fails for good, a locked one gets a request.
+    CancelJobs {
+        /// The jobs.
+        pick: Pick,
+        /// The reason.
+        reason: String,
+    },
     /// `force_unlock_workers` with the ids of every worker process that crashed so far, as an
     /// admin who saw them die would.
     ForceUnlockCrashed,
@@ -206,6 +213,13 @@ pub enum Action {
         /// Which of its jobs.
         mask: u64,
     },
+    /// A worker reads the cancel requests of the jobs it holds.
+    WorkerReadCancels {
+        /// The worker id.
+        worker_id: String,
+    },
+    /// A worker's recovery sweep (with no leases, only its settling of cancel requests).
+    WorkerRecover,
     /// Let the world take up to this many steps (fewer if nothing is due).
     Steps(u8),
     /// The `nth` (modulo their number) running task of `worker` ends with `outcome`.

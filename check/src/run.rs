@@ -6,7 +6,7 @@ use crate::ops::{Action, Op, Pick};
 use chrono::Duration;
 use formica_core::job::Job;
 use formica_core::job::RescheduleJobOptions;
-use formica_core::sim::{Traced, World};
+use formica_core::sim::{CancelOutcome, Traced, World};
 use formica_core::worker::{Config, Effect, Event, Input};
 
 /// A world, the model of its database and the checker of its trace. Every operation is
@@ -130,10 +130,23 @@ impl Run {
                 let crashed = self.checker.crashed();
                 self.act(&Action::ForceUnlockWorkers(crashed))
             }
+            Action::CancelJobs { pick, reason } => {
+                let ids = self.picked(pick);
+                let got: Vec<(i64, Option<(String, bool)>)> = (self.world.db_mut().cancel_jobs(&ids, reason))
+                    .into_iter()
+                    .map(|(id, outcome)| match outcome {
+                        CancelOutcome::Failed => (id, None),
+                        CancelOutcome::Recorded { worker_id, leased } => (id, Some((worker_id, leased))),
+                    })
+                    .collect();
+                agree("cancel_jobs", got, self.checker.model.cancel_jobs(&ids, reason))
+            }
             Action::Fetch { .. }
             | Action::WorkerComplete { .. }
             | Action::WorkerFail { .. }
-            | Action::WorkerReturn { .. } => {
+            | Action::WorkerReturn { .. }
+            | Action::WorkerReadCancels { .. }
+            | Action::WorkerRecover => {
                 Err(format!("{action:?}: in a world, the workers send their own statements"))
             }
             Action::Steps(n) => {

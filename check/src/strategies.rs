@@ -75,6 +75,10 @@ pub fn op() -> impl Strategy<Value = Op> {
                 max_attempts,
             })),
         1 => Just(event(Action::ForceUnlockCrashed)),
+        2 => (any::<u8>(), 0..2u8).prop_map(|(p, r)| event(Action::CancelJobs {
+            pick: Pick::Nth(vec![u64::from(p)]),
+            reason: format!("stop {r}"),
+        })),
         25 => prop_oneof![0..3_000u32, 0..30_000u32].prop_map(Op::Wait),
         8 => (1..20u8).prop_map(|n| event(Action::Steps(n))),
         5 => (0..3usize, any::<u8>(), outcomes())

@@ -259,14 +259,33 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
         }
         Admin::Cancel { ids, reason } => {
             let cancelled = utils.cancel_jobs(&ids, &reason).await?;
-            let state = |ids: &[i64], state: &str| -> Vec<Vec<String>> {
-                ids.iter().map(|id| vec![id.to_string(), state.to_owned()]).collect()
-            };
-            let mut rows = state(&cancelled.failed, "failed");
-            rows.extend(state(&cancelled.told, "worker told"));
-            let json = json!({ "failed": cancelled.failed, "told": cancelled.told });
+            // What was recorded, not what a worker may have heard: a request is a row its
+            // holder reads within a heartbeat.
+            let mut rows: Vec<Vec<String>> = cancelled
+                .failed
+                .iter()
+                .map(|id| vec![id.to_string(), "failed for good".to_owned()])
+                .collect();
+            rows.extend(cancelled.recorded.iter().map(|r| {
+                let what = if r.leased {
+                    format!("recorded for worker {}, which aborts it within ~3 s", r.worker_id)
+                } else {
+                    format!(
+                        "recorded for {}, which has no Formica lease: it runs on, and fails as cancelled when released",
+                        r.worker_id
+                    )
+                };
+                vec![r.job_id.to_string(), what]
+            }));
+            let recorded: Vec<Value> = cancelled
+                .recorded
+                .iter()
+                .map(|r| json!({ "id": r.job_id, "worker": r.worker_id, "leased": r.leased }))
+                .collect();
+            let json = json!({ "failed": cancelled.failed, "recorded": recorded });
             print_table(out, &["id", "cancelled"], rows, json);
-            let done: Vec<i64> = cancelled.failed.iter().chain(&cancelled.told).copied().collect();
+            let done: Vec<i64> =
+                cancelled.failed.iter().copied().chain(cancelled.recorded.iter().map(|r| r.job_id)).collect();
             all_matched(
                 &ids,
                 &done,

@@ -445,7 +445,7 @@ async fn formica_cancel_fails_a_waiting_job_and_aborts_a_running_one() {
     wait_until(Duration::from_secs(15), "the task started", || lines(&root.join("started")).len() == 1).await;
     // The worker's listener is up by now (it is connected before the first fetch answers).
     let out = formica(&db, &["cancel", &running.to_string(), "--json"]);
-    assert!(out.contains(&format!("\"told\":[{running}]")), "{out}");
+    assert!(out.contains(&format!("\"recorded\":[{{\"id\":{running},\"leased\":true,")), "{out}");
     let failed = "select count(*) from graphile_worker.jobs where attempts = max_attempts \
                   and last_error like 'cancelled: %' and locked_by is null";
     db.wait_for_count(failed, 2, Duration::from_secs(10)).await;

@@ -150,3 +150,50 @@ async fn a_worker_drains_10000_jobs_through_pgbouncer_each_once() {
     assert!(runs.values().all(|&n| n == 1), "no job ran twice");
     assert_eq!(db.count("select count(*) from graphile_worker._private_jobs").await, 0);
 }
+
+/// LISTEN does not work through pgBouncer in transaction mode: a cancel request is a row,
+/// which the worker reads after a heartbeat, and `formica cancel` says it was recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_job_is_cancelled_through_pgbouncer_and_the_command_says_recorded() {
+    let bouncer = PgBouncer::start();
+    let db = TestDb::new().await;
+    let url = bouncer.url(&db.name);
+    let rt: Arc<dyn formica_tokio::Runtime> = Arc::new(formica_tokio::TokioRuntime);
+    let utils = formica_tokio::WorkerUtils::new(
+        formica_tokio::Pool::from_url(rt.clone(), &url, 4).unwrap(),
+        "graphile_worker",
+    );
+    utils.migrate().await.unwrap();
+    let started = Arc::new(Mutex::new(0));
+    let count = started.clone();
+    let worker = formica_tokio::WorkerOptions::default()
+        .database_url(&url)
+        .prepared_statements(false)
+        .define_raw_job("slow", move |_, _| {
+            *count.lock().unwrap() += 1;
+            async move {
+                tokio::time::sleep(Duration::from_secs(120)).await;
+                Ok(())
+            }
+        })
+        .init()
+        .await
+        .unwrap();
+    let handle = worker.handle();
+    let run = tokio::spawn(worker.run());
+    let job = utils.add_raw_job("slow", serde_json::json!({}), Default::default()).await.unwrap();
+    formica_tests::wait_until(rt.as_ref(), Duration::from_secs(10), "the task started", || {
+        *started.lock().unwrap() == 1
+    })
+    .await;
+    let out = ok(&url, &["cancel", &job.id.to_string(), "--reason", "through the bouncer"]);
+    assert!(out.contains("recorded for worker") && out.contains("aborts it within ~3 s"), "{out}");
+    let failed = format!(
+        "select count(*) from graphile_worker._private_jobs where id = {} and locked_by is null \
+         and attempts = max_attempts and last_error = 'cancelled: through the bouncer'",
+        job.id
+    );
+    db.wait_for_count(&failed, 1, Duration::from_secs(15)).await;
+    handle.stop();
+    tokio::time::timeout(Duration::from_secs(10), run).await.unwrap().unwrap().unwrap();
+}

@@ -76,8 +76,21 @@ impl std::str::FromStr for CleanupTask {
 pub struct Cancelled {
     /// Jobs no worker held: failed for good now.
     pub failed: Vec<i64>,
-    /// Jobs a worker held: their worker was told to cancel them.
-    pub told: Vec<i64>,
+    /// Jobs a worker held: a cancel request was recorded for each, for its holder.
+    pub recorded: Vec<Recorded>,
+}
+
+/// A cancel request recorded for a job a worker holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recorded {
+    /// The job.
+    pub job_id: i64,
+    /// The worker holding it (`locked_by`).
+    pub worker_id: String,
+    /// Whether that worker has a Formica lease: it reads the request within a heartbeat
+    /// interval (about 3 s) and aborts the task. A worker without one (graphile-worker) runs
+    /// the job on; it ends cancelled when released, unless it succeeded.
+    pub leased: bool,
 }
 
 /// Jobs of task `T`, for the typed `add_jobs`.
@@ -305,8 +318,12 @@ impl Jobs<'_> {
         let rows = session.query(self.query(sql::utils::CANCEL_JOBS, params)).await?;
         let mut cancelled = Cancelled::default();
         for row in &rows {
-            let (id, held): (i64, bool) = (row.read(0)?, row.read(1)?);
-            if held { &mut cancelled.told } else { &mut cancelled.failed }.push(id);
+            let (job_id, holder, leased): (i64, Option<String>, bool) =
+                (row.read(0)?, row.read(1)?, row.read(2)?);
+            match holder {
+                None => cancelled.failed.push(job_id),
+                Some(worker_id) => cancelled.recorded.push(Recorded { job_id, worker_id, leased }),
+            }
         }
         Ok(cancelled)
     }

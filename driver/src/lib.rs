@@ -95,7 +95,7 @@ pub use settings::ConnectionSettings;
 pub use task::{AbortSignal, BatchResult, BatchTaskHandler, JobContext, TaskHandler, TaskResult};
 pub use tls::{RootCert, SslMode};
 pub use utils::{
-    Cancelled, CleanupTask, JobFilter, RawJob, RescheduleJobOptions, WorkerUtils, DEFAULT_SCHEMA,
+    Cancelled, CleanupTask, JobFilter, RawJob, Recorded, RescheduleJobOptions, WorkerUtils, DEFAULT_SCHEMA,
 };
 pub use worker::{CronSource, FlagsFn, Hook, Worker, WorkerHandle, WorkerOptions};
 pub use {chrono, formica_sql as sql, serde_json, tokio_postgres};

@@ -183,7 +183,7 @@ impl SqlxUtils {
 
     /// Cancel the given jobs with `reason`, as
     /// [`WorkerUtils::cancel_jobs`](crate::WorkerUtils::cancel_jobs) does; a held job's
-    /// worker is told when the transaction commits.
+    /// request is seen by its worker once the transaction commits.
     pub async fn cancel_jobs(
         &self,
         conn: &mut PgConnection,

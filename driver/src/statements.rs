@@ -27,6 +27,7 @@ enum Answer {
     Tasks,
     Jobs,
     KnownCrontabs,
+    Cancels,
     Done,
     /// `(job id, holder)` rows of the jobs a write left out.
     Fenced,
@@ -75,6 +76,11 @@ impl Bound {
                             last_execution: r.try_get(2)?,
                         })
                     })
+                    .collect::<Result<_, tokio_postgres::Error>>()?,
+            ),
+            Answer::Cancels => QueryResult::Cancels(
+                rows.iter()
+                    .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
                     .collect::<Result<_, tokio_postgres::Error>>()?,
             ),
             Answer::Done => QueryResult::Done,
@@ -151,6 +157,9 @@ pub fn bind(statement: Statement) -> Bound {
         ),
         Statement::RecoverLapsed { grace } => {
             (sql::worker::RECOVER_LAPSED, vec![param(grace.num_milliseconds(), Type::INT8)], Answer::Done)
+        }
+        Statement::ReadCancels { worker_id } => {
+            (sql::worker::READ_CANCELS, vec![param(worker_id, Type::TEXT)], Answer::Cancels)
         }
         Statement::RegisterCrontabs { identifiers, known_since } => (
             sql::worker::REGISTER_CRONTABS,

@@ -13,7 +13,7 @@
 use crate::db::Pool;
 use crate::error::Error;
 use crate::jobs::{raw_jobs_of, Jobs};
-pub use crate::jobs::{Cancelled, CleanupTask, JobFilter};
+pub use crate::jobs::{Cancelled, CleanupTask, JobFilter, Recorded};
 use crate::migrate::{migrate, MigrationReport};
 use formica_core::job::{Job, JobSpec, Task};
 pub use formica_core::job::{RawJob, RescheduleJobOptions};
@@ -155,11 +155,16 @@ impl WorkerUtils {
 
     /// Cancel the given jobs with `reason`. One no worker holds fails for good at once
     /// (`attempts = max_attempts`, `last_error` `cancelled: <reason>`; it is kept so the
-    /// reason can be read). A held one's Formica worker is notified: it fires the task's
-    /// `abort_signal` and fails the job the same way, unless the task succeeded first (then
-    /// it completes, and only that is recorded). The notification reaches workers whose
-    /// listener is up; a job held by graphile-worker runs on. Ids that match no job are
-    /// left out of the answer.
+    /// reason can be read). For a held one a cancel request is recorded in Formica's records
+    /// schema (a second request keeps the first reason) and the workers are woken: its
+    /// Formica worker reads the request at once if its listener is up, else after its next
+    /// heartbeat (within about 3 s; pgBouncer in transaction mode included), fires the
+    /// task's `abort_signal` and fails the job the same way, unless the task succeeded first
+    /// (then it completes, and only that is recorded). A request whose job is released
+    /// unfinished (its worker died, gave it back) is applied by the recovery sweep; a job
+    /// graphile-worker holds runs on and ends cancelled when released, unless it succeeded.
+    /// Any number of ids and any reason fit. Ids that match no job are left out of the
+    /// answer.
     pub async fn cancel_jobs(&self, ids: &[i64], reason: &str) -> Result<Cancelled, Error> {
         let client = self.pool.get().await?;
         self.jobs().cancel(&*client, ids, reason).await

@@ -49,7 +49,11 @@ pub fn render(sql: &str, schema: &str) -> String {
 }
 
 /// The migrations of Formica's records schema, in order (its own ledger, ids from 1).
-pub const RECORDS_STEPS: &[Step] = &[Step { id: 1, sql: &[include_str!("../records/000001.sql")] }];
+pub const RECORDS_STEPS: &[Step] =
+    &[Step { id: 1, sql: &[include_str!("../records/000001.sql")] }, Step { id: 2, sql: &[CANCEL_REQUESTS] }];
+
+/// The records' table of cancel requests for held jobs (records migration 2).
+pub const CANCEL_REQUESTS: &str = include_str!("../records/000002.sql");
 
 /// The newest migration id Formica knows.
 pub const LATEST: i32 = 20;
@@ -137,7 +141,8 @@ pub mod utils {
     pub const COMPLETE_JOBS: &str = include_str!("../queries/complete_jobs.sql");
     /// See the file for parameters.
     pub const PERMANENTLY_FAIL_JOBS: &str = include_str!("../queries/permanently_fail_jobs.sql");
-    /// `$1` job ids, `$2` reason; rows: (id, held by a worker, so told to cancel).
+    /// `$1` job ids, `$2` reason; rows: (id, holder or null if failed here, whether the
+    /// holder has a Formica lease). A held job gets a request in `:RECORDS.cancel_requests`.
     pub const CANCEL_JOBS: &str = include_str!("../queries/cancel_jobs.sql");
     /// See the file for parameters.
     pub const RESCHEDULE_JOBS: &str = include_str!("../queries/reschedule_jobs.sql");
@@ -172,8 +177,11 @@ pub mod worker {
     pub const RESET_LOCKED: &str = include_str!("../queries/worker/reset_locked.sql");
     /// `$1` worker, `$2` lease in milliseconds: the worker is alive that long.
     pub const HEARTBEAT: &str = include_str!("../queries/worker/heartbeat.sql");
-    /// `$1` grace in milliseconds: frees the locks of workers suspected dead for longer.
+    /// `$1` grace in milliseconds: frees the locks of workers suspected dead for longer, and
+    /// settles the cancel requests of jobs no worker holds.
     pub const RECOVER_LAPSED: &str = include_str!("../queries/worker/recover_lapsed.sql");
+    /// `$1` worker: the cancel requests (job id, reason) of the jobs it holds.
+    pub const READ_CANCELS: &str = include_str!("../queries/worker/read_cancels.sql");
     /// Make crontab identifiers known; rows: those known before, with their last slot.
     pub const REGISTER_CRONTABS: &str = include_str!("../queries/worker/register_crontabs.sql");
     /// Add the jobs of one cron slot, once across every worker; rows: the new job ids.

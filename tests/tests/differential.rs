@@ -2,8 +2,8 @@
 //! in-memory database and against PostgreSQL with our migrations, through the real
 //! statements (`formica_sql`; the worker's bound by the driver's own `statements::bind`).
 //! After every operation the job tables must agree, ids aside: task, queue, payload, priority, run_at, attempts,
-//! max_attempts, key, lock, flags, last_error, revision, created_at and updated_at, and the
-//! queues' locks; so must what each operation returned.
+//! max_attempts, key, lock, flags, last_error, revision, created_at and updated_at, the
+//! queues' locks, and the cancel requests (by job); so must what each operation returned.
 //!
 //! Each operation runs in its own PostgreSQL transaction, and the sim's clock is set to
 //! that transaction's `now()`, so defaults and `updated_at` agree to the microsecond. Times
@@ -17,7 +17,7 @@ use chrono::{DateTime, Duration, Utc};
 use formica_check::{Action, NewJob, Pick};
 use formica_core::job::{Job, JobKeyMode};
 use formica_core::job::{RawJob, RescheduleJobOptions};
-use formica_core::sim::{Db, SplitMix};
+use formica_core::sim::{CancelOutcome, Db, SplitMix};
 use formica_core::worker::{DbError, Failure, QueryResult, Statement};
 use formica_sql as sql;
 use formica_tests::TestDb;
@@ -148,7 +148,7 @@ impl Gen {
     }
 
     fn op(&mut self) -> Action {
-        match self.rng.below(100) {
+        match self.rng.below(110) {
             0..=29 => {
                 let mode = self.pick(&[
                     None,
@@ -203,7 +203,13 @@ impl Gen {
                 mask: self.rng.next_u64(),
                 retry_in_s: self.maybe(600, Self::offset),
             },
-            _ => Action::WorkerReturn { worker_id: self.worker(), mask: self.rng.next_u64() },
+            95..=99 => Action::WorkerReturn { worker_id: self.worker(), mask: self.rng.next_u64() },
+            100..=104 => Action::CancelJobs {
+                pick: Pick::Nth(self.picks()),
+                reason: format!("r{}", self.rng.below(3)),
+            },
+            105..=107 => Action::WorkerReadCancels { worker_id: self.worker() },
+            _ => Action::WorkerRecover,
         }
     }
 }
@@ -269,8 +275,9 @@ fn sim_jobs(sim: &Db) -> BTreeMap<String, (i64, Cmp)> {
 #[derive(Debug, PartialEq)]
 enum Outcome {
     Rows(Vec<Cmp>),
-    /// The jobs a write left out (by name) and their holders.
-    Fenced(Vec<(String, Option<String>)>),
+    /// Jobs by name, each with what it says (the holder of a job a write left out, a
+    /// cancel request's reason).
+    Named(Vec<(String, Option<String>)>),
     Failed,
     Nothing,
 }
@@ -353,13 +360,7 @@ fn not_held(
 fn fenced(result: QueryResult, before: &BTreeMap<String, (i64, Cmp)>) -> Outcome {
     match result {
         QueryResult::Done => Outcome::Nothing,
-        QueryResult::Fenced(fenced) => {
-            let name = |id| before.iter().find(|(_, (i, _))| *i == id).map(|(n, _)| n.clone());
-            let mut named: Vec<_> =
-                fenced.into_iter().map(|f| (name(f.job_id).unwrap_or_default(), f.holder)).collect();
-            named.sort();
-            Outcome::Fenced(named)
-        }
+        QueryResult::Fenced(fenced) => named(before, fenced.into_iter().map(|f| (f.job_id, f.holder))),
         other => panic!("a write answered {other:?}"),
     }
 }
@@ -571,6 +572,47 @@ impl Both {
                 assert_eq!(pg, QueryResult::Done);
                 (Outcome::Nothing, Outcome::Nothing)
             }
+            Action::CancelJobs { pick, reason } => {
+                let (sim_ids, pg_ids) = choose(&sim_before, &pg_before, pick);
+                let sim = self.sim.cancel_jobs(&sim_ids, reason).into_iter().map(|(id, outcome)| {
+                    let holder = match outcome {
+                        CancelOutcome::Failed => None,
+                        CancelOutcome::Recorded { worker_id, leased } => {
+                            Some(format!("{worker_id} {leased}"))
+                        }
+                    };
+                    (id, holder)
+                });
+                let pg =
+                    match tx.query(&sql::render(sql::utils::CANCEL_JOBS, SCHEMA), &[&pg_ids, reason]).await {
+                        Ok(rows) => named(
+                            &pg_before,
+                            rows.iter().map(|r| {
+                                let holder: Option<String> = r.get(1);
+                                (r.get(0), holder.map(|h| format!("{h} {}", r.get::<_, bool>(2))))
+                            }),
+                        ),
+                        Err(_) => Outcome::Failed,
+                    };
+                (named(&sim_before, sim), pg)
+            }
+            Action::WorkerReadCancels { worker_id } => {
+                let statement = Statement::ReadCancels { worker_id: worker_id.clone() };
+                let (QueryResult::Cancels(sim), QueryResult::Cancels(pg)) =
+                    (self.sim.execute(&statement), pg_statement(tx, statement).await)
+                else {
+                    panic!("ReadCancels answers Cancels");
+                };
+                let sim = named(&sim_before, sim.into_iter().map(|(id, r)| (id, Some(r))));
+                (sim, named(&pg_before, pg.into_iter().map(|(id, r)| (id, Some(r)))))
+            }
+            Action::WorkerRecover => {
+                // No worker here has a lease: only the settling of cancel requests acts.
+                let statement = Statement::RecoverLapsed { grace: Duration::seconds(15) };
+                assert_eq!(self.sim.execute(&statement), QueryResult::Done);
+                assert_eq!(pg_statement(tx, statement).await, QueryResult::Done);
+                (Outcome::Nothing, Outcome::Nothing)
+            }
             Action::ForceUnlockCrashed
             | Action::Steps(_)
             | Action::FinishTask { .. }
@@ -578,6 +620,26 @@ impl Both {
             | Action::Shutdown { .. } => unreachable!("{op:?} needs a world: the generator makes none"),
         }
     }
+}
+
+/// `items` by the name of their job in `jobs` (`gone` if it has none), sorted.
+fn named(
+    jobs: &BTreeMap<String, (i64, Cmp)>,
+    items: impl IntoIterator<Item = (i64, Option<String>)>,
+) -> Outcome {
+    let name = |id: i64| jobs.iter().find(|(_, (j, _))| *j == id).map_or("gone".into(), |(n, _)| n.clone());
+    let mut items: Vec<(String, Option<String>)> = items.into_iter().map(|(id, x)| (name(id), x)).collect();
+    items.sort();
+    Outcome::Named(items)
+}
+
+/// PostgreSQL's cancel requests, by the name of their job.
+async fn pg_requests(client: &tokio_postgres::Client, jobs: &BTreeMap<String, (i64, Cmp)>) -> Outcome {
+    let rows = client
+        .query(&sql::render("select job_id, reason from :RECORDS.cancel_requests", SCHEMA), &[])
+        .await
+        .expect("cancel requests");
+    named(jobs, rows.iter().map(|r| (r.get(0), Some(r.get(1)))))
 }
 
 async fn pg_queues(
@@ -613,8 +675,13 @@ async fn run_sequence(seed: u64, ops: usize) {
         assert_eq!(sim, pg, "the operation's result (sim, PostgreSQL) differs; {}", context());
 
         let tx = client.transaction().await.expect("begin");
-        let pg_rows: Vec<Cmp> = pg_jobs(&tx).await.into_values().map(|(_, c)| c).collect();
+        let pg_now = pg_jobs(&tx).await;
         tx.commit().await.expect("commit");
+        let sim_requests = both.sim.cancel_requests().map(|(id, r)| (id, Some(r.to_owned())));
+        let sim_requests = named(&sim_jobs(&both.sim), sim_requests.collect::<Vec<_>>());
+        let pg_requests = pg_requests(&client, &pg_now).await;
+        assert_eq!(sim_requests, pg_requests, "cancel requests differ (sim, PostgreSQL); {}", context());
+        let pg_rows: Vec<Cmp> = pg_now.into_values().map(|(_, c)| c).collect();
         let sim_rows: Vec<Cmp> = sim_jobs(&both.sim).into_values().map(|(_, c)| c).collect();
         if sim_rows != pg_rows {
             let diff: Vec<(Option<&Cmp>, Option<&Cmp>)> = (0..sim_rows.len().max(pg_rows.len()))

@@ -310,6 +310,12 @@ async fn actions_go_through_worker_utils_and_change_the_table() {
         assert_eq!(r.status, 409, "{action}: {}", r.body);
     }
     assert!(row(f.running).await.is_some());
+    // Cancelling it records a request for its holder, and says so.
+    let r = ui.action(&format!("/api/jobs/{}/cancel", f.running), json!({ "reason": "stop" })).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let answer = r.json();
+    assert_eq!(answer["recorded"]["worker"], "worker-a", "{answer}");
+    assert!(answer["message"].as_str().unwrap().starts_with("recorded for worker-a"), "{answer}");
 
     // Unlock a dead worker: its job and queue are free.
     let r = ui.action("/api/workers/unlock", json!({ "worker_id": "worker-a" })).await;

@@ -134,17 +134,28 @@ async fn fail(Ext(s): Ext<State>, Path(id): Path<i64>, body: Option<Json<Fail>>)
     changed(&s, id, jobs).await
 }
 
-/// Cancel the job (as `formica cancel`): a waiting one fails for good with the reason; a
-/// running one's worker is told, its task is aborted and it fails for good unless it
-/// succeeds first.
+/// Cancel the job (as `formica cancel`): a waiting one fails for good with the reason; for
+/// a running one a request is recorded, which its worker reads within a heartbeat: its task
+/// is aborted and it fails for good unless it succeeds first. The answer says which, and
+/// for whom the request was recorded.
 async fn cancel(Ext(s): Ext<State>, Path(id): Path<i64>, body: Option<Json<Fail>>) -> Answer {
     let reason = body.and_then(|Json(b)| b.reason).filter(|r| !r.trim().is_empty());
     let cancelled =
         s.utils.cancel_job(id, reason.as_deref().unwrap_or("cancelled from the dashboard")).await?;
-    if cancelled.failed.is_empty() && cancelled.told.is_empty() {
+    if let Some(r) = cancelled.recorded.first() {
+        let message = if r.leased {
+            format!("recorded for worker {}, which aborts it within ~3 s", r.worker_id)
+        } else {
+            format!("recorded for {}, which has no Formica lease: it runs on, and fails as cancelled when released", r.worker_id)
+        };
+        return Ok(Json(
+            json!({ "recorded": { "worker": r.worker_id, "leased": r.leased }, "message": message }),
+        ));
+    }
+    if cancelled.failed.is_empty() {
         return Err(gone(id));
     }
-    Ok(Json(json!({ "failed": cancelled.failed, "told": cancelled.told })))
+    Ok(Json(json!({ "failed": cancelled.failed, "message": "failed for good" })))
 }
 
 #[derive(Debug, Deserialize)]

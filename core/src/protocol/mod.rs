@@ -32,8 +32,9 @@ use crate::time::Timestamp;
 pub const JOBS_INSERT: &str = "jobs:insert";
 /// The channel a migrator notifies after a migration (payload: [`crate::notify`]).
 pub const WORKER_MIGRATE: &str = "worker:migrate";
-/// The channel `cancel_jobs` notifies for jobs that are locked (running or about to): payload
-/// `{"ids": [<job id>...], "reason": <text>}`. Formica's own; graphile-worker does not listen to it.
+/// The channel `cancel_jobs` notifies after recording cancel requests for jobs that are
+/// locked (running or about to): a wake-up only, its payload empty (the requests are rows,
+/// read with [`Statement::ReadCancels`]). Formica's own; graphile-worker does not listen to it.
 pub const CANCEL: &str = "formica:cancel";
 /// Every channel a worker's listener listens on.
 pub const CHANNELS: [&str; 3] = [JOBS_INSERT, WORKER_MIGRATE, CANCEL];
@@ -129,10 +130,17 @@ pub enum Statement {
     /// and named queues of the workers whose lease was suspected more than `grace` ago and
     /// not renewed since, forgetting those workers; the attempt counts and each job keeps its
     /// `run_at` (its place in its queue). Workers that never heartbeat are not touched.
-    /// Answer: `Done`.
+    /// Settles the cancel requests no worker will carry out: a freed job, or one released
+    /// since with attempts left, fails for good as cancelled; requests of released and gone
+    /// jobs are forgotten. Answer: `Done`.
     RecoverLapsed {
         /// How long a suspected lease has to be renewed.
         grace: chrono::Duration,
+    },
+    /// The cancel requests recorded for the jobs `worker_id` holds. Answer: `Cancels`.
+    ReadCancels {
+        /// The holder.
+        worker_id: String,
     },
     /// Make the crontab's identifiers known (new ones with `known_since`). Answer:
     /// `KnownCrontabs` with the rows that existed before.
@@ -197,6 +205,8 @@ pub enum QueryResult {
     },
     /// The crontab identifiers known before registration, for `RegisterCrontabs`.
     KnownCrontabs(Vec<KnownCrontab>),
+    /// `(job id, reason)` of each cancel request, for `ReadCancels`.
+    Cancels(Vec<(i64, String)>),
     /// The statement ran.
     Done,
     /// `CompleteJobs` or `FailJobs` ran, but these of its jobs were not this worker's to write.

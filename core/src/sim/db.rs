@@ -8,8 +8,8 @@
 //! after random operations), with one difference that no caller can observe as wrong:
 //! jobs with equal `(priority, run_at)` are fetched in id order, where PostgreSQL takes
 //! whichever it meets first. Time is the database's own clock ([`Db::set_now`]), which
-//! plays `now()`. Workers' leases (the `formica_<schema>.leases` table) are kept beside
-//! the job tables.
+//! plays `now()`. Workers' leases and cancel requests (the `formica_<schema>.leases` and
+//! `cancel_requests` tables) are kept beside the job tables.
 
 use crate::cron::runner::KnownCrontab;
 use crate::job::{Job, JobKeyMode, RawJob, RescheduleJobOptions, DEFAULT_MAX_ATTEMPTS};
@@ -56,6 +56,8 @@ pub struct Db {
     pub(super) rng: SplitMix,
     pub(super) known_crontabs: BTreeMap<String, KnownCrontab>,
     pub(super) leases: BTreeMap<String, (Timestamp, Option<Timestamp>)>,
+    /// `formica_<schema>.cancel_requests`: job id -> reason (see `cancel.rs`).
+    pub(super) cancel_requests: BTreeMap<i64, String>,
 }
 
 pub(super) fn constraint(name: &str) -> DbError {
@@ -78,6 +80,7 @@ impl Db {
             rng: SplitMix::new(seed),
             known_crontabs: BTreeMap::new(),
             leases: BTreeMap::new(),
+            cancel_requests: BTreeMap::new(),
         }
     }
 
@@ -474,6 +477,7 @@ mod tests {
             QueryResult::Jobs { jobs, .. } => jobs,
             other @ (QueryResult::Tasks(_)
             | QueryResult::KnownCrontabs(_)
+            | QueryResult::Cancels(_)
             | QueryResult::Done
             | QueryResult::Fenced(_)
             | QueryResult::Err(_)) => panic!("{other:?}"),

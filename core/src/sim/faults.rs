@@ -279,7 +279,8 @@ fn statement_text(statement: &Statement) -> String {
         | Statement::ResetLocked { .. }
         | Statement::Heartbeat { .. }
         | Statement::RecoverLapsed { .. }
-        | Statement::RegisterCrontabs { .. }) => variant(other),
+        | Statement::RegisterCrontabs { .. }
+        | Statement::ReadCancels { .. }) => variant(other),
     }
 }
 
@@ -297,6 +298,7 @@ fn result_text(result: &QueryResult) -> String {
                 .collect();
             format!("fenced {fenced:?}")
         }
+        QueryResult::Cancels(requests) => format!("cancel requests {requests:?}"),
         other @ (QueryResult::Tasks(_) | QueryResult::KnownCrontabs(_) | QueryResult::Done) => variant(other),
     }
 }

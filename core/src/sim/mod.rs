@@ -35,9 +35,10 @@
 //!   all three modes, named queues and their locks, flags, `run_at`, attempts and the
 //!   backoff of failures, `add_jobs` batches, the admin functions. `tests/tests/differential.rs`
 //!   runs random sequences of these operations and of the worker's statements (fetch,
-//!   complete, fail, return) against PostgreSQL with Formica's migrations and requires the
+//!   complete, fail, return; `cancel_jobs`, the read of cancel requests and the recovery's
+//!   settling of them) against PostgreSQL with Formica's migrations and requires the
 //!   same rows and results after each one. The cron statements, the heartbeats, the
-//!   recovery and the four-hour lock sweep are not in that comparison; the lockstep model
+//!   recovery of leases and the four-hour lock sweep are not in that comparison; the lockstep model
 //!   of the `check/` crate (`core/tests/sim_model.rs`) checks them against the documented
 //!   rules.
 //! - Faults, as the driver meets them: a crashed process keeps its locks until its lease
@@ -91,6 +92,7 @@
 //! assert!(world.run_until_stopped(Duration::minutes(1)));
 //! ```
 
+mod cancel;
 mod db;
 pub mod faults;
 mod process;
@@ -101,6 +103,7 @@ pub mod strategies;
 mod world;
 
 pub use crate::rng::SplitMix;
+pub use cancel::CancelOutcome;
 pub use db::{Db, Notification, Queue};
 pub use faults::{App, Fault, Op};
 pub use world::World;

@@ -25,9 +25,14 @@ fn written(fenced: Vec<Fenced>) -> QueryResult {
 impl Db {
     /// Suspect the leases that lapsed; free the jobs and queues of the workers suspected
     /// for more than `grace`, forgetting them; the jobs keep their `run_at` (their place in
-    /// their queue) and their attempt counts. Wakes the workers if a job was freed.
+    /// their queue) and their attempt counts, and one with a cancel request fails for good
+    /// as cancelled instead (its request is forgotten by the next sweep). Settles the other
+    /// requests (`Db::settle_cancels`). Wakes the workers if a job was freed.
     pub(super) fn recover_lapsed(&mut self, grace: Duration) {
         let now = self.now;
+        // Every part of the SQL reads the state before the statement: the settling sees
+        // the freed jobs still locked.
+        self.settle_cancels();
         let lapsed: BTreeSet<String> = self
             .leases
             .iter()
@@ -41,11 +46,18 @@ impl Db {
             }
         }
         let of_lapsed = |by: &Option<String>| by.as_ref().is_some_and(|by| lapsed.contains(by));
-        let mut freed = 0;
-        for job in self.jobs.values_mut().filter(|j| of_lapsed(&j.locked_by)) {
+        let freeing: Vec<i64> =
+            self.jobs.values().filter(|j| of_lapsed(&j.locked_by)).map(|j| j.id).collect();
+        let freed = freeing.len() as i64;
+        for id in freeing {
+            let requested = self.requested(id);
+            let Some(job) = self.jobs.get_mut(&id) else { continue };
             job.locked_at = None;
             job.locked_by = None;
-            freed += 1;
+            if let Some(reason) = requested {
+                job.last_error = Some(format!("cancelled: {reason}"));
+                job.attempts = job.max_attempts;
+            }
         }
         for queue in self.queues.values_mut().filter(|q| of_lapsed(&q.locked_by)) {
             queue.locked_at = None;
@@ -175,6 +187,7 @@ impl Db {
                 self.recover_lapsed(*grace);
                 QueryResult::Done
             }
+            Statement::ReadCancels { worker_id } => QueryResult::Cancels(self.read_cancels(worker_id)),
             Statement::ResetLocked { locked_before } => {
                 let now = self.now;
                 let cutoff = locked_before.unwrap_or(now - STALE_LOCK_AGE);

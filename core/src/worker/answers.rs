@@ -61,6 +61,7 @@ impl Worker {
                     );
                 }
             }
+            QueryResult::Cancels(requests) => self.cancels_read(requests),
             QueryResult::KnownCrontabs(known) => {
                 if let Some(cron) = &mut self.cron {
                     cron.registered(&known);
@@ -95,7 +96,7 @@ impl Worker {
                     self.fetcher.wake();
                 }
                 Part::Reclaim => self.fetcher.reclaim_ended(false),
-                Part::Register | Part::Fetch => {}
+                Part::Register | Part::Fetch | Part::Cancels => {}
             },
         }
         Ok(())
@@ -131,6 +132,8 @@ impl Worker {
             Part::Sweep => self.sweeper.ended(),
             Part::Recovery => self.lease.recovery_ended(),
             Part::Reclaim => self.retry_at = Some(self.now + self.config.poll_interval),
+            // The next heartbeat reads again.
+            Part::Cancels => self.cancels.read_ended(),
             Part::Cron => {
                 if let Some(cron) = &mut self.cron {
                     cron.failed(self.now, self.config.poll_interval);
@@ -153,7 +156,8 @@ impl Worker {
     }
 
     /// A heartbeat sent at `sent` ended: if the lease holds again after it lapsed, say so and
-    /// look for jobs at once.
+    /// look for jobs at once. One that landed also reads the cancel requests (the path that
+    /// needs no listener).
     pub(super) fn heartbeat(&mut self, sent: Timestamp, result: Result<(), DbError>) {
         match result {
             Ok(()) => {
@@ -161,6 +165,7 @@ impl Worker {
                     self.emit(Event::LeaseRenewed);
                     self.fetcher.wake();
                 }
+                self.read_cancels();
             }
             Err(error) => {
                 let statement = "renew the lease";

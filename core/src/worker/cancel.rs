@@ -1,35 +1,29 @@
 //! [`Cancels`]: the jobs this worker was asked to cancel or that ran past their timeout,
-//! and why.
+//! and why; and the reading of its cancel requests.
 //!
 //! A task aborted for running past its timeout fails that attempt (`timed out after ...`)
 //! and is retried as any failure.
 //!
-//! A cancel request arrives as a notification on [`CANCEL`](crate::protocol::CANCEL) naming
-//! job ids; only those this worker holds (running, waiting locally or being written) are
-//! remembered. Promises: a job held here that is named is told to abort once, and when its
-//! task ends other than successfully it fails for good with `cancelled: <reason>`; a task
-//! that succeeded first is completed as usual (one outcome either way). A job prefetched
-//! and started after the request is aborted as it starts. A request that arrives while the
-//! listener is down is not seen: the caller learns from `cancel_jobs` which jobs were
-//! locked, and may ask again.
+//! A cancel request is a row (`cancel_requests` in Formica's records schema) recorded by
+//! `cancel_jobs` for a job a worker holds, so none is lost: the worker reads the requests of
+//! the jobs it holds ([`Statement::ReadCancels`](crate::protocol::Statement::ReadCancels))
+//! when woken on [`CANCEL`](crate::protocol::CANCEL) (a wake-up only, whatever its payload)
+//! and after every heartbeat that lands while it holds a job, so within about a
+//! [`HEARTBEAT_INTERVAL`](crate::lease::HEARTBEAT_INTERVAL) even with no listener (pgBouncer
+//! in transaction mode, a listener reconnecting). At most one read is in flight; one wanted
+//! meanwhile is sent when it ends (a failed read waits for the next heartbeat).
+//!
+//! Promises: a job held here (running or waiting locally) that a request names is told to
+//! abort once, and when its task ends other than successfully it fails for good with
+//! `cancelled: <reason>` (the first reason recorded); a task that succeeded first is
+//! completed as usual (one outcome either way). A job prefetched and started after the
+//! request was read is aborted as it starts. Requests this worker never carries out (it
+//! dies, or gives the job back) are settled by the recovery sweep
+//! ([`Statement::RecoverLapsed`](crate::protocol::Statement::RecoverLapsed)).
 
 use crate::protocol::TaskOutcome;
 use chrono::Duration;
-use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
-
-/// A `formica:cancel` payload.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-struct Request {
-    pub ids: Vec<i64>,
-    #[serde(default)]
-    pub reason: String,
-}
-
-/// A payload's request, if it is one (anything else is ignored).
-fn parse(payload: &str) -> Option<Request> {
-    serde_json::from_str(payload).ok()
-}
 
 /// Why a running job is being aborted, other than a shutdown.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,20 +32,37 @@ enum Why {
     TimedOut(String),
 }
 
-/// The cancelled and timed out jobs of a worker.
+/// The cancelled and timed out jobs of a worker, and its read of the requests.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Cancels {
     reasons: BTreeMap<i64, Why>,
+    /// A read of the requests is in flight.
+    reading: bool,
+    /// Another read was wanted while one was in flight.
+    again: bool,
 }
 
 impl Cancels {
-    /// Remember the jobs of the request `payload` that are `held` here (a later request
-    /// keeps the first reason); returns them.
-    pub fn request(&mut self, payload: &str, held: &BTreeSet<i64>) -> Vec<i64> {
-        let Some(Request { ids, reason }) = parse(payload) else { return Vec::new() };
-        let ids: Vec<i64> = ids.into_iter().filter(|id| held.contains(id)).collect();
-        for &id in &ids {
-            self.reasons.entry(id).or_insert_with(|| Why::Cancelled(reason.clone()));
+    /// Whether to send a read of the requests now: none is in flight (else one is owed
+    /// when it ends).
+    pub fn read_wanted(&mut self) -> bool {
+        self.again |= self.reading;
+        !std::mem::replace(&mut self.reading, true)
+    }
+
+    /// The read in flight ended: whether another is owed.
+    pub fn read_ended(&mut self) -> bool {
+        self.reading = false;
+        std::mem::take(&mut self.again)
+    }
+
+    /// Remember the `requests` (job id, reason) for jobs `held` here (a job already
+    /// cancelled keeps its first reason); returns those jobs.
+    pub fn request(&mut self, requests: Vec<(i64, String)>, held: &BTreeSet<i64>) -> Vec<i64> {
+        let mut ids = Vec::new();
+        for (id, reason) in requests.into_iter().filter(|(id, _)| held.contains(id)) {
+            self.reasons.entry(id).or_insert(Why::Cancelled(reason));
+            ids.push(id);
         }
         ids
     }
@@ -104,18 +115,16 @@ impl Cancels {
 mod tests {
     use super::*;
 
+    fn requests(ids: &[i64], reason: &str) -> Vec<(i64, String)> {
+        ids.iter().map(|&id| (id, reason.to_owned())).collect()
+    }
+
     #[test]
-    fn payloads_parse_and_the_first_reason_stays() {
-        assert_eq!(
-            parse(r#"{"ids":[1,2],"reason":"no"}"#),
-            Some(Request { ids: vec![1, 2], reason: "no".into() })
-        );
-        assert_eq!(parse(r#"{"ids":[3]}"#).map(|r| r.reason), Some(String::new()));
-        assert_eq!(parse("junk"), None);
+    fn requests_for_held_jobs_are_kept_and_the_first_reason_stays() {
         let mut cancels = Cancels::default();
         let held = BTreeSet::from([1, 2]);
-        assert_eq!(cancels.request(r#"{"ids":[1,7],"reason":"first"}"#, &held), vec![1]);
-        assert_eq!(cancels.request(r#"{"ids":[1,2],"reason":"second"}"#, &held), vec![1, 2]);
+        assert_eq!(cancels.request(requests(&[1, 7], "first"), &held), vec![1]);
+        assert_eq!(cancels.request(requests(&[1, 2], "second"), &held), vec![1, 2]);
         assert!(cancels.contains(1) && !cancels.contains(7));
         let failed = (TaskOutcome::Err("cancelled: first".into()), true);
         assert_eq!(cancels.ended(1, TaskOutcome::Aborted), failed);
@@ -130,9 +139,21 @@ mod tests {
     }
 
     #[test]
+    fn one_read_in_flight_and_one_owed_for_any_wanted_meanwhile() {
+        let mut cancels = Cancels::default();
+        assert!(cancels.read_wanted());
+        assert!(!cancels.read_wanted());
+        assert!(!cancels.read_wanted(), "two wanted meanwhile: one owed");
+        assert!(cancels.read_ended(), "the owed read");
+        assert!(cancels.read_wanted());
+        assert!(!cancels.read_ended(), "none owed");
+        assert!(cancels.read_wanted(), "nothing in flight");
+    }
+
+    #[test]
     fn a_cancelled_batch_keeps_only_its_failed_items() {
         let mut cancels = Cancels::default();
-        cancels.request(r#"{"ids":[1],"reason":"stop"}"#, &BTreeSet::from([1]));
+        cancels.request(requests(&[1], "stop"), &BTreeSet::from([1]));
         let items = serde_json::json!([{"id": 2}]);
         let outcome = TaskOutcome::ItemsFailed { error: "Batch failures:\npayload[1]: x".into(), items };
         let kept = TaskOutcome::ItemsFailed {

@@ -19,7 +19,7 @@
 //! effect: `fetch` (when and how much to fetch, the local queue), `writes` (outcomes on
 //! their way to the database), `link` (the LISTEN connection), `lease` (whether the lease
 //! that [`crate::lease::Keeper`] renews holds, and the recovery of dead workers' jobs), `sweep` (the four-hour rule), `cancel`
-//! (cancelled and timed out tasks), `slots` and the cron runner; `answers` routes each
+//! (cancelled and timed out tasks, and the read of cancel requests), `slots` and the cron runner; `answers` routes each
 //! database answer to its part (`part`), `deadlines` reads their deadlines. Only the
 //! worker makes [`Effect`]s.
 
@@ -191,6 +191,31 @@ impl Worker {
         self.slots.ids().chain(self.fetcher.ids()).chain(self.writes.ids()).collect()
     }
 
+    /// The jobs a cancel request may abort: running or waiting locally.
+    fn cancellable(&self) -> BTreeSet<i64> {
+        self.slots.ids().chain(self.fetcher.ids()).collect()
+    }
+
+    /// Read this worker's cancel requests, if it holds a job one may name (see `cancel`).
+    fn read_cancels(&mut self) {
+        if !self.cancellable().is_empty() && self.cancels.read_wanted() {
+            let worker_id = self.config.worker_id.clone();
+            self.query(Part::Cancels, Statement::ReadCancels { worker_id });
+        }
+    }
+
+    /// The cancel requests read: abort the tasks they name; read again if that was wanted
+    /// meanwhile.
+    fn cancels_read(&mut self, requests: Vec<(i64, String)>) {
+        let held = self.cancellable();
+        for job_id in self.cancels.request(requests, &held) {
+            self.abort(job_id);
+        }
+        if self.cancels.read_ended() {
+            self.read_cancels();
+        }
+    }
+
     fn local_now(&self) -> Option<Timestamp> {
         self.config.use_local_time.then_some(self.now)
     }
@@ -331,12 +356,8 @@ impl Worker {
                     self.fetcher.notified(count.unsigned_abs());
                 }
             }
-            CANCEL => {
-                let held = self.slots.ids().chain(self.fetcher.ids()).collect();
-                for job_id in self.cancels.request(&payload, &held) {
-                    self.abort(job_id);
-                }
-            }
+            // A wake-up: the requests are rows, read whatever the payload.
+            CANCEL => self.read_cancels(),
             WORKER_MIGRATE if notify::parse_migration(&payload).is_some_and(|m| m.breaking) => {
                 self.emit(Event::BreakingMigration { payload });
                 self.shutdown(true);

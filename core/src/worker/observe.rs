@@ -20,6 +20,7 @@ pub(crate) fn sending(statement: &Statement) -> Option<Event> {
         | Statement::RegisterCrontabs { .. }
         | Statement::Heartbeat { .. }
         | Statement::RecoverLapsed { .. }
-        | Statement::ReturnUnknown { .. } => None,
+        | Statement::ReturnUnknown { .. }
+        | Statement::ReadCancels { .. } => None,
     }
 }

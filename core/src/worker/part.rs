@@ -14,6 +14,8 @@ pub(crate) enum Part {
     Recovery,
     /// Giving back what a fetch whose answer was lost locked.
     Reclaim,
+    /// Reading this worker's cancel requests.
+    Cancels,
 }
 
 impl Part {
@@ -30,6 +32,7 @@ impl Part {
                     Part::Write | Part::Sweep | Part::Cron | Part::Recovery | Part::Reclaim
                 )
                 | (QueryResult::Fenced(_), Part::Write)
+                | (QueryResult::Cancels(_), Part::Cancels)
         )
     }
 
@@ -43,6 +46,7 @@ impl Part {
             Part::Recovery => "recover jobs of dead workers",
             Part::Write => "write outcomes",
             Part::Reclaim => "give back jobs a lost fetch locked",
+            Part::Cancels => "read cancel requests",
         }
     }
 }

@@ -183,7 +183,7 @@ fn notifications_during_a_fetch_cause_one_more_fetch_not_one_each() {
 
 #[test]
 fn the_poll_timer_is_always_armed_while_running() {
-    let mut hand = Hand { machine: Worker::new(config(), t0()), now: t0() };
+    let mut hand = Hand::new(config());
     let effects = hand.drain();
     assert!(hand.machine.deadline(TimerKind::Poll).is_some(), "armed before registration answers");
     let (register, _) = queries(&effects)[0].clone();

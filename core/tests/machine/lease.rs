@@ -4,7 +4,7 @@ use super::*;
 
 #[test]
 fn at_start_the_worker_sweeps_and_recovers_and_fetches_only_once_its_lease_is_held() {
-    let mut hand = Hand { machine: Worker::new(config(), t0()), now: t0() };
+    let mut hand = Hand::new(config());
     let effects = hand.drain();
     let (register, _) = queries(&effects)[0].clone();
     let effects =

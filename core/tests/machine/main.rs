@@ -68,13 +68,20 @@ fn config() -> Config {
 struct Hand {
     machine: Worker,
     now: DateTime<Utc>,
+    /// Reads of cancel requests in flight.
+    reads: BTreeSet<QueryId>,
 }
 
 impl Hand {
+    /// A machine just made at `t0()`, nothing fed.
+    fn new(config: Config) -> Hand {
+        Hand { machine: Worker::new(config, t0()), now: t0(), reads: BTreeSet::new() }
+    }
+
     /// Started, its tasks registered as id 1: returns it and the effects of registration
     /// (the first fetch).
     fn started(config: Config) -> (Hand, Vec<Effect>) {
-        let mut hand = Hand { machine: Worker::new(config, t0()), now: t0() };
+        let mut hand = Hand::new(config);
         let effects = hand.drain();
         let (register, _) = queries(&effects)[0].clone();
         // At start: the sweeps due then, and the keeper's first heartbeat lands (no fetch
@@ -97,7 +104,10 @@ impl Hand {
 
     fn feed(&mut self, input: Input) -> Vec<Effect> {
         self.machine.handle(input, self.now).expect("a valid input");
-        self.drain()
+        let effects = self.drain();
+        let reads = queries(&effects).into_iter().filter(|(_, s)| matches!(s, Statement::ReadCancels { .. }));
+        self.reads.extend(reads.map(|(id, _)| id));
+        effects
     }
 
     fn advance(&mut self, by: Duration) {
@@ -124,8 +134,14 @@ impl Hand {
         (kind, self.feed(Input::Timeout))
     }
 
+    /// Answer query `id` as a statement that ran: `Done`, or no cancel requests for a read
+    /// of them (a landed heartbeat reads them while a job is held).
     fn done(&mut self, id: QueryId) -> Vec<Effect> {
-        self.feed(Input::QueryDone { id, result: QueryResult::Done })
+        let result = match self.reads.remove(&id) {
+            true => QueryResult::Cancels(vec![]),
+            false => QueryResult::Done,
+        };
+        self.feed(Input::QueryDone { id, result })
     }
 
     fn jobs(&mut self, id: QueryId, jobs: Vec<Job>) -> Vec<Effect> {

@@ -232,6 +232,7 @@ fn fetched(result: &QueryResult) -> Option<usize> {
         QueryResult::Jobs { jobs, undecodable } => Some(jobs.len() + undecodable.len()),
         QueryResult::Tasks(_)
         | QueryResult::KnownCrontabs(_)
+        | QueryResult::Cancels(_)
         | QueryResult::Done
         | QueryResult::Fenced(_)
         | QueryResult::Err(_) => None,

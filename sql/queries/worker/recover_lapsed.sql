@@ -6,6 +6,16 @@
 -- never had a lease (graphile-worker) are not touched. The lost attempt counts; run_at is
 -- kept, so a freed job keeps its place in its queue (a named queue runs in order), and
 -- listening workers are woken if any was freed.
+--
+-- Cancel requests (:RECORDS.cancel_requests) whose job no worker will carry out are settled
+-- here: a freed job with one fails for good as cancelled instead of running again; a job
+-- released since the request (returned, failed, unlocked by hand) fails for good as
+-- cancelled if it has attempts left; the requests of such jobs and of jobs gone are
+-- forgotten. The released jobs are locked first, skipping any being fetched: one a worker
+-- takes meanwhile keeps its request, and that worker reads it. Settled here rather than in
+-- the workers' writes: one place for every way a job is released (returned, failed, swept,
+-- unlocked by hand, recovered), nothing added to completing or failing jobs, and it runs
+-- every few seconds on every running worker.
 with suspected as (
   update :RECORDS.leases as leases
   set suspected_at = now()
@@ -19,7 +29,14 @@ lapsed as (
 ),
 jobs_freed as (
   update :SCHEMA._private_jobs as jobs
-  set locked_at = null, locked_by = null
+  set locked_at = null, locked_by = null,
+    attempts = case
+      when exists (select 1 from :RECORDS.cancel_requests as requests where requests.job_id = jobs.id)
+      then jobs.max_attempts else jobs.attempts end,
+    last_error = coalesce(
+      (select 'cancelled: ' || requests.reason from :RECORDS.cancel_requests as requests
+       where requests.job_id = jobs.id),
+      jobs.last_error)
   from lapsed
   where jobs.locked_by = lapsed.worker_id
   returning jobs.id
@@ -29,6 +46,25 @@ queues_freed as (
   set locked_at = null, locked_by = null
   from lapsed
   where job_queues.locked_by = lapsed.worker_id
+),
+released as (
+  select jobs.id, jobs.attempts < jobs.max_attempts as runnable
+  from :SCHEMA._private_jobs as jobs
+  where jobs.id in (select requests.job_id from :RECORDS.cancel_requests as requests)
+    and jobs.locked_at is null
+  for update skip locked
+),
+cancelled as (
+  update :SCHEMA._private_jobs as jobs
+  set last_error = 'cancelled: ' || requests.reason, attempts = jobs.max_attempts
+  from released
+  inner join :RECORDS.cancel_requests as requests on requests.job_id = released.id
+  where jobs.id = released.id and released.runnable
+),
+forgotten as (
+  delete from :RECORDS.cancel_requests as requests
+  where requests.job_id in (select released.id from released)
+    or not exists (select 1 from :SCHEMA._private_jobs as jobs where jobs.id = requests.job_id)
 )
 select pg_notify('jobs:insert', json_build_object('r', random(), 'count', count(*))::text)
 from jobs_freed
