@@ -117,7 +117,7 @@ impl Worker {
                 self.fetcher.reclaim_ended(!gave_up);
                 self.writes.refused_beside();
             }
-            Part::Register | Part::Write | Part::Sweep | Part::Cron | Part::Recovery => {}
+            Part::Register | Part::Write | Part::Sweep | Part::Cron | Part::Recovery | Part::Cancels => {}
         }
         if gave_up {
             return;
@@ -132,8 +132,10 @@ impl Worker {
             Part::Sweep => self.sweeper.ended(),
             Part::Recovery => self.lease.recovery_ended(),
             Part::Reclaim => self.retry_at = Some(self.now + self.config.poll_interval),
-            // The next heartbeat reads again.
-            Part::Cancels => self.cancels.read_ended(),
+            // The next heartbeat reads again, whatever was owed.
+            Part::Cancels => {
+                self.cancels.read_ended();
+            }
             Part::Cron => {
                 if let Some(cron) = &mut self.cron {
                     cron.failed(self.now, self.config.poll_interval);
