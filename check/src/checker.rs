@@ -373,8 +373,7 @@ impl Checker {
                             }
                         }
                     }
-                    Statement::RegisterTasks { .. }
-                    | Statement::RegisterCrontabs { .. }
+                    Statement::RegisterCrontabs { .. }
                     | Statement::ScheduleCron(_)
                     | Statement::CompleteJobs { .. }
                     | Statement::ReturnJobs { .. }

@@ -135,7 +135,6 @@ impl World {
                 let result = match &answer {
                     QueryResult::Err(e) => Err(e.clone()),
                     QueryResult::Done
-                    | QueryResult::Tasks(_)
                     | QueryResult::Jobs { .. }
                     | QueryResult::KnownCrontabs(_) => Ok(()),
                 };

@@ -18,20 +18,6 @@ impl Worker {
         self.pending.remove(&id);
         match result {
             QueryResult::Err(error) => self.query_failed(id, part, error),
-            QueryResult::Tasks(tasks) => {
-                let mut ids: Vec<i32> = tasks.into_iter().map(|(id, _)| id).collect();
-                ids.sort_unstable();
-                ids.dedup();
-                if ids.len() < self.config.task_identifiers.len() {
-                    // Registered concurrently by someone else after our snapshot: ask again.
-                    self.register();
-                } else {
-                    self.task_ids = Some(ids);
-                    if self.config.task_identifiers.is_empty() {
-                        self.fetcher.nothing_to_fetch();
-                    }
-                }
-            }
             QueryResult::Jobs { jobs, undecodable } => {
                 let rows = jobs.len() + undecodable.len();
                 (rows == 0).then(|| self.emit(Event::FetchEmpty));
@@ -86,27 +72,26 @@ impl Worker {
                     self.lease.recovery_ended();
                     self.fetcher.wake();
                 }
-                Part::Register | Part::Fetch => {}
+                Part::Fetch => {}
             },
         }
         Ok(())
     }
 
-    /// Every failure is retried: a write (by [`Writes`], never dropped), a fetch or a
-    /// registration after `poll_interval`, a sweep at the next sweep, cron by its runner.
+    /// Every failure is retried: a write (by [`Writes`], never dropped), a fetch after
+    /// `poll_interval`, a sweep at the next sweep, cron by its runner.
     fn query_failed(&mut self, id: QueryId, part: Part, error: DbError) {
         let statement = self.writes.name(id).unwrap_or(part.statement());
         if part == Part::Fetch {
             self.fetcher.failed(id);
         }
-        let fetching = matches!(part, Part::Register | Part::Fetch);
-        if self.gave_up_once(fetching, statement, &error) {
+        if self.gave_up_once(part == Part::Fetch, statement, &error) {
             return;
         }
         let message = error.message.clone();
         self.emit(Event::DatabaseError { statement, error: error.message });
         match part {
-            Part::Register | Part::Fetch => {
+            Part::Fetch => {
                 self.fetcher.unknown();
                 self.retry_at = Some(self.now + self.config.poll_interval);
             }
