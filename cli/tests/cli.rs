@@ -276,7 +276,9 @@ async fn a_running_worker_told_of_a_newer_breaking_migration_stops_and_exits_57(
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let status = loop {
         client
-            .batch_execute(r#"select pg_notify('worker:migrate', '{"migrationNumber": 999, "breaking": true}')"#)
+            .batch_execute(
+                r#"select pg_notify('worker:migrate', '{"migrationNumber": 999, "breaking": true}')"#,
+            )
             .await
             .unwrap();
         if let Some(status) = child.try_wait().unwrap() {

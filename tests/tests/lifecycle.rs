@@ -39,7 +39,9 @@ async fn hello_task_id(db: &TestDb) -> Option<i32> {
     rows.first().map(|row| row.get(0))
 }
 
-async fn a_task_row_garbage_collected_under_a_running_worker_hides_none_of_its_new_jobs(rt: Arc<dyn Runtime>) {
+async fn a_task_row_garbage_collected_under_a_running_worker_hides_none_of_its_new_jobs(
+    rt: Arc<dyn Runtime>,
+) {
     let db = TestDb::migrated_on(rt.clone()).await;
     let (running, _) = hello_worker(&rt, &db).await;
     add_hello(&db).await;

@@ -314,7 +314,11 @@ mod tests {
         assert!(r.registration(at(10, 1, 10)).is_none(), "one cron statement at a time");
         r.batch_done();
         let (ids, known_since) = r.registration(at(10, 1, 20)).expect("registered again");
-        assert_eq!((ids, known_since), (vec!["hello".to_owned()], at(10, 1, 10)), "known since the reinstall");
+        assert_eq!(
+            (ids, known_since),
+            (vec!["hello".to_owned()], at(10, 1, 10)),
+            "known since the reinstall"
+        );
         r.tick(at(10, 2, 0));
         assert!(r.poll_batch(at(10, 2, 0)).is_none(), "no batch before the registration is answered");
         // Reinstalled again while registering: that registration may have reached the old tables.

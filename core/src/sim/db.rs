@@ -472,9 +472,9 @@ mod tests {
             now: None,
         }) {
             QueryResult::Jobs { jobs, .. } => jobs,
-            other @ (QueryResult::KnownCrontabs(_)
-            | QueryResult::Done
-            | QueryResult::Err(_)) => panic!("{other:?}"),
+            other @ (QueryResult::KnownCrontabs(_) | QueryResult::Done | QueryResult::Err(_)) => {
+                panic!("{other:?}")
+            }
         }
     }
 

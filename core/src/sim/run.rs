@@ -134,9 +134,7 @@ impl World {
                 let answer = self.run_statement(&statement, fail);
                 let result = match &answer {
                     QueryResult::Err(e) => Err(e.clone()),
-                    QueryResult::Done
-                    | QueryResult::Jobs { .. }
-                    | QueryResult::KnownCrontabs(_) => Ok(()),
+                    QueryResult::Done | QueryResult::Jobs { .. } | QueryResult::KnownCrontabs(_) => Ok(()),
                 };
                 self.record(Some(worker), Traced::Heartbeat { statement, result: answer });
                 let now = self.worker_now(worker);

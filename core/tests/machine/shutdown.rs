@@ -191,9 +191,12 @@ fn a_breaking_migration_the_worker_knows_announced_again_is_a_reinstall_and_it_g
     let sent = settle(&mut hand, effects);
     assert!(sent.iter().any(|s| matches!(s, Statement::ScheduleCron(_))), "the first minute: {sent:?}");
     for migration in [1, 19, 20] {
-        let effects = migrate(&mut hand, &format!(r#"{{"migrationNumber" : {migration}, "breaking" : true}}"#));
+        let effects =
+            migrate(&mut hand, &format!(r#"{{"migrationNumber" : {migration}, "breaking" : true}}"#));
         assert!(effects.contains(&Effect::Emit(Event::SchemaReinstalled { migration })), "{effects:?}");
-        assert!(!events(&effects).iter().any(|e| matches!(e, Event::Shutdown { .. } | Event::BreakingMigration { .. })));
+        assert!(!events(&effects)
+            .iter()
+            .any(|e| matches!(e, Event::Shutdown { .. } | Event::BreakingMigration { .. })));
         let now = hand.now;
         let sent = settle(&mut hand, effects);
         let again = |s: &Statement| matches!(s, Statement::RegisterCrontabs { known_since, .. } if *known_since == now);
