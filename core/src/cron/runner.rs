@@ -304,7 +304,7 @@ mod tests {
 
     #[test]
     fn after_a_reinstall_the_items_are_registered_again_once_the_batch_in_flight_is_answered() {
-        let start = at(10, 0, 0);
+        let start = at(10, 0, 30);
         let mut r = runner("* * * * * hello", start);
         r.registration(start);
         r.registered(&[]);
