@@ -148,7 +148,9 @@ impl CronRunner {
             self.queue.push_front(batch);
         }
         if self.phase == Phase::Registering {
+            // The registration sent again goes to the tables there are then.
             self.phase = Phase::Unregistered;
+            self.register_again = false;
         }
         self.retry_at = Some(now + delay);
     }
