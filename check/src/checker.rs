@@ -406,8 +406,7 @@ impl Checker {
                             return Err(format!("job {held} is held, yet given back as unknown"));
                         }
                     }
-                    Statement::RegisterTasks { .. }
-                    | Statement::RegisterCrontabs { .. }
+                    Statement::RegisterCrontabs { .. }
                     | Statement::ScheduleCron(_)
                     | Statement::CompleteJobs { .. }
                     | Statement::ReturnJobs { .. }

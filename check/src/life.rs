@@ -79,8 +79,7 @@ pub(crate) fn written_ids(statement: &Statement) -> Vec<i64> {
     match statement {
         Statement::CompleteJobs { ids, .. } | Statement::ReturnJobs { ids, .. } => ids.clone(),
         Statement::FailJobs { failures, .. } => failures.iter().map(|f| f.job_id).collect(),
-        Statement::RegisterTasks { .. }
-        | Statement::GetJobs { .. }
+        Statement::GetJobs { .. }
         | Statement::ResetLocked { .. }
         | Statement::Heartbeat { .. }
         | Statement::RecoverLapsed { .. }

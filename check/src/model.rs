@@ -27,15 +27,13 @@ pub(crate) enum Gone {
     Removed,
 }
 
-/// The job tables (jobs, queues, tasks, crontabs, leases) as the documented rules
+/// The job tables (jobs, queues, crontabs, leases) as the documented rules
 /// change them, and what left them, and why.
 #[derive(Debug, Default)]
 pub(crate) struct Model {
     pub(crate) rows: BTreeMap<i64, Row>,
     /// Queue name -> (locked_at, locked_by).
     pub(crate) queues: BTreeMap<String, (Option<DateTime<Utc>>, Option<String>)>,
-    /// Task identifiers; the id is the position plus one.
-    tasks: Vec<String>,
     next_id: i64,
     /// Ids of the rows ever inserted.
     pub(crate) created: BTreeSet<i64>,
@@ -60,12 +58,6 @@ pub(crate) fn retry_delay(attempts: i16) -> Duration {
 }
 
 impl Model {
-    fn task(&mut self, name: &str) {
-        if !self.tasks.iter().any(|t| t == name) {
-            self.tasks.push(name.to_owned());
-        }
-    }
-
     fn queue(&mut self, name: &Option<String>) {
         if let Some(name) = name {
             self.queues.entry(name.clone()).or_insert((None, None));
@@ -107,7 +99,6 @@ impl Model {
     pub(crate) fn add_job(&mut self, now: DateTime<Utc>, add: &RawJob) -> Option<Row> {
         let mode = add.spec.job_key_mode.unwrap_or(JobKeyMode::Replace);
         if add.spec.job_key.is_some() && mode == JobKeyMode::UnsafeDedupe {
-            self.task(&add.identifier);
             self.queue(&add.spec.queue_name);
             let id = self.draw_id();
             if let Some(holder) = self.holder(&add.spec.job_key) {
@@ -135,9 +126,6 @@ impl Model {
         let distinct: BTreeSet<&String> = keys.iter().copied().collect();
         if distinct.len() != keys.len() {
             return None;
-        }
-        for add in adds {
-            self.task(&add.identifier);
         }
         for add in adds {
             self.queue(&add.spec.queue_name);
@@ -338,26 +326,13 @@ impl Model {
                 }
                 (QueryResult::Done, vec![])
             }
-            Statement::RegisterTasks { identifiers } => {
-                let mut out = Vec::new();
-                for name in identifiers {
-                    self.task(name);
-                    let id = self.tasks.iter().position(|t| t == name).map_or(0, |p| p as i32 + 1);
-                    if !out.iter().any(|(_, n): &(i32, String)| n == name) {
-                        out.push((id, name.clone()));
-                    }
-                }
-                (QueryResult::Tasks(out), vec![])
-            }
-            Statement::GetJobs { worker_id, task_ids, forbidden_flags, limit, now } => {
+            Statement::GetJobs { worker_id, task_identifiers, forbidden_flags, limit, now } => {
                 let now = now.unwrap_or(db_now);
-                let names: Vec<&String> =
-                    task_ids.iter().filter_map(|id| self.tasks.get((*id - 1).max(0) as usize)).collect();
                 let mut candidates: Vec<&Row> = self
                     .rows
                     .values()
                     .filter(|r| r.locked_at.is_none() && r.attempts < r.max_attempts && r.run_at <= now)
-                    .filter(|r| names.contains(&&r.task_identifier))
+                    .filter(|r| task_identifiers.contains(&r.task_identifier))
                     .filter(|r| {
                         r.queue_name
                             .as_ref()

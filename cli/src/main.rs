@@ -21,8 +21,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Exit code when the database has a breaking migration newer than this Formica (as
-/// graphile-worker).
+/// Exit code when the database has a breaking migration newer than this Formica, found at
+/// start or announced to the running worker (as graphile-worker).
 const EXIT_NEWER_SCHEMA: u8 = 57;
 
 /// Why `formica` failed.

@@ -259,6 +259,44 @@ async fn a_newer_breaking_schema_exits_57() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("breaking migration 21"));
 }
 
+/// A running worker told (on `worker:migrate`) of a breaking migration newer than it knows
+/// stops and exits with graphile-worker's code for it, 57: a supervisor can tell why.
+#[tokio::test]
+async fn a_running_worker_told_of_a_newer_breaking_migration_stops_and_exits_57() {
+    let db = TestDb::migrated().await;
+    let dir = tasks_folder("breaking");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_formica"))
+        .args(["-c", &db.url, "--tasks", dir.to_str().unwrap()])
+        .env("RUST_LOG", "warn")
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start formica");
+    // Announced until it exits: the first ones may come before its listener is up.
+    let client = db.client().await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        client
+            .batch_execute(
+                r#"select pg_notify('worker:migrate', '{"migrationNumber": 999, "breaking": true}')"#,
+            )
+            .await
+            .unwrap();
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("formica still runs 30 s after the notice");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(57), "{stderr}");
+    assert!(stderr.contains("breaking migration 999"), "{stderr}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// A tasks folder with a task that records its environment and stdin, one that fails with
 /// a message on stderr, one that sleeps, and files that are not tasks.
 fn tasks_folder(name: &str) -> std::path::PathBuf {

@@ -160,7 +160,9 @@ pub enum MigrateError {
         found: i32,
     },
     /// The database has a breaking migration newer than this Formica knows: running on it
-    /// could corrupt jobs. The CLI exits with code 57 for this, as graphile-worker does.
+    /// could corrupt jobs. Found at start by `migrate`, or announced to a running worker (on
+    /// `worker:migrate`): its `run` stops gracefully and returns this. The CLI exits with
+    /// code 57 for it, as graphile-worker does.
     #[error(
         "schema {schema:?} includes breaking migration {breaking}, but this Formica supports migrations up to {supported}; \
          it would be unsafe to continue: upgrade Formica"

@@ -50,8 +50,8 @@ impl Default for JobFilter {
 pub enum CleanupTask {
     /// Delete jobs that have used up their attempts and that no worker holds.
     DeletePermafailedJobs,
-    /// Delete task identifiers no job uses (unsafe while workers that know them run,
-    /// unless they are listed to keep).
+    /// Delete task identifiers no job uses, except those listed to keep (safe while Formica
+    /// workers run: they look their tasks up by identifier at each fetch).
     GcTaskIdentifiers,
     /// Delete named queues no job uses and no worker holds.
     GcJobQueues,

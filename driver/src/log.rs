@@ -106,9 +106,17 @@ pub(crate) fn log_event(event: &Event, worker_id: &str) {
         Event::GaveUp { statement, error } => {
             tracing::error!(worker_id, statement, error, "giving up, retrying cannot help")
         }
-        Event::BreakingMigration { payload } => {
-            tracing::error!(worker_id, payload, "the database got a breaking migration: stopping")
-        }
+        Event::BreakingMigration { migration } => tracing::error!(
+            worker_id,
+            migration,
+            "the database got a breaking migration newer than this Formica knows: stopping"
+        ),
+        Event::SchemaReinstalled { migration } => tracing::warn!(
+            worker_id,
+            migration,
+            "a breaking migration this Formica knows was applied again (the schema, or another \
+             one in this database, was installed anew): going on"
+        ),
         Event::LeaseLapsing => tracing::warn!(
             worker_id,
             "no heartbeat landed for a lease: fetching and starting nothing until one does"

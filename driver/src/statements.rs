@@ -24,7 +24,6 @@ pub type FlagsFn = Arc<dyn Fn() -> BoxFuture<'static, Vec<String>> + Send + Sync
 /// What the rows of a statement answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Answer {
-    Tasks,
     Jobs,
     KnownCrontabs,
     Cancels,
@@ -56,13 +55,6 @@ impl Bound {
     /// The core's result, from the statement's rows.
     pub fn answer(&self, rows: &[Row]) -> Result<QueryResult, Error> {
         Ok(match self.answer {
-            Answer::Tasks => {
-                QueryResult::Tasks(rows.iter().map(|r| Ok((r.try_get(0)?, r.try_get(1)?))).collect::<Result<
-                    _,
-                    tokio_postgres::Error,
-                >>(
-                )?)
-            }
             Answer::Jobs => {
                 let Decoded { jobs, undecodable } = decode_rows(rows)?;
                 QueryResult::Jobs { jobs, undecodable }
@@ -101,14 +93,11 @@ impl Bound {
 /// The SQL and parameters of `statement` (the parameter order is each file's header).
 pub fn bind(statement: Statement) -> Bound {
     let (template, params, answer) = match statement {
-        Statement::RegisterTasks { identifiers } => {
-            (sql::worker::REGISTER_TASKS, vec![param(identifiers, Type::TEXT_ARRAY)], Answer::Tasks)
-        }
-        Statement::GetJobs { worker_id, task_ids, forbidden_flags, limit, now } => (
+        Statement::GetJobs { worker_id, task_identifiers, forbidden_flags, limit, now } => (
             sql::worker::GET_JOBS,
             vec![
                 param(worker_id, Type::TEXT),
-                param(task_ids, Type::INT4_ARRAY),
+                param(task_identifiers, Type::TEXT_ARRAY),
                 param(forbidden_flags, Type::TEXT_ARRAY),
                 param(now, Type::TIMESTAMPTZ),
                 param(i32::try_from(limit).unwrap_or(i32::MAX), Type::INT4),

@@ -83,6 +83,7 @@ fn worker_config(index: usize, b: &mut Bytes<'_>) -> Config {
         seed: u64::from(b.u16()),
         crontab: Vec::new(),
         task_timeouts: Default::default(),
+        latest_migration: 20,
         refetch_delay: None,
     };
     // From bytes already read, so the committed corpora keep their meaning.

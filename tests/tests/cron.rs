@@ -199,14 +199,20 @@ async fn a_wall_clock_set_back_does_not_stall_polling(rt: Arc<dyn Runtime>) {
     clock.jump(-chrono::Duration::hours(1));
     sleep(rt.as_ref(), Duration::from_millis(300)).await;
     // Inserted without add_job, so no NOTIFY: only the poll can find it.
-    db.client()
+    let client = db.client().await;
+    client
+        .batch_execute("insert into graphile_worker._private_tasks (identifier) values ('polled')")
         .await
-        .batch_execute(
+        .unwrap();
+    let inserted = client
+        .execute(
             "insert into graphile_worker._private_jobs (task_id, payload, run_at)
              select id, '{}', now() from graphile_worker._private_tasks where identifier = 'polled'",
+            &[],
         )
         .await
         .unwrap();
+    assert_eq!(inserted, 1);
     db.wait_for_count("select count(*) from graphile_worker._private_jobs", 0, Duration::from_secs(3)).await;
     handle.stop();
     timeout(rt.as_ref(), Duration::from_secs(10), rx).await.expect("stops").unwrap().expect("ok");

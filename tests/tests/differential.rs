@@ -365,10 +365,6 @@ fn fenced(result: QueryResult, before: &BTreeMap<String, (i64, Cmp)>) -> Outcome
     }
 }
 
-fn task_ids(names: &Names, wanted: &[&str]) -> Vec<i32> {
-    names.tasks.iter().filter(|(_, n)| wanted.contains(&n.as_str())).map(|(id, _)| *id).collect()
-}
-
 impl Both {
     async fn run(&mut self, tx: &Transaction<'_>, op: &Action) -> (Outcome, Outcome) {
         let now: DateTime<Utc> = tx.query_one("select now()", &[]).await.expect("now").get(0);
@@ -474,25 +470,16 @@ impl Both {
             Action::Fetch { worker_id, tasks, forbidden, limit, now_s } => {
                 self.serial += 1;
                 let fetch_now = now_s.map(|s| at(now, s, self.serial));
-                let wanted: Vec<&str> = tasks.iter().map(String::as_str).collect();
-                let sim_task_ids: Vec<i32> =
-                    self.sim.tasks().filter(|(_, n)| wanted.contains(n)).map(|(id, _)| id).collect();
-                let sim = match self.sim.execute(&Statement::GetJobs {
-                    worker_id: worker_id.clone(),
-                    task_ids: sim_task_ids,
-                    forbidden_flags: forbidden.clone(),
-                    limit: *limit,
-                    now: fetch_now,
-                }) {
-                    QueryResult::Jobs { jobs, .. } => Outcome::Rows(sorted(jobs.iter().map(cmp).collect())),
-                    other => panic!("GetJobs answered {other:?}"),
-                };
                 let statement = Statement::GetJobs {
                     worker_id: worker_id.clone(),
-                    task_ids: task_ids(&names(tx).await, &wanted),
+                    task_identifiers: tasks.clone(),
                     forbidden_flags: forbidden.clone(),
                     limit: *limit,
                     now: fetch_now,
+                };
+                let sim = match self.sim.execute(&statement) {
+                    QueryResult::Jobs { jobs, .. } => Outcome::Rows(sorted(jobs.iter().map(cmp).collect())),
+                    other => panic!("GetJobs answered {other:?}"),
                 };
                 let pg = match pg_statement(tx, statement).await {
                     QueryResult::Jobs { jobs, .. } => Outcome::Rows(sorted(jobs.iter().map(cmp).collect())),

@@ -38,6 +38,9 @@ pub struct CronRunner {
     in_flight: Option<CronBatch>,
     /// Whether a refused statement waits for [`CronRunner::retry_at`].
     retry_at: Option<DateTime<Utc>>,
+    /// The schema was installed again while the registration was in flight: it may have
+    /// gone to the old tables, so register once more after it.
+    register_again: bool,
 }
 
 impl CronRunner {
@@ -51,13 +54,16 @@ impl CronRunner {
             queue: VecDeque::new(),
             in_flight: None,
             retry_at: None,
+            register_again: false,
         }
     }
 
     /// The identifiers to register, and the `known_since` for new ones, when the
-    /// registration must be sent now (at start, or again after it failed).
+    /// registration must be sent now (at start, again after it failed, or after the schema
+    /// was installed again, once the batch in flight is answered).
     pub fn registration(&mut self, now: DateTime<Utc>) -> Option<(Vec<String>, DateTime<Utc>)> {
-        if self.phase != Phase::Unregistered || self.retry_at.is_some_and(|at| at > now) {
+        let waiting = self.in_flight.is_some() || self.retry_at.is_some_and(|at| at > now);
+        if self.phase != Phase::Unregistered || waiting {
             return None;
         }
         self.phase = Phase::Registering;
@@ -67,6 +73,10 @@ impl CronRunner {
 
     /// The registration answered with the items known before: queue their backfill.
     pub fn registered(&mut self, known: &[KnownCrontab]) {
+        if std::mem::take(&mut self.register_again) {
+            self.phase = Phase::Unregistered;
+            return;
+        }
         self.phase = Phase::Running;
         let mut minutes: BTreeMap<DateTime<Utc>, Vec<(usize, Slot)>> = BTreeMap::new();
         for (index, item) in self.items.iter().enumerate() {
@@ -113,9 +123,11 @@ impl CronRunner {
         }
     }
 
-    /// The next batch to send, if none is in flight and no retry is pending at `now`.
+    /// The next batch to send, if registered, none is in flight and no retry is pending at
+    /// `now`.
     pub fn poll_batch(&mut self, now: DateTime<Utc>) -> Option<CronBatch> {
-        if self.in_flight.is_some() || self.retry_at.is_some_and(|at| at > now) {
+        let waiting = self.in_flight.is_some() || self.retry_at.is_some_and(|at| at > now);
+        if self.phase != Phase::Running || waiting {
             return None;
         }
         self.retry_at = None;
@@ -136,7 +148,9 @@ impl CronRunner {
             self.queue.push_front(batch);
         }
         if self.phase == Phase::Registering {
+            // The registration sent again goes to the tables there are then.
             self.phase = Phase::Unregistered;
+            self.register_again = false;
         }
         self.retry_at = Some(now + delay);
     }
@@ -167,6 +181,21 @@ impl CronRunner {
         self.tick(now);
         statements.extend(self.poll_batch(now).map(Statement::ScheduleCron));
         statements
+    }
+
+    /// The schema was installed again at `now` (its tables are new): register the items
+    /// again, known since `now`, before the next batch. No minute is lost: the cursor waits,
+    /// and a batch the old tables' end refused is sent again.
+    pub fn reinstalled(&mut self, now: DateTime<Utc>) {
+        match self.phase {
+            Phase::Running => {
+                self.phase = Phase::Unregistered;
+                self.start = now;
+            }
+            Phase::Registering => self.register_again = true,
+            // Its registration is still to be sent, to the new tables.
+            Phase::Unregistered => {}
+        }
     }
 
     /// Drop what has not been sent (shutdown).
@@ -273,5 +302,34 @@ mod tests {
         assert_eq!(r.deadline(), Some(at(10, 1, 5)));
         assert_eq!(r.poll_batch(at(10, 1, 5)), Some(first));
         assert!(r.busy());
+    }
+
+    #[test]
+    fn after_a_reinstall_the_items_are_registered_again_once_the_batch_in_flight_is_answered() {
+        let start = at(10, 0, 30);
+        let mut r = runner("* * * * * hello", start);
+        r.registration(start);
+        r.registered(&[]);
+        r.tick(at(10, 1, 0));
+        let minute = r.poll_batch(at(10, 1, 0)).expect("a batch");
+        r.reinstalled(at(10, 1, 10));
+        assert!(r.registration(at(10, 1, 10)).is_none(), "one cron statement at a time");
+        r.batch_done();
+        let (ids, known_since) = r.registration(at(10, 1, 20)).expect("registered again");
+        assert_eq!(
+            (ids, known_since),
+            (vec!["hello".to_owned()], at(10, 1, 10)),
+            "known since the reinstall"
+        );
+        r.tick(at(10, 2, 0));
+        assert!(r.poll_batch(at(10, 2, 0)).is_none(), "no batch before the registration is answered");
+        // Reinstalled again while registering: that registration may have reached the old tables.
+        r.reinstalled(at(10, 2, 5));
+        r.registered(&[]);
+        assert!(r.registration(at(10, 2, 6)).is_some(), "registered once more");
+        r.registered(&[]);
+        r.tick(at(10, 2, 6));
+        assert_eq!(minute.at, at(10, 1, 0));
+        assert_eq!(drain(&mut r, at(10, 2, 6)), vec![(at(10, 2, 0), false, 1)], "no minute lost");
     }
 }

@@ -192,9 +192,18 @@ pub enum Event {
         /// Tasks running when it was asked.
         running: usize,
     },
-    /// The database got a breaking migration this worker may not know: it stops.
+    /// The database got a breaking migration newer than this worker knows
+    /// ([`Config::latest_migration`](crate::worker::Config::latest_migration)): running on
+    /// could corrupt jobs, so it stops.
     BreakingMigration {
-        /// The notification's payload.
-        payload: String,
+        /// The migration's number.
+        migration: i64,
+    },
+    /// A breaking migration this worker knows was applied again: the schema was installed
+    /// anew (dropped and migrated) under it. It goes on: it finds its tasks by identifier, and
+    /// registers its crontab again.
+    SchemaReinstalled {
+        /// The migration's number.
+        migration: i64,
     },
 }

@@ -61,18 +61,15 @@ pub struct Failure {
 /// [`QueryResult`] variant named in its doc, or [`QueryResult::Err`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Statement {
-    /// Look up (registering the missing ones) the ids of task identifiers. Answer: `Tasks`.
-    RegisterTasks {
-        /// The identifiers.
-        identifiers: Vec<String>,
-    },
     /// Lock up to `limit` runnable jobs for `worker_id` (at most one per named queue),
     /// incrementing their attempts. Answer: `Jobs`.
     GetJobs {
         /// The locker.
         worker_id: String,
-        /// Task ids to fetch.
-        task_ids: Vec<i32>,
+        /// The tasks whose jobs to fetch, by identifier: the statement looks their ids up
+        /// each time, so a task row deleted and added again (`GC_TASK_IDENTIFIERS`, a schema
+        /// installed again) is still found.
+        task_identifiers: Vec<String>,
         /// Flags to refuse.
         forbidden_flags: Vec<String>,
         /// Most jobs to lock.
@@ -194,8 +191,6 @@ pub struct DbError {
 /// What a statement returned.
 #[derive(Debug, Clone, PartialEq)]
 pub enum QueryResult {
-    /// `(id, identifier)` pairs, for `RegisterTasks`.
-    Tasks(Vec<(i32, String)>),
     /// Locked jobs, for `GetJobs`.
     Jobs {
         /// The jobs, as the statement returned them.
@@ -339,7 +334,7 @@ pub enum TimerKind {
     TaskTimeout,
     /// Abort running tasks: the graceful shutdown took too long.
     ShutdownGrace,
-    /// Try a failed fetch or task registration again.
+    /// Try a failed fetch again.
     Retry,
     /// The next cron minute, or a cron statement to try again.
     Cron,

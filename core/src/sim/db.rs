@@ -466,17 +466,16 @@ mod tests {
     }
 
     fn fetch(db: &mut Db, worker: &str, limit: usize) -> Vec<Job> {
-        let task_ids = db.tasks().map(|(id, _)| id).collect();
+        let task_identifiers = db.tasks().map(|(_, identifier)| identifier.to_owned()).collect();
         match db.execute(&Statement::GetJobs {
             worker_id: worker.into(),
-            task_ids,
+            task_identifiers,
             forbidden_flags: vec!["no".into()],
             limit,
             now: None,
         }) {
             QueryResult::Jobs { jobs, .. } => jobs,
-            other @ (QueryResult::Tasks(_)
-            | QueryResult::KnownCrontabs(_)
+            other @ (QueryResult::KnownCrontabs(_)
             | QueryResult::Cancels(_)
             | QueryResult::Done
             | QueryResult::Fenced(_)

@@ -275,8 +275,7 @@ fn statement_text(statement: &Statement) -> String {
             let items: Vec<&str> = batch.jobs.iter().map(|j| j.identifier.as_str()).collect();
             format!("schedule cron {items:?} at {}", batch.at.format("%H:%M"))
         }
-        other @ (Statement::RegisterTasks { .. }
-        | Statement::ResetLocked { .. }
+        other @ (Statement::ResetLocked { .. }
         | Statement::Heartbeat { .. }
         | Statement::RecoverLapsed { .. }
         | Statement::RegisterCrontabs { .. }
@@ -299,6 +298,6 @@ fn result_text(result: &QueryResult) -> String {
             format!("fenced {fenced:?}")
         }
         QueryResult::Cancels(requests) => format!("cancel requests {requests:?}"),
-        other @ (QueryResult::Tasks(_) | QueryResult::KnownCrontabs(_) | QueryResult::Done) => variant(other),
+        other @ (QueryResult::KnownCrontabs(_) | QueryResult::Done) => variant(other),
     }
 }

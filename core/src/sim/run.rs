@@ -144,7 +144,6 @@ impl World {
                     QueryResult::Err(e) => Err(e.clone()),
                     QueryResult::Done
                     | QueryResult::Fenced(_)
-                    | QueryResult::Tasks(_)
                     | QueryResult::Jobs { .. }
                     | QueryResult::KnownCrontabs(_)
                     | QueryResult::Cancels(_) => Ok(()),

@@ -105,17 +105,8 @@ impl Db {
                 }
                 QueryResult::Done
             }
-            Statement::RegisterTasks { identifiers } => {
-                let mut seen = BTreeSet::new();
-                let tasks = identifiers
-                    .iter()
-                    .filter(|i| seen.insert(i.as_str()))
-                    .map(|i| (self.task_id(i), i.clone()))
-                    .collect();
-                QueryResult::Tasks(tasks)
-            }
-            Statement::GetJobs { worker_id, task_ids, forbidden_flags, limit, now } => {
-                QueryResult::jobs(self.get_jobs(worker_id, task_ids, forbidden_flags, *limit, *now))
+            Statement::GetJobs { worker_id, task_identifiers, forbidden_flags, limit, now } => {
+                QueryResult::jobs(self.get_jobs(worker_id, task_identifiers, forbidden_flags, *limit, *now))
             }
             Statement::CompleteJobs { worker_id, ids } => {
                 let fenced = self.fenced(ids.iter().copied(), worker_id);
@@ -230,15 +221,13 @@ impl Db {
     pub(super) fn get_jobs(
         &mut self,
         worker_id: &str,
-        task_ids: &[i32],
+        task_identifiers: &[String],
         forbidden_flags: &[String],
         limit: usize,
         now: Option<Timestamp>,
     ) -> Vec<Job> {
         let now = now.unwrap_or(self.now);
         let limit = limit.min(i32::MAX as usize);
-        let task_names: BTreeSet<&str> =
-            task_ids.iter().filter_map(|id| self.tasks.get(id)).map(String::as_str).collect();
         let queue_free =
             |q: Option<i32>| q.is_none_or(|q| self.queues.get(&q).is_some_and(|q| q.locked_at.is_none()));
         let mut candidates: Vec<&Job> = self
@@ -246,7 +235,7 @@ impl Db {
             .values()
             .filter(|j| j.locked_at.is_none() && j.attempts < j.max_attempts)
             .filter(|j| j.run_at <= now)
-            .filter(|j| task_names.contains(j.task_identifier.as_str()))
+            .filter(|j| task_identifiers.contains(&j.task_identifier))
             .filter(|j| queue_free(j.job_queue_id))
             .filter(|j| !forbidden_flags.iter().any(|f| j.flags.contains(f)))
             .collect();

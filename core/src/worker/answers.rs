@@ -18,20 +18,6 @@ impl Worker {
         self.pending.remove(&id);
         match result {
             QueryResult::Err(error) => self.query_failed(id, part, error),
-            QueryResult::Tasks(tasks) => {
-                let mut ids: Vec<i32> = tasks.into_iter().map(|(id, _)| id).collect();
-                ids.sort_unstable();
-                ids.dedup();
-                if ids.len() < self.config.task_identifiers.len() {
-                    // Registered concurrently by someone else after our snapshot: ask again.
-                    self.register();
-                } else {
-                    self.task_ids = Some(ids);
-                    if self.config.task_identifiers.is_empty() {
-                        self.fetcher.nothing_to_fetch();
-                    }
-                }
-            }
             QueryResult::Jobs { jobs, undecodable } => {
                 let rows = jobs.len() + undecodable.len();
                 (rows == 0).then(|| self.emit(Event::FetchEmpty));
@@ -96,17 +82,17 @@ impl Worker {
                     self.fetcher.wake();
                 }
                 Part::Reclaim => self.fetcher.reclaim_ended(false),
-                Part::Register | Part::Fetch | Part::Cancels => {}
+                Part::Fetch | Part::Cancels => {}
             },
         }
         Ok(())
     }
 
-    /// Every failure is retried: a write (by [`Writes`], never dropped), a fetch or a
-    /// registration after `poll_interval`, a sweep at the next sweep, cron by its runner.
+    /// Every failure is retried: a write (by [`Writes`], never dropped), a fetch after
+    /// `poll_interval`, a sweep at the next sweep, cron by its runner.
     fn query_failed(&mut self, id: QueryId, part: Part, error: DbError) {
         let statement = self.writes.name(id).unwrap_or(part.statement());
-        let fetching = matches!(part, Part::Register | Part::Fetch | Part::Reclaim);
+        let fetching = matches!(part, Part::Fetch | Part::Reclaim);
         let gave_up = self.gave_up_once(fetching, statement, &error);
         match part {
             // Whatever the error, the fetch may have locked jobs: the connection may have
@@ -117,7 +103,7 @@ impl Worker {
                 self.fetcher.reclaim_ended(!gave_up);
                 self.writes.refused_beside();
             }
-            Part::Register | Part::Write | Part::Sweep | Part::Cron | Part::Recovery | Part::Cancels => {}
+            Part::Write | Part::Sweep | Part::Cron | Part::Recovery | Part::Cancels => {}
         }
         if gave_up {
             return;
@@ -125,7 +111,7 @@ impl Worker {
         let message = error.message.clone();
         self.emit(Event::DatabaseError { statement, error: error.message });
         match part {
-            Part::Register | Part::Fetch => {
+            Part::Fetch => {
                 self.fetcher.unknown();
                 self.retry_at = Some(self.now + self.config.poll_interval);
             }

@@ -93,6 +93,12 @@ pub struct Config {
     /// `abort_signal` fires) and that attempt fails with `timed out after <timeout>`, to be
     /// retried as any failure. Tasks not named run as long as they take.
     pub task_timeouts: BTreeMap<String, Duration>,
+    /// The newest graphile-worker migration this worker knows (the driver sets
+    /// `formica_sql::LATEST`, to which it migrated the schema). A breaking `worker:migrate`
+    /// notice for a migration up to it means the schema was installed again (dropped and
+    /// migrated anew): the worker goes on. One for a newer migration means a schema this
+    /// worker may corrupt: it stops. Default 0: every breaking notice stops it.
+    pub latest_migration: i32,
 }
 
 impl Default for Config {
@@ -118,6 +124,7 @@ impl Default for Config {
             seed: 0x5eed,
             crontab: Vec::new(),
             task_timeouts: BTreeMap::new(),
+            latest_migration: 0,
         }
     }
 }

@@ -326,8 +326,7 @@ impl Fetcher {
         }
     }
 
-    /// A fetch or the task registration failed: nothing is known about what is runnable, so
-    /// the retry fetches.
+    /// A fetch failed: nothing is known about what is runnable, so the retry fetches.
     pub fn unknown(&mut self) {
         self.drained = false;
     }

@@ -80,7 +80,6 @@ pub struct Worker {
     config: Config,
     now: Timestamp,
     phase: Phase,
-    task_ids: Option<Vec<i32>>,
     next_query: QueryId,
     pending: BTreeMap<QueryId, Part>,
     slots: Slots,
@@ -92,15 +91,15 @@ pub struct Worker {
     sweeper: Sweeper,
     lease: Lease,
     cancels: Cancels,
-    /// When a failed fetch or task registration is tried again (no fetch before).
+    /// When a failed fetch is tried again (no fetch before).
     retry_at: Option<Timestamp>,
     effects: VecDeque<Effect>,
     rng: SplitMix,
 }
 
 impl Worker {
-    /// A worker that starts at `now`: it registers its tasks, connects its listener (unless
-    /// `run_once`) and then fetches.
+    /// A worker that starts at `now`: it connects its listener (unless `run_once`) and
+    /// fetches once its lease holds.
     pub fn new(config: Config, now: Timestamp) -> Self {
         let mut worker = Worker {
             rng: SplitMix::new(config.seed),
@@ -113,7 +112,6 @@ impl Worker {
             config,
             now,
             phase: Phase::Running,
-            task_ids: None,
             next_query: 0,
             pending: BTreeMap::new(),
             writes: Writes::default(),
@@ -123,7 +121,9 @@ impl Worker {
             effects: VecDeque::new(),
         };
         worker.emit(Event::WorkerStart { worker_id: worker.config.worker_id.clone() });
-        worker.register();
+        if worker.config.task_identifiers.is_empty() {
+            worker.fetcher.nothing_to_fetch();
+        }
         if !worker.config.run_once {
             worker.link.connect();
             worker.effects.push_back(Effect::ConnectListener);
@@ -179,11 +179,6 @@ impl Worker {
         self.effects.extend(observe::sending(&statement).map(Effect::Emit));
         self.effects.push_back(Effect::Query { id, statement });
         id
-    }
-
-    fn register(&mut self) {
-        let identifiers = self.config.task_identifiers.clone();
-        self.query(Part::Register, Statement::RegisterTasks { identifiers });
     }
 
     /// The jobs it knows it holds: running, waiting locally, or with an outcome not yet written.
@@ -270,14 +265,13 @@ impl Worker {
     }
 
     fn maybe_fetch(&mut self) {
-        if !self.taking_jobs() || self.retry_at.is_some() {
+        if !self.taking_jobs() || self.retry_at.is_some() || self.config.task_identifiers.is_empty() {
             return;
         }
-        let Some(task_ids) = self.task_ids.clone().filter(|ids| !ids.is_empty()) else { return };
         let Some(limit) = self.fetcher.want(self.slots.len()) else { return };
         let statement = Statement::GetJobs {
             worker_id: self.config.worker_id.clone(),
-            task_ids,
+            task_identifiers: self.config.task_identifiers.clone(),
             forbidden_flags: self.config.forbidden_flags.clone(),
             limit,
             now: self.local_now(),
@@ -358,10 +352,19 @@ impl Worker {
             }
             // A wake-up: the requests are rows, read whatever the payload.
             CANCEL => self.read_cancels(),
-            WORKER_MIGRATE if notify::parse_migration(&payload).is_some_and(|m| m.breaking) => {
-                self.emit(Event::BreakingMigration { payload });
-                self.shutdown(true);
-            }
+            WORKER_MIGRATE => match notify::parse_migration(&payload) {
+                Some(m) if m.breaking && m.number <= i64::from(self.config.latest_migration) => {
+                    self.emit(Event::SchemaReinstalled { migration: m.number });
+                    if let Some(cron) = &mut self.cron {
+                        cron.reinstalled(self.now);
+                    }
+                }
+                Some(m) if m.breaking => {
+                    self.emit(Event::BreakingMigration { migration: m.number });
+                    self.shutdown(true);
+                }
+                _ => {}
+            },
             _ => {}
         }
     }
@@ -440,10 +443,6 @@ impl Worker {
         self.effects.extend(overdue.into_iter().map(|job_id| Effect::AbortTask { job_id }));
         if self.retry_at.is_some_and(|at| at <= now) {
             self.retry_at = None;
-            let registering = self.pending.values().any(|p| *p == Part::Register);
-            if self.task_ids.is_none() && !registering && self.phase == Phase::Running {
-                self.register();
-            }
         }
     }
 }

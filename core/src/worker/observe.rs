@@ -14,8 +14,7 @@ pub(crate) fn sending(statement: &Statement) -> Option<Event> {
             Some(Event::CronSchedule { at: batch.at, backfilled: batch.backfilled, jobs: batch.jobs.len() })
         }
         Statement::ReturnJobs { ids, .. } => Some(Event::JobsGivenBack { count: ids.len() }),
-        Statement::RegisterTasks { .. }
-        | Statement::CompleteJobs { .. }
+        Statement::CompleteJobs { .. }
         | Statement::FailJobs { .. }
         | Statement::RegisterCrontabs { .. }
         | Statement::Heartbeat { .. }

@@ -6,7 +6,6 @@ use crate::protocol::QueryResult;
 /// Which part a query in flight belongs to (the parts keep what it carries).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Part {
-    Register,
     Fetch,
     Write,
     Sweep,
@@ -24,7 +23,6 @@ impl Part {
         matches!(
             (result, self),
             (QueryResult::Err(_), _)
-                | (QueryResult::Tasks(_), Part::Register)
                 | (QueryResult::Jobs { .. }, Part::Fetch)
                 | (QueryResult::KnownCrontabs(_), Part::Cron)
                 | (
@@ -39,7 +37,6 @@ impl Part {
     /// What its statement does, for errors (writes name themselves).
     pub fn statement(self) -> &'static str {
         match self {
-            Part::Register => "register tasks",
             Part::Fetch => "fetch jobs",
             Part::Sweep => "reset stale locks",
             Part::Cron => "schedule cron jobs",

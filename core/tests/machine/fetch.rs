@@ -184,19 +184,15 @@ fn notifications_during_a_fetch_cause_one_more_fetch_not_one_each() {
 #[test]
 fn the_poll_timer_is_always_armed_while_running() {
     let mut hand = Hand::new(config());
-    let effects = hand.drain();
-    assert!(hand.machine.deadline(TimerKind::Poll).is_some(), "armed before registration answers");
-    let (register, _) = queries(&effects)[0].clone();
+    hand.drain();
+    assert!(hand.machine.deadline(TimerKind::Poll).is_some(), "armed before the lease holds");
     let failed = QueryResult::Err(formica_core::worker::DbError { message: "down".into(), retryable: true });
-    hand.feed(Input::QueryDone { id: register, result: failed.clone() });
-    assert!(hand.machine.deadline(TimerKind::Poll).is_some());
-    // Retry registration, then let a few fetches fail and succeed.
+    // Let a few fetches fail and succeed.
     for round in 0..20 {
         let (kind, effects) = hand.fire();
         assert!(hand.machine.deadline(TimerKind::Poll).is_some(), "round {round} after {kind:?}");
         for (id, statement) in queries(&effects) {
             let result = match statement {
-                Statement::RegisterTasks { .. } => QueryResult::Tasks(vec![(1, "t".into())]),
                 Statement::GetJobs { .. } if round % 3 == 0 => failed.clone(),
                 Statement::GetJobs { .. } => QueryResult::jobs(vec![]),
                 _ => QueryResult::Done,
@@ -303,7 +299,7 @@ fn the_sim_database_takes_one_job_per_named_queue_per_fetch() {
     db.add_job(&RawJob::new("t", json!("free"), JobSpec::default())).expect("add");
     let fetch = |db: &mut Db| match db.execute(&Statement::GetJobs {
         worker_id: "w".into(),
-        task_ids: vec![1],
+        task_identifiers: vec!["t".into()],
         forbidden_flags: vec![],
         limit: 10,
         now: None,

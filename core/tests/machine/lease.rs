@@ -6,9 +6,6 @@ use super::*;
 fn at_start_the_worker_sweeps_and_recovers_and_fetches_only_once_its_lease_is_held() {
     let mut hand = Hand::new(config());
     let effects = hand.drain();
-    let (register, _) = queries(&effects)[0].clone();
-    let effects =
-        hand.feed(Input::QueryDone { id: register, result: QueryResult::Tasks(vec![(1, "t".into())]) });
     assert!(fetches(&effects).is_empty(), "no fetch before a heartbeat landed: {effects:?}");
     let (_, effects) = hand.fire_raw();
     assert_eq!(hand.now, t0(), "due at start");

@@ -78,13 +78,12 @@ impl Hand {
         Hand { machine: Worker::new(config, t0()), now: t0(), reads: BTreeSet::new() }
     }
 
-    /// Started, its tasks registered as id 1: returns it and the effects of registration
-    /// (the first fetch).
+    /// Started, its lease held: returns it and the effects of the keeper's first heartbeat
+    /// landing (the first fetch).
     fn started(config: Config) -> (Hand, Vec<Effect>) {
         let mut hand = Hand::new(config);
-        let effects = hand.drain();
-        let (register, _) = queries(&effects)[0].clone();
-        // At start: the sweeps due then, and the keeper's first heartbeat lands (no fetch
+        hand.drain();
+        // At start: the sweeps due then, then the keeper's first heartbeat lands (no fetch
         // before it).
         if hand.machine.poll_timeout().is_some_and(|(at, _)| at <= t0()) {
             let (_, started) = hand.fire_raw();
@@ -92,9 +91,7 @@ impl Hand {
                 hand.done(id);
             }
         }
-        hand.renew(t0());
-        let effects =
-            hand.feed(Input::QueryDone { id: register, result: QueryResult::Tasks(vec![(1, "t".into())]) });
+        let effects = hand.renew(t0());
         (hand, effects)
     }
 

@@ -134,24 +134,80 @@ fn run_once_works_through_a_named_queue_before_stopping() {
     );
 }
 
+/// Answer every statement of `effects` and of what follows (no job, no crontab known,
+/// done) until none is sent; returns them all.
+fn settle(hand: &mut Hand, effects: Vec<Effect>) -> Vec<Statement> {
+    let mut sent = Vec::new();
+    let mut waiting = queries(&effects);
+    while let Some((id, statement)) = waiting.pop() {
+        let result = match &statement {
+            Statement::RegisterCrontabs { .. } => QueryResult::KnownCrontabs(vec![]),
+            Statement::GetJobs { .. } => QueryResult::jobs(vec![]),
+            _ => QueryResult::Done,
+        };
+        waiting.extend(queries(&hand.feed(Input::QueryDone { id, result })));
+        sent.push(statement);
+    }
+    sent
+}
+
+/// A worker that knows graphile-worker's migrations up to 20.
+fn knowing_20() -> Config {
+    Config { latest_migration: 20, ..config() }
+}
+
+fn migrate(hand: &mut Hand, payload: &str) -> Vec<Effect> {
+    hand.feed(Input::Notification { channel: "worker:migrate".into(), payload: payload.into() })
+}
+
 #[test]
-fn a_breaking_migration_stops_the_worker_whatever_the_payloads_spacing() {
-    // PostgreSQL's json_build_object writes `{"migrationNumber" : 19, "breaking" : true}`:
+fn a_breaking_migration_newer_than_the_worker_knows_stops_it_whatever_the_payloads_spacing() {
+    // PostgreSQL's json_build_object writes `{"migrationNumber" : 21, "breaking" : true}`:
     // the text Formica's own migrator sends. A substring match on `"breaking":true` missed it.
     for payload in
-        [r#"{"migrationNumber" : 19, "breaking" : true}"#, r#"{"migrationNumber":19,"breaking":true}"#]
+        [r#"{"migrationNumber" : 21, "breaking" : true}"#, r#"{"migrationNumber":21,"breaking":true}"#]
     {
-        let (mut hand, _) = Hand::started(config());
-        let channel = "worker:migrate".to_owned();
-        let effects = hand.feed(Input::Notification { channel, payload: payload.to_owned() });
-        let breaking = Effect::Emit(Event::BreakingMigration { payload: payload.to_owned() });
+        let (mut hand, _) = Hand::started(knowing_20());
+        let effects = migrate(&mut hand, payload);
+        let breaking = Effect::Emit(Event::BreakingMigration { migration: 21 });
         assert!(effects.contains(&breaking), "{payload}: {effects:?}");
+        assert!(events(&effects).iter().any(|e| matches!(e, Event::Shutdown { graceful: true, .. })));
         assert_eq!(hand.machine.deadline(TimerKind::Poll), None, "{payload}: no more fetching");
     }
-    let (mut hand, _) = Hand::started(config());
-    let payload = r#"{"migrationNumber" : 20, "breaking" : false}"#.to_owned();
-    let effects = hand.feed(Input::Notification { channel: "worker:migrate".into(), payload });
+    let (mut hand, _) = Hand::started(knowing_20());
+    let effects = migrate(&mut hand, r#"{"migrationNumber" : 21, "breaking" : false}"#);
     assert!(effects.is_empty(), "a migration that is not breaking changes nothing: {effects:?}");
+}
+
+#[test]
+fn a_breaking_migration_the_worker_knows_announced_again_is_a_reinstall_and_it_goes_on() {
+    // Dropping the schema and migrating it anew announces migrations 1 to 20 again, seven of
+    // them breaking. The worker keeps fetching, and registers its crontab in the new tables.
+    let crontab = formica_core::cron::parse("* * * * * t").expect("crontab").into_items();
+    let mut hand = Hand::new(Config { crontab, ..knowing_20() });
+    hand.drain();
+    let (_, effects) = hand.fire();
+    assert!(queries(&effects).iter().any(|(_, s)| matches!(s, Statement::RegisterCrontabs { .. })));
+    let sent = settle(&mut hand, effects);
+    assert!(sent.iter().any(|s| matches!(s, Statement::ScheduleCron(_))), "the first minute: {sent:?}");
+    for migration in [1, 19, 20] {
+        let effects =
+            migrate(&mut hand, &format!(r#"{{"migrationNumber" : {migration}, "breaking" : true}}"#));
+        assert!(effects.contains(&Effect::Emit(Event::SchemaReinstalled { migration })), "{effects:?}");
+        assert!(!events(&effects)
+            .iter()
+            .any(|e| matches!(e, Event::Shutdown { .. } | Event::BreakingMigration { .. })));
+        let now = hand.now;
+        let sent = settle(&mut hand, effects);
+        let again = |s: &Statement| matches!(s, Statement::RegisterCrontabs { known_since, .. } if *known_since == now);
+        assert_eq!(sent.iter().filter(|s| again(s)).count(), 1, "the crontab is registered again: {sent:?}");
+        let effects = hand.feed(Input::Notification { channel: "jobs:insert".into(), payload: "{}".into() });
+        assert_eq!(fetches(&effects).len(), 1, "still fetching: {effects:?}");
+        settle(&mut hand, effects);
+        assert!(hand.machine.deadline(TimerKind::Poll).is_some());
+        hand.advance(Duration::seconds(1));
+    }
+    assert!(!hand.machine.is_stopped());
 }
 
 #[test]

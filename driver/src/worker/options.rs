@@ -390,6 +390,7 @@ impl<R> WorkerOptions<R> {
         let mut config = self.config;
         config.crontab = crontab.into_items();
         config.task_identifiers = self.handlers.0.keys().cloned().collect();
+        config.latest_migration = formica_sql::LATEST;
         let (inputs, receiver) = mpsc::unbounded();
         let metrics = Metrics::new(utils.pool(), &config.worker_id);
         Ok(Worker {

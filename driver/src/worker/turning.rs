@@ -28,7 +28,7 @@ use super::start::{start_task, Running};
 use super::threads::Stop;
 use super::turn::{Source, Turn, YieldNow};
 use crate::clock::Clock;
-use crate::error::Error;
+use crate::error::{Error, MigrateError};
 use crate::listener::listen;
 use crate::log::log_event;
 use crate::runtime::Runtime;
@@ -74,7 +74,8 @@ impl Turning {
         let mut machine = machine::Worker::new(config, clock.now());
         let mut running: HashMap<i64, Running> = HashMap::new();
         let mut listener: Option<AbortHandle> = None;
-        let mut gave_up = None;
+        // Why the worker stopped by itself, if it did: what `run` returns.
+        let mut failure = None;
         // Statements in flight, and timers of tasks given up on: each may give an input.
         let mut queries: FuturesUnordered<BoxFuture<'static, Option<Input>>> = FuturesUnordered::new();
         let mut turn = Turn::default();
@@ -146,9 +147,7 @@ impl Turning {
                         if let Event::JobComplete { job_id, .. } = &event {
                             running.remove(job_id);
                         }
-                        if let Event::GaveUp { statement, error } = &event {
-                            gave_up = Some(Error::GaveUp { statement, error: error.clone() });
-                        }
+                        failure = failure.or_else(|| stopped_by(&event, &shared));
                         log_event(&event, &shared.worker_id);
                         shared.metrics.event(&event);
                         for hook in &shared.hooks {
@@ -159,7 +158,7 @@ impl Turning {
                         for task in listener.take().into_iter().chain(sampler) {
                             task.abort();
                         }
-                        return gave_up.map_or(Ok(()), Err);
+                        return failure.map_or(Ok(()), Err);
                     }
                 }
             }
@@ -226,12 +225,25 @@ impl Turning {
     }
 }
 
+/// The error `run` returns when `event` stops the worker by itself.
+fn stopped_by(event: &Event, shared: &Shared) -> Option<Error> {
+    if let Event::GaveUp { statement, error } = event {
+        return Some(Error::GaveUp { statement, error: error.clone() });
+    }
+    // As if found by `migrate` at start: the CLI exits 57, as graphile-worker does.
+    let Event::BreakingMigration { migration } = event else { return None };
+    Some(Error::Migrate(MigrateError::NewerBreaking {
+        schema: shared.utils.schema().to_owned(),
+        breaking: i32::try_from(*migration).unwrap_or(i32::MAX),
+        supported: formica_sql::LATEST,
+    }))
+}
+
 /// How many jobs a fetch brought (`None`: it failed).
 fn fetched(result: &QueryResult) -> Option<usize> {
     match result {
         QueryResult::Jobs { jobs, undecodable } => Some(jobs.len() + undecodable.len()),
-        QueryResult::Tasks(_)
-        | QueryResult::KnownCrontabs(_)
+        QueryResult::KnownCrontabs(_)
         | QueryResult::Cancels(_)
         | QueryResult::Done
         | QueryResult::Fenced(_)

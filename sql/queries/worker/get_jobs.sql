@@ -1,5 +1,6 @@
 -- Lock up to $5 runnable jobs for worker $1: available, due by $4 (null: the database
--- clock), of the task ids $2, without any of the flags $3, and in a named queue only if
+-- clock), of the task identifiers $2 (their ids looked up once per statement, so a task row
+-- deleted and added again is still found), without any of the flags $3, and in a named queue only if
 -- no one holds that queue; at most one job per named queue. Each job's attempts count
 -- the attempt now starting. Rows: _private_jobs columns plus task_identifier and
 -- queue_name, in (priority, run_at, id) order.
@@ -8,7 +9,8 @@ with candidates as (
   from :SCHEMA._private_jobs as jobs
   where jobs.is_available = true
     and jobs.run_at <= coalesce($4::timestamptz, now())
-    and jobs.task_id = any($2::int[])
+    and jobs.task_id = any(array(
+      select tasks.id from :SCHEMA._private_tasks as tasks where tasks.identifier = any($2::text[])))
     and (jobs.job_queue_id is null or jobs.job_queue_id in (
       select job_queues.id from :SCHEMA._private_job_queues as job_queues
       where job_queues.is_available = true
