@@ -44,6 +44,7 @@ mod life;
 mod model;
 mod ops;
 mod run;
+mod sending;
 pub mod strategies;
 
 pub use case::{run_case, Case, TASKS};

@@ -342,7 +342,10 @@ async fn a_half_migrated_schema_gives_errors_naming_what_is_missing() {
         errors.lock().unwrap().len() >= 2
     })
     .await;
-    running.stop(Duration::from_secs(10)).await;
+    // Each failed fetch is followed by the give-back of what it may have locked, refused too
+    // here: the stop waits for it as for a refused write, the grace (5 s) and WRITES_GRACE
+    // (10 s), then stops.
+    running.stop(Duration::from_secs(20)).await;
     let first = errors.lock().unwrap()[0].clone();
     assert!(first.contains("_private_job_queues") && first.contains("does not exist"), "{first}");
     // `run_once` does not wait forever for a table that will not come back: it says why.
