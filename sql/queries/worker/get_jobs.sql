@@ -1,8 +1,8 @@
 -- Lock up to $5 runnable jobs for worker $1: available, due by $4 (null: the database
--- clock), of the task identifiers $2 (their ids looked up once per statement, so a task row
--- deleted and added again is still found), without any of the flags $3, and in a named queue only if
--- no one holds that queue; at most one job per named queue. Each job's attempts count
--- the attempt now starting. Rows: _private_jobs columns plus task_identifier and
+-- clock), of the task identifiers $2 (their ids looked up once per statement, so a task
+-- row deleted and added again is still found), without any of the flags $3, and in a
+-- named queue only if no one holds that queue; at most one job per named queue. Each
+-- job's attempts count the attempt now starting. Rows: _private_jobs columns plus task_identifier and
 -- queue_name, in (priority, run_at, id) order.
 with candidates as (
   select jobs.ctid, jobs.id, jobs.job_queue_id, jobs.priority, jobs.run_at
