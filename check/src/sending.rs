@@ -1,0 +1,79 @@
+//! What the checker asks of each statement a worker sends: a fetch only with room and in
+//! turn, a failure's retry time as the backoff says, a give-back of a lost fetch's jobs never
+//! beside a fetch nor of a job the worker holds.
+
+use crate::life::{Grant, Incarnation};
+use crate::model::retry_delay;
+use formica_core::worker::Statement;
+
+/// Check `statement`, sent by the incarnation `inc`, before it is pending.
+pub(crate) fn sent(inc: &mut Incarnation, statement: &Statement) -> Result<(), String> {
+    match statement {
+        Statement::GetJobs { now, worker_id, limit, .. } => {
+            let want = inc.config.use_local_time.then_some(inc.clock.0);
+            if *now != want || *worker_id != inc.worker_id {
+                return Err(format!("fetch with now {now:?} by {worker_id}, expected {want:?}"));
+            }
+            let asked: Vec<usize> = inc
+                .pending
+                .values()
+                .filter_map(|s| match s {
+                    Statement::GetJobs { limit, .. } => Some(*limit),
+                    _ => None,
+                })
+                .collect();
+            // One fetch at a time in direct mode, two with a local queue; each
+            // asks for the free slots only, or for what fits in the queue.
+            let (most, room) = match inc.config.local_queue_size {
+                None => (1, inc.config.concurrency.saturating_sub(inc.running())),
+                Some(size) => (2, size.saturating_sub(inc.queued().count() + asked.iter().sum::<usize>())),
+            };
+            if asked.len() >= most {
+                return Err(format!("a fetch with {} in flight", asked.len()));
+            }
+            if inc.pending.values().any(|s| matches!(s, Statement::ReturnUnknown { .. })) {
+                return Err("a fetch while the jobs of a lost fetch are given back".into());
+            }
+            if *limit == 0 || *limit > room {
+                return Err(format!("a fetch of {limit} jobs with room for {room}"));
+            }
+            // Idle after a short fetch until something happens.
+            if inc.last_fetch_short && !inc.woken_since_fetch {
+                return Err("fetched again after a short fetch with nothing new".into());
+            }
+            inc.woken_since_fetch = false;
+            inc.last_fetch_short = false;
+        }
+        Statement::FailJobs { failures, .. } => {
+            for f in failures {
+                let Some(Grant::Ended { job, clock, .. }) = inc.grants.get(&f.job_id) else {
+                    return Err(format!("failure written for job {} not ended", f.job_id));
+                };
+                let want =
+                    inc.config.use_local_time.then(|| (*clock).max(job.run_at) + retry_delay(job.attempts));
+                if f.run_at != want {
+                    return Err(format!("job {} retry at {:?}, backoff says {want:?}", f.job_id, f.run_at));
+                }
+            }
+        }
+        // Giving back what a lost fetch locked: never while a fetch is out (its
+        // jobs would look unknown), and never a job the worker holds.
+        Statement::ReturnUnknown { known, .. } => {
+            if inc.pending.values().any(|s| matches!(s, Statement::GetJobs { .. })) {
+                return Err("jobs of a lost fetch given back while a fetch is out".into());
+            }
+            if let Some(held) = inc.grants.keys().find(|id| !known.contains(id)) {
+                return Err(format!("job {held} is held, yet given back as unknown"));
+            }
+        }
+        Statement::RegisterCrontabs { .. }
+        | Statement::ScheduleCron(_)
+        | Statement::CompleteJobs { .. }
+        | Statement::ReturnJobs { .. }
+        | Statement::Heartbeat { .. }
+        | Statement::RecoverLapsed { .. }
+        | Statement::ReadCancels { .. }
+        | Statement::ResetLocked { .. } => {}
+    }
+    Ok(())
+}
