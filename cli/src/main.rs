@@ -161,6 +161,10 @@ struct RunArgs {
     /// tasks folder's programs), DELETE_PERMAFAILED_JOBS.
     #[arg(long, value_delimiter = ',', conflicts_with = "schema_only")]
     cleanup: Vec<CleanupTask>,
+    /// Never install migrations: fail, naming the missing one, if the schema lacks any (for
+    /// a role without DDL rights; a current schema is only read either way).
+    #[arg(long, conflicts_with = "schema_only")]
+    no_migrate: bool,
     /// Prefetch up to this many jobs, in batches that grow only while tasks are quick (0:
     /// fetch only for free slots).
     #[arg(long, default_value_t = DEFAULT_LOCAL_QUEUE_SIZE)]
@@ -231,6 +235,7 @@ async fn run_worker(url: &str, schema: &str, run: RunArgs, found: exec::Discover
         .complete_job_batch_delay(Duration::from_millis(run.complete_batch_delay))
         .fail_job_batch_delay(Duration::from_millis(run.fail_batch_delay))
         .max_pool_size(run.max_pool_size)
+        .migrate(!run.no_migrate)
         .queue_depth_interval(Duration::from_millis(run.queue_depth_interval));
     let default_crontab = PathBuf::from("crontab");
     match run.crontab.or_else(|| default_crontab.is_file().then_some(default_crontab)) {
@@ -298,7 +303,12 @@ async fn run_command(
     settings.default_application_name("formica");
     let pool = Pool::new(Arc::new(formica_tokio::TokioRuntime), settings, 4);
     let utils = WorkerUtils::new(pool, cli.schema.clone());
-    utils.migrate().await?;
+    // Subcommands only read the ledger: a mistyped schema or database is refused, not created.
+    if admin.is_none() && !cli.run.no_migrate {
+        utils.migrate().await?;
+    } else {
+        utils.check_migrated().await?;
+    }
     let out = if cli.json { Output::Json } else { Output::Human };
     match (admin, tasks) {
         (Some(command), _) => admin::run(command, &utils, out).await,

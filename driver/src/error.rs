@@ -175,6 +175,17 @@ pub enum MigrateError {
         /// The newest migration this Formica knows.
         supported: i32,
     },
+    /// The schema lacks migrations and this process does not migrate (an admin command, or
+    /// a worker told `migrate(false)`): an owner must install them first.
+    #[error("{lacking} in database {database}: run `formica --schema-only` to install it")]
+    NotMigrated {
+        /// The schema name.
+        schema: String,
+        /// The database's name.
+        database: String,
+        /// What is missing, such as "no graphile_worker schema".
+        lacking: String,
+    },
     /// The ledger kept changing under us (other migrators) for too long.
     #[error("schema {schema:?}: the migrations ledger did not settle while other processes migrated it; try again")]
     Unsettled {

@@ -36,8 +36,13 @@ struct Probe {
     latest_breaking: Option<i32>,
 }
 
-/// Install or upgrade the schema named `schema` through `client`.
+/// Install or upgrade the schema named `schema` through `client`. A schema found current by
+/// [`check`] (reads alone) is left untouched: no DDL, so no CREATE privilege is needed.
 pub async fn migrate(client: &mut Client, schema: &str) -> Result<MigrationReport, MigrateError> {
+    if let Ok(latest) = check(client, schema).await {
+        return Ok(MigrationReport { applied: Vec::new(), latest });
+    }
+    // Anything else (missing parts, a ledger another migrator is moving) is decided below.
     let failed = |step: &str| {
         let step = step.to_owned();
         let schema = schema.to_owned();
@@ -93,6 +98,77 @@ pub async fn migrate(client: &mut Client, schema: &str) -> Result<MigrationRepor
         }
     }
     Err(MigrateError::Unsettled { schema: schema.to_owned() })
+}
+
+/// With reads alone, whether `schema` and its records schema have every migration this
+/// Formica needs: the ledger's newest id if so, else [`MigrateError::NotMigrated`] naming
+/// what is missing (or why the schema cannot be used at all).
+pub async fn check(client: &Client, schema: &str) -> Result<i32, MigrateError> {
+    let failed = |source| MigrateError::Failed {
+        schema: schema.to_owned(),
+        step: "reading the migrations ledger".to_owned(),
+        source,
+    };
+    let probe = match probe(client, schema).await {
+        Ok(probe) => probe?,
+        Err(e) if is_missing(&e) => {
+            return Err(not_migrated(client, schema, format!("no {schema} schema")).await)
+        }
+        Err(e) => return Err(failed(e)),
+    };
+    if let Some(breaking) = probe.latest_breaking.filter(|&b| b > sql::LATEST) {
+        return Err(MigrateError::NewerBreaking {
+            schema: schema.to_owned(),
+            breaking,
+            supported: sql::LATEST,
+        });
+    }
+    let latest = match probe.latest {
+        None => {
+            return Err(
+                not_migrated(client, schema, format!("no {schema} schema (its ledger is empty)")).await
+            )
+        }
+        Some(found) if found < sql::OLDEST_UPGRADABLE => {
+            return Err(MigrateError::TooOld { schema: schema.to_owned(), found })
+        }
+        Some(found) if found < sql::LATEST => {
+            let missing: Vec<i32> = (found + 1..=sql::LATEST).collect();
+            let lacking = format!("schema {schema} lacks {}", migrations(&missing));
+            return Err(not_migrated(client, schema, lacking).await);
+        }
+        Some(found) => found,
+    };
+    let records = sql::records_schema(schema);
+    let applied: Vec<i32> =
+        match client.query_typed(&sql::render(sql::migrate::RECORDS_APPLIED, schema), &[]).await {
+            Ok(rows) => rows.iter().map(|row| row.try_get(0)).collect::<Result<_, _>>().map_err(failed)?,
+            Err(e) if is_missing(&e) => Vec::new(),
+            Err(e) => return Err(failed(e)),
+        };
+    let missing: Vec<i32> =
+        sql::RECORDS_STEPS.iter().map(|step| step.id).filter(|id| !applied.contains(id)).collect();
+    if missing.is_empty() {
+        Ok(latest)
+    } else {
+        let lacking = format!("Formica's records schema {records} lacks its {}", migrations(&missing));
+        Err(not_migrated(client, schema, lacking).await)
+    }
+}
+
+/// "migration 20", "migrations 19, 20".
+fn migrations(ids: &[i32]) -> String {
+    let each: Vec<String> = ids.iter().map(i32::to_string).collect();
+    format!("migration{} {}", if ids.len() == 1 { "" } else { "s" }, each.join(", "))
+}
+
+/// [`MigrateError::NotMigrated`] for `lacking`, naming the database (when it can be read).
+async fn not_migrated(client: &Client, schema: &str, lacking: String) -> MigrateError {
+    let database = match client.query_typed_one("select current_database()", &[]).await {
+        Ok(row) => row.try_get(0).unwrap_or_default(),
+        Err(_) => String::new(),
+    };
+    MigrateError::NotMigrated { schema: schema.to_owned(), database, lacking }
 }
 
 async fn probe(client: &Client, schema: &str) -> Result<Result<Probe, MigrateError>, tokio_postgres::Error> {

@@ -14,7 +14,7 @@ use crate::db::Pool;
 use crate::error::Error;
 use crate::jobs::{raw_jobs_of, Jobs};
 pub use crate::jobs::{Cancelled, CleanupTask, JobFilter, Recorded};
-use crate::migrate::{migrate, MigrationReport};
+use crate::migrate::{check, migrate, MigrationReport};
 use formica_core::job::{Job, JobSpec, Task};
 pub use formica_core::job::{RawJob, RescheduleJobOptions};
 use serde::Serialize;
@@ -55,10 +55,18 @@ impl WorkerUtils {
         &self.pool
     }
 
-    /// Install or upgrade the schema (see [`crate::migrate`]).
+    /// Install or upgrade the schema (see [`crate::migrate`]); a current schema is only read.
     pub async fn migrate(&self) -> Result<MigrationReport, Error> {
         let mut client = self.pool.get().await?;
         Ok(migrate(&mut client, &self.schema).await?)
+    }
+
+    /// With reads alone, check that the schema has every migration this Formica needs
+    /// (returning the ledger's newest id), else fail with [`crate::MigrateError::NotMigrated`]
+    /// naming what is missing. Needs only USAGE on the schemas and SELECT on their ledgers.
+    pub async fn check_migrated(&self) -> Result<i32, Error> {
+        let client = self.pool.get().await?;
+        Ok(check(&client, &self.schema).await?)
     }
 
     /// The operations on this schema, dating jobs without a `run_at` by the chosen clock.

@@ -40,6 +40,7 @@ pub struct WorkerOptions<R = ()> {
     _runtime: PhantomData<fn() -> R>,
     database: Option<Database>,
     schema: String,
+    migrate: bool,
     config: machine::Config,
     max_pool_size: usize,
     handlers: Handlers,
@@ -142,6 +143,7 @@ impl<R> WorkerOptions<R> {
             _runtime: PhantomData,
             database: None,
             schema: DEFAULT_SCHEMA.to_owned(),
+            migrate: true,
             config: machine::Config::default(),
             max_pool_size: DEFAULT_MAX_POOL_SIZE,
             handlers: Handlers::default(),
@@ -174,6 +176,13 @@ impl<R> WorkerOptions<R> {
     /// The schema of the job tables (default `graphile_worker`).
     pub fn schema(mut self, schema: impl Into<String>) -> Self {
         self.schema = schema.into();
+        self
+    }
+    /// Whether [`Self::init`] may install missing migrations (default true). Either way a
+    /// current schema is only read; with `false`, a missing migration fails `init` with
+    /// [`crate::MigrateError::NotMigrated`] naming it, so the worker's role needs no DDL rights.
+    pub fn migrate(mut self, yes: bool) -> Self {
+        self.migrate = yes;
         self
     }
     /// Jobs run at the same time (default 10; at least 1, checked by [`Self::init`]).
@@ -344,7 +353,8 @@ impl<R> WorkerOptions<R> {
         self
     }
 
-    /// Check the options, connect, install or upgrade the schema, and return the worker,
+    /// Check the options, connect, install or upgrade the schema if it lacks a migration
+    /// (see [`Self::migrate`]), and return the worker,
     /// ready to run. An option out of its bounds (an interval, a concurrency of 0) is an
     /// [`Error::Options`] naming it.
     ///
@@ -386,7 +396,11 @@ impl<R> WorkerOptions<R> {
         // Identifiers must be unique across every source.
         let crontab = Crontab::from_items(crontab).map_err(crontab_error("sources together"))?;
         let utils = WorkerUtils::new(pool, self.schema).with_use_local_time(self.config.use_local_time);
-        utils.migrate().await?;
+        if self.migrate {
+            utils.migrate().await?;
+        } else {
+            utils.check_migrated().await?;
+        }
         let mut config = self.config;
         config.crontab = crontab.into_items();
         config.task_identifiers = self.handlers.0.keys().cloned().collect();
