@@ -279,20 +279,21 @@ async fn main_inner(cli: Cli, admin: Option<admin::Admin>) -> Result<(), Failure
             (Some(embedded), url)
         }
     };
-    let result = run_command(cli, admin, tasks, &url).await;
+    let result = run_command(cli, admin, tasks, &url, embedded.is_some()).await;
     if let Some(embedded) = embedded {
         embedded.stop();
     }
     result
 }
 
-/// What the command line asks for, on the database at `url`, with the folder's `tasks` when
-/// the worker or `--cleanup` needs them.
+/// What the command line asks for, on the database at `url` (the folder's `private` one, or
+/// one given), with the folder's `tasks` when the worker or `--cleanup` needs them.
 async fn run_command(
     cli: Cli,
     admin: Option<admin::Admin>,
     tasks: Option<exec::Discovered>,
     url: &str,
+    private: bool,
 ) -> Result<(), Failure> {
     let cleanup = !cli.run.cleanup.is_empty();
     let tasks = match tasks {
@@ -303,8 +304,9 @@ async fn run_command(
     settings.default_application_name("formica");
     let pool = Pool::new(Arc::new(formica_tokio::TokioRuntime), settings, 4);
     let utils = WorkerUtils::new(pool, cli.schema.clone());
-    // Subcommands only read the ledger: a mistyped schema or database is refused, not created.
-    if admin.is_none() && !cli.run.no_migrate {
+    // Subcommands only read the ledger: a mistyped schema or database is refused, not
+    // created; but the folder's private database is Formica's own, installed on first use.
+    if !cli.run.no_migrate && (admin.is_none() || private) {
         utils.migrate().await?;
     } else {
         utils.check_migrated().await?;
