@@ -111,6 +111,10 @@ pub async fn check(client: &Client, schema: &str) -> Result<i32, MigrateError> {
     };
     let probe = match probe(client, schema).await {
         Ok(probe) => probe?,
+        Err(e) if e.code() == Some(&SqlState::UNDEFINED_COLUMN) => {
+            let lacking = format!("schema {schema} has a ledger older than graphile-worker 0.16's");
+            return Err(not_migrated(client, schema, lacking).await);
+        }
         Err(e) if is_missing(&e) => {
             return Err(not_migrated(client, schema, format!("no {schema} schema")).await)
         }
