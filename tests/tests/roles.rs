@@ -53,4 +53,14 @@ async fn a_worker_told_not_to_migrate_names_the_missing_migration_and_creates_no
         "{records}"
     );
     assert_eq!(db.count(schemas).await, 1, "the records schema was not created again");
+
+    client.batch_execute("alter table graphile_worker.migrations drop column breaking").await.unwrap();
+    let old = init_without_migrating(&db).await.expect("refused");
+    assert!(
+        old.starts_with("schema graphile_worker has a ledger older than graphile-worker 0.16's in"),
+        "{old}"
+    );
+    // Migrating mends both.
+    db.utils().migrate().await.unwrap();
+    assert_eq!(init_without_migrating(&db).await, None, "current again");
 }
