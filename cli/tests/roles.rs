@@ -1,5 +1,6 @@
 //! Least privilege: the grants of docs/guide/deploying.md, run as written, let a worker role
-//! and a read-only dashboard role do their work without CREATE anywhere; and no subcommand
+//! and a read-only dashboard role do their work without CREATE anywhere, and no role issues
+//! DDL on a current schema (an event trigger logs any); and no subcommand
 //! creates a schema: a mistyped schema or an unmigrated database is refused with a message.
 
 // Tests fail by panicking.
@@ -79,6 +80,12 @@ fn ui_get(url: &str, args: &[&str], path: &str) -> Result<String, String> {
     Ok(answer)
 }
 
+/// The DDL statements logged by the test's event trigger: "role: tag".
+async fn ddl_issued(client: &formica_tokio::tokio_postgres::Client) -> Vec<String> {
+    let rows = client.query("select role || ': ' || tag from public.ddl_log", &[]).await.unwrap();
+    rows.iter().map(|row| row.get(0)).collect()
+}
+
 async fn drop_roles(db: &TestDb) {
     let server = formica_tests::connect(
         db.runtime.as_ref(),
@@ -122,6 +129,21 @@ async fn the_guide_s_grants_let_a_worker_and_a_dashboard_role_work_without_creat
         assert!(!can_create, "{role} may create nothing, so it can issue no DDL");
     }
 
+    // Every DDL statement from here on is logged, whoever issues it, even one that fails.
+    client
+        .batch_execute(
+            "create table public.ddl_log (role text, tag text);
+             create function public.log_ddl() returns event_trigger language plpgsql security definer as
+               $$ begin insert into public.ddl_log values (session_user, tg_tag); end $$;
+             create event trigger log_ddl on ddl_command_start execute function public.log_ddl();",
+        )
+        .await
+        .unwrap();
+    // The owner, who may create, issues no DDL either once the schema is current.
+    ok(&owner, &["status"]);
+    ok(&owner, &["--once", "--tasks", "."]);
+    assert_eq!(ddl_issued(&client).await, Vec::<String>::new(), "the owner issued no DDL");
+
     // The worker role adds jobs, runs them, and cleans up; with --no-migrate or without.
     let dir = std::env::temp_dir().join(format!("formica-roles-{}", db.name));
     std::fs::create_dir_all(&dir).unwrap();
@@ -155,6 +177,8 @@ async fn the_guide_s_grants_let_a_worker_and_a_dashboard_role_work_without_creat
     assert!(!refused.status.success(), "the dashboard role cannot add jobs");
     assert!(String::from_utf8_lossy(&refused.stderr).contains("permission denied"));
 
+    assert_eq!(ddl_issued(&client).await, Vec::<String>::new(), "no DDL once the schema is current");
+    client.batch_execute("drop event trigger log_ddl").await.unwrap();
     drop(client);
     let admin = db.client().await;
     let _ = admin
