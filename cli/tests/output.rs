@@ -113,8 +113,7 @@ async fn a_task_program_s_retried_failure_logs_warn_and_its_last_one_error() {
     };
     let (retried, last) = (add(5).await, add(1).await);
 
-    let out =
-        formica(&db, &["--once", "--tasks", dir.to_str().unwrap(), "--log-format", "json"], "info");
+    let out = formica(&db, &["--once", "--tasks", dir.to_str().unwrap(), "--log-format", "json"], "info");
     let logs = String::from_utf8(out.stderr).unwrap();
     let lines: Vec<Value> = logs
         .lines()
