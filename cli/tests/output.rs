@@ -132,3 +132,41 @@ async fn a_task_program_s_retried_failure_logs_warn_and_its_last_one_error() {
     assert!(stderr.iter().all(|l| l["level"] == "WARN"), "{logs}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn help_groups_the_global_flags_and_the_worker_s_apart_from_a_subcommand_s_own() {
+    let help = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_formica")).args(args).output().expect("run formica");
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    // The flags under each heading, in the help's order.
+    let sections = |text: &str| {
+        let mut sections: Vec<(String, Vec<String>)> = Vec::new();
+        for line in text.lines() {
+            if let Some(heading) = line.strip_suffix(':').filter(|l| !l.starts_with(' ')) {
+                sections.push((heading.to_owned(), Vec::new()));
+            } else if let (Some((_, flags)), Some(flag)) =
+                (sections.last_mut(), line.split_whitespace().find(|w| w.starts_with("--")))
+            {
+                flags.push(flag.trim_end_matches(',').to_owned());
+            }
+        }
+        sections
+    };
+    let top = sections(&help(&["--help"]));
+    let flags_of = |sections: &[(String, Vec<String>)], heading: &str| {
+        sections.iter().find(|(h, _)| h == heading).map(|(_, flags)| flags.clone()).unwrap_or_default()
+    };
+    let worker = flags_of(&top, "Worker options");
+    for flag in ["--schema-only", "--once", "--tasks", "--jobs", "--crontab"] {
+        assert!(worker.contains(&flag.to_owned()), "{flag} under Worker options: {top:?}");
+    }
+    let global = flags_of(&top, "Global options");
+    assert_eq!(global, ["--connection", "--schema", "--json", "--log-format"], "{top:?}");
+
+    let jobs = sections(&help(&["jobs", "--help"]));
+    assert_eq!(flags_of(&jobs, "Global options"), global, "{jobs:?}");
+    assert!(flags_of(&jobs, "Options").contains(&"--task".to_owned()), "{jobs:?}");
+    assert!(flags_of(&jobs, "Worker options").is_empty(), "{jobs:?}");
+}
