@@ -221,7 +221,7 @@ impl ProcessGroup {
     fn admit(&self, _: &mut tokio::process::Command) {}
 }
 
-/// Log each line (stdout at info, stderr at error) in the job's span, and return the end of
+/// Log each line (stdout at info, stderr at warn) in the job's span, and return the end of
 /// the stream (used for stderr). The stream is read as bytes to its end, whatever it holds;
 /// what is not valid text is logged and kept escaped (see [`formica::text`]).
 async fn log_lines(stream: impl AsyncRead + Unpin, is_stderr: bool) -> String {
@@ -235,7 +235,9 @@ async fn log_lines(stream: impl AsyncRead + Unpin, is_stderr: bool) -> String {
         }
         let text = storable_bytes(line.strip_suffix(b"\n").unwrap_or(&line));
         if is_stderr {
-            tracing::error!(target: "formica::task", "{text}");
+            // Not ERROR: the run may yet succeed, or be retried; its outcome's line (WARN for
+            // a retry, ERROR once out of attempts) carries the end of stderr too.
+            tracing::warn!(target: "formica::task", "{text}");
             tail.extend_from_slice(&line);
             if tail.len() > 2 * STDERR_TAIL {
                 keep_tail(&mut tail);

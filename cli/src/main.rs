@@ -57,13 +57,18 @@ impl std::fmt::Display for Failure {
     }
 }
 
+/// The help's headings: the flags every subcommand takes, and the worker's (no subcommand);
+/// a subcommand's own flags stay under clap's `Options`.
+const GLOBAL: &str = "Global options";
+const WORKER: &str = "Worker options";
+
 /// Run jobs from a PostgreSQL queue shared with Graphile Worker, or manage them.
 #[derive(Debug, Parser)]
 #[command(name = "formica", version, about)]
 struct Cli {
     /// PostgreSQL connection string (else DATABASE_URL, else the PG* variables, else a
     /// private database in ./.formica).
-    #[arg(short = 'c', long, global = true, env = "DATABASE_URL", hide_env_values = true)]
+    #[arg(short = 'c', long, global = true, env = "DATABASE_URL", hide_env_values = true, help_heading = GLOBAL)]
     connection: Option<String>,
     /// Schema of the job tables.
     #[arg(
@@ -71,18 +76,19 @@ struct Cli {
         long,
         global = true,
         env = "GRAPHILE_WORKER_SCHEMA",
-        default_value = "graphile_worker"
+        default_value = "graphile_worker",
+        help_heading = GLOBAL
     )]
     schema: String,
     /// Print results as JSON (utility subcommands).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     json: bool,
     /// How log lines (on stderr) are written: `text`, or `json` with one object a line. Which
     /// lines: RUST_LOG (default `info`; `info,formica=debug` adds job starts).
-    #[arg(long, global = true, value_enum, env = "FORMICA_LOG_FORMAT", default_value = "text")]
+    #[arg(long, global = true, value_enum, env = "FORMICA_LOG_FORMAT", default_value = "text", help_heading = GLOBAL)]
     log_format: LogFormat,
     /// Install or upgrade the schema, then exit.
-    #[arg(long, conflicts_with = "once")]
+    #[arg(long, conflicts_with = "once", help_heading = WORKER)]
     schema_only: bool,
     #[command(flatten)]
     run: RunArgs,
@@ -134,6 +140,7 @@ fn millis(duration: chrono::Duration) -> u64 {
 /// How the worker runs (no subcommand). Every default is the library's, read from
 /// [`Config::default`] and `WorkerOptions`' constants, so it is stated once.
 #[derive(Debug, clap::Args)]
+#[command(next_help_heading = WORKER)]
 struct RunArgs {
     /// Run until no job is runnable now, then exit.
     #[arg(long)]

@@ -21,10 +21,11 @@
 use crate::runtime::Address;
 use crate::watch::{Watch, Watched};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::client::WebPkiServerVerifier;
+use rustls::client::{verify_server_name, WebPkiServerVerifier};
 use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::server::ParsedCertificate;
 use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use std::future::Future;
 use std::io;
@@ -128,11 +129,11 @@ impl Tls {
                         mode.word()
                     ));
                 };
-                let store = Arc::new(root_store(roots)?);
-                let webpki = WebPkiServerVerifier::builder_with_provider(store, provider.clone())
+                let (store, trusted) = root_store(roots)?;
+                let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(store), provider.clone())
                     .build()
                     .map_err(|e| format!("sslrootcert: {e}"))?;
-                Arc::new(Verified { webpki, check_name: mode == SslMode::VerifyFull })
+                Arc::new(Verified { webpki, trusted, check_name: mode == SslMode::VerifyFull })
             }
         };
         let builder = ClientConfig::builder_with_provider(provider)
@@ -168,11 +169,15 @@ impl Tls {
     }
 }
 
-fn root_store(roots: &RootCert) -> Result<RootCertStore, String> {
+/// The store of trusted roots, and the certificates of an `sslrootcert` file as they are
+/// (see [`Verified`]).
+fn root_store(roots: &RootCert) -> Result<(RootCertStore, Vec<CertificateDer<'static>>), String> {
     let mut store = RootCertStore::empty();
+    let mut trusted = Vec::new();
     match roots {
         RootCert::File(path) => {
             let certs = read_certs(path).map_err(|e| format!("sslrootcert {}: {e}", path.display()))?;
+            trusted.clone_from(&certs);
             let (added, _) = store.add_parsable_certificates(certs);
             if added == 0 {
                 return Err(format!("sslrootcert {}: no usable certificate in the file", path.display()));
@@ -187,7 +192,7 @@ fn root_store(roots: &RootCert) -> Result<RootCertStore, String> {
             }
         }
     }
-    Ok(store)
+    Ok((store, trusted))
 }
 
 fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, rustls::pki_types::pem::Error> {
@@ -235,9 +240,18 @@ impl ServerCertVerifier for Unchecked {
 }
 
 /// WebPKI verification against the roots; `verify-ca` forgives a name mismatch.
+///
+/// As libpq (OpenSSL), a server certificate that is itself one of the `sslrootcert` file's
+/// certificates, byte for byte, is accepted: a self-signed one made with `openssl req -x509`
+/// is marked CA:TRUE, which WebPKI refuses as a server's (`CaUsedAsEndEntity`). That is
+/// safe: the operator named this very certificate as trusted, the handshake's signature
+/// proves the server holds its private key, and WebPKI checked its validity period before
+/// refusing it (an expired one is refused as expired); `verify-full` still checks its names.
 #[derive(Debug)]
 struct Verified {
     webpki: Arc<WebPkiServerVerifier>,
+    /// The `sslrootcert` file's certificates (none for the system's roots).
+    trusted: Vec<CertificateDer<'static>>,
     check_name: bool,
 }
 
@@ -251,6 +265,15 @@ impl ServerCertVerifier for Verified {
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
         match self.webpki.verify_server_cert(end_entity, intermediates, server_name, ocsp, now) {
+            Err(rustls::Error::InvalidCertificate(CertificateError::Other(e)))
+                if is_ca_used_as_end_entity(&e) && self.trusted.contains(end_entity) =>
+            {
+                if self.check_name {
+                    let parsed = ParsedCertificate::try_from(end_entity)?;
+                    verify_server_name(&parsed, server_name)?;
+                }
+                Ok(ServerCertVerified::assertion())
+            }
             Err(rustls::Error::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
             )) if !self.check_name => Ok(ServerCertVerified::assertion()),
@@ -279,6 +302,12 @@ impl ServerCertVerifier for Verified {
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.webpki.supported_verify_schemes()
     }
+}
+
+/// WebPKI's refusal of a certificate authority's certificate as a server's (rustls passes
+/// it on as an `Other` error).
+fn is_ca_used_as_end_entity(e: &rustls::OtherError) -> bool {
+    matches!(e.0.downcast_ref::<webpki::Error>(), Some(webpki::Error::CaUsedAsEndEntity))
 }
 
 /// The handshake for one connection, as tokio-postgres's `connect_raw` asks for it.
@@ -350,14 +379,31 @@ impl Tls {
         Some(match rustls_error {
             rustls::Error::InvalidCertificate(problem) => match problem {
                 CertificateError::UnknownIssuer | CertificateError::BadSignature => format!(
-                    "TLS: the server's certificate is not trusted: it is not signed by a certificate authority of {roots}"
+                    "TLS: the server's certificate is not trusted: it is not signed by a certificate authority of {roots}: \
+                     set sslrootcert to the CA that signed the server's certificate (ssl_cert_file)"
+                ),
+                CertificateError::Other(e) if is_ca_used_as_end_entity(e) => format!(
+                    "TLS: the server's certificate is not trusted: it is a self-signed or CA certificate \
+                     (CA:TRUE, as `openssl req -x509` makes) that is not in {roots}: set sslrootcert \
+                     to a copy of the server's certificate file (ssl_cert_file)"
                 ),
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => format!(
-                    "TLS: the server's certificate does not match the host name {host:?} (sslmode=verify-full): \
-                     connect by a name the certificate holds, or use sslmode=verify-ca"
+                    "TLS: the server's certificate does not match the host name {host:?} (sslmode=verify-full; \
+                     the names in its subjectAltName are read, not its CN): connect by a name the certificate \
+                     holds, or use sslmode=verify-ca"
                 ),
                 CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
-                    "TLS: the server's certificate has expired".to_owned()
+                    "TLS: the server's certificate has expired: renew the server's ssl_cert_file".to_owned()
+                }
+                CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
+                    "TLS: the server's certificate is not valid yet: check this machine's clock and the \
+                     server's ssl_cert_file"
+                        .to_owned()
+                }
+                CertificateError::InvalidPurpose | CertificateError::InvalidPurposeContext { .. } => {
+                    "TLS: the server's certificate is not meant for a server (its extendedKeyUsage lacks \
+                     serverAuth): make it with extendedKeyUsage=serverAuth, or without that extension"
+                        .to_owned()
                 }
                 other => format!("TLS: the server's certificate was refused: {other:?}"),
             },

@@ -207,3 +207,126 @@ async fn the_response_watch_works_inside_tls_and_after_tls_is_declined() {
     let extra = format!("sslmode=verify-full sslrootcert={}", certs.path("ca.crt").display());
     check_watch(rt, &cluster.url("postgres"), &extra, true).await;
 }
+
+/// Run `openssl` with the words of `args` in `dir`; its output.
+fn openssl(dir: &std::path::Path, args: &str) -> String {
+    let args: Vec<&str> = args.split_whitespace().collect();
+    let out =
+        std::process::Command::new("openssl").args(&args).current_dir(dir).output().expect("run openssl");
+    assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+const EC_KEY: &str = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+
+/// A self-signed certificate `name.crt` (and its key) made the usual way, as PostgreSQL's
+/// documentation shows: `openssl req -x509`, which marks it a CA (CA:TRUE).
+fn self_signed(dir: &std::path::Path, name: &str) {
+    openssl(
+        dir,
+        &format!(
+            "req -x509 {EC_KEY} -days 2 -subj /CN=formica-test-server \
+             -addext subjectAltName=DNS:formica-test-server,IP:127.0.0.1 -keyout {name}.key -out {name}.crt"
+        ),
+    );
+    let text = openssl(dir, &format!("x509 -in {name}.crt -noout -text"));
+    assert!(text.contains("CA:TRUE"), "openssl req -x509 makes a CA certificate: {text}");
+}
+
+/// An expired self-signed CA:TRUE certificate `name.crt` (and its key), valid on 1 January
+/// 2020 only (`openssl req` cannot date one in the past; `openssl ca` can).
+fn expired_self_signed(dir: &std::path::Path, name: &str) {
+    let config =
+        "[ca]\ndefault_ca = self\n[self]\ndatabase = index.txt\nnew_certs_dir = .\nserial = serial\n\
+                  default_md = sha256\npolicy = any\nx509_extensions = ext\n[any]\ncommonName = supplied\n\
+                  [ext]\nbasicConstraints = critical,CA:TRUE\nsubjectAltName = IP:127.0.0.1\n";
+    std::fs::write(dir.join("ca.cnf"), config).unwrap();
+    std::fs::write(dir.join("index.txt"), "").unwrap();
+    std::fs::write(dir.join("serial"), "01\n").unwrap();
+    openssl(
+        dir,
+        &format!("req -new {EC_KEY} -subj /CN=formica-test-server -keyout {name}.key -out {name}.csr"),
+    );
+    openssl(
+        dir,
+        &format!(
+            "ca -batch -selfsign -config ca.cnf -keyfile {name}.key -in {name}.csr \
+             -startdate 20200101000000Z -enddate 20200102000000Z -out {name}.crt"
+        ),
+    );
+}
+
+/// A private cluster with `ssl=on`, serving `name.crt` of `dir`, letting in any
+/// connection from 127.0.0.1.
+fn serving(dir: &std::path::Path, name: &str) -> PrivateCluster {
+    let (crt, key) = (format!("{name}.crt"), format!("{name}.key"));
+    PrivateCluster::start_with(
+        &[("ssl", "on"), ("ssl_cert_file", "server.crt"), ("ssl_key_file", "server.key")],
+        |data| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::copy(dir.join(crt), data.join("server.crt")).unwrap();
+            std::fs::copy(dir.join(key), data.join("server.key")).unwrap();
+            std::fs::set_permissions(data.join("server.key"), std::fs::Permissions::from_mode(0o600))
+                .unwrap();
+            std::fs::write(
+                data.join("pg_hba.conf"),
+                "local all all trust\nhost all all 127.0.0.1/32 trust\n",
+            )
+            .unwrap();
+        },
+    )
+}
+
+#[tokio::test]
+async fn a_self_signed_server_certificate_made_by_openssl_req_x509_with_each_sslmode() {
+    let rt = formica_tokio::TokioRuntime;
+    let dir = std::env::temp_dir().join(format!("formica-self-signed-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    self_signed(&dir, "server");
+    self_signed(&dir, "other");
+    let cluster = serving(&dir, "server");
+    let (cert, other) = (dir.join("server.crt"), dir.join("other.crt"));
+    let (cert, other) = (cert.display(), other.display());
+    let ip = "127.0.0.1";
+
+    assert_eq!(ssl_in_use(&rt, &cluster, ip, "sslmode=disable").await, Ok(false));
+    for mode in ["prefer", "require"] {
+        assert_eq!(ssl_in_use(&rt, &cluster, ip, &format!("sslmode={mode}")).await, Ok(true), "{mode}");
+    }
+    // As libpq: the server's own certificate as the trusted root (`require` with a root
+    // given checks as `verify-ca`).
+    for mode in ["require", "verify-ca", "verify-full"] {
+        let settings = format!("sslmode={mode} sslrootcert={cert}");
+        assert_eq!(ssl_in_use(&rt, &cluster, ip, &settings).await, Ok(true), "{mode}");
+    }
+    // verify-full still checks the names: `localhost` is not one of them.
+    expect_error(
+        ssl_in_use(&rt, &cluster, "localhost", &format!("sslmode=verify-full sslrootcert={cert}")).await,
+        "does not match the host name \"localhost\"",
+    );
+    assert_eq!(
+        ssl_in_use(&rt, &cluster, "localhost", &format!("sslmode=verify-ca sslrootcert={cert}")).await,
+        Ok(true)
+    );
+    // Another self-signed certificate as the root: refused, saying what to put there.
+    for mode in ["require", "verify-ca", "verify-full"] {
+        expect_error(
+            ssl_in_use(&rt, &cluster, ip, &format!("sslmode={mode} sslrootcert={other}")).await,
+            "it is a self-signed or CA certificate (CA:TRUE, as `openssl req -x509` makes) that is not in \
+             sslrootcert",
+        );
+    }
+
+    // Accepting the trusted certificate itself still checks its dates.
+    expired_self_signed(&dir, "expired");
+    let cluster = serving(&dir, "expired");
+    let expired = dir.join("expired.crt");
+    for mode in ["verify-ca", "verify-full"] {
+        expect_error(
+            ssl_in_use(&rt, &cluster, ip, &format!("sslmode={mode} sslrootcert={}", expired.display())).await,
+            "the server's certificate has expired",
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

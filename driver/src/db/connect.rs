@@ -7,10 +7,12 @@ use crate::settings::ConnectionSettings;
 use crate::tls::{Connector, Tls, TlsSocket};
 use crate::watch::{Watch, Watched};
 use futures::future::{self, Either};
+use futures::StreamExt;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_postgres::config::Host;
-use tokio_postgres::{CancelToken, Client, Config, Connection};
+use tokio_postgres::error::{DbError, Severity};
+use tokio_postgres::{AsyncMessage, CancelToken, Client, Config, Connection};
 
 /// How long opening a connection may take when the settings give no `connect_timeout`.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -165,7 +167,7 @@ pub async fn connect_watched(rt: Arc<dyn Runtime>, settings: &ConnectionSettings
     let (client, connection, address) = open(rt.as_ref(), watch, settings).await?;
     let (token, settings, runtime) = (client.cancel_token(), settings.clone(), rt.clone());
     rt.spawn(Box::pin(async move {
-        let Err(e) = connection.await else { return };
+        let Err(e) = drive(connection).await else { return };
         tracing::warn!(error = %describe(&e), "PostgreSQL connection closed with an error");
         cancel_on_server(runtime, &settings, address, token).await;
     }));
@@ -199,8 +201,38 @@ async fn cancel_on_server(
 
 fn spawn_connection(rt: &dyn Runtime, connection: RawConnection) {
     rt.spawn(Box::pin(async move {
-        if let Err(e) = connection.await {
+        if let Err(e) = drive(connection).await {
             tracing::warn!(error = %describe(&e), "PostgreSQL connection closed with an error");
         }
     }));
+}
+
+/// Poll `connection` to its end, logging the server's notices (see [`log_notice`]);
+/// notifications are dropped (LISTEN has its own connection).
+///
+/// tokio-postgres, awaited as a future, logs each notice at INFO through the `log` crate,
+/// so every `create schema if not exists` printed `NOTICE: schema ... already exists,
+/// skipping` on the terminal (with the build machine's source path in JSON logs).
+async fn drive(mut connection: RawConnection) -> Result<(), tokio_postgres::Error> {
+    let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+    while let Some(message) = messages.next().await {
+        if let AsyncMessage::Notice(notice) = message? {
+            log_notice(&notice);
+        }
+    }
+    Ok(())
+}
+
+/// A server notice, quiet unless asked for (`RUST_LOG=formica::notice=debug`): Formica's
+/// statements are its own, so a NOTICE (`... already exists, skipping`) or INFO tells an
+/// operator nothing; a WARNING may (a deprecation, a setting ignored) and is logged as one.
+/// Only the server's words are logged, under the target `formica::notice`.
+fn log_notice(notice: &DbError) {
+    let (severity, code, message) = (notice.severity(), notice.code().code(), notice.message());
+    match notice.parsed_severity() {
+        Some(Severity::Warning) => {
+            tracing::warn!(target: "formica::notice", severity, code, "PostgreSQL: {message}")
+        }
+        _ => tracing::debug!(target: "formica::notice", severity, code, "PostgreSQL: {message}"),
+    }
 }
