@@ -49,11 +49,17 @@ pub fn render(sql: &str, schema: &str) -> String {
 }
 
 /// The migrations of Formica's records schema, in order (its own ledger, ids from 1).
-pub const RECORDS_STEPS: &[Step] =
-    &[Step { id: 1, sql: &[include_str!("../records/000001.sql")] }, Step { id: 2, sql: &[CANCEL_REQUESTS] }];
+pub const RECORDS_STEPS: &[Step] = &[
+    Step { id: 1, sql: &[include_str!("../records/000001.sql")] },
+    Step { id: 2, sql: &[CANCEL_REQUESTS] },
+    Step { id: 3, sql: &[LEASE_IDENTITY] },
+];
 
 /// The records' table of cancel requests for held jobs (records migration 2).
 pub const CANCEL_REQUESTS: &str = include_str!("../records/000002.sql");
+
+/// The leases' host, pid, version, start and last heartbeat (records migration 3).
+pub const LEASE_IDENTITY: &str = include_str!("../records/000003.sql");
 
 /// The newest migration id Formica knows.
 pub const LATEST: i32 = 20;
