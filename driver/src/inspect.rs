@@ -20,7 +20,7 @@ mod lease;
 use crate::jobs::{JobFilter, Query, Session};
 use crate::params::param;
 pub use crate::rows::Decoded;
-pub use lease::LeaseSeen;
+pub use lease::{readiness, LeaseSeen};
 use crate::rows::{decode_rows, row_error, ResultRow};
 use crate::utils::WorkerUtils;
 use crate::Error;

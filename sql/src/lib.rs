@@ -221,8 +221,10 @@ pub mod inspect {
     /// Counts per task, queue and state, with the oldest ready job and the failures of the
     /// last hour (uses `:JOB_STATE`).
     pub const COUNTS: &str = include_str!("../queries/inspect/counts.sql");
-    /// Workers holding locks.
+    /// Every worker with a lease (live or lapsed) or holding locks.
     pub const WORKERS: &str = include_str!("../queries/inspect/workers.sql");
+    /// Whether worker `$1`'s lease holds (`/readyz`).
+    pub const LEASE_HOLDS: &str = include_str!("../queries/inspect/lease_holds.sql");
     /// `list_jobs`: `$1` task, `$2` queue, `$3` failed only, `$4` locked only, `$5` limit;
     /// `_private_jobs` columns plus `task_identifier` and `queue_name`.
     pub const LIST_JOBS: &str = include_str!("../queries/inspect/list_jobs.sql");

@@ -1,10 +1,12 @@
 //! A worker's lease as the read model shows it: who and where the worker is, and whether
-//! it is alive.
+//! it is alive; and the readiness probes answer from it.
 
 use crate::rows::ResultRow;
+use crate::utils::WorkerUtils;
 use crate::Error;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
+use tokio_postgres::types::Type;
 use tokio_postgres::Row;
 
 /// A Formica worker's lease: written by each of its heartbeats, deleted by the sweep that
@@ -43,5 +45,24 @@ impl LeaseSeen {
             expires_at,
             lapsed: row.read(get("lapsed")?)?,
         }))
+    }
+}
+
+/// Whether the database answers and, given a worker, that worker's lease holds by the
+/// database clock: what `/readyz` reports. `Err` says why not, in a few words. The caller
+/// bounds the wait (a cut connection can hang).
+pub async fn readiness(utils: &WorkerUtils, worker_id: Option<&str>) -> Result<(), String> {
+    let unreachable = |e: &dyn std::fmt::Display| format!("the database is unreachable: {e}");
+    let client = utils.pool().get().await.map_err(|e| unreachable(&e))?;
+    let Some(worker_id) = worker_id else {
+        return client.simple_query("select 1").await.map(drop).map_err(|e| unreachable(&e));
+    };
+    let sql = formica_sql::render(formica_sql::inspect::LEASE_HOLDS, utils.schema());
+    let rows = client.query_typed(&sql, &[(&worker_id, Type::TEXT)]).await.map_err(|e| unreachable(&e))?;
+    match rows.first().map(|r| r.try_get::<_, bool>(0)) {
+        Some(Ok(true)) => Ok(()),
+        Some(Ok(false)) => Err(format!("the lease of worker {worker_id} lapsed")),
+        Some(Err(e)) => Err(e.to_string()),
+        None => Err(format!("worker {worker_id} holds no lease yet")),
     }
 }
