@@ -2,13 +2,17 @@
 //! `formica status` and the dashboard's Workers page from its lease (host, pid, start, last
 //! heartbeat, lease expiry, jobs held, version) within a heartbeat of starting; one killed
 //! with SIGKILL is marked lapsed once its lease expires and is gone once a live worker's
-//! sweep frees it.
+//! sweep frees it. The metrics server and the dashboard answer a container's probes:
+//! `/healthz` while the process runs, `/readyz` only while the database answers (and, for
+//! a worker, its lease holds).
 
 // Tests fail by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use formica_tests::dashboard::Dashboard;
+use formica_tests::proxy::Proxy;
 use formica_tests::TestDb;
+use std::io::{BufRead, Read, Write};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -147,4 +151,88 @@ async fn a_database_at_records_migration_2_gets_the_lease_columns() {
     assert_eq!(old[0]["lease"]["lapsed"], Value::from(false));
     db.utils().migrate().await.unwrap();
     assert_eq!(db.count("select count(*) from formica_graphile_worker.migrations").await, 3, "once");
+}
+
+/// `GET path` on `addr`: the status code and the body.
+fn get(addr: &str, path: &str) -> (u16, String) {
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").expect("an HTTP response");
+    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("a status code");
+    (status, body.to_owned())
+}
+
+/// Waits until `path` on `addr` answers `status`; the body.
+async fn wait_for_status(addr: &str, path: &str, status: u16, within: Duration) -> String {
+    let what = format!("{path} answering {status}");
+    wait_for(within, &what, || Some(get(addr, path)).filter(|(s, _)| *s == status).map(|(_, body)| body)).await
+}
+
+/// The worker's metrics server answers `/healthz` 200 throughout, and `/readyz` 200 once
+/// the worker runs, 503 with the reason while its database is cut off (new connections
+/// hang, open ones are closed), and 200 again once it is back.
+#[cfg(feature = "prometheus")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_metrics_server_s_readyz_fails_while_the_database_is_cut_off_and_healthz_does_not() {
+    let db = TestDb::migrated().await;
+    let (proxy, url) = Proxy::in_front_of(&db.url);
+    let tasks: PathBuf = std::env::temp_dir().join(format!("formica-probes-{}", std::process::id()));
+    std::fs::create_dir_all(&tasks).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_formica"))
+        .args(["-c", &url, "--tasks", tasks.to_str().unwrap(), "--log-format", "json"])
+        .args(["--metrics-addr", "127.0.0.1:0"])
+        .env("RUST_LOG", "error,formica::metrics=info")
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start formica");
+    // The port is the system's choice: read it from the log.
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let _worker = Worker(child);
+    let mut line = String::new();
+    let addr = loop {
+        line.clear();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "formica exited before serving metrics");
+        let log: Value = serde_json::from_str(&line).unwrap();
+        if log["message"] == "serving metrics at /metrics" {
+            break log["address"].as_str().unwrap().to_owned();
+        }
+    };
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+
+    assert_eq!(get(&addr, "/healthz").0, 200);
+    assert_eq!(wait_for_status(&addr, "/readyz", 200, Duration::from_secs(15)).await, "ready\n");
+    proxy.hang_new_connections(true);
+    proxy.cut_all();
+    let why = wait_for_status(&addr, "/readyz", 503, Duration::from_secs(5)).await;
+    assert!(why.starts_with("not ready: "), "{why}");
+    assert_eq!(get(&addr, "/healthz"), (200, "alive\n".to_owned()), "the process is alive");
+    proxy.hang_new_connections(false);
+    proxy.cut_all();
+    wait_for_status(&addr, "/readyz", 200, std(formica_tokio::LEASE) + Duration::from_secs(5)).await;
+    let _ = std::fs::remove_dir_all(&tasks);
+}
+
+/// The dashboard answers `/healthz` 200 throughout and `/readyz` 200 while its database
+/// answers, 503 with the reason while it is cut off; both without the dashboard's token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_s_readyz_fails_while_the_database_is_cut_off_and_healthz_does_not() {
+    let db = TestDb::migrated().await;
+    let (proxy, url) = Proxy::in_front_of(&db.url);
+    let utils = formica_tokio::WorkerUtils::new(formica_tokio::pool(&url, 2).unwrap(), "graphile_worker");
+    let options = formica_ui::Options { token: Some("secret".into()), ..Default::default() };
+    let ui = Dashboard::start(utils, options).await;
+    let addr = ui.addr.to_string();
+    assert_eq!(get(&addr, "/workers").0, 401, "the pages need the token");
+    assert_eq!(get(&addr, "/healthz"), (200, "alive\n".to_owned()));
+    assert_eq!(get(&addr, "/readyz"), (200, "ready\n".to_owned()));
+    proxy.hang_new_connections(true);
+    proxy.cut_all();
+    let why = wait_for_status(&addr, "/readyz", 503, Duration::from_secs(5)).await;
+    assert!(why.starts_with("not ready: "), "{why}");
+    assert_eq!(get(&addr, "/healthz").0, 200);
+    proxy.hang_new_connections(false);
+    wait_for_status(&addr, "/readyz", 200, Duration::from_secs(5)).await;
 }
