@@ -170,19 +170,29 @@ async fn wait_for_status(addr: &str, path: &str, status: u16, within: Duration) 
     wait_for(within, &what, || Some(get(addr, path)).filter(|(s, _)| *s == status).map(|(_, body)| body)).await
 }
 
-/// The worker's metrics server answers `/healthz` 200 throughout, and `/readyz` 200 once
-/// the worker runs, 503 with the reason while its database is cut off (new connections
-/// hang, open ones are closed), and 200 again once it is back.
+/// The value of `metric` (with `label`) in a Prometheus scrape.
+fn metric(scrape: &str, metric: &str, label: &str) -> Option<f64> {
+    let line = scrape.lines().find(|line| line.split(['{', ' ']).next() == Some(metric) && line.contains(label))?;
+    line.rsplit(' ').next()?.parse().ok()
+}
+
+/// The worker's metrics say it is up and how long the oldest due job of each task has
+/// waited. Its metrics server answers `/healthz` 200 throughout, and `/readyz` 200 once the
+/// worker runs, 503 with the reason while its database is cut off (new connections hang,
+/// open ones are closed), and 200 again once it is back.
 #[cfg(feature = "prometheus")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_metrics_server_s_readyz_fails_while_the_database_is_cut_off_and_healthz_does_not() {
+async fn the_metrics_show_the_worker_up_and_the_oldest_due_job_and_readyz_fails_while_the_database_is_cut_off() {
     let db = TestDb::migrated().await;
+    let a_minute_ago = formica_tokio::chrono::Utc::now() - formica_tokio::chrono::Duration::seconds(60);
+    let spec = formica_tokio::JobSpec::builder().run_at(a_minute_ago).build();
+    db.utils().add_raw_job("elsewhere", serde_json::json!({}), spec).await.unwrap();
     let (proxy, url) = Proxy::in_front_of(&db.url);
     let tasks: PathBuf = std::env::temp_dir().join(format!("formica-probes-{}", std::process::id()));
     std::fs::create_dir_all(&tasks).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_formica"))
         .args(["-c", &url, "--tasks", tasks.to_str().unwrap(), "--log-format", "json"])
-        .args(["--metrics-addr", "127.0.0.1:0"])
+        .args(["--metrics-addr", "127.0.0.1:0", "--queue-depth-interval", "100"])
         .env("RUST_LOG", "error,formica::metrics=info")
         .stdin(Stdio::null())
         .stderr(Stdio::piped())
@@ -204,6 +214,15 @@ async fn the_metrics_server_s_readyz_fails_while_the_database_is_cut_off_and_hea
 
     assert_eq!(get(&addr, "/healthz").0, 200);
     assert_eq!(wait_for_status(&addr, "/readyz", 200, Duration::from_secs(15)).await, "ready\n");
+    let scrape = wait_for_status(&addr, "/metrics", 200, Duration::from_secs(1)).await;
+    assert_eq!(metric(&scrape, "formica_worker_up", "messaging_consumer_group_name"), Some(1.0), "{scrape}");
+    let task = "messaging_destination_name=\"elsewhere\"";
+    let age = wait_for(Duration::from_secs(5), "the oldest due job's age sampled", || {
+        let scrape = get(&addr, "/metrics").1;
+        metric(&scrape, "formica_queue_oldest_due_age_seconds", task).filter(|age| *age > 0.0)
+    })
+    .await;
+    assert!((60.0..120.0).contains(&age), "the job due a minute ago: {age}");
     proxy.hang_new_connections(true);
     proxy.cut_all();
     let why = wait_for_status(&addr, "/readyz", 503, Duration::from_secs(5)).await;
