@@ -109,7 +109,9 @@ async fn answer(mut stream: tokio::net::TcpStream, registry: prometheus::Registr
         (b"GET", b"/healthz") => ("200 OK", "text/plain".into(), b"alive\n".to_vec()),
         (b"GET", b"/readyz") => match probe.ready().await {
             Ok(()) => ("200 OK", "text/plain".into(), b"ready\n".to_vec()),
-            Err(why) => ("503 Service Unavailable", "text/plain".into(), format!("not ready: {why}\n").into_bytes()),
+            Err(why) => {
+                ("503 Service Unavailable", "text/plain".into(), format!("not ready: {why}\n").into_bytes())
+            }
         },
         _ => ("404 Not Found", "text/plain".into(), b"metrics are at /metrics\n".to_vec()),
     };

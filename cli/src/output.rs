@@ -262,7 +262,17 @@ pub fn print_status(out: Output, overview: &Overview, workers: &[WorkerSeen], ve
             }
             let rows: Vec<Vec<String>> = workers.iter().map(worker_row).collect();
             println!();
-            let headers = ["worker", "host", "pid", "started", "last heartbeat", "lease", "locked jobs", "locked queues", "version"];
+            let headers = [
+                "worker",
+                "host",
+                "pid",
+                "started",
+                "last heartbeat",
+                "lease",
+                "locked jobs",
+                "locked queues",
+                "version",
+            ];
             print!("{}", table(&headers, &rows));
         }
     }

@@ -12,8 +12,8 @@
 use formica_tests::dashboard::Dashboard;
 use formica_tests::proxy::Proxy;
 use formica_tests::TestDb;
-use std::io::{BufRead, Read, Write};
 use serde_json::Value;
+use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -40,7 +40,10 @@ fn worker(db: &TestDb, tasks: &Path) -> Worker {
 
 /// The workers `formica --json status` lists.
 fn status(db: &TestDb) -> Vec<Value> {
-    let out = Command::new(env!("CARGO_BIN_EXE_formica")).args(["-c", &db.url, "--json", "status"]).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_formica"))
+        .args(["-c", &db.url, "--json", "status"])
+        .output()
+        .unwrap();
     assert!(out.status.success(), "formica status: {}", String::from_utf8_lossy(&out.stderr));
     let status: Value = serde_json::from_slice(&out.stdout).unwrap();
     status["workers"].as_array().unwrap().clone()
@@ -48,7 +51,7 @@ fn status(db: &TestDb) -> Vec<Value> {
 
 /// The worker of process `pid` in `workers`.
 fn of_pid(workers: &[Value], pid: u32) -> Option<Value> {
-    workers.iter().find(|w| w["lease"]["pid"] == Value::from(pid)).cloned()
+    workers.iter().find(|w| w["lease"]["pid"] == pid).cloned()
 }
 
 async fn wait_for<T>(within: Duration, what: &str, mut found: impl FnMut() -> Option<T>) -> T {
@@ -82,7 +85,8 @@ async fn an_idle_worker_is_listed_within_a_heartbeat_then_lapsed_then_gone_after
     let mut doomed = worker(&db, &tasks);
     let survivor = worker(&db, &tasks);
     let pid = doomed.0.id();
-    let seen = wait_for(startup + heartbeat, "the idle worker in `status`", || of_pid(&status(&db), pid)).await;
+    let seen =
+        wait_for(startup + heartbeat, "the idle worker in `status`", || of_pid(&status(&db), pid)).await;
     let lease = &seen["lease"];
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap().trim().to_owned();
     assert_eq!(lease["host"], Value::from(host.clone()));
@@ -108,12 +112,13 @@ async fn an_idle_worker_is_listed_within_a_heartbeat_then_lapsed_then_gone_after
     assert_eq!(lapsed["lease"]["lapsed"], Value::from(false), "alive until its lease expires");
     let lease_bound = std(formica_tokio::LEASE) + Duration::from_secs(1);
     wait_for(lease_bound, "the killed worker marked lapsed", || {
-        of_pid(&status(&db), pid).filter(|w| w["lease"]["lapsed"] == Value::from(true))
+        of_pid(&status(&db), pid).filter(|w| w["lease"]["lapsed"] == true)
     })
     .await;
     let page = ui.get("/workers").await;
     assert!(page.body.contains("<b>lapsed</b>"), "marked on the Workers page: {}", page.body);
-    let swept = std(formica_tokio::SUSPICION_GRACE + formica_tokio::RECOVERY_PERIOD * 8 / 3) + Duration::from_secs(5);
+    let swept =
+        std(formica_tokio::SUSPICION_GRACE + formica_tokio::RECOVERY_PERIOD * 8 / 3) + Duration::from_secs(5);
     wait_for(swept, "the killed worker gone", || of_pid(&status(&db), pid).is_none().then_some(())).await;
     assert!(!ui.get("/workers").await.body.contains(&id), "gone from the Workers page");
     assert!(of_pid(&status(&db), survivor.0.id()).is_some(), "the survivor is still listed");
@@ -167,12 +172,14 @@ fn get(addr: &str, path: &str) -> (u16, String) {
 /// Waits until `path` on `addr` answers `status`; the body.
 async fn wait_for_status(addr: &str, path: &str, status: u16, within: Duration) -> String {
     let what = format!("{path} answering {status}");
-    wait_for(within, &what, || Some(get(addr, path)).filter(|(s, _)| *s == status).map(|(_, body)| body)).await
+    wait_for(within, &what, || Some(get(addr, path)).filter(|(s, _)| *s == status).map(|(_, body)| body))
+        .await
 }
 
 /// The value of `metric` (with `label`) in a Prometheus scrape.
 fn metric(scrape: &str, metric: &str, label: &str) -> Option<f64> {
-    let line = scrape.lines().find(|line| line.split(['{', ' ']).next() == Some(metric) && line.contains(label))?;
+    let line =
+        scrape.lines().find(|line| line.split(['{', ' ']).next() == Some(metric) && line.contains(label))?;
     line.rsplit(' ').next()?.parse().ok()
 }
 
@@ -182,7 +189,8 @@ fn metric(scrape: &str, metric: &str, label: &str) -> Option<f64> {
 /// open ones are closed), and 200 again once it is back.
 #[cfg(feature = "prometheus")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_metrics_show_the_worker_up_and_the_oldest_due_job_and_readyz_fails_while_the_database_is_cut_off() {
+async fn the_metrics_show_the_worker_up_and_the_oldest_due_job_and_readyz_fails_while_the_database_is_cut_off(
+) {
     let db = TestDb::migrated().await;
     let a_minute_ago = formica_tokio::chrono::Utc::now() - formica_tokio::chrono::Duration::seconds(60);
     let spec = formica_tokio::JobSpec::builder().run_at(a_minute_ago).build();

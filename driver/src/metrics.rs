@@ -146,7 +146,8 @@ mod otel {
             let oldest_due = OldestDue::default();
             let observed_ages = oldest_due.clone();
             let up = Arc::new(AtomicU64::new(0));
-            let observed_up = (up.clone(), KeyValue::new("messaging.consumer.group.name", worker_id.to_owned()));
+            let observed_up =
+                (up.clone(), KeyValue::new("messaging.consumer.group.name", worker_id.to_owned()));
             let (pool_used, pool_idle, pool_waiting) = (pool.clone(), pool.clone(), pool.clone());
             let pool_attrs = |state: &'static str| {
                 [
@@ -205,7 +206,9 @@ mod otel {
             let age = meter
                 .f64_observable_gauge("formica.queue.oldest_due_age")
                 .with_unit("s")
-                .with_description("How long each task's oldest due job has waited, sampled with the queue depth")
+                .with_description(
+                    "How long each task's oldest due job has waited, sampled with the queue depth",
+                )
                 .with_callback(move |gauge| {
                     let Ok(ages) = observed_ages.lock() else { return };
                     for (task, age) in ages.iter() {
@@ -330,7 +333,9 @@ mod otel {
         pub(crate) async fn sample_queue_depth(&self, utils: &WorkerUtils) {
             match queue_depth(utils).await {
                 Ok(rows) => {
-                    let (Ok(mut depths), Ok(mut ages)) = (self.depths.lock(), self.oldest_due.lock()) else { return };
+                    let (Ok(mut depths), Ok(mut ages)) = (self.depths.lock(), self.oldest_due.lock()) else {
+                        return;
+                    };
                     depths.values_mut().for_each(|count| *count = 0);
                     ages.values_mut().for_each(|age| *age = 0.0);
                     for (task, counts, age) in rows {

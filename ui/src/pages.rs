@@ -350,8 +350,17 @@ async fn workers(Ext(s): Ext<State>) -> Response {
         })
         .collect();
     let headers = [
-        "worker", "host", "pid", "started", "last heartbeat", "lease", "locked jobs", "locked queues", "holding since",
-        "version", "",
+        "worker",
+        "host",
+        "pid",
+        "started",
+        "last heartbeat",
+        "lease",
+        "locked jobs",
+        "locked queues",
+        "holding since",
+        "version",
+        "",
     ];
     let html = format!(
         "<p>Every Formica worker by its lease (renewed every few seconds; a lapsed one stopped renewing, and a live worker's next sweep frees what it holds), and every other worker holding jobs or queues.</p>{}",
