@@ -20,7 +20,8 @@ pub enum Admin {
         /// The job id.
         id: i64,
     },
-    /// Counts of jobs per task and queue, workers holding locks, and the schema version.
+    /// Job counts per task and queue, every worker (by its lease, lapsed ones marked, or its
+    /// locks), and the schema version.
     Status,
     /// Delete jobs as if they had succeeded (jobs a live worker holds are skipped).
     Complete {

@@ -227,9 +227,10 @@ async fn run_worker(url: &str, schema: &str, run: RunArgs, found: exec::Discover
             "no executable tasks found: jobs will wait for a worker that has them"
         );
     }
-    if let Some(addr) = run.metrics_addr {
-        metrics::serve(addr).await?;
-    }
+    let probe = match run.metrics_addr {
+        Some(addr) => Some(metrics::serve(addr).await?),
+        None => None,
+    };
     // Held until the worker returns, then its last spans are flushed.
     let _exporting = traces::init().map_err(Failure::Command)?;
     let mut options = WorkerOptions::default()
@@ -261,6 +262,9 @@ async fn run_worker(url: &str, schema: &str, run: RunArgs, found: exec::Discover
         });
     }
     let worker = options.init().await?;
+    if let Some(probe) = &probe {
+        probe.ready_for(worker.create_utils(), worker.worker_id());
+    }
     formica_tokio::stop_on_signals(worker.handle())
         .map_err(|e| Failure::Command(format!("cannot watch for signals: {e}")))?;
     if run.once {

@@ -193,6 +193,28 @@ pub fn print_job(out: Output, detail: &JobDetail) {
 
 /// Print `formica status`: counts per task, queue and state, the workers holding locks, and
 /// the schema version.
+/// A worker's line of `status`: who and where it is, its lease, and what it holds.
+fn worker_row(w: &WorkerSeen) -> Vec<String> {
+    let lease = w.lease.as_ref();
+    let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    let state = match lease {
+        None => "no lease".into(),
+        Some(l) if l.lapsed => format!("lapsed at {}", seconds(&l.expires_at)),
+        Some(l) => format!("alive until {}", seconds(&l.expires_at)),
+    };
+    vec![
+        w.worker_id.clone(),
+        or_dash(lease.and_then(|l| l.host.clone())),
+        or_dash(lease.and_then(|l| l.pid).map(|p| p.to_string())),
+        or_dash(lease.map(|l| seconds(&l.started_at))),
+        or_dash(lease.map(|l| seconds(&l.heartbeat_at))),
+        state,
+        w.jobs.to_string(),
+        w.queues.to_string(),
+        or_dash(lease.and_then(|l| l.version.clone())),
+    ]
+}
+
 pub fn print_status(out: Output, overview: &Overview, workers: &[WorkerSeen], version: Option<i32>) {
     // Every state, in JOB_STATES' order (the read model gives each count, zeros included).
     let by_state = |c: &Counts| -> Vec<i64> {
@@ -214,7 +236,7 @@ pub fn print_status(out: Output, overview: &Overview, workers: &[WorkerSeen], ve
             let workers: Vec<Value> = workers
                 .iter()
                 .map(|w| {
-                    json!({ "worker": w.worker_id, "jobs": w.jobs, "queues": w.queues, "alive_until": w.alive_until })
+                    json!({ "worker": w.worker_id, "jobs": w.jobs, "queues": w.queues, "alive_until": w.alive_until, "lease": w.lease })
                 })
                 .collect();
             let all = json!({ "schema_version": version, "tasks": tasks, "workers": workers, "unreadable": overview.unreadable });
@@ -238,17 +260,20 @@ pub fn print_status(out: Output, overview: &Overview, workers: &[WorkerSeen], ve
             for item in &overview.unreadable {
                 println!("could not be read: {}", visible(item));
             }
-            let rows: Vec<Vec<String>> = workers
-                .iter()
-                .map(|w| {
-                    let lease = w
-                        .alive_until
-                        .map_or("no live lease".into(), |at| format!("alive until {}", seconds(&at)));
-                    vec![w.worker_id.clone(), w.jobs.to_string(), w.queues.to_string(), lease]
-                })
-                .collect();
+            let rows: Vec<Vec<String>> = workers.iter().map(worker_row).collect();
             println!();
-            print!("{}", table(&["worker", "locked jobs", "locked queues", "lease"], &rows));
+            let headers = [
+                "worker",
+                "host",
+                "pid",
+                "started",
+                "last heartbeat",
+                "lease",
+                "locked jobs",
+                "locked queues",
+                "version",
+            ];
+            print!("{}", table(&headers, &rows));
         }
     }
 }

@@ -15,6 +15,8 @@
 //! ([`decode_rows`]) and give such a row apart, as an [`Undecodable`] naming the job and
 //! the column.
 
+mod lease;
+
 use crate::jobs::{JobFilter, Query, Session};
 use crate::params::param;
 pub use crate::rows::Decoded;
@@ -26,6 +28,7 @@ use formica_core::cron::Crontab;
 use formica_core::job::Job;
 pub use formica_core::protocol::Undecodable;
 use formica_sql as sql;
+pub use lease::{readiness, LeaseSeen};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use tokio_postgres::types::{FromSql, Timestamp, ToSql, Type};
@@ -405,7 +408,7 @@ pub async fn queues(utils: &WorkerUtils) -> Result<Vec<Queue>, Error> {
         .collect()
 }
 
-/// A worker seen through the locks it holds, and its lease if it has a live one.
+/// A worker seen through its lease (Formica's) or the locks it holds.
 #[derive(Debug, Clone, Serialize)]
 pub struct WorkerSeen {
     /// Its id, as in `locked_by`.
@@ -414,24 +417,27 @@ pub struct WorkerSeen {
     pub jobs: i64,
     /// Named queues it holds.
     pub queues: i64,
-    /// Its oldest lock.
-    pub since: DateTime<Utc>,
+    /// Its oldest lock (`None`: it holds nothing).
+    pub since: Option<DateTime<Utc>>,
     /// Until when its lease says it is alive (`None`: no live lease, as graphile-worker's
     /// workers and dead ones): unlocking it before then is refused unless forced.
     pub alive_until: Option<DateTime<Utc>>,
+    /// Its lease, live or lapsed and not yet swept (`None`: it has none).
+    pub lease: Option<LeaseSeen>,
 }
 
-/// Workers holding locks, by id.
+/// Every worker with a lease, live or lapsed, and every worker holding locks, by id.
 pub async fn workers(utils: &WorkerUtils) -> Result<Vec<WorkerSeen>, Error> {
     let rows = read(utils, sql::inspect::WORKERS, &[]).await?;
     rows.iter()
         .map(|r| {
             Ok(WorkerSeen {
-                worker_id: get(r, "locked_by")?,
+                worker_id: get(r, "worker_id")?,
                 jobs: get(r, "jobs")?,
                 queues: get(r, "queues")?,
                 since: get(r, "since")?,
                 alive_until: get(r, "alive_until")?,
+                lease: LeaseSeen::from_row(r)?,
             })
         })
         .collect()

@@ -58,6 +58,7 @@ mod clock;
 pub mod db;
 mod error;
 mod extensions;
+pub mod identity;
 pub mod inspect;
 mod jobs;
 mod lease;

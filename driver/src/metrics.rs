@@ -4,8 +4,10 @@
 //! One [`Metrics`] per worker, fed by the worker loop: every [`Event`] (job outcomes and
 //! their durations), every fetch (its latency and how many jobs it brought), the pool's
 //! gauges (read when the metrics are collected), and the queue depth by task and state,
-//! sampled by one query (`sql/queries/worker/queue_depth.sql`) every
-//! [`WorkerOptions::queue_depth_interval`](crate::WorkerOptions::queue_depth_interval).
+//! sampled with the age of each task's oldest due job by one query
+//! (`sql/queries/worker/queue_depth.sql`) every
+//! [`WorkerOptions::queue_depth_interval`](crate::WorkerOptions::queue_depth_interval), and
+//! whether the worker is up (started, its lease renewed, not stopped).
 //!
 //! Instruments come from the global meter provider (`opentelemetry::global`), so they cost
 //! next to nothing until the application installs one (the `formica` CLI does with
@@ -46,6 +48,7 @@ mod otel {
     use opentelemetry::metrics::{Counter, Histogram, Meter, ObservableGauge};
     use opentelemetry::KeyValue;
     use std::collections::{BTreeMap, HashMap};
+    use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
@@ -63,6 +66,8 @@ mod otel {
 
     /// Latest queue depth by (task, state); a pair seen once stays, at zero when gone.
     type Depths = Arc<Mutex<BTreeMap<(String, &'static str), u64>>>;
+    /// Latest age in seconds of the oldest due job by task; a task seen once stays, at zero.
+    type OldestDue = Arc<Mutex<BTreeMap<String, f64>>>;
 
     /// The attribute sets of one (task, queue), built once: recording a job outcome then
     /// allocates nothing.
@@ -113,8 +118,12 @@ mod otel {
         consumed: Counter<u64>,
         attributes: JobAttributeCache,
         depths: Depths,
+        oldest_due: OldestDue,
+        /// 1 while the worker runs and its lease holds, else 0.
+        up: Arc<AtomicU64>,
         /// Observed when collected; kept so their callbacks live as long as the worker.
         _gauges: Vec<ObservableGauge<u64>>,
+        _age: ObservableGauge<f64>,
         worker: KeyValue,
     }
 
@@ -134,6 +143,11 @@ mod otel {
             };
             let depths = Depths::default();
             let observed = depths.clone();
+            let oldest_due = OldestDue::default();
+            let observed_ages = oldest_due.clone();
+            let up = Arc::new(AtomicU64::new(0));
+            let observed_up =
+                (up.clone(), KeyValue::new("messaging.consumer.group.name", worker_id.to_owned()));
             let (pool_used, pool_idle, pool_waiting) = (pool.clone(), pool.clone(), pool.clone());
             let pool_attrs = |state: &'static str| {
                 [
@@ -142,6 +156,14 @@ mod otel {
                 ]
             };
             let gauges = vec![
+                meter
+                    .u64_observable_gauge("formica.worker.up")
+                    .with_description("1 while the worker runs and its lease holds, else 0")
+                    .with_callback(move |gauge| {
+                        let (up, worker) = &observed_up;
+                        gauge.observe(up.load(Ordering::Relaxed), std::slice::from_ref(worker));
+                    })
+                    .build(),
                 meter
                     .u64_observable_gauge("formica.queue.depth")
                     .with_unit("{job}")
@@ -181,6 +203,19 @@ mod otel {
                     .with_callback(move |gauge| gauge.observe(pool_waiting.status().waiting as u64, &[]))
                     .build(),
             ];
+            let age = meter
+                .f64_observable_gauge("formica.queue.oldest_due_age")
+                .with_unit("s")
+                .with_description(
+                    "How long each task's oldest due job has waited, sampled with the queue depth",
+                )
+                .with_callback(move |gauge| {
+                    let Ok(ages) = observed_ages.lock() else { return };
+                    for (task, age) in ages.iter() {
+                        gauge.observe(*age, &[KeyValue::new("messaging.destination.name", task.clone())]);
+                    }
+                })
+                .build();
             Metrics {
                 completed: jobs("formica.jobs.completed", "Jobs whose task succeeded"),
                 failed: jobs("formica.jobs.failed", "Failed attempts (retried or not)"),
@@ -201,7 +236,10 @@ mod otel {
                 consumed: jobs("messaging.client.consumed.messages", "Jobs fetched (locked) by the worker"),
                 attributes: JobAttributeCache::default(),
                 depths,
+                oldest_due,
+                up,
                 _gauges: gauges,
+                _age: age,
                 worker: KeyValue::new("messaging.consumer.group.name", worker_id.to_owned()),
             }
         }
@@ -236,15 +274,13 @@ mod otel {
                     self.returned.add(1, &attrs.job);
                     self.process_duration.record(seconds(duration), &attrs.aborted);
                 }
-                Event::WorkerStart { .. }
-                | Event::WorkerStop { .. }
-                | Event::JobStart { .. }
+                Event::WorkerStart { .. } | Event::LeaseRenewed => self.up.store(1, Ordering::Relaxed),
+                Event::WorkerStop { .. } | Event::LeaseLapsing => self.up.store(0, Ordering::Relaxed),
+                Event::JobStart { .. }
                 | Event::JobComplete { .. }
                 | Event::FetchStart { .. }
                 | Event::FetchEmpty
                 | Event::JobsGivenBack { .. }
-                | Event::LeaseLapsing
-                | Event::LeaseRenewed
                 | Event::LockSweep { .. }
                 | Event::CronSchedule { .. }
                 | Event::DatabaseError { .. }
@@ -297,12 +333,16 @@ mod otel {
         pub(crate) async fn sample_queue_depth(&self, utils: &WorkerUtils) {
             match queue_depth(utils).await {
                 Ok(rows) => {
-                    let Ok(mut depths) = self.depths.lock() else { return };
+                    let (Ok(mut depths), Ok(mut ages)) = (self.depths.lock(), self.oldest_due.lock()) else {
+                        return;
+                    };
                     depths.values_mut().for_each(|count| *count = 0);
-                    for (task, counts) in rows {
+                    ages.values_mut().for_each(|age| *age = 0.0);
+                    for (task, counts, age) in rows {
                         for (state, count) in STATES.iter().zip(counts) {
                             depths.insert((task.clone(), state), count);
                         }
+                        ages.insert(task, age.unwrap_or(0.0));
                     }
                 }
                 Err(e) => tracing::warn!(error = %e, "cannot sample the queue depth for metrics"),
@@ -310,8 +350,8 @@ mod otel {
         }
     }
 
-    /// Jobs per task, in the order of [`STATES`].
-    async fn queue_depth(utils: &WorkerUtils) -> Result<Vec<(String, [u64; 5])>, Error> {
+    /// Jobs per task, in the order of [`STATES`], and the age of its oldest due job.
+    async fn queue_depth(utils: &WorkerUtils) -> Result<Vec<(String, [u64; 5], Option<f64>)>, Error> {
         let sql = formica_sql::render(formica_sql::worker::QUEUE_DEPTH, utils.schema());
         let client = utils.pool().get().await?;
         let rows = client.query(sql.as_str(), &[]).await?;
@@ -321,7 +361,7 @@ mod otel {
                 for (i, count) in counts.iter_mut().enumerate() {
                     *count = u64::try_from(row.try_get::<_, i64>(i + 1)?).unwrap_or_default();
                 }
-                Ok((row.try_get(0)?, counts))
+                Ok((row.try_get(0)?, counts, row.try_get(STATES.len() + 1)?))
             })
             .collect()
     }

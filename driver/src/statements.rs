@@ -139,11 +139,18 @@ pub fn bind(statement: Statement) -> Bound {
         Statement::ResetLocked { locked_before } => {
             (sql::worker::RESET_LOCKED, vec![param(locked_before, Type::TIMESTAMPTZ)], Answer::Done)
         }
-        Statement::Heartbeat { worker_id, lease } => (
-            sql::worker::HEARTBEAT,
-            vec![param(worker_id, Type::TEXT), param(lease.num_milliseconds(), Type::INT8)],
-            Answer::Done,
-        ),
+        Statement::Heartbeat { worker_id, lease } => {
+            // The process's identity comes from the driver: the core knows only the worker id.
+            let me = crate::identity::process_identity();
+            let params = vec![
+                param(worker_id, Type::TEXT),
+                param(lease.num_milliseconds(), Type::INT8),
+                param(me.host.clone(), Type::TEXT),
+                param(me.pid, Type::INT4),
+                param(me.version.to_owned(), Type::TEXT),
+            ];
+            (sql::worker::HEARTBEAT, params, Answer::Done)
+        }
         Statement::RecoverLapsed { grace } => {
             (sql::worker::RECOVER_LAPSED, vec![param(grace.num_milliseconds(), Type::INT8)], Answer::Done)
         }

@@ -49,11 +49,17 @@ pub fn render(sql: &str, schema: &str) -> String {
 }
 
 /// The migrations of Formica's records schema, in order (its own ledger, ids from 1).
-pub const RECORDS_STEPS: &[Step] =
-    &[Step { id: 1, sql: &[include_str!("../records/000001.sql")] }, Step { id: 2, sql: &[CANCEL_REQUESTS] }];
+pub const RECORDS_STEPS: &[Step] = &[
+    Step { id: 1, sql: &[include_str!("../records/000001.sql")] },
+    Step { id: 2, sql: &[CANCEL_REQUESTS] },
+    Step { id: 3, sql: &[LEASE_IDENTITY] },
+];
 
 /// The records' table of cancel requests for held jobs (records migration 2).
 pub const CANCEL_REQUESTS: &str = include_str!("../records/000002.sql");
+
+/// The leases' host, pid, version, start and last heartbeat (records migration 3).
+pub const LEASE_IDENTITY: &str = include_str!("../records/000003.sql");
 
 /// The newest migration id Formica knows.
 pub const LATEST: i32 = 20;
@@ -215,8 +221,10 @@ pub mod inspect {
     /// Counts per task, queue and state, with the oldest ready job and the failures of the
     /// last hour (uses `:JOB_STATE`).
     pub const COUNTS: &str = include_str!("../queries/inspect/counts.sql");
-    /// Workers holding locks.
+    /// Every worker with a lease (live or lapsed) or holding locks.
     pub const WORKERS: &str = include_str!("../queries/inspect/workers.sql");
+    /// Whether worker `$1`'s lease holds (`/readyz`).
+    pub const LEASE_HOLDS: &str = include_str!("../queries/inspect/lease_holds.sql");
     /// `list_jobs`: `$1` task, `$2` queue, `$3` failed only, `$4` locked only, `$5` limit;
     /// `_private_jobs` columns plus `task_identifier` and `queue_name`.
     pub const LIST_JOBS: &str = include_str!("../queries/inspect/list_jobs.sql");

@@ -29,6 +29,9 @@
 //!   refused too;
 //! - every value is escaped where it is put into HTML ([`pages::esc`]);
 //! - reads never lock rows (see [`formica::inspect`]).
+//!
+//! `/healthz` and `/readyz` (the database answers) are served to anyone, for a
+//! container's probes: they show no data.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -37,6 +40,7 @@ pub mod data;
 mod guard;
 mod html;
 pub mod pages;
+mod probes;
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -157,6 +161,7 @@ fn build(utils: WorkerUtils, options: Options) -> (Router, State) {
         .merge(pages::routes())
         .nest("/api", api::routes())
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard::guard))
+        .merge(probes::routes())
         .with_state(state.clone());
     (router, state)
 }

@@ -327,13 +327,44 @@ async fn workers(Ext(s): Ext<State>) -> Response {
                 let label = "Unlock even if alive (its jobs may run twice)";
                 actions += &button(&s, label, "/api/workers/unlock", &confirm, &[("body", &body.to_string())]);
             }
-            let lease = w.alive_until.as_ref().map_or("no live lease".to_owned(), |at| format!("alive until {}", time(at)));
-            vec![esc(&w.worker_id), w.jobs.to_string(), w.queues.to_string(), time(&w.since), lease, actions]
+            let lease = w.lease.as_ref();
+            let text = |v: Option<String>| v.map_or("-".to_owned(), |v| esc(&v));
+            let state = match lease {
+                None => "no lease".to_owned(),
+                Some(l) if l.lapsed => format!("<b>lapsed</b> at {}", time(&l.expires_at)),
+                Some(l) => format!("alive until {}", time(&l.expires_at)),
+            };
+            vec![
+                esc(&w.worker_id),
+                text(lease.and_then(|l| l.host.clone())),
+                text(lease.and_then(|l| l.pid).map(|p| p.to_string())),
+                lease.map_or("-".to_owned(), |l| time(&l.started_at)),
+                lease.map_or("-".to_owned(), |l| time(&l.heartbeat_at)),
+                state,
+                w.jobs.to_string(),
+                w.queues.to_string(),
+                w.since.as_ref().map_or("-".to_owned(), time),
+                text(lease.and_then(|l| l.version.clone())),
+                actions,
+            ]
         })
         .collect();
+    let headers = [
+        "worker",
+        "host",
+        "pid",
+        "started",
+        "last heartbeat",
+        "lease",
+        "locked jobs",
+        "locked queues",
+        "holding since",
+        "version",
+        "",
+    ];
     let html = format!(
-        "<p>The workers holding jobs or queues now, and the lease of those that renew one (Formica's).</p>{}",
-        table(&["worker", "locked jobs", "locked queues", "since", "lease", ""], &rows)
+        "<p>Every Formica worker by its lease (renewed every few seconds; a lapsed one stopped renewing, and a live worker's next sweep frees what it holds), and every other worker holding jobs or queues.</p>{}",
+        table(&headers, &rows)
     );
     page(&s, "Workers", &html)
 }

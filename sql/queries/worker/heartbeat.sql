@@ -1,4 +1,7 @@
--- Worker $1 is alive for $2 more milliseconds by the database clock (and not suspected).
-insert into :RECORDS.leases as leases (worker_id, expires_at)
-values ($1::text, now() + $2::bigint * interval '1 millisecond')
-on conflict (worker_id) do update set expires_at = excluded.expires_at, suspected_at = null
+-- Worker $1 is alive for $2 more milliseconds by the database clock (and not suspected); it
+-- runs on host $3 as process $4, Formica version $5. started_at stays that of the first
+-- heartbeat of the lease.
+insert into :RECORDS.leases as leases (worker_id, expires_at, host, pid, version, started_at, heartbeat_at)
+values ($1::text, now() + $2::bigint * interval '1 millisecond', $3::text, $4::integer, $5::text, now(), now())
+on conflict (worker_id) do update set expires_at = excluded.expires_at, suspected_at = null,
+  host = excluded.host, pid = excluded.pid, version = excluded.version, heartbeat_at = excluded.heartbeat_at

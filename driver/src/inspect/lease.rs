@@ -1,0 +1,68 @@
+//! A worker's lease as the read model shows it: who and where the worker is, and whether
+//! it is alive; and the readiness probes answer from it.
+
+use crate::rows::ResultRow;
+use crate::utils::WorkerUtils;
+use crate::Error;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use tokio_postgres::types::Type;
+use tokio_postgres::Row;
+
+/// A Formica worker's lease: written by each of its heartbeats, deleted by the sweep that
+/// frees a lapsed worker's jobs.
+#[derive(Debug, Clone, Serialize)]
+pub struct LeaseSeen {
+    /// The host it runs on (`None`: its last heartbeat predates records migration 3).
+    pub host: Option<String>,
+    /// Its process id on that host.
+    pub pid: Option<i32>,
+    /// Its Formica version.
+    pub version: Option<String>,
+    /// Its first heartbeat.
+    pub started_at: DateTime<Utc>,
+    /// Its last heartbeat.
+    pub heartbeat_at: DateTime<Utc>,
+    /// Until when it is alive unless it renews.
+    pub expires_at: DateTime<Utc>,
+    /// It expired: the worker stopped renewing (killed, wedged, cut off, or stopped) and
+    /// the next sweep of a live worker frees what it holds.
+    pub lapsed: bool,
+}
+
+impl LeaseSeen {
+    /// The lease in a row of `sql/queries/inspect/workers.sql` (`None`: the worker has
+    /// none, as graphile-worker's).
+    pub(crate) fn from_row(row: &Row) -> Result<Option<LeaseSeen>, Error> {
+        let Some(expires_at) = row.read(row.column("lease_until")?)? else { return Ok(None) };
+        let get = |name: &str| row.column(name);
+        Ok(Some(LeaseSeen {
+            host: row.read(get("host")?)?,
+            pid: row.read(get("pid")?)?,
+            version: row.read(get("version")?)?,
+            started_at: row.read(get("started_at")?)?,
+            heartbeat_at: row.read(get("heartbeat_at")?)?,
+            expires_at,
+            lapsed: row.read(get("lapsed")?)?,
+        }))
+    }
+}
+
+/// Whether the database answers and, given a worker, that worker's lease holds by the
+/// database clock: what `/readyz` reports. `Err` says why not, in a few words. The caller
+/// bounds the wait (a cut connection can hang).
+pub async fn readiness(utils: &WorkerUtils, worker_id: Option<&str>) -> Result<(), String> {
+    let unreachable = |e: &dyn std::fmt::Display| format!("the database is unreachable: {e}");
+    let client = utils.pool().get().await.map_err(|e| unreachable(&e))?;
+    let Some(worker_id) = worker_id else {
+        return client.simple_query("select 1").await.map(drop).map_err(|e| unreachable(&e));
+    };
+    let sql = formica_sql::render(formica_sql::inspect::LEASE_HOLDS, utils.schema());
+    let rows = client.query_typed(&sql, &[(&worker_id, Type::TEXT)]).await.map_err(|e| unreachable(&e))?;
+    match rows.first().map(|r| r.try_get::<_, bool>(0)) {
+        Some(Ok(true)) => Ok(()),
+        Some(Ok(false)) => Err(format!("the lease of worker {worker_id} lapsed")),
+        Some(Err(e)) => Err(e.to_string()),
+        None => Err(format!("worker {worker_id} holds no lease yet")),
+    }
+}
