@@ -316,10 +316,24 @@ fn tasks_folder(name: &str) -> std::path::PathBuf {
         0o755,
     );
     write("fail.sh", "#!/bin/sh\necho 'first line' >&2\necho 'the disk is on fire' >&2\nexit 3\n", 0o755);
-    write("sleep.sh", "#!/bin/sh\nsleep 1\ntouch \"$(dirname \"$0\")/slept\"\n", 0o755);
+    write(
+        "sleep.sh",
+        "#!/bin/sh\ntouch \"$(dirname \"$0\")/started\"\nsleep 1\ntouch \"$(dirname \"$0\")/slept\"\n",
+        0o755,
+    );
     write("notes.txt", "not executable", 0o644);
     write("bad name.sh", "#!/bin/sh\n", 0o755);
     dir
+}
+
+/// Waits until the task program has begun: a locked job may still wait in the worker's
+/// local queue, and a graceful stop rightly gives those back unstarted.
+async fn wait_for_file(path: &std::path::Path) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !path.exists() {
+        assert!(std::time::Instant::now() < deadline, "{} never appeared", path.display());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 #[tokio::test]
@@ -445,12 +459,7 @@ async fn sigterm_lets_the_running_task_finish_then_exits() {
         .env("RUST_LOG", "warn")
         .spawn()
         .expect("start formica");
-    db.wait_for_count(
-        "select count(*) from graphile_worker.jobs where locked_at is not null",
-        1,
-        std::time::Duration::from_secs(10),
-    )
-    .await;
+    wait_for_file(&dir.join("started")).await;
     let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
     assert!(status.success());
     let exit = child.wait().expect("formica exits");
@@ -476,12 +485,7 @@ async fn ctrl_c_to_the_process_group_stops_the_worker_after_its_programs_finish(
         .process_group(0)
         .spawn()
         .expect("start formica");
-    db.wait_for_count(
-        "select count(*) from graphile_worker.jobs where locked_at is not null",
-        1,
-        Duration::from_secs(10),
-    )
-    .await;
+    wait_for_file(&dir.join("started")).await;
     let group = format!("-{}", child.id());
     let status = Command::new("kill").args(["-s", "INT", "--", &group]).status().unwrap();
     assert!(status.success());
