@@ -843,6 +843,51 @@ fn scrape(addr: &str) -> String {
     body.to_owned()
 }
 
+/// The queue depth query scans the jobs table: a big backlog makes it dear, so a worker
+/// runs it only once something reads the gauges.
+#[cfg(feature = "prometheus")]
+#[tokio::test]
+async fn the_queue_depth_is_sampled_only_once_something_reads_the_metrics() {
+    use std::io::BufRead;
+    let db = TestDb::migrated().await;
+    let scans = || async {
+        // The worker's backends report their counts within about a second.
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        db.count("select seq_scan from pg_stat_user_tables where relid = 'graphile_worker._private_jobs'::regclass")
+            .await
+    };
+    let dir = tasks_folder("depth");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_formica"))
+        .args(["-c", &db.url, "--tasks", dir.to_str().unwrap(), "--log-format", "json"])
+        .args(["--metrics-addr", "127.0.0.1:0"])
+        .args(["--queue-depth-interval", "10"])
+        .env("RUST_LOG", "warn,formica::metrics=info")
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start formica");
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let addr = loop {
+        line.clear();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "formica exited before serving metrics");
+        let log: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        if log["message"] == "serving metrics at /metrics" {
+            break log["address"].as_str().unwrap().to_owned();
+        }
+    };
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    // The start's sweeps scan the table too; after them, nothing while nobody reads.
+    let started = scans().await;
+    let unread = scans().await;
+    assert!(unread - started <= 1, "{} scans of the jobs table with nobody reading", unread - started);
+    scrape(&addr);
+    let read = scans().await;
+    assert!(read - unread >= 20, "only {} scans every 10 ms once the gauges were read", read - unread);
+    let _ = Command::new("kill").arg(child.id().to_string()).status();
+    assert!(child.wait().unwrap().success());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[cfg(feature = "prometheus")]
 #[tokio::test]
 async fn metrics_endpoint_counts_what_happened_and_the_queue_depth_matches_the_database() {

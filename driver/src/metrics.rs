@@ -6,7 +6,9 @@
 //! gauges (read when the metrics are collected), and the queue depth by task and state,
 //! sampled with the age of each task's oldest due job by one query
 //! (`sql/queries/worker/queue_depth.sql`) every
-//! [`WorkerOptions::queue_depth_interval`](crate::WorkerOptions::queue_depth_interval), and
+//! [`WorkerOptions::queue_depth_interval`](crate::WorkerOptions::queue_depth_interval) once
+//! something has collected those gauges (the query scans the jobs table, a cost for a big
+//! backlog that a worker whose metrics nobody reads should not pay), and
 //! whether the worker is up (started, its lease renewed, not stopped).
 //!
 //! Instruments come from the global meter provider (`opentelemetry::global`), so they cost
@@ -36,6 +38,9 @@ impl Metrics {
     pub(crate) fn enabled(&self) -> bool {
         false
     }
+    pub(crate) fn queue_depth_wanted(&self) -> bool {
+        false
+    }
     pub(crate) async fn sample_queue_depth(&self, _: &crate::WorkerUtils) {}
 }
 
@@ -48,7 +53,7 @@ mod otel {
     use opentelemetry::metrics::{Counter, Histogram, Meter, ObservableGauge};
     use opentelemetry::KeyValue;
     use std::collections::{BTreeMap, HashMap};
-    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
@@ -119,6 +124,9 @@ mod otel {
         attributes: JobAttributeCache,
         depths: Depths,
         oldest_due: OldestDue,
+        /// Set once a reader collected the queue gauges: until then sampling them would scan
+        /// the jobs table for nobody (the global meter provider is a no-op by default).
+        depth_wanted: Arc<AtomicBool>,
         /// 1 while the worker runs and its lease holds, else 0.
         up: Arc<AtomicU64>,
         /// Observed when collected; kept so their callbacks live as long as the worker.
@@ -145,6 +153,8 @@ mod otel {
             let observed = depths.clone();
             let oldest_due = OldestDue::default();
             let observed_ages = oldest_due.clone();
+            let depth_wanted = Arc::new(AtomicBool::new(false));
+            let (wanted_depth, wanted_age) = (depth_wanted.clone(), depth_wanted.clone());
             let up = Arc::new(AtomicU64::new(0));
             let observed_up =
                 (up.clone(), KeyValue::new("messaging.consumer.group.name", worker_id.to_owned()));
@@ -169,6 +179,7 @@ mod otel {
                     .with_unit("{job}")
                     .with_description("Jobs by task and state, sampled by one query at an interval")
                     .with_callback(move |gauge| {
+                        wanted_depth.store(true, Ordering::Relaxed);
                         let Ok(depths) = observed.lock() else { return };
                         for ((task, state), count) in depths.iter() {
                             let attrs = [
@@ -210,6 +221,7 @@ mod otel {
                     "How long each task's oldest due job has waited, sampled with the queue depth",
                 )
                 .with_callback(move |gauge| {
+                    wanted_age.store(true, Ordering::Relaxed);
                     let Ok(ages) = observed_ages.lock() else { return };
                     for (task, age) in ages.iter() {
                         gauge.observe(*age, &[KeyValue::new("messaging.destination.name", task.clone())]);
@@ -237,6 +249,7 @@ mod otel {
                 attributes: JobAttributeCache::default(),
                 depths,
                 oldest_due,
+                depth_wanted,
                 up,
                 _gauges: gauges,
                 _age: age,
@@ -247,6 +260,11 @@ mod otel {
         /// Metrics are recorded (the feature is on).
         pub(crate) fn enabled(&self) -> bool {
             true
+        }
+
+        /// Whether a reader has collected the queue gauges, so sampling them is worth a query.
+        pub(crate) fn queue_depth_wanted(&self) -> bool {
+            self.depth_wanted.load(Ordering::Relaxed)
         }
 
         /// Count `event` if it is an outcome.

@@ -252,6 +252,9 @@ fn fetched(result: &QueryResult) -> Option<usize> {
 }
 
 /// With metrics on, sample the queue depth now and at every interval until aborted.
+/// How often a sampler whose gauges nobody has read yet looks again.
+const UNREAD_DEPTH_CHECK: Duration = Duration::from_secs(1);
+
 fn sample_queue_depth(shared: &Arc<Shared>) -> Option<AbortHandle> {
     if !shared.metrics.enabled() {
         return None;
@@ -261,8 +264,14 @@ fn sample_queue_depth(shared: &Arc<Shared>) -> Option<AbortHandle> {
     let spawner = runtime.clone();
     let sampling = async move {
         loop {
-            shared.metrics.sample_queue_depth(&shared.utils).await;
-            runtime.sleep(shared.queue_depth_interval).await;
+            let wait = if shared.metrics.queue_depth_wanted() {
+                shared.metrics.sample_queue_depth(&shared.utils).await;
+                shared.queue_depth_interval
+            } else {
+                // Until a reader collects the gauges; its next collection then has them.
+                shared.queue_depth_interval.min(UNREAD_DEPTH_CHECK)
+            };
+            runtime.sleep(wait).await;
         }
     };
     spawner.spawn(Box::pin(Abortable::new(sampling, registration).map(|_| ())));
