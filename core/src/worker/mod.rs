@@ -41,7 +41,7 @@ pub use self::config::{Config, DEFAULT_LOCAL_QUEUE_SIZE, MIN_POLL_INTERVAL};
 pub use self::fetch::MAX_PREFETCHES;
 pub use self::lease::{HEARTBEAT_INTERVAL, LEASE, RECOVERY_PERIOD, SUSPICION_GRACE};
 pub use self::refetch::RefetchDelay;
-pub use self::sweep::{LOCK_SWEEP_INTERVAL, STALE_LOCK_AGE};
+pub use self::sweep::{FIRST_SWEEP_WITHIN, LOCK_SWEEP_INTERVAL, STALE_LOCK_AGE};
 pub use self::writes::WRITES_GRACE;
 pub use crate::protocol::{
     DbError, Effect, Event, Failure, Fenced, Input, MisuseError, QueryId, QueryResult, Statement,
@@ -127,7 +127,7 @@ impl Worker {
         if !worker.config.run_once {
             worker.link.connect();
             worker.effects.push_back(Effect::ConnectListener);
-            worker.sweeper = Sweeper::start(now, worker.config.lock_sweep_interval);
+            worker.sweeper = Sweeper::start(now, worker.config.lock_sweep_interval, &mut worker.rng);
         }
         worker
     }

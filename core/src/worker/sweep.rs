@@ -1,9 +1,10 @@
 //! [`Sweeper`]: when to free the jobs and queues locked by workers that died.
 //!
 //! graphile-worker's rule: a lock older than [`STALE_LOCK_AGE`] belongs to a dead worker.
-//! Promises: a sweep at start (as graphile-worker's), then every `lock_sweep_interval` plus
-//! up to a quarter (by default 8 to 10 minutes; jittered, so that workers started together
-//! spread theirs), never two at once, none after
+//! Promises: a first sweep within [`FIRST_SWEEP_WITHIN`] of start (or the interval, if
+//! shorter), as graphile-worker's; then every `lock_sweep_interval` plus up to a quarter (by
+//! default 8 to 10 minutes); both jittered, so that workers started together spread their
+//! scans of the jobs table (no index finds locked jobs); never two at once, none after
 //! [`stop`](Sweeper::stop). Workers that heartbeat are recovered from much sooner by
 //! [`super::lease`]; this rule remains for the locks of those that do not (graphile-worker).
 
@@ -13,6 +14,10 @@ use chrono::Duration;
 
 /// Locks older than this belong to dead workers (graphile-worker's "4 hour rule").
 pub const STALE_LOCK_AGE: Duration = Duration::hours(4);
+
+/// The first sweep comes at a random time within this long of a worker's start (graphile-worker's
+/// `rand * min(60000, maxResetLockedInterval)` ms).
+pub const FIRST_SWEEP_WITHIN: Duration = Duration::seconds(60);
 
 /// The default time between two sweeps (`Config::lock_sweep_interval`), before the jitter.
 pub const LOCK_SWEEP_INTERVAL: Duration = Duration::minutes(8);
@@ -26,9 +31,11 @@ pub(crate) struct Sweeper {
 }
 
 impl Sweeper {
-    /// A sweeper whose first sweep is due at `now`, then every `interval` (plus jitter).
-    pub fn start(now: Timestamp, interval: Duration) -> Self {
-        Sweeper { at: Some(now), in_flight: false, interval }
+    /// A sweeper whose first sweep is due within [`FIRST_SWEEP_WITHIN`] (or `interval`) of
+    /// `now`, then every `interval` (plus jitter).
+    pub fn start(now: Timestamp, interval: Duration, rng: &mut SplitMix) -> Self {
+        let within = interval.min(FIRST_SWEEP_WITHIN).num_milliseconds();
+        Sweeper { at: Some(now + Duration::milliseconds(rng.between(0, within))), in_flight: false, interval }
     }
 
     fn delay(&self, rng: &mut SplitMix) -> Duration {

@@ -22,7 +22,7 @@ use formica_core::job::{Job, JobSpec};
 use formica_core::sim::{Db, TaskPlan, World, WorldConfig};
 use formica_core::worker::{
     Config, DbError, Effect, Event, Failure, Input, QueryId, QueryResult, Statement, TaskOutcome, TimerKind,
-    Worker,
+    Worker, FIRST_SWEEP_WITHIN,
 };
 use serde_json::json;
 use std::collections::BTreeSet;
