@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 /// A job a [`drain`] ran, and how its attempt ended.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub struct Drained {
     /// The job.
     pub job_id: i64,

@@ -50,11 +50,14 @@ impl TestSchema {
         &self.utils
     }
 
-    /// Options for a worker on it, on its pool and the pool's runtime: define the handlers,
+    /// Options for a worker on it, on the pool's database and runtime: define the handlers,
     /// then `init` and run it, or give the options to [`super::drain`].
     pub fn worker_options(&self) -> WorkerOptions {
-        let pool = self.utils.pool();
-        WorkerOptions::with_runtime(pool.runtime().clone()).pool(pool.clone()).schema(self.name())
+        let source = self.utils.pool();
+        // A pool of the worker's own: connections it opens from its threads may end with
+        // them, and must not be left to the test's pool.
+        let pool = Pool::new(source.runtime().clone(), source.settings().clone(), source.max_size());
+        WorkerOptions::with_runtime(source.runtime().clone()).pool(pool).schema(self.name())
     }
 
     /// Drop the schema and its records schema.
