@@ -37,8 +37,9 @@
 //! ```
 //!
 //! Logs go through `tracing` (install a subscriber to see them). The guides below are
-//! the repository's `docs/guide/` pages; the others (adding jobs, testing your scheduling,
-//! the dashboard, observability), the guarantees and the architecture are beside them.
+//! the repository's `docs/guide/` pages; the others (adding jobs, testing your application
+//! with the `testing` feature, testing your scheduling, the dashboard, observability), the
+//! guarantees and the architecture are beside them.
 //!
 // One source for each guide: shown on GitHub under docs/guide/ and here, compiled here.
 #![doc = include_str!("docs/running-workers.md")]

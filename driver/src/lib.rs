@@ -49,6 +49,8 @@
 //! - [`rows`]: result rows read into [`Job`]s, for readers with queries of their own.
 //! - with the `sqlx` feature, `sqlx`: adding and managing jobs inside a caller's sqlx
 //!   transaction.
+//! - with the `testing` feature, `testing`: a handler's unit test without a database,
+//!   assertions on what was enqueued, and a schema per test (see `docs/guide/testing.md`).
 //! - with the `metrics` and `traces` features, OpenTelemetry metrics of the worker and a
 //!   span per job run (see `docs/guide/observability.md` in the repository).
 #![forbid(unsafe_code)]
@@ -75,6 +77,8 @@ pub mod sqlx;
 #[doc(hidden)]
 pub mod statements;
 pub mod task;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod tls;
 mod traces;
 pub mod utils;

@@ -126,12 +126,22 @@ impl AbortTrigger {
     }
 }
 
+/// Where a context's database work goes.
+#[derive(Clone)]
+pub(crate) enum Database {
+    /// The worker's pool and schema.
+    Utils(WorkerUtils),
+    /// None: a context of the `testing` module, which records the jobs added through it.
+    #[cfg(feature = "testing")]
+    Recorded(Arc<crate::testing::recorded::Recorder>),
+}
+
 /// What a running task can reach.
 #[derive(Clone)]
 pub struct JobContext {
     pub(crate) job: Arc<Job>,
     pub(crate) worker_id: Arc<str>,
-    pub(crate) utils: WorkerUtils,
+    pub(crate) database: Database,
     pub(crate) abort: AbortSignal,
     pub(crate) span: tracing::Span,
     pub(crate) extensions: Arc<Extensions>,
@@ -150,16 +160,35 @@ impl JobContext {
     /// never takes the connections the pool reserves for short statements, so the worker
     /// and [`JobContext::add_job`] keep working while tasks hold clients (see
     /// [`crate::Pool`]).
+    ///
+    /// A context of the `testing` module has no database: an [`Error::Options`] saying so.
     pub async fn client(&self) -> Result<PooledClient, Error> {
-        self.utils.pool().get_for_task(&format!("job {}", self.job.id)).await
+        match &self.database {
+            Database::Utils(utils) => utils.pool().get_for_task(&format!("job {}", self.job.id)).await,
+            #[cfg(feature = "testing")]
+            Database::Recorded(_) => Err(Error::Options(crate::testing::recorded::NO_DATABASE.into())),
+        }
     }
     /// The worker's utilities (same pool and schema).
+    ///
+    /// # Panics
+    ///
+    /// In a context of the `testing` module, which has no database.
     pub fn utils(&self) -> &WorkerUtils {
-        &self.utils
+        match &self.database {
+            Database::Utils(utils) => utils,
+            #[cfg(feature = "testing")]
+            Database::Recorded(_) => panic!("{}", crate::testing::recorded::NO_DATABASE),
+        }
     }
-    /// Add a job from within this one.
+    /// Add a job from within this one. (In a context of the `testing` module, the job is
+    /// recorded instead: see `formica::testing::TestJob`.)
     pub async fn add_job<T: Task + Serialize>(&self, payload: &T, spec: JobSpec) -> Result<Job, Error> {
-        self.utils.add_job(payload, spec).await
+        match &self.database {
+            Database::Utils(utils) => utils.add_job(payload, spec).await,
+            #[cfg(feature = "testing")]
+            Database::Recorded(recorder) => recorder.add(T::IDENTIFIER, serde_json::to_value(payload)?, spec),
+        }
     }
     /// Fires on forced shutdown.
     pub fn abort_signal(&self) -> &AbortSignal {
@@ -256,37 +285,42 @@ async fn run_typed_batch<T: BatchTaskHandler>(ctx: JobContext, items: Vec<Value>
     batch::outcome(items, merged)
 }
 
+/// `T::run` on the payload decoded as `T` (the worker's handler of a typed task, and what
+/// the `testing` module runs).
+pub(crate) fn typed_handler<T: TaskHandler>() -> Handler {
+    Arc::new(|ctx, payload| {
+        Box::pin(async move {
+            match serde_json::from_value::<T>(payload) {
+                Ok(task) => outcome(task.run(ctx).await),
+                Err(e) => failed(&format!("payload does not match task {:?}: {e}", T::IDENTIFIER)),
+            }
+        })
+    })
+}
+
+/// `T::run_batch` on the payload's items (the worker's handler of a typed batch task).
+pub(crate) fn typed_batch_handler<T: BatchTaskHandler>() -> Handler {
+    Arc::new(|ctx, payload| {
+        Box::pin(async move {
+            match batch_items(payload, T::IDENTIFIER) {
+                Ok(items) => run_typed_batch::<T>(ctx, items).await,
+                Err(outcome) => outcome,
+            }
+        })
+    })
+}
+
 /// The handlers a worker knows, by task identifier.
 #[derive(Clone, Default)]
 pub(crate) struct Handlers(pub(crate) BTreeMap<String, Handler>);
 
 impl Handlers {
     pub(crate) fn define<T: TaskHandler>(&mut self) {
-        self.0.insert(
-            T::IDENTIFIER.to_owned(),
-            Arc::new(|ctx, payload| {
-                Box::pin(async move {
-                    match serde_json::from_value::<T>(payload) {
-                        Ok(task) => outcome(task.run(ctx).await),
-                        Err(e) => failed(&format!("payload does not match task {:?}: {e}", T::IDENTIFIER)),
-                    }
-                })
-            }),
-        );
+        self.0.insert(T::IDENTIFIER.to_owned(), typed_handler::<T>());
     }
 
     pub(crate) fn define_batch<T: BatchTaskHandler>(&mut self) {
-        self.0.insert(
-            T::IDENTIFIER.to_owned(),
-            Arc::new(|ctx, payload| {
-                Box::pin(async move {
-                    match batch_items(payload, T::IDENTIFIER) {
-                        Ok(items) => run_typed_batch::<T>(ctx, items).await,
-                        Err(outcome) => outcome,
-                    }
-                })
-            }),
-        );
+        self.0.insert(T::IDENTIFIER.to_owned(), typed_batch_handler::<T>());
     }
 
     pub(crate) fn define_raw<F, Fut>(&mut self, identifier: &str, run: F)

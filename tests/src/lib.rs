@@ -16,6 +16,12 @@ pub struct ReadmeDoctests;
 #[doc = include_str!("../../docs/guide/adding-jobs.md")]
 pub struct AddingJobsDoctests;
 
+/// `docs/guide/testing.md`'s blocks (see `ReadmeDoctests`; its unit test is
+/// `tests/testing.rs`'s own, which checks the copy).
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/guide/testing.md")]
+pub struct TestingDoctests;
+
 /// `docs/guide/observability.md`'s blocks (see `ReadmeDoctests`).
 #[cfg(doctest)]
 #[doc = include_str!("../../docs/guide/observability.md")]

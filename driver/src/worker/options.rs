@@ -347,6 +347,11 @@ impl<R> WorkerOptions<R> {
         self.queue_depth_interval = every.max(Duration::from_millis(10));
         self
     }
+    /// The handlers defined so far (`testing::drain` keeps only some).
+    #[cfg(feature = "testing")]
+    pub(crate) fn handlers_mut(&mut self) -> &mut Handlers {
+        &mut self.handlers
+    }
     /// Call `hook` for every worker event.
     pub fn on_event(mut self, hook: impl Fn(&Event) + Send + Sync + 'static) -> Self {
         self.hooks.push(Arc::new(hook));

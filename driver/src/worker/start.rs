@@ -1,7 +1,7 @@
 //! Starting a task: its handler, its abort signal, its span, and its panics caught.
 
 use super::shared::Shared;
-use crate::task::{AbortSignal, AbortTrigger, JobContext};
+use crate::task::{AbortSignal, AbortTrigger, Database, JobContext};
 use crate::traces::JobSpan;
 use formica_core::worker::{Input, TaskOutcome};
 use futures::channel::mpsc;
@@ -37,7 +37,7 @@ pub(super) fn start_task(
     let ctx = JobContext {
         job: Arc::new(job),
         worker_id: shared.worker_id.clone(),
-        utils: shared.utils.clone(),
+        database: Database::Utils(shared.utils.clone()),
         abort: signal,
         span: span.clone(),
         extensions: shared.extensions.clone(),
