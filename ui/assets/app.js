@@ -50,10 +50,15 @@ function remembered() {
   }
 }
 
+// Whether a field of `root` holds what a person changed (a select without a `selected`
+// option shows its first).
 function edited(root) {
   const fields = [...root.querySelectorAll("input, textarea")];
-  const options = [...root.querySelectorAll("select option")];
-  return fields.some((f) => f.value !== f.defaultValue) || options.some((o) => o.selected !== o.defaultSelected);
+  const chosen = (select) => Math.max(0, [...select.options].findIndex((o) => o.defaultSelected));
+  return (
+    fields.some((f) => f.value !== f.defaultValue) ||
+    [...root.querySelectorAll("select")].some((s) => s.selectedIndex !== chosen(s))
+  );
 }
 
 function busy(main) {
