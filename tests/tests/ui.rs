@@ -429,6 +429,8 @@ async fn the_cron_page_shows_the_crontab_of_the_running_workers() {
     let page = ui.get("/cron").await.body;
     assert!(page.contains("The crontab of the running workers") && page.contains("nightly_task"), "{page}");
     assert!(page.contains(&id), "the page names the worker running each item");
+    let workers = ui.get("/api/workers").await.json();
+    assert_eq!(workers[0]["lease"]["cron_items"], 2, "{workers}");
 
     // Stopped, the worker renews its lease no more: within the lease, its crontab is gone.
     worker.stop(Duration::from_secs(10)).await;

@@ -344,6 +344,7 @@ async fn workers(Ext(s): Ext<State>) -> Response {
                 w.jobs.to_string(),
                 w.queues.to_string(),
                 w.since.as_ref().map_or("-".to_owned(), time),
+                lease.and_then(|l| l.cron_items).map_or("-".to_owned(), |n| format!(r#"<a href="/cron">{n}</a>"#)),
                 text(lease.and_then(|l| l.version.clone())),
                 actions,
             ]
@@ -359,6 +360,7 @@ async fn workers(Ext(s): Ext<State>) -> Response {
         "locked jobs",
         "locked queues",
         "holding since",
+        "cron items",
         "version",
         "",
     ];
