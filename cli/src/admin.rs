@@ -82,7 +82,7 @@ pub struct UiArgs {
     /// Only look: refuse every action.
     #[arg(long)]
     read_only: bool,
-    /// Crontab file, for the cron page's next runs (default: ./crontab if present).
+    /// Crontab file for the cron page while no running worker records one (default: ./crontab if present).
     #[arg(long)]
     crontab: Option<std::path::PathBuf>,
 }

@@ -148,14 +148,14 @@ async fn a_database_at_records_migration_2_gets_the_lease_columns() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(ids, vec![1, 2, 3]);
+    assert_eq!(ids, vec![1, 2, 3, 4]);
     let old = status(&db);
     assert_eq!(old.len(), 1);
     assert_eq!(old[0]["worker"], Value::from("old"));
     assert_eq!(old[0]["lease"]["host"], Value::Null, "unknown until it renews");
     assert_eq!(old[0]["lease"]["lapsed"], Value::from(false));
     db.utils().migrate().await.unwrap();
-    assert_eq!(db.count("select count(*) from formica_graphile_worker.migrations").await, 3, "once");
+    assert_eq!(db.count("select count(*) from formica_graphile_worker.migrations").await, 4, "once");
 }
 
 /// `GET path` on `addr`: the status code and the body.

@@ -15,23 +15,26 @@
 //! ([`decode_rows`]) and give such a row apart, as an [`Undecodable`] naming the job and
 //! the column.
 
+mod cron;
 mod lease;
+mod query;
 
 use crate::jobs::{JobFilter, Query, Session};
 use crate::params::param;
 pub use crate::rows::Decoded;
-use crate::rows::{decode_rows, row_error, ResultRow};
+use crate::rows::{decode_rows, row_error};
 use crate::utils::WorkerUtils;
 use crate::Error;
 use chrono::{DateTime, Utc};
-use formica_core::cron::Crontab;
+pub use cron::{cron, CronItems, CronRow, CrontabSource, NEXT_RUNS};
 use formica_core::job::Job;
 pub use formica_core::protocol::Undecodable;
 use formica_sql as sql;
 pub use lease::{readiness, LeaseSeen};
+use query::{get, read};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
-use tokio_postgres::types::{FromSql, Timestamp, ToSql, Type};
+use tokio_postgres::types::{Timestamp, ToSql, Type};
 use tokio_postgres::Row;
 
 /// The jobs `filter` picks, oldest first, on any [`Session`]: a pooled client for
@@ -72,26 +75,6 @@ pub fn undecodable_json(row: &Undecodable) -> serde_json::Value {
 
 fn serialize_undecodable<S: serde::Serializer>(rows: &[Undecodable], to: S) -> Result<S::Ok, S::Error> {
     to.collect_seq(rows.iter().map(undecodable_json))
-}
-
-/// How many next runs [`cron`] gives for each item of the crontab.
-pub const NEXT_RUNS: usize = 3;
-
-/// The column `name` of `row`; an error names the column.
-fn get<'a, T: FromSql<'a>>(row: &'a Row, name: &str) -> Result<T, Error> {
-    row.read(row.column(name)?)
-}
-
-/// Run the read-only statement `template` (rendered for the schema, `:JOB_STATE` filled in)
-/// with `params` and their types.
-async fn read(
-    utils: &WorkerUtils,
-    template: &str,
-    params: &[(&(dyn ToSql + Sync), Type)],
-) -> Result<Vec<Row>, Error> {
-    let text = sql::render(&sql::with_job_state(template), utils.schema());
-    let client = utils.pool().get().await?;
-    Ok(client.query_typed(&text, params).await?)
 }
 
 fn zero_states() -> BTreeMap<String, i64> {
@@ -441,56 +424,6 @@ pub async fn workers(utils: &WorkerUtils) -> Result<Vec<WorkerSeen>, Error> {
             })
         })
         .collect()
-}
-
-/// A cron item: from a crontab, and from the database's record.
-#[derive(Debug, Clone, Serialize)]
-pub struct CronRow {
-    /// Its identifier.
-    pub identifier: String,
-    /// Its crontab line in canonical form, if the crontab was given.
-    pub spec: Option<String>,
-    /// Its task, if known.
-    pub task: Option<String>,
-    /// When a worker first registered it.
-    pub known_since: Option<DateTime<Utc>>,
-    /// The slot it last ran for.
-    pub last_execution: Option<DateTime<Utc>>,
-    /// Its next [`NEXT_RUNS`] runs, if the crontab was given.
-    pub next_runs: Vec<DateTime<Utc>>,
-}
-
-/// Cron items: those of `crontab` in its order, then those only the database knows.
-pub async fn cron(utils: &WorkerUtils, crontab: Option<&Crontab>) -> Result<Vec<CronRow>, Error> {
-    let rows = read(utils, sql::inspect::CRONTABS, &[]).await?;
-    let mut known: BTreeMap<String, (DateTime<Utc>, Option<DateTime<Utc>>)> = BTreeMap::new();
-    for r in &rows {
-        known.insert(get(r, "identifier")?, (get(r, "known_since")?, get(r, "last_execution")?));
-    }
-    let now = Utc::now();
-    let mut out = Vec::new();
-    for item in crontab.map(Crontab::items).unwrap_or_default() {
-        let record = known.remove(item.identifier());
-        out.push(CronRow {
-            identifier: item.identifier().to_owned(),
-            spec: Some(item.to_string()),
-            task: Some(item.task().to_owned()),
-            known_since: record.map(|r| r.0),
-            last_execution: record.and_then(|r| r.1),
-            next_runs: std::iter::successors(item.next_after(now), |&at| item.next_after(at))
-                .take(NEXT_RUNS)
-                .collect(),
-        });
-    }
-    out.extend(known.into_iter().map(|(identifier, (since, last))| CronRow {
-        identifier,
-        spec: None,
-        task: None,
-        known_since: Some(since),
-        last_execution: last,
-        next_runs: Vec::new(),
-    }));
-    Ok(out)
 }
 
 #[cfg(test)]

@@ -3,6 +3,10 @@
 //! so nothing a task does (block its thread, every thread, or compute for an hour) costs
 //! the worker its lease. It reads when the loop last turned from the shared [`Clock`], and
 //! hands every heartbeat's result to the loop as an input.
+//!
+//! Beside each heartbeat it records the worker's crontab on the lease row (when it differs),
+//! so that whoever reads the leases (the dashboard's Cron page) sees what the live workers
+//! run; a heartbeat that made the row anew (after a sweep) gets it back at once.
 
 use crate::clock::Clock;
 use crate::db::connect_watched;
@@ -11,12 +15,14 @@ use crate::log::log_event;
 use crate::runtime::Runtime;
 use crate::settings::ConnectionSettings;
 use crate::statements::{bind, is_retryable};
+use formica_core::cron::CronItem;
 use formica_core::lease::{Keeper, KeeperEffect, KeeperInput, LEASE};
 use formica_core::worker::{DbError, Input, QueryId, Statement};
 use futures::channel::mpsc;
 use futures::future::{self, BoxFuture, Either};
 use futures::stream::{FuturesUnordered, StreamExt};
 use std::sync::{Arc, Mutex, PoisonError};
+use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Client;
 
 /// What the keeper needs besides its machine.
@@ -28,6 +34,8 @@ pub(crate) struct LeaseKeeping {
     pub schema: String,
     pub worker_id: Arc<str>,
     pub watchdog: chrono::Duration,
+    /// The worker's crontab in canonical text (see [`crontab_text`]), if it runs one.
+    pub crontab: Option<Arc<str>>,
     /// The loop's inputs.
     pub inputs: mpsc::UnboundedSender<Input>,
 }
@@ -35,7 +43,7 @@ pub(crate) struct LeaseKeeping {
 /// Keep the lease until the loop's inputs close (or this future is dropped: the loop
 /// ended).
 pub(crate) async fn keep_lease(keeping: LeaseKeeping) {
-    let LeaseKeeping { runtime, clock, settings, schema, worker_id, watchdog, inputs } = keeping;
+    let LeaseKeeping { runtime, clock, settings, schema, worker_id, watchdog, crontab, inputs } = keeping;
     let mut keeper = Keeper::new(&*worker_id, watchdog, clock.now());
     // The connection between heartbeats; a second heartbeat while one hangs opens another.
     let idle: Arc<Mutex<Option<Client>>> = Arc::default();
@@ -45,8 +53,14 @@ pub(crate) async fn keep_lease(keeping: LeaseKeeping) {
         while let Some(effect) = keeper.poll_effect() {
             match effect {
                 KeeperEffect::Heartbeat { id, statement } => {
-                    let beat =
-                        heartbeat(runtime.clone(), settings.clone(), schema.clone(), idle.clone(), statement);
+                    let on = Connection {
+                        runtime: runtime.clone(),
+                        settings: settings.clone(),
+                        schema: schema.clone(),
+                        idle: idle.clone(),
+                    };
+                    let crontab = crontab.clone().map(|text| (worker_id.clone(), text));
+                    let beat = heartbeat(on, statement, crontab);
                     beats.push(Box::pin(async move { (id, beat.await.map_err(db_error)) }));
                 }
                 KeeperEffect::Report { sent, result } => {
@@ -77,17 +91,32 @@ pub(crate) async fn keep_lease(keeping: LeaseKeeping) {
     }
 }
 
-/// Run `statement` on the keeper's connection (opening one if none is idle), within the
-/// lease: an answer later than that renews nothing the next heartbeat would not.
-async fn heartbeat(
+/// The crontab of `items` as recorded on the lease: one canonical line an item (`None`: no
+/// crontab).
+pub(crate) fn crontab_text(items: &[CronItem]) -> Option<Arc<str>> {
+    (!items.is_empty()).then(|| items.iter().map(|item| format!("{item}\n")).collect::<String>().into())
+}
+
+/// The keeper's connection: the one idle between heartbeats, or a new one.
+struct Connection {
     runtime: Arc<dyn Runtime>,
     settings: ConnectionSettings,
     schema: String,
     idle: Arc<Mutex<Option<Client>>>,
+}
+
+/// Run `statement` on the keeper's connection (opening one if none is idle), within the
+/// lease: an answer later than that renews nothing the next heartbeat would not. The
+/// worker's `crontab` is recorded in the same round trip, after it; failing to record it
+/// is logged and costs the lease nothing.
+async fn heartbeat(
+    on: Connection,
     statement: Statement,
+    crontab: Option<(Arc<str>, Arc<str>)>,
 ) -> Result<(), Error> {
+    let Connection { runtime, settings, schema, idle } = on;
     let timeout = runtime.sleep(LEASE.to_std().unwrap_or_default());
-    let beat = async {
+    let beat = async move {
         let open = idle.lock().unwrap_or_else(PoisonError::into_inner).take().filter(|c| !c.is_closed());
         let client = match open {
             Some(client) => client,
@@ -95,7 +124,27 @@ async fn heartbeat(
         };
         let bound = bind(statement);
         let sql = formica_sql::render(bound.template, &schema);
-        client.query_typed(&sql, &bound.typed()).await?;
+        let params = bound.typed();
+        let beat = client.query_typed(&sql, &params);
+        match &crontab {
+            // Pipelined: the update is sent behind the heartbeat, which may insert the row.
+            Some((worker_id, text)) => {
+                let sql = formica_sql::render(formica_sql::worker::RECORD_CRONTAB, &schema);
+                let (id, text): (&str, &str) = (worker_id, text);
+                let params: [(&(dyn ToSql + Sync), Type); 2] = [(&id, Type::TEXT), (&text, Type::TEXT)];
+                let (beat, recorded) = future::join(beat, client.query_typed(&sql, &params)).await;
+                if let Err(e) = recorded {
+                    tracing::warn!(
+                        worker_id = &**worker_id,
+                        "cannot record the worker's crontab on its lease: {e}"
+                    );
+                }
+                beat?;
+            }
+            None => {
+                beat.await?;
+            }
+        }
         idle.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert(client);
         Ok(())
     };

@@ -53,6 +53,7 @@ pub const RECORDS_STEPS: &[Step] = &[
     Step { id: 1, sql: &[include_str!("../records/000001.sql")] },
     Step { id: 2, sql: &[CANCEL_REQUESTS] },
     Step { id: 3, sql: &[LEASE_IDENTITY] },
+    Step { id: 4, sql: &[LEASE_CRONTAB] },
 ];
 
 /// The records' table of cancel requests for held jobs (records migration 2).
@@ -60,6 +61,9 @@ pub const CANCEL_REQUESTS: &str = include_str!("../records/000002.sql");
 
 /// The leases' host, pid, version, start and last heartbeat (records migration 3).
 pub const LEASE_IDENTITY: &str = include_str!("../records/000003.sql");
+
+/// The crontab each worker runs, on its lease (records migration 4).
+pub const LEASE_CRONTAB: &str = include_str!("../records/000004.sql");
 
 /// The newest migration id Formica knows.
 pub const LATEST: i32 = 20;
@@ -181,6 +185,8 @@ pub mod worker {
     pub const RESET_LOCKED: &str = include_str!("../queries/worker/reset_locked.sql");
     /// `$1` worker, `$2` lease in milliseconds: the worker is alive that long.
     pub const HEARTBEAT: &str = include_str!("../queries/worker/heartbeat.sql");
+    /// `$1` worker runs the crontab `$2` (canonical text): recorded on its lease.
+    pub const RECORD_CRONTAB: &str = include_str!("../queries/worker/record_crontab.sql");
     /// `$1` grace in milliseconds: frees the locks of workers suspected dead for longer, and
     /// settles the cancel requests of jobs no worker holds.
     pub const RECOVER_LAPSED: &str = include_str!("../queries/worker/recover_lapsed.sql");
@@ -225,6 +231,8 @@ pub mod inspect {
     pub const WORKERS: &str = include_str!("../queries/inspect/workers.sql");
     /// Whether worker `$1`'s lease holds (`/readyz`).
     pub const LEASE_HOLDS: &str = include_str!("../queries/inspect/lease_holds.sql");
+    /// The crontab of each live worker that runs one.
+    pub const LIVE_CRONTABS: &str = include_str!("../queries/inspect/live_crontabs.sql");
     /// `list_jobs`: `$1` task, `$2` queue, `$3` failed only, `$4` locked only, `$5` limit;
     /// `_private_jobs` columns plus `task_identifier` and `queue_name`.
     pub const LIST_JOBS: &str = include_str!("../queries/inspect/list_jobs.sql");

@@ -8,9 +8,10 @@
 use chrono::{Duration as ChronoDuration, Utc};
 use formica::{JobSpec, WorkerUtils};
 use formica_tests::dashboard::Dashboard;
-use formica_tests::TestDb;
+use formica_tests::{Running, TestDb};
 use formica_ui::Options;
 use serde_json::{json, Value};
+use std::time::{Duration, Instant};
 
 /// A database with one job in each state, and the ids by state.
 struct Fixture {
@@ -353,7 +354,9 @@ async fn queues_workers_and_cron_are_listed() {
         (workers[0]["worker_id"].as_str(), workers[0]["jobs"].as_i64(), workers[0]["queues"].as_i64()),
         (Some("worker-a"), Some(1), Some(1))
     );
-    let cron = ui.get("/api/cron").await.json();
+    let answer = ui.get("/api/cron").await.json();
+    assert_eq!(answer["source"], "given", "no worker runs a crontab: the one given is shown");
+    let cron = &answer["items"];
     let names: Vec<&str> =
         cron.as_array().unwrap().iter().map(|c| c["identifier"].as_str().unwrap()).collect();
     assert_eq!(names, ["nightly", "poll", "gone"]);
@@ -365,6 +368,93 @@ async fn queues_workers_and_cron_are_listed() {
         assert_eq!(page.status, 200, "{path}");
     }
     assert!(ui.get("/workers").await.body.contains("worker-a"));
+}
+
+/// The Cron page of a dashboard given no crontab, as an operator reads it: `(source, the
+/// identifiers listed with the workers running each)`.
+async fn cron_seen(ui: &Dashboard) -> (Value, Vec<(String, Value)>) {
+    let answer = ui.get("/api/cron").await.json();
+    let items = answer["items"].as_array().expect("items").iter();
+    let items = items.map(|c| (c["identifier"].as_str().unwrap().to_owned(), c["workers"].clone())).collect();
+    (answer["source"].clone(), items)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cron_page_shows_the_crontab_of_the_running_workers() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    db.client()
+        .await
+        .execute(
+            "insert into graphile_worker._private_known_crontabs (identifier, known_since, last_execution) values ('nightly', now(), now() - interval '1 day'), ('retired', now(), null)",
+            &[],
+        )
+        .await
+        .unwrap();
+    // As the README runs it: the worker is given the crontab, the dashboard is not.
+    let ui = Dashboard::start(utils.clone(), Options::default()).await;
+    let (source, items) = cron_seen(&ui).await;
+    assert_eq!(source, "none");
+    assert_eq!(items, [("nightly".to_owned(), json!([])), ("retired".to_owned(), json!([]))]);
+    assert!(ui.get("/cron").await.body.contains("No running worker has a crontab"));
+
+    let options = db
+        .worker_options()
+        .define_raw_job("nightly_task", |_, _| async { Ok(()) })
+        .define_raw_job("poll", |_, _| async { Ok(()) })
+        .with_cron("0 3 * * * nightly_task ?id=nightly\n*/5 * * * * poll ?max=3\n");
+    let worker = Running::listening(&db.runtime, options).await;
+    let id = worker.worker_id().to_owned();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (source, items) = loop {
+        let seen = cron_seen(&ui).await;
+        if seen.0 == "workers" || Instant::now() > deadline {
+            break seen;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(source, "workers", "the worker's crontab is found without --crontab");
+    assert_eq!(
+        items,
+        [
+            ("nightly".to_owned(), json!([id])),
+            ("poll".to_owned(), json!([id])),
+            ("retired".to_owned(), json!([]))
+        ]
+    );
+    let answer = ui.get("/api/cron").await.json();
+    assert_eq!(answer["items"][1]["spec"], "*/5 * * * * poll ?max=3");
+    assert!(answer["items"][0]["last_execution"].is_string(), "the record of the item is joined");
+    assert_eq!(answer["items"][1]["next_runs"].as_array().map(Vec::len), Some(3));
+    let page = ui.get("/cron").await.body;
+    assert!(page.contains("The crontab of the running workers") && page.contains("nightly_task"), "{page}");
+    assert!(page.contains(&id), "the page names the worker running each item");
+    let workers = ui.get("/api/workers").await.json();
+    assert_eq!(workers[0]["lease"]["cron_items"], 2, "{workers}");
+
+    // Stopped, the worker renews its lease no more: within the lease, its crontab is gone.
+    worker.stop(Duration::from_secs(10)).await;
+    let lease = formica::LEASE.to_std().unwrap();
+    let deadline = Instant::now() + lease + Duration::from_secs(3);
+    let (source, items) = loop {
+        let seen = cron_seen(&ui).await;
+        if seen.0 != "workers" || Instant::now() > deadline {
+            break seen;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(source, "none", "a stopped worker's crontab is not shown");
+    // The items stay listed as the database knows them (the worker registered poll).
+    assert_eq!(
+        items.iter().map(|(name, _)| name.as_str()).collect::<Vec<_>>(),
+        ["nightly", "poll", "retired"]
+    );
+    let answer = ui.get("/api/cron").await.json();
+    assert!(answer["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["spec"].is_null() && c["workers"] == json!([])));
 }
 
 #[tokio::test]

@@ -4,7 +4,7 @@
 //!
 //! It loads the overview, filters to failed jobs, opens one, reads its whole error,
 //! presses "Run now", confirms, and sees the job run; a payload and an error holding
-//! markup stay text. It saves screenshots of the overview and of the job page to
+//! markup stay text. With auto-refresh ticked, a new job appears without a page load. It saves screenshots of the overview and of the job page to
 //! `target/ui-screenshots/`.
 
 use chrono::{Duration as ChronoDuration, Utc};
@@ -196,4 +196,82 @@ async fn operate_a_failed_job_in_a_browser() {
         let size = std::fs::metadata(dir.join(name)).unwrap().len();
         assert!(size > 1000, "{name} is a picture ({size} bytes)");
     }
+}
+
+/// Polls `script` (a JavaScript expression) until it is true, within `within`.
+async fn wait_for(browser: &Client, script: &str, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        let done = browser.execute(&format!("return Boolean({script})"), vec![]).await.unwrap();
+        if done == json!(true) {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_refresh_shows_new_jobs_without_a_page_load() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    utils.add_raw_job("first_task", json!({}), JobSpec::default()).await.unwrap();
+    // Read-only: looking is all it does, and refreshing is looking.
+    let options = formica_ui::Options { read_only: true, ..Default::default() };
+    let ui = Dashboard::start(utils.clone(), options).await;
+    let driver = Driver::start().await;
+    let browser = driver.browser().await;
+    let main_has = |task: &str| format!("document.querySelector('main').textContent.includes('{task}')");
+
+    browser.goto(&ui.url("/jobs")).await.unwrap();
+    let toggle = browser.find(Locator::Css("#auto-refresh")).await.unwrap();
+    assert_eq!(toggle.prop("checked").await.unwrap().as_deref(), Some("false"), "off until asked");
+    toggle.click().await.unwrap();
+    browser.execute("window.__marker = 1", vec![]).await.unwrap();
+    utils.add_raw_job("second_task", json!({}), JobSpec::default()).await.unwrap();
+    assert!(wait_for(&browser, &main_has("second_task"), Duration::from_secs(10)).await, "refreshed");
+    let marker = browser.execute("return window.__marker", vec![]).await.unwrap();
+    assert_eq!(marker, json!(1), "the page was not loaded again");
+    assert_eq!(browser.find_all(Locator::Css("main")).await.unwrap().len(), 1);
+
+    // While a filter field has focus, the page waits: a person's typing is never lost.
+    browser.find(Locator::Css("input[name=task]")).await.unwrap().click().await.unwrap();
+    utils.add_raw_job("third_task", json!({}), JobSpec::default()).await.unwrap();
+    assert!(!wait_for(&browser, &main_has("third_task"), Duration::from_secs(5)).await, "waited");
+    let focused = browser.execute("return document.activeElement.name", vec![]).await.unwrap();
+    assert_eq!(focused, json!("task"), "the field keeps its focus");
+    browser.execute("document.activeElement.blur()", vec![]).await.unwrap();
+    assert!(wait_for(&browser, &main_has("third_task"), Duration::from_secs(10)).await, "then refreshed");
+    assert_eq!(browser.execute("return window.__marker", vec![]).await.unwrap(), json!(1));
+
+    // The choice is remembered on the next page, which refreshes too.
+    browser.goto(&ui.url("/")).await.unwrap();
+    let toggle = browser.find(Locator::Css("#auto-refresh")).await.unwrap();
+    assert_eq!(toggle.prop("checked").await.unwrap().as_deref(), Some("true"), "remembered");
+    browser.execute("window.__marker = 2", vec![]).await.unwrap();
+    utils.add_raw_job("fourth_task", json!({}), JobSpec::default()).await.unwrap();
+    assert!(
+        wait_for(
+            &browser,
+            "document.getElementById('total-ready').textContent === '4'",
+            Duration::from_secs(10)
+        )
+        .await
+    );
+    assert_eq!(browser.execute("return window.__marker", vec![]).await.unwrap(), json!(2));
+
+    // Off, the page stays as it was.
+    browser.find(Locator::Css("#auto-refresh")).await.unwrap().click().await.unwrap();
+    utils.add_raw_job("fifth_task", json!({}), JobSpec::default()).await.unwrap();
+    assert!(
+        !wait_for(
+            &browser,
+            "document.getElementById('total-ready').textContent === '5'",
+            Duration::from_secs(5)
+        )
+        .await
+    );
+    browser.close().await.unwrap();
 }

@@ -58,7 +58,8 @@ pub struct Options {
     pub read_only: bool,
     /// Every request must carry this token.
     pub token: Option<String>,
-    /// The crontab the workers run, for the cron page's next runs.
+    /// The crontab to show on the cron page while no live worker records one on its lease
+    /// (Formica's workers record theirs).
     pub crontab: Option<Crontab>,
 }
 

@@ -1,7 +1,7 @@
 //! The HTML pages, rendered on the server from the same data as the API (built of
 //! `html`'s pieces: every value from the database or the request goes through [`esc`] on
-//! its way into the HTML); the pages' script (`assets/app.js`) only asks for confirmation
-//! and calls the API's actions.
+//! its way into the HTML); the pages' script (`assets/app.js`) asks for confirmation and
+//! calls the API's actions, and refreshes a page's `<main>` in place when asked to.
 
 use crate::data::{self, JobQuery};
 pub use crate::html::esc;
@@ -15,7 +15,7 @@ use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use chrono::Utc;
-use formica::inspect::{self, JobRow};
+use formica::inspect::{self, CrontabSource, JobRow};
 use formica::sql::JOB_STATES;
 use std::fmt::Write;
 
@@ -344,6 +344,7 @@ async fn workers(Ext(s): Ext<State>) -> Response {
                 w.jobs.to_string(),
                 w.queues.to_string(),
                 w.since.as_ref().map_or("-".to_owned(), time),
+                lease.and_then(|l| l.cron_items).map_or("-".to_owned(), |n| format!(r#"<a href="/cron">{n}</a>"#)),
                 text(lease.and_then(|l| l.version.clone())),
                 actions,
             ]
@@ -359,6 +360,7 @@ async fn workers(Ext(s): Ext<State>) -> Response {
         "locked jobs",
         "locked queues",
         "holding since",
+        "cron items",
         "version",
         "",
     ];
@@ -370,22 +372,44 @@ async fn workers(Ext(s): Ext<State>) -> Response {
 }
 
 async fn cron(Ext(s): Ext<State>) -> Response {
-    let items = match inspect::cron(&s.utils, s.options.crontab.as_ref()).await {
-        Ok(i) => i,
+    let cron = match inspect::cron(&s.utils, s.options.crontab.as_ref()).await {
+        Ok(c) => c,
         Err(e) => return error_page(&s, e),
     };
-    let rows: Vec<Vec<String>> = items
+    let (source, elsewhere) = match cron.source {
+        CrontabSource::Workers => {
+            ("The crontab of the running workers, as each records it beside its lease.", "(in no running worker's crontab)")
+        }
+        CrontabSource::Given => (
+            "No running worker has a crontab: this is the crontab given to the dashboard (--crontab).",
+            "(not in the crontab given to the dashboard)",
+        ),
+        CrontabSource::None => (
+            "No running worker has a crontab, and the dashboard was given none (--crontab): only the items the database has seen are listed.",
+            "(in no crontab)",
+        ),
+    };
+    let rows: Vec<Vec<String>> = cron
+        .items
         .iter()
         .map(|c| {
             vec![
                 esc(&c.identifier),
-                esc(c.spec.as_deref().unwrap_or("(not in the crontab given to the dashboard)")),
+                esc(c.spec.as_deref().unwrap_or(elsewhere)),
+                esc(&c.workers.join(", ")),
                 opt_time(&c.last_execution),
                 c.next_runs.iter().map(time).collect::<Vec<_>>().join("<br>"),
             ]
         })
         .collect();
-    page(&s, "Cron", &table(&["identifier", "item", "last execution", "next runs"], &rows))
+    let headers = ["identifier", "item", "run by", "last execution", "next runs"];
+    let html = format!(
+        r#"<p id="cron-source">{}</p>{}{}"#,
+        esc(source),
+        unreadable(&cron.unreadable),
+        table(&headers, &rows)
+    );
+    page(&s, "Cron", &html)
 }
 
 #[cfg(test)]

@@ -28,6 +28,9 @@ pub struct LeaseSeen {
     /// It expired: the worker stopped renewing (killed, wedged, cut off, or stopped) and
     /// the next sweep of a live worker frees what it holds.
     pub lapsed: bool,
+    /// How many items its crontab has (`None`: it records none, running no crontab or
+    /// predating records migration 4); the items are on the Cron page.
+    pub cron_items: Option<usize>,
 }
 
 impl LeaseSeen {
@@ -44,6 +47,7 @@ impl LeaseSeen {
             heartbeat_at: row.read(get("heartbeat_at")?)?,
             expires_at,
             lapsed: row.read(get("lapsed")?)?,
+            cron_items: row.read::<Option<String>>(get("crontab")?)?.map(|text| text.lines().count()),
         }))
     }
 }

@@ -6,7 +6,7 @@ use super::threads::{spawn_abortable, Stop, Threads};
 use super::turning::Turning;
 use crate::clock::Clock;
 use crate::error::Error;
-use crate::lease::{keep_lease, LeaseKeeping};
+use crate::lease::{crontab_text, keep_lease, LeaseKeeping};
 use crate::utils::WorkerUtils;
 use formica_core::worker::{self as machine, Input};
 use futures::channel::mpsc;
@@ -96,6 +96,7 @@ impl Worker {
             schema: shared.utils.schema().to_owned(),
             worker_id: shared.worker_id.clone(),
             watchdog: config.watchdog,
+            crontab: crontab_text(&config.crontab),
             inputs: inputs.clone(),
         };
         let keeper = spawn_abortable(threads.lease.as_ref(), keep_lease(keeping));

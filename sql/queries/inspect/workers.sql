@@ -1,7 +1,7 @@
 -- Every worker with a lease (live, or lapsed and not yet swept) and every worker holding
 -- locks (graphile-worker's have no lease): its id, the jobs and queues it holds and since
 -- when, its host, process, version, when its lease began and was last renewed, until when
--- it runs, and whether it lapsed (by the database clock).
+-- it runs, whether it lapsed (by the database clock), and the crontab it runs.
 with locks as (
   select locked_by, count(*) filter (where is_job) as jobs, count(*) filter (where not is_job) as queues,
     min(locked_at) as since
@@ -14,7 +14,7 @@ with locks as (
 )
 select coalesce(leases.worker_id, locks.locked_by) as worker_id,
   coalesce(locks.jobs, 0) as jobs, coalesce(locks.queues, 0) as queues, locks.since,
-  leases.host, leases.pid, leases.version, leases.started_at, leases.heartbeat_at,
+  leases.host, leases.pid, leases.version, leases.started_at, leases.heartbeat_at, leases.crontab,
   leases.expires_at as lease_until, leases.expires_at <= now() as lapsed,
   case when leases.expires_at > now() then leases.expires_at end as alive_until
 from :RECORDS.leases as leases
