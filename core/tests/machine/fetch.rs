@@ -301,6 +301,7 @@ fn the_sim_database_takes_one_job_per_named_queue_per_fetch() {
         worker_id: "w".into(),
         task_identifiers: vec!["t".into()],
         forbidden_flags: vec![],
+        accepted_flags: vec![],
         limit: 10,
         now: None,
     }) {

@@ -1,0 +1,161 @@
+//! Middleware: what the application puts around every job's run and before every job it
+//! adds, for the concerns that cut across tasks (a tenant's connection, a metrics label,
+//! skipping the work of a disabled account, a field every job must carry).
+//!
+//! Run layers ([`WorkerOptions::around_run`](crate::WorkerOptions::around_run)) nest: the
+//! first given is the outermost. Each gets the job's [`JobContext`] and [`Next`], the rest
+//! of the chain down to the task. It may change the context (an extension for this run
+//! only, [`JobContext::with_extension`]) or the payload ([`Next::payload_mut`]), run the
+//! rest with [`Next::run`] and turn its outcome into another, or return without running
+//! it. [`TaskOutcome::Skipped`] is how a layer skips a job: the job is completed, as
+//! after a success, and the worker reports [`Event::JobSkipped`](crate::Event::JobSkipped)
+//! with the reason (logged at INFO), so a skipped job is never lost silently. Completing
+//! rather than failing it: a skip is the application's decision that the work is moot, not
+//! an error to retry or alert on; a layer that wants a failure returns
+//! [`TaskOutcome::Err`]. A layer's panic fails the attempt as a task's does.
+//!
+//! Add layers ([`WorkerUtils::before_add`](crate::WorkerUtils::before_add), also given to
+//! a worker's utilities with
+//! [`WorkerOptions::before_add`](crate::WorkerOptions::before_add)) see each job, in the
+//! order given, before it is stored: they may fill or check its fields and refuse it with a
+//! reason, which fails the add with [`Error::Refused`] and stores nothing (for a batch of
+//! jobs: none of the batch). They apply to what [`WorkerUtils`](crate::WorkerUtils) adds,
+//! including from within a job ([`JobContext::add_job`]); not to jobs added by SQL, by
+//! graphile-worker, by cron, or through `SqlxUtils`.
+//!
+//! With no layer given, nothing here runs: a job's run is its handler's call, as without
+//! middleware (one test of an empty list, no allocation, no dynamic call), and an add is
+//! stored as given.
+
+use crate::error::Error;
+use crate::task::{Handler, JobContext};
+use formica_core::job::RawJob;
+pub use formica_core::worker::TaskOutcome;
+use futures::future::{BoxFuture, Either, FutureExt};
+use serde_json::Value;
+use std::borrow::Cow;
+use std::future::Future;
+use std::sync::Arc;
+
+/// A run layer, erased.
+type RunLayer = Arc<dyn Fn(JobContext, Next) -> BoxFuture<'static, TaskOutcome> + Send + Sync>;
+
+/// An add layer: fill or check the job's fields, or refuse it with a reason.
+type AddLayer = Arc<dyn Fn(&mut RawJob) -> Result<(), String> + Send + Sync>;
+
+/// The run layers of a worker, outermost first.
+#[derive(Clone)]
+pub(crate) struct RunLayers(Arc<[RunLayer]>);
+
+impl Default for RunLayers {
+    fn default() -> Self {
+        RunLayers(Vec::new().into())
+    }
+}
+
+impl RunLayers {
+    /// These layers, then `layer` inside them.
+    pub(crate) fn with<F, Fut>(&self, layer: F) -> Self
+    where
+        F: Fn(JobContext, Next) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = TaskOutcome> + Send + 'static,
+    {
+        let layer: RunLayer = Arc::new(move |ctx, next| layer(ctx, next).boxed());
+        RunLayers(self.0.iter().cloned().chain([layer]).collect())
+    }
+
+    /// Run the job of `ctx` through the layers down to `handler` (`None`: a task this
+    /// worker has no handler for). Without layers, the handler's call alone.
+    pub(crate) fn run(
+        &self,
+        handler: Option<Handler>,
+        ctx: JobContext,
+        payload: Value,
+    ) -> impl Future<Output = TaskOutcome> + Send + 'static {
+        match self.0.is_empty() {
+            true => Either::Left(call(handler, ctx, payload)),
+            false => Either::Right(Next { layers: self.0.clone(), depth: 0, handler, payload }.run(ctx)),
+        }
+    }
+}
+
+/// The rest of the chain a run layer wraps: the layers inside it, then the task.
+pub struct Next {
+    layers: Arc<[RunLayer]>,
+    /// The next layer to call (past the last: the task).
+    depth: usize,
+    handler: Option<Handler>,
+    payload: Value,
+}
+
+impl Next {
+    /// The payload the task will be given.
+    pub fn payload(&self) -> &Value {
+        &self.payload
+    }
+
+    /// The payload the task will be given, to change (what the job stores is not changed:
+    /// a retry starts from the stored payload again).
+    pub fn payload_mut(&mut self) -> &mut Value {
+        &mut self.payload
+    }
+
+    /// Run the inner layers and the task with `ctx`, and return how it ended.
+    pub async fn run(self, ctx: JobContext) -> TaskOutcome {
+        match self.layers.get(self.depth).cloned() {
+            Some(layer) => layer(ctx, Next { depth: self.depth + 1, ..self }).await,
+            None => call(self.handler, ctx, self.payload).await,
+        }
+    }
+}
+
+/// The task itself.
+async fn call(handler: Option<Handler>, ctx: JobContext, payload: Value) -> TaskOutcome {
+    match handler {
+        Some(handler) => handler(ctx, payload).await,
+        None => TaskOutcome::Err(format!(
+            "Unsupported task {:?}: this worker has no handler for it",
+            ctx.job().task_identifier
+        )),
+    }
+}
+
+/// The add layers of a [`WorkerUtils`](crate::WorkerUtils), in order.
+#[derive(Clone)]
+pub(crate) struct AddLayers(Arc<[AddLayer]>);
+
+impl Default for AddLayers {
+    fn default() -> Self {
+        AddLayers(Vec::new().into())
+    }
+}
+
+impl AddLayers {
+    /// These layers, then `layer`.
+    pub(crate) fn with<F>(&self, layer: F) -> Self
+    where
+        F: Fn(&mut RawJob) -> Result<(), String> + Send + Sync + 'static,
+    {
+        AddLayers(self.0.iter().cloned().chain([Arc::new(layer) as AddLayer]).collect())
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// `job` as the layers leave it, or the first refusal.
+    pub(crate) fn apply(&self, mut job: RawJob) -> Result<RawJob, Error> {
+        for layer in self.0.iter() {
+            layer(&mut job).map_err(|reason| Error::Refused { task: job.identifier.clone(), reason })?;
+        }
+        Ok(job)
+    }
+
+    /// `jobs` as the layers leave them (as they are, without layers), or the first refusal.
+    pub(crate) fn apply_all<'a>(&self, jobs: &'a [RawJob]) -> Result<Cow<'a, [RawJob]>, Error> {
+        if self.is_empty() {
+            return Ok(Cow::Borrowed(jobs));
+        }
+        jobs.iter().map(|job| self.apply(job.clone())).collect::<Result<Vec<_>, _>>().map(Cow::Owned)
+    }
+}
