@@ -305,9 +305,8 @@ impl<R> WorkerOptions<R> {
         self.flags_fn = Some(Arc::new(move || f().boxed()));
         self
     }
-    /// Run only jobs carrying at least one of these flags (an allowlist; none given: any
-    /// job). A job without flags is then left to other workers, as is one that also carries
-    /// a forbidden flag. Formica's counterpart of graphile_worker_rs's accepted flags.
+    /// Run only jobs carrying at least one of these flags (none given: any job). A job
+    /// without flags is then left to other workers, as is one with a forbidden flag.
     pub fn accepted_flags<I: IntoIterator<Item = S>, S: Into<String>>(mut self, flags: I) -> Self {
         self.config.accepted_flags = flags.into_iter().map(Into::into).collect();
         self
@@ -316,15 +315,6 @@ impl<R> WorkerOptions<R> {
     /// [`crate::middleware`]): it gets the job's context and the rest of the chain, and
     /// returns how the job ended, after running the rest with [`Next::run`] or without
     /// (`TaskOutcome::Skipped(reason)` completes the job unrun and reports it).
-    ///
-    /// ```ignore
-    /// .around_run(|ctx, next| async move {
-    ///     if disabled(ctx.job()) {
-    ///         return TaskOutcome::Skipped("account disabled".into());
-    ///     }
-    ///     next.run(ctx).await
-    /// })
-    /// ```
     pub fn around_run<F, Fut>(mut self, layer: F) -> Self
     where
         F: Fn(JobContext, Next) -> Fut + Send + Sync + 'static,

@@ -27,21 +27,18 @@
 //! middleware (one test of an empty list, no allocation, no dynamic call), and an add is
 //! stored as given.
 
-use crate::error::Error;
 use crate::task::{Handler, JobContext};
-use formica_core::job::RawJob;
 pub use formica_core::worker::TaskOutcome;
 use futures::future::{BoxFuture, Either, FutureExt};
 use serde_json::Value;
-use std::borrow::Cow;
 use std::future::Future;
 use std::sync::Arc;
 
+mod add;
+pub(crate) use self::add::AddLayers;
+
 /// A run layer, erased.
 type RunLayer = Arc<dyn Fn(JobContext, Next) -> BoxFuture<'static, TaskOutcome> + Send + Sync>;
-
-/// An add layer: fill or check the job's fields, or refuse it with a reason.
-type AddLayer = Arc<dyn Fn(&mut RawJob) -> Result<(), String> + Send + Sync>;
 
 /// The run layers of a worker, outermost first.
 #[derive(Clone)]
@@ -117,45 +114,5 @@ async fn call(handler: Option<Handler>, ctx: JobContext, payload: Value) -> Task
             "Unsupported task {:?}: this worker has no handler for it",
             ctx.job().task_identifier
         )),
-    }
-}
-
-/// The add layers of a [`WorkerUtils`](crate::WorkerUtils), in order.
-#[derive(Clone)]
-pub(crate) struct AddLayers(Arc<[AddLayer]>);
-
-impl Default for AddLayers {
-    fn default() -> Self {
-        AddLayers(Vec::new().into())
-    }
-}
-
-impl AddLayers {
-    /// These layers, then `layer`.
-    pub(crate) fn with<F>(&self, layer: F) -> Self
-    where
-        F: Fn(&mut RawJob) -> Result<(), String> + Send + Sync + 'static,
-    {
-        AddLayers(self.0.iter().cloned().chain([Arc::new(layer) as AddLayer]).collect())
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// `job` as the layers leave it, or the first refusal.
-    pub(crate) fn apply(&self, mut job: RawJob) -> Result<RawJob, Error> {
-        for layer in self.0.iter() {
-            layer(&mut job).map_err(|reason| Error::Refused { task: job.identifier.clone(), reason })?;
-        }
-        Ok(job)
-    }
-
-    /// `jobs` as the layers leave them (as they are, without layers), or the first refusal.
-    pub(crate) fn apply_all<'a>(&self, jobs: &'a [RawJob]) -> Result<Cow<'a, [RawJob]>, Error> {
-        if self.is_empty() {
-            return Ok(Cow::Borrowed(jobs));
-        }
-        jobs.iter().map(|job| self.apply(job.clone())).collect::<Result<Vec<_>, _>>().map(Cow::Owned)
     }
 }
