@@ -20,7 +20,8 @@ async fn a_worker_started_with_flag_lists_runs_only_the_jobs_they_admit() {
     std::fs::set_permissions(&task, std::fs::Permissions::from_mode(0o755)).unwrap();
     let utils = db.utils();
     let mut left = Vec::new();
-    for (flags, runs) in [(&["gpu"][..], true), (&["eu"], true), (&["gpu", "slow"], false), (&["cpu"], false), (&[], false)]
+    for (flags, runs) in
+        [(&["gpu"][..], true), (&["eu"], true), (&["gpu", "slow"], false), (&["cpu"], false), (&[], false)]
     {
         let spec = JobSpec::builder().flags(flags.iter().copied()).build();
         let job = utils.add_raw_job("t", serde_json::json!({}), spec).await.unwrap();

@@ -11,7 +11,12 @@ use std::time::Duration;
 type Log = Arc<Mutex<Vec<i64>>>;
 
 /// Runs every due job of task `t` with these flag lists, once; returns the `n` of each job run.
-async fn run_once_with(rt: &Arc<dyn Runtime>, db: &TestDb, accepted: &[&str], forbidden: &[&str]) -> Vec<i64> {
+async fn run_once_with(
+    rt: &Arc<dyn Runtime>,
+    db: &TestDb,
+    accepted: &[&str],
+    forbidden: &[&str],
+) -> Vec<i64> {
     let ran: Log = Default::default();
     let log = ran.clone();
     let worker = db
@@ -48,7 +53,11 @@ async fn a_worker_with_accepted_flags_runs_only_jobs_carrying_one(rt: Arc<dyn Ru
     ] {
         utils.add_raw_job("t", json!({ "n": n }), spec).await.unwrap();
     }
-    assert_eq!(run_once_with(&rt, &db, &["gpu", "eu"], &["slow"]).await, [0, 1, 5], "one accepted, none forbidden");
+    assert_eq!(
+        run_once_with(&rt, &db, &["gpu", "eu"], &["slow"]).await,
+        [0, 1, 5],
+        "one accepted, none forbidden"
+    );
     assert_eq!(run_once_with(&rt, &db, &["gpu"], &[]).await, [2], "of those left, the one with gpu");
     assert_eq!(run_once_with(&rt, &db, &[], &[]).await, [3, 4], "no allowlist: the rest, flagless included");
 }

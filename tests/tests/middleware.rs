@@ -77,7 +77,8 @@ async fn run_layers_nest_in_order_and_change_the_context_and_the_payload(rt: Arc
 async fn a_layer_skips_a_job_which_is_completed_unrun_and_reported(rt: Arc<dyn Runtime>) {
     let db = TestDb::migrated_on(rt.clone()).await;
     let utils = db.utils();
-    let skipped = utils.add_raw_job("t", json!({"n": 1, "disabled": true}), JobSpec::default()).await.unwrap();
+    let skipped =
+        utils.add_raw_job("t", json!({"n": 1, "disabled": true}), JobSpec::default()).await.unwrap();
     utils.add_raw_job("t", json!({"n": 2}), JobSpec::default()).await.unwrap();
     let (ran, events): (Log, Arc<Mutex<Vec<Event>>>) = Default::default();
     let (ran_by_task, seen) = (ran.clone(), events.clone());
@@ -194,8 +195,11 @@ async fn add_layers_fill_and_check_fields_and_refuse_jobs(rt: Arc<dyn Runtime>) 
     let flags: Value = db
         .client()
         .await
-        .query_one("select flags from graphile_worker._private_jobs where task_id = \
-                    (select id from graphile_worker._private_tasks where identifier = 'child')", &[])
+        .query_one(
+            "select flags from graphile_worker._private_jobs where task_id = \
+                    (select id from graphile_worker._private_tasks where identifier = 'child')",
+            &[],
+        )
         .await
         .unwrap()
         .get(0);

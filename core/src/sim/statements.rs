@@ -105,7 +105,14 @@ impl Db {
                 }
                 QueryResult::Done
             }
-            Statement::GetJobs { worker_id, task_identifiers, forbidden_flags, accepted_flags, limit, now } => {
+            Statement::GetJobs {
+                worker_id,
+                task_identifiers,
+                forbidden_flags,
+                accepted_flags,
+                limit,
+                now,
+            } => {
                 let flags = Flags { forbidden: forbidden_flags, accepted: accepted_flags };
                 QueryResult::jobs(self.get_jobs(worker_id, task_identifiers, flags, *limit, *now))
             }
