@@ -121,15 +121,19 @@ async fn a_layer_skips_a_job_which_is_completed_unrun_and_reported(rt: Arc<dyn R
     assert_eq!(events.len(), 2, "one success, one skip, not both for the skipped job: {events:?}");
 }
 
-async fn a_layer_turns_an_outcome_into_another(rt: Arc<dyn Runtime>) {
+async fn a_layer_turns_an_outcome_into_another_and_its_panic_fails_the_attempt(rt: Arc<dyn Runtime>) {
     let db = TestDb::migrated_on(rt.clone()).await;
     let utils = db.utils();
     utils.add_raw_job("gone", json!({}), JobSpec::default()).await.unwrap();
     let checked = utils.add_raw_job("checked", json!({}), JobSpec::default()).await.unwrap();
+    let panicky = utils.add_raw_job("panicky", json!({}), JobSpec::default()).await.unwrap();
     let options = db
         .worker_options()
         .around_run(|ctx, next| async move {
             let task = ctx.job().task_identifier.clone();
+            if task == "panicky" {
+                panic!("the layer broke");
+            }
             match (task.as_str(), next.run(ctx).await) {
                 // The resource is gone for good: nothing left to do.
                 ("gone", TaskOutcome::Err(e)) if e.contains("404") => TaskOutcome::Ok,
@@ -138,15 +142,22 @@ async fn a_layer_turns_an_outcome_into_another(rt: Arc<dyn Runtime>) {
             }
         })
         .define_raw_job("gone", |_, _| async { TaskResult::Err("HTTP 404".into()) })
-        .define_raw_job("checked", |_, _| async { TaskResult::Ok(()) });
+        .define_raw_job("checked", |_, _| async { TaskResult::Ok(()) })
+        .define_raw_job("panicky", |_, _| async { TaskResult::Ok(()) });
     run_once(&rt, options).await;
     let client = db.client().await;
-    let rows = client.query("select id, attempts, last_error from graphile_worker.jobs", &[]).await.unwrap();
+    let rows = client
+        .query("select id, attempts, last_error from graphile_worker.jobs order by id", &[])
+        .await
+        .unwrap();
     let left: Vec<(i64, i16, Option<String>)> = rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect();
     assert_eq!(
         left,
-        [(checked.id, 1, Some("the post-check failed".to_owned()))],
-        "the 404 became a success (completed), the success a failure"
+        [
+            (checked.id, 1, Some("the post-check failed".to_owned())),
+            (panicky.id, 1, Some("task panicked: the layer broke".to_owned()))
+        ],
+        "the 404 became a success (completed), the success a failure; the layer's panic failed its attempt"
     );
 }
 
@@ -209,6 +220,6 @@ async fn add_layers_fill_and_check_fields_and_refuse_jobs(rt: Arc<dyn Runtime>) 
 on_both_runtimes!(
     run_layers_nest_in_order_and_change_the_context_and_the_payload,
     a_layer_skips_a_job_which_is_completed_unrun_and_reported,
-    a_layer_turns_an_outcome_into_another,
+    a_layer_turns_an_outcome_into_another_and_its_panic_fails_the_attempt,
     add_layers_fill_and_check_fields_and_refuse_jobs,
 );
