@@ -23,13 +23,14 @@
 //! including from within a job ([`JobContext::add_job`]); not to jobs added by SQL, by
 //! graphile-worker, by cron, or through `SqlxUtils`.
 //!
-//! With no layer given, nothing here runs: a job's run is its handler's call, as without
-//! middleware (one test of an empty list, no allocation, no dynamic call), and an add is
-//! stored as given.
+//! With no layer given, nothing here runs: the run layers are wrapped around each handler
+//! once, when the worker is built, so without them a job's run is its handler's call
+//! exactly as without middleware (no test, no allocation, no dynamic call per job); and an
+//! add is stored as given (one test of an empty list).
 
-use crate::task::{Handler, JobContext};
+use crate::task::{Handler, Handlers, JobContext};
 pub use formica_core::worker::TaskOutcome;
-use futures::future::{BoxFuture, Either, FutureExt};
+use futures::future::{BoxFuture, FutureExt};
 use serde_json::Value;
 use std::future::Future;
 use std::sync::Arc;
@@ -61,17 +62,17 @@ impl RunLayers {
         RunLayers(self.0.iter().cloned().chain([layer]).collect())
     }
 
-    /// Run the job of `ctx` through the layers down to `handler` (`None`: a task this
-    /// worker has no handler for). Without layers, the handler's call alone.
-    pub(crate) fn run(
-        &self,
-        handler: Option<Handler>,
-        ctx: JobContext,
-        payload: Value,
-    ) -> impl Future<Output = TaskOutcome> + Send + 'static {
-        match self.0.is_empty() {
-            true => Either::Left(call(handler, ctx, payload)),
-            false => Either::Right(Next { layers: self.0.clone(), depth: 0, handler, payload }.run(ctx)),
+    /// Put every handler inside the layers, once, when the worker is built: with none, the
+    /// handlers stay as they are, so a job's run costs what it costs without middleware.
+    pub(crate) fn wrap(&self, handlers: &mut Handlers) {
+        if self.0.is_empty() {
+            return;
+        }
+        for handler in handlers.0.values_mut() {
+            let (layers, task) = (self.0.clone(), handler.clone());
+            *handler = Arc::new(move |ctx, payload| {
+                Next { layers: layers.clone(), depth: 0, task: task.clone(), payload }.run(ctx).boxed()
+            });
         }
     }
 }
@@ -81,7 +82,7 @@ pub struct Next {
     layers: Arc<[RunLayer]>,
     /// The next layer to call (past the last: the task).
     depth: usize,
-    handler: Option<Handler>,
+    task: Handler,
     payload: Value,
 }
 
@@ -101,18 +102,7 @@ impl Next {
     pub async fn run(self, ctx: JobContext) -> TaskOutcome {
         match self.layers.get(self.depth).cloned() {
             Some(layer) => layer(ctx, Next { depth: self.depth + 1, ..self }).await,
-            None => call(self.handler, ctx, self.payload).await,
+            None => (self.task)(ctx, self.payload).await,
         }
-    }
-}
-
-/// The task itself.
-async fn call(handler: Option<Handler>, ctx: JobContext, payload: Value) -> TaskOutcome {
-    match handler {
-        Some(handler) => handler(ctx, payload).await,
-        None => TaskOutcome::Err(format!(
-            "Unsupported task {:?}: this worker has no handler for it",
-            ctx.job().task_identifier
-        )),
     }
 }

@@ -439,6 +439,7 @@ impl<R> WorkerOptions<R> {
         let mut config = self.config;
         config.crontab = crontab.into_items();
         config.task_identifiers = self.handlers.0.keys().cloned().collect();
+        self.run_layers.wrap(&mut self.handlers);
         config.latest_migration = formica_sql::LATEST;
         let (inputs, receiver) = mpsc::unbounded();
         let metrics = Metrics::new(utils.pool(), &config.worker_id);
@@ -452,7 +453,6 @@ impl<R> WorkerOptions<R> {
                 },
                 utils,
                 handlers: self.handlers,
-                run_layers: self.run_layers,
                 extensions: Arc::new(self.extensions),
                 hooks: self.hooks,
                 metrics,

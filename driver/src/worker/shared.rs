@@ -3,7 +3,6 @@
 use crate::extensions::Extensions;
 use crate::log::Hook;
 use crate::metrics::Metrics;
-use crate::middleware::RunLayers;
 use crate::statements::Executor;
 use crate::task::Handlers;
 use crate::utils::WorkerUtils;
@@ -15,7 +14,6 @@ pub(super) struct Shared {
     pub(super) utils: WorkerUtils,
     pub(super) executor: Executor,
     pub(super) handlers: Handlers,
-    pub(super) run_layers: RunLayers,
     pub(super) extensions: Arc<Extensions>,
     pub(super) hooks: Vec<Hook>,
     pub(super) metrics: Metrics,

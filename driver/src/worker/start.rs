@@ -1,5 +1,4 @@
-//! Starting a task: its handler within its run layers, its abort signal, its span, and its
-//! panics caught.
+//! Starting a task: its handler, its abort signal, its span, and its panics caught.
 
 use super::shared::Shared;
 use crate::task::{AbortSignal, AbortTrigger, JobContext};
@@ -43,7 +42,15 @@ pub(super) fn start_task(
         span: span.clone(),
         extensions: shared.extensions.clone(),
     };
-    let work = shared.run_layers.run(handler, ctx, payload);
+    let work = async move {
+        match handler {
+            Some(handler) => handler(ctx, payload).await,
+            None => TaskOutcome::Err(format!(
+                "Unsupported task {:?}: this worker has no handler for it",
+                ctx.job.task_identifier
+            )),
+        }
+    };
     let task = async move {
         let outcome = match AssertUnwindSafe(Abortable::new(work, registration)).catch_unwind().await {
             Ok(Ok(outcome)) => outcome,
