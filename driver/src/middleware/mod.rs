@@ -18,8 +18,8 @@
 //! a worker's utilities with
 //! [`WorkerOptions::before_add`](crate::WorkerOptions::before_add)) see each job, in the
 //! order given, before it is stored: they may fill or check its fields and refuse it with a
-//! reason, which fails the add with [`Error::Refused`] and stores nothing (for a batch of
-//! jobs: none of the batch). They apply to what [`WorkerUtils`](crate::WorkerUtils) adds,
+//! reason, which fails the add with [`Error::Refused`](crate::Error::Refused) and stores
+//! nothing (for a batch of jobs: none of the batch). They apply to what [`WorkerUtils`](crate::WorkerUtils) adds,
 //! including from within a job ([`JobContext::add_job`]); not to jobs added by SQL, by
 //! graphile-worker, by cron, or through `SqlxUtils`.
 //!
