@@ -98,7 +98,10 @@ impl Next {
         &mut self.payload
     }
 
-    /// Run the inner layers and the task with `ctx`, and return how it ended.
+    /// Run the inner layers and the task with `ctx`, and return how it ended: `Ok`, `Err`,
+    /// `ItemsFailed` (a batch task), `Panicked` or `Skipped` (by an inner layer). `Aborted`
+    /// and `Unstoppable` are the worker's own, given when it aborts the whole run: a layer
+    /// never gets them here and has no reason to return them.
     pub async fn run(self, ctx: JobContext) -> TaskOutcome {
         match self.layers.get(self.depth).cloned() {
             Some(layer) => layer(ctx, Next { depth: self.depth + 1, ..self }).await,
