@@ -10,15 +10,10 @@ use std::sync::Arc;
 /// An add layer: fill or check the job's fields, or refuse it with a reason.
 type AddLayer = Arc<dyn Fn(&mut RawJob) -> Result<(), String> + Send + Sync>;
 
-/// The add layers of a [`WorkerUtils`](crate::WorkerUtils), in order.
-#[derive(Clone)]
-pub(crate) struct AddLayers(Arc<[AddLayer]>);
-
-impl Default for AddLayers {
-    fn default() -> Self {
-        AddLayers(Vec::new().into())
-    }
-}
+/// The add layers of a [`WorkerUtils`](crate::WorkerUtils), in order; `None` without any,
+/// so cloning the utilities (once per job run) costs nothing more than without middleware.
+#[derive(Clone, Default)]
+pub(crate) struct AddLayers(Option<Arc<[AddLayer]>>);
 
 impl AddLayers {
     /// These layers, then `layer`.
@@ -26,16 +21,21 @@ impl AddLayers {
     where
         F: Fn(&mut RawJob) -> Result<(), String> + Send + Sync + 'static,
     {
-        AddLayers(self.0.iter().cloned().chain([Arc::new(layer) as AddLayer]).collect())
+        let layer: AddLayer = Arc::new(layer);
+        AddLayers(Some(self.layers().iter().cloned().chain([layer]).collect()))
+    }
+
+    fn layers(&self) -> &[AddLayer] {
+        self.0.as_deref().unwrap_or_default()
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.0.is_none()
     }
 
     /// `job` as the layers leave it, or the first refusal.
     pub(crate) fn apply(&self, mut job: RawJob) -> Result<RawJob, Error> {
-        for layer in self.0.iter() {
+        for layer in self.layers() {
             layer(&mut job).map_err(|reason| Error::Refused { task: job.identifier.clone(), reason })?;
         }
         Ok(job)
