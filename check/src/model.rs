@@ -326,7 +326,14 @@ impl Model {
                 }
                 (QueryResult::Done, vec![])
             }
-            Statement::GetJobs { worker_id, task_identifiers, forbidden_flags, limit, now } => {
+            Statement::GetJobs {
+                worker_id,
+                task_identifiers,
+                forbidden_flags,
+                accepted_flags,
+                limit,
+                now,
+            } => {
                 let now = now.unwrap_or(db_now);
                 let mut candidates: Vec<&Row> = self
                     .rows
@@ -339,6 +346,9 @@ impl Model {
                             .is_none_or(|q| self.queues.get(q).is_some_and(|l| l.0.is_none()))
                     })
                     .filter(|r| forbidden_flags.iter().all(|f| !r.flags.contains(f)))
+                    .filter(|r| {
+                        accepted_flags.is_empty() || accepted_flags.iter().any(|f| r.flags.contains(f))
+                    })
                     .collect();
                 candidates.sort_by_key(|r| (r.priority, r.run_at, r.id));
                 let mut seen_queues = BTreeSet::new();

@@ -182,6 +182,8 @@ pub enum Action {
         tasks: Vec<String>,
         /// Its forbidden flags.
         forbidden: Vec<String>,
+        /// Its accepted flags (none: any).
+        accepted: Vec<String>,
         /// At most this many jobs.
         limit: usize,
         /// The worker's own clock, this many seconds from the database's (`use_local_time`).

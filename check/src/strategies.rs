@@ -54,6 +54,7 @@ pub fn op() -> impl Strategy<Value = Op> {
     let outcomes = || {
         prop_oneof![
             Just(TaskOutcome::Ok),
+            Just(TaskOutcome::Skipped("manual skip".into())),
             Just(TaskOutcome::Err("manual error".into())),
             Just(TaskOutcome::Panicked("task panicked: manual".into())),
             Just(TaskOutcome::Aborted),
@@ -105,13 +106,14 @@ pub fn worker_config(index: usize) -> impl Strategy<Value = Config> {
         any::<bool>(),
         prop_oneof![4 => Just(TASKS.to_vec()), 2 => prop::sample::subsequence(TASKS.to_vec(), 1..=3), 1 => Just(vec![])],
         prop::sample::subsequence(vec!["x", "y"], 0..=2),
+        prop_oneof![3 => Just(vec![]), 1 => prop::sample::subsequence(vec!["x", "y"], 1..=2)],
         500..3000i64,
         prop::bool::weighted(0.1),
         any::<u64>(),
         prop_oneof![Just(None), (1..=60i64).prop_map(Some)],
     )
         .prop_map(
-            move |(concurrency, local, complete_ms, fail_ms, local_time, tasks, flags, poll_ms, once, seed, ttl)| {
+            move |(concurrency, local, complete_ms, fail_ms, local_time, tasks, flags, accepted, poll_ms, once, seed, ttl)| {
                 Config {
                     worker_id: format!("w{index}"),
                     task_identifiers: tasks.into_iter().map(str::to_owned).collect(),
@@ -126,6 +128,7 @@ pub fn worker_config(index: usize) -> impl Strategy<Value = Config> {
                     fail_batch_delay: Duration::milliseconds(fail_ms),
                     graceful_shutdown_timeout: Duration::seconds(3),
                     forbidden_flags: flags.into_iter().map(str::to_owned).collect(),
+                    accepted_flags: accepted.into_iter().map(str::to_owned).collect(),
                     use_local_time: local_time,
                     run_once: once,
                     max_listener_backoff: Duration::seconds(10),

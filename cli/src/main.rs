@@ -163,6 +163,12 @@ struct RunArgs {
     /// Send statements unprepared (for pgBouncer in transaction mode).
     #[arg(long)]
     no_prepared_statements: bool,
+    /// Run only jobs carrying one of these comma-separated flags (default: any job).
+    #[arg(long, value_delimiter = ',', value_name = "FLAGS")]
+    accepted_flags: Vec<String>,
+    /// Leave jobs carrying any of these comma-separated flags to other workers.
+    #[arg(long, value_delimiter = ',', value_name = "FLAGS")]
+    forbidden_flags: Vec<String>,
     /// Clean the database, then exit without running jobs (as graphile-worker):
     /// comma-separated GC_JOB_QUEUES, GC_TASK_IDENTIFIERS (keeps the identifiers of the
     /// tasks folder's programs), DELETE_PERMAFAILED_JOBS.
@@ -239,6 +245,8 @@ async fn run_worker(url: &str, schema: &str, run: RunArgs, found: exec::Discover
         .concurrency(run.jobs)
         .poll_interval(Duration::from_millis(run.poll_interval))
         .prepared_statements(!run.no_prepared_statements)
+        .accepted_flags(run.accepted_flags)
+        .forbidden_flags(run.forbidden_flags)
         .local_queue_size(run.local_queue_size)
         .complete_job_batch_delay(Duration::from_millis(run.complete_batch_delay))
         .fail_job_batch_delay(Duration::from_millis(run.fail_batch_delay))

@@ -63,6 +63,14 @@ pub enum Error {
     /// function's check and its update. Adding again is safe.
     #[error("job with key {0:?} was not added: the job holding that key was locked meanwhile; add it again")]
     NotAdded(Option<String>),
+    /// An add layer ([`crate::WorkerUtils::before_add`]) refused the job: nothing was stored.
+    #[error("job of task {task:?} refused before it was added: {reason}")]
+    Refused {
+        /// The job's task.
+        task: String,
+        /// The layer's reason.
+        reason: String,
+    },
     /// `run_once` stopped because looking for jobs failed in a way retrying cannot fix.
     #[error("the worker stopped: {statement} failed and retrying cannot help: {error}")]
     GaveUp {

@@ -10,15 +10,17 @@
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
+use std::sync::Arc;
 
-/// Values by type.
-#[derive(Default)]
-pub(crate) struct Extensions(HashMap<TypeId, Box<dyn Any + Send + Sync>>);
+/// Values by type. Shared, so a run layer adding one for a job copies the map, not the
+/// values.
+#[derive(Default, Clone)]
+pub(crate) struct Extensions(HashMap<TypeId, Arc<dyn Any + Send + Sync>>);
 
 impl Extensions {
     /// Keep `value` for its type, replacing an earlier value of that type.
     pub(crate) fn insert<T: Send + Sync + 'static>(&mut self, value: T) {
-        self.0.insert(TypeId::of::<T>(), Box::new(value));
+        self.0.insert(TypeId::of::<T>(), Arc::new(value));
     }
 
     /// The value of type `T`.

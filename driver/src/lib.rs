@@ -46,6 +46,7 @@
 //! - [`task`]: [`TaskHandler`], [`BatchTaskHandler`] and what a running task can reach
 //!   (application state through [`JobContext::extension`]).
 //! - [`worker`]: [`WorkerOptions`] and [`Worker`], the loop that runs jobs.
+//! - [`middleware`]: layers around every job's run and before every job added.
 //! - [`rows`]: result rows read into [`Job`]s, for readers with queries of their own.
 //! - with the `sqlx` feature, `sqlx`: adding and managing jobs inside a caller's sqlx
 //!   transaction.
@@ -67,6 +68,7 @@ mod lease;
 mod listener;
 mod log;
 mod metrics;
+pub mod middleware;
 pub mod migrate;
 mod params;
 pub mod rows;
@@ -94,6 +96,7 @@ pub use formica_core::text;
 pub use formica_core::worker::{
     Event, RefetchDelay, HEARTBEAT_INTERVAL, LEASE, LOCK_SWEEP_INTERVAL, RECOVERY_PERIOD, SUSPICION_GRACE,
 };
+pub use middleware::{Next, TaskOutcome};
 pub use migrate::MigrationReport;
 pub use runtime::{Address, Runtime, Socket};
 pub use settings::ConnectionSettings;

@@ -35,6 +35,10 @@ pub(crate) fn log_event(event: &Event, worker_id: &str) {
             // The job is completed once that is written (unless `OutcomeFenced` says otherwise).
             tracing::info!(worker_id, job_id, task, queue, attempt, duration_ms, "task succeeded")
         }
+        Event::JobSkipped { job_id, task, queue, attempt, reason } => {
+            // Completed unrun, by a run layer's decision (see `crate::middleware`).
+            tracing::info!(worker_id, job_id, task, queue, attempt, reason, "job skipped by middleware")
+        }
         Event::OutcomeFenced { job_id, holder } => match holder {
             Some(holder) => tracing::warn!(
                 worker_id,

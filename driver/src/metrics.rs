@@ -276,6 +276,10 @@ mod otel {
                     self.completed.add(1, &attrs.job);
                     self.process_duration.record(seconds(duration), &attrs.success);
                 }
+                // Completed unrun: counted as completed, with no processing time.
+                Event::JobSkipped { task, queue, .. } => {
+                    self.completed.add(1, &self.attributes(task, queue).job);
+                }
                 Event::JobError { task, queue, duration, retry_at, .. } => {
                     let attrs = self.attributes(task, queue);
                     self.failed.add(1, &attrs.job);

@@ -93,7 +93,7 @@ impl Bound {
 /// The SQL and parameters of `statement` (the parameter order is each file's header).
 pub fn bind(statement: Statement) -> Bound {
     let (template, params, answer) = match statement {
-        Statement::GetJobs { worker_id, task_identifiers, forbidden_flags, limit, now } => (
+        Statement::GetJobs { worker_id, task_identifiers, forbidden_flags, accepted_flags, limit, now } => (
             sql::worker::GET_JOBS,
             vec![
                 param(worker_id, Type::TEXT),
@@ -101,6 +101,7 @@ pub fn bind(statement: Statement) -> Bound {
                 param(forbidden_flags, Type::TEXT_ARRAY),
                 param(now, Type::TIMESTAMPTZ),
                 param(i32::try_from(limit).unwrap_or(i32::MAX), Type::INT4),
+                param(accepted_flags, Type::TEXT_ARRAY),
             ],
             Answer::Jobs,
         ),

@@ -210,6 +210,13 @@ impl JobContext {
     pub fn extension<T: Send + Sync + 'static>(&self) -> Result<&T, MissingExtension> {
         self.extensions.get::<T>()
     }
+    /// This context with `value` as the extension of its type for this run alone (replacing
+    /// the worker's, if any): how a run layer ([`crate::middleware`]) hands the task
+    /// something per job, such as a tenant's connection.
+    pub fn with_extension<T: Send + Sync + 'static>(mut self, value: T) -> Self {
+        Arc::make_mut(&mut self.extensions).insert(value);
+        self
+    }
 }
 
 /// `error` and its causes ([`source`](std::error::Error::source)), outermost first, as

@@ -63,7 +63,7 @@ impl JobSpan {
         use opentelemetry::trace::{Span, Status};
         use opentelemetry::KeyValue;
         let error = match outcome {
-            TaskOutcome::Ok => None,
+            TaskOutcome::Ok | TaskOutcome::Skipped(_) => None,
             TaskOutcome::Err(message) => Some(("task_error", message.clone())),
             TaskOutcome::ItemsFailed { error, .. } => Some(("batch_items_failed", error.clone())),
             TaskOutcome::Panicked(message) => Some(("panic", message.clone())),

@@ -14,6 +14,7 @@ use crate::db::Pool;
 use crate::error::Error;
 use crate::jobs::{raw_jobs_of, Jobs};
 pub use crate::jobs::{Cancelled, CleanupTask, JobFilter, Recorded};
+use crate::middleware::AddLayers;
 use crate::migrate::{check, migrate, MigrationReport};
 use formica_core::job::{Job, JobSpec, Task};
 pub use formica_core::job::{RawJob, RescheduleJobOptions};
@@ -30,18 +31,43 @@ pub struct WorkerUtils {
     pool: Pool,
     schema: String,
     use_local_time: bool,
+    add_layers: AddLayers,
 }
 
 impl WorkerUtils {
     /// Utilities over `pool` for the schema `schema`.
     pub fn new(pool: Pool, schema: impl Into<String>) -> Self {
-        WorkerUtils { pool, schema: schema.into(), use_local_time: false }
+        WorkerUtils { pool, schema: schema.into(), use_local_time: false, add_layers: AddLayers::default() }
     }
 
     /// Give jobs without a `run_at` the application's clock rather than the database's
     /// `now()` (useful when the two disagree, or in tests that control time).
     pub fn with_use_local_time(mut self, yes: bool) -> Self {
         self.use_local_time = yes;
+        self
+    }
+
+    /// Pass every job these utilities add through `layer` first, after the layers given
+    /// before (see [`crate::middleware`]): it may fill or check the job's fields, or refuse
+    /// it with a reason, which fails the add with [`Error::Refused`] and stores nothing (for
+    /// `add_jobs`, none of the batch).
+    ///
+    /// ```ignore
+    /// let utils = utils.before_add(|job| match job.payload.get("tenant") {
+    ///     Some(_) => Ok(()),
+    ///     None => Err("every job names its tenant".into()),
+    /// });
+    /// ```
+    pub fn before_add<F>(self, layer: F) -> Self
+    where
+        F: Fn(&mut RawJob) -> Result<(), String> + Send + Sync + 'static,
+    {
+        let add_layers = self.add_layers.with(layer);
+        self.with_add_layers(add_layers)
+    }
+
+    pub(crate) fn with_add_layers(mut self, layers: AddLayers) -> Self {
+        self.add_layers = layers;
         self
     }
 
@@ -82,7 +108,7 @@ impl WorkerUtils {
     /// Add a job of the task named `identifier`.
     pub async fn add_raw_job(&self, identifier: &str, payload: Value, spec: JobSpec) -> Result<Job, Error> {
         let client = self.pool.get().await?;
-        self.jobs().add(&*client, identifier, payload, spec).await
+        self.add_raw_job_in(&*client, identifier, payload, spec).await
     }
 
     /// [`Self::add_job`] through the caller's client or transaction.
@@ -103,7 +129,11 @@ impl WorkerUtils {
         payload: Value,
         spec: JobSpec,
     ) -> Result<Job, Error> {
-        self.jobs().add(client, identifier, payload, spec).await
+        if self.add_layers.is_empty() {
+            return self.jobs().add(client, identifier, payload, spec).await;
+        }
+        let job = self.add_layers.apply(RawJob::new(identifier, payload, spec))?;
+        self.jobs().add(client, &job.identifier, job.payload, job.spec).await
     }
 
     /// Add several jobs of task `T` in one statement, as [`Self::add_raw_jobs`].
@@ -127,7 +157,7 @@ impl WorkerUtils {
         client: &C,
         jobs: &[RawJob],
     ) -> Result<Vec<Job>, Error> {
-        self.jobs().add_many(client, jobs).await
+        self.jobs().add_many(client, &self.add_layers.apply_all(jobs)?).await
     }
 
     /// Add one job whose payload is the array of `payloads`: with a job key, later batches

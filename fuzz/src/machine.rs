@@ -77,6 +77,8 @@ fn worker_config(index: usize, b: &mut Bytes<'_>) -> Config {
         fail_batch_delay: Duration::milliseconds(i64::from(b.below(3)) * 25),
         graceful_shutdown_timeout: Duration::seconds(i64::from(b.below(6))),
         forbidden_flags: if b.below(4) == 0 { vec!["x".into()] } else { vec![] },
+        // None: reading more bytes would change what the committed corpora mean.
+        accepted_flags: Vec::new(),
         use_local_time: b.flag(),
         run_once: b.below(8) == 0,
         max_listener_backoff: Duration::milliseconds(100 + i64::from(b.u16())),

@@ -170,7 +170,8 @@ pub mod utils {
 /// Statements of the worker loop. Each takes the worker (pool) id as `$1` where it locks or
 /// releases jobs, so a worker never touches a job another one holds.
 pub mod worker {
-    /// `$1` worker, `$2` task identifiers, `$3` forbidden flags, `$4` now or null, `$5` limit.
+    /// `$1` worker, `$2` task identifiers, `$3` forbidden flags, `$4` now or null, `$5` limit,
+    /// `$6` accepted flags (empty: any).
     pub const GET_JOBS: &str = include_str!("../queries/worker/get_jobs.sql");
     /// `$1` worker, `$2` job ids.
     pub const COMPLETE_JOBS: &str = include_str!("../queries/worker/complete_jobs.sql");

@@ -27,6 +27,11 @@ pub struct TestingDoctests;
 #[doc = include_str!("../../docs/guide/observability.md")]
 pub struct ObservabilityDoctests;
 
+/// `docs/guide/middleware.md`'s blocks (see `ReadmeDoctests`).
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/guide/middleware.md")]
+pub struct MiddlewareDoctests;
+
 pub mod certs;
 pub mod cluster;
 pub mod dashboard;

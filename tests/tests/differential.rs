@@ -191,6 +191,7 @@ impl Gen {
                     _ => TASKS.map(str::to_owned).to_vec(),
                 },
                 forbidden: self.maybe(300, |g| vec![g.pick(&["x", "y"]).to_owned()]).unwrap_or_default(),
+                accepted: self.maybe(250, |g| vec![g.pick(&["x", "y"]).to_owned()]).unwrap_or_default(),
                 limit: self.rng.between(1, 4) as usize,
                 now_s: self.maybe(600, |g| match g.rng.below(8) {
                     0 => -5 * 3600,
@@ -467,13 +468,14 @@ impl Both {
                     .expect("force_unlock_workers");
                 (Outcome::Nothing, Outcome::Nothing)
             }
-            Action::Fetch { worker_id, tasks, forbidden, limit, now_s } => {
+            Action::Fetch { worker_id, tasks, forbidden, accepted, limit, now_s } => {
                 self.serial += 1;
                 let fetch_now = now_s.map(|s| at(now, s, self.serial));
                 let statement = Statement::GetJobs {
                     worker_id: worker_id.clone(),
                     task_identifiers: tasks.clone(),
                     forbidden_flags: forbidden.clone(),
+                    accepted_flags: accepted.clone(),
                     limit: *limit,
                     now: fetch_now,
                 };

@@ -47,6 +47,7 @@ async fn the_fetch_takes_due_jobs_in_priority_order_across_many_priorities_and_n
             worker_id: "w".into(),
             task_identifiers: vec!["t".into()],
             forbidden_flags: vec![],
+            accepted_flags: vec![],
             limit,
             now: Some(Utc::now() + Duration::seconds(1)),
         };

@@ -41,6 +41,20 @@ pub enum Event {
         /// How long the task ran (by the machine's clock).
         duration: Duration,
     },
+    /// A middleware layer skipped the task without running it (or turned its outcome into a
+    /// skip): the job is completed, as after a success, and `reason` says why.
+    JobSkipped {
+        /// The job.
+        job_id: i64,
+        /// Its task.
+        task: String,
+        /// Its named queue, if any.
+        queue: Option<String>,
+        /// The attempt that was skipped.
+        attempt: i16,
+        /// Why, in the layer's words.
+        reason: String,
+    },
     /// A task failed (it will be retried unless out of attempts).
     JobError {
         /// The job.

@@ -72,6 +72,9 @@ pub enum Statement {
         task_identifiers: Vec<String>,
         /// Flags to refuse.
         forbidden_flags: Vec<String>,
+        /// If any, only jobs carrying at least one of these flags are taken (a job without
+        /// flags is then refused too). Forbidden flags still refuse a job that has both.
+        accepted_flags: Vec<String>,
         /// Most jobs to lock.
         limit: usize,
         /// The time jobs must be due by (`None`: the database clock).
@@ -217,6 +220,11 @@ pub enum TaskOutcome {
     Ok,
     /// It returned an error.
     Err(String),
+    /// A middleware layer decided the job needs no run, for this reason. The job is
+    /// completed, as after a success: a skip is the application's decision that the work is
+    /// moot (a disabled account), not a failure to retry or to alert on. It is reported as
+    /// [`Event::JobSkipped`], never silently.
+    Skipped(String),
     /// Items of a batch job failed ([`crate::batch`]): the attempt fails as with `Err`, and
     /// the job keeps only the failed `items` (a JSON array) as its payload.
     ItemsFailed {

@@ -471,6 +471,7 @@ mod tests {
             worker_id: worker.into(),
             task_identifiers,
             forbidden_flags: vec!["no".into()],
+            accepted_flags: vec![],
             limit,
             now: None,
         }) {

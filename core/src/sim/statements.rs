@@ -105,8 +105,16 @@ impl Db {
                 }
                 QueryResult::Done
             }
-            Statement::GetJobs { worker_id, task_identifiers, forbidden_flags, limit, now } => {
-                QueryResult::jobs(self.get_jobs(worker_id, task_identifiers, forbidden_flags, *limit, *now))
+            Statement::GetJobs {
+                worker_id,
+                task_identifiers,
+                forbidden_flags,
+                accepted_flags,
+                limit,
+                now,
+            } => {
+                let flags = Flags { forbidden: forbidden_flags, accepted: accepted_flags };
+                QueryResult::jobs(self.get_jobs(worker_id, task_identifiers, flags, *limit, *now))
             }
             Statement::CompleteJobs { worker_id, ids } => {
                 let fenced = self.fenced(ids.iter().copied(), worker_id);
@@ -222,7 +230,7 @@ impl Db {
         &mut self,
         worker_id: &str,
         task_identifiers: &[String],
-        forbidden_flags: &[String],
+        flags: Flags<'_>,
         limit: usize,
         now: Option<Timestamp>,
     ) -> Vec<Job> {
@@ -237,7 +245,7 @@ impl Db {
             .filter(|j| j.run_at <= now)
             .filter(|j| task_identifiers.contains(&j.task_identifier))
             .filter(|j| queue_free(j.job_queue_id))
-            .filter(|j| !forbidden_flags.iter().any(|f| j.flags.contains(f)))
+            .filter(|j| flags.admit(&j.flags))
             .collect();
         candidates.sort_by_key(|j| (j.priority, j.run_at, j.id));
         candidates.truncate(limit);
@@ -263,5 +271,21 @@ impl Db {
         }
         out.sort_by_key(|j| (j.priority, j.run_at, j.id));
         out
+    }
+}
+
+/// The flags a fetch refuses and, if any, the ones it requires one of.
+#[derive(Clone, Copy)]
+pub(super) struct Flags<'a> {
+    forbidden: &'a [String],
+    accepted: &'a [String],
+}
+
+impl Flags<'_> {
+    /// Whether a job carrying `flags` may be fetched: none forbidden, and one accepted when
+    /// the worker names any.
+    fn admit(&self, flags: &BTreeSet<String>) -> bool {
+        !self.forbidden.iter().any(|f| flags.contains(f))
+            && (self.accepted.is_empty() || self.accepted.iter().any(|f| flags.contains(f)))
     }
 }

@@ -79,6 +79,9 @@ pub struct Config {
     pub graceful_shutdown_timeout: Duration,
     /// Jobs with any of these flags are not fetched.
     pub forbidden_flags: Vec<String>,
+    /// If any, only jobs carrying at least one of these flags are fetched (an allowlist,
+    /// beside `forbidden_flags`, which still wins).
+    pub accepted_flags: Vec<String>,
     /// Send this process's clock with fetches and failures instead of using the database's.
     pub use_local_time: bool,
     /// Stop once no job is runnable (no listener, no lock sweep).
@@ -118,6 +121,7 @@ impl Default for Config {
             fail_batch_delay: Duration::milliseconds(1),
             graceful_shutdown_timeout: Duration::seconds(5),
             forbidden_flags: Vec::new(),
+            accepted_flags: Vec::new(),
             use_local_time: false,
             run_once: false,
             max_listener_backoff: Duration::seconds(60),

@@ -273,6 +273,7 @@ impl Worker {
             worker_id: self.config.worker_id.clone(),
             task_identifiers: self.config.task_identifiers.clone(),
             forbidden_flags: self.config.forbidden_flags.clone(),
+            accepted_flags: self.config.accepted_flags.clone(),
             limit,
             now: self.local_now(),
         };
@@ -308,6 +309,10 @@ impl Worker {
         match outcome {
             TaskOutcome::Ok => {
                 self.emit(job.success(self.now));
+                self.writes.complete(job_id, self.now, self.config.complete_batch_delay);
+            }
+            TaskOutcome::Skipped(reason) => {
+                self.emit(job.skipped(reason));
                 self.writes.complete(job_id, self.now, self.config.complete_batch_delay);
             }
             TaskOutcome::Err(error) | TaskOutcome::Panicked(error) => {

@@ -41,6 +41,12 @@ impl Started {
         Event::JobSuccess { job_id, task, queue, attempt, duration: now - self.started_at }
     }
 
+    /// A middleware layer skipped the task, for `reason`.
+    pub fn skipped(&self, reason: String) -> Event {
+        let Started { job_id, task, queue, attempts: attempt, .. } = self.clone();
+        Event::JobSkipped { job_id, task, queue, attempt, reason }
+    }
+
     /// The task failed at `now`; it runs again at `retry_at` (`None`: it will not).
     pub fn error(&self, error: &str, now: Timestamp, retry_at: Option<Timestamp>) -> Event {
         let Started { job_id, task, queue, attempts: attempt, max_attempts, .. } = self.clone();

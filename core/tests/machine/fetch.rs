@@ -301,6 +301,7 @@ fn the_sim_database_takes_one_job_per_named_queue_per_fetch() {
         worker_id: "w".into(),
         task_identifiers: vec!["t".into()],
         forbidden_flags: vec![],
+        accepted_flags: vec![],
         limit: 10,
         now: None,
     }) {
@@ -363,4 +364,39 @@ fn after_a_lost_fetch_answer_what_the_worker_holds_unknowingly_goes_back_before_
     let (give_back, known) = until_give_back(&mut hand);
     assert!(known.is_empty());
     let [_] = fetches(&hand.done(give_back))[..] else { panic!("then a fetch") };
+}
+
+#[test]
+fn accepted_flags_reach_the_fetch_and_the_sim_database_takes_only_jobs_carrying_one() {
+    let (_, effects) = Hand::started(Config { accepted_flags: vec!["gpu".into()], ..config() });
+    let sent = queries(&effects).into_iter().find_map(|(_, s)| match s {
+        Statement::GetJobs { accepted_flags, .. } => Some(accepted_flags),
+        _ => None,
+    });
+    assert_eq!(sent, Some(vec!["gpu".to_owned()]));
+
+    let mut db = Db::new(t0(), 1);
+    let flagged = |flags: &[&str]| JobSpec::builder().flags(flags.iter().copied()).build();
+    for (n, spec) in [
+        (0, flagged(&["gpu"])),
+        (1, flagged(&["gpu", "slow"])),
+        (2, flagged(&["cpu"])),
+        (3, JobSpec::default()),
+        (4, flagged(&["cpu", "gpu"])),
+    ] {
+        db.add_job(&RawJob::new("t", json!(n), spec)).expect("add");
+    }
+    let fetch = |db: &mut Db, accepted: &[&str]| match db.execute(&Statement::GetJobs {
+        worker_id: "w".into(),
+        task_identifiers: vec!["t".into()],
+        forbidden_flags: vec!["slow".into()],
+        accepted_flags: accepted.iter().map(|f| f.to_string()).collect(),
+        limit: 10,
+        now: None,
+    }) {
+        QueryResult::Jobs { jobs, .. } => jobs.into_iter().map(|j| j.payload).collect::<Vec<_>>(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(fetch(&mut db, &["gpu"]), vec![json!(0), json!(4)], "one accepted flag, none forbidden");
+    assert_eq!(fetch(&mut db, &[]), vec![json!(2), json!(3)], "no allowlist: any job but the forbidden");
 }

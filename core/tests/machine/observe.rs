@@ -41,3 +41,25 @@ fn events_announce_fetches_shutdown_give_backs_and_the_duration_of_aborted_tasks
         .sum();
     assert_eq!(given_back, 2, "the prefetched job and the aborted one");
 }
+
+#[test]
+fn a_skipped_task_completes_its_job_and_says_why_instead_of_succeeding() {
+    let (mut hand, effects) = Hand::started(Config { concurrency: 1, local_queue_size: None, ..config() });
+    let [(fetch, 1)] = fetches(&effects)[..] else { panic!("{effects:?}") };
+    hand.jobs(fetch, vec![job(1, Some("q"), 1, 25)]);
+    let effects = hand.finish(1, TaskOutcome::Skipped("account disabled".into()));
+    let evs = events(&effects);
+    assert!(
+        evs.contains(&Event::JobSkipped {
+            job_id: 1,
+            task: "t".into(),
+            queue: Some("q".into()),
+            attempt: 1,
+            reason: "account disabled".into(),
+        }),
+        "{evs:?}"
+    );
+    assert!(!evs.iter().any(|e| matches!(e, Event::JobSuccess { .. })), "not reported as a success: {evs:?}");
+    let completed = writes(&effects).into_iter().map(|(_, s)| s).collect::<Vec<_>>();
+    assert_eq!(completed, vec![Statement::CompleteJobs { worker_id: "w".into(), ids: vec![1] }]);
+}

@@ -37,6 +37,11 @@ pub enum Ended {
         /// The error, the job's `last_error`.
         error: String,
     },
+    /// A run layer skipped it with `reason`: the job is completed unrun.
+    Skipped {
+        /// Why.
+        reason: String,
+    },
     /// It was aborted and the job given back, its attempt refunded.
     Returned,
 }
@@ -58,6 +63,9 @@ impl Drained {
                     None => Ended::PermanentlyFailed { error },
                 };
                 drained(job_id, task, attempt, outcome)
+            }
+            Event::JobSkipped { job_id, task, attempt, reason, .. } => {
+                drained(job_id, task, attempt, Ended::Skipped { reason: reason.clone() })
             }
             Event::JobReturned { job_id, task, attempt, .. } => {
                 drained(job_id, task, attempt, Ended::Returned)

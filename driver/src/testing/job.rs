@@ -209,6 +209,11 @@ pub enum Outcome {
         /// The error.
         error: String,
     },
+    /// A run layer skipped it with `reason`: the job would be completed unrun.
+    Skipped {
+        /// Why.
+        reason: String,
+    },
     /// Items of a batch failed: the attempt fails with `error` and the job keeps only
     /// `items` for its retry.
     ItemsFailed {
@@ -223,6 +228,7 @@ impl Outcome {
     fn of(outcome: TaskOutcome) -> Self {
         match outcome {
             TaskOutcome::Ok => Outcome::Completed,
+            TaskOutcome::Skipped(reason) => Outcome::Skipped { reason },
             TaskOutcome::ItemsFailed { error, items } => Outcome::ItemsFailed { error, items },
             TaskOutcome::Err(error) | TaskOutcome::Panicked(error) => Outcome::Failed { error },
             // A test run is never aborted.

@@ -9,12 +9,14 @@ use crate::error::Error;
 use crate::extensions::Extensions;
 use crate::log::Hook;
 use crate::metrics::Metrics;
+use crate::middleware::{AddLayers, Next, RunLayers, TaskOutcome};
 use crate::runtime::Runtime;
 use crate::settings::ConnectionSettings;
 use crate::statements::{Executor, FlagsFn};
 use crate::task::{BatchResult, BatchTaskHandler, Handlers, JobContext, TaskHandler, TaskResult};
 use crate::utils::{WorkerUtils, DEFAULT_SCHEMA};
 use formica_core::cron::{self, Cron, CronItem, Crontab};
+use formica_core::job::RawJob;
 use formica_core::worker::{self as machine, Event};
 use futures::channel::mpsc;
 use futures::future::FutureExt;
@@ -44,6 +46,8 @@ pub struct WorkerOptions<R = ()> {
     config: machine::Config,
     max_pool_size: usize,
     handlers: Handlers,
+    run_layers: RunLayers,
+    add_layers: AddLayers,
     flags_fn: Option<FlagsFn>,
     prepared_statements: bool,
     hooks: Vec<Hook>,
@@ -147,6 +151,8 @@ impl<R> WorkerOptions<R> {
             config: machine::Config::default(),
             max_pool_size: DEFAULT_MAX_POOL_SIZE,
             handlers: Handlers::default(),
+            run_layers: RunLayers::default(),
+            add_layers: AddLayers::default(),
             flags_fn: None,
             prepared_statements: true,
             hooks: Vec::new(),
@@ -299,6 +305,33 @@ impl<R> WorkerOptions<R> {
         self.flags_fn = Some(Arc::new(move || f().boxed()));
         self
     }
+    /// Run only jobs carrying at least one of these flags (none given: any job). A job
+    /// without flags is then left to other workers, as is one with a forbidden flag.
+    pub fn accepted_flags<I: IntoIterator<Item = S>, S: Into<String>>(mut self, flags: I) -> Self {
+        self.config.accepted_flags = flags.into_iter().map(Into::into).collect();
+        self
+    }
+    /// Wrap every job's run in `layer`, inside the layers given before (see
+    /// [`crate::middleware`]): it gets the job's context and the rest of the chain, and
+    /// returns how the job ended, after running the rest with [`Next::run`] or without
+    /// (`TaskOutcome::Skipped(reason)` completes the job unrun and reports it).
+    pub fn around_run<F, Fut>(mut self, layer: F) -> Self
+    where
+        F: Fn(JobContext, Next) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = TaskOutcome> + Send + 'static,
+    {
+        self.run_layers = self.run_layers.with(layer);
+        self
+    }
+    /// Give the worker's utilities (and so [`JobContext::add_job`]) this add layer, after
+    /// those given before: see [`WorkerUtils::before_add`].
+    pub fn before_add<F>(mut self, layer: F) -> Self
+    where
+        F: Fn(&mut RawJob) -> Result<(), String> + Send + Sync + 'static,
+    {
+        self.add_layers = self.add_layers.with(layer);
+        self
+    }
     /// Send statements unprepared (for pgBouncer in transaction mode).
     pub fn prepared_statements(mut self, yes: bool) -> Self {
         self.prepared_statements = yes;
@@ -400,7 +433,9 @@ impl<R> WorkerOptions<R> {
         }
         // Identifiers must be unique across every source.
         let crontab = Crontab::from_items(crontab).map_err(crontab_error("sources together"))?;
-        let utils = WorkerUtils::new(pool, self.schema).with_use_local_time(self.config.use_local_time);
+        let utils = WorkerUtils::new(pool, self.schema)
+            .with_use_local_time(self.config.use_local_time)
+            .with_add_layers(self.add_layers);
         if self.migrate {
             utils.migrate().await?;
         } else {
@@ -409,6 +444,7 @@ impl<R> WorkerOptions<R> {
         let mut config = self.config;
         config.crontab = crontab.into_items();
         config.task_identifiers = self.handlers.0.keys().cloned().collect();
+        self.run_layers.wrap(&mut self.handlers);
         config.latest_migration = formica_sql::LATEST;
         let (inputs, receiver) = mpsc::unbounded();
         let metrics = Metrics::new(utils.pool(), &config.worker_id);

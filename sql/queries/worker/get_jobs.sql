@@ -1,5 +1,6 @@
 -- Lock up to $5 runnable jobs for worker $1: available, due by $4 (null: the database
--- clock), of the task identifiers $2, without any of the flags $3, and in a
+-- clock), of the task identifiers $2, without any of the flags $3, with one of the flags
+-- $6 unless $6 is empty (a job without flags has none of them), and in a
 -- named queue only if no one holds that queue; at most one job per named queue. Each
 -- job's attempts count the attempt now starting. Rows: _private_jobs columns plus task_identifier and
 -- queue_name, in (priority, run_at, id) order.
@@ -40,6 +41,7 @@ candidates as (
       and jobs.task_id = any(tasks.ids)
       and (jobs.job_queue_id is null or jobs.job_queue_id in (select free_queues.id from free_queues))
       and (jobs.flags ?| $3::text[]) is not true
+      and (cardinality($6::text[]) = 0 or (jobs.flags ?| $6::text[]) is true)
     order by jobs.run_at asc
     limit $5::int
     for update skip locked
@@ -55,6 +57,7 @@ candidates as (
       and jobs.task_id = any(tasks.ids)
       and (jobs.job_queue_id is null or jobs.job_queue_id in (select free_queues.id from free_queues))
       and (jobs.flags ?| $3::text[]) is not true
+      and (cardinality($6::text[]) = 0 or (jobs.flags ?| $6::text[]) is true)
     order by jobs.priority asc, jobs.run_at asc
     limit $5::int
     for update skip locked
