@@ -18,7 +18,8 @@ use std::sync::Arc;
 fn counted(metrics: &[ResourceMetrics], name: &str, task: &str) -> u64 {
     let mut total = 0;
     for metric in metrics.iter().flat_map(|r| r.scope_metrics()).flat_map(|s| s.metrics()) {
-        let (true, AggregatedMetrics::U64(MetricData::Sum(sum))) = (metric.name() == name, metric.data()) else {
+        let (true, AggregatedMetrics::U64(MetricData::Sum(sum))) = (metric.name() == name, metric.data())
+        else {
             continue;
         };
         for point in sum.data_points() {
@@ -43,7 +44,8 @@ fn an_async_std_worker_with_the_features_records_metrics_and_a_span_per_job_run(
     let tracer = SdkTracerProvider::builder().with_simple_exporter(spans.clone()).build();
     opentelemetry::global::set_tracer_provider(tracer);
     let metrics = InMemoryMetricExporter::default();
-    let meter = SdkMeterProvider::builder().with_reader(PeriodicReader::builder(metrics.clone()).build()).build();
+    let meter =
+        SdkMeterProvider::builder().with_reader(PeriodicReader::builder(metrics.clone()).build()).build();
     opentelemetry::global::set_meter_provider(meter.clone());
 
     let worker_id = async_std::task::block_on(async {
