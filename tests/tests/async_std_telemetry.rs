@@ -17,11 +17,9 @@ use std::sync::Arc;
 /// The sum of the `u64` counter `name` over its points whose task is `task`.
 fn counted(metrics: &[ResourceMetrics], name: &str, task: &str) -> u64 {
     let mut total = 0;
-    for metric in metrics.iter().flat_map(|r| r.scope_metrics()).flat_map(|s| s.metrics()) {
-        let (true, AggregatedMetrics::U64(MetricData::Sum(sum))) = (metric.name() == name, metric.data())
-        else {
-            continue;
-        };
+    let all = metrics.iter().flat_map(|r| r.scope_metrics()).flat_map(|s| s.metrics());
+    for metric in all.filter(|metric| metric.name() == name) {
+        let AggregatedMetrics::U64(MetricData::Sum(sum)) = metric.data() else { continue };
         for point in sum.data_points() {
             let of_task = point
                 .attributes()
