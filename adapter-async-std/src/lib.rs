@@ -36,6 +36,9 @@
 //!     })
 //! }
 //! ```
+//!
+//! The cargo features are formica-tokio's: `metrics` (OpenTelemetry metrics of each worker),
+//! `traces` (a span per job run) and `sqlx` (jobs added in a caller's sqlx transaction).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
