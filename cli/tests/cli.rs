@@ -876,13 +876,14 @@ async fn the_queue_depth_is_sampled_only_once_something_reads_the_metrics() {
         }
     };
     std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-    // The start's sweeps scan the table too; after them, nothing while nobody reads.
+    // The sweeps scan the table too, a few times at most in 2.5 s; a sample every 10 ms would
+    // scan it about 250 times.
     let started = scans().await;
     let unread = scans().await;
-    assert!(unread - started <= 1, "{} scans of the jobs table with nobody reading", unread - started);
+    assert!(unread - started <= 5, "{} scans of the jobs table with nobody reading", unread - started);
     scrape(&addr);
     let read = scans().await;
-    assert!(read - unread >= 20, "only {} scans every 10 ms once the gauges were read", read - unread);
+    assert!(read - unread >= 50, "only {} scans every 10 ms once the gauges were read", read - unread);
     let _ = Command::new("kill").arg(child.id().to_string()).status();
     assert!(child.wait().unwrap().success());
     let _ = std::fs::remove_dir_all(dir);
