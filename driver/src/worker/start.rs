@@ -30,7 +30,7 @@ pub(super) fn start_task(
     let reported = Arc::new(AtomicBool::new(false));
     let running_reported = reported.clone();
     let job_id = job.id;
-    let job_span = JobSpan::start(&job, &shared.worker_id);
+    let job_span = JobSpan::start(&job, &shared.worker_id, shared.executor.parents.take(job.id));
     let span = tracing::info_span!("job", job_id, task = %job.task_identifier, worker_id = %shared.worker_id);
     let handler = shared.handlers.0.get(&job.task_identifier).cloned();
     let payload = job.payload.clone();
