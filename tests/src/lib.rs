@@ -24,6 +24,7 @@ pub struct ObservabilityDoctests;
 pub mod certs;
 pub mod cluster;
 pub mod dashboard;
+pub mod otlp;
 pub mod pgbouncer;
 pub mod proxy;
 pub mod spoiled;
