@@ -29,11 +29,16 @@ async fn a_job_added_in_a_request_s_span_runs_in_another_process_as_that_span_s_
     // The application: an HTTP server's span around the request, the job added inside it.
     let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder().build();
     let tracer = provider.tracer("app");
-    let request =
-        Context::current_with_span(tracer.span_builder("POST /orders").with_kind(SpanKind::Server).start(&tracer));
+    let request = Context::current_with_span(
+        tracer.span_builder("POST /orders").with_kind(SpanKind::Server).start(&tracer),
+    );
     let request_span = request.span().span_context().clone();
     let utils = db.utils();
-    utils.add_raw_job("in_request", serde_json::json!({}), Default::default()).with_context(request).await.unwrap();
+    utils
+        .add_raw_job("in_request", serde_json::json!({}), Default::default())
+        .with_context(request)
+        .await
+        .unwrap();
     utils.add_raw_job("on_its_own", serde_json::json!({}), Default::default()).await.unwrap();
 
     let collector = Collector::start();
@@ -48,7 +53,8 @@ async fn a_job_added_in_a_request_s_span_runs_in_another_process_as_that_span_s_
         .expect("run formica");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let spans = received.join().unwrap();
-    let span = |name: &str| spans.iter().find(|span| span.name == name).unwrap_or_else(|| panic!("{spans:?}"));
+    let span =
+        |name: &str| spans.iter().find(|span| span.name == name).unwrap_or_else(|| panic!("{spans:?}"));
 
     let child = span("process in_request");
     assert_eq!(child.trace_id, request_span.trace_id().to_bytes(), "in the request's trace");

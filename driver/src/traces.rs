@@ -86,7 +86,8 @@ impl Parent {
     fn span_context(&self) -> Option<opentelemetry::trace::SpanContext> {
         use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceId, TraceState};
         let mut parts = self.traceparent.split('-');
-        let (version, trace_id, span_id, flags) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+        let (version, trace_id, span_id, flags) =
+            (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
         let hex = |part: &str, len: usize| part.len() == len && part.bytes().all(|b| b.is_ascii_hexdigit());
         let later_version = version != "00" && version != "ff";
         if !hex(version, 2) || !(version == "00" && parts.next().is_none() || later_version) {
@@ -170,7 +171,9 @@ impl TraceTable {
 
 /// The contexts of the jobs a worker fetched, from the fetch to their start.
 #[derive(Default)]
-pub(crate) struct Parents(#[cfg(feature = "traces")] std::sync::Mutex<std::collections::HashMap<i64, Parent>>);
+pub(crate) struct Parents(
+    #[cfg(feature = "traces")] std::sync::Mutex<std::collections::HashMap<i64, Parent>>,
+);
 
 /// The fetch: `get_jobs`, with each job's context when traces are on.
 #[cfg(not(feature = "traces"))]
@@ -253,8 +256,10 @@ impl JobSpan {
         let tracer = opentelemetry::global::tracer("formica");
         let builder = tracer.span_builder("process").with_kind(SpanKind::Consumer);
         let mut span = match parent.as_ref().and_then(Parent::span_context) {
-            Some(context) => builder
-                .start_with_context(&tracer, &opentelemetry::Context::new().with_remote_span_context(context)),
+            Some(context) => builder.start_with_context(
+                &tracer,
+                &opentelemetry::Context::new().with_remote_span_context(context),
+            ),
             None => builder.start(&tracer),
         };
         if !span.is_recording() {

@@ -137,9 +137,10 @@ pub mod traces {
     /// The worker's fetch `get_jobs` (`worker::GET_JOBS`) answering each job's trace context
     /// too (columns `traceparent`, `tracestate`), filled in where it marks them.
     pub fn fetch(get_jobs: &str) -> String {
-        get_jobs
-            .replace("/*:TRACE_COLUMNS*/", ", traces.traceparent, traces.tracestate")
-            .replace("/*:TRACE_JOIN*/", "left join :RECORDS.job_traces as traces on traces.job_id = locked.id")
+        get_jobs.replace("/*:TRACE_COLUMNS*/", ", traces.traceparent, traces.tracestate").replace(
+            "/*:TRACE_JOIN*/",
+            "left join :RECORDS.job_traces as traces on traces.job_id = locked.id",
+        )
     }
 }
 

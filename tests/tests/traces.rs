@@ -5,14 +5,14 @@
 // Tests fail by panicking, and match only the variants they look for.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
 
-use formica::{JobSpec, RawJob};
+use formica::{JobSpec, RawJob, Runtime};
 use formica_tests::TestDb;
 use opentelemetry::context::FutureExt;
 use opentelemetry::trace::{SpanId, SpanKind, Status, TraceContextExt, Tracer};
 use opentelemetry::{Context, Value};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// The exporter of the global tracer provider, installed once for every test of this file
 /// (they run at once: each picks its own worker's spans by the worker id).
@@ -32,7 +32,9 @@ fn exporter() -> InMemorySpanExporter {
 fn job_spans(worker_id: &str) -> BTreeMap<i64, SpanData> {
     let mut spans = BTreeMap::new();
     for span in exporter().get_finished_spans().unwrap() {
-        let attr = |key: &str| span.attributes.iter().find(|kv| kv.key.as_str() == key).map(|kv| kv.value.as_str().into_owned());
+        let attr = |key: &str| {
+            span.attributes.iter().find(|kv| kv.key.as_str() == key).map(|kv| kv.value.as_str().into_owned())
+        };
         if attr("messaging.consumer.group.name").as_deref() == Some(worker_id) {
             let id = attr("messaging.message.id").unwrap().parse().unwrap();
             assert!(spans.insert(id, span).is_none(), "two spans for job {id}");
@@ -112,11 +114,10 @@ async fn every_job_run_is_one_consumer_span_with_the_messaging_attributes() {
 /// Each way of adding jobs, inside a request's span, records its context beside the jobs
 /// (not in the payload, which graphile-worker's workers read as it was given); each run's
 /// span is then the child of the request's span, in its trace. A job added outside a span
-/// starts a trace of its own. A completed job's context goes with it.
-#[tokio::test]
-async fn a_job_added_inside_a_span_runs_as_that_span_s_child_in_its_trace() {
+/// starts a trace of its own. A completed job's context goes with it. On both runtimes.
+async fn a_job_added_inside_a_span_runs_as_that_span_s_child_in_its_trace(runtime: Arc<dyn Runtime>) {
     exporter();
-    let db = TestDb::migrated().await;
+    let db = TestDb::migrated_on(runtime).await;
     let utils = db.utils();
     let request = request_span("POST /orders");
     let request_context = request.span().span_context().clone();
@@ -124,17 +125,28 @@ async fn a_job_added_inside_a_span_runs_as_that_span_s_child_in_its_trace() {
     let mut traced = Vec::new();
     async {
         traced.push(utils.add_raw_job("ok", payload.clone(), JobSpec::default()).await.unwrap().id);
-        let plain = [RawJob::new("ok", payload.clone(), JobSpec::default()), RawJob::new("ok", payload.clone(), JobSpec::default())];
+        let plain = [
+            RawJob::new("ok", payload.clone(), JobSpec::default()),
+            RawJob::new("ok", payload.clone(), JobSpec::default()),
+        ];
         traced.extend(utils.add_raw_jobs(&plain).await.unwrap().iter().map(|job| job.id));
         let keyed = JobSpec { job_key: Some("k".into()), queue_name: Some("q".into()), ..Default::default() };
-        traced.extend(utils.add_raw_jobs(&[RawJob::new("ok", payload.clone(), keyed)]).await.unwrap().iter().map(|job| job.id));
+        traced.extend(
+            utils
+                .add_raw_jobs(&[RawJob::new("ok", payload.clone(), keyed)])
+                .await
+                .unwrap()
+                .iter()
+                .map(|job| job.id),
+        );
     }
     .with_context(request.clone())
     .await;
     let untraced = utils.add_raw_job("ok", payload.clone(), JobSpec::default()).await.unwrap().id;
     assert_eq!(traced.len(), 4);
     assert_eq!(db.count(TRACES).await, 4, "one context per job added in the span");
-    let stored = "select count(*) from graphile_worker._private_jobs where payload::jsonb = '{\"order\": 7}'::jsonb";
+    let stored =
+        "select count(*) from graphile_worker._private_jobs where payload::jsonb = '{\"order\": 7}'::jsonb";
     assert_eq!(db.count(stored).await, 5, "every payload as given");
 
     let worker = db.worker_options().define_raw_job("ok", |_, _| async { Ok(()) }).init().await.unwrap();
@@ -145,7 +157,11 @@ async fn a_job_added_inside_a_span_runs_as_that_span_s_child_in_its_trace() {
     assert_eq!(spans.len(), 5, "{spans:#?}");
     for id in &traced {
         let span = &spans[id];
-        assert_eq!(span.span_context.trace_id(), request_context.trace_id(), "job {id} is in the request's trace");
+        assert_eq!(
+            span.span_context.trace_id(),
+            request_context.trace_id(),
+            "job {id} is in the request's trace"
+        );
         assert_eq!(span.parent_span_id, request_context.span_id(), "job {id}'s span is the request's child");
         assert!(span.parent_span_is_remote, "the parent came from elsewhere");
     }
@@ -153,6 +169,19 @@ async fn a_job_added_inside_a_span_runs_as_that_span_s_child_in_its_trace() {
     assert_eq!(root.parent_span_id, SpanId::INVALID, "a job added outside a span has a root span");
     assert_ne!(root.span_context.trace_id(), request_context.trace_id());
     assert_eq!(db.count(TRACES).await, 0, "completed jobs' contexts are deleted with them");
+}
+
+#[tokio::test]
+async fn a_job_added_inside_a_span_runs_as_that_span_s_child_in_its_trace_on_tokio() {
+    a_job_added_inside_a_span_runs_as_that_span_s_child_in_its_trace(Arc::new(formica_tokio::TokioRuntime))
+        .await;
+}
+
+#[test]
+fn a_job_added_inside_a_span_runs_as_that_span_s_child_in_its_trace_on_async_std() {
+    async_std::task::block_on(a_job_added_inside_a_span_runs_as_that_span_s_child_in_its_trace(Arc::new(
+        formica_async_std::AsyncStdRuntime,
+    )));
 }
 
 /// A records schema that an older Formica migrated (no trace table yet) takes jobs added in
@@ -172,13 +201,22 @@ async fn jobs_added_in_a_span_before_the_records_hold_contexts_are_added_without
         .unwrap();
     let utils = db.utils();
     let request = request_span("POST /early");
-    let early = utils.add_raw_job("ok", serde_json::json!({}), JobSpec::default()).with_context(request.clone()).await.unwrap();
+    let early = utils
+        .add_raw_job("ok", serde_json::json!({}), JobSpec::default())
+        .with_context(request.clone())
+        .await
+        .unwrap();
     let jobs = [RawJob::new("ok", serde_json::json!({}), JobSpec::default())];
     let early_batch = utils.add_raw_jobs(&jobs).with_context(request.clone()).await.unwrap();
 
     // The worker migrates the records schema on start.
     let worker = db.worker_options().define_raw_job("ok", |_, _| async { Ok(()) }).init().await.unwrap();
-    let later = db.utils().add_raw_job("ok", serde_json::json!({}), JobSpec::default()).with_context(request.clone()).await.unwrap();
+    let later = db
+        .utils()
+        .add_raw_job("ok", serde_json::json!({}), JobSpec::default())
+        .with_context(request.clone())
+        .await
+        .unwrap();
     assert_eq!(db.count(TRACES).await, 1, "a new utility finds the table");
     let worker_id = worker.worker_id().to_owned();
     worker.run_once().await.unwrap();
@@ -200,8 +238,16 @@ async fn the_recovery_sweep_forgets_the_contexts_of_jobs_deleted_elsewhere() {
     let db = TestDb::migrated().await;
     let utils = db.utils();
     let request = request_span("POST /many");
-    let older = utils.add_raw_job("ok", serde_json::json!({}), JobSpec::default()).with_context(request.clone()).await.unwrap();
-    let newer = utils.add_raw_job("ok", serde_json::json!({}), JobSpec::default()).with_context(request.clone()).await.unwrap();
+    let older = utils
+        .add_raw_job("ok", serde_json::json!({}), JobSpec::default())
+        .with_context(request.clone())
+        .await
+        .unwrap();
+    let newer = utils
+        .add_raw_job("ok", serde_json::json!({}), JobSpec::default())
+        .with_context(request.clone())
+        .await
+        .unwrap();
     let client = db.client().await;
     let sweep = formica_sql::render(formica_sql::worker::RECOVER_LAPSED, "graphile_worker");
     let sweep = || async { client.execute(&sweep, &[&60_000i64]).await.unwrap() };
