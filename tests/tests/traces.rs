@@ -259,3 +259,32 @@ async fn the_recovery_sweep_forgets_the_contexts_of_jobs_deleted_elsewhere() {
     sweep().await;
     assert_eq!(db.count(TRACES).await, 0, "no job remains: every context is gone");
 }
+
+/// In the caller's transaction, a job added in a span records its context in the same
+/// transaction: both are there once it commits, neither if it rolls back.
+#[tokio::test]
+async fn in_the_caller_s_transaction_the_context_commits_and_rolls_back_with_the_job() {
+    exporter();
+    let db = TestDb::migrated().await;
+    let mut client = db.client().await;
+    let utils = db.utils();
+    let request = request_span("POST /in");
+    for commit in [false, true] {
+        let tx = client.transaction().await.unwrap();
+        let batch = [RawJob::new("ok", serde_json::json!({}), JobSpec::default())];
+        async {
+            utils.add_raw_job_in(&tx, "ok", serde_json::json!({}), JobSpec::default()).await.unwrap();
+            utils.add_raw_jobs_in(&tx, &batch).await.unwrap();
+        }
+        .with_context(request.clone())
+        .await;
+        if commit {
+            tx.commit().await.unwrap();
+        } else {
+            tx.rollback().await.unwrap();
+        }
+        let expected = if commit { 2 } else { 0 };
+        assert_eq!(db.count(TRACES).await, expected, "committed: {commit}");
+        assert_eq!(db.count("select count(*) from graphile_worker._private_jobs").await, expected);
+    }
+}
