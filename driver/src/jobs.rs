@@ -155,7 +155,8 @@ impl Jobs<'_> {
     }
 
     /// The trace context a job added now records: none outside a span, and none while the
-    /// records schema cannot hold it (an older Formica migrated it: asked on `session`).
+    /// records schema cannot hold it (an older Formica migrated it, or none did, or this
+    /// role may not write there: asked on `session`).
     async fn parent(&self, session: &mut impl Session) -> Result<Option<Parent>, Error> {
         let Some(parent) = crate::traces::current() else {
             return Ok(None);
@@ -164,8 +165,10 @@ impl Jobs<'_> {
             Recording::Yes => true,
             Recording::No => false,
             Recording::Ask => {
-                let table = format!("{}.job_traces", sql::quote_ident(&sql::records_schema(self.schema)));
-                let query = self.query(sql::traces::JOB_TRACES_EXIST, vec![param(table, Type::TEXT)]);
+                let records = sql::records_schema(self.schema);
+                let table = format!("{}.job_traces", sql::quote_ident(&records));
+                let params = vec![param(table, Type::TEXT), param(records, Type::TEXT)];
+                let query = self.query(sql::traces::RECORDABLE, params);
                 let rows = session.query(query).await?;
                 let present = rows.first().map(|row| row.read::<bool>(0)).transpose()?.unwrap_or(false);
                 self.traces.learn(present);

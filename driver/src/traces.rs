@@ -109,9 +109,10 @@ impl Parent {
     }
 }
 
-/// Whether this process's records schema can hold trace contexts (records migration 5):
-/// one that an older Formica migrated is asked once, and while it cannot, again every
-/// [`RECHECK`] traced adds; meanwhile jobs are added without their context. Shared by clones.
+/// Whether the records schema can hold trace contexts for this role (records migration 5
+/// applied, the rights to write there): asked at the first traced add and, while it cannot,
+/// again every [`RECHECK`] traced adds; meanwhile jobs are added without their context.
+/// Shared by clones.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct TraceTable(#[cfg(feature = "traces")] std::sync::Arc<std::sync::atomic::AtomicU32>);
 

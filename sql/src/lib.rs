@@ -120,9 +120,9 @@ pub mod traces {
     pub const ADD_TRACED: &str = include_str!("../queries/add_traced.sql");
     /// The line of [`ADD_TRACED`] the add statement replaces.
     pub const ADD_LINE: &str = "\n:ADD\n";
-    /// `$1` the quoted name of the table [`JOB_TRACES`] creates: whether it exists (an older
-    /// Formica may have migrated the records schema only to before it).
-    pub const JOB_TRACES_EXIST: &str = "select to_regclass($1::text) is not null";
+    /// `$1` the quoted name of the table [`JOB_TRACES`] creates, `$2` the records schema's
+    /// name: whether this role can record contexts there (see the file).
+    pub const RECORDABLE: &str = include_str!("../queries/trace_recordable.sql");
 
     /// The add statement `add` (one of `utils::ADD_JOB`, `ADD_JOBS`, `ADD_JOBS_PLAIN`), which
     /// takes `params` parameters, recording the trace context of the two after them:

@@ -288,3 +288,44 @@ async fn in_the_caller_s_transaction_the_context_commits_and_rolls_back_with_the
         assert_eq!(db.count("select count(*) from graphile_worker._private_jobs").await, expected);
     }
 }
+
+/// Where the context cannot be recorded, jobs added in a span are added all the same,
+/// without it: a role with no rights on Formica's records (only graphile-worker's), and a
+/// database graphile-worker migrated, which has no records schema at all.
+#[tokio::test]
+async fn jobs_added_in_a_span_where_no_context_can_be_recorded_are_added_without_one() {
+    exporter();
+    let db = TestDb::migrated().await;
+    let client = db.client().await;
+    let role = format!("{}_adder", db.name);
+    client
+        .batch_execute(&format!(
+            "create role {role} login bypassrls;
+             grant usage on schema graphile_worker to {role};
+             grant select, insert, update, delete on all tables in schema graphile_worker to {role};
+             grant usage on all sequences in schema graphile_worker to {role};
+             grant execute on all functions in schema graphile_worker to {role};"
+        ))
+        .await
+        .unwrap();
+    let pool = formica::Pool::from_url(db.runtime.clone(), &format!("{} user={role}", db.url), 2).unwrap();
+    let adder = formica::WorkerUtils::new(pool, "graphile_worker");
+    let request = request_span("POST /limited");
+    let jobs = [RawJob::new("ok", serde_json::json!({}), JobSpec::default())];
+    async {
+        adder.add_raw_job("ok", serde_json::json!({}), JobSpec::default()).await.unwrap();
+        adder.add_raw_jobs(&jobs).await.unwrap();
+    }
+    .with_context(request.clone())
+    .await;
+    assert_eq!(db.count(TRACES).await, 0, "nothing recorded without the rights");
+
+    client.batch_execute("drop schema formica_graphile_worker cascade").await.unwrap();
+    db.utils()
+        .add_raw_job("ok", serde_json::json!({}), JobSpec::default())
+        .with_context(request)
+        .await
+        .unwrap();
+    assert_eq!(db.count("select count(*) from graphile_worker._private_jobs").await, 3);
+    client.batch_execute(&format!("drop owned by {role}; drop role {role}")).await.unwrap();
+}
