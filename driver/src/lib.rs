@@ -50,7 +50,8 @@
 //! - with the `sqlx` feature, `sqlx`: adding and managing jobs inside a caller's sqlx
 //!   transaction.
 //! - with the `metrics` and `traces` features, OpenTelemetry metrics of the worker and a
-//!   span per job run (see `docs/guide/observability.md` in the repository).
+//!   span per job run, in the trace of the span the job was added in (see
+//!   `docs/guide/observability.md` in the repository).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
