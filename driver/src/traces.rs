@@ -89,11 +89,12 @@ impl Parent {
         let (version, trace_id, span_id, flags) =
             (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
         let hex = |part: &str, len: usize| part.len() == len && part.bytes().all(|b| b.is_ascii_hexdigit());
-        let later_version = version != "00" && version != "ff";
-        if !hex(version, 2) || !(version == "00" && parts.next().is_none() || later_version) {
-            return None;
-        }
-        if !hex(trace_id, 32) || !hex(span_id, 16) || !hex(flags, 2) {
+        let known_version = match version {
+            "00" => parts.next().is_none(),
+            "ff" => false,
+            later => hex(later, 2),
+        };
+        if !known_version || !hex(trace_id, 32) || !hex(span_id, 16) || !hex(flags, 2) {
             return None;
         }
         let flags = u8::from_str_radix(flags, 16).ok()?;
@@ -134,7 +135,7 @@ pub(crate) enum Recording {
 }
 
 impl PartialEq for TraceTable {
-    /// Which table a utility found is not part of what it is.
+    /// What a utility learnt of the database is not part of what it is: always equal.
     fn eq(&self, _: &Self) -> bool {
         true
     }
@@ -302,5 +303,47 @@ impl JobSpan {
             None => self.0.set_status(Status::Ok),
         }
         self.0.end();
+    }
+}
+
+#[cfg(all(test, feature = "traces"))]
+mod tests {
+    use super::Parent;
+
+    fn parent(traceparent: &str, tracestate: Option<&str>) -> Parent {
+        Parent { traceparent: traceparent.to_owned(), tracestate: tracestate.map(str::to_owned) }
+    }
+
+    const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+    const SPAN: &str = "00f067aa0ba902b7";
+
+    #[test]
+    fn a_traceparent_reads_as_the_remote_span_context_it_names() {
+        let context = parent(&format!("00-{TRACE}-{SPAN}-01"), Some("vendor=value")).span_context().unwrap();
+        assert_eq!(context.trace_id().to_string(), TRACE);
+        assert_eq!(context.span_id().to_string(), SPAN);
+        assert!(context.is_sampled() && context.is_remote());
+        assert_eq!(context.trace_state().get("vendor"), Some("value"));
+        let unsampled = parent(&format!("00-{TRACE}-{SPAN}-00"), None).span_context().unwrap();
+        assert!(!unsampled.is_sampled());
+        let later = parent(&format!("01-{TRACE}-{SPAN}-01-more"), None).span_context();
+        assert!(later.is_some(), "a later version is read as version 00");
+    }
+
+    #[test]
+    fn a_malformed_or_invalid_traceparent_names_no_span() {
+        let zeros = "0".repeat(32);
+        for bad in [
+            format!("ff-{TRACE}-{SPAN}-01"),
+            format!("00-{TRACE}-{SPAN}-01-more"),
+            format!("00-{TRACE}-{SPAN}"),
+            format!("00-{}-{SPAN}-01", &TRACE[1..]),
+            format!("00-{TRACE}-{SPAN}-0g"),
+            format!("00-{zeros}-{SPAN}-01"),
+            format!("00-{TRACE}-0000000000000000-01"),
+            String::new(),
+        ] {
+            assert!(parent(&bad, None).span_context().is_none(), "{bad:?}");
+        }
     }
 }
