@@ -13,6 +13,7 @@
 //! span's W3C trace context ([`Parent`]) in Formica's records schema, `job_traces`, in the
 //! add's own statement; the fetch reads it back and the job's span is that span's child:
 //! one trace from the request that added the job to each of its runs, across processes.
+//! The job's span is current while its handler runs, so the jobs it adds follow in turn.
 //! A child rather than a link: each run has exactly one producer, and a child puts the run
 //! in the request's trace in every tracing UI, which a link does not. Nothing goes in the
 //! payload or in graphile-worker's schema, so its workers see exactly what they saw. A job
@@ -228,9 +229,10 @@ impl Parents {
     }
 }
 
-/// The span of one job run, ended with its outcome.
+/// The span of one job run, ended with its outcome; current while its handler runs, so a
+/// job the handler adds is its child in turn.
 #[cfg(feature = "traces")]
-pub(crate) struct JobSpan(opentelemetry::global::BoxedSpan);
+pub(crate) struct JobSpan(opentelemetry::Context);
 
 /// The span of one job run: traces are compiled out.
 #[cfg(not(feature = "traces"))]
@@ -242,6 +244,9 @@ impl JobSpan {
         JobSpan
     }
     pub(crate) fn end(self, _: &TaskOutcome) {}
+    pub(crate) fn current_in<F>(&self, handler: F) -> F {
+        handler
+    }
 }
 
 #[cfg(feature = "traces")]
@@ -265,7 +270,7 @@ impl JobSpan {
             None => builder.start(&tracer),
         };
         if !span.is_recording() {
-            return JobSpan(span);
+            return JobSpan(opentelemetry::Context::new().with_span(span));
         }
         span.update_name(format!("process {}", job.task_identifier));
         span.set_attributes([
@@ -280,13 +285,19 @@ impl JobSpan {
         if let Some(queue) = &job.queue_name {
             span.set_attribute(KeyValue::new("formica.queue", queue.clone()));
         }
-        JobSpan(span)
+        JobSpan(opentelemetry::Context::new().with_span(span))
+    }
+
+    /// `handler` with the job's span as OpenTelemetry's current context.
+    pub(crate) fn current_in<F>(&self, handler: F) -> opentelemetry::context::WithContext<F> {
+        opentelemetry::context::FutureExt::with_context(handler, self.0.clone())
     }
 
     /// The run ended with `outcome`.
-    pub(crate) fn end(mut self, outcome: &TaskOutcome) {
-        use opentelemetry::trace::{Span, Status};
+    pub(crate) fn end(self, outcome: &TaskOutcome) {
+        use opentelemetry::trace::{Status, TraceContextExt};
         use opentelemetry::KeyValue;
+        let span = self.0.span();
         let error = match outcome {
             TaskOutcome::Ok => None,
             TaskOutcome::Err(message) => Some(("task_error", message.clone())),
@@ -297,12 +308,12 @@ impl JobSpan {
         };
         match error {
             Some((kind, message)) => {
-                self.0.set_attribute(KeyValue::new("error.type", kind));
-                self.0.set_status(Status::error(message));
+                span.set_attribute(KeyValue::new("error.type", kind));
+                span.set_status(Status::error(message));
             }
-            None => self.0.set_status(Status::Ok),
+            None => span.set_status(Status::Ok),
         }
-        self.0.end();
+        span.end();
     }
 }
 

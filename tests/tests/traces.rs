@@ -184,6 +184,46 @@ fn a_job_added_inside_a_span_runs_as_that_span_s_child_in_its_trace_on_async_std
     )));
 }
 
+/// A job's span is current while its handler runs: a job the handler adds runs as the
+/// child of that span, so a chain of jobs stays in the trace of the request that began it.
+#[tokio::test]
+async fn a_job_added_by_a_handler_runs_as_the_child_of_that_job_s_span() {
+    exporter();
+    let db = TestDb::migrated().await;
+    let request = request_span("POST /chain");
+    let first = db
+        .utils()
+        .add_raw_job("first", serde_json::json!({}), JobSpec::default())
+        .with_context(request.clone())
+        .await
+        .unwrap();
+    let worker = db
+        .worker_options()
+        .define_raw_job("first", |ctx, _| async move {
+            ctx.utils().add_raw_job("second", serde_json::json!({}), JobSpec::default()).await?;
+            Ok(())
+        })
+        .define_raw_job("second", |_, _| async { Ok(()) })
+        .init()
+        .await
+        .unwrap();
+    let worker_id = worker.worker_id().to_owned();
+    worker.run_once().await.unwrap();
+
+    let spans = job_spans(&worker_id);
+    assert_eq!(spans.len(), 2, "{spans:#?}");
+    let first_span = &spans[&first.id];
+    let (_, second_span) = spans.iter().find(|(id, _)| **id != first.id).unwrap();
+    let request_trace = request.span().span_context().trace_id();
+    assert_eq!(first_span.span_context.trace_id(), request_trace);
+    assert_eq!(second_span.span_context.trace_id(), request_trace, "the chain stays in the request's trace");
+    assert_eq!(
+        second_span.parent_span_id,
+        first_span.span_context.span_id(),
+        "the second is the first's child"
+    );
+}
+
 /// A records schema that an older Formica migrated (no trace table yet) takes jobs added in
 /// a span all the same, without their context: their runs start traces of their own. Once
 /// a worker brought the records up to date, jobs added in a span carry it again.

@@ -42,7 +42,7 @@ pub(super) fn start_task(
         span: span.clone(),
         extensions: shared.extensions.clone(),
     };
-    let work = async move {
+    let work = job_span.current_in(async move {
         match handler {
             Some(handler) => handler(ctx, payload).await,
             None => TaskOutcome::Err(format!(
@@ -50,7 +50,7 @@ pub(super) fn start_task(
                 ctx.job.task_identifier
             )),
         }
-    };
+    });
     let task = async move {
         let outcome = match AssertUnwindSafe(Abortable::new(work, registration)).catch_unwind().await {
             Ok(Ok(outcome)) => outcome,
