@@ -119,7 +119,7 @@ pub mod traces {
     /// An add statement that also records its trace context: see the file.
     pub const ADD_TRACED: &str = include_str!("../queries/add_traced.sql");
     /// The line of [`ADD_TRACED`] the add statement replaces.
-    pub const ADD_LINE: &str = "\n:ADD\n";
+    const ADD_LINE: &str = "\n:ADD\n";
     /// `$1` the quoted name of the table [`JOB_TRACES`] creates, `$2` the records schema's
     /// name: whether this role can record contexts there (see the file).
     pub const RECORDABLE: &str = include_str!("../queries/trace_recordable.sql");
@@ -303,6 +303,16 @@ mod tests {
         assert_eq!(render("select * from :SCHEMA.jobs", "my\"s"), "select * from \"my\"\"s\".jobs");
         assert_eq!(render("x):::SCHEMA.job_spec", "gw"), "x)::\"gw\".job_spec");
         assert_eq!(render(":RECORDS.leases, :SCHEMA.jobs", "gw"), "\"formica_gw\".leases, \"gw\".jobs");
+    }
+
+    #[test]
+    fn the_traced_statements_fill_in_every_placeholder_of_their_own() {
+        let add = traces::add(utils::ADD_JOB, 9);
+        assert!(add.contains(utils::ADD_JOB) && add.contains("$10::text, $11::text"), "{add}");
+        assert!(!add.contains(":ADD") && !add.contains(":TRACE"), "{add}");
+        let fetch = traces::fetch(worker::GET_JOBS);
+        assert!(fetch.contains("traces.traceparent, traces.tracestate"), "{fetch}");
+        assert!(fetch.contains("left join :RECORDS.job_traces as traces"), "{fetch}");
     }
 
     #[test]
