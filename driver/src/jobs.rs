@@ -13,6 +13,7 @@
 use crate::error::Error;
 use crate::params::{param, typed, Param};
 use crate::rows::{job_from_row, jobs_from_rows, ResultRow};
+use crate::traces::{Parent, Recording, TraceTable};
 use chrono::{DateTime, Utc};
 use formica_core::job::{Job, JobKeyMode, JobSpec, JobSpecError, RawJob, RescheduleJobOptions, Task};
 use formica_sql as sql;
@@ -127,15 +128,54 @@ impl<C: GenericClient + Sync> Session for &C {
 }
 
 /// The operations on one schema. `default_run_at` dates jobs added without a `run_at`
-/// (`None`: the database's `now()`, the transaction's start).
+/// (`None`: the database's `now()`, the transaction's start); `traces` knows whether the
+/// records schema can hold the trace context of jobs added inside a span.
 pub(crate) struct Jobs<'a> {
     pub(crate) schema: &'a str,
     pub(crate) default_run_at: Option<DateTime<Utc>>,
+    pub(crate) traces: &'a TraceTable,
 }
 
 impl Jobs<'_> {
     fn query(&self, template: &str, params: Vec<Param>) -> Query {
         Query { sql: sql::render(template, self.schema), params }
+    }
+
+    /// The add statement `template` with `params`, recording the trace context it runs in
+    /// with its jobs when there is one (see `crate::traces`).
+    fn add_query(&self, template: &str, mut params: Vec<Param>, parent: Option<Parent>) -> Query {
+        match parent {
+            None => self.query(template, params),
+            Some(parent) => {
+                let traced = sql::traces::add(template, params.len());
+                params.extend(parent.params());
+                self.query(&traced, params)
+            }
+        }
+    }
+
+    /// The trace context a job added now records: none outside a span, and none while the
+    /// records schema cannot hold it (an older Formica migrated it, or none did, or this
+    /// role may not write there: asked on `session`).
+    async fn parent(&self, session: &mut impl Session) -> Result<Option<Parent>, Error> {
+        let Some(parent) = crate::traces::current() else {
+            return Ok(None);
+        };
+        let recording = match self.traces.recording() {
+            Recording::Yes => true,
+            Recording::No => false,
+            Recording::Ask => {
+                let records = sql::records_schema(self.schema);
+                let table = format!("{}.job_traces", sql::quote_ident(&records));
+                let params = vec![param(table, Type::TEXT), param(records, Type::TEXT)];
+                let query = self.query(sql::traces::RECORDABLE, params);
+                let rows = session.query(query).await?;
+                let present = rows.first().map(|row| row.read::<bool>(0)).transpose()?.unwrap_or(false);
+                self.traces.learn(present);
+                present
+            }
+        };
+        Ok(recording.then_some(parent))
     }
 
     /// Add a job of the task named `identifier`.
@@ -158,7 +198,8 @@ impl Jobs<'_> {
             param(spec.flags, Type::TEXT_ARRAY),
             param(spec.job_key_mode.map(JobKeyMode::as_str), Type::TEXT),
         ];
-        let rows = session.query(self.query(sql::utils::ADD_JOB, params)).await?;
+        let parent = self.parent(&mut session).await?;
+        let rows = session.query(self.add_query(sql::utils::ADD_JOB, params, parent)).await?;
         match rows.first() {
             Some(row) => job_from_row(row),
             None => Err(Error::NotAdded(spec.job_key)),
@@ -187,8 +228,9 @@ impl Jobs<'_> {
                 Some(JobKeyMode::Replace) | None => {}
             }
         }
+        let parent = self.parent(&mut session).await?;
         if jobs.iter().all(|job| job.spec.job_key.is_none() && job.spec.queue_name.is_none()) {
-            let rows = session.query(self.plain(jobs)).await?;
+            let rows = session.query(self.plain(jobs, parent.clone())).await?;
             // All or none: none when a task is not registered yet (add_jobs registers it).
             if !rows.is_empty() {
                 return plain_jobs(jobs, &rows);
@@ -208,7 +250,7 @@ impl Jobs<'_> {
             }));
         }
         let params = vec![param(Value::Array(specs), Type::JSON), param(preserve_run_at, Type::BOOL)];
-        let rows = session.query(self.query(sql::utils::ADD_JOBS, params)).await?;
+        let rows = session.query(self.add_query(sql::utils::ADD_JOBS, params, parent)).await?;
         let mut names = Names::of(&rows)?;
         if !names.missing_tasks.is_empty() || !names.missing_queues.is_empty() {
             let params = vec![
@@ -224,7 +266,7 @@ impl Jobs<'_> {
 
     /// The statement adding jobs that have no key and no queue, column by column in binary:
     /// no JSON spec to build and parse, no conflict check per row.
-    fn plain(&self, jobs: &[RawJob]) -> Query {
+    fn plain(&self, jobs: &[RawJob], parent: Option<Parent>) -> Query {
         let mut identifiers: Vec<String> = Vec::new();
         let tasks: Vec<i32> = jobs
             .iter()
@@ -258,7 +300,7 @@ impl Jobs<'_> {
             param(priorities, Type::INT4_ARRAY),
             param(jobs.iter().map(|job| stored_flags(&job.spec)).collect::<Vec<_>>(), Type::JSONB_ARRAY),
         ];
-        self.query(sql::utils::ADD_JOBS_PLAIN, params)
+        self.add_query(sql::utils::ADD_JOBS_PLAIN, params, parent)
     }
 
     /// Remove the job holding `job_key` (a running one only loses its key).

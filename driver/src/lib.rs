@@ -53,7 +53,8 @@
 //! - with the `testing` feature, `testing`: a handler's unit test without a database,
 //!   assertions on what was enqueued, and a schema per test (see `docs/guide/testing.md`).
 //! - with the `metrics` and `traces` features, OpenTelemetry metrics of the worker and a
-//!   span per job run (see `docs/guide/observability.md` in the repository).
+//!   span per job run, in the trace of the span the job was added in (see
+//!   `docs/guide/observability.md` in the repository).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

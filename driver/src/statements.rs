@@ -94,7 +94,7 @@ impl Bound {
 pub fn bind(statement: Statement) -> Bound {
     let (template, params, answer) = match statement {
         Statement::GetJobs { worker_id, task_identifiers, forbidden_flags, accepted_flags, limit, now } => (
-            sql::worker::GET_JOBS,
+            crate::traces::get_jobs(),
             vec![
                 param(worker_id, Type::TEXT),
                 param(task_identifiers, Type::TEXT_ARRAY),
@@ -192,12 +192,13 @@ pub fn bind(statement: Statement) -> Bound {
 /// are prepared (named, cached per connection; unnamed after all once the pool finds a
 /// pooler sharing server sessions, see `PooledClient::query_params`) or sent unnamed each
 /// time (one round trip as well, and safe behind pgBouncer in transaction mode), and the
-/// flags function.
+/// flags function; and the trace contexts of the jobs fetched, until they start.
 pub(crate) struct Executor {
     pub(crate) pool: Pool,
     pub(crate) schema: String,
     pub(crate) prepared: bool,
     pub(crate) flags_fn: Option<FlagsFn>,
+    pub(crate) parents: crate::traces::Parents,
 }
 
 impl Executor {
@@ -214,10 +215,14 @@ impl Executor {
         {
             *forbidden_flags = flags_fn().await;
         }
+        let fetch = matches!(statement, Statement::GetJobs { .. });
         let bound = bind(statement);
         let sql = sql::render(bound.template, &self.schema);
         let mut client = self.pool.get().await?;
         let rows = client.query_params(&sql, &bound.params, self.prepared).await?;
+        if fetch {
+            self.parents.remember(&rows);
+        }
         bound.answer(&rows)
     }
 }

@@ -16,6 +16,7 @@ use crate::jobs::{raw_jobs_of, Jobs};
 pub use crate::jobs::{Cancelled, CleanupTask, JobFilter, Recorded};
 use crate::middleware::AddLayers;
 use crate::migrate::{check, migrate, MigrationReport};
+use crate::traces::TraceTable;
 use formica_core::job::{Job, JobSpec, Task};
 pub use formica_core::job::{RawJob, RescheduleJobOptions};
 use serde::Serialize;
@@ -32,12 +33,19 @@ pub struct WorkerUtils {
     schema: String,
     use_local_time: bool,
     add_layers: AddLayers,
+    traces: TraceTable,
 }
 
 impl WorkerUtils {
     /// Utilities over `pool` for the schema `schema`.
     pub fn new(pool: Pool, schema: impl Into<String>) -> Self {
-        WorkerUtils { pool, schema: schema.into(), use_local_time: false, add_layers: AddLayers::default() }
+        WorkerUtils {
+            pool,
+            schema: schema.into(),
+            use_local_time: false,
+            add_layers: AddLayers::default(),
+            traces: TraceTable::default(),
+        }
     }
 
     /// Give jobs without a `run_at` the application's clock rather than the database's
@@ -97,7 +105,11 @@ impl WorkerUtils {
 
     /// The operations on this schema, dating jobs without a `run_at` by the chosen clock.
     fn jobs(&self) -> Jobs<'_> {
-        Jobs { schema: &self.schema, default_run_at: self.use_local_time.then(|| self.pool.runtime().now()) }
+        Jobs {
+            schema: &self.schema,
+            default_run_at: self.use_local_time.then(|| self.pool.runtime().now()),
+            traces: &self.traces,
+        }
     }
 
     /// Add a job of task `T` with `payload`.

@@ -54,6 +54,7 @@ pub const RECORDS_STEPS: &[Step] = &[
     Step { id: 2, sql: &[CANCEL_REQUESTS] },
     Step { id: 3, sql: &[LEASE_IDENTITY] },
     Step { id: 4, sql: &[LEASE_CRONTAB] },
+    Step { id: 5, sql: &[traces::JOB_TRACES] },
 ];
 
 /// The records' table of cancel requests for held jobs (records migration 2).
@@ -113,6 +114,39 @@ pub const STEPS: &[Step] = &[
     Step { id: 19, sql: &[include_str!("../migrations/000019.sql")] },
     Step { id: 20, sql: &[include_str!("../migrations/000020.sql"), ADD_JOBS_FN, ADD_JOB_FN] },
 ];
+
+/// Trace propagation (the driver's cargo feature `traces`): the W3C trace context a job was
+/// added in, kept in the records schema beside the job, never in graphile-worker's schema.
+pub mod traces {
+    /// The records' table of trace contexts (records migration 5).
+    pub const JOB_TRACES: &str = include_str!("../records/000005.sql");
+    /// An add statement that also records its trace context: see the file.
+    pub const ADD_TRACED: &str = include_str!("../queries/add_traced.sql");
+    /// The line of [`ADD_TRACED`] the add statement replaces.
+    const ADD_LINE: &str = "\n:ADD\n";
+    /// `$1` the quoted name of the table [`JOB_TRACES`] creates, `$2` the records schema's
+    /// name: whether this role can record contexts there (see the file).
+    pub const RECORDABLE: &str = include_str!("../queries/trace_recordable.sql");
+
+    /// The add statement `add` (one of `utils::ADD_JOB`, `ADD_JOBS`, `ADD_JOBS_PLAIN`), which
+    /// takes `params` parameters, recording the trace context of the two after them:
+    /// [`ADD_TRACED`] around it.
+    pub fn add(add: &str, params: usize) -> String {
+        ADD_TRACED
+            .replace(":TRACEPARENT", &format!("${}", params + 1))
+            .replace(":TRACESTATE", &format!("${}", params + 2))
+            .replace(ADD_LINE, &format!("\n{add}\n"))
+    }
+
+    /// The worker's fetch `get_jobs` (`worker::GET_JOBS`) answering each job's trace context
+    /// too (columns `traceparent`, `tracestate`), filled in where it marks them.
+    pub fn fetch(get_jobs: &str) -> String {
+        get_jobs.replace("/*:TRACE_COLUMNS*/", ", traces.traceparent, traces.tracestate").replace(
+            "/*:TRACE_JOIN*/",
+            "left join :RECORDS.job_traces as traces on traces.job_id = locked.id",
+        )
+    }
+}
 
 /// Statements used by the migrator.
 pub mod migrate {
@@ -278,6 +312,16 @@ mod tests {
         assert_eq!(render("select * from :SCHEMA.jobs", "my\"s"), "select * from \"my\"\"s\".jobs");
         assert_eq!(render("x):::SCHEMA.job_spec", "gw"), "x)::\"gw\".job_spec");
         assert_eq!(render(":RECORDS.leases, :SCHEMA.jobs", "gw"), "\"formica_gw\".leases, \"gw\".jobs");
+    }
+
+    #[test]
+    fn the_traced_statements_fill_in_every_placeholder_of_their_own() {
+        let add = traces::add(utils::ADD_JOB, 9);
+        assert!(add.contains(utils::ADD_JOB) && add.contains("$10::text, $11::text"), "{add}");
+        assert!(!add.contains(":ADD") && !add.contains(":TRACE"), "{add}");
+        let fetch = traces::fetch(worker::GET_JOBS);
+        assert!(fetch.contains("traces.traceparent, traces.tracestate"), "{fetch}");
+        assert!(fetch.contains("left join :RECORDS.job_traces as traces"), "{fetch}");
     }
 
     #[test]

@@ -35,6 +35,7 @@ pub struct MiddlewareDoctests;
 pub mod certs;
 pub mod cluster;
 pub mod dashboard;
+pub mod otlp;
 pub mod pgbouncer;
 pub mod proxy;
 pub mod spoiled;

@@ -455,6 +455,7 @@ impl<R> WorkerOptions<R> {
                     schema: utils.schema().to_owned(),
                     prepared: self.prepared_statements,
                     flags_fn: self.flags_fn,
+                    parents: Default::default(),
                 },
                 utils,
                 handlers: self.handlers,

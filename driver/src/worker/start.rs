@@ -30,7 +30,7 @@ pub(super) fn start_task(
     let reported = Arc::new(AtomicBool::new(false));
     let running_reported = reported.clone();
     let job_id = job.id;
-    let job_span = JobSpan::start(&job, &shared.worker_id);
+    let job_span = JobSpan::start(&job, &shared.worker_id, shared.executor.parents.take(job.id));
     let span = tracing::info_span!("job", job_id, task = %job.task_identifier, worker_id = %shared.worker_id);
     let handler = shared.handlers.0.get(&job.task_identifier).cloned();
     let payload = job.payload.clone();
@@ -42,7 +42,7 @@ pub(super) fn start_task(
         span: span.clone(),
         extensions: shared.extensions.clone(),
     };
-    let work = async move {
+    let work = job_span.current_in(async move {
         match handler {
             Some(handler) => handler(ctx, payload).await,
             None => TaskOutcome::Err(format!(
@@ -50,7 +50,7 @@ pub(super) fn start_task(
                 ctx.job.task_identifier
             )),
         }
-    };
+    });
     let task = async move {
         let outcome = match AssertUnwindSafe(Abortable::new(work, registration)).catch_unwind().await {
             Ok(Ok(outcome)) => outcome,

@@ -3,7 +3,8 @@
 -- $6 unless $6 is empty (a job without flags has none of them), and in a
 -- named queue only if no one holds that queue; at most one job per named queue. Each
 -- job's attempts count the attempt now starting. Rows: _private_jobs columns plus task_identifier and
--- queue_name, in (priority, run_at, id) order.
+-- queue_name, in (priority, run_at, id) order. The comments of the last select mark where
+-- the traced fetch (formica_sql::traces::fetch) adds each job's trace context.
 with recursive tasks as (
   -- Looked up once per statement, so a task row deleted and added again is still found.
   select array(
@@ -85,8 +86,9 @@ locked as (
   where jobs.ctid = any(array(select chosen.ctid from chosen))
   returning jobs.*
 )
-select locked.*, tasks.identifier as task_identifier, job_queues.queue_name
+select locked.*, tasks.identifier as task_identifier, job_queues.queue_name /*:TRACE_COLUMNS*/
 from locked
 inner join :SCHEMA._private_tasks as tasks on tasks.id = locked.task_id
 left join :SCHEMA._private_job_queues as job_queues on job_queues.id = locked.job_queue_id
+/*:TRACE_JOIN*/
 order by locked.priority, locked.run_at, locked.id

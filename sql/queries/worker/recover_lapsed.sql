@@ -16,6 +16,11 @@
 -- the workers' writes: one place for every way a job is released (returned, failed, swept,
 -- unlocked by hand, recovered), nothing added to completing or failing jobs, and it runs
 -- every few seconds on every running worker.
+--
+-- Trace contexts (:RECORDS.job_traces) of jobs deleted other than by a Formica worker's
+-- completion (graphile-worker's workers, remove_job, cleanup) are forgotten once no older
+-- job remains: a range of the primary key below the jobs' oldest id, cheap however many
+-- traced jobs wait (a search for every row whose job is gone would read them all).
 with suspected as (
   update :RECORDS.leases as leases
   set suspected_at = now()
@@ -65,6 +70,10 @@ forgotten as (
   delete from :RECORDS.cancel_requests as requests
   where requests.job_id in (select released.id from released)
     or not exists (select 1 from :SCHEMA._private_jobs as jobs where jobs.id = requests.job_id)
+),
+untraced as (
+  delete from :RECORDS.job_traces as traces
+  where traces.job_id < coalesce((select min(jobs.id) from :SCHEMA._private_jobs as jobs), 9223372036854775807)
 )
 select pg_notify('jobs:insert', json_build_object('r', random(), 'count', count(*))::text)
 from jobs_freed
