@@ -12,7 +12,7 @@ use formica_sql as sql;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// How many next runs [`cron`] gives for each item of the crontab.
+/// How many next runs [`cron()`] gives for each item of the crontab.
 pub const NEXT_RUNS: usize = 3;
 
 /// Whose crontab [`CronItems::items`] lists.
@@ -21,7 +21,7 @@ pub const NEXT_RUNS: usize = 3;
 pub enum CrontabSource {
     /// The live workers' (each item names the workers that run it).
     Workers,
-    /// The one given to [`cron`]: no live worker records one.
+    /// The one given to [`cron()`]: no live worker records one.
     Given,
     /// None: no live worker records one and none was given; only the database's record of
     /// items is listed.
