@@ -1,15 +1,18 @@
 -- Delete the jobs $2 that worker $1 still holds (a job whose lock was swept or recovered and
 -- taken by another worker is left to that worker) and release their queues. Rows: the jobs
 -- of $2 not deleted (fenced off), each with who holds it now (null: no one, or it is gone).
--- The trace contexts of the jobs deleted go with them (one primary-key probe each).
+-- The trace contexts of the jobs deleted go with them (one primary-key probe each, if any
+-- job is traced).
 with completed as (
   delete from :SCHEMA._private_jobs as jobs
   where jobs.id = any($2::bigint[]) and jobs.locked_by = $1::text
   returning jobs.id, jobs.job_queue_id
 ),
 untraced as (
+  -- One look a statement, where no job is traced, spares a probe a job.
   delete from :RECORDS.job_traces as traces
-  where traces.job_id in (select completed.id from completed)
+  where exists (select from :RECORDS.job_traces)
+    and traces.job_id in (select completed.id from completed)
 ),
 released as (
   update :SCHEMA._private_job_queues as job_queues
