@@ -848,7 +848,6 @@ fn scrape(addr: &str) -> String {
 #[cfg(feature = "prometheus")]
 #[tokio::test]
 async fn the_queue_depth_is_sampled_only_once_something_reads_the_metrics() {
-    use std::io::BufRead;
     let db = TestDb::migrated().await;
     let scans = || async {
         // The worker's backends report their counts within about a second.
@@ -865,17 +864,7 @@ async fn the_queue_depth_is_sampled_only_once_something_reads_the_metrics() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start formica");
-    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    let addr = loop {
-        line.clear();
-        assert!(stderr.read_line(&mut line).unwrap() > 0, "formica exited before serving metrics");
-        let log: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
-        if log["message"] == "serving metrics at /metrics" {
-            break log["address"].as_str().unwrap().to_owned();
-        }
-    };
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    let addr = formica_tests::metrics_address(child.stderr.take().unwrap());
     // The sweeps scan the table too, a few times at most in 2.5 s; a sample every 10 ms would
     // scan it about 250 times.
     let started = scans().await;
@@ -892,7 +881,6 @@ async fn the_queue_depth_is_sampled_only_once_something_reads_the_metrics() {
 #[cfg(feature = "prometheus")]
 #[tokio::test]
 async fn metrics_endpoint_counts_what_happened_and_the_queue_depth_matches_the_database() {
-    use std::io::BufRead;
     use std::os::unix::fs::PermissionsExt;
     let db = TestDb::migrated().await;
     let dir = std::env::temp_dir().join(format!("formica-cli-metrics-{}", std::process::id()));
@@ -921,19 +909,7 @@ async fn metrics_endpoint_counts_what_happened_and_the_queue_depth_matches_the_d
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("start formica");
-    // The port is the system's choice: read it from the log.
-    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    let addr = loop {
-        line.clear();
-        assert!(stderr.read_line(&mut line).unwrap() > 0, "formica exited before serving metrics");
-        let log: Value = serde_json::from_str(&line).unwrap();
-        if log["message"] == "serving metrics at /metrics" {
-            break log["address"].as_str().unwrap().to_owned();
-        }
-    };
-    // Keep draining it, or the worker blocks on a full pipe.
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    let addr = formica_tests::metrics_address(child.stderr.take().unwrap());
 
     let settled = "select count(*) from graphile_worker.jobs where locked_at is null \
                    and (task_identifier = 'elsewhere' or attempts >= max_attempts)";

@@ -13,7 +13,7 @@ use formica_tests::dashboard::Dashboard;
 use formica_tests::proxy::Proxy;
 use formica_tests::TestDb;
 use serde_json::Value;
-use std::io::{BufRead, Read, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -208,19 +208,8 @@ async fn the_metrics_show_the_worker_up_and_the_oldest_due_job_and_readyz_fails_
         .stderr(Stdio::piped())
         .spawn()
         .expect("start formica");
-    // The port is the system's choice: read it from the log.
-    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let addr = formica_tests::metrics_address(child.stderr.take().unwrap());
     let _worker = Worker(child);
-    let mut line = String::new();
-    let addr = loop {
-        line.clear();
-        assert!(stderr.read_line(&mut line).unwrap() > 0, "formica exited before serving metrics");
-        let log: Value = serde_json::from_str(&line).unwrap();
-        if log["message"] == "serving metrics at /metrics" {
-            break log["address"].as_str().unwrap().to_owned();
-        }
-    };
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
 
     assert_eq!(get(&addr, "/healthz").0, 200);
     assert_eq!(wait_for_status(&addr, "/readyz", 200, Duration::from_secs(15)).await, "ready\n");

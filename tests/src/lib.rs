@@ -40,6 +40,25 @@ pub mod pgbouncer;
 pub mod proxy;
 pub mod spoiled;
 
+/// The address a `formica` process started with `--metrics-addr HOST:0 --log-format json`
+/// serves its metrics at, read from its log on `stderr` (the port is the system's choice);
+/// the rest of the log is drained on a thread, or the process would block on a full pipe.
+pub fn metrics_address(stderr: std::process::ChildStderr) -> String {
+    use std::io::BufRead;
+    let mut stderr = std::io::BufReader::new(stderr);
+    let mut line = String::new();
+    let address = loop {
+        line.clear();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "formica exited before serving metrics");
+        let log: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        if log["message"] == "serving metrics at /metrics" {
+            break log["address"].as_str().unwrap().to_owned();
+        }
+    };
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    address
+}
+
 use formica::{JobContext, Pool, Runtime, Task, TaskHandler, TaskResult, Worker, WorkerHandle, WorkerUtils};
 use serde::{Deserialize, Serialize};
 use std::future::Future;
