@@ -967,12 +967,11 @@ async fn metrics_endpoint_counts_what_happened_and_the_queue_depth_matches_the_d
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// With `OTEL_EXPORTER_OTLP_ENDPOINT` set, each job run's span reaches the collector (here a
-/// plain HTTP server that keeps what is posted to `/v1/traces`).
+/// With `OTEL_EXPORTER_OTLP_ENDPOINT` set, each job run's span reaches the collector, with
+/// its messaging attributes.
 #[cfg(feature = "otlp")]
 #[tokio::test]
 async fn job_spans_are_exported_over_otlp_when_an_endpoint_is_set() {
-    use std::io::{Read, Write};
     use std::os::unix::fs::PermissionsExt;
     let db = TestDb::migrated().await;
     let dir = std::env::temp_dir().join(format!("formica-cli-otlp-{}", std::process::id()));
@@ -987,51 +986,10 @@ async fn job_spans_are_exported_over_otlp_when_an_endpoint_is_set() {
         );
     }
 
-    let collector = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let endpoint = format!("http://{}", collector.local_addr().unwrap());
-    let received = std::thread::spawn(move || {
-        let mut posts = Vec::new();
-        collector.set_nonblocking(true).unwrap();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        // Keep what comes until three spans came (the worker flushes them on exit), or 30 s.
-        while std::time::Instant::now() < deadline {
-            let Ok((mut stream, _)) = collector.accept() else {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-                continue;
-            };
-            stream.set_nonblocking(false).unwrap();
-            let mut request = Vec::new();
-            let mut buf = [0u8; 4096];
-            let body_start = loop {
-                let n = stream.read(&mut buf).unwrap();
-                assert!(n > 0, "the request ended early");
-                request.extend_from_slice(&buf[..n]);
-                if let Some(at) = request.windows(4).position(|w| w == b"\r\n\r\n") {
-                    break at + 4;
-                }
-            };
-            let head = String::from_utf8_lossy(&request[..body_start]).to_lowercase();
-            let length: usize = head
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .map_or(0, |v| v.trim().parse().unwrap());
-            while request.len() < body_start + length {
-                let n = stream.read(&mut buf).unwrap();
-                request.extend_from_slice(&buf[..n]);
-            }
-            stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n").unwrap();
-            posts.push((head, request[body_start..].to_vec()));
-            let spans: usize = posts.iter().map(|(_, body)| count(body, b"process traced")).sum();
-            if spans >= 3 {
-                return posts;
-            }
-        }
-        posts
-    });
-    fn count(haystack: &[u8], needle: &[u8]) -> usize {
-        haystack.windows(needle.len()).filter(|w| *w == needle).count()
-    }
-
+    let collector = formica_tests::otlp::Collector::start();
+    let endpoint = collector.endpoint();
+    // The worker flushes its spans on exit.
+    let received = collector.spawn(std::time::Duration::from_secs(30), |spans| spans.len() >= 3);
     let out = Command::new(env!("CARGO_BIN_EXE_formica"))
         .args(["-c", &db.url, "--once", "--tasks", dir.to_str().unwrap()])
         .env("RUST_LOG", "warn")
@@ -1040,15 +998,20 @@ async fn job_spans_are_exported_over_otlp_when_an_endpoint_is_set() {
         .output()
         .expect("run formica");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let posts = received.join().unwrap();
-    assert!(posts.iter().all(|(head, _)| head.starts_with("post /v1/traces")), "{posts:?}");
-    let bodies: Vec<u8> = posts.into_iter().flat_map(|(_, body)| body).collect();
-    assert_eq!(count(&bodies, b"process traced"), 3, "one span per job run");
-    for id in ids {
-        assert!(count(&bodies, id.to_string().as_bytes()) >= 1, "job {id} has its span");
-    }
-    for attribute in ["messaging.system", "messaging.destination.name", "messaging.message.id", "formica"] {
-        assert!(count(&bodies, attribute.as_bytes()) >= 1, "{attribute} is exported");
+    let spans = received.join().unwrap();
+    assert!(spans.iter().all(|span| span.name == "process traced"), "{spans:?}");
+    let attribute = |span: &formica_tests::otlp::Span, key: &str| {
+        span.attributes.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
+    };
+    let mut run: Vec<String> =
+        spans.iter().filter_map(|span| attribute(span, "messaging.message.id")).collect();
+    run.sort();
+    let mut added: Vec<String> = ids.iter().map(i64::to_string).collect();
+    added.sort();
+    assert_eq!(run, added, "one span per job run, naming its job");
+    for span in &spans {
+        assert_eq!(attribute(span, "messaging.system").as_deref(), Some("formica"), "{span:?}");
+        assert_eq!(attribute(span, "messaging.destination.name").as_deref(), Some("traced"), "{span:?}");
     }
     let _ = std::fs::remove_dir_all(dir);
 }

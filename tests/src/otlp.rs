@@ -13,6 +13,8 @@ pub struct Span {
     pub trace_id: Vec<u8>,
     pub span_id: Vec<u8>,
     pub parent_span_id: Vec<u8>,
+    /// The attributes whose value is a string, in the order sent.
+    pub attributes: Vec<(String, String)>,
 }
 
 /// A collector listening on a free local port.
@@ -80,7 +82,8 @@ fn receive(mut stream: std::net::TcpStream) -> Vec<Span> {
 }
 
 /// The spans of an `ExportTraceServiceRequest`: resource_spans (1) > scope_spans (2) >
-/// spans (2) > trace_id (1), span_id (2), parent_span_id (4), name (5).
+/// spans (2) > trace_id (1), span_id (2), parent_span_id (4), name (5), attributes (9) >
+/// key (1), value (2) > string_value (1).
 pub fn spans(body: &[u8]) -> Vec<Span> {
     let mut spans = Vec::new();
     for resource in nested(body, 1) {
@@ -92,11 +95,20 @@ pub fn spans(body: &[u8]) -> Vec<Span> {
                     trace_id: field(1),
                     span_id: field(2),
                     parent_span_id: field(4),
+                    attributes: nested(span, 9).into_iter().filter_map(string_attribute).collect(),
                 });
             }
         }
     }
     spans
+}
+
+/// A `KeyValue` whose value is a string.
+fn string_attribute(key_value: &[u8]) -> Option<(String, String)> {
+    let text = |bytes: &[u8]| String::from_utf8(bytes.to_vec()).expect("UTF-8");
+    let key = text(nested(key_value, 1).first()?);
+    let value = text(nested(nested(key_value, 2).first()?, 1).first()?);
+    Some((key, value))
 }
 
 /// The values of the length-delimited fields `number` of the message `message`.
