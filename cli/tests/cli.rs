@@ -8,32 +8,15 @@ use serde_json::Value;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-fn formica(db: &TestDb, args: &[&str]) -> Output {
-    output_within_60s(
-        Command::new(env!("CARGO_BIN_EXE_formica")).args(["-c", &db.url]).args(args).env("RUST_LOG", "warn"),
-    )
-}
+mod common;
+use common::output_within_60s;
 
-/// Run `command` to its end, or kill it and fail if it has not ended within 60 s (a
-/// mistake must not leave a worker running).
-fn output_within_60s(command: &mut Command) -> Output {
-    let child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start formica");
-    let pid = child.id().to_string();
-    let (sender, receiver) = std::sync::mpsc::channel();
-    std::thread::spawn(move || sender.send(child.wait_with_output()));
-    match receiver.recv_timeout(Duration::from_secs(60)) {
-        Ok(out) => out.expect("run formica"),
-        Err(_) => {
-            let _ = Command::new("kill").args(["-KILL", &pid]).status();
-            panic!("{command:?} was still running after 60 s")
-        }
-    }
+fn formica(db: &TestDb, args: &[&str]) -> Output {
+    common::formica(&db.url, args)
 }
 
 fn ok(db: &TestDb, args: &[&str]) -> String {
-    let out = formica(db, args);
-    assert!(out.status.success(), "formica {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).expect("UTF-8 output")
+    common::ok(&db.url, args)
 }
 
 fn json(db: &TestDb, args: &[&str]) -> Value {

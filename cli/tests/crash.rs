@@ -84,10 +84,10 @@ async fn wait_until(within: Duration, what: &str, mut done: impl FnMut() -> bool
     }
 }
 
+mod common;
+
 fn formica(db: &TestDb, args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_formica")).args(["-c", &db.url]).args(args).output().unwrap();
-    assert!(out.status.success(), "formica {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    common::ok(&db.url, args)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,24 +10,12 @@
 use formica_tests::pgbouncer::PgBouncer;
 use formica_tests::TestDb;
 use std::collections::HashMap;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-fn formica(url: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_formica"))
-        .args(["-c", url])
-        .args(args)
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("run formica")
-}
-
-fn ok(url: &str, args: &[&str]) -> String {
-    let out = formica(url, args);
-    assert!(out.status.success(), "formica {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).expect("UTF-8")
-}
+mod common;
+use common::ok;
 
 #[tokio::test]
 async fn migration_and_every_subcommand_work_through_pgbouncer() {

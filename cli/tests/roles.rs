@@ -8,22 +8,10 @@
 
 use formica_tests::TestDb;
 use std::io::{Read, Write};
-use std::process::{Command, Output};
+use std::process::Command;
 
-fn formica(url: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_formica"))
-        .args(["-c", url])
-        .args(args)
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("run formica")
-}
-
-fn ok(url: &str, args: &[&str]) -> String {
-    let out = formica(url, args);
-    assert!(out.status.success(), "formica {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
-}
+mod common;
+use common::{formica, ok};
 
 /// The guide's two SQL blocks (as a superuser, then as the owner), for this test's database
 /// and roles named after it.

@@ -1,0 +1,37 @@
+//! Running the `formica` binary from the CLI's tests.
+
+// Each test file uses a part of this module.
+#![allow(dead_code, clippy::expect_used)]
+
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+/// `formica -c <url> <args>`, logging warnings and worse, run to its end.
+pub fn formica(url: &str, args: &[&str]) -> Output {
+    output_within_60s(
+        Command::new(env!("CARGO_BIN_EXE_formica")).args(["-c", url]).args(args).env("RUST_LOG", "warn"),
+    )
+}
+
+/// The standard output of `formica -c <url> <args>`, which must succeed.
+pub fn ok(url: &str, args: &[&str]) -> String {
+    let out = formica(url, args);
+    assert!(out.status.success(), "formica {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("UTF-8 output")
+}
+
+/// Run `command` to its end, or kill it and fail if it has not ended within 60 s (a
+/// mistake must not leave a worker running).
+pub fn output_within_60s(command: &mut Command) -> Output {
+    let child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start formica");
+    let pid = child.id().to_string();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || sender.send(child.wait_with_output()));
+    match receiver.recv_timeout(Duration::from_secs(60)) {
+        Ok(out) => out.expect("run formica"),
+        Err(_) => {
+            let _ = Command::new("kill").args(["-KILL", &pid]).status();
+            panic!("{command:?} was still running after 60 s")
+        }
+    }
+}
