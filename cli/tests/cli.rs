@@ -950,55 +950,6 @@ async fn metrics_endpoint_counts_what_happened_and_the_queue_depth_matches_the_d
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// With `OTEL_EXPORTER_OTLP_ENDPOINT` set, each job run's span reaches the collector, with
-/// its messaging attributes.
-#[cfg(feature = "otlp")]
-#[tokio::test]
-async fn job_spans_are_exported_over_otlp_when_an_endpoint_is_set() {
-    use std::os::unix::fs::PermissionsExt;
-    let db = TestDb::migrated().await;
-    let dir = std::env::temp_dir().join(format!("formica-cli-otlp-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("traced.sh"), "#!/bin/sh\ncat >/dev/null\n").unwrap();
-    std::fs::set_permissions(dir.join("traced.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut ids = Vec::new();
-    for _ in 0..3 {
-        ids.push(
-            db.utils().add_raw_job("traced", serde_json::json!({}), Default::default()).await.unwrap().id,
-        );
-    }
-
-    let collector = formica_tests::otlp::Collector::start();
-    let endpoint = collector.endpoint();
-    // The worker flushes its spans on exit.
-    let received = collector.spawn(std::time::Duration::from_secs(30), |spans| spans.len() >= 3);
-    let out = Command::new(env!("CARGO_BIN_EXE_formica"))
-        .args(["-c", &db.url, "--once", "--tasks", dir.to_str().unwrap()])
-        .env("RUST_LOG", "warn")
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
-        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
-        .output()
-        .expect("run formica");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let spans = received.join().unwrap();
-    assert!(spans.iter().all(|span| span.name == "process traced"), "{spans:?}");
-    let attribute = |span: &formica_tests::otlp::Span, key: &str| {
-        span.attributes.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
-    };
-    let mut run: Vec<String> =
-        spans.iter().filter_map(|span| attribute(span, "messaging.message.id")).collect();
-    run.sort();
-    let mut added: Vec<String> = ids.iter().map(i64::to_string).collect();
-    added.sort();
-    assert_eq!(run, added, "one span per job run, naming its job");
-    for span in &spans {
-        assert_eq!(attribute(span, "messaging.system").as_deref(), Some("formica"), "{span:?}");
-        assert_eq!(attribute(span, "messaging.destination.name").as_deref(), Some("traced"), "{span:?}");
-    }
-    let _ = std::fs::remove_dir_all(dir);
-}
-
 #[tokio::test]
 async fn text_logs_to_a_pipe_have_no_colour_codes() {
     let db = TestDb::new().await;

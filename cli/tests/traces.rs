@@ -1,6 +1,7 @@
 //! A job added inside a request's span, run by another process (the `formica` command with
 //! its OTLP exporter): the collector gets the job's span in the request's trace, as the
 //! child of the request's span. A job added outside a span gets a root span, as before.
+//! Each span carries the messaging attributes naming its job.
 #![cfg(feature = "otlp")]
 // Tests fail by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -34,12 +35,13 @@ async fn a_job_added_in_a_request_s_span_runs_in_another_process_as_that_span_s_
     );
     let request_span = request.span().span_context().clone();
     let utils = db.utils();
-    utils
+    let in_request = utils
         .add_raw_job("in_request", serde_json::json!({}), Default::default())
         .with_context(request)
         .await
         .unwrap();
-    utils.add_raw_job("on_its_own", serde_json::json!({}), Default::default()).await.unwrap();
+    let on_its_own =
+        utils.add_raw_job("on_its_own", serde_json::json!({}), Default::default()).await.unwrap();
 
     let collector = Collector::start();
     let endpoint = collector.endpoint();
@@ -63,5 +65,11 @@ async fn a_job_added_in_a_request_s_span_runs_in_another_process_as_that_span_s_
     assert!(root.parent_span_id.is_empty(), "a job added outside a span has a root span: {root:?}");
     assert_ne!(root.trace_id, request_span.trace_id().to_bytes());
     assert_eq!(spans.len(), 2, "{spans:?}");
+    for (span, job) in [(child, &in_request), (root, &on_its_own)] {
+        let attribute = |key: &str| span.attributes.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
+        assert_eq!(attribute("messaging.system"), Some("formica"), "{span:?}");
+        assert_eq!(attribute("messaging.destination.name"), Some(job.task_identifier.as_str()), "{span:?}");
+        assert_eq!(attribute("messaging.message.id"), Some(job.id.to_string().as_str()), "{span:?}");
+    }
     let _ = std::fs::remove_dir_all(dir);
 }
