@@ -179,6 +179,21 @@ impl TestDb {
         self.client().await.query_one(sql, &[]).await.unwrap_or_else(|e| panic!("{sql}: {e:?}")).get(0)
     }
 
+    /// Migrate Formica's records (after a test undid some of their steps), and check that
+    /// every step is then recorded, once, and that migrating again changes nothing.
+    pub async fn migrate_records_to_the_last_step(&self) {
+        let steps =
+            "select coalesce(array_agg(id order by id), '{}') from formica_graphile_worker.migrations";
+        let every: Vec<i32> = formica_sql::RECORDS_STEPS.iter().map(|step| step.id).collect();
+        let client = self.client().await;
+        for _ in 0..2 {
+            self.utils().migrate().await.unwrap_or_else(|e| panic!("migrate: {e}"));
+            let applied: Vec<i32> =
+                client.query_one(steps, &[]).await.unwrap_or_else(|e| panic!("{e:?}")).get(0);
+            assert_eq!(applied, every, "every records step, once");
+        }
+    }
+
     /// Wait until `sql` returns `want` (checking every 20 ms), or panic after `within`.
     pub async fn wait_for_count(&self, sql: &str, want: i64, within: Duration) {
         let client = self.client().await;
