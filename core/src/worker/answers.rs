@@ -2,7 +2,7 @@
 //! refusal is retried: the one place that knows which part owns which statement.
 
 use super::part::Part;
-use super::Worker;
+use super::{Phase, Worker};
 use crate::job::Job;
 use crate::protocol::{DbError, Event, Failure, Fenced, MisuseError, QueryId, QueryResult, Undecodable};
 use crate::time::Timestamp;
@@ -133,9 +133,9 @@ impl Worker {
 
     /// Run-once cannot wait for a missing table or a permission to be fixed: a statement it
     /// needs to fetch (`needed`) refused for good stops it, saying so, rather than never
-    /// returning. True if it did.
+    /// returning. True if it did; once stopping, a later refusal is only a database error.
     fn gave_up_once(&mut self, needed: bool, statement: &'static str, error: &DbError) -> bool {
-        let give_up = self.config.run_once && !error.retryable && needed;
+        let give_up = self.config.run_once && !error.retryable && needed && self.phase == Phase::Running;
         if give_up {
             self.emit(Event::GaveUp { statement, error: error.message.clone() });
             self.shutdown(true);

@@ -246,3 +246,16 @@ fn a_shutdown_stops_within_its_bound_while_the_database_refuses_every_write() {
     assert_eq!(ids, held, "the jobs whose success was not recorded are the ones left");
     assert!(world.db().jobs().all(|j| j.locked_by.is_some()), "they stay locked for a sweep to free");
 }
+
+#[test]
+fn run_once_gives_up_once_when_two_needed_statements_are_refused_for_good() {
+    let (mut hand, effects) = Hand::started(Config { run_once: true, ..config() });
+    let [(fetch, _)] = &fetches(&effects)[..] else { panic!("{effects:?}") };
+    let refused = DbError { message: "relation does not exist".into(), retryable: false };
+    let mut seen =
+        events(&hand.feed(Input::QueryDone { id: *fetch, result: QueryResult::Err(refused.clone()) }));
+    seen.extend(events(&hand.feed(Input::Heartbeat { sent: hand.now, result: Err(refused) })));
+    let gave_up = seen.iter().filter(|e| matches!(e, Event::GaveUp { .. })).count();
+    let shutdowns = seen.iter().filter(|e| matches!(e, Event::Shutdown { .. })).count();
+    assert_eq!((gave_up, shutdowns), (1, 1), "{seen:?}");
+}
