@@ -33,28 +33,39 @@ pub const DEFAULT_BATCH_SIZE: u32 = 1000;
 #[serde(default, deny_unknown_fields)]
 pub struct BulkFilter {
     /// Only these jobs.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub ids: Option<Vec<i64>>,
     /// Only jobs of this task.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub task: Option<String>,
     /// Only jobs of this named queue.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub queue: Option<String>,
     /// Only jobs in one of these states (of `formica_sql::JOB_STATES`: `failed` is waiting
     /// to retry, `permanently_failed` out of attempts, `scheduled` waiting for its first
     /// run; `running` matches nothing).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub states: Vec<String>,
     /// Only jobs that have failed at least once (`last_error` set).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub failed: bool,
     /// Only jobs whose `last_error` contains this text (case-insensitive).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// Only jobs last changed (added, failed, rescheduled: `updated_at`) at or after this.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub since: Option<DateTime<Utc>>,
     /// Only jobs last changed before this.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub before: Option<DateTime<Utc>>,
     /// Only jobs with at least this many attempts.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub attempts_at_least: Option<i16>,
     /// Only jobs with at most this many attempts.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub attempts_at_most: Option<i16>,
     /// Only the job with this key.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
 }
 

@@ -180,3 +180,70 @@ async fn each_action_picks_its_own_jobs_and_never_a_running_one() {
     let nothing = utils.bulk(&BulkAction::Reschedule(RescheduleJobOptions::default()), &every).await;
     assert!(nothing.unwrap_err().to_string().contains("at least one of run_at"));
 }
+
+#[tokio::test]
+async fn the_dashboard_acts_on_ticked_jobs_or_all_matching_the_filter_after_a_dry_run_count() {
+    use formica_tests::dashboard::Dashboard;
+    let db = TestDb::migrated().await;
+    let (utils, client) = (db.utils(), db.client().await);
+    let failed = add(&utils, "invoice", 30).await;
+    set(&client, &failed, "attempts = max_attempts, last_error = 'timeout'").await;
+    let running = add(&utils, "invoice", 1).await;
+    set(
+        &client,
+        &running,
+        "attempts = max_attempts, last_error = 'timeout', locked_at = now(), locked_by = 'w'",
+    )
+    .await;
+    let other = add(&utils, "email", 3).await;
+    set(&client, &other, "attempts = max_attempts, last_error = 'timeout'").await;
+    let ui = Dashboard::start(utils.clone(), formica_ui::Options::default()).await;
+
+    // The page filtered to the failed invoices offers every action on all of them.
+    let page = ui.get("/jobs?task=invoice&state=permanently_failed").await;
+    assert_eq!(page.status, 200);
+    let all = r#"data-bulk="retry" data-filter="{&quot;states&quot;:[&quot;permanently_failed&quot;],&quot;task&quot;:&quot;invoice&quot;}""#;
+    assert!(page.body.contains(all), "{}", page.body);
+    assert!(page.body.contains(&format!(r#"class="pick" value="{}""#, failed[0])), "rows can be ticked");
+    assert!(page
+        .body
+        .contains("Retry {n} jobs matching this filter? Jobs a worker is running are left alone."));
+
+    let filter = json!({ "task": "invoice", "states": ["permanently_failed"] });
+    let dry =
+        ui.action("/api/jobs/bulk", json!({ "action": "retry", "filter": filter, "dry_run": true })).await;
+    assert_eq!(
+        dry.json(),
+        json!({ "action": "retry", "dry_run": true, "jobs": 30 }),
+        "the running job is not counted"
+    );
+    assert_eq!(db.count("select count(*) from graphile_worker._private_jobs where attempts = 0").await, 0);
+    let done = ui.action("/api/jobs/bulk", json!({ "action": "retry", "filter": filter })).await;
+    assert_eq!(done.json()["jobs"], 30, "as many as the dry run said");
+    assert_eq!(db.count("select count(*) from graphile_worker._private_jobs where attempts = 0").await, 30);
+
+    // Ticked jobs: by id; a running one among them is left alone.
+    let ticked = json!({ "ids": [failed[0], failed[1], running[0]] });
+    let cancel = json!({ "action": "cancel", "filter": ticked, "reason": "outage", "dry_run": true });
+    assert_eq!(ui.action("/api/jobs/bulk", cancel).await.json()["jobs"], 2);
+    let delete = ui.action("/api/jobs/bulk", json!({ "action": "delete", "filter": ticked })).await;
+    assert_eq!(delete.json()["jobs"], 2);
+    assert_eq!(rows(&client, &[failed[0], failed[1], running[0]]).await.len(), 1, "the running job stays");
+
+    // Never every job at once, nor an unknown action or state.
+    let everything = ui.action("/api/jobs/bulk", json!({ "action": "delete", "filter": {} })).await;
+    assert_eq!(everything.status, 400);
+    let unknown =
+        ui.action("/api/jobs/bulk", json!({ "action": "explode", "filter": { "task": "x" } })).await;
+    assert_eq!(unknown.status, 400);
+    let state = json!({ "action": "delete", "filter": { "states": ["dead"] } });
+    assert_eq!(ui.action("/api/jobs/bulk", state).await.status, 400);
+    let read_only =
+        Dashboard::start(utils, formica_ui::Options { read_only: true, ..Default::default() }).await;
+    let refused = read_only
+        .action("/api/jobs/bulk", json!({ "action": "delete", "filter": { "task": "email" } }))
+        .await;
+    assert_eq!(refused.status, 403);
+    assert!(!read_only.get("/jobs?task=email").await.body.contains("data-bulk"));
+    assert_eq!(db.count("select count(*) from graphile_worker._private_jobs").await, 32);
+}
