@@ -87,13 +87,13 @@ function remembered() {
   }
 }
 
-// Whether a field of `root` holds what a person changed (a select without a `selected`
-// option shows its first).
+// Whether a field of `root` holds what a person changed (a ticked box included; a select
+// without a `selected` option shows its first).
 function edited(root) {
   const fields = [...root.querySelectorAll("input, textarea")];
   const chosen = (select) => Math.max(0, [...select.options].findIndex((o) => o.defaultSelected));
   return (
-    fields.some((f) => f.value !== f.defaultValue) ||
+    fields.some((f) => f.value !== f.defaultValue || f.checked !== f.defaultChecked) ||
     [...root.querySelectorAll("select")].some((s) => s.selectedIndex !== chosen(s))
   );
 }
