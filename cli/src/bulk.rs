@@ -29,11 +29,11 @@ pub struct Selection {
     /// Only jobs whose last error contains this text (case-insensitive).
     #[arg(long)]
     error: Option<String>,
-    /// Only jobs last changed (added, failed, rescheduled) since then: a time ago such as
+    /// Only jobs added since then (a row records no time of failure): a time ago such as
     /// 30m, 1h, 2d, or an RFC 3339 time.
     #[arg(long, value_parser = parse_when)]
     since: Option<DateTime<Utc>>,
-    /// Only jobs last changed before then (as --since).
+    /// Only jobs added before then (as --since).
     #[arg(long, value_parser = parse_when)]
     before: Option<DateTime<Utc>>,
     /// Only jobs with at least this many attempts.

@@ -55,7 +55,7 @@ async fn retry_by_filter_says_how_many_in_a_dry_run_then_retries_as_many() {
         &db,
         "invoice",
         2,
-        "attempts = max_attempts, last_error = 'old', updated_at = now() - interval '3 hours'",
+        "attempts = max_attempts, last_error = 'old', created_at = now() - interval '3 hours'",
     )
     .await;
     jobs(&db, "email", 3, "attempts = max_attempts, last_error = 'timeout'").await;

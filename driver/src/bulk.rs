@@ -52,10 +52,11 @@ pub struct BulkFilter {
     /// Only jobs whose `last_error` contains this text (case-insensitive).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// Only jobs last changed (added, failed, rescheduled: `updated_at`) at or after this.
+    /// Only jobs added (`created_at`) at or after this. graphile-worker's rows record no
+    /// time of failure: neither its workers nor Formica's change a row's dates when a job fails.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub since: Option<DateTime<Utc>>,
-    /// Only jobs last changed before this.
+    /// Only jobs added before this.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub before: Option<DateTime<Utc>>,
     /// Only jobs with at least this many attempts.

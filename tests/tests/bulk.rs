@@ -54,13 +54,13 @@ async fn rows(client: &Client, ids: &[i64]) -> Vec<(i16, i16, Option<String>, bo
 async fn bulk_retry_of_50000_failed_jobs_by_filter_makes_each_due_once_in_bounded_batches() {
     let db = TestDb::migrated().await;
     let (utils, client) = (db.utils(), db.client().await);
-    // 50,000 invoices that failed in the last hour: half for good, half waiting a day.
+    // 50,000 invoices added in the last hour that failed: half for good, half waiting a day.
     let failed = add(&utils, "invoice", 50_000).await;
     let (for_good, waiting) = failed.split_at(25_000);
     set(&client, for_good, "attempts = max_attempts, last_error = 'Boom: timeout'").await;
     set(&client, waiting, "attempts = 3, last_error = 'boom: refused', run_at = now() + interval '1 day'")
         .await;
-    // Outside the filter: another task, another error, an older failure, never failed.
+    // Outside the filter: another task, another error, added earlier, never failed.
     let other_task = add(&utils, "email", 10).await;
     set(&client, &other_task, "attempts = max_attempts, last_error = 'boom'").await;
     let other_error = add(&utils, "invoice", 10).await;
@@ -69,7 +69,7 @@ async fn bulk_retry_of_50000_failed_jobs_by_filter_makes_each_due_once_in_bounde
     set(
         &client,
         &older,
-        "attempts = max_attempts, last_error = 'boom', updated_at = now() - interval '2 days'",
+        "attempts = max_attempts, last_error = 'boom', created_at = now() - interval '2 days'",
     )
     .await;
     let never_failed = add(&utils, "invoice", 10).await;
@@ -90,7 +90,7 @@ async fn bulk_retry_of_50000_failed_jobs_by_filter_makes_each_due_once_in_bounde
         ..BulkFilter::default()
     };
     let counted = utils.bulk_dry_run(&BulkAction::Retry, &filter).await.unwrap();
-    assert_eq!(counted, 50_000, "the dry run counts the failed invoices of the last hour");
+    assert_eq!(counted, 50_000, "the dry run counts the failed invoices added in the last hour");
     assert_eq!(db.count("select count(*) from touched").await, 0, "the dry run changes nothing");
     let changed = utils.bulk_in_batches_of(&BulkAction::Retry, &filter, 1000).await.unwrap();
     assert_eq!(changed, counted, "the real run changes what the dry run counted");

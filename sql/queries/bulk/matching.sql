@@ -5,7 +5,8 @@
 -- jobs that have failed, a cancel jobs that would still run). The filters, each null for
 -- any: $4 ids, $5 task, $6 named queue, $7 states (as the dashboard names them), $8 only jobs that have
 -- failed at least once (false: any), $9 text in last_error (case-insensitive), $10 and $11
--- the range [since, before) of updated_at (the last change: added, failed, rescheduled),
+-- the range [since, before) of created_at (when the job was added: a row records no time of
+-- failure),
 -- $12 and $13 the least and most attempts, $14 the job key.
 select jobs.id
 from :SCHEMA._private_jobs as jobs
@@ -19,8 +20,8 @@ where jobs.id > $1::bigint and jobs.id <= $2::bigint
   and ($7::text[] is null or :JOB_STATE = any($7::text[]))
   and (not $8::bool or jobs.last_error is not null)
   and ($9::text is null or strpos(lower(jobs.last_error), lower($9::text)) > 0)
-  and ($10::timestamptz is null or jobs.updated_at >= $10::timestamptz)
-  and ($11::timestamptz is null or jobs.updated_at < $11::timestamptz)
+  and ($10::timestamptz is null or jobs.created_at >= $10::timestamptz)
+  and ($11::timestamptz is null or jobs.created_at < $11::timestamptz)
   and ($12::int is null or jobs.attempts >= $12::int)
   and ($13::int is null or jobs.attempts <= $13::int)
   and ($14::text is null or jobs.key = $14::text)
