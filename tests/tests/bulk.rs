@@ -247,3 +247,61 @@ async fn the_dashboard_acts_on_ticked_jobs_or_all_matching_the_filter_after_a_dr
     assert!(!read_only.get("/jobs?task=email").await.body.contains("data-bulk"));
     assert_eq!(db.count("select count(*) from graphile_worker._private_jobs").await, 32);
 }
+
+/// A job a Formica worker is running (it had failed before) is never picked, by any
+/// action, while the other failed jobs of its task are; it then finishes as it would have.
+#[tokio::test]
+async fn a_job_a_formica_worker_runs_is_left_alone_and_finishes_as_it_would() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+    let db = TestDb::migrated().await;
+    let (utils, client) = (db.utils(), db.client().await);
+    let job = add(&utils, "slow", 1).await;
+    set(&client, &job, "attempts = 1, last_error = 'boom'").await;
+    let (started, release) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let (start, go) = (started.clone(), release.clone());
+    let options =
+        db.worker_options().concurrency(1).define_raw_job("slow", move |ctx: formica::JobContext, _| {
+            let (start, go) = (start.clone(), go.clone());
+            let rt = ctx.utils().pool().runtime().clone();
+            Box::pin(async move {
+                start.store(true, Ordering::SeqCst);
+                while !go.load(Ordering::SeqCst) {
+                    formica_tests::sleep(rt.as_ref(), Duration::from_millis(20)).await;
+                }
+                Ok(())
+            })
+        });
+    let rt: Arc<dyn formica::Runtime> = Arc::new(formica_tokio::TokioRuntime);
+    let running = formica_tests::Running::listening(&rt, options).await;
+    formica_tests::wait_until(rt.as_ref(), Duration::from_secs(10), "the job started", || {
+        started.load(Ordering::SeqCst)
+    })
+    .await;
+    // Failed jobs of the same task, added after it started, waiting a day to retry.
+    let others = add(&utils, "slow", 3).await;
+    set(&client, &others, "attempts = 1, last_error = 'boom', run_at = now() + interval '1 day'").await;
+    let before = rows(&client, &job).await;
+    assert_eq!(before[0].4.as_deref(), Some(running.worker_id()), "the worker holds it");
+
+    let slow = BulkFilter { task: Some("slow".into()), ..BulkFilter::default() };
+    let cancel = BulkAction::Cancel { reason: "no".into() };
+    let later = BulkAction::Reschedule(RescheduleJobOptions { priority: Some(9), ..Default::default() });
+    for action in [BulkAction::Delete, cancel, later] {
+        assert_eq!(
+            utils
+                .bulk_dry_run(&action, &BulkFilter { ids: Some(job.clone()), ..slow.clone() })
+                .await
+                .unwrap(),
+            0
+        );
+    }
+    assert_eq!(utils.bulk(&BulkAction::Retry, &slow).await.unwrap(), 3, "the waiting ones only");
+    assert_eq!(rows(&client, &job).await, before, "the running job is untouched");
+
+    release.store(true, Ordering::SeqCst);
+    let gone = format!("select count(*) from graphile_worker._private_jobs where id = {}", job[0]);
+    db.wait_for_count(&gone, 0, Duration::from_secs(10)).await;
+    running.stop(Duration::from_secs(10)).await;
+}
