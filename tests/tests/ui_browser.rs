@@ -237,6 +237,10 @@ async fn bulk_actions_confirm_the_count_then_act_on_it() {
 
     // Tick one email and delete it: the other stays.
     browser.goto(&ui.url("/jobs?task=email")).await.unwrap();
+    let picked = "button[data-bulk='delete'][data-picked]";
+    browser.find(Locator::Css(picked)).await.unwrap().click().await.unwrap();
+    let told = "document.getElementById('message').textContent === 'Tick the jobs to act on first.'";
+    assert!(wait_for(&browser, told, Duration::from_secs(5)).await, "nothing ticked: said, nothing asked");
     let tick = format!("input.pick[value='{}']", emails[0]);
     browser.find(Locator::Css(&tick)).await.unwrap().click().await.unwrap();
     browser

@@ -59,6 +59,12 @@ document.addEventListener("click", async (event) => {
     body.filter = JSON.parse(button.dataset.filter);
   } else {
     body.filter = { ids: [...document.querySelectorAll("input.pick:checked")].map((box) => Number(box.value)) };
+    if (body.filter.ids.length === 0) {
+      const message = document.getElementById("message");
+      message.textContent = "Tick the jobs to act on first.";
+      message.hidden = false;
+      return;
+    }
   }
   const form = document.getElementById(button.dataset.form);
   const field = (name) => form && form.elements[name] && form.elements[name].value.trim();
