@@ -183,8 +183,13 @@ pub(crate) async fn count(
     filter: &BulkFilter,
 ) -> Result<u64, Error> {
     let (sql_action, _) = action.sql()?;
-    let query =
-        statement(schema, sql::bulk::count(sql_action), (0, i64::MAX, None), filter.params()?, Vec::new());
+    let query = statement(
+        schema,
+        sql::bulk::count(sql_action),
+        (i64::MIN, i64::MAX, None),
+        filter.params()?,
+        Vec::new(),
+    );
     let rows = Session::query(&mut session, query).await?;
     let row = rows.first().ok_or_else(|| Error::Row("the bulk count answered no row".into()))?;
     Ok(u64::try_from(row.read::<i64>(0)?).unwrap_or_default())
@@ -226,7 +231,7 @@ impl WorkerUtils {
         let mut session = &*client;
         let rows = Session::query(&mut session, last_id).await?;
         let up_to: i64 = rows.first().map(|row| row.read(0)).transpose()?.unwrap_or(0);
-        let (mut after, mut changed) = (0_i64, 0_u64);
+        let (mut after, mut changed) = (i64::MIN, 0_u64);
         loop {
             let query = statement(
                 self.schema(),
