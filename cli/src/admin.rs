@@ -5,7 +5,7 @@ use crate::Failure;
 use clap::{Args, Subcommand};
 use formica_tokio::chrono::{DateTime, Utc};
 use formica_tokio::inspect;
-use formica_tokio::{Job, JobFilter, JobKeyMode, JobSpec, RescheduleJobOptions, WorkerUtils};
+use formica_tokio::{BulkAction, Job, JobFilter, JobKeyMode, JobSpec, RescheduleJobOptions, WorkerUtils};
 use serde_json::{json, Value};
 
 /// Utility subcommands.
@@ -40,15 +40,18 @@ pub enum Admin {
     },
     /// Cancel jobs: a waiting one fails for good now; a running one's worker aborts it and
     /// fails it for good (unless it succeeds first). The reason is stored as its last error.
+    /// With a filter (or --all, --dry-run), every waiting job it picks, never a running one.
     Cancel {
         /// Job ids.
-        #[arg(required = true)]
         ids: Vec<i64>,
         /// Why (stored as `cancelled: <reason>`).
         #[arg(long, default_value = "by request")]
         reason: String,
+        #[command(flatten)]
+        bulk: crate::bulk::Selection,
     },
-    /// Change when and how jobs run (jobs a live worker holds are skipped).
+    /// Change when and how jobs run (jobs a live worker holds are skipped). With a filter (or
+    /// --all, --dry-run), every job it picks.
     Reschedule(RescheduleArgs),
     /// Remove the job holding a job key.
     Remove {
@@ -68,6 +71,21 @@ pub enum Admin {
     },
     /// Serve the web dashboard until interrupted.
     Ui(UiArgs),
+    /// Run failed jobs again now with a fresh set of attempts: those a filter picks (never a
+    /// running one).
+    Retry {
+        /// Job ids.
+        ids: Vec<i64>,
+        #[command(flatten)]
+        bulk: crate::bulk::Selection,
+    },
+    /// Delete the jobs a filter picks (never a running one): they will not run.
+    Delete {
+        /// Job ids.
+        ids: Vec<i64>,
+        #[command(flatten)]
+        bulk: crate::bulk::Selection,
+    },
 }
 
 /// `formica ui`.
@@ -173,7 +191,6 @@ pub struct JobsArgs {
 #[derive(Debug, Args)]
 pub struct RescheduleArgs {
     /// Job ids.
-    #[arg(required = true)]
     ids: Vec<i64>,
     /// New earliest run time, RFC 3339 such as 2030-01-31T09:30:00Z.
     #[arg(long, value_parser = parse_time)]
@@ -187,6 +204,8 @@ pub struct RescheduleArgs {
     /// New attempt limit.
     #[arg(long)]
     max_attempts: Option<i16>,
+    #[command(flatten)]
+    bulk: crate::bulk::Selection,
 }
 
 /// Run one utility subcommand.
@@ -254,11 +273,19 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
                 attempts: a.attempts,
                 max_attempts: a.max_attempts,
             };
+            if a.bulk.given() {
+                return crate::bulk::run(BulkAction::Reschedule(options), &a.ids, &a.bulk, utils, out).await;
+            }
+            by_ids(&a.ids)?;
             let jobs = utils.reschedule_jobs(&a.ids, &options).await?;
             print_jobs(out, &jobs);
             all_matched(&a.ids, &job_ids(&jobs), "rescheduled", NOT_FOUND_OR_HELD)?;
         }
-        Admin::Cancel { ids, reason } => {
+        Admin::Cancel { ids, reason, bulk } => {
+            if bulk.given() {
+                return crate::bulk::run(BulkAction::Cancel { reason }, &ids, &bulk, utils, out).await;
+            }
+            by_ids(&ids)?;
             let cancelled = utils.cancel_jobs(&ids, &reason).await?;
             // What was recorded, not what a worker may have heard: a request is a row its
             // holder reads within a heartbeat.
@@ -294,6 +321,8 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
                 "no such job (it completed, was removed, or never existed)",
             )?;
         }
+        Admin::Retry { ids, bulk } => crate::bulk::run(BulkAction::Retry, &ids, &bulk, utils, out).await?,
+        Admin::Delete { ids, bulk } => crate::bulk::run(BulkAction::Delete, &ids, &bulk, utils, out).await?,
         Admin::Remove { key } => {
             let Some(job) = utils.remove_job(&key).await? else {
                 return Err(Failure::Command(format!("no job has the key {key:?}")));
@@ -336,6 +365,14 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
                 json!({ "unlocked": json }),
             );
         }
+    }
+    Ok(())
+}
+
+/// Refuse a verb that works by id given none (and no filter).
+fn by_ids(ids: &[i64]) -> Result<(), Failure> {
+    if ids.is_empty() {
+        return Err(Failure::Command("give job ids, or a filter (--task, --failed, ... or --all)".into()));
     }
     Ok(())
 }

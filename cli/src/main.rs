@@ -4,6 +4,7 @@
 //! connection given at all, a private database in `./.formica/` is used (see `embedded`).
 
 mod admin;
+mod bulk;
 mod crontab;
 mod embedded;
 mod metrics;

@@ -90,6 +90,10 @@ pub enum Error {
     /// thread it needs.
     #[error("internal error: {0}")]
     Internal(String),
+    /// A bulk action's filter or values are wrong (an unknown state, a reschedule that
+    /// changes nothing): nothing was changed.
+    #[error("invalid bulk action: {0}")]
+    Filter(String),
 }
 
 /// "worker a is alive until 2030-01-01T00:00:00Z (its lease), ..."

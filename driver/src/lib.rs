@@ -58,6 +58,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod bulk;
 mod clock;
 pub mod db;
 mod error;
@@ -88,6 +89,7 @@ pub mod utils;
 mod watch;
 pub mod worker;
 
+pub use bulk::{BulkAction, BulkFilter};
 pub use db::{Pool, PoolStatus, PooledClient};
 pub use error::{Error, MigrateError};
 pub use extensions::MissingExtension;

@@ -113,6 +113,53 @@ async fn graphile_worker_runs_jobs_formica_added_to_a_schema_formica_installed()
     let _ = std::fs::remove_dir_all(tasks);
 }
 
+/// Jobs that failed for good (by hand, or cancelled in bulk) and were retried in bulk by
+/// filter are run by graphile-worker (Node) to completion: a retry leaves rows its own
+/// `reschedule_jobs` would. Jobs outside the filter stay failed.
+#[tokio::test]
+#[ignore = "needs graphile-worker from npm: scripts/compat-graphile-worker"]
+async fn graphile_worker_runs_the_jobs_formica_retried_in_bulk() {
+    use formica::{BulkAction, BulkFilter};
+    let db = TestDb::migrated().await;
+    let client = db.client().await;
+    client.batch_execute("create table done (n int)").await.unwrap();
+    let utils = db.utils();
+    let mut failed = Vec::new();
+    for n in 0..20 {
+        failed.push(utils.add_raw_job("record", json!({ "n": n }), JobSpec::default()).await.unwrap().id);
+    }
+    let other = utils.add_raw_job("other", json!({}), JobSpec::default()).await.unwrap().id;
+    utils.permanently_fail_jobs(&failed[..10], Some("outage")).await.unwrap();
+    utils.permanently_fail_jobs(&[other], Some("outage")).await.unwrap();
+    let cancel = BulkAction::Cancel { reason: "outage".into() };
+    let rest = BulkFilter { ids: Some(failed[10..].to_vec()), ..BulkFilter::default() };
+    assert_eq!(utils.bulk(&cancel, &rest).await.unwrap(), 10);
+
+    let filter = BulkFilter { task: Some("record".into()), failed: true, ..BulkFilter::default() };
+    assert_eq!(utils.bulk_dry_run(&BulkAction::Retry, &filter).await.unwrap(), 20);
+    assert_eq!(utils.bulk(&BulkAction::Retry, &filter).await.unwrap(), 20);
+    let tasks = std::env::temp_dir().join(format!("formica-compat-{}", db.name));
+    std::fs::create_dir_all(tasks.join("tasks")).unwrap();
+    let task = "module.exports = async (payload, helpers) => {\n\
+                  await helpers.query('insert into done values ($1)', [payload.n]);\n\
+                };\n";
+    std::fs::write(tasks.join("tasks/record.js"), task).unwrap();
+    std::fs::write(tasks.join("tasks/other.js"), task).unwrap();
+    graphile_worker("FORMICA_GRAPHILE_WORKER", &db, &tasks, &["--once"]);
+    let done: Vec<i32> =
+        client.query("select n from done order by n", &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(done, (0..20).collect::<Vec<_>>(), "every retried job ran once");
+    let left: Vec<i64> = client
+        .query("select id from graphile_worker.jobs", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(left, vec![other], "the retried jobs completed; the job outside the filter stays failed");
+    let _ = std::fs::remove_dir_all(tasks);
+}
+
 /// A batch job whose items partly fail leaves the same row whichever of Formica and
 /// graphile-worker (Node) ran it: only the failed items as its payload, the attempt counted,
 /// the backoff, the lock released, `last_error` starting with `Batch failures:`; and

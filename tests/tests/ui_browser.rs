@@ -198,6 +198,74 @@ async fn operate_a_failed_job_in_a_browser() {
     }
 }
 
+/// The jobs page's bulk actions in a browser: "all matching this filter" confirms with the
+/// count of a dry run and retries exactly those jobs; ticked rows are acted on alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_actions_confirm_the_count_then_act_on_it() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let mut invoices = Vec::new();
+    for n in 0..5 {
+        invoices.push(utils.add_raw_job("invoice", json!({ "n": n }), JobSpec::default()).await.unwrap().id);
+    }
+    let emails = [
+        utils.add_raw_job("email", json!({}), JobSpec::default()).await.unwrap().id,
+        utils.add_raw_job("email", json!({}), JobSpec::default()).await.unwrap().id,
+    ];
+    utils.permanently_fail_jobs(&invoices, Some("smtp down")).await.unwrap();
+    utils.permanently_fail_jobs(&emails, Some("smtp down")).await.unwrap();
+    let ui = Dashboard::start(utils.clone(), formica_ui::Options::default()).await;
+    let driver = Driver::start().await;
+    let browser = driver.browser().await;
+
+    browser.goto(&ui.url("/jobs?task=invoice&state=permanently_failed")).await.unwrap();
+    let all = "button[data-bulk='retry'][data-filter]";
+    browser.find(Locator::Css(all)).await.unwrap().click().await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let asked = loop {
+        match browser.get_alert_text().await {
+            Ok(text) => break text,
+            Err(_) if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(50)).await,
+            Err(e) => panic!("no confirmation: {e}"),
+        }
+    };
+    assert_eq!(asked, "Retry 5 jobs matching this filter? Jobs a worker is running are left alone.");
+    browser.accept_alert().await.unwrap();
+    let retried =
+        "select count(*) from graphile_worker.jobs where task_identifier = 'invoice' and attempts = 0";
+    db.wait_for_count(retried, 5, Duration::from_secs(10)).await;
+
+    // Tick one email and delete it: the other stays.
+    browser.goto(&ui.url("/jobs?task=email")).await.unwrap();
+    let picked = "button[data-bulk='delete'][data-picked]";
+    browser.find(Locator::Css(picked)).await.unwrap().click().await.unwrap();
+    let told = "document.getElementById('message').textContent === 'Tick the jobs to act on first.'";
+    assert!(wait_for(&browser, told, Duration::from_secs(5)).await, "nothing ticked: said, nothing asked");
+    let tick = format!("input.pick[value='{}']", emails[0]);
+    browser.find(Locator::Css(&tick)).await.unwrap().click().await.unwrap();
+    browser
+        .find(Locator::Css("button[data-bulk='delete'][data-picked]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let asked = loop {
+        match browser.get_alert_text().await {
+            Ok(text) => break text,
+            Err(_) if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(50)).await,
+            Err(e) => panic!("no confirmation: {e}"),
+        }
+    };
+    assert_eq!(asked, "Delete 1 ticked jobs? Jobs a worker is running are left alone.");
+    browser.accept_alert().await.unwrap();
+    let left = format!("select count(*) from graphile_worker._private_jobs where id = {}", emails[0]);
+    db.wait_for_count(&left, 0, Duration::from_secs(10)).await;
+    assert_eq!(db.count("select count(*) from graphile_worker._private_jobs").await, 6);
+    browser.close().await.unwrap();
+}
+
 /// Polls `script` (a JavaScript expression) until it is true, within `within`.
 async fn wait_for(browser: &Client, script: &str, within: Duration) -> bool {
     let deadline = Instant::now() + within;

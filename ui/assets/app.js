@@ -33,6 +33,49 @@ document.addEventListener("click", async (event) => {
   message.hidden = false;
 });
 
+// A bulk action on the jobs page, on the ticked jobs or on all the jobs matching the page's
+// filter: a dry run first, so the confirmation states how many jobs will change.
+async function post(path, body) {
+  const response = await fetch(path, {
+    method: "POST",
+    credentials: "same-origin",
+    headers: { "content-type": "application/json", "x-formica-ui": "1" },
+    body: JSON.stringify(body),
+  });
+  const answer = await response.json().catch(() => ({ error: response.statusText }));
+  if (response.ok) return answer;
+  const message = document.getElementById("message");
+  message.textContent = answer.error;
+  message.hidden = false;
+  return null;
+}
+
+document.addEventListener("click", async (event) => {
+  const button = event.target.closest("button[data-bulk]");
+  if (!button) return;
+  event.preventDefault();
+  const body = { action: button.dataset.bulk };
+  if (button.dataset.filter) {
+    body.filter = JSON.parse(button.dataset.filter);
+  } else {
+    body.filter = { ids: [...document.querySelectorAll("input.pick:checked")].map((box) => Number(box.value)) };
+    if (body.filter.ids.length === 0) {
+      const message = document.getElementById("message");
+      message.textContent = "Tick the jobs to act on first.";
+      message.hidden = false;
+      return;
+    }
+  }
+  const form = document.getElementById(button.dataset.form);
+  const field = (name) => form && form.elements[name] && form.elements[name].value.trim();
+  if (body.action === "cancel" && field("reason")) body.reason = field("reason");
+  if (body.action === "reschedule") body.run_at = field("run_at") || new Date().toISOString();
+  const counted = await post("/api/jobs/bulk", { ...body, dry_run: true });
+  if (!counted) return;
+  if (!window.confirm(button.dataset.confirm.replace("{n}", counted.jobs))) return;
+  if (await post("/api/jobs/bulk", body)) window.location.reload();
+});
+
 // Auto-refresh: while the header's box is ticked (remembered across pages and visits), the
 // page fetches its own address every two seconds and swaps in the new <main>: no page
 // load, so nothing flickers and the scroll position stays. It waits while the tab is
@@ -50,13 +93,13 @@ function remembered() {
   }
 }
 
-// Whether a field of `root` holds what a person changed (a select without a `selected`
-// option shows its first).
+// Whether a field of `root` holds what a person changed (a ticked box included; a select
+// without a `selected` option shows its first).
 function edited(root) {
   const fields = [...root.querySelectorAll("input, textarea")];
   const chosen = (select) => Math.max(0, [...select.options].findIndex((o) => o.defaultSelected));
   return (
-    fields.some((f) => f.value !== f.defaultValue) ||
+    fields.some((f) => f.value !== f.defaultValue || f.checked !== f.defaultChecked) ||
     [...root.querySelectorAll("select")].some((s) => s.selectedIndex !== chosen(s))
   );
 }

@@ -28,6 +28,7 @@ pub fn routes() -> Router<State> {
         .route("/jobs/{id}/fail", post(fail))
         .route("/jobs/{id}/cancel", post(cancel))
         .route("/workers/unlock", post(unlock))
+        .route("/jobs/bulk", post(crate::bulk::bulk))
 }
 
 fn answer(value: impl serde::Serialize) -> Answer {

@@ -36,6 +36,7 @@
 #![warn(missing_docs)]
 
 mod api;
+mod bulk;
 pub mod data;
 mod guard;
 mod html;
@@ -120,6 +121,8 @@ impl From<formica::Error> for Error {
     fn from(e: formica::Error) -> Self {
         if let formica::Error::Spec(e) = e {
             Error::BadRequest(e.to_string())
+        } else if let formica::Error::Filter(e) = e {
+            Error::BadRequest(e)
         } else {
             Error::Database(e.to_string())
         }

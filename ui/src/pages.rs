@@ -98,6 +98,7 @@ fn job_rows(jobs: &[JobRow]) -> Vec<Vec<String>> {
         .map(|r| {
             let j = &r.job;
             vec![
+                crate::bulk::tick(j.id),
                 format!(r#"<a href="/jobs/{}">{}</a>"#, j.id, j.id),
                 esc(&j.task_identifier),
                 esc(j.queue_name.as_deref().unwrap_or("")),
@@ -151,7 +152,8 @@ async fn jobs(Ext(s): Ext<State>, Query(query): Query<JobQuery>) -> Response {
             ]
         ),
     );
-    let headers = ["id", "task", "queue", "state", "run_at", "attempts", "priority", "key", "last_error"];
+    html.push_str(&crate::bulk::bar(&s, &query));
+    let headers = ["", "id", "task", "queue", "state", "run_at", "attempts", "priority", "key", "last_error"];
     html.push_str(&unreadable(&result.undecodable.iter().map(inspect::describe).collect::<Vec<_>>()));
     html.push_str(&table(&headers, &job_rows(&result.jobs)));
     if let Some(next) = &result.next {
