@@ -7,25 +7,20 @@
 
 use formica_tests::TestDb;
 use serde_json::{json, Value};
-use std::process::{Command, Output};
+use std::process::Output;
+
+mod common;
 
 fn formica(db: &TestDb, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_formica"))
-        .args(["-c", &db.url])
-        .args(args)
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("run formica")
+    common::formica(&db.url, args)
 }
 
 fn ok(db: &TestDb, args: &[&str]) -> String {
-    let out = formica(db, args);
-    assert!(out.status.success(), "formica {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).expect("UTF-8 output")
+    common::ok(&db.url, args)
 }
 
 fn json(db: &TestDb, args: &[&str]) -> Value {
-    serde_json::from_str(&ok(db, &[args, &["--json"]].concat())).expect("JSON output")
+    common::json(&db.url, args)
 }
 
 /// Jobs of `task` whose ids are returned, then `sql` applied to them.

@@ -20,9 +20,7 @@ fn ok(db: &TestDb, args: &[&str]) -> String {
 }
 
 fn json(db: &TestDb, args: &[&str]) -> Value {
-    let mut args = args.to_vec();
-    args.push("--json");
-    serde_json::from_str(&ok(db, &args)).expect("JSON output")
+    common::json(&db.url, args)
 }
 
 #[tokio::test]

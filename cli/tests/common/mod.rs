@@ -20,6 +20,11 @@ pub fn ok(url: &str, args: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("UTF-8 output")
 }
 
+/// The JSON that `formica -c <url> <args> --json` prints; it must succeed.
+pub fn json(url: &str, args: &[&str]) -> serde_json::Value {
+    serde_json::from_str(&ok(url, &[args, &["--json"]].concat())).expect("JSON output")
+}
+
 /// Run `command` to its end, or kill it and fail if it has not ended within 60 s (a
 /// mistake must not leave a worker running).
 pub fn output_within_60s(command: &mut Command) -> Output {
