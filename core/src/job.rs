@@ -4,6 +4,7 @@
 //! database (or, with a local clock, by the caller) exactly as Graphile Worker does, so a
 //! job added by Formica is indistinguishable from one added by graphile-worker.
 
+use crate::policy::TaskPolicy;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -25,6 +26,9 @@ pub const DEFAULT_MAX_ATTEMPTS: i16 = 25;
 pub trait Task {
     /// The task identifier (at most 128 characters).
     const IDENTIFIER: &'static str;
+    /// Its retry curve, the attempts its jobs get when added without `max_attempts`, and
+    /// how long its jobs may snooze (see [`TaskPolicy`]; default [`TaskPolicy::DEFAULT`]).
+    const POLICY: TaskPolicy = TaskPolicy::DEFAULT;
 }
 
 /// What happens when a job is added with a `job_key` that an existing job already holds.
@@ -130,6 +134,12 @@ impl JobSpec {
     /// Start a builder.
     pub fn builder() -> JobSpecBuilder {
         JobSpecBuilder::default()
+    }
+
+    /// This spec with `policy`'s attempts if it names none.
+    pub fn with_policy(mut self, policy: &TaskPolicy) -> Self {
+        self.max_attempts = self.max_attempts.or(policy.max_attempts);
+        self
     }
 
     /// Check the spec for a job of task `identifier` against the schema's limits, with the

@@ -47,6 +47,7 @@ pub mod job;
 pub mod job_key;
 pub mod lease;
 pub mod notify;
+pub mod policy;
 pub mod protocol;
 pub mod rng;
 pub mod sim;

@@ -98,7 +98,11 @@ pub struct Recorded {
 pub(crate) fn raw_jobs_of<T: Task + Serialize>(jobs: &[(T, &JobSpec)]) -> Result<Vec<RawJob>, Error> {
     jobs.iter()
         .map(|(payload, spec)| {
-            Ok(RawJob::new(T::IDENTIFIER, serde_json::to_value(payload)?, (*spec).clone()))
+            Ok(RawJob::new(
+                T::IDENTIFIER,
+                serde_json::to_value(payload)?,
+                (*spec).clone().with_policy(&T::POLICY),
+            ))
         })
         .collect()
 }

@@ -99,7 +99,8 @@ impl SqlxUtils {
         payload: &T,
         spec: JobSpec,
     ) -> Result<Job, Error> {
-        self.add_raw_job(conn, T::IDENTIFIER, serde_json::to_value(payload)?, spec).await
+        self.add_raw_job(conn, T::IDENTIFIER, serde_json::to_value(payload)?, spec.with_policy(&T::POLICY))
+            .await
     }
 
     /// Add a job of the task named `identifier`.
@@ -137,7 +138,8 @@ impl SqlxUtils {
         payloads: &[T],
         spec: JobSpec,
     ) -> Result<Job, Error> {
-        self.add_raw_job(conn, T::IDENTIFIER, serde_json::to_value(payloads)?, spec).await
+        self.add_raw_job(conn, T::IDENTIFIER, serde_json::to_value(payloads)?, spec.with_policy(&T::POLICY))
+            .await
     }
 
     /// Jobs matching `filter`, oldest first; rows that cannot be read are given apart.

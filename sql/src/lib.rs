@@ -210,7 +210,8 @@ pub mod worker {
     /// `$1` worker, `$2` job ids.
     pub const COMPLETE_JOBS: &str = include_str!("../queries/worker/complete_jobs.sql");
     /// `$1` worker, `$2` job ids, `$3` messages, `$4` next run times (null entries: backoff
-    /// from the database clock), `$5` whether no attempt is left (cancelled).
+    /// from the database clock), `$5` whether no attempt is left (cancelled), `$6` payloads
+    /// to keep, `$7` retry delays in microseconds (null entries: graphile-worker's curve).
     pub const FAIL_JOBS: &str = include_str!("../queries/worker/fail_jobs.sql");
     /// `$1` worker, `$2` job ids: unlock with the attempt refunded.
     pub const RETURN_JOBS: &str = include_str!("../queries/worker/return_jobs.sql");
@@ -234,6 +235,9 @@ pub mod worker {
     /// Jobs per task and state (runnable, scheduled, running, failed, permanently failed),
     /// sampled for metrics.
     pub const QUEUE_DEPTH: &str = include_str!("../queries/worker/queue_depth.sql");
+    /// `$1` worker, `$2` job ids, `$3` delays in milliseconds, `$4` run times (null entries:
+    /// the database clock plus the delay): unlock with the attempt refunded, `last_error` kept.
+    pub const SNOOZE_JOBS: &str = include_str!("../queries/worker/snooze_jobs.sql");
 }
 
 /// A job's one state, as an SQL expression over a `_private_jobs` row named `jobs`:

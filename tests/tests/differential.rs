@@ -519,6 +519,8 @@ impl Both {
                         permanent: self.serial % 3 == 0,
                         // As a batch job's that keeps its failed items (unique, it names the job).
                         payload: (self.serial % 2 == 0).then(|| json!([{ "kept": self.serial }])),
+                        // As a task's with its own retry curve.
+                        delay: (self.serial % 5 == 0).then(|| Duration::milliseconds(1500)),
                     });
                 }
                 let pg_failures: Vec<Failure> = (failures.iter().zip(&jobs))
