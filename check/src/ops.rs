@@ -64,6 +64,7 @@ impl NewJob {
                 job_key_mode: self.mode,
                 priority: Some(self.priority),
                 flags: self.flags.clone(),
+                unique: None,
             },
         }
     }

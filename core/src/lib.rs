@@ -53,4 +53,5 @@ pub mod rng;
 pub mod sim;
 pub mod text;
 pub mod time;
+pub mod unique;
 pub mod worker;

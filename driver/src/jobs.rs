@@ -138,6 +138,9 @@ pub(crate) struct Jobs<'a> {
     pub(crate) schema: &'a str,
     pub(crate) default_run_at: Option<DateTime<Utc>>,
     pub(crate) traces: &'a TraceTable,
+    /// The application's clock now, which buckets unique jobs added without a `run_at`
+    /// (`None`: no clock, so such a job needs one).
+    pub(crate) now: Option<DateTime<Utc>>,
 }
 
 impl Jobs<'_> {
@@ -190,6 +193,7 @@ impl Jobs<'_> {
         payload: Value,
         spec: JobSpec,
     ) -> Result<Job, Error> {
+        let spec = spec.with_unique_key(identifier, &payload, self.now)?;
         spec.validate(identifier)?;
         let params = vec![
             param(identifier.to_owned(), Type::TEXT),
@@ -223,6 +227,17 @@ impl Jobs<'_> {
         if jobs.is_empty() {
             return Ok(Vec::new());
         }
+        let unique = |job: &RawJob| job.spec.clone().with_unique_key(&job.identifier, &job.payload, self.now);
+        let keyed: Vec<RawJob>;
+        let jobs = match jobs.iter().any(|job| job.spec.unique.is_some()) {
+            false => jobs,
+            true => {
+                keyed = (jobs.iter())
+                    .map(|job| Ok(RawJob { spec: unique(job)?, ..job.clone() }))
+                    .collect::<Result<_, JobSpecError>>()?;
+                &keyed
+            }
+        };
         let mut preserve_run_at = false;
         for job in jobs {
             job.spec.validate(&job.identifier)?;

@@ -96,6 +96,7 @@ pub use formica_core::cron::{self, Cron, CronItem, Crontab, CrontabError};
 pub use formica_core::job::{Job, JobKeyMode, JobSpec, JobSpecBuilder, JobSpecError, Task};
 pub use formica_core::policy::{self, TaskPolicy};
 pub use formica_core::text;
+pub use formica_core::unique::{self, Unique};
 pub use formica_core::worker::{
     Event, RefetchDelay, HEARTBEAT_INTERVAL, LEASE, LOCK_SWEEP_INTERVAL, RECOVERY_PERIOD, SUSPICION_GRACE,
 };

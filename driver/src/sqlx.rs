@@ -89,7 +89,7 @@ impl SqlxUtils {
     /// Jobs added without a `run_at` get the database's `now()`: in a transaction, the
     /// time it began.
     fn jobs(&self) -> Jobs<'_> {
-        Jobs { schema: &self.schema, default_run_at: None, traces: &self.traces }
+        Jobs { schema: &self.schema, default_run_at: None, traces: &self.traces, now: None }
     }
 
     /// Add a job of task `T` with `payload`.

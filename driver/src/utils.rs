@@ -109,6 +109,7 @@ impl WorkerUtils {
             schema: &self.schema,
             default_run_at: self.use_local_time.then(|| self.pool.runtime().now()),
             traces: &self.traces,
+            now: Some(self.pool.runtime().now()),
         }
     }
 
