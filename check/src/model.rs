@@ -419,18 +419,12 @@ impl Model {
             Statement::SnoozeJobs { worker_id, snoozes } => {
                 let fenced = self.not_held(snoozes.iter().map(|s| s.job_id), worker_id);
                 for s in snoozes {
-                    let Some(row) = self.rows.get_mut(&s.job_id) else { continue };
-                    if row.locked_by.as_ref() != Some(worker_id) {
-                        continue;
-                    }
-                    // Attempt refunded, last_error kept.
-                    row.run_at = s.run_at.unwrap_or(db_now + s.delay);
-                    row.attempts = (row.attempts - 1).max(0);
-                    row.locked_at = None;
-                    row.locked_by = None;
-                    let queue = row.queue_name.clone();
-                    self.unlock_queue(&queue, worker_id);
+                    let mine =
+                        self.rows.get_mut(&s.job_id).filter(|r| r.locked_by.as_ref() == Some(worker_id));
+                    mine.into_iter().for_each(|row| row.run_at = s.run_at.unwrap_or(db_now + s.delay));
                 }
+                let ids = snoozes.iter().map(|s| s.job_id).collect(); // returned: attempt refunded
+                self.execute(db_now, &Statement::ReturnJobs { worker_id: worker_id.clone(), ids });
                 (fenced, vec![])
             }
             Statement::ReturnJobs { worker_id, ids } => {

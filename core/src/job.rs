@@ -172,7 +172,9 @@ impl JobSpec {
             (None, None) => DateTime::<Utc>::UNIX_EPOCH,
             (None, Some(_)) => return Err(JobSpecError::UniqueWithoutTime),
         };
-        self.job_key = Some(crate::unique::key(identifier, payload, &unique, at)?);
+        let key =
+            crate::unique::key(identifier, payload, &unique, at).map_err(|_| JobSpecError::UniquePeriod)?;
+        self.job_key = Some(key);
         Ok(self)
     }
 

@@ -12,7 +12,6 @@
 //! (object keys sorted, no spaces) of `[task, selected values]`. Values are compared as
 //! JSON: `1` and `1.0` differ, and a field that is absent differs from one that is `null`.
 
-use crate::job::JobSpecError;
 use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -61,7 +60,7 @@ impl Unique {
 }
 
 /// The job key of a job of `task` with `payload`, due at `at`, unique by `unique`.
-pub fn key(task: &str, payload: &Value, unique: &Unique, at: Timestamp) -> Result<String, JobSpecError> {
+pub fn key(task: &str, payload: &Value, unique: &Unique, at: Timestamp) -> Result<String, BadPeriod> {
     let selected = match &unique.fields {
         None => payload.clone(),
         Some(fields) => {
@@ -91,14 +90,18 @@ pub fn key(task: &str, payload: &Value, unique: &Unique, at: Timestamp) -> Resul
     Ok(key)
 }
 
+/// A period of zero, or too long to count in microseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BadPeriod;
+
 /// The start of the bucket of `period` that holds `at`.
-pub fn bucket(at: Timestamp, period: std::time::Duration) -> Result<Timestamp, JobSpecError> {
+pub fn bucket(at: Timestamp, period: std::time::Duration) -> Result<Timestamp, BadPeriod> {
     let period_us = i64::try_from(period.as_micros()).unwrap_or(i64::MAX);
     if period_us <= 0 {
-        return Err(JobSpecError::UniquePeriod);
+        return Err(BadPeriod);
     }
     let start = at.timestamp_micros().div_euclid(period_us) * period_us;
-    Timestamp::from_timestamp_micros(start).ok_or(JobSpecError::UniquePeriod)
+    Timestamp::from_timestamp_micros(start).ok_or(BadPeriod)
 }
 
 /// `value` as JSON text with object keys sorted, whatever order the map keeps.
@@ -173,9 +176,9 @@ mod tests {
         assert_eq!(k(json!({"a": 1}), &none), k(json!({"a": 2}), &none), "payload ignored");
         assert_eq!(
             key("t", &json!(1), &Unique::per(Unique::by_payload(), Duration::ZERO), at),
-            Err(JobSpecError::UniquePeriod)
+            Err(BadPeriod)
         );
-        assert!(k(json!({"a": 1}), &by).len() <= crate::job::MAX_JOB_KEY_LEN);
+        assert!(k(json!({"a": 1}), &by).len() <= 512, "within a job key's length");
     }
 
     fn payload() -> impl Strategy<Value = Value> {

@@ -32,6 +32,16 @@ pub struct ObservabilityDoctests;
 #[doc = include_str!("../../docs/guide/middleware.md")]
 pub struct MiddlewareDoctests;
 
+/// `docs/guide/snooze-and-retries.md`'s blocks (see `ReadmeDoctests`).
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/guide/snooze-and-retries.md")]
+pub struct SnoozeAndRetriesDoctests;
+
+/// `docs/guide/unique-jobs.md`'s blocks (see `ReadmeDoctests`).
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/guide/unique-jobs.md")]
+pub struct UniqueJobsDoctests;
+
 pub mod certs;
 pub mod cluster;
 pub mod dashboard;
