@@ -131,7 +131,9 @@ fn canonical(value: &Value, out: &mut String) {
             }
             out.push(']');
         }
-        scalar => out.push_str(&scalar.to_string()),
+        scalar @ (Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_)) => {
+            out.push_str(&scalar.to_string())
+        }
     }
 }
 

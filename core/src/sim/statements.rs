@@ -1,5 +1,5 @@
 //! The worker's statements on the simulated database: [`Db::execute`] answers each as the
-//! driver would from PostgreSQL (fetching, completing, failing, giving back, the leases'
+//! driver would from PostgreSQL (fetching, completing, failing, snoozing, giving back, the leases'
 //! heartbeats and recovery, crontab registration).
 
 use super::db::Db;

@@ -33,13 +33,12 @@ mod tests {
     use std::cell::RefCell;
     use std::rc::Rc;
 
-    /// A world whose task `t` (with `policy`) snoozes `snoozes` times for `delay`, then
+    /// Each run's `run_at` (seconds from the start) and attempt.
+    type Runs = Rc<RefCell<Vec<(i64, i16)>>>;
+
+    /// A world whose task `t` (with `policy`) ends its first `snoozes` runs with `outcome`, then
     /// succeeds; the times each run started are recorded.
-    fn world(
-        policy: TaskPolicy,
-        outcome: TaskOutcome,
-        snoozes: usize,
-    ) -> (World, Rc<RefCell<Vec<(i64, i16)>>>, i64) {
+    fn world(policy: TaskPolicy, outcome: TaskOutcome, snoozes: usize) -> (World, Runs, i64) {
         let mut world = World::new(WorldConfig::default());
         let runs = Rc::new(RefCell::new(Vec::new()));
         let seen = runs.clone();
