@@ -243,6 +243,17 @@ pub enum Action {
         /// Gracefully (let tasks finish) or not.
         graceful: bool,
     },
+    /// A worker snoozes the jobs it holds that `mask` selects; with bit 63, also the first
+    /// job it does not hold.
+    WorkerSnooze {
+        /// The worker id.
+        worker_id: String,
+        /// Which of its jobs.
+        mask: u64,
+        /// Run again this many seconds from now, by the worker's clock (`None`: from the
+        /// database's, after a delay of a few seconds).
+        run_in_s: Option<i64>,
+    },
 }
 
 /// `op` with every worker it names taken modulo `workers`, so that operations can be

@@ -189,7 +189,8 @@ pub fn bind(statement: Statement) -> Bound {
         }
         Statement::SnoozeJobs { worker_id, snoozes } => {
             let ids: Vec<i64> = snoozes.iter().map(|s| s.job_id).collect();
-            let delays: Vec<i64> = snoozes.iter().map(|s| s.delay.num_milliseconds()).collect();
+            let delays: Vec<i64> =
+                snoozes.iter().map(|s| s.delay.num_microseconds().unwrap_or(i64::MAX)).collect();
             let run_ats: Vec<_> = snoozes.iter().map(|s| s.run_at).collect();
             let params = vec![
                 param(worker_id, Type::TEXT),

@@ -235,7 +235,7 @@ pub mod worker {
     /// Jobs per task and state (runnable, scheduled, running, failed, permanently failed),
     /// sampled for metrics.
     pub const QUEUE_DEPTH: &str = include_str!("../queries/worker/queue_depth.sql");
-    /// `$1` worker, `$2` job ids, `$3` delays in milliseconds, `$4` run times (null entries:
+    /// `$1` worker, `$2` job ids, `$3` delays in microseconds, `$4` run times (null entries:
     /// the database clock plus the delay): unlock with the attempt refunded, `last_error` kept.
     pub const SNOOZE_JOBS: &str = include_str!("../queries/worker/snooze_jobs.sql");
 }
