@@ -107,6 +107,9 @@ pub enum JobSpecError {
     /// caller's sqlx connection without a `run_at`).
     #[error("GWBJK: a unique job with a period needs a run_at here, to know its bucket")]
     UniqueWithoutTime,
+    /// A unique job `within` a period was asked of a batch (`add_jobs` does not claim keys).
+    #[error("GWBJK: a unique job within a period cannot be added in a batch")]
+    UniqueWithinInBatch,
 }
 
 impl JobSpecError {
@@ -118,7 +121,8 @@ impl JobSpecError {
             JobSpecError::JobKey(_)
             | JobSpecError::UniquePeriod
             | JobSpecError::UniqueWithKey
-            | JobSpecError::UniqueWithoutTime => "GWBJK",
+            | JobSpecError::UniqueWithoutTime
+            | JobSpecError::UniqueWithinInBatch => "GWBJK",
             JobSpecError::MaxAttempts(_) => "GWBMA",
             JobSpecError::InvalidJobKeyMode(_) | JobSpecError::UnsafeDedupeInBatch => "GWBKM",
         }
@@ -156,14 +160,18 @@ impl JobSpec {
 
     /// This spec with its unique key derived (see [`crate::unique`]) for a job of task
     /// `identifier` with `payload`, bucketed by its `run_at` or else `now` (`None`: no clock,
-    /// so a period needs a `run_at`). A spec that is not unique is returned as it is.
+    /// so a period needs a `run_at`), with how long the add must claim the key
+    /// ([`Unique::within`]). A spec that is not unique is returned as it is.
     pub fn with_unique_key(
         mut self,
         identifier: &str,
         payload: &Value,
         now: Option<DateTime<Utc>>,
-    ) -> Result<Self, JobSpecError> {
-        let Some(unique) = self.unique.take() else { return Ok(self) };
+    ) -> Result<(Self, Option<std::time::Duration>), JobSpecError> {
+        let Some(unique) = self.unique.take() else { return Ok((self, None)) };
+        if unique.within.is_some_and(|within| within.is_zero()) {
+            return Err(JobSpecError::UniquePeriod);
+        }
         if self.job_key.is_some() {
             return Err(JobSpecError::UniqueWithKey);
         }
@@ -175,7 +183,7 @@ impl JobSpec {
         let key =
             crate::unique::key(identifier, payload, &unique, at).map_err(|_| JobSpecError::UniquePeriod)?;
         self.job_key = Some(key);
-        Ok(self)
+        Ok((self, unique.within))
     }
 
     /// This spec with `policy`'s attempts if it names none.

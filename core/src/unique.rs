@@ -30,12 +30,17 @@ pub struct Unique {
     /// the Unix epoch (an hour's at each full hour, UTC). `None`: no bucket.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub period: Option<std::time::Duration>,
+    /// Not again within this long, even if the job has finished: the add claims the key in
+    /// Formica's schema for this long, and an add while the claim holds adds nothing (see
+    /// the unique jobs guide for its cost). `None`: only while the job exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub within: Option<std::time::Duration>,
 }
 
 impl Unique {
     /// Unique by the whole payload.
     pub fn by_payload() -> Self {
-        Unique { fields: None, period: None }
+        Unique { fields: None, period: None, within: None }
     }
 
     /// Unique by these payload fields (top-level names or JSON pointers).
@@ -44,12 +49,18 @@ impl Unique {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        Unique { fields: Some(fields.into_iter().map(Into::into).collect()), period: None }
+        Unique { fields: Some(fields.into_iter().map(Into::into).collect()), period: None, within: None }
     }
 
     /// One job of the task per bucket of `period`, whatever its payload.
     pub fn per_period(period: std::time::Duration) -> Self {
-        Unique { fields: Some(Vec::new()), period: Some(period) }
+        Unique { fields: Some(Vec::new()), period: Some(period), within: None }
+    }
+
+    /// This, and not again within `period` of an add, even once the job has finished.
+    pub fn within(mut self, period: std::time::Duration) -> Self {
+        self.within = Some(period);
+        self
     }
 
     /// This, and unique per bucket of `period` too.

@@ -90,6 +90,10 @@ pub enum Error {
     /// thread it needs.
     #[error("internal error: {0}")]
     Internal(String),
+    /// A unique job `within` a period (`Unique::within`) was not added: one with this key
+    /// was added within that period (finished or not), so its claim holds.
+    #[error("unique job with key {0:?} not added: one was added within its period")]
+    Claimed(String),
 }
 
 /// "worker a is alive until 2030-01-01T00:00:00Z (its lease), ..."

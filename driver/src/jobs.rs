@@ -193,7 +193,7 @@ impl Jobs<'_> {
         payload: Value,
         spec: JobSpec,
     ) -> Result<Job, Error> {
-        let spec = spec.with_unique_key(identifier, &payload, self.now)?;
+        let (spec, within) = spec.with_unique_key(identifier, &payload, self.now)?;
         spec.validate(identifier)?;
         let params = vec![
             param(identifier.to_owned(), Type::TEXT),
@@ -206,10 +206,22 @@ impl Jobs<'_> {
             param(spec.flags, Type::TEXT_ARRAY),
             param(spec.job_key_mode.map(JobKeyMode::as_str), Type::TEXT),
         ];
-        let parent = self.parent(&mut session).await?;
-        let rows = session.query(self.add_query(sql::utils::ADD_JOB, params, parent)).await?;
+        let rows = match within {
+            None => {
+                let parent = self.parent(&mut session).await?;
+                session.query(self.add_query(sql::utils::ADD_JOB, params, parent)).await?
+            }
+            // A claim is its own data-modifying statement: no trace context is recorded.
+            Some(within) => {
+                let micros = i64::try_from(within.as_micros()).unwrap_or(i64::MAX);
+                let mut params = params;
+                params.push(param(micros, Type::INT8));
+                session.query(self.query(sql::utils::ADD_CLAIMED, params)).await?
+            }
+        };
         match rows.first() {
             Some(row) => job_from_row(row),
+            None if within.is_some() => Err(Error::Claimed(spec.job_key.unwrap_or_default())),
             None => Err(Error::NotAdded(spec.job_key)),
         }
     }
@@ -227,7 +239,11 @@ impl Jobs<'_> {
         if jobs.is_empty() {
             return Ok(Vec::new());
         }
-        let unique = |job: &RawJob| job.spec.clone().with_unique_key(&job.identifier, &job.payload, self.now);
+        let unique =
+            |job: &RawJob| match job.spec.clone().with_unique_key(&job.identifier, &job.payload, self.now)? {
+                (spec, None) => Ok(spec),
+                (_, Some(_)) => Err(JobSpecError::UniqueWithinInBatch),
+            };
         let keyed: Vec<RawJob>;
         let jobs = match jobs.iter().any(|job| job.spec.unique.is_some()) {
             false => jobs,

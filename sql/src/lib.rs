@@ -55,7 +55,12 @@ pub const RECORDS_STEPS: &[Step] = &[
     Step { id: 3, sql: &[LEASE_IDENTITY] },
     Step { id: 4, sql: &[LEASE_CRONTAB] },
     Step { id: 5, sql: &[traces::JOB_TRACES] },
+    Step { id: 9, sql: &[UNIQUE_CLAIMS] },
 ];
+
+/// The claims of unique jobs not to add again within a period, finished or not (records
+/// migration 9).
+pub const UNIQUE_CLAIMS: &str = include_str!("../records/000009.sql");
 
 /// The records' table of cancel requests for held jobs (records migration 2).
 pub const CANCEL_REQUESTS: &str = include_str!("../records/000002.sql");
@@ -173,6 +178,9 @@ pub mod migrate {
 pub mod utils {
     /// See the file for parameters.
     pub const ADD_JOB: &str = include_str!("../queries/add_job.sql");
+    /// `ADD_JOB`'s parameters, then `$10` the claim's period in microseconds: adds only if
+    /// it claims the job key (see the file).
+    pub const ADD_CLAIMED: &str = include_str!("../queries/add_claimed.sql");
     /// See the file for parameters.
     pub const ADD_JOBS: &str = include_str!("../queries/add_jobs.sql");
     /// See the file for parameters: [`ADD_JOBS`] for jobs without key and queue, faster.
