@@ -19,7 +19,7 @@ use chrono::Duration;
 /// How long after it was created a job may still be snoozed, by default.
 pub const DEFAULT_SNOOZE_WINDOW: Duration = Duration::days(7);
 
-/// The longest delay a retry curve gives, whatever it says: ten years, so that no `run_at`
+/// The longest delay a retry curve or a snooze gives, whatever it says: ten years, so that no `run_at`
 /// overflows (in the worker or in PostgreSQL's intervals).
 pub const MAX_RETRY_DELAY: Duration = Duration::days(3650);
 
@@ -84,14 +84,16 @@ impl TaskPolicy {
     }
 
     /// Whether a job created at `created_at` may snooze at `now` for `delay` (a negative
-    /// delay counts as none): `Ok` with when it runs again, or why not.
+    /// delay counts as none, one over [`MAX_RETRY_DELAY`] as that): `Ok` with when it runs
+    /// again, or why not.
     pub fn snooze(
         &self,
         created_at: Timestamp,
         now: Timestamp,
         delay: Duration,
     ) -> Result<Timestamp, SnoozeRefused> {
-        let until = now.checked_add_signed(delay.max(Duration::zero())).unwrap_or(Timestamp::MAX_UTC);
+        let delay = delay.clamp(Duration::zero(), MAX_RETRY_DELAY);
+        let until = now.checked_add_signed(delay).unwrap_or(Timestamp::MAX_UTC);
         if created_at.checked_add_signed(self.snooze_window).is_none_or(|limit| until <= limit) {
             return Ok(until);
         }
@@ -139,6 +141,12 @@ mod tests {
         assert!(text.starts_with("snoozed past its limit") && text.contains("at most 1h"), "{text}");
         assert_eq!(policy.snooze(t(0), t(10), Duration::seconds(-5)), Ok(t(10)), "negative is none");
         assert!(policy.snooze(t(0), t(10), Duration::MAX).is_err(), "no overflow");
+        let forever = TaskPolicy { snooze_window: Duration::MAX, ..TaskPolicy::DEFAULT };
+        assert_eq!(
+            forever.snooze(t(0), t(10), Duration::MAX),
+            Ok(t(10) + MAX_RETRY_DELAY),
+            "at most ten years"
+        );
     }
 
     proptest! {

@@ -14,7 +14,7 @@ impl Worker {
             Ok(until) => {
                 self.emit(job.snoozed(until));
                 let run_at = self.config.use_local_time.then_some(until);
-                let snooze = Snooze { job_id: job.job_id, delay: delay.max(Duration::zero()), run_at };
+                let snooze = Snooze { job_id: job.job_id, delay: until - self.now, run_at };
                 self.writes.snooze(snooze, self.now, self.config.fail_batch_delay);
             }
             Err(refused) => self.failed(job, refused.to_string(), None, false),
