@@ -47,7 +47,14 @@ impl Case {
                 if pick < u64::from(*w) {
                     return match i {
                         0 => TaskPlan::finish(after, TaskOutcome::Ok),
-                        1 => TaskPlan::finish(after, TaskOutcome::Err("boom".into())),
+                        // A failure, or a snooze (attempt refunded, run again later).
+                        1 => match rng.below(2) {
+                            0 => TaskPlan::finish(after, TaskOutcome::Err("boom".into())),
+                            _ => TaskPlan::finish(
+                                after,
+                                TaskOutcome::Snoozed(Duration::milliseconds(rng.between(0, 2000))),
+                            ),
+                        },
                         2 => TaskPlan::finish(after, TaskOutcome::Panicked("task panicked: p".into())),
                         3 => TaskPlan::Hang,
                         _ => TaskPlan::Manual,

@@ -254,6 +254,7 @@ impl Checker {
                     let releasing = inc.pending.values().any(|s| match s {
                         Statement::ReturnJobs { ids, .. } => ids.contains(&job.id),
                         Statement::FailJobs { failures, .. } => failures.iter().any(|f| f.job_id == job.id),
+                        Statement::SnoozeJobs { snoozes, .. } => snoozes.iter().any(|s| s.job_id == job.id),
                         _ => false,
                     });
                     match inc.grants.get(&job.id) {
@@ -293,9 +294,16 @@ impl Checker {
                     let as_cancelled = inc.cancelled_failure(f);
                     match inc.grants.remove(&f.job_id) {
                         Some(Grant::Ended {
-                            outcome: TaskOutcome::Err(_) | TaskOutcome::Panicked(_) | TaskOutcome::Aborted,
+                            outcome:
+                                TaskOutcome::Err(_)
+                                | TaskOutcome::Panicked(_)
+                                | TaskOutcome::Aborted
+                                | TaskOutcome::Snoozed(_),
                             ..
                         }) if as_cancelled => {}
+                        // A snooze past its task's window fails the attempt, saying so.
+                        Some(Grant::Ended { outcome: TaskOutcome::Snoozed(_), .. })
+                            if f.message.starts_with("snoozed past its limit") => {}
                         Some(Grant::Ended { outcome: TaskOutcome::ItemsFailed { items, .. }, .. })
                             if as_cancelled && f.payload.as_ref() == Some(&items) => {}
                         Some(Grant::Ended {
@@ -309,6 +317,19 @@ impl Checker {
                     }
                     if inc.relocked.remove(&f.job_id) {
                         inc.grants.insert(f.job_id, Grant::Returning);
+                    }
+                }
+                Ok(())
+            }
+            (Statement::SnoozeJobs { snoozes, .. }, QueryResult::Done | QueryResult::Fenced(_)) => {
+                for s in snoozes {
+                    inc.in_write.remove(&s.job_id);
+                    match inc.grants.remove(&s.job_id) {
+                        Some(Grant::Ended { outcome: TaskOutcome::Snoozed(_), .. }) => {}
+                        other => return Err(format!("job {} snoozed in state {other:?}", s.job_id)),
+                    }
+                    if inc.relocked.remove(&s.job_id) {
+                        inc.grants.insert(s.job_id, Grant::Returning);
                     }
                 }
                 Ok(())

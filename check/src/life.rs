@@ -79,6 +79,7 @@ pub(crate) fn written_ids(statement: &Statement) -> Vec<i64> {
     match statement {
         Statement::CompleteJobs { ids, .. } | Statement::ReturnJobs { ids, .. } => ids.clone(),
         Statement::FailJobs { failures, .. } => failures.iter().map(|f| f.job_id).collect(),
+        Statement::SnoozeJobs { snoozes, .. } => snoozes.iter().map(|s| s.job_id).collect(),
         Statement::GetJobs { .. }
         | Statement::ResetLocked { .. }
         | Statement::Heartbeat { .. }

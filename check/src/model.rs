@@ -386,7 +386,7 @@ impl Model {
             }
             Statement::FailJobs { worker_id, failures } => {
                 let fenced = self.not_held(failures.iter().map(|f| f.job_id), worker_id);
-                for Failure { job_id, message, run_at, permanent, payload } in failures {
+                for Failure { job_id, message, run_at, permanent, payload, delay } in failures {
                     let Some(row) = self.rows.get_mut(job_id) else { continue };
                     if row.locked_by.as_ref() != Some(worker_id) {
                         continue;
@@ -394,7 +394,8 @@ impl Model {
                     row.last_error = Some(message.clone());
                     row.payload = payload.clone().unwrap_or_else(|| row.payload.clone());
                     // The backoff counts the attempts made; a cancelled job has none left.
-                    row.run_at = run_at.unwrap_or_else(|| db_now.max(row.run_at) + retry_delay(row.attempts));
+                    let delay = delay.unwrap_or_else(|| retry_delay(row.attempts));
+                    row.run_at = run_at.unwrap_or(db_now.max(row.run_at) + delay);
                     if *permanent {
                         row.attempts = row.max_attempts;
                     }
@@ -414,6 +415,17 @@ impl Model {
                     .map(|r| r.id)
                     .collect();
                 self.execute(db_now, &Statement::ReturnJobs { worker_id: worker_id.clone(), ids })
+            }
+            Statement::SnoozeJobs { worker_id, snoozes } => {
+                let fenced = self.not_held(snoozes.iter().map(|s| s.job_id), worker_id);
+                for s in snoozes {
+                    let mine =
+                        self.rows.get_mut(&s.job_id).filter(|r| r.locked_by.as_ref() == Some(worker_id));
+                    mine.into_iter().for_each(|row| row.run_at = s.run_at.unwrap_or(db_now + s.delay));
+                }
+                let ids = snoozes.iter().map(|s| s.job_id).collect(); // returned: attempt refunded
+                self.execute(db_now, &Statement::ReturnJobs { worker_id: worker_id.clone(), ids });
+                (fenced, vec![])
             }
             Statement::ReturnJobs { worker_id, ids } => {
                 for id in ids {

@@ -64,6 +64,7 @@ impl NewJob {
                 job_key_mode: self.mode,
                 priority: Some(self.priority),
                 flags: self.flags.clone(),
+                unique: None,
             },
         }
     }
@@ -241,6 +242,17 @@ pub enum Action {
         worker: usize,
         /// Gracefully (let tasks finish) or not.
         graceful: bool,
+    },
+    /// A worker snoozes the jobs it holds that `mask` selects; with bit 63, also the first
+    /// job it does not hold.
+    WorkerSnooze {
+        /// The worker id.
+        worker_id: String,
+        /// Which of its jobs.
+        mask: u64,
+        /// Run again this many seconds from now, by the worker's clock (`None`: from the
+        /// database's, after a delay of a few seconds).
+        run_in_s: Option<i64>,
     },
 }
 

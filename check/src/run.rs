@@ -145,6 +145,7 @@ impl Run {
             | Action::WorkerComplete { .. }
             | Action::WorkerFail { .. }
             | Action::WorkerReturn { .. }
+            | Action::WorkerSnooze { .. }
             | Action::WorkerReadCancels { .. }
             | Action::WorkerRecover => {
                 Err(format!("{action:?}: in a world, the workers send their own statements"))

@@ -3,8 +3,7 @@
 //! beside a fetch nor of a job the worker holds.
 
 use crate::life::{Grant, Incarnation};
-use crate::model::retry_delay;
-use formica_core::worker::Statement;
+use formica_core::worker::{Statement, TaskOutcome};
 
 /// Check `statement`, sent by the incarnation `inc`, before it is pending.
 pub(crate) fn sent(inc: &mut Incarnation, statement: &Statement) -> Result<(), String> {
@@ -49,8 +48,15 @@ pub(crate) fn sent(inc: &mut Incarnation, statement: &Statement) -> Result<(), S
                 let Some(Grant::Ended { job, clock, .. }) = inc.grants.get(&f.job_id) else {
                     return Err(format!("failure written for job {} not ended", f.job_id));
                 };
+                let policy = inc.config.policy(&job.task_identifier);
                 let want =
-                    inc.config.use_local_time.then(|| (*clock).max(job.run_at) + retry_delay(job.attempts));
+                    inc.config.use_local_time.then(|| policy.next_run_at(*clock, job.run_at, job.attempts));
+                if f.delay != policy.custom_delay(job.attempts) {
+                    return Err(format!(
+                        "job {} retry delay {:?}, its task's curve says otherwise",
+                        f.job_id, f.delay
+                    ));
+                }
                 if f.run_at != want {
                     return Err(format!("job {} retry at {:?}, backoff says {want:?}", f.job_id, f.run_at));
                 }
@@ -64,6 +70,23 @@ pub(crate) fn sent(inc: &mut Incarnation, statement: &Statement) -> Result<(), S
             }
             if let Some(held) = inc.grants.keys().find(|id| !known.contains(id)) {
                 return Err(format!("job {held} is held, yet given back as unknown"));
+            }
+        }
+        // A snooze runs again when its task asked: by the worker's clock, from when it ended.
+        Statement::SnoozeJobs { snoozes, .. } => {
+            for s in snoozes {
+                let Some(Grant::Ended { outcome: TaskOutcome::Snoozed(delay), clock, .. }) =
+                    inc.grants.get(&s.job_id)
+                else {
+                    return Err(format!("snooze written for job {} that did not snooze", s.job_id));
+                };
+                let want = inc.config.use_local_time.then(|| *clock + *delay);
+                if s.run_at != want || s.delay != *delay {
+                    return Err(format!(
+                        "job {} snoozed to {:?}/{}, asked {want:?}/{delay}",
+                        s.job_id, s.run_at, s.delay
+                    ));
+                }
             }
         }
         Statement::RegisterCrontabs { .. }

@@ -135,6 +135,7 @@ pub fn worker_config(index: usize) -> impl Strategy<Value = Config> {
                     seed,
                     crontab: Vec::new(),
                     task_timeouts: Default::default(),
+                    task_policies: Default::default(),
                     latest_migration: 20,
                     refetch_delay: seed.is_multiple_of(3).then(|| RefetchDelay {
                         duration: Duration::milliseconds(poll_ms / 4),

@@ -224,6 +224,7 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
                 job_key_mode: a.job_key_mode,
                 priority: a.priority,
                 flags: a.flags,
+                unique: None,
             };
             let job = utils.add_raw_job(&a.task, payload, spec).await?;
             print_jobs(out, &[job]);

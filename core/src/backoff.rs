@@ -36,6 +36,16 @@ pub struct Backoff {
 }
 
 impl Backoff {
+    /// The same delay after every failure.
+    pub const fn fixed(delay: Duration) -> Self {
+        Backoff { base: delay, growth: Growth::Double, max_step: 0, cap: None }
+    }
+
+    /// `base · 2^n` after the `n`th attempt failed, at most `cap`.
+    pub const fn doubling(base: Duration, cap: Duration) -> Self {
+        Backoff { base, growth: Growth::Double, max_step: 62, cap: Some(cap) }
+    }
+
     /// The delay at `step`, in milliseconds, unrounded.
     fn millis(&self, step: u32) -> f64 {
         let step = step.min(self.max_step);

@@ -4,6 +4,8 @@
 //! database (or, with a local clock, by the caller) exactly as Graphile Worker does, so a
 //! job added by Formica is indistinguishable from one added by graphile-worker.
 
+use crate::policy::TaskPolicy;
+use crate::unique::Unique;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -25,6 +27,9 @@ pub const DEFAULT_MAX_ATTEMPTS: i16 = 25;
 pub trait Task {
     /// The task identifier (at most 128 characters).
     const IDENTIFIER: &'static str;
+    /// Its retry curve, the attempts its jobs get when added without `max_attempts`, and
+    /// how long its jobs may snooze (see [`TaskPolicy`]; default [`TaskPolicy::DEFAULT`]).
+    const POLICY: TaskPolicy = TaskPolicy::DEFAULT;
 }
 
 /// What happens when a job is added with a `job_key` that an existing job already holds.
@@ -92,6 +97,19 @@ pub enum JobSpecError {
     /// `unsafe_dedupe` was asked of a batch (`add_jobs` supports only the other two modes).
     #[error("GWBKM: job_key_mode 'unsafe_dedupe' is not supported when adding jobs in a batch")]
     UnsafeDedupeInBatch,
+    /// A unique job's period is zero (or too long to count in microseconds).
+    #[error("GWBJK: a unique job's period must be positive")]
+    UniquePeriod,
+    /// A spec asks for a unique job and names its own job key: the key is derived, so one or the other.
+    #[error("GWBJK: a unique job derives its job key: give `unique` or `job_key`, not both")]
+    UniqueWithKey,
+    /// A unique job with a period has no `run_at` and no clock to bucket by (an add on the
+    /// caller's sqlx connection without a `run_at`).
+    #[error("GWBJK: a unique job with a period needs a run_at here, to know its bucket")]
+    UniqueWithoutTime,
+    /// A unique job `within` a period was asked of a batch (`add_jobs` does not claim keys).
+    #[error("GWBJK: a unique job within a period cannot be added in a batch")]
+    UniqueWithinInBatch,
 }
 
 impl JobSpecError {
@@ -100,7 +118,11 @@ impl JobSpecError {
         match self {
             JobSpecError::Identifier(_) => "GWBID",
             JobSpecError::QueueName(_) => "GWBQN",
-            JobSpecError::JobKey(_) => "GWBJK",
+            JobSpecError::JobKey(_)
+            | JobSpecError::UniquePeriod
+            | JobSpecError::UniqueWithKey
+            | JobSpecError::UniqueWithoutTime
+            | JobSpecError::UniqueWithinInBatch => "GWBJK",
             JobSpecError::MaxAttempts(_) => "GWBMA",
             JobSpecError::InvalidJobKeyMode(_) | JobSpecError::UnsafeDedupeInBatch => "GWBKM",
         }
@@ -124,12 +146,50 @@ pub struct JobSpec {
     pub priority: Option<i16>,
     /// Flags a worker may refuse with its forbidden flags.
     pub flags: Option<Vec<String>>,
+    /// Derive `job_key` from the task, chosen payload fields and/or a time bucket (see
+    /// [`crate::unique`]); `job_key` must then be `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unique: Option<Unique>,
 }
 
 impl JobSpec {
     /// Start a builder.
     pub fn builder() -> JobSpecBuilder {
         JobSpecBuilder::default()
+    }
+
+    /// This spec with its unique key derived (see [`crate::unique`]) for a job of task
+    /// `identifier` with `payload`, bucketed by its `run_at` or else `now` (`None`: no clock,
+    /// so a period needs a `run_at`), with how long the add must claim the key
+    /// ([`Unique::within`]). A spec that is not unique is returned as it is.
+    pub fn with_unique_key(
+        mut self,
+        identifier: &str,
+        payload: &Value,
+        now: Option<DateTime<Utc>>,
+    ) -> Result<(Self, Option<std::time::Duration>), JobSpecError> {
+        let Some(unique) = self.unique.take() else { return Ok((self, None)) };
+        if unique.within.is_some_and(|within| within.is_zero()) {
+            return Err(JobSpecError::UniquePeriod);
+        }
+        if self.job_key.is_some() {
+            return Err(JobSpecError::UniqueWithKey);
+        }
+        let at = match (self.run_at.or(now), unique.period) {
+            (Some(at), _) => at,
+            (None, None) => DateTime::<Utc>::UNIX_EPOCH,
+            (None, Some(_)) => return Err(JobSpecError::UniqueWithoutTime),
+        };
+        let key =
+            crate::unique::key(identifier, payload, &unique, at).map_err(|_| JobSpecError::UniquePeriod)?;
+        self.job_key = Some(key);
+        Ok((self, unique.within))
+    }
+
+    /// This spec with `policy`'s attempts if it names none.
+    pub fn with_policy(mut self, policy: &TaskPolicy) -> Self {
+        self.max_attempts = self.max_attempts.or(policy.max_attempts);
+        self
     }
 
     /// Check the spec for a job of task `identifier` against the schema's limits, with the
@@ -194,6 +254,11 @@ impl JobSpecBuilder {
     /// See [`JobSpec::priority`].
     pub fn priority(mut self, p: i16) -> Self {
         self.0.priority = Some(p);
+        self
+    }
+    /// See [`JobSpec::unique`].
+    pub fn unique(mut self, unique: Unique) -> Self {
+        self.0.unique = Some(unique);
         self
     }
     /// See [`JobSpec::flags`].

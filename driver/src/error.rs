@@ -94,6 +94,10 @@ pub enum Error {
     /// changes nothing): nothing was changed.
     #[error("invalid bulk action: {0}")]
     Filter(String),
+    /// A unique job `within` a period (`Unique::within`) was not added: one with this key
+    /// was added within that period (finished or not), so its claim holds.
+    #[error("unique job with key {0:?} not added: one was added within its period")]
+    Claimed(String),
 }
 
 /// "worker a is alive until 2030-01-01T00:00:00Z (its lease), ..."

@@ -98,7 +98,11 @@ pub struct Recorded {
 pub(crate) fn raw_jobs_of<T: Task + Serialize>(jobs: &[(T, &JobSpec)]) -> Result<Vec<RawJob>, Error> {
     jobs.iter()
         .map(|(payload, spec)| {
-            Ok(RawJob::new(T::IDENTIFIER, serde_json::to_value(payload)?, (*spec).clone()))
+            Ok(RawJob::new(
+                T::IDENTIFIER,
+                serde_json::to_value(payload)?,
+                (*spec).clone().with_policy(&T::POLICY),
+            ))
         })
         .collect()
 }
@@ -134,6 +138,9 @@ pub(crate) struct Jobs<'a> {
     pub(crate) schema: &'a str,
     pub(crate) default_run_at: Option<DateTime<Utc>>,
     pub(crate) traces: &'a TraceTable,
+    /// The application's clock now, which buckets unique jobs added without a `run_at`
+    /// (`None`: no clock, so such a job needs one).
+    pub(crate) now: Option<DateTime<Utc>>,
 }
 
 impl Jobs<'_> {
@@ -186,6 +193,7 @@ impl Jobs<'_> {
         payload: Value,
         spec: JobSpec,
     ) -> Result<Job, Error> {
+        let (spec, within) = spec.with_unique_key(identifier, &payload, self.now)?;
         spec.validate(identifier)?;
         let params = vec![
             param(identifier.to_owned(), Type::TEXT),
@@ -198,10 +206,22 @@ impl Jobs<'_> {
             param(spec.flags, Type::TEXT_ARRAY),
             param(spec.job_key_mode.map(JobKeyMode::as_str), Type::TEXT),
         ];
-        let parent = self.parent(&mut session).await?;
-        let rows = session.query(self.add_query(sql::utils::ADD_JOB, params, parent)).await?;
+        let rows = match within {
+            None => {
+                let parent = self.parent(&mut session).await?;
+                session.query(self.add_query(sql::utils::ADD_JOB, params, parent)).await?
+            }
+            // A claim is its own data-modifying statement: no trace context is recorded.
+            Some(within) => {
+                let micros = i64::try_from(within.as_micros()).unwrap_or(i64::MAX);
+                let mut params = params;
+                params.push(param(micros, Type::INT8));
+                session.query(self.query(sql::utils::ADD_CLAIMED, params)).await?
+            }
+        };
         match rows.first() {
             Some(row) => job_from_row(row),
+            None if within.is_some() => Err(Error::Claimed(spec.job_key.unwrap_or_default())),
             None => Err(Error::NotAdded(spec.job_key)),
         }
     }
@@ -219,6 +239,21 @@ impl Jobs<'_> {
         if jobs.is_empty() {
             return Ok(Vec::new());
         }
+        let unique =
+            |job: &RawJob| match job.spec.clone().with_unique_key(&job.identifier, &job.payload, self.now)? {
+                (spec, None) => Ok(spec),
+                (_, Some(_)) => Err(JobSpecError::UniqueWithinInBatch),
+            };
+        let keyed: Vec<RawJob>;
+        let jobs = match jobs.iter().any(|job| job.spec.unique.is_some()) {
+            false => jobs,
+            true => {
+                keyed = (jobs.iter())
+                    .map(|job| Ok(RawJob { spec: unique(job)?, ..job.clone() }))
+                    .collect::<Result<_, JobSpecError>>()?;
+                &keyed
+            }
+        };
         let mut preserve_run_at = false;
         for job in jobs {
             job.spec.validate(&job.identifier)?;

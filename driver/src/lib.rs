@@ -93,9 +93,12 @@ pub use bulk::{BulkAction, BulkFilter};
 pub use db::{Pool, PoolStatus, PooledClient};
 pub use error::{Error, MigrateError};
 pub use extensions::MissingExtension;
+pub use formica_core::backoff::{self, Backoff};
 pub use formica_core::cron::{self, Cron, CronItem, Crontab, CrontabError};
 pub use formica_core::job::{Job, JobKeyMode, JobSpec, JobSpecBuilder, JobSpecError, Task};
+pub use formica_core::policy::{self, TaskPolicy};
 pub use formica_core::text;
+pub use formica_core::unique::{self, Unique};
 pub use formica_core::worker::{
     Event, RefetchDelay, HEARTBEAT_INTERVAL, LEASE, LOCK_SWEEP_INTERVAL, RECOVERY_PERIOD, SUSPICION_GRACE,
 };
@@ -103,7 +106,9 @@ pub use middleware::{Next, TaskOutcome};
 pub use migrate::MigrationReport;
 pub use runtime::{Address, Runtime, Socket};
 pub use settings::ConnectionSettings;
-pub use task::{AbortSignal, BatchResult, BatchTaskHandler, JobContext, TaskHandler, TaskResult};
+pub use task::{
+    snooze, AbortSignal, BatchResult, BatchTaskHandler, JobContext, Snooze, TaskHandler, TaskResult,
+};
 pub use tls::{RootCert, SslMode};
 pub use utils::{
     Cancelled, CleanupTask, JobFilter, RawJob, Recorded, RescheduleJobOptions, WorkerUtils, DEFAULT_SCHEMA,

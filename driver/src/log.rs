@@ -148,6 +148,10 @@ pub(crate) fn log_event(event: &Event, worker_id: &str) {
         Event::JobComplete { .. } | Event::FetchStart { .. } | Event::FetchEmpty => {
             tracing::trace!(worker_id, ?event, "worker event")
         }
+        Event::JobSnoozed { job_id, task, queue, attempt, until } => {
+            let until = until.to_rfc3339();
+            tracing::info!(worker_id, job_id, task, queue, attempt, until, "job snoozed (attempt refunded)")
+        }
         // Events added after this driver was written.
         _ => tracing::debug!(worker_id, ?event, "worker event"),
     }

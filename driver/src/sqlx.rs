@@ -89,7 +89,7 @@ impl SqlxUtils {
     /// Jobs added without a `run_at` get the database's `now()`: in a transaction, the
     /// time it began.
     fn jobs(&self) -> Jobs<'_> {
-        Jobs { schema: &self.schema, default_run_at: None, traces: &self.traces }
+        Jobs { schema: &self.schema, default_run_at: None, traces: &self.traces, now: None }
     }
 
     /// Add a job of task `T` with `payload`.
@@ -99,7 +99,8 @@ impl SqlxUtils {
         payload: &T,
         spec: JobSpec,
     ) -> Result<Job, Error> {
-        self.add_raw_job(conn, T::IDENTIFIER, serde_json::to_value(payload)?, spec).await
+        self.add_raw_job(conn, T::IDENTIFIER, serde_json::to_value(payload)?, spec.with_policy(&T::POLICY))
+            .await
     }
 
     /// Add a job of the task named `identifier`.
@@ -137,7 +138,8 @@ impl SqlxUtils {
         payloads: &[T],
         spec: JobSpec,
     ) -> Result<Job, Error> {
-        self.add_raw_job(conn, T::IDENTIFIER, serde_json::to_value(payloads)?, spec).await
+        self.add_raw_job(conn, T::IDENTIFIER, serde_json::to_value(payloads)?, spec.with_policy(&T::POLICY))
+            .await
     }
 
     /// Jobs matching `filter`, oldest first; rows that cannot be read are given apart.

@@ -116,6 +116,8 @@ pub fn bind(statement: Statement) -> Bound {
             let permanent: Vec<bool> = failures.iter().map(|f| f.permanent).collect();
             let payloads: Vec<Option<String>> =
                 failures.iter().map(|f| f.payload.as_ref().map(|p| p.to_string())).collect();
+            let delays: Vec<Option<i64>> =
+                failures.iter().map(|f| f.delay.map(|d| d.num_microseconds().unwrap_or(i64::MAX))).collect();
             let messages: Vec<String> = failures.into_iter().map(|f| f.message).collect();
             let params = vec![
                 param(worker_id, Type::TEXT),
@@ -124,6 +126,7 @@ pub fn bind(statement: Statement) -> Bound {
                 param(run_ats, Type::TIMESTAMPTZ_ARRAY),
                 param(permanent, Type::BOOL_ARRAY),
                 param(payloads, Type::TEXT_ARRAY),
+                param(delays, Type::INT8_ARRAY),
             ];
             (sql::worker::FAIL_JOBS, params, Answer::Fenced)
         }
@@ -183,6 +186,19 @@ pub fn bind(statement: Statement) -> Bound {
             let params =
                 vec![param(serde_json::Value::Array(jobs), Type::JSON), param(batch.at, Type::TIMESTAMPTZ)];
             (sql::worker::SCHEDULE_CRONTABS, params, Answer::Done)
+        }
+        Statement::SnoozeJobs { worker_id, snoozes } => {
+            let ids: Vec<i64> = snoozes.iter().map(|s| s.job_id).collect();
+            let delays: Vec<i64> =
+                snoozes.iter().map(|s| s.delay.num_microseconds().unwrap_or(i64::MAX)).collect();
+            let run_ats: Vec<_> = snoozes.iter().map(|s| s.run_at).collect();
+            let params = vec![
+                param(worker_id, Type::TEXT),
+                param(ids, Type::INT8_ARRAY),
+                param(delays, Type::INT8_ARRAY),
+                param(run_ats, Type::TIMESTAMPTZ_ARRAY),
+            ];
+            (sql::worker::SNOOZE_JOBS, params, Answer::Fenced)
         }
     };
     Bound { template, params, answer }

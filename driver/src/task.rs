@@ -25,6 +25,28 @@ use std::sync::Arc;
 /// `last_error` (see [`error_chain`]).
 pub type TaskResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
+/// A handler's answer "not now": returned as its error (`Err(Snooze(delay).into())`, or
+/// [`snooze`]), it asks for the job to run again after `delay` without spending an attempt
+/// or recording an error. Bounded by the task's snooze window (a week by default, see
+/// [`WorkerOptions::task_policy`](crate::WorkerOptions::task_policy)): a snooze that would
+/// put the job off further past its creation fails the attempt instead, saying so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Snooze(pub std::time::Duration);
+
+impl std::fmt::Display for Snooze {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "snoozed for {:?}", self.0)
+    }
+}
+
+impl std::error::Error for Snooze {}
+
+/// Run this job again after `delay`, without spending an attempt: `return snooze(delay)`
+/// from a handler (see [`Snooze`]).
+pub fn snooze(delay: std::time::Duration) -> TaskResult {
+    Err(Box::new(Snooze(delay)))
+}
+
 /// A task with a typed payload. The payload type is the handler: implement [`Task`] for
 /// the identifier and `run` for the work.
 ///
@@ -187,7 +209,9 @@ impl JobContext {
         match &self.database {
             Database::Utils(utils) => utils.add_job(payload, spec).await,
             #[cfg(feature = "testing")]
-            Database::Recorded(recorder) => recorder.add(T::IDENTIFIER, serde_json::to_value(payload)?, spec),
+            Database::Recorded(recorder) => {
+                recorder.add(T::IDENTIFIER, serde_json::to_value(payload)?, spec.with_policy(&T::POLICY))
+            }
         }
     }
     /// Fires on forced shutdown.
@@ -248,7 +272,17 @@ fn failed(message: &str) -> TaskOutcome {
 fn outcome(result: TaskResult) -> TaskOutcome {
     match result {
         Ok(()) => TaskOutcome::Ok,
-        Err(error) => failed(&error_chain(&*error)),
+        Err(error) => error_outcome(&*error),
+    }
+}
+
+/// A handler's error: a snooze it asked for, or a failure.
+fn error_outcome(error: &(dyn std::error::Error + Send + Sync + 'static)) -> TaskOutcome {
+    match error.downcast_ref::<Snooze>() {
+        Some(Snooze(delay)) => {
+            TaskOutcome::Snoozed(chrono::Duration::from_std(*delay).unwrap_or(chrono::Duration::MAX))
+        }
+        None => failed(&error_chain(error)),
     }
 }
 
@@ -279,7 +313,7 @@ async fn run_typed_batch<T: BatchTaskHandler>(ctx: JobContext, items: Vec<Value>
     let mut results = match T::run_batch(runnable, ctx).await {
         Ok(results) if results.len() == expected => results.into_iter(),
         Ok(results) => return batch::miscounted(results.len(), expected),
-        Err(error) => return failed(&error_chain(&*error)),
+        Err(error) => return error_outcome(&*error),
     };
     // Each item's result in payload order: its decoding error, or the handler's next one.
     let merged = (undecodable.into_iter())
@@ -365,7 +399,7 @@ impl Handlers {
                             items,
                             results.into_iter().map(|r| r.map_err(|e| error_chain(&*e))).collect(),
                         ),
-                        Err(error) => failed(&error_chain(&*error)),
+                        Err(error) => error_outcome(&*error),
                     }
                 })
             }),

@@ -299,7 +299,7 @@ impl JobSpan {
         use opentelemetry::KeyValue;
         let span = self.0.span();
         let error = match outcome {
-            TaskOutcome::Ok | TaskOutcome::Skipped(_) => None,
+            TaskOutcome::Ok | TaskOutcome::Skipped(_) | TaskOutcome::Snoozed(_) => None,
             TaskOutcome::Err(message) => Some(("task_error", message.clone())),
             TaskOutcome::ItemsFailed { error, .. } => Some(("batch_items_failed", error.clone())),
             TaskOutcome::Panicked(message) => Some(("panic", message.clone())),

@@ -109,12 +109,13 @@ impl WorkerUtils {
             schema: &self.schema,
             default_run_at: self.use_local_time.then(|| self.pool.runtime().now()),
             traces: &self.traces,
+            now: Some(self.pool.runtime().now()),
         }
     }
 
     /// Add a job of task `T` with `payload`.
     pub async fn add_job<T: Task + Serialize>(&self, payload: &T, spec: JobSpec) -> Result<Job, Error> {
-        self.add_raw_job(T::IDENTIFIER, serde_json::to_value(payload)?, spec).await
+        self.add_raw_job(T::IDENTIFIER, serde_json::to_value(payload)?, spec.with_policy(&T::POLICY)).await
     }
 
     /// Add a job of the task named `identifier`.
@@ -130,7 +131,13 @@ impl WorkerUtils {
         payload: &T,
         spec: JobSpec,
     ) -> Result<Job, Error> {
-        self.add_raw_job_in(client, T::IDENTIFIER, serde_json::to_value(payload)?, spec).await
+        self.add_raw_job_in(
+            client,
+            T::IDENTIFIER,
+            serde_json::to_value(payload)?,
+            spec.with_policy(&T::POLICY),
+        )
+        .await
     }
 
     /// [`Self::add_raw_job`] through the caller's client or transaction.
@@ -179,7 +186,7 @@ impl WorkerUtils {
         payloads: &[T],
         spec: JobSpec,
     ) -> Result<Job, Error> {
-        self.add_raw_job(T::IDENTIFIER, serde_json::to_value(payloads)?, spec).await
+        self.add_raw_job(T::IDENTIFIER, serde_json::to_value(payloads)?, spec.with_policy(&T::POLICY)).await
     }
 
     /// Remove the job holding `job_key`. A job a worker is running cannot be removed: it

@@ -85,6 +85,7 @@ fn worker_config(index: usize, b: &mut Bytes<'_>) -> Config {
         seed: u64::from(b.u16()),
         crontab: Vec::new(),
         task_timeouts: Default::default(),
+        task_policies: Default::default(),
         latest_migration: 20,
         refetch_delay: None,
     };

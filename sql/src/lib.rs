@@ -55,7 +55,12 @@ pub const RECORDS_STEPS: &[Step] = &[
     Step { id: 3, sql: &[LEASE_IDENTITY] },
     Step { id: 4, sql: &[LEASE_CRONTAB] },
     Step { id: 5, sql: &[traces::JOB_TRACES] },
+    Step { id: 9, sql: &[UNIQUE_CLAIMS] },
 ];
+
+/// The claims of unique jobs not to add again within a period, finished or not (records
+/// migration 9).
+pub const UNIQUE_CLAIMS: &str = include_str!("../records/000009.sql");
 
 /// The records' table of cancel requests for held jobs (records migration 2).
 pub const CANCEL_REQUESTS: &str = include_str!("../records/000002.sql");
@@ -173,6 +178,9 @@ pub mod migrate {
 pub mod utils {
     /// See the file for parameters.
     pub const ADD_JOB: &str = include_str!("../queries/add_job.sql");
+    /// `ADD_JOB`'s parameters, then `$10` the claim's period in microseconds: adds only if
+    /// it claims the job key (see the file).
+    pub const ADD_CLAIMED: &str = include_str!("../queries/add_claimed.sql");
     /// See the file for parameters.
     pub const ADD_JOBS: &str = include_str!("../queries/add_jobs.sql");
     /// See the file for parameters: [`ADD_JOBS`] for jobs without key and queue, faster.
@@ -210,7 +218,8 @@ pub mod worker {
     /// `$1` worker, `$2` job ids.
     pub const COMPLETE_JOBS: &str = include_str!("../queries/worker/complete_jobs.sql");
     /// `$1` worker, `$2` job ids, `$3` messages, `$4` next run times (null entries: backoff
-    /// from the database clock), `$5` whether no attempt is left (cancelled).
+    /// from the database clock), `$5` whether no attempt is left (cancelled), `$6` payloads
+    /// to keep, `$7` retry delays in microseconds (null entries: graphile-worker's curve).
     pub const FAIL_JOBS: &str = include_str!("../queries/worker/fail_jobs.sql");
     /// `$1` worker, `$2` job ids: unlock with the attempt refunded.
     pub const RETURN_JOBS: &str = include_str!("../queries/worker/return_jobs.sql");
@@ -234,6 +243,9 @@ pub mod worker {
     /// Jobs per task and state (runnable, scheduled, running, failed, permanently failed),
     /// sampled for metrics.
     pub const QUEUE_DEPTH: &str = include_str!("../queries/worker/queue_depth.sql");
+    /// `$1` worker, `$2` job ids, `$3` delays in microseconds, `$4` run times (null entries:
+    /// the database clock plus the delay): unlock with the attempt refunded, `last_error` kept.
+    pub const SNOOZE_JOBS: &str = include_str!("../queries/worker/snooze_jobs.sql");
 }
 
 /// A job's one state, as an SQL expression over a `_private_jobs` row named `jobs`:

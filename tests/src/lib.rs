@@ -37,6 +37,16 @@ pub struct MiddlewareDoctests;
 #[doc = include_str!("../../docs/guide/bulk-actions.md")]
 pub struct BulkActionsDoctests;
 
+/// `docs/guide/snooze-and-retries.md`'s blocks (see `ReadmeDoctests`).
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/guide/snooze-and-retries.md")]
+pub struct SnoozeAndRetriesDoctests;
+
+/// `docs/guide/unique-jobs.md`'s blocks (see `ReadmeDoctests`).
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/guide/unique-jobs.md")]
+pub struct UniqueJobsDoctests;
+
 pub mod certs;
 pub mod cluster;
 pub mod dashboard;

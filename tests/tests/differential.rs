@@ -18,7 +18,7 @@ use formica_check::{Action, NewJob, Pick};
 use formica_core::job::{Job, JobKeyMode};
 use formica_core::job::{RawJob, RescheduleJobOptions};
 use formica_core::sim::{CancelOutcome, Db, SplitMix};
-use formica_core::worker::{DbError, Failure, QueryResult, Statement};
+use formica_core::worker::{DbError, Failure, QueryResult, Snooze, Statement};
 use formica_sql as sql;
 use formica_tests::TestDb;
 use serde_json::{json, Value};
@@ -148,7 +148,7 @@ impl Gen {
     }
 
     fn op(&mut self) -> Action {
-        match self.rng.below(110) {
+        match self.rng.below(115) {
             0..=29 => {
                 let mode = self.pick(&[
                     None,
@@ -210,6 +210,11 @@ impl Gen {
                 reason: format!("r{}", self.rng.below(3)),
             },
             105..=107 => Action::WorkerReadCancels { worker_id: self.worker() },
+            110..=114 => Action::WorkerSnooze {
+                worker_id: self.worker(),
+                mask: self.rng.next_u64(),
+                run_in_s: self.maybe(500, Self::offset),
+            },
             _ => Action::WorkerRecover,
         }
     }
@@ -519,6 +524,8 @@ impl Both {
                         permanent: self.serial % 3 == 0,
                         // As a batch job's that keeps its failed items (unique, it names the job).
                         payload: (self.serial % 2 == 0).then(|| json!([{ "kept": self.serial }])),
+                        // As a task's with its own retry curve.
+                        delay: (self.serial % 5 == 0).then(|| Duration::milliseconds(1500)),
                     });
                 }
                 let pg_failures: Vec<Failure> = (failures.iter().zip(&jobs))
@@ -560,6 +567,32 @@ impl Both {
                         .await;
                 assert_eq!(pg, QueryResult::Done);
                 (Outcome::Nothing, Outcome::Nothing)
+            }
+            Action::WorkerSnooze { worker_id, mask, run_in_s } => {
+                let mut jobs = held(&sim_before, &pg_before, worker_id, *mask);
+                jobs.extend(not_held(&sim_before, &pg_before, worker_id, *mask));
+                let mut snoozes = Vec::new();
+                for _ in &jobs {
+                    // Distinct run times, by either clock.
+                    self.serial += 1;
+                    let delay = Duration::seconds(3) + Duration::microseconds(self.serial);
+                    let run_at = run_in_s.map(|s| at(now, s, self.serial));
+                    snoozes.push(Snooze { job_id: 0, delay, run_at });
+                }
+                let with = |ids: Vec<i64>| {
+                    (snoozes.iter().zip(ids)).map(|(s, job_id)| Snooze { job_id, ..s.clone() })
+                };
+                let sim_snoozes = with(jobs.iter().map(|j| j.1).collect()).collect();
+                let pg_snoozes = with(jobs.iter().map(|j| j.2).collect()).collect();
+                let pg = pg_statement(
+                    tx,
+                    Statement::SnoozeJobs { worker_id: worker_id.clone(), snoozes: pg_snoozes },
+                )
+                .await;
+                let result = self
+                    .sim
+                    .execute(&Statement::SnoozeJobs { worker_id: worker_id.clone(), snoozes: sim_snoozes });
+                (fenced(result, &sim_before), fenced(pg, &pg_before))
             }
             Action::CancelJobs { pick, reason } => {
                 let (sim_ids, pg_ids) = choose(&sim_before, &pg_before, pick);

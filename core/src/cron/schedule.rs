@@ -98,6 +98,7 @@ impl CronItem {
             job_key_mode: o.job_key_mode,
             priority: o.priority,
             flags: None,
+            unique: None,
         }
     }
 

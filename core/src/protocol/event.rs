@@ -220,4 +220,18 @@ pub enum Event {
         /// The migration's number.
         migration: i64,
     },
+    /// The task snoozed: the job runs again at `until` (by the worker's clock), its attempt
+    /// refunded and `last_error` kept.
+    JobSnoozed {
+        /// The job.
+        job_id: i64,
+        /// Its task.
+        task: String,
+        /// Its named queue, if any.
+        queue: Option<String>,
+        /// The attempt that snoozed (it is refunded).
+        attempt: i16,
+        /// When it runs again.
+        until: Timestamp,
+    },
 }

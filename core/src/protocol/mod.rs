@@ -55,6 +55,22 @@ pub struct Failure {
     pub permanent: bool,
     /// The payload to store instead (`None`: keep it): a batch job keeps its failed items.
     pub payload: Option<serde_json::Value>,
+    /// The retry delay of a task with its own curve, counted like graphile-worker's from
+    /// the later of now and `run_at` by the database clock (`None`: graphile-worker's curve,
+    /// which the statement computes). Ignored when `run_at` is given.
+    pub delay: Option<chrono::Duration>,
+}
+
+/// A snoozed job to write: it runs again at `run_at` with its attempt refunded and its
+/// `last_error` kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snooze {
+    /// The job.
+    pub job_id: i64,
+    /// How long from now (by the database clock, unless `run_at` says).
+    pub delay: chrono::Duration,
+    /// When to run again by the worker's clock (`None`: the database's `now()` plus `delay`).
+    pub run_at: Option<Timestamp>,
 }
 
 /// A statement for the driver to run, with its parameters. Each answers with the
@@ -153,6 +169,15 @@ pub enum Statement {
     /// Add the jobs of one cron minute, each only if this statement advances its item's `last_execution`
     /// to that minute (so each minute is scheduled once across workers). Answer: `Done`.
     ScheduleCron(CronBatch),
+    /// Snooze jobs still held by `worker_id`: unlock them and their queues, set `run_at`,
+    /// refund the attempt and leave `last_error` as it is. Answer: `Done`, or `Fenced`
+    /// naming the jobs it did not write.
+    SnoozeJobs {
+        /// The locker.
+        worker_id: String,
+        /// The snoozes.
+        snoozes: Vec<Snooze>,
+    },
 }
 
 /// A locked job whose row could not be read (a payload nested too deep, a number out of range...).
@@ -243,6 +268,10 @@ pub enum TaskOutcome {
     /// worker goes on; the attempt fails for good, since another attempt would run beside
     /// the one still holding that thread.
     Unstoppable,
+    /// It asked to run again after this delay: the attempt is refunded and `last_error`
+    /// kept, within its task's snooze window ([`crate::policy::TaskPolicy::snooze`]);
+    /// past the window, the attempt fails instead, saying so.
+    Snoozed(chrono::Duration),
 }
 
 /// A fact for the machine, in the past tense.

@@ -516,6 +516,7 @@ mod tests {
             run_at: None,
             permanent: false,
             payload: None,
+            delay: None,
         }];
         db.execute(&Statement::FailJobs { worker_id: "other".into(), failures: failures.clone() });
         assert_eq!(db.job(a.id).and_then(|j| j.locked_by.clone()).as_deref(), Some("w"), "not ours");
@@ -539,6 +540,7 @@ mod tests {
             run_at: None,
             permanent: false,
             payload,
+            delay: None,
         };
         let failures = vec![fail(a.id, Some(json!([2]))), fail(b.id, None)];
         db.execute(&Statement::FailJobs { worker_id: "w".into(), failures });

@@ -233,6 +233,7 @@ fn describe(what: &Traced) -> String {
                     other @ (TaskOutcome::Aborted | TaskOutcome::Unstoppable) => {
                         variant(other).to_lowercase()
                     }
+                    TaskOutcome::Snoozed(delay) => format!("snoozed {}s", delay.num_seconds()),
                 };
                 format!("<- task of job {job_id} ended: {outcome}")
             }
@@ -268,6 +269,10 @@ fn statement_text(statement: &Statement) -> String {
         Statement::CompleteJobs { ids, .. } => format!("complete jobs {ids:?}"),
         Statement::ReturnJobs { ids, .. } => format!("return jobs {ids:?}"),
         Statement::ReturnUnknown { known, .. } => format!("return jobs other than {known:?}"),
+        Statement::SnoozeJobs { snoozes, .. } => {
+            let ids: Vec<i64> = snoozes.iter().map(|s| s.job_id).collect();
+            format!("snooze jobs {ids:?}")
+        }
         Statement::FailJobs { failures, .. } => {
             let ids: Vec<i64> = failures.iter().map(|f| f.job_id).collect();
             format!("fail jobs {ids:?}")

@@ -35,7 +35,7 @@
 //!   all three modes, named queues and their locks, flags, `run_at`, attempts and the
 //!   backoff of failures, `add_jobs` batches, the admin functions. `tests/tests/differential.rs`
 //!   runs random sequences of these operations and of the worker's statements (fetch,
-//!   complete, fail, return; `cancel_jobs`, the read of cancel requests and the recovery's
+//!   complete, fail, return, snooze; `cancel_jobs`, the read of cancel requests and the recovery's
 //!   settling of them) against PostgreSQL with Formica's migrations and requires the
 //!   same rows and results after each one. The cron statements, the heartbeats, the
 //!   recovery of leases and the four-hour lock sweep are not in that comparison; the lockstep model

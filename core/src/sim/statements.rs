@@ -1,5 +1,5 @@
 //! The worker's statements on the simulated database: [`Db::execute`] answers each as the
-//! driver would from PostgreSQL (fetching, completing, failing, giving back, the leases'
+//! driver would from PostgreSQL (fetching, completing, failing, snoozing, giving back, the leases'
 //! heartbeats and recovery, crontab registration).
 
 use super::db::Db;
@@ -7,7 +7,7 @@ use crate::backoff;
 use crate::cron::runner::KnownCrontab;
 use crate::job::Job;
 use crate::job::RawJob;
-use crate::protocol::{Failure, Fenced, QueryResult, Statement};
+use crate::protocol::{Failure, Fenced, QueryResult, Snooze, Statement};
 use crate::time::Timestamp;
 use crate::worker::STALE_LOCK_AGE;
 use chrono::Duration;
@@ -134,7 +134,7 @@ impl Db {
             }
             Statement::FailJobs { worker_id, failures } => {
                 let fenced = self.fenced(failures.iter().map(|f| f.job_id), worker_id);
-                for Failure { job_id, message, run_at, permanent, payload } in failures {
+                for Failure { job_id, message, run_at, permanent, payload, delay } in failures {
                     if !self.held_by(*job_id, worker_id) {
                         continue;
                     }
@@ -144,8 +144,8 @@ impl Db {
                     if let Some(payload) = payload {
                         job.payload = payload.clone();
                     }
-                    job.run_at =
-                        run_at.unwrap_or_else(|| backoff::next_run_at(now, job.run_at, job.attempts));
+                    let delay = delay.unwrap_or_else(|| backoff::delay(job.attempts));
+                    job.run_at = run_at.unwrap_or(now.max(job.run_at) + delay);
                     if *permanent {
                         job.attempts = job.max_attempts;
                     }
@@ -177,6 +177,23 @@ impl Db {
                     self.release_queue(queue, worker_id);
                 }
                 QueryResult::Done
+            }
+            Statement::SnoozeJobs { worker_id, snoozes } => {
+                let fenced = self.fenced(snoozes.iter().map(|s| s.job_id), worker_id);
+                for Snooze { job_id, delay, run_at } in snoozes {
+                    if !self.held_by(*job_id, worker_id) {
+                        continue;
+                    }
+                    let now = self.now;
+                    let Some(job) = self.jobs.get_mut(job_id) else { continue };
+                    job.run_at = run_at.unwrap_or(now + *delay);
+                    job.attempts = job.attempts.saturating_sub(1).max(0);
+                    job.locked_at = None;
+                    job.locked_by = None;
+                    let queue = job.job_queue_id;
+                    self.release_queue(queue, worker_id);
+                }
+                written(fenced)
             }
             Statement::Heartbeat { worker_id, lease } => {
                 self.leases.insert(worker_id.clone(), (self.now + *lease, None));

@@ -82,6 +82,7 @@ pub fn job_spec(around: Timestamp) -> impl Strategy<Value = JobSpec> {
             job_key,
             priority,
             flags: flags.map(|f| f.into_iter().map(str::to_owned).collect()),
+            unique: None,
         })
 }
 

@@ -41,7 +41,14 @@ impl Worker {
                     let message = format!("Formica could not read job {job_id}: {error}");
                     self.emit(Event::JobUndecodable { job_id, error });
                     self.writes.fail(
-                        Failure { job_id, message, run_at: None, permanent: false, payload: None },
+                        Failure {
+                            job_id,
+                            message,
+                            run_at: None,
+                            permanent: false,
+                            payload: None,
+                            delay: None,
+                        },
                         self.now,
                         self.config.fail_batch_delay,
                     );

@@ -85,7 +85,10 @@ impl Cancels {
         match (self.reasons.remove(&job_id), outcome) {
             (
                 Some(Why::Cancelled(reason)),
-                TaskOutcome::Err(_) | TaskOutcome::Panicked(_) | TaskOutcome::Aborted,
+                TaskOutcome::Err(_)
+                | TaskOutcome::Panicked(_)
+                | TaskOutcome::Aborted
+                | TaskOutcome::Snoozed(_),
             ) => (TaskOutcome::Err(format!("cancelled: {reason}")), true),
             // The items that succeeded are done: the job keeps only the others.
             (Some(Why::Cancelled(reason)), TaskOutcome::ItemsFailed { items, .. }) => {

@@ -5,6 +5,7 @@ use super::lease::{LEASE, RECOVERY_PERIOD};
 use super::refetch::RefetchDelay;
 use super::sweep::{LOCK_SWEEP_INTERVAL, STALE_LOCK_AGE};
 use crate::cron::CronItem;
+use crate::policy::TaskPolicy;
 use chrono::Duration;
 use std::collections::BTreeMap;
 
@@ -102,6 +103,9 @@ pub struct Config {
     /// migrated anew): the worker goes on. One for a newer migration means a schema this
     /// worker may corrupt: it stops. Default 0: every breaking notice stops it.
     pub latest_migration: i32,
+    /// Per task identifier, its retry curve and snooze window (see [`TaskPolicy`]); tasks
+    /// not named get [`TaskPolicy::default`].
+    pub task_policies: BTreeMap<String, TaskPolicy>,
 }
 
 impl Default for Config {
@@ -129,11 +133,17 @@ impl Default for Config {
             crontab: Vec::new(),
             task_timeouts: BTreeMap::new(),
             latest_migration: 0,
+            task_policies: BTreeMap::new(),
         }
     }
 }
 
 impl Config {
+    /// The policy of `task`'s jobs.
+    pub fn policy(&self, task: &str) -> TaskPolicy {
+        self.task_policies.get(task).copied().unwrap_or_default()
+    }
+
     /// Whether every interval is one a worker can run with: `Err` names the setting, its
     /// value and what is allowed. (A zero sweep interval would send one sweep after
     /// another; an interval longer than what it guards leaves dead workers' jobs waiting.)

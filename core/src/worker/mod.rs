@@ -34,6 +34,7 @@ mod observe;
 mod part;
 mod refetch;
 mod slots;
+mod snooze;
 mod sweep;
 mod writes;
 
@@ -44,7 +45,7 @@ pub use self::refetch::RefetchDelay;
 pub use self::sweep::{FIRST_SWEEP_WITHIN, LOCK_SWEEP_INTERVAL, STALE_LOCK_AGE};
 pub use self::writes::WRITES_GRACE;
 pub use crate::protocol::{
-    DbError, Effect, Event, Failure, Fenced, Input, MisuseError, QueryId, QueryResult, Statement,
+    DbError, Effect, Event, Failure, Fenced, Input, MisuseError, QueryId, QueryResult, Snooze, Statement,
     TaskOutcome, TimerKind, Undecodable,
 };
 pub use crate::time::Timestamp;
@@ -57,7 +58,6 @@ use self::part::Part;
 use self::slots::{Slots, Started};
 use self::sweep::Sweeper;
 use self::writes::Writes;
-use crate::backoff;
 use crate::cron::runner::CronRunner;
 use crate::job::Job;
 use crate::notify;
@@ -325,6 +325,7 @@ impl Worker {
                 self.emit(job.returned(self.now));
                 self.writes.give_back(vec![job_id], self.now);
             }
+            TaskOutcome::Snoozed(delay) => self.snoozed(&job, delay),
         }
         self.emit(Event::JobComplete { job_id });
         self.fetcher.slot_freed();
@@ -337,13 +338,15 @@ impl Worker {
     fn failed(&mut self, job: &Started, error: String, payload: Option<serde_json::Value>, permanent: bool) {
         let error = text::into_storable(error);
         let last = permanent || job.out_of_attempts();
-        let next_run_at = backoff::next_run_at(self.now, job.run_at, job.attempts);
+        let policy = self.config.policy(&job.task);
+        let next_run_at = policy.next_run_at(self.now, job.run_at, job.attempts);
         self.emit(job.error(&error, self.now, (!last).then_some(next_run_at)));
         if last {
             self.emit(job.permanently_failed(&error, self.now));
         }
         let run_at = self.config.use_local_time.then_some(next_run_at);
-        let failure = Failure { job_id: job.job_id, message: error, run_at, permanent, payload };
+        let delay = policy.custom_delay(job.attempts);
+        let failure = Failure { job_id: job.job_id, message: error, run_at, permanent, payload, delay };
         self.writes.fail(failure, self.now, self.config.fail_batch_delay);
     }
 

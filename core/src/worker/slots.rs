@@ -23,6 +23,7 @@ pub(crate) struct Started {
     pub attempts: i16,
     pub max_attempts: i16,
     pub run_at: Timestamp,
+    pub created_at: Timestamp,
     pub started_at: Timestamp,
     /// When the task must have ended, and its timeout, if it has one.
     pub deadline: Option<(Timestamp, Duration)>,
@@ -67,6 +68,12 @@ impl Started {
         Event::JobReturned { job_id, task, queue, attempt, duration: now - self.started_at }
     }
 
+    /// The task snoozed: it runs again at `until`.
+    pub fn snoozed(&self, until: Timestamp) -> Event {
+        let Started { job_id, task, queue, attempts: attempt, .. } = self.clone();
+        Event::JobSnoozed { job_id, task, queue, attempt, until }
+    }
+
     /// The attempt that ran was the last allowed.
     pub fn out_of_attempts(&self) -> bool {
         self.attempts >= self.max_attempts
@@ -105,6 +112,7 @@ impl Slots {
             attempts: job.attempts,
             max_attempts: job.max_attempts,
             run_at: job.run_at,
+            created_at: job.created_at,
             started_at: now,
             deadline: timeout.map(|timeout| (now + timeout, timeout)),
         };

@@ -1,4 +1,4 @@
-//! [`Writes`]: the outcomes of jobs (completions, failures, returns) on their way to the
+//! [`Writes`]: the outcomes of jobs (completions, failures, returns, snoozes) on their way to the
 //! database.
 //!
 //! It knows no effect: the worker hands it outcomes, sends the statement of each [`Write`]
@@ -24,7 +24,7 @@
 //!   holds).
 
 use crate::backoff::WRITE_RETRY;
-use crate::protocol::{Failure, QueryId, Statement};
+use crate::protocol::{Failure, QueryId, Snooze, Statement};
 use crate::time::Timestamp;
 use chrono::Duration;
 use std::collections::{BTreeMap, VecDeque};
@@ -38,6 +38,8 @@ pub(crate) enum Write {
     Fail(Vec<Failure>),
     /// Unlock these jobs, refunding the attempt.
     Return(Vec<i64>),
+    /// Snooze these jobs: unlock them to run later, refunding the attempt.
+    Snooze(Vec<Snooze>),
 }
 
 /// How long a shutdown waits for the database to take the outcomes, once its tasks are
@@ -54,6 +56,7 @@ impl Write {
             Write::Complete(_) => "complete jobs",
             Write::Fail(_) => "fail jobs",
             Write::Return(_) => "return jobs",
+            Write::Snooze(_) => "snooze jobs",
         }
     }
 
@@ -64,6 +67,7 @@ impl Write {
             Write::Complete(ids) => Statement::CompleteJobs { worker_id, ids: ids.clone() },
             Write::Fail(failures) => Statement::FailJobs { worker_id, failures: failures.clone() },
             Write::Return(ids) => Statement::ReturnJobs { worker_id, ids: ids.clone() },
+            Write::Snooze(snoozes) => Statement::SnoozeJobs { worker_id, snoozes: snoozes.clone() },
         }
     }
 
@@ -86,6 +90,9 @@ impl Write {
             Write::Return(ids) => {
                 halves(ids).map(|(a, b)| (Write::Return(a), Write::Return(b))).map_err(Write::Return)
             }
+            Write::Snooze(snoozes) => {
+                halves(snoozes).map(|(a, b)| (Write::Snooze(a), Write::Snooze(b))).map_err(Write::Snooze)
+            }
         }
     }
 
@@ -95,22 +102,26 @@ impl Write {
         let (job_id, what) = match self {
             Write::Complete(ids) => (*ids.first()?, "its success"),
             Write::Return(ids) => (*ids.first()?, "its return"),
+            Write::Snooze(snoozes) => (snoozes.first()?.job_id, "its snooze"),
             Write::Fail(failures) if failures.first()?.message.starts_with(UNRECORDED) => return None,
             Write::Fail(failures) => (failures.first()?.job_id, "its error"),
         };
         let message = format!("{UNRECORDED} ({what}): the database refused it: {error}");
-        let (run_at, permanent) = match self {
-            Write::Fail(failures) => (failures.first()?.run_at, failures.first()?.permanent),
-            Write::Complete(_) | Write::Return(_) => (None, false),
+        let (run_at, permanent, delay) = match self {
+            Write::Fail(failures) => {
+                (failures.first()?.run_at, failures.first()?.permanent, failures.first()?.delay)
+            }
+            Write::Complete(_) | Write::Return(_) | Write::Snooze(_) => (None, false, None),
         };
         // The payload a batch job would keep is dropped with the rest: it may be what was refused.
-        Some(Write::Fail(vec![Failure { job_id, message, run_at, permanent, payload: None }]))
+        Some(Write::Fail(vec![Failure { job_id, message, run_at, permanent, payload: None, delay }]))
     }
 
     fn ids(&self) -> Box<dyn Iterator<Item = i64> + '_> {
         match self {
             Write::Complete(ids) | Write::Return(ids) => Box::new(ids.iter().copied()),
             Write::Fail(failures) => Box::new(failures.iter().map(|f| f.job_id)),
+            Write::Snooze(snoozes) => Box::new(snoozes.iter().map(|s| s.job_id)),
         }
     }
 }
@@ -121,6 +132,7 @@ pub(crate) struct Writes {
     completions: Vec<i64>,
     failures: Vec<Failure>,
     returns: Vec<i64>,
+    snoozes: Vec<Snooze>,
     /// Parts of refused writes, each sent on its own.
     alone: VecDeque<Write>,
     in_flight: BTreeMap<QueryId, Write>,
@@ -145,6 +157,12 @@ impl Writes {
     /// An attempt failed: write it within `delay`.
     pub fn fail(&mut self, failure: Failure, now: Timestamp, delay: Duration) {
         self.failures.push(failure);
+        self.flush_within(now, delay);
+    }
+
+    /// A task snoozed: write it within `delay`.
+    pub fn snooze(&mut self, snooze: Snooze, now: Timestamp, delay: Duration) {
+        self.snoozes.push(snooze);
         self.flush_within(now, delay);
     }
 
@@ -176,7 +194,7 @@ impl Writes {
         self.flush_at = Some(self.flush_at.map_or(at, |due| due.min(at)));
     }
 
-    /// The writes to send now, if the flush is due: completions, failures, returns, then
+    /// The writes to send now, if the flush is due: completions, failures, returns, snoozes, then
     /// the parts of refused writes, each alone.
     pub fn due(&mut self, now: Timestamp) -> Vec<Write> {
         if self.flush_at.is_none_or(|at| at > now) {
@@ -192,6 +210,9 @@ impl Writes {
         }
         if !self.returns.is_empty() {
             writes.push(Write::Return(std::mem::take(&mut self.returns)));
+        }
+        if !self.snoozes.is_empty() {
+            writes.push(Write::Snooze(std::mem::take(&mut self.snoozes)));
         }
         writes.extend(self.alone.drain(..));
         writes
@@ -237,6 +258,7 @@ impl Writes {
             Write::Complete(ids) => self.completions.splice(0..0, ids).for_each(drop),
             Write::Fail(failures) => self.failures.splice(0..0, failures).for_each(drop),
             Write::Return(ids) => self.returns.splice(0..0, ids).for_each(drop),
+            Write::Snooze(snoozes) => self.snoozes.splice(0..0, snoozes).for_each(drop),
         }
         self.retry_later(now);
     }
@@ -264,6 +286,7 @@ impl Writes {
         self.completions.is_empty()
             && self.failures.is_empty()
             && self.returns.is_empty()
+            && self.snoozes.is_empty()
             && self.alone.is_empty()
             && self.after.is_empty()
     }
@@ -271,7 +294,8 @@ impl Writes {
     /// Whether a write that releases job `job_id` (a return or a failure) is in flight.
     pub fn releasing(&self, job_id: i64) -> bool {
         self.in_flight.values().any(|write| {
-            matches!(write, Write::Return(_) | Write::Fail(_)) && write.ids().any(|id| id == job_id)
+            matches!(write, Write::Return(_) | Write::Fail(_) | Write::Snooze(_))
+                && write.ids().any(|id| id == job_id)
         })
     }
 
@@ -284,6 +308,7 @@ impl Writes {
     fn writes(&self) -> impl Iterator<Item = i64> + '_ {
         (self.completions.iter().chain(&self.returns).copied())
             .chain(self.failures.iter().map(|f| f.job_id))
+            .chain(self.snoozes.iter().map(|s| s.job_id))
             .chain(self.alone.iter().chain(self.in_flight.values()).flat_map(Write::ids))
     }
 
@@ -398,7 +423,7 @@ mod tests {
                         completed.extend(ids);
                         writes.written(id, t(round));
                     }
-                    Write::Complete(_) | Write::Fail(_) | Write::Return(_) => {
+                    Write::Complete(_) | Write::Fail(_) | Write::Return(_) | Write::Snooze(_) => {
                         writes.failed(id, t(round), false, "boom (P0001)");
                     }
                 }
@@ -433,7 +458,7 @@ mod tests {
         let mut writes = Writes::default();
         let message = format!("{UNRECORDED} (its error): x");
         writes.fail(
-            Failure { job_id: 9, message, run_at: None, permanent: false, payload: None },
+            Failure { job_id: 9, message, run_at: None, permanent: false, payload: None, delay: None },
             t(0),
             Duration::zero(),
         );

@@ -62,7 +62,8 @@ fn failures_back_off_and_the_last_attempt_fails_permanently() {
             message: "e1".into(),
             run_at: Some(expected),
             permanent: false,
-            payload: None
+            payload: None,
+            delay: None
         }]
     );
 

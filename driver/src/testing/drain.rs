@@ -44,6 +44,12 @@ pub enum Ended {
     },
     /// It was aborted and the job given back, its attempt refunded.
     Returned,
+    /// It snoozed: the job runs again at `until` (by the worker's clock), its attempt
+    /// refunded.
+    Snoozed {
+        /// When the job is due again.
+        until: DateTime<Utc>,
+    },
 }
 
 impl Drained {
@@ -69,6 +75,9 @@ impl Drained {
             }
             Event::JobReturned { job_id, task, attempt, .. } => {
                 drained(job_id, task, attempt, Ended::Returned)
+            }
+            Event::JobSnoozed { job_id, task, attempt, until, .. } => {
+                drained(job_id, task, attempt, Ended::Snoozed { until: *until })
             }
             _ => None,
         }

@@ -222,6 +222,12 @@ pub enum Outcome {
         /// The items kept.
         items: Value,
     },
+    /// The handler snoozed: the job would run again after `delay`, its attempt refunded
+    /// (within its task's snooze window).
+    Snoozed {
+        /// How long.
+        delay: chrono::Duration,
+    },
 }
 
 impl Outcome {
@@ -233,6 +239,7 @@ impl Outcome {
             TaskOutcome::Err(error) | TaskOutcome::Panicked(error) => Outcome::Failed { error },
             // A test run is never aborted.
             TaskOutcome::Aborted | TaskOutcome::Unstoppable => Outcome::Failed { error: "aborted".into() },
+            TaskOutcome::Snoozed(delay) => Outcome::Snoozed { delay },
         }
     }
 }

@@ -27,6 +27,7 @@ impl Recorder {
     /// Record a job as `add_job` would store it, with ids from 1 in the order added. The
     /// spec is checked as the database path checks it; a job key replaces nothing here.
     pub(crate) fn add(&self, task: &str, payload: Value, spec: JobSpec) -> Result<Job, Error> {
+        let (spec, _) = spec.with_unique_key(task, &payload, Some(self.now))?;
         spec.validate(task)?;
         let mut added = self.added.lock().unwrap_or_else(PoisonError::into_inner);
         let job = Job {

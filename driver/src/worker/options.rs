@@ -17,6 +17,7 @@ use crate::task::{BatchResult, BatchTaskHandler, Handlers, JobContext, TaskHandl
 use crate::utils::{WorkerUtils, DEFAULT_SCHEMA};
 use formica_core::cron::{self, Cron, CronItem, Crontab};
 use formica_core::job::RawJob;
+use formica_core::policy::TaskPolicy;
 use formica_core::worker::{self as machine, Event};
 use futures::channel::mpsc;
 use futures::future::FutureExt;
@@ -337,9 +338,15 @@ impl<R> WorkerOptions<R> {
         self.prepared_statements = yes;
         self
     }
-    /// Run jobs of task `T` with `T::run`.
+    /// Run jobs of task `T` with `T::run`, retried and snoozed by `T::POLICY`.
     pub fn define_job<T: TaskHandler>(mut self) -> Self {
         self.handlers.define::<T>();
+        self.task_policy(T::IDENTIFIER, T::POLICY)
+    }
+    /// Retry and snooze jobs of task `identifier` by `policy` (a raw task's; a typed task's
+    /// is its `POLICY`).
+    pub fn task_policy(mut self, identifier: &str, policy: TaskPolicy) -> Self {
+        self.config.task_policies.insert(identifier.to_owned(), policy);
         self
     }
     /// Run jobs of task `identifier` with `run` (payload as JSON).
@@ -355,7 +362,7 @@ impl<R> WorkerOptions<R> {
     /// partial failure only the failed items are retried (see [`BatchTaskHandler`]).
     pub fn define_batch_job<T: BatchTaskHandler>(mut self) -> Self {
         self.handlers.define_batch::<T>();
-        self
+        self.task_policy(T::IDENTIFIER, T::POLICY)
     }
     /// Run batch jobs of task `identifier` with `run`, given the payload's items as JSON; as
     /// [`Self::define_batch_job`], only the items whose result is an `Err` are retried.

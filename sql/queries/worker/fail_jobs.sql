@@ -1,5 +1,6 @@
 -- For the jobs $2 that worker $1 still holds: store the errors $3, schedule the next
--- attempts at $4 (a null entry: the database clock plus the backoff), leave no attempt
+-- attempts at $4 (a null entry: the later of the database clock and run_at, plus the delay
+-- $7 in microseconds of a task with its own curve, else graphile-worker's), leave no attempt
 -- where $5 is true (a cancelled job), store the payload $6 where it is not null (a batch job
 -- keeps its failed items), unlock them and release their queues. Rows: the jobs of $2 not
 -- written (fenced off), each with who holds it now (null: no one, or it is gone).
@@ -7,13 +8,14 @@ with failed as (
   update :SCHEMA._private_jobs as jobs
   set last_error = u.message,
     run_at = coalesce(u.run_at,
-      greatest(now(), jobs.run_at) + exp(least(jobs.attempts, 10)) * interval '1 second'),
+      greatest(now(), jobs.run_at)
+        + coalesce(u.delay_us * interval '1 microsecond', exp(least(jobs.attempts, 10)) * interval '1 second')),
     attempts = case when u.permanent then jobs.max_attempts else jobs.attempts end,
     payload = coalesce(u.payload::json, jobs.payload),
     locked_by = null,
     locked_at = null
-  from unnest($2::bigint[], $3::text[], $4::timestamptz[], $5::bool[], $6::text[])
-    as u(id, message, run_at, permanent, payload)
+  from unnest($2::bigint[], $3::text[], $4::timestamptz[], $5::bool[], $6::text[], $7::bigint[])
+    as u(id, message, run_at, permanent, payload, delay_us)
   where jobs.id = u.id and jobs.locked_by = $1::text
   returning jobs.id, jobs.job_queue_id
 ),
