@@ -272,3 +272,37 @@ async fn the_pruner_removes_rows_past_their_outcome_s_retention_and_keeps_the_re
     finished(&client, 7, "completed", "0 seconds").await;
     assert_eq!(db.count(HISTORY).await, 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_whose_role_cannot_write_history_refuses_to_start_and_says_how_to_fix_it() {
+    let db = TestDb::migrated().await;
+    let client = db.client().await;
+    let role = format!("no_history_{}", std::process::id());
+    client
+        .batch_execute(&format!(
+            "drop role if exists {role}; create role {role} login password 'pw'; \
+             grant all on schema graphile_worker, formica_graphile_worker to {role}; \
+             grant all on all tables in schema graphile_worker to {role}; \
+             grant all on all tables in schema formica_graphile_worker to {role}; \
+             revoke insert on formica_graphile_worker.job_history from {role}"
+        ))
+        .await
+        .unwrap();
+    let url = format!(
+        "{} user={role} password=pw",
+        db.url
+            .split_whitespace()
+            .filter(|kv| !kv.starts_with("user=") && !kv.starts_with("password="))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let refused = db.worker_options().database_url(&url).init().await.err().expect("refused");
+    assert!(
+        refused.to_string().contains("cannot insert into \"formica_graphile_worker\".job_history"),
+        "{refused}"
+    );
+    let off = db.worker_options().database_url(&url).history(HistoryOptions::off()).init().await;
+    assert!(off.is_ok(), "history off needs no such right");
+    drop(off);
+    client.batch_execute(&format!("drop owned by {role}; drop role {role}")).await.unwrap();
+}

@@ -131,3 +131,25 @@ impl Outputs {
 pub(crate) fn outputs(options: &HistoryOptions) -> Option<Arc<Outputs>> {
     options.enabled.then(Arc::default)
 }
+
+/// Refuse to start a worker writing history that its role cannot write: every completion
+/// would fail. Says how to grant it or turn history off.
+pub(crate) async fn check_writable(
+    utils: &crate::WorkerUtils,
+    options: &HistoryOptions,
+) -> Result<(), crate::Error> {
+    if !options.enabled {
+        return Ok(());
+    }
+    let table = formica_sql::render(":RECORDS.job_history", utils.schema());
+    let client = utils.pool().get().await?;
+    let sql = "select coalesce(has_table_privilege(to_regclass($1::text), 'insert'), false)";
+    let writable: bool = client.query_typed(sql, &[(&table, Type::TEXT)]).await?[0].try_get(0)?;
+    match writable {
+        true => Ok(()),
+        false => Err(crate::Error::Options(format!(
+            "history is on but this role cannot insert into {table}: grant it insert, or turn history \
+             off with WorkerOptions::history(HistoryOptions::off())"
+        ))),
+    }
+}

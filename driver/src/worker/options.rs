@@ -443,6 +443,7 @@ impl<R> WorkerOptions<R> {
         } else {
             utils.check_migrated().await?;
         }
+        crate::history::check_writable(&utils, &self.history).await?;
         let mut config = self.config;
         config.crontab = crontab.into_items();
         config.task_identifiers = self.handlers.0.keys().cloned().collect();
