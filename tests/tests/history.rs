@@ -306,3 +306,60 @@ async fn a_worker_whose_role_cannot_write_history_refuses_to_start_and_says_how_
     drop(off);
     client.batch_execute(&format!("drop owned by {role}; drop role {role}")).await.unwrap();
 }
+
+/// Drain `n` no-op jobs with a new worker; how long from the first add to the last row gone.
+async fn drain(db: &TestDb, n: usize, during: impl std::future::Future<Output = ()>) -> Duration {
+    let jobs: Vec<RawJob> =
+        (0..n).map(|i| RawJob::new("noop", json!({ "i": i }), JobSpec::default())).collect();
+    db.utils().add_raw_jobs(&jobs).await.unwrap();
+    // The worker's own pruner keeps completed rows: the test's pass is the one measured.
+    let keep = Retention { completed: None, ..Retention::default() };
+    let options =
+        db.worker_options().concurrency(20).history(HistoryOptions { retention: keep, ..Default::default() });
+    let options = options.define_raw_job("noop", |_: JobContext, _| async { Ok(()) });
+    let started = std::time::Instant::now();
+    let running = Running::listening(&db.runtime, options).await;
+    let left = "select count(*) from graphile_worker._private_jobs";
+    futures::join!(db.wait_for_count(left, 0, Duration::from_secs(120)), during);
+    let took = started.elapsed();
+    running.stop(Duration::from_secs(10)).await;
+    took
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pruning_a_million_rows_during_a_drain_neither_blocks_nor_slows_it() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let client = db.client().await;
+    let retention = Retention::default();
+    // A million completed rows of a day three weeks ago, in that day's own partition.
+    let then = chrono::Utc::now() - chrono::Duration::days(21);
+    utils.prune_history(&Retention { completed: None, ..Retention::default() }, Some(then)).await.unwrap();
+    client
+        .batch_execute(
+            "insert into formica_graphile_worker.job_history (job_id, task_identifier, payload, attempts, \
+             max_attempts, outcome, added_at, finished_at) \
+             select i, 'old', '{}', 1, 1, 'completed', now() - interval '21 days', now() - interval '21 days' \
+             from generate_series(1, 1000000) as i",
+        )
+        .await
+        .unwrap();
+    let old = "select count(*) from formica_graphile_worker.job_history where task_identifier = 'old'";
+    assert_eq!(db.count(old).await, 1_000_000);
+    let n = 5_000;
+    let alone = drain(&db, n, async {}).await;
+    let pruning = async {
+        formica_tests::sleep(db.runtime.as_ref(), Duration::from_millis(100)).await;
+        let started = std::time::Instant::now();
+        let pruned = utils.prune_history(&retention, None).await.unwrap();
+        assert!(pruned.dropped >= 1, "{pruned:?}");
+        assert!(started.elapsed() < Duration::from_secs(1), "a pass took {:?}", started.elapsed());
+    };
+    let with_pruning = drain(&db, n, pruning).await;
+    assert_eq!(db.count(old).await, 0, "the old day is gone");
+    // Drains of a few seconds on a shared machine: 10% and a scheduling margin.
+    eprintln!("drain of {n}: alone {alone:?}, while pruning a million rows {with_pruning:?}");
+    let limit = alone.mul_f64(1.1) + Duration::from_millis(300);
+    assert!(with_pruning <= limit, "alone {alone:?}, while pruning {with_pruning:?}");
+    assert_eq!(db.count(&format!("{HISTORY} where task_identifier = 'noop'")).await, 2 * n as i64);
+}
