@@ -78,11 +78,14 @@ create trigger notify_job_waiters after insert on :RECORDS.job_history
 -- (rows that came before their day's partition). A null retention keeps that outcome for
 -- ever. DDL waits at most `lock_wait` for its lock (taken briefly, it would hold up
 -- completions while waiting), and is tried again next pass if it could not get it.
--- Returns the partitions dropped and the rows deleted.
+-- Returns the partitions dropped and the rows deleted. Runs as its owner (the migrating
+-- role, which owns the tables), so a worker role with DML rights alone prunes (the
+-- deploying guide's grants): it can create and drop nothing else.
 create function :RECORDS.prune_history(
   at timestamptz, completed interval, failed interval, cancelled interval,
   batch integer, lock_wait text
-) returns table (dropped integer, deleted bigint) language plpgsql as $$
+) returns table (dropped integer, deleted bigint) language plpgsql
+security definer set search_path = pg_catalog, pg_temp as $$
 declare
   records text := (select relnamespace::regnamespace::text from pg_class
     where oid = ':RECORDS.job_history'::regclass);
