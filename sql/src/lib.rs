@@ -179,6 +179,10 @@ pub mod history {
     /// pass of the pruner (see `prune_history` in the migration).
     pub const PRUNE: &str = "select dropped, deleted from :RECORDS.prune_history(\
         coalesce($1::timestamptz, now()), $2::interval, $3::interval, $4::interval, $5::int, $6::text)";
+    /// History rows, newest first, by filters (see the file).
+    pub const LIST: &str = include_str!("../queries/history/list.sql");
+    /// Counts and wait times of the recent history, by time bucket (see the file).
+    pub const BUCKETS: &str = include_str!("../queries/history/buckets.sql");
     /// The channel a history write notifies when a job someone waits for finished (payload:
     /// the job ids, comma-separated).
     pub const FINISHED: &str = "formica:finished";

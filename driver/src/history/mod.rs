@@ -10,6 +10,7 @@
 mod outcome;
 mod output;
 mod prune;
+mod read;
 mod wait;
 
 pub use outcome::{JobOutcome, Outcome};
@@ -17,6 +18,7 @@ pub(crate) use output::settle;
 pub use output::OutputTaskHandler;
 pub(crate) use prune::spawn_pruner;
 pub use prune::Pruned;
+pub use read::{HistoryBucket, HistoryFilter};
 
 use crate::params::{param, Param};
 use formica_core::worker::Statement;
