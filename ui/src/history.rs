@@ -75,7 +75,7 @@ async fn history(Ext(s): Ext<State>, Query(query): Query<HistoryQuery>) -> Respo
     html.push_str(&chart("chart-hour", "Last hour, by minute", &hour, MINUTE, 60));
     html.push_str(&chart("chart-day", "Last day, by hour", &day, HOUR, 24));
     html.push_str("</div>");
-    let _ = write!(html, "<h2>Newest {ROWS} that match</h2>");
+    let _ = write!(html, "<h2>The newest {ROWS} jobs that match</h2>");
     html.push_str(&table(&HEADERS, &rows.iter().map(row).collect::<Vec<_>>()));
     page(&s, "History", &html)
 }

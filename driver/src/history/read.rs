@@ -38,7 +38,8 @@ pub struct HistoryBucket {
 }
 
 impl WorkerUtils {
-    /// The newest `limit` history rows matching `filter`.
+    /// The `limit` history rows matching `filter` of the newest jobs (by id; a job's runs
+    /// newest first).
     pub async fn history(&self, filter: &HistoryFilter, limit: u32) -> Result<Vec<JobOutcome>, Error> {
         let client = self.pool().get().await?;
         let sql = formica_sql::render(formica_sql::history::LIST, self.schema());
