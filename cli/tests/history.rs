@@ -1,5 +1,6 @@
 //! A `formica` worker process SIGKILLed while it runs a job leaves no history row for it;
-//! the job's next run, on another worker, ends it and writes exactly one.
+//! the job's next run, on another worker, ends it and writes exactly one. `--no-history`
+//! keeps none.
 
 // Tests fail by panicking, and match only the variants they look for.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
@@ -85,4 +86,27 @@ async fn a_sigkilled_worker_s_job_has_no_history_until_its_next_run_ends_it_then
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(db.count(HISTORY).await, 1, "exactly one");
     let _ = std::fs::remove_dir_all(&root);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_run_with_no_history_keeps_none() {
+    let db = TestDb::migrated().await;
+    let tasks = std::env::temp_dir().join(format!("formica-no-history-{}", std::process::id()));
+    write_task(&tasks, "#!/bin/sh\nexit 0\n");
+    db.utils().add_raw_job("report", serde_json::json!({}), Default::default()).await.unwrap();
+    let run = |flags: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_formica"))
+            .args(["-c", &db.url, "--tasks", tasks.to_str().unwrap(), "--once"])
+            .args(flags)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    run(&["--no-history"]);
+    assert_eq!(db.count("select count(*) from graphile_worker._private_jobs").await, 0, "it ran");
+    assert_eq!(db.count(HISTORY).await, 0);
+    db.utils().add_raw_job("report", serde_json::json!({}), Default::default()).await.unwrap();
+    run(&[]);
+    assert_eq!(db.count(HISTORY).await, 1, "kept by default");
+    let _ = std::fs::remove_dir_all(&tasks);
 }
