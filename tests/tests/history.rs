@@ -376,3 +376,33 @@ async fn pruning_a_million_rows_during_a_drain_neither_blocks_nor_slows_it() {
     assert!(with_pruning <= limit, "alone {before:?} and {after:?}, while pruning {with_pruning:?}");
     assert_eq!(db.count(&format!("{HISTORY} where task_identifier = 'noop'")).await, 3 * n as i64);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_registering_while_a_drain_ends_their_jobs_each_hear_of_it_without_waiting_out_their_timeout()
+{
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let jobs: Vec<RawJob> =
+        (0..2_000).map(|i| RawJob::new("noop", json!({ "i": i }), JobSpec::default())).collect();
+    let added = utils.add_raw_jobs(&jobs).await.unwrap();
+    let options =
+        db.worker_options().concurrency(10).define_raw_job("noop", |_: JobContext, _| async { Ok(()) });
+    let running = Running::listening(&db.runtime, options).await;
+    // Twenty waiters on jobs spread over the drain, registering while it runs: one that missed
+    // its job's end would answer only when its 60 s are up.
+    let started = std::time::Instant::now();
+    let waits = added.iter().step_by(100).map(|job| {
+        let utils = utils.clone();
+        async move { (job.id, utils.wait_for_job(job.id, Duration::from_secs(60)).await) }
+    });
+    for (id, waited) in futures::future::join_all(waits).await {
+        let outcome = waited.unwrap().unwrap_or_else(|| panic!("job {id} has history"));
+        assert_eq!((outcome.job_id, outcome.outcome), (id, Outcome::Completed));
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "a waiter waited out its timeout: {:?}",
+        started.elapsed()
+    );
+    running.stop(Duration::from_secs(10)).await;
+}

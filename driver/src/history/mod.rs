@@ -54,7 +54,7 @@ pub struct HistoryOptions {
     pub enabled: bool,
     /// What its pruner keeps.
     pub retention: Retention,
-    /// How often its pruner runs (default an hour; the first pass at start).
+    /// How often its pruner runs (default an hour, at least a second; the first pass at start).
     pub prune_every: Duration,
 }
 

@@ -15,6 +15,10 @@ const BATCH: i32 = 10_000;
 /// The longest a pass's DDL waits for its lock: completions queue behind it meanwhile.
 const LOCK_WAIT: &str = "100ms";
 
+/// The shortest time between passes, whatever `prune_every` says (a pass is cheap, but not
+/// free: a loop of them would hold the advisory lock and do DDL without pause).
+const MIN_PRUNE_EVERY: Duration = Duration::from_secs(1);
+
 /// What a pass removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Pruned {
@@ -72,7 +76,7 @@ pub(crate) fn spawn_pruner(utils: &WorkerUtils, options: &HistoryOptions) -> Opt
                     tracing::warn!(error = %e, "could not prune the job history; trying again next pass")
                 }
             }
-            utils.pool().runtime().sleep(options.prune_every).await;
+            utils.pool().runtime().sleep(options.prune_every.max(MIN_PRUNE_EVERY)).await;
         }
     };
     runtime.spawn(Box::pin(Abortable::new(pruning, registration).map(|_| ())));
