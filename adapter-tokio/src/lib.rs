@@ -47,6 +47,8 @@
 #![doc = include_str!("docs/connecting.md")]
 //!
 #![doc = include_str!("docs/cron.md")]
+//!
+#![doc = include_str!("docs/history.md")]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

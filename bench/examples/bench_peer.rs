@@ -9,8 +9,12 @@
 //! the Prometheus exporter, as `formica --metrics-addr` does (to measure their cost); the
 //! worker has metrics to record when built with `--features metrics` or by a `--workspace`
 //! build (the benchmark's).
+//! `HISTORY=1` keeps the job history (Formica's default); unset or 0 the peer runs without
+//! it, as graphile-worker keeps none, so the side-by-side compares like with like.
 use formica_bench::setting;
-use formica_tokio::{stop_on_signals, JobSpec, RawJob, WorkerOptions, WorkerUtils, DEFAULT_SCHEMA};
+use formica_tokio::{
+    stop_on_signals, HistoryOptions, JobSpec, RawJob, WorkerOptions, WorkerUtils, DEFAULT_SCHEMA,
+};
 use std::io::Write;
 use std::time::Duration;
 
@@ -36,6 +40,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             writeln!(std::io::stdout().lock(), "BENCH_START {i}")?;
             Ok(())
         });
+    if setting::<i64>("HISTORY") != Some(1) {
+        options = options.history(HistoryOptions::off());
+    }
     if let Some(n) = setting::<i64>("CONCURRENCY") {
         options = options.concurrency(n.max(1) as usize);
     }

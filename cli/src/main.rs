@@ -15,7 +15,9 @@ use clap::Parser;
 use formica_core::worker::{Config, DEFAULT_LOCAL_QUEUE_SIZE};
 use formica_tokio::exec;
 use formica_tokio::worker::{DEFAULT_MAX_POOL_SIZE, DEFAULT_QUEUE_DEPTH_INTERVAL};
-use formica_tokio::{CleanupTask, ConnectionSettings, Error, MigrateError, Pool, WorkerOptions, WorkerUtils};
+use formica_tokio::{
+    CleanupTask, ConnectionSettings, Error, HistoryOptions, MigrateError, Pool, WorkerOptions, WorkerUtils,
+};
 use output::Output;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -164,6 +166,9 @@ struct RunArgs {
     /// Send statements unprepared (for pgBouncer in transaction mode).
     #[arg(long)]
     no_prepared_statements: bool,
+    /// Keep no job history (see docs/guide/history.md; default: kept, with its retention).
+    #[arg(long)]
+    no_history: bool,
     /// Run only jobs carrying one of these comma-separated flags (default: any job).
     #[arg(long, value_delimiter = ',', value_name = "FLAGS")]
     accepted_flags: Vec<String>,
@@ -246,6 +251,7 @@ async fn run_worker(url: &str, schema: &str, run: RunArgs, found: exec::Discover
         .concurrency(run.jobs)
         .poll_interval(Duration::from_millis(run.poll_interval))
         .prepared_statements(!run.no_prepared_statements)
+        .history(if run.no_history { HistoryOptions::off() } else { HistoryOptions::default() })
         .accepted_flags(run.accepted_flags)
         .forbidden_flags(run.forbidden_flags)
         .local_queue_size(run.local_queue_size)

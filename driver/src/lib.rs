@@ -63,6 +63,7 @@ mod clock;
 pub mod db;
 mod error;
 mod extensions;
+pub mod history;
 pub mod identity;
 pub mod inspect;
 mod jobs;
@@ -102,6 +103,7 @@ pub use formica_core::unique::{self, Unique};
 pub use formica_core::worker::{
     Event, RefetchDelay, HEARTBEAT_INTERVAL, LEASE, LOCK_SWEEP_INTERVAL, RECOVERY_PERIOD, SUSPICION_GRACE,
 };
+pub use history::{HistoryOptions, JobOutcome, Outcome, OutputTaskHandler, Retention};
 pub use middleware::{Next, TaskOutcome};
 pub use migrate::MigrationReport;
 pub use runtime::{Address, Runtime, Socket};

@@ -215,6 +215,8 @@ pub(crate) struct Executor {
     pub(crate) prepared: bool,
     pub(crate) flags_fn: Option<FlagsFn>,
     pub(crate) parents: crate::traces::Parents,
+    /// With history on: the outputs its completions carry.
+    pub(crate) outputs: Option<Arc<crate::history::Outputs>>,
 }
 
 impl Executor {
@@ -232,10 +234,19 @@ impl Executor {
             *forbidden_flags = flags_fn().await;
         }
         let fetch = matches!(statement, Statement::GetJobs { .. });
-        let bound = bind(statement);
+        // With history on, a completion or failure writes it too (see crate::history).
+        let mut history = self.outputs.as_ref().and_then(|outputs| outputs.bind(&statement));
+        let mut bound = bind(statement);
+        if let Some(history) = &mut history {
+            bound.template = history.template;
+            bound.params.append(&mut history.params);
+        }
         let sql = sql::render(bound.template, &self.schema);
         let mut client = self.pool.get().await?;
         let rows = client.query_params(&sql, &bound.params, self.prepared).await?;
+        if let (Some(outputs), Some(history)) = (&self.outputs, history) {
+            outputs.forget(&history.carried);
+        }
         if fetch {
             self.parents.remember(&rows);
         }

@@ -167,6 +167,8 @@ pub struct JobContext {
     pub(crate) abort: AbortSignal,
     pub(crate) span: tracing::Span,
     pub(crate) extensions: Arc<Extensions>,
+    /// Where an [`OutputTaskHandler`](crate::OutputTaskHandler) leaves its output (`None`: history off).
+    pub(crate) outputs: Option<Arc<crate::history::Outputs>>,
 }
 
 impl JobContext {

@@ -5,7 +5,8 @@
 //! It loads the overview, filters to failed jobs, opens one, reads its whole error,
 //! presses "Run now", confirms, and sees the job run; a payload and an error holding
 //! markup stay text. With auto-refresh ticked, a new job appears without a page load. It saves screenshots of the overview and of the job page to
-//! `target/ui-screenshots/`.
+//! `target/ui-screenshots/`. The history page lists finished jobs by the same filters as the
+//! jobs page, charts the last hour and day, and opens a finished job's runs.
 
 use chrono::{Duration as ChronoDuration, Utc};
 use fantoccini::{Client, ClientBuilder, Locator};
@@ -179,9 +180,11 @@ async fn operate_a_failed_job_in_a_browser() {
     let gone = format!("select count(*) from graphile_worker._private_jobs where id = {}", flaky.id);
     db.wait_for_count(&gone, 0, Duration::from_secs(20)).await;
     assert_eq!(runs.load(Ordering::SeqCst), runs_before + 1, "run once, by the button");
+    // Gone from the queue, the job's page shows its finished run from the history.
     browser.refresh().await.unwrap();
     let page = text(&browser, "main").await;
-    assert!(page.contains(&format!("no job {}: it completed", flaky.id)), "{page}");
+    assert!(page.contains(&format!("Job {} is no longer in the queue", flaky.id)), "{page}");
+    assert_eq!(text(&browser, "#outcome").await, "completed");
 
     // Markup in a payload or an error is shown as text and never runs.
     browser.goto(&ui.url(&format!("/jobs/{}", xss.id))).await.unwrap();
@@ -341,5 +344,62 @@ async fn auto_refresh_shows_new_jobs_without_a_page_load() {
         )
         .await
     );
+    browser.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_history_page_lists_filters_and_charts_finished_jobs() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let once = JobSpec { max_attempts: Some(1), ..Default::default() };
+    for n in 0..7 {
+        utils.add_raw_job("invoice", json!({ "n": n, "fail": n >= 5 }), once.clone()).await.unwrap();
+    }
+    let worker = db.worker_options().define_raw_job("invoice", |_, payload| async move {
+        match payload["fail"].as_bool() {
+            Some(true) => Err(format!("no customer <b>{}</b>", payload["n"]).into()),
+            _ => Ok(()),
+        }
+    });
+    let running = Running::listening(&db.runtime, worker).await;
+    db.wait_for_count("select count(*) from formica_graphile_worker.job_history", 7, Duration::from_secs(20))
+        .await;
+    running.stop(Duration::from_secs(10)).await;
+
+    let ui = Dashboard::start(utils.clone(), formica_ui::Options::default()).await;
+    let driver = Driver::start().await;
+    let browser = driver.browser().await;
+
+    // The overview counts the last hour from the history.
+    browser.goto(&ui.url("/")).await.unwrap();
+    let hour = text(&browser, "#history-hour").await;
+    assert!(hour.contains("5 completed, 2 failed, 0 cancelled"), "{hour}");
+
+    // Every finished job listed, and charted: 5 completed and 2 failed, in bars.
+    browser.goto(&ui.url("/history")).await.unwrap();
+    assert_eq!(browser.find_all(Locator::Css("tbody tr")).await.unwrap().len(), 7);
+    for chart in ["#chart-hour", "#chart-day"] {
+        assert_eq!(text(&browser, &format!("{chart} .completed-count")).await, "5");
+        assert_eq!(text(&browser, &format!("{chart} .failed-count")).await, "2");
+        let bars = browser.find_all(Locator::Css(&format!("{chart} svg rect.failed"))).await.unwrap();
+        assert!(!bars.is_empty(), "{chart} draws the failures");
+    }
+    std::fs::write(screenshots().join("history.png"), browser.screenshot().await.unwrap()).unwrap();
+
+    // Filtered to failures through the form, as the jobs page is.
+    let form = browser.form(Locator::Css("form.filters")).await.unwrap();
+    form.set_by_name("outcome", "failed").await.unwrap();
+    form.submit().await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !browser.current_url().await.unwrap().as_str().contains("outcome=failed") {
+        assert!(Instant::now() < deadline, "the filter form did not load the filtered list");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let rows = browser.find_all(Locator::Css("tbody tr")).await.unwrap();
+    assert_eq!(rows.len(), 2);
+    // A failure's runs: its error as text, markup and all.
+    rows[0].find(Locator::Css("a")).await.unwrap().click().await.unwrap();
+    assert_eq!(text(&browser, "#outcome").await, "failed");
+    assert!(text(&browser, "main").await.contains("no customer <b>"), "markup stays text");
     browser.close().await.unwrap();
 }

@@ -13,7 +13,7 @@
 //! }
 //! ```
 //!
-//! [`router`] serves server-rendered pages (overview, jobs, a job, queues, workers, cron)
+//! [`router`] serves server-rendered pages (overview, jobs, a job, history, queues, workers, cron)
 //! and the JSON API under `/api/` they are built from; the pages' few scripts call the
 //! API's actions, which go through [`WorkerUtils`] like the `formica` command's.
 //!
@@ -39,6 +39,7 @@ mod api;
 mod bulk;
 pub mod data;
 mod guard;
+mod history;
 mod html;
 pub mod pages;
 mod probes;
@@ -163,6 +164,7 @@ fn build(utils: WorkerUtils, options: Options) -> (Router, State) {
     let state: State = Arc::new(Shared { utils, options, throughput: data::Throughput::default() });
     let router = Router::new()
         .merge(pages::routes())
+        .merge(history::routes())
         .nest("/api", api::routes())
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard::guard))
         .merge(probes::routes())

@@ -8,7 +8,7 @@ pub use crate::html::esc;
 use crate::html::{
     age, button, error_page, first_line, opt_time, page, select, table, time, unreadable, url,
 };
-use crate::{Error, State};
+use crate::State;
 use axum::extract::{Path, Query, State as Ext};
 use axum::http::header;
 use axum::response::Response;
@@ -64,6 +64,7 @@ async fn overview(Ext(s): Ext<State>) -> Response {
         o.queue.failed_last_hour,
         o.queue.oldest_ready_age_seconds.map_or("none".to_owned(), |s| format!("waiting {}", age(s))),
     );
+    html.push_str(&crate::history::last_hour(&s).await);
     html.push_str(&unreadable(&o.queue.unreadable));
     let mut headers = vec!["task", "queue"];
     headers.extend(JOB_STATES);
@@ -194,12 +195,8 @@ async fn job(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
                 &format!(r#"<p class="error" id="undecodable">{}</p>"#, esc(&text)),
             );
         }
-        Ok(None) => {
-            return error_page(
-                &s,
-                Error::NotFound(format!("no job {id}: it completed, was removed, or never existed")),
-            )
-        }
+        // Gone from the queue: its finished runs, if the history has them.
+        Ok(None) => return crate::history::page_of_runs(&s, id).await,
         Err(e) => return error_page(&s, e),
     };
     let j = &detail.row.job;

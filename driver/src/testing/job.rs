@@ -187,6 +187,7 @@ impl TestJob {
             abort,
             span: span.clone(),
             extensions: Arc::new(extensions),
+            outputs: None,
         };
         let outcome = handler(ctx, payload).instrument(span).await;
         Ran { outcome: Outcome::of(outcome), added: recorder.take() }

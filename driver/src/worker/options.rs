@@ -46,7 +46,7 @@ pub struct WorkerOptions<R = ()> {
     migrate: bool,
     config: machine::Config,
     max_pool_size: usize,
-    handlers: Handlers,
+    pub(crate) handlers: Handlers,
     run_layers: RunLayers,
     add_layers: AddLayers,
     flags_fn: Option<FlagsFn>,
@@ -55,6 +55,7 @@ pub struct WorkerOptions<R = ()> {
     crontabs: Vec<CronSource>,
     queue_depth_interval: Duration,
     extensions: Extensions,
+    pub(crate) history: crate::history::HistoryOptions,
 }
 
 /// Recurring jobs for [`WorkerOptions::with_cron`]: crontab text (`&str`, `String`), a
@@ -160,6 +161,7 @@ impl<R> WorkerOptions<R> {
             crontabs: Vec::new(),
             queue_depth_interval: DEFAULT_QUEUE_DEPTH_INTERVAL,
             extensions: Extensions::default(),
+            history: Default::default(),
         }
     }
     /// Schedule recurring jobs: crontab text, a crontab file, or typed [`Cron`] items (see
@@ -448,6 +450,7 @@ impl<R> WorkerOptions<R> {
         } else {
             utils.check_migrated().await?;
         }
+        crate::history::check_writable(&utils, &self.history).await?;
         let mut config = self.config;
         config.crontab = crontab.into_items();
         config.task_identifiers = self.handlers.0.keys().cloned().collect();
@@ -463,6 +466,7 @@ impl<R> WorkerOptions<R> {
                     prepared: self.prepared_statements,
                     flags_fn: self.flags_fn,
                     parents: Default::default(),
+                    outputs: crate::history::outputs(&self.history),
                 },
                 utils,
                 handlers: self.handlers,
@@ -470,6 +474,7 @@ impl<R> WorkerOptions<R> {
                 hooks: self.hooks,
                 metrics,
                 queue_depth_interval: self.queue_depth_interval,
+                history: self.history,
                 worker_id: config.worker_id.clone().into(),
             }),
             config,

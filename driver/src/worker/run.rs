@@ -100,6 +100,7 @@ impl Worker {
             inputs: inputs.clone(),
         };
         let keeper = spawn_abortable(threads.lease.as_ref(), keep_lease(keeping));
+        let _pruner = crate::history::spawn_pruner(&shared.utils, &shared.history).map(Stop);
         let (starts, mut to_start) = mpsc::unbounded();
         let (done, mut finished) = futures::channel::oneshot::channel();
         let turning = Turning {

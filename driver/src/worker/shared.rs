@@ -19,4 +19,5 @@ pub(super) struct Shared {
     pub(super) metrics: Metrics,
     pub(super) queue_depth_interval: Duration,
     pub(super) worker_id: Arc<str>,
+    pub(super) history: crate::history::HistoryOptions,
 }

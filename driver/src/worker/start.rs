@@ -34,6 +34,7 @@ pub(super) fn start_task(
     let span = tracing::info_span!("job", job_id, task = %job.task_identifier, worker_id = %shared.worker_id);
     let handler = shared.handlers.0.get(&job.task_identifier).cloned();
     let payload = job.payload.clone();
+    let outputs = shared.executor.outputs.clone();
     let ctx = JobContext {
         job: Arc::new(job),
         worker_id: shared.worker_id.clone(),
@@ -41,6 +42,7 @@ pub(super) fn start_task(
         abort: signal,
         span: span.clone(),
         extensions: shared.extensions.clone(),
+        outputs: shared.executor.outputs.clone(),
     };
     let work = job_span.current_in(async move {
         match handler {
@@ -58,6 +60,7 @@ pub(super) fn start_task(
             Err(panic) => TaskOutcome::Panicked(panic_message(&panic)),
         };
         job_span.end(&outcome);
+        crate::history::settle(outputs.as_deref(), job_id, &outcome);
         if !reported.swap(true, Ordering::AcqRel) {
             let _ = inputs.unbounded_send(Input::TaskFinished { job_id, outcome });
         }

@@ -2,12 +2,13 @@
 -- taken by another worker is left to that worker) and release their queues. Rows: the jobs
 -- of $2 not deleted (fenced off), each with who holds it now (null: no one, or it is gone).
 -- The trace contexts of the jobs deleted go with them (one primary-key probe each, if any
--- job is traced).
+-- job is traced). The comments mark where history (formica_sql::history) adds its write.
 with completed as (
   delete from :SCHEMA._private_jobs as jobs
   where jobs.id = any($2::bigint[]) and jobs.locked_by = $1::text
-  returning jobs.id, jobs.job_queue_id
+  returning jobs.id, jobs.job_queue_id /*:HISTORY_COLUMNS*/
 ),
+/*:HISTORY*/
 untraced as (
   -- One look a statement, where no job is traced, spares a probe a job.
   delete from :RECORDS.job_traces as traces

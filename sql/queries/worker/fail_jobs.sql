@@ -3,7 +3,8 @@
 -- $7 in microseconds of a task with its own curve, else graphile-worker's), leave no attempt
 -- where $5 is true (a cancelled job), store the payload $6 where it is not null (a batch job
 -- keeps its failed items), unlock them and release their queues. Rows: the jobs of $2 not
--- written (fenced off), each with who holds it now (null: no one, or it is gone).
+-- written (fenced off), each with who holds it now (null: no one, or it is gone). The
+-- comments mark where history (formica_sql::history) adds its write.
 with failed as (
   update :SCHEMA._private_jobs as jobs
   set last_error = u.message,
@@ -17,8 +18,9 @@ with failed as (
   from unnest($2::bigint[], $3::text[], $4::timestamptz[], $5::bool[], $6::text[], $7::bigint[])
     as u(id, message, run_at, permanent, payload, delay_us)
   where jobs.id = u.id and jobs.locked_by = $1::text
-  returning jobs.id, jobs.job_queue_id
+  returning jobs.id, jobs.job_queue_id /*:HISTORY_COLUMNS*/
 ),
+/*:HISTORY*/
 released as (
   update :SCHEMA._private_job_queues as job_queues
   set locked_by = null, locked_at = null

@@ -1,0 +1,408 @@
+//! Job history (docs/guide/history.md): one row for each job a Formica worker ends for good,
+//! written with the outcome; outputs read back with `job_outcome` and `wait_for_job` on both
+//! runtimes; none with the option off; the pruner's retention.
+
+// Tests fail by panicking, and match only the variants they look for.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
+
+use formica::{
+    Error, HistoryOptions, JobContext, JobSpec, Outcome, OutputTaskHandler, RawJob, Retention, Runtime, Task,
+};
+use formica_tests::{on_both_runtimes, Running, TestDb};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+
+const HISTORY: &str = "select count(*) from formica_graphile_worker.job_history";
+
+/// A task that returns a report, or fails when asked to.
+#[derive(Serialize, Deserialize)]
+struct Report {
+    customer: i64,
+    fail: bool,
+}
+
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+struct Summary {
+    customer: i64,
+    lines: Vec<String>,
+}
+
+impl Task for Report {
+    const IDENTIFIER: &'static str = "report";
+}
+
+impl OutputTaskHandler for Report {
+    type Output = Summary;
+    async fn run(self, _: JobContext) -> Result<Summary, Box<dyn std::error::Error + Send + Sync>> {
+        if self.fail {
+            return Err(format!("no data for customer {}", self.customer).into());
+        }
+        Ok(Summary { customer: self.customer, lines: vec!["paid".into(), "nul \u{0} kept".into()] })
+    }
+}
+
+fn once() -> JobSpec {
+    JobSpec::builder().max_attempts(1).build()
+}
+
+async fn a_handler_s_output_round_trips_through_wait_for_job_and_job_outcome(rt: Arc<dyn Runtime>) {
+    let db = TestDb::migrated_on(rt.clone()).await;
+    let utils = db.utils();
+    let ok = utils.add_job(&Report { customer: 42, fail: false }, once()).await.unwrap();
+    let bad = utils.add_job(&Report { customer: 7, fail: true }, once()).await.unwrap();
+    // Waiting before any worker runs: the answer comes by notification.
+    let (waiter, other) = (utils.clone(), utils.clone());
+    let waited_ok = async move { waiter.wait_for_job(ok.id, Duration::from_secs(20)).await };
+    let waited_bad = async move { other.wait_for_job(bad.id, Duration::from_secs(20)).await };
+    let start = async {
+        formica_tests::sleep(rt.as_ref(), Duration::from_millis(300)).await;
+        Running::listening(&rt, db.worker_options().define_job_with_output::<Report>()).await
+    };
+    let (waited_ok, waited_bad, running) = futures::join!(waited_ok, waited_bad, start);
+    let done = waited_ok.unwrap().expect("a history row");
+    assert_eq!(done.outcome, Outcome::Completed);
+    let summary = Summary { customer: 42, lines: vec!["paid".into(), "nul \u{0} kept".into()] };
+    assert_eq!(done.output_as::<Summary>().unwrap(), Some(summary));
+    assert_eq!(utils.job_outcome(ok.id).await.unwrap(), Some(done.clone()), "the same row");
+    assert_eq!(
+        (done.task_identifier.as_str(), done.attempts, done.worker_id.as_deref()),
+        ("report", 1, Some(running.worker_id()))
+    );
+    assert!(done.started_at.is_some_and(|s| s >= done.added_at && s <= done.finished_at), "{done:?}");
+    let failed = waited_bad.unwrap().expect("a history row");
+    assert_eq!(
+        (failed.outcome, failed.last_error.as_deref(), failed.output),
+        (Outcome::Failed, Some("no data for customer 7"), None)
+    );
+    // A job that will not run in time: the wait says so.
+    let later = JobSpec::builder().run_at(chrono::Utc::now() + chrono::Duration::hours(1)).build();
+    let later = utils.add_job(&Report { customer: 1, fail: false }, later).await.unwrap();
+    let timed_out = utils.wait_for_job(later.id, Duration::from_millis(200)).await;
+    assert!(matches!(timed_out, Err(Error::TimedOut(_))), "{timed_out:?}");
+    assert_eq!(utils.job_outcome(later.id).await.unwrap(), None, "still to run");
+    running.stop(Duration::from_secs(10)).await;
+    assert_eq!(
+        db.count("select count(*) from formica_graphile_worker.job_waiters").await,
+        0,
+        "waiters forgotten"
+    );
+}
+
+on_both_runtimes!(a_handler_s_output_round_trips_through_wait_for_job_and_job_outcome);
+
+/// The task of the drain test: `{"i": n}`; every tenth fails for good, every hundredth (from
+/// 1) is cancelled while it runs, every tenth from 5 fails its first attempt then succeeds.
+async fn drain_task(ctx: JobContext, payload: serde_json::Value) -> formica::TaskResult {
+    let i = payload["i"].as_i64().unwrap();
+    if i % 10 == 0 {
+        return Err(format!("job {i} failed").into());
+    }
+    if i % 100 == 1 {
+        ctx.utils().cancel_job(ctx.job().id, "not wanted").await?;
+        // Until the worker aborts it.
+        futures::future::pending::<()>().await;
+    }
+    if i % 10 == 5 && ctx.job().attempts == 1 {
+        return Err("first try".into());
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_jobs_leave_exactly_one_row_each_with_its_outcome_attempts_and_error() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let jobs: Vec<RawJob> = (0..10_000)
+        .map(|i| {
+            let attempts = if i % 10 == 5 { 2 } else { 1 };
+            RawJob::new("drain", json!({ "i": i }), JobSpec::builder().max_attempts(attempts).build())
+        })
+        .collect();
+    for chunk in jobs.chunks(2_000) {
+        utils.add_raw_jobs(chunk).await.unwrap();
+    }
+    let later = JobSpec::builder().run_at(chrono::Utc::now() + chrono::Duration::hours(1)).build();
+    let waiting =
+        (0..100).map(|i| RawJob::new("drain", json!({ "i": i + 1 }), later.clone())).collect::<Vec<_>>();
+    utils.add_raw_jobs(&waiting).await.unwrap();
+    let options = db.worker_options().concurrency(20).define_raw_job("drain", drain_task);
+    let running = Running::listening(&db.runtime, options).await;
+    db.wait_for_count(HISTORY, 10_000, Duration::from_secs(120)).await;
+    running.stop(Duration::from_secs(10)).await;
+    let client = db.client().await;
+    let rows = client
+        .query(
+            "select (payload->>'i')::int, outcome, attempts, last_error, count(*) over (partition by job_id) \
+             from formica_graphile_worker.job_history",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 10_000);
+    for row in rows {
+        let (i, outcome, attempts, error, runs): (i32, String, i16, Option<String>, i64) =
+            (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
+        let expected = match i {
+            i if i % 10 == 0 => ("failed", 1, Some(format!("job {i} failed"))),
+            i if i % 100 == 1 => ("cancelled", 1, Some("cancelled: not wanted".into())),
+            i if i % 10 == 5 => ("completed", 2, Some("first try".into())),
+            _ => ("completed", 1, None),
+        };
+        assert_eq!(
+            (outcome.as_str(), attempts, error, runs),
+            (expected.0, expected.1, expected.2, 1),
+            "job {i}"
+        );
+    }
+    assert_eq!(db.count(&format!("{HISTORY} where finished_at > now() - interval '1 hour'")).await, 10_000);
+    assert_eq!(db.count("select count(*) from graphile_worker._private_jobs where attempts = 0").await, 100);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_history_off_a_worker_writes_none_and_wait_for_job_says_no_history() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let ok = utils.add_job(&Report { customer: 1, fail: false }, once()).await.unwrap();
+    let bad = utils.add_job(&Report { customer: 2, fail: true }, once()).await.unwrap();
+    let options = db.worker_options().history(HistoryOptions::off()).define_job_with_output::<Report>();
+    let running = Running::listening(&db.runtime, options).await;
+    db.wait_for_count(
+        "select count(*) from graphile_worker._private_jobs where attempts = 0",
+        0,
+        Duration::from_secs(20),
+    )
+    .await;
+    // No history write, no notification: the wait looks once more when its time is up.
+    for id in [ok.id, bad.id] {
+        let waited = utils.wait_for_job(id, Duration::from_millis(100)).await.unwrap();
+        assert_eq!(waited, None, "finished, without history");
+    }
+    running.stop(Duration::from_secs(10)).await;
+    assert_eq!(db.count(HISTORY).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_given_back_leaves_no_row_until_it_finishes_on_its_next_run_then_exactly_one() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let job = utils.add_raw_job("hang", json!({}), JobSpec::default()).await.unwrap();
+    let options = db.worker_options().define_raw_job("hang", |_: JobContext, _| async move {
+        futures::future::pending::<()>().await;
+        Ok(())
+    });
+    let running = Running::listening(&db.runtime, options).await;
+    db.wait_for_count(
+        "select count(*) from graphile_worker._private_jobs where locked_at is not null",
+        1,
+        Duration::from_secs(10),
+    )
+    .await;
+    // A forced shutdown aborts the run: the job goes back, no outcome, no row.
+    running.handle().kill();
+    db.wait_for_count(
+        "select count(*) from graphile_worker._private_jobs where locked_at is null",
+        1,
+        Duration::from_secs(10),
+    )
+    .await;
+    assert_eq!(db.count(HISTORY).await, 0);
+    let options = db.worker_options().define_raw_job("hang", |_: JobContext, _| async { Ok(()) });
+    let running = Running::listening(&db.runtime, options).await;
+    let done = utils.wait_for_job(job.id, Duration::from_secs(20)).await.unwrap().expect("a row");
+    assert_eq!((done.outcome, done.attempts), (Outcome::Completed, 1), "the aborted attempt was refunded");
+    running.stop(Duration::from_secs(10)).await;
+    assert_eq!(db.count(HISTORY).await, 1);
+}
+
+/// A history row of `outcome` finished `ago` before now, by SQL.
+async fn finished(client: &tokio_postgres::Client, job_id: i64, outcome: &str, ago: &str) {
+    client
+        .execute(
+            &format!(
+                "insert into formica_graphile_worker.job_history (job_id, task_identifier, payload, attempts, \
+                 max_attempts, outcome, added_at, finished_at) \
+                 values ($1, 't', '{{}}', 1, 1, $2, now() - interval '{ago}', now() - interval '{ago}')"
+            ),
+            &[&job_id, &outcome],
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pruner_removes_rows_past_their_outcome_s_retention_and_keeps_the_rest() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let client = db.client().await;
+    let retention = Retention::default(); // completed 7 days, failed and cancelled 30
+                                          // The first pass creates the days around now; older rows land in the default partitions.
+    utils.prune_history(&retention, None).await.unwrap();
+    finished(&client, 1, "completed", "10 days").await;
+    finished(&client, 2, "completed", "6 days").await;
+    finished(&client, 3, "failed", "10 days").await;
+    finished(&client, 4, "cancelled", "31 days").await;
+    finished(&client, 5, "completed", "1 second").await;
+    finished(&client, 6, "failed", "1 second").await;
+    let pruned = utils.prune_history(&retention, None).await.unwrap();
+    assert_eq!(pruned.deleted, 2, "{pruned:?}");
+    let ids: Vec<i64> = client
+        .query("select job_id from formica_graphile_worker.job_history order by job_id", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(ids, [2, 3, 5, 6]);
+    // Ten days on, today's completed rows are past 7 days: their day is dropped whole, the
+    // failed ones (30 days) stay.
+    let later = chrono::Utc::now() + chrono::Duration::days(10);
+    let pruned = utils.prune_history(&retention, Some(later)).await.unwrap();
+    assert!(pruned.dropped >= 1, "{pruned:?}");
+    let ids: Vec<i64> = client
+        .query("select job_id from formica_graphile_worker.job_history order by job_id", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(ids, [3, 6]);
+    // Rows still go in on any day: the partitions ahead, or the default.
+    finished(&client, 7, "completed", "0 seconds").await;
+    assert_eq!(db.count(HISTORY).await, 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_whose_role_cannot_write_history_refuses_to_start_and_a_role_without_ddl_rights_prunes() {
+    let db = TestDb::migrated().await;
+    let client = db.client().await;
+    let role = format!("no_history_{}", std::process::id());
+    client
+        .batch_execute(&format!(
+            "drop role if exists {role}; create role {role} login password 'pw'; \
+             grant usage on schema graphile_worker, formica_graphile_worker to {role}; \
+             grant all on all tables in schema graphile_worker to {role}; \
+             grant all on all tables in schema formica_graphile_worker to {role}; \
+             revoke insert on formica_graphile_worker.job_history from {role}"
+        ))
+        .await
+        .unwrap();
+    let url = format!(
+        "{} user={role} password=pw",
+        db.url
+            .split_whitespace()
+            .filter(|kv| !kv.starts_with("user=") && !kv.starts_with("password="))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let refused = db.worker_options().database_url(&url).init().await.err().expect("refused");
+    assert!(
+        refused.to_string().contains("cannot insert into \"formica_graphile_worker\".job_history"),
+        "{refused}"
+    );
+    let off = db.worker_options().database_url(&url).history(HistoryOptions::off()).init().await;
+    assert!(off.is_ok(), "history off needs no such right");
+    drop(off);
+    // The pruner runs as the migrating role: a role with DML rights alone creates and drops
+    // the day partitions through it.
+    let as_role = formica::WorkerUtils::new(
+        formica::Pool::from_url(db.runtime.clone(), &url, 2).unwrap(),
+        "graphile_worker",
+    );
+    as_role.prune_history(&Retention::default(), None).await.unwrap();
+    let later = chrono::Utc::now() + chrono::Duration::days(10);
+    let pruned = as_role.prune_history(&Retention::default(), Some(later)).await.unwrap();
+    assert!(pruned.dropped >= 1, "{pruned:?}");
+    client.batch_execute(&format!("drop owned by {role}; drop role {role}")).await.unwrap();
+}
+
+/// Drain `n` no-op jobs with a new worker, doing `during` meanwhile: how long from the add of
+/// the jobs (one statement) to the last one gone.
+async fn drain(db: &TestDb, n: usize, during: impl std::future::Future<Output = ()>) -> Duration {
+    // The worker's own pruner keeps completed rows: the test's pass is the one measured.
+    let keep = Retention { completed: None, ..Retention::default() };
+    let options =
+        db.worker_options().concurrency(20).history(HistoryOptions { retention: keep, ..Default::default() });
+    let options = options.define_raw_job("noop", |_: JobContext, _| async { Ok(()) });
+    let running = Running::listening(&db.runtime, options).await;
+    let jobs: Vec<RawJob> =
+        (0..n).map(|i| RawJob::new("noop", json!({ "i": i }), JobSpec::default())).collect();
+    let started = std::time::Instant::now();
+    db.utils().add_raw_jobs(&jobs).await.unwrap();
+    let left = "select count(*) from graphile_worker._private_jobs";
+    futures::join!(db.wait_for_count(left, 0, Duration::from_secs(120)), during);
+    let took = started.elapsed();
+    running.stop(Duration::from_secs(10)).await;
+    took
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pruning_a_million_rows_during_a_drain_neither_blocks_nor_slows_it() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let client = db.client().await;
+    let retention = Retention::default();
+    // A million completed rows of a day three weeks ago, in that day's own partition.
+    let then = chrono::Utc::now() - chrono::Duration::days(21);
+    utils.prune_history(&Retention { completed: None, ..Retention::default() }, Some(then)).await.unwrap();
+    client
+        .batch_execute(
+            "insert into formica_graphile_worker.job_history (job_id, task_identifier, payload, attempts, \
+             max_attempts, outcome, added_at, finished_at) \
+             select i, 'old', '{}', 1, 1, 'completed', now() - interval '21 days', now() - interval '21 days' \
+             from generate_series(1, 1000000) as i",
+        )
+        .await
+        .unwrap();
+    let old = "select count(*) from formica_graphile_worker.job_history where task_identifier = 'old'";
+    assert_eq!(db.count(old).await, 1_000_000);
+    let n = 20_000;
+    let before = drain(&db, n, async {}).await;
+    let pruning = async {
+        formica_tests::sleep(db.runtime.as_ref(), Duration::from_millis(300)).await;
+        let started = std::time::Instant::now();
+        let pruned = utils.prune_history(&retention, None).await.unwrap();
+        assert!(pruned.dropped >= 1, "{pruned:?}");
+        assert!(started.elapsed() < Duration::from_secs(1), "a pass took {:?}", started.elapsed());
+    };
+    let with_pruning = drain(&db, n, pruning).await;
+    let after = drain(&db, n, async {}).await;
+    assert_eq!(db.count(old).await, 0, "the old day is gone");
+    // Drains of about two seconds on a shared machine: 10% of the mean of the drains
+    // alone, and a scheduling margin of 100 ms.
+    eprintln!("drains of {n}: alone {before:?} and {after:?}, while pruning a million rows {with_pruning:?}");
+    let limit = (before + after).mul_f64(1.1 / 2.0) + Duration::from_millis(100);
+    assert!(with_pruning <= limit, "alone {before:?} and {after:?}, while pruning {with_pruning:?}");
+    assert_eq!(db.count(&format!("{HISTORY} where task_identifier = 'noop'")).await, 3 * n as i64);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_registering_while_a_drain_ends_their_jobs_each_hear_of_it_without_waiting_out_their_timeout()
+{
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let jobs: Vec<RawJob> =
+        (0..2_000).map(|i| RawJob::new("noop", json!({ "i": i }), JobSpec::default())).collect();
+    let added = utils.add_raw_jobs(&jobs).await.unwrap();
+    let options =
+        db.worker_options().concurrency(10).define_raw_job("noop", |_: JobContext, _| async { Ok(()) });
+    let running = Running::listening(&db.runtime, options).await;
+    // Twenty waiters on jobs spread over the drain, registering while it runs: one that missed
+    // its job's end would answer only when its 60 s are up.
+    let started = std::time::Instant::now();
+    let waits = added.iter().step_by(100).map(|job| {
+        let utils = utils.clone();
+        async move { (job.id, utils.wait_for_job(job.id, Duration::from_secs(60)).await) }
+    });
+    for (id, waited) in futures::future::join_all(waits).await {
+        let outcome = waited.unwrap().unwrap_or_else(|| panic!("job {id} has history"));
+        assert_eq!((outcome.job_id, outcome.outcome), (id, Outcome::Completed));
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "a waiter waited out its timeout: {:?}",
+        started.elapsed()
+    );
+    running.stop(Duration::from_secs(10)).await;
+}
