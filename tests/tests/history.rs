@@ -369,10 +369,12 @@ async fn pruning_a_million_rows_during_a_drain_neither_blocks_nor_slows_it() {
     let with_pruning = drain(&db, n, pruning).await;
     let after = drain(&db, n, async {}).await;
     assert_eq!(db.count(old).await, 0, "the old day is gone");
-    // Drains of about two seconds on a shared machine: 10% of the mean of the drains
-    // alone, and a scheduling margin of 100 ms.
+    // Drains of about two seconds, beside the other tests of this file: a bound loose enough
+    // for a loaded CI machine, and far below what a drain blocked by a lock on the history,
+    // or by a million-row DELETE, takes. The figures are printed: run this test alone with
+    // `--nocapture` to measure the cost (docs/performance.md).
     eprintln!("drains of {n}: alone {before:?} and {after:?}, while pruning a million rows {with_pruning:?}");
-    let limit = (before + after).mul_f64(1.1 / 2.0) + Duration::from_millis(100);
+    let limit = (before + after).mul_f64(1.5 / 2.0) + Duration::from_millis(250);
     assert!(with_pruning <= limit, "alone {before:?} and {after:?}, while pruning {with_pruning:?}");
     assert_eq!(db.count(&format!("{HISTORY} where task_identifier = 'noop'")).await, 3 * n as i64);
 }
