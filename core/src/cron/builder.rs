@@ -1,7 +1,7 @@
 //! [`Cron`]: cron items written in Rust, checked by the same rules as crontab text so that a
 //! built item equals the item its crontab line parses to.
 
-use super::{json5, parse, rules, CronItem, CronOptions, CrontabError};
+use super::{json5, parse, rules, CronItem, CronOptions, CrontabError, Tz};
 use crate::job::{JobKeyMode, Task};
 use chrono::Weekday;
 use serde_json::{Map, Value};
@@ -38,6 +38,7 @@ pub struct Cron {
     priority: Option<i16>,
     job_key: Option<String>,
     job_key_mode: Option<JobKeyMode>,
+    time_zone: Option<Tz>,
     payload: Option<Value>,
 }
 
@@ -59,6 +60,7 @@ impl Cron {
             priority: None,
             job_key: None,
             job_key_mode: None,
+            time_zone: None,
             payload: None,
         }
     }
@@ -134,6 +136,13 @@ impl Cron {
         self
     }
 
+    /// `?tz=`: read the pattern in this zone's wall clock rather than UTC, by the
+    /// daylight-saving rule of [`super::zone`] (graphile-worker's parser refuses the option).
+    pub fn time_zone(mut self, zone: Tz) -> Self {
+        self.time_zone = Some(zone);
+        self
+    }
+
     /// The payload merged into each job: a JSON object. Its numbers are read as JavaScript
     /// numbers, as a crontab's JSON5 payload is (`1.0` becomes `1`).
     pub fn payload(mut self, payload: Value) -> Self {
@@ -157,6 +166,7 @@ impl Cron {
             priority: self.priority,
             job_key: checked("jobKey", self.job_key, |k| rules::check_job_key(k))?,
             job_key_mode: checked("jobKeyMode", self.job_key_mode, |m| rules::check_job_key_mode(*m))?,
+            time_zone: self.time_zone,
         };
         let payload = match self.payload.map(|v| json5::normalize(&v, 0)).transpose().map_err(mistake)? {
             None => Map::new(),

@@ -107,7 +107,7 @@ impl CronItem {
         let mut from = round_up_to_minute(from);
         let last_day = before.date_naive();
         while from < before {
-            let Some(at) = self.first_match(from, last_day).filter(|at| *at < before) else { break };
+            let Some(at) = self.first_firing(from, last_day).filter(|at| *at < before) else { break };
             slots.push(Slot { at, backfilled });
             from = following_minute(at);
             if from == at {

@@ -52,6 +52,7 @@ pub struct WorkerOptions<R = ()> {
     prepared_statements: bool,
     hooks: Vec<Hook>,
     crontabs: Vec<CronSource>,
+    cron_zone: Option<cron::Tz>,
     queue_depth_interval: Duration,
     extensions: Extensions,
 }
@@ -157,6 +158,7 @@ impl<R> WorkerOptions<R> {
             prepared_statements: true,
             hooks: Vec::new(),
             crontabs: Vec::new(),
+            cron_zone: None,
             queue_depth_interval: DEFAULT_QUEUE_DEPTH_INTERVAL,
             extensions: Extensions::default(),
         }
@@ -167,6 +169,12 @@ impl<R> WorkerOptions<R> {
     /// share the database; `run_once` does not schedule.
     pub fn with_cron(mut self, source: impl Into<CronSource>) -> Self {
         self.crontabs.push(source.into());
+        self
+    }
+    /// The zone whose wall clock cron items read their fields in when they name none
+    /// (`?tz=` or a `CRON_TZ=` line); default UTC. See [`cron::zone`] for the DST rule.
+    pub fn with_cron_time_zone(mut self, zone: cron::Tz) -> Self {
+        self.cron_zone = Some(zone);
         self
     }
     /// Connect with this connection string (`postgres://` URL or key=value settings).
@@ -429,7 +437,7 @@ impl<R> WorkerOptions<R> {
         };
         let mut crontab = Vec::new();
         for source in self.crontabs {
-            crontab.extend(source.items()?);
+            crontab.extend(source.items()?.into_iter().map(|item| item.in_zone_by_default(self.cron_zone)));
         }
         // Identifiers must be unique across every source.
         let crontab = Crontab::from_items(crontab).map_err(crontab_error("sources together"))?;
