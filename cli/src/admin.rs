@@ -68,6 +68,9 @@ pub enum Admin {
     },
     /// Serve the web dashboard until interrupted.
     Ui(UiArgs),
+    /// Runtime schedules: list, put (add or change) and remove, while workers run.
+    #[command(subcommand)]
+    Schedule(crate::schedule::ScheduleCommand),
 }
 
 /// `formica ui`.
@@ -231,6 +234,7 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
             }
         },
         Admin::Ui(a) => serve_ui(a, utils).await?,
+        Admin::Schedule(command) => crate::schedule::run(command, utils, out).await?,
         Admin::Status => {
             let overview = inspect::overview(utils).await?;
             let workers = inspect::workers(utils).await?;

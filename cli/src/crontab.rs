@@ -32,12 +32,10 @@ pub fn run(command: CrontabCommand, now: DateTime<Utc>) -> Result<(), String> {
         CrontabCommand::Check { file } => {
             for item in read(&file)?.items() {
                 let _ = writeln!(out, "{item}");
-                let refused = item.options_graphile_worker_refuses();
-                if !refused.is_empty() {
+                if let Some(why) = item.graphile_worker_refuses() {
                     let _ = writeln!(
                         out,
-                        "  graphile-worker 0.18 refuses this line (unknown option: {}): run it on Formica workers only",
-                        refused.join(", ")
+                        "  graphile-worker 0.18 refuses this line ({why}): run it on Formica workers only"
                     );
                 }
                 let runs = std::iter::successors(item.next_after(now), |&at| item.next_after(at)).take(5);
@@ -84,6 +82,7 @@ fn item_json(item: &CronItem) -> Value {
     set("jobKey", options.job_key.as_ref().map(|k| json!(k)));
     set("jobKeyMode", options.job_key_mode.map(|m| json!(m.as_str())));
     set("timeZone", options.time_zone.map(|z| json!(z.name())));
+    set("intervalSeconds", item.interval().map(|p| json!(p.as_secs())));
     let list = |set: cron::FieldSet| set.iter().collect::<Vec<u32>>();
     json!({
         "identifier": item.identifier(),

@@ -90,12 +90,12 @@ fn an_item_without_a_zone_is_utc_and_its_line_is_unchanged() {
     assert_eq!(plain.options().time_zone, None);
     assert_eq!(plain.to_string(), "0 8 * * 1-5 report");
     assert_eq!(plain.next_after(utc(2026, 7, 1, 9, 0)), Some(utc(2026, 7, 2, 8, 0)));
-    assert!(plain.options_graphile_worker_refuses().is_empty());
+    assert_eq!(plain.graphile_worker_refuses(), None);
     let paris = Cron::for_task("report", "0 8 * * 1-5").time_zone(chrono_tz::Europe::Paris).build().unwrap();
     assert_eq!(paris.to_string(), "0 8 * * 1-5 report ?tz=Europe/Paris");
     assert_eq!(paris.next_after(utc(2026, 7, 1, 9, 0)), Some(utc(2026, 7, 2, 6, 0)), "08:00 CEST");
     assert_eq!(paris.next_after(utc(2026, 12, 1, 9, 0)), Some(utc(2026, 12, 2, 7, 0)), "08:00 CET");
-    assert_eq!(paris.options_graphile_worker_refuses(), ["tz"]);
+    assert_eq!(paris.graphile_worker_refuses().as_deref(), Some("unknown option: tz"));
 }
 
 #[test]
@@ -243,5 +243,36 @@ proptest! {
         let earliest = round_up_to_minute((start - TimeDelta::seconds(fill as i64)).max(last));
         let expected: Vec<_> = scan(&item, tz, earliest, start).into_iter().map(|(m, _)| m).collect();
         prop_assert_eq!(backfill, expected, "{}", tz);
+    }
+}
+
+// ---- Intervals (core/src/cron/interval.rs). ----
+
+#[test]
+fn an_interval_fires_at_each_multiple_of_its_period_since_the_epoch() {
+    let every = item("@every 15s tick ?fill=1m {a: 1}");
+    assert_eq!(every.interval(), Some(Duration::from_secs(15)));
+    assert_eq!(every.to_string(), r#"@every 15s tick ?fill=1m {"a":1}"#);
+    assert_eq!(parse(&every.to_string()).unwrap().into_items(), [every.clone()]);
+    assert_eq!(
+        Cron::every_for_task("tick", Duration::from_secs(15))
+            .fill(Duration::from_secs(60))
+            .payload(serde_json::json!({"a": 1}))
+            .build()
+            .unwrap(),
+        every
+    );
+    let t = |s: u32| Utc.with_ymd_and_hms(2026, 3, 29, 1, 0, s).unwrap();
+    let due: Vec<_> = every.due(t(0), t(46)).into_iter().map(|s| s.at).collect();
+    assert_eq!(due, [t(0), t(15), t(30), t(45)]);
+    assert_eq!(every.next_after(t(15)), Some(t(30)));
+    assert!(every.matches(t(45)) && !every.matches(t(44)));
+    let missed: Vec<_> = every.backfill(Some(t(20)), t(50)).into_iter().map(|s| s.at).collect();
+    assert_eq!(missed, [t(30), t(45)]);
+    assert!(every.graphile_worker_refuses().is_some());
+    let second = item("@every 1s s");
+    assert_eq!(second.due(t(0), t(59) + TimeDelta::milliseconds(999)).len(), 60);
+    for bad in ["@every 0s t", "@every 1x t", "@every 367d t", "@every 5s"] {
+        assert!(parse(bad).is_err(), "{bad}");
     }
 }

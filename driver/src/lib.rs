@@ -74,6 +74,7 @@ pub mod migrate;
 mod params;
 pub mod rows;
 pub mod runtime;
+pub mod schedules;
 pub mod settings;
 #[cfg(feature = "sqlx")]
 pub mod sqlx;
@@ -100,6 +101,7 @@ pub use formica_core::worker::{
 pub use middleware::{Next, TaskOutcome};
 pub use migrate::MigrationReport;
 pub use runtime::{Address, Runtime, Socket};
+pub use schedules::Schedule;
 pub use settings::ConnectionSettings;
 pub use task::{AbortSignal, BatchResult, BatchTaskHandler, JobContext, TaskHandler, TaskResult};
 pub use tls::{RootCert, SslMode};

@@ -1,7 +1,7 @@
 //! [`Cron`]: cron items written in Rust, checked by the same rules as crontab text so that a
 //! built item equals the item its crontab line parses to.
 
-use super::{json5, parse, rules, CronItem, CronOptions, CrontabError, Tz};
+use super::{interval, json5, parse, rules, CronItem, CronOptions, CrontabError, Tz};
 use crate::job::{JobKeyMode, Task};
 use chrono::Weekday;
 use serde_json::{Map, Value};
@@ -40,6 +40,7 @@ pub struct Cron {
     job_key_mode: Option<JobKeyMode>,
     time_zone: Option<Tz>,
     payload: Option<Value>,
+    interval: Option<Duration>,
 }
 
 impl Cron {
@@ -62,7 +63,19 @@ impl Cron {
             job_key_mode: None,
             time_zone: None,
             payload: None,
+            interval: None,
         }
+    }
+
+    /// Task `T` every `period` (`@every 30s`): at each instant whose Unix time is a
+    /// multiple of the period, whole seconds from 1 s to a year (see [`super::interval`]).
+    pub fn every<T: Task>(period: Duration) -> Self {
+        Self::every_for_task(T::IDENTIFIER, period)
+    }
+
+    /// The task named `task` every `period`, for tasks without a [`Task`] type.
+    pub fn every_for_task(task: impl Into<String>, period: Duration) -> Self {
+        Cron { interval: Some(period), ..Self::for_task(task, "* * * * *") }
     }
 
     /// Every minute: `* * * * *`.
@@ -173,7 +186,22 @@ impl Cron {
             Some(Value::Object(map)) => map,
             Some(_) => return Err(mistake("the payload must be a JSON object".to_owned())),
         };
-        Ok(CronItem { identifier, task: self.task, minutes, hours, dates, months, dows, options, payload })
+        let interval = self
+            .interval
+            .map(|p| interval::check_period(p).map_err(|e| mistake(format!("invalid period: {e}"))))
+            .transpose()?;
+        Ok(CronItem {
+            identifier,
+            task: self.task,
+            minutes,
+            hours,
+            dates,
+            months,
+            dows,
+            options,
+            payload,
+            interval,
+        })
     }
 }
 

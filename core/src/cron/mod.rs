@@ -25,10 +25,12 @@
 
 pub(crate) mod batch;
 mod builder;
+pub mod interval;
 mod json5;
 mod parse;
 mod rules;
 pub mod runner;
+pub mod runtime;
 pub mod schedule;
 pub mod zone;
 
@@ -132,6 +134,8 @@ pub struct CronItem {
     dows: FieldSet,
     options: CronOptions,
     payload: Map<String, Value>,
+    /// The period of an `@every` item (its time fields are then all `*`, unused).
+    interval: Option<Duration>,
 }
 
 /// How jobs made by a cron item are scheduled (the crontab's `?opts`).
@@ -200,11 +204,19 @@ impl CronItem {
         &self.options
     }
 
-    /// The options of its canonical line that graphile-worker 0.18's parser does not know
-    /// (and refuses): empty when a Node worker could run the same line.
-    pub fn options_graphile_worker_refuses(&self) -> Vec<&'static str> {
+    /// Why graphile-worker 0.18's parser would refuse its canonical line (an `@every`
+    /// interval, or options it does not know); `None` when a Node worker could run it.
+    pub fn graphile_worker_refuses(&self) -> Option<String> {
+        if self.interval.is_some() {
+            return Some(format!("'{}' intervals are Formica's", interval::EVERY));
+        }
         let pairs = rules::option_pairs(self);
-        pairs.into_iter().map(|(key, _)| key).filter(|key| !rules::NODE_OPTION_KEYS.contains(key)).collect()
+        let unknown: Vec<_> = pairs
+            .into_iter()
+            .map(|(key, _)| key)
+            .filter(|key| !rules::NODE_OPTION_KEYS.contains(key))
+            .collect();
+        (!unknown.is_empty()).then(|| format!("unknown option: {}", unknown.join(", ")))
     }
 
     /// The item, read in `zone` (if any) unless it names its own: a default zone.
@@ -220,15 +232,17 @@ impl CronItem {
 
     /// Whether the item fires in the UTC minute that contains `ts` (seconds are ignored).
     /// An item with a [time zone](CronOptions::time_zone) fires by the rule in [`zone`].
+    /// An interval item fires at its slots only (seconds count).
     pub fn matches(&self, ts: DateTime<Utc>) -> bool {
-        let minute = floor_minute(ts);
-        self.first_firing(minute, minute.date_naive()) == Some(minute)
+        let at = if self.interval.is_some() { ts } else { floor_minute(ts) };
+        self.first_firing(at, at.date_naive()) == Some(at)
     }
 
-    /// The first minute strictly after `ts` at which the item fires, as a whole UTC minute;
-    /// `None` if it never fires again (e.g. `0 0 31 2 *`) or the date range ends first.
+    /// The first minute strictly after `ts` at which the item fires, as a whole UTC minute
+    /// (an interval item: its first slot after `ts`, a whole second); `None` if it never
+    /// fires again (e.g. `0 0 31 2 *`) or the date range ends first.
     pub fn next_after(&self, ts: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        let from = floor_minute(ts).checked_add_signed(TimeDelta::minutes(1))?;
+        let from = schedule::round_down(ts, self.slot_unit()).checked_add_signed(self.slot_unit())?;
         let last_day = from
             .date_naive()
             .checked_add_days(chrono::Days::new(GREGORIAN_CYCLE_DAYS))
@@ -297,6 +311,10 @@ fn floor_minute(ts: DateTime<Utc>) -> DateTime<Utc> {
 /// `fill`, `max`, `queue`, `jobKey`, `jobKeyMode`, `priority`, `tz`), then the payload as JSON.
 impl fmt::Display for CronItem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(period) = self.interval {
+            write!(f, "{} {} ", interval::EVERY, rules::phrase(period))?;
+            return self.fmt_rest(f);
+        }
         let fields = [
             (Unit::Minute, self.minutes),
             (Unit::Hour, self.hours),
@@ -308,6 +326,13 @@ impl fmt::Display for CronItem {
             write_field(f, unit, set)?;
             f.write_str(" ")?;
         }
+        self.fmt_rest(f)
+    }
+}
+
+impl CronItem {
+    /// The task, options and payload of the canonical line.
+    fn fmt_rest(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.task)?;
         let options = rules::option_pairs(self);
         for (i, (key, value)) in options.iter().enumerate() {

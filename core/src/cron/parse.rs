@@ -5,6 +5,7 @@
 //! (a query string without whitespace) and optionally a `{...}` JSON5 payload. Every check
 //! reports the byte offset where it failed so that errors carry a line and column.
 
+use super::interval::{check_period, EVERY};
 use super::json5::{self, is_js_space};
 use super::rules::{
     check_id, check_job_key, check_max_attempts, check_priority, check_queue, digits_u64, integer,
@@ -104,9 +105,16 @@ fn item_line(line: &str) -> Check<Option<(CronItem, usize)>> {
     if start == text.len() || text[start..].starts_with('#') {
         return Ok(None);
     }
-    let (fields, mut pos) = fields(text, start)?;
+    let (fields, interval, mut pos) = match every(text, start)? {
+        Some((period, pos)) => (Unit::ALL.map(Unit::all), Some(period), pos),
+        None => {
+            let (fields, pos) = fields(text, start)?;
+            (fields, None, pos)
+        }
+    };
     if pos == text.len() {
-        return Err(Problem::new(pos, "expected a task identifier after the five time fields"));
+        let after = if interval.is_some() { "the period" } else { "the five time fields" };
+        return Err(Problem::new(pos, format!("expected a task identifier after {after}")));
     }
     if let Some(at) = text[pos..].find(['\r', '\u{2028}', '\u{2029}']) {
         return Err(Problem::new(pos + at, "a line break may not appear in the task, options or payload"));
@@ -150,8 +158,24 @@ fn item_line(line: &str) -> Check<Option<(CronItem, usize)>> {
         dows,
         options: opts.options,
         payload,
+        interval,
     };
     Ok(Some((item, identifier_at)))
+}
+
+/// `@every <period>` at `start`: the period and the offset of what follows; `None` when
+/// the line starts with time fields instead.
+fn every(text: &str, start: usize) -> Check<Option<(std::time::Duration, usize)>> {
+    let end = token_end(text, start);
+    if &text[start..end] != EVERY {
+        return Ok(None);
+    }
+    let at = skip_space(text, end);
+    let phrase_end = token_end(text, at);
+    let period = time_phrase(&text[at..phrase_end])
+        .and_then(|p| check_period(p))
+        .map_err(|expected| Problem::new(at, format!("invalid period after '{EVERY}': {expected}")))?;
+    Ok(Some((period, skip_space(text, phrase_end))))
 }
 
 /// The five time fields from `start`; returns them and the offset of what follows.

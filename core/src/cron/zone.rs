@@ -57,6 +57,9 @@ impl CronItem {
     /// The first minute at or after the whole minute `from`, up to the end of `last_day`
     /// (UTC) or a little past it, at which the item fires.
     pub(super) fn first_firing(&self, from: DateTime<Utc>, last_day: NaiveDate) -> Option<DateTime<Utc>> {
+        if let Some(period) = self.interval {
+            return super::interval::first_slot(period, from);
+        }
         let Some(tz) = self.options.time_zone else {
             return self.first_match(from.naive_utc(), last_day).map(|t| t.and_utc());
         };

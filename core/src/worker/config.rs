@@ -102,6 +102,9 @@ pub struct Config {
     /// migrated anew): the worker goes on. One for a newer migration means a schema this
     /// worker may corrupt: it stops. Default 0: every breaking notice stops it.
     pub latest_migration: i32,
+    /// Also schedule the runtime schedules (Formica's `schedules` table), read at start,
+    /// on each `formica:schedules` notification and at least this often (`None`: not).
+    pub runtime_schedules: Option<Duration>,
 }
 
 impl Default for Config {
@@ -128,6 +131,7 @@ impl Default for Config {
             seed: 0x5eed,
             crontab: Vec::new(),
             task_timeouts: BTreeMap::new(),
+            runtime_schedules: None,
             latest_migration: 0,
         }
     }

@@ -20,6 +20,9 @@ use formica_core::job::RawJob;
 use formica_core::worker::{self as machine, Event};
 use futures::channel::mpsc;
 use futures::future::FutureExt;
+mod schedules;
+pub use schedules::DEFAULT_SCHEDULES_POLL;
+
 use std::future::Future;
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
