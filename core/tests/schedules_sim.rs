@@ -102,7 +102,7 @@ fn scheduled(world: &World) -> BTreeMap<(String, DateTime<Utc>), usize> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
     #[test]
     fn no_slot_is_scheduled_twice_whatever_the_faults(

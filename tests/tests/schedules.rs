@@ -138,3 +138,23 @@ async fn a_changed_schedule_is_taken_up_and_listed_with_its_last_slot() {
     assert!(utils.put_schedule("@every 0s report").await.is_err());
     assert!(utils.put_schedule("* * * * * a\n* * * * * b").await.is_err());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cron_page_lists_puts_and_removes_runtime_schedules() {
+    let db = TestDb::migrated().await;
+    let ui = formica_tests::dashboard::Dashboard::start(db.utils(), formica_ui::Options::default()).await;
+    let r = ui
+        .action("/api/schedules", serde_json::json!({ "line": "0 8 * * 1-5 report ?tz=Europe/Paris" }))
+        .await;
+    assert_eq!((r.status, r.json()["added"].as_bool()), (200, Some(true)), "{}", r.body);
+    let listed = ui.get("/api/schedules").await.json();
+    assert_eq!(listed[0]["line"], "0 8 * * 1-5 report ?tz=Europe/Paris", "{listed}");
+    let page = ui.get("/cron").await.body;
+    assert!(page.contains("Runtime schedules") && page.contains("?tz=Europe/Paris"), "{page}");
+    assert!(page.contains(r#"data-action="/api/schedules/report/remove""#), "{page}");
+    let bad = ui.action("/api/schedules", serde_json::json!({ "line": "61 * * * * report" })).await;
+    assert_eq!(bad.status, 400, "a mistake is the caller's: {}", bad.body);
+    assert_eq!(ui.action("/api/schedules/report/remove", serde_json::json!({})).await.status, 200);
+    assert_eq!(ui.action("/api/schedules/report/remove", serde_json::json!({})).await.status, 404);
+    assert!(db.utils().schedules().await.unwrap().is_empty());
+}

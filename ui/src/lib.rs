@@ -41,6 +41,7 @@ mod guard;
 mod html;
 pub mod pages;
 mod probes;
+mod schedules;
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -118,7 +119,7 @@ impl Error {
 
 impl From<formica::Error> for Error {
     fn from(e: formica::Error) -> Self {
-        if let formica::Error::Spec(e) = e {
+        if let formica::Error::Spec(_) | formica::Error::Crontab { .. } = e {
             Error::BadRequest(e.to_string())
         } else {
             Error::Database(e.to_string())
@@ -160,7 +161,7 @@ fn build(utils: WorkerUtils, options: Options) -> (Router, State) {
     let state: State = Arc::new(Shared { utils, options, throughput: data::Throughput::default() });
     let router = Router::new()
         .merge(pages::routes())
-        .nest("/api", api::routes())
+        .nest("/api", api::routes().merge(schedules::routes()))
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard::guard))
         .merge(probes::routes())
         .with_state(state.clone());
