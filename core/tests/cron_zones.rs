@@ -253,7 +253,7 @@ fn an_interval_fires_at_each_multiple_of_its_period_since_the_epoch() {
     let every = item("@every 15s tick ?fill=1m {a: 1}");
     assert_eq!(every.interval(), Some(Duration::from_secs(15)));
     assert_eq!(every.to_string(), r#"@every 15s tick ?fill=1m {"a":1}"#);
-    assert_eq!(parse(&every.to_string()).unwrap().into_items(), [every.clone()]);
+    assert_eq!(parse(&every.to_string()).unwrap().into_items(), std::slice::from_ref(&every));
     assert_eq!(
         Cron::every_for_task("tick", Duration::from_secs(15))
             .fill(Duration::from_secs(60))

@@ -33,11 +33,14 @@ enum Change {
     Remove(usize),
 }
 
+/// When a schedule existed: from a put to its removal (`None`: it still exists).
+type Span = (DateTime<Utc>, Option<DateTime<Utc>>);
+
 /// Applies the changes, recording when each schedule existed (the world's clock).
 #[derive(Default)]
 struct Schedules {
     /// Identifier -> the spans it existed, the last one open while it exists.
-    spans: BTreeMap<String, Vec<(DateTime<Utc>, Option<DateTime<Utc>>)>>,
+    spans: BTreeMap<String, Vec<Span>>,
 }
 
 impl App<Change> for Schedules {

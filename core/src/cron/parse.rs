@@ -173,7 +173,7 @@ fn every(text: &str, start: usize) -> Check<Option<(std::time::Duration, usize)>
     let at = skip_space(text, end);
     let phrase_end = token_end(text, at);
     let period = time_phrase(&text[at..phrase_end])
-        .and_then(|p| check_period(p))
+        .and_then(check_period)
         .map_err(|expected| Problem::new(at, format!("invalid period after '{EVERY}': {expected}")))?;
     Ok(Some((period, skip_space(text, phrase_end))))
 }
