@@ -276,3 +276,17 @@ fn an_interval_fires_at_each_multiple_of_its_period_since_the_epoch() {
         assert!(parse(bad).is_err(), "{bad}");
     }
 }
+
+proptest! {
+    /// The strategies offered to applications build items whose lines read back.
+    #[test]
+    fn the_offered_strategies_build_items_that_round_trip(
+        zone in formica_core::sim::strategies::time_zone(),
+        every in formica_core::sim::strategies::interval_item("beat", vec!["t".to_owned()]),
+    ) {
+        let zoned = Cron::for_task("t", "0 8 * * *").time_zone(zone).build().unwrap();
+        for item in [zoned, every] {
+            prop_assert_eq!(parse(&item.to_string()).unwrap().into_items(), vec![item]);
+        }
+    }
+}
