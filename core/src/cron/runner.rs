@@ -472,4 +472,19 @@ mod tests {
         r.failed(at(10, 0, 2), Duration::seconds(3));
         assert_eq!(r.deadline(), Some(at(10, 0, 5)), "a refused read is sent again after the delay");
     }
+
+    #[test]
+    fn a_first_read_refused_does_not_hold_back_the_crontab() {
+        let start = at(10, 0, 0);
+        let mut r = runner("* * * * * tick", start).with_runtime_schedules(Some(Duration::seconds(5)));
+        assert_eq!(r.due_statements(start), vec![crate::protocol::Statement::ReadSchedules]);
+        r.failed(start, Duration::seconds(2));
+        assert!(r.registration(start).is_some(), "registered without the runtime schedules");
+        r.registered(&[]);
+        assert_eq!(r.due_statements(at(10, 0, 2)), vec![crate::protocol::Statement::ReadSchedules]);
+        r.schedules_read(&[row("@every 1s late")], at(10, 0, 2));
+        r.tick(at(10, 0, 3));
+        let sent = drain(&mut r, at(10, 0, 3));
+        assert_eq!(sent, vec![(at(10, 0, 0), false, 1), (at(10, 0, 2), false, 1), (at(10, 0, 3), false, 1)]);
+    }
 }

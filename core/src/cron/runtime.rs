@@ -53,8 +53,11 @@ impl Reads {
         self.due = Some(if again { now } else { now + self.poll });
     }
 
-    /// The read in flight failed at `now`: read again after `delay`.
+    /// The read in flight failed at `now`: read again after `delay`. The crontab is
+    /// registered without waiting any longer (a table the worker's role may not read must
+    /// not stop its crontab): schedules read later fire from then on.
     pub(super) fn failed(&mut self, now: DateTime<Utc>, delay: Duration) {
+        self.answered = true;
         self.due = Some(now + delay);
     }
 
