@@ -220,14 +220,12 @@ impl CronRunner {
     /// When the runner next needs a [`CronRunner::tick`] or a retry; `None` while its
     /// registration is in flight (nothing can happen before the answer).
     pub fn deadline(&self) -> Option<DateTime<Utc>> {
-        let own = match self.phase {
-            Phase::Registering => None,
-            Phase::Unregistered => self.retry_at,
-            Phase::Running => Some(self.retry_at.map_or(self.wake(), |at| at.min(self.wake()))),
-        };
-        // A read due while another statement is in flight is sent once it is answered.
-        let read = self.reads.as_ref().and_then(Reads::deadline).filter(|_| !self.busy());
-        own.into_iter().chain(read).min()
+        // A retry or a read due while a statement is in flight waits for its answer.
+        let idle = !self.busy();
+        let retry = self.retry_at.filter(|_| idle);
+        let read = self.reads.as_ref().and_then(Reads::deadline).filter(|_| idle);
+        let wake = (self.phase == Phase::Running).then(|| self.wake());
+        [retry, read, wake].into_iter().flatten().min()
     }
 
     /// Whether a statement of the runner is in flight.
@@ -471,6 +469,24 @@ mod tests {
         assert_eq!(r.due_statements(at(10, 0, 2)), vec![crate::protocol::Statement::ReadSchedules]);
         r.failed(at(10, 0, 2), Duration::seconds(3));
         assert_eq!(r.deadline(), Some(at(10, 0, 5)), "a refused read is sent again after the delay");
+    }
+
+    #[test]
+    fn a_read_in_flight_while_a_refused_batch_waits_leaves_no_deadline_in_the_past() {
+        let start = at(10, 0, 30);
+        let mut r = runner("* * * * * tick", start).with_runtime_schedules(Some(Duration::seconds(60)));
+        r.due_statements(start);
+        r.schedules_read(&[], start);
+        r.due_statements(start);
+        r.registered(&[]);
+        assert!(matches!(r.due_statements(at(10, 1, 0))[..], [crate::protocol::Statement::ScheduleCron(_)]));
+        r.failed(at(10, 1, 0), Duration::seconds(2));
+        r.schedules_changed(at(10, 1, 1));
+        assert_eq!(r.due_statements(at(10, 1, 1)), vec![crate::protocol::Statement::ReadSchedules]);
+        // The batch's retry time passes while the read is in flight: nothing can be sent.
+        assert!(r.deadline().is_none_or(|d| d > at(10, 1, 3)), "{:?}", r.deadline());
+        r.schedules_read(&[], at(10, 1, 3));
+        assert!(matches!(r.due_statements(at(10, 1, 3))[..], [crate::protocol::Statement::ScheduleCron(_)]));
     }
 
     #[test]
