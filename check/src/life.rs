@@ -87,6 +87,7 @@ pub(crate) fn written_ids(statement: &Statement) -> Vec<i64> {
         | Statement::ReadCancels { .. }
         | Statement::RegisterCrontabs { .. }
         | Statement::ScheduleCron(_)
+        | Statement::ReadSchedules
         | Statement::ReturnUnknown { .. } => vec![],
     }
 }

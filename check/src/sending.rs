@@ -91,6 +91,7 @@ pub(crate) fn sent(inc: &mut Incarnation, statement: &Statement) -> Result<(), S
         }
         Statement::RegisterCrontabs { .. }
         | Statement::ScheduleCron(_)
+        | Statement::ReadSchedules
         | Statement::CompleteJobs { .. }
         | Statement::ReturnJobs { .. }
         | Statement::Heartbeat { .. }

@@ -134,6 +134,7 @@ pub fn worker_config(index: usize) -> impl Strategy<Value = Config> {
                     max_listener_backoff: Duration::seconds(10),
                     seed,
                     crontab: Vec::new(),
+                    runtime_schedules: None,
                     task_timeouts: Default::default(),
                     task_policies: Default::default(),
                     latest_migration: 20,

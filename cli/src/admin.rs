@@ -86,6 +86,9 @@ pub enum Admin {
         #[command(flatten)]
         bulk: crate::bulk::Selection,
     },
+    /// Runtime schedules: list, put (add or change) and remove, while workers run.
+    #[command(subcommand)]
+    Schedule(crate::schedule::ScheduleCommand),
 }
 
 /// `formica ui`.
@@ -251,6 +254,7 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
             }
         },
         Admin::Ui(a) => serve_ui(a, utils).await?,
+        Admin::Schedule(command) => crate::schedule::run(command, utils, out).await?,
         Admin::Status => {
             let overview = inspect::overview(utils).await?;
             let workers = inspect::workers(utils).await?;

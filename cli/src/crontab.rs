@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 /// What to do with a crontab file.
 #[derive(Debug, Subcommand)]
 pub enum CrontabCommand {
-    /// Parse the file and print each item's canonical form and its next five runs (UTC),
-    /// or the first mistake with its line and column.
+    /// Parse the file and print each item's canonical form, its next five runs (UTC) and
+    /// whether graphile-worker's parser would refuse it, or the first mistake with its line
+    /// and column.
     Check {
         /// The crontab file.
         file: PathBuf,
@@ -31,6 +32,12 @@ pub fn run(command: CrontabCommand, now: DateTime<Utc>) -> Result<(), String> {
         CrontabCommand::Check { file } => {
             for item in read(&file)?.items() {
                 let _ = writeln!(out, "{item}");
+                if let Some(why) = item.graphile_worker_refuses() {
+                    let _ = writeln!(
+                        out,
+                        "  graphile-worker 0.18 refuses this line ({why}): run it on Formica workers only"
+                    );
+                }
                 let runs = std::iter::successors(item.next_after(now), |&at| item.next_after(at)).take(5);
                 let mut any = false;
                 for at in runs {
@@ -74,6 +81,8 @@ fn item_json(item: &CronItem) -> Value {
     set("priority", options.priority.map(|p| json!(p)));
     set("jobKey", options.job_key.as_ref().map(|k| json!(k)));
     set("jobKeyMode", options.job_key_mode.map(|m| json!(m.as_str())));
+    set("timeZone", options.time_zone.map(|z| json!(z.name())));
+    set("intervalSeconds", item.interval().map(|p| json!(p.as_secs())));
     let list = |set: cron::FieldSet| set.iter().collect::<Vec<u32>>();
     json!({
         "identifier": item.identifier(),

@@ -9,6 +9,7 @@ mod crontab;
 mod embedded;
 mod metrics;
 mod output;
+mod schedule;
 mod traces;
 
 use clap::Parser;
@@ -154,6 +155,9 @@ struct RunArgs {
     /// Crontab file of recurring jobs (default: ./crontab if present).
     #[arg(long)]
     crontab: Option<PathBuf>,
+    /// Also schedule the runtime schedules (`formica schedule put`), read on each change.
+    #[arg(long)]
+    runtime_schedules: bool,
     /// Jobs run at the same time (at least 1).
     #[arg(short = 'j', long, default_value_t = Config::default().concurrency, value_parser = at_least_one)]
     jobs: usize,
@@ -267,6 +271,9 @@ async fn run_worker(url: &str, schema: &str, run: RunArgs, found: exec::Discover
             options = options.with_cron(file);
         }
         None => tracing::info!("no crontab file: cron is disabled"),
+    }
+    if run.runtime_schedules {
+        options = options.with_runtime_schedules(formica_tokio::worker::DEFAULT_SCHEDULES_POLL);
     }
     for task in found.tasks.values() {
         tracing::info!(task = %task.identifier, file = %task.path.display(), "task");

@@ -653,6 +653,28 @@ fn crontab_check_and_parse_print_items_or_the_mistake_with_line_and_column() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+#[test]
+fn crontab_check_reads_zones_and_says_which_items_graphile_worker_refuses() {
+    let file = std::env::temp_dir().join(format!("formica-crontab-tz-{}", std::process::id()));
+    std::fs::write(&file, "0 8 * * 1-5 utc_report\nCRON_TZ=Europe/Paris\n0 8 * * 1-5 paris_report\n")
+        .unwrap();
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_formica")).args(["crontab", "check"]).arg(&file).output().unwrap();
+    let _ = std::fs::remove_file(&file);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "0 8 * * 1-5 utc_report", "{text}");
+    assert!(lines[1..6].iter().all(|l| l.contains("08:00 UTC")), "{text}");
+    assert_eq!(lines[6], "0 8 * * 1-5 paris_report ?tz=Europe/Paris", "{text}");
+    assert!(lines[7].contains("graphile-worker 0.18 refuses this line (unknown option: tz)"), "{text}");
+    assert!(
+        lines[8..].iter().all(|l| l.contains("06:00 UTC") || l.contains("07:00 UTC")),
+        "08:00 Paris: {text}"
+    );
+    assert!(!lines[..6].iter().any(|l| l.contains("refuses")), "a UTC item is Node's too: {text}");
+}
+
 #[tokio::test]
 async fn job_shows_one_job_whole_and_status_counts_it_once() {
     let db = TestDb::new().await;

@@ -231,7 +231,7 @@ fn every_mistake_gives_its_line_column_and_what_was_expected() {
             "* * * * * t ?foo=1",
             1,
             14,
-            "unknown option 'foo': expected one of id, fill, max, queue, jobKey, jobKeyMode, priority".into(),
+            "unknown option 'foo': expected one of id, fill, max, queue, jobKey, jobKeyMode, priority, tz".into(),
         ),
         ("* * * * * t ?max=1&max=2", 1, 20, "option 'max' is given more than once".into()),
         (

@@ -66,9 +66,10 @@ fn item() -> impl Strategy<Value = CronItem> {
         prop::option::of(any::<i16>()),
         prop::option::of("\\PC{1,12}|.{1,5}"),
         prop::option::of(prop_oneof![Just(JobKeyMode::Replace), Just(JobKeyMode::PreserveRunAt)]),
+        prop::option::of(prop::sample::select(chrono_tz::TZ_VARIANTS.to_vec())),
     );
     ("[_a-zA-Z][_a-zA-Z0-9:/-]{0,12}", pattern(), options, payload()).prop_map(
-        |(task, pattern, (id, fill, max, queue, priority, key, mode), payload)| {
+        |(task, pattern, (id, fill, max, queue, priority, key, mode, zone), payload)| {
             let mut cron = Cron::for_task(task, pattern).fill(Duration::from_secs(fill));
             cron = if let Some(id) = id { cron.id(id) } else { cron };
             cron = if let Some(n) = max { cron.max_attempts(n) } else { cron };
@@ -76,6 +77,7 @@ fn item() -> impl Strategy<Value = CronItem> {
             cron = if let Some(p) = priority { cron.priority(p) } else { cron };
             cron = if let Some(k) = key { cron.job_key(k) } else { cron };
             cron = if let Some(m) = mode { cron.job_key_mode(m) } else { cron };
+            cron = if let Some(z) = zone { cron.time_zone(z) } else { cron };
             cron = if let Some(p) = payload { cron.payload(p) } else { cron };
             cron.build().unwrap_or_else(|e| panic!("generated item is valid: {e}"))
         },

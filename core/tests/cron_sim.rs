@@ -52,16 +52,25 @@ impl App<()> for Cron {
     }
 }
 
+/// Items in Paris time, for runs across its daylight-saving transitions: every five
+/// minutes, every minute of the hour that is skipped or repeated, and a daily 02:30.
+const PARIS: &str =
+    "CRON_TZ=Europe/Paris\n*/5 * * * * fives ?fill=10m\n* 2 * * * two ?fill=10m\n30 2 * * * daily";
+
 fn items() -> Vec<CronItem> {
     parse(CRONTAB).expect("valid crontab").into_items()
 }
 
 fn worker_config(n: usize) -> Config {
+    worker_with(n, items())
+}
+
+fn worker_with(n: usize, crontab: Vec<CronItem>) -> Config {
     Config {
         worker_id: format!("w{n}"),
         // The workers do not run the cron tasks, so every scheduled job stays in the table.
         task_identifiers: vec!["other".into()],
-        crontab: items(),
+        crontab,
         ..Config::default()
     }
 }
@@ -83,43 +92,73 @@ proptest! {
         seed in any::<u64>(),
         ops in proptest::collection::vec(op(), 1..25),
     ) {
-        // A second after each fault: jumps one right after another would add up past
-        // the smallest fill, before worker 0 had a moment to schedule what they passed.
-        let ops: Vec<Op<()>> = ops
-            .into_iter()
-            .flat_map(|op| match op {
-                Op::Fault(fault) => vec![Op::Fault(fault), Op::Wait(1_000)],
-                other => vec![other],
-            })
-            .collect();
-        let mut world = World::new(WorldConfig { seed, ..WorldConfig::default() });
-        let workers: Vec<_> = (0..3).map(|n| world.add_worker(worker_config(n))).collect();
-        let first = world.now();
-        run_ops(&mut world, &ops, &mut Cron).map_err(TestCaseError::fail)?;
-        // Let refused statements be retried (at most a poll interval later).
-        world.run_for(Duration::seconds(5));
+        each_due_minute_once(items(), WorldConfig { seed, ..WorldConfig::default() }, ops)?;
+    }
 
-        let counts = scheduled(&world);
-        for ((task, minute), n) in &counts {
-            prop_assert_eq!(*n, 1, "{} at {} scheduled {} times", task, minute, n);
-        }
-        // Worker 0 never stopped: every minute it reached is scheduled, from the first
-        // whole minute after it started to the last minute its clock finished with.
-        let reached = world.machine(workers[0]).now().duration_trunc(Duration::minutes(1)).unwrap();
-        let start = first.duration_trunc(Duration::minutes(1)).unwrap() + Duration::minutes(1);
-        for item in items() {
-            let mut at = start;
-            while at < reached {
-                if item.matches(at) {
-                    prop_assert!(
-                        counts.contains_key(&(item.task().to_owned(), at)),
-                        "{} at {} was skipped (worker 0 reached {})", item.task(), at, reached
-                    );
-                }
-                at += Duration::minutes(1);
+    /// The same in Paris time, starting shortly before a spring-forward or a fall-back
+    /// (2024-03-31 and 2024-10-27, 01:00 UTC both): clock jumps across the transition
+    /// included, each slot by the daylight-saving rule is scheduled once.
+    #[test]
+    fn each_zoned_slot_is_scheduled_once_across_dst_transitions_and_clock_jumps(
+        seed in any::<u64>(),
+        autumn in any::<bool>(),
+        before in 1i64..90,
+        ops in proptest::collection::vec(op(), 1..25),
+    ) {
+        let transition = if autumn { "2024-10-27T01:00:00Z" } else { "2024-03-31T01:00:00Z" };
+        let start = transition.parse::<DateTime<Utc>>().unwrap() - Duration::minutes(before);
+        let items = parse(PARIS).unwrap().into_items();
+        each_due_minute_once(items, WorldConfig { seed, start, ..WorldConfig::default() }, ops)?;
+    }
+}
+
+/// Runs `ops` on three workers with `crontab`: each (task, minute) is scheduled at most
+/// once, and every minute worker 0 (which never crashes) passed is scheduled.
+fn each_due_minute_once(
+    crontab: Vec<CronItem>,
+    config: WorldConfig,
+    ops: Vec<Op<()>>,
+) -> Result<(), TestCaseError> {
+    // A second after each fault: jumps one right after another would add up past
+    // the smallest fill, before worker 0 had a moment to schedule what they passed.
+    let ops: Vec<Op<()>> = ops
+        .into_iter()
+        .flat_map(|op| match op {
+            Op::Fault(fault) => vec![Op::Fault(fault), Op::Wait(1_000)],
+            other => vec![other],
+        })
+        .collect();
+    let mut world = World::new(config);
+    let workers: Vec<_> = (0..3).map(|n| world.add_worker(worker_with(n, crontab.clone()))).collect();
+    let first = world.now();
+    run_ops(&mut world, &ops, &mut Cron).map_err(TestCaseError::fail)?;
+    // Let refused statements be retried (at most a poll interval later).
+    world.run_for(Duration::seconds(5));
+
+    let counts = scheduled(&world);
+    for ((task, minute), n) in &counts {
+        prop_assert_eq!(*n, 1, "{} at {} scheduled {} times", task, minute, n);
+    }
+    // Worker 0 never stopped: every minute it reached is scheduled, from the first
+    // whole minute after it started to the last minute its clock finished with.
+    let reached = world.machine(workers[0]).now().duration_trunc(Duration::minutes(1)).unwrap();
+    let start = first.duration_trunc(Duration::minutes(1)).unwrap() + Duration::minutes(1);
+    for item in &crontab {
+        let mut at = start;
+        while at < reached {
+            if item.matches(at) {
+                prop_assert!(
+                    counts.contains_key(&(item.task().to_owned(), at)),
+                    "{} at {} was skipped (worker 0 reached {})",
+                    item.task(),
+                    at,
+                    reached
+                );
             }
+            at += Duration::minutes(1);
         }
     }
+    Ok(())
 }
 
 #[test]

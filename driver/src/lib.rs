@@ -76,6 +76,7 @@ pub mod migrate;
 mod params;
 pub mod rows;
 pub mod runtime;
+pub mod schedules;
 pub mod settings;
 #[cfg(feature = "sqlx")]
 pub mod sqlx;
@@ -107,6 +108,7 @@ pub use history::{HistoryOptions, JobOutcome, Outcome, OutputTaskHandler, Retent
 pub use middleware::{Next, TaskOutcome};
 pub use migrate::MigrationReport;
 pub use runtime::{Address, Runtime, Socket};
+pub use schedules::Schedule;
 pub use settings::ConnectionSettings;
 pub use task::{
     snooze, AbortSignal, BatchResult, BatchTaskHandler, JobContext, Snooze, TaskHandler, TaskResult,

@@ -10,7 +10,7 @@ use crate::error::Error;
 pub use crate::params::Param;
 use crate::params::{param, typed};
 use crate::rows::{decode_rows, Decoded};
-use formica_core::cron::runner::KnownCrontab;
+use formica_core::cron::runner::{KnownCrontab, ScheduleRow};
 use formica_core::worker::{DbError, Fenced, QueryResult, Statement};
 use formica_sql as sql;
 use futures::future::BoxFuture;
@@ -30,6 +30,8 @@ enum Answer {
     Done,
     /// `(job id, holder)` rows of the jobs a write left out.
     Fenced,
+    /// `(identifier, line)` rows of the runtime schedules.
+    Schedules,
 }
 
 /// A statement bound to its SQL and parameters.
@@ -73,6 +75,11 @@ impl Bound {
             Answer::Cancels => QueryResult::Cancels(
                 rows.iter()
                     .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+                    .collect::<Result<_, tokio_postgres::Error>>()?,
+            ),
+            Answer::Schedules => QueryResult::Schedules(
+                rows.iter()
+                    .map(|r| Ok(ScheduleRow { identifier: r.try_get(0)?, line: r.try_get(1)? }))
                     .collect::<Result<_, tokio_postgres::Error>>()?,
             ),
             Answer::Done => QueryResult::Done,
@@ -161,6 +168,7 @@ pub fn bind(statement: Statement) -> Bound {
         Statement::ReadCancels { worker_id } => {
             (sql::worker::READ_CANCELS, vec![param(worker_id, Type::TEXT)], Answer::Cancels)
         }
+        Statement::ReadSchedules => (sql::schedules::READ, vec![], Answer::Schedules),
         Statement::RegisterCrontabs { identifiers, known_since } => (
             sql::worker::REGISTER_CRONTABS,
             vec![param(identifiers, Type::TEXT_ARRAY), param(known_since, Type::TIMESTAMPTZ)],

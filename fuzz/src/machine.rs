@@ -84,6 +84,7 @@ fn worker_config(index: usize, b: &mut Bytes<'_>) -> Config {
         max_listener_backoff: Duration::milliseconds(100 + i64::from(b.u16())),
         seed: u64::from(b.u16()),
         crontab: Vec::new(),
+        runtime_schedules: None,
         task_timeouts: Default::default(),
         task_policies: Default::default(),
         latest_migration: 20,

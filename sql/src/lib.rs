@@ -56,6 +56,7 @@ pub const RECORDS_STEPS: &[Step] = &[
     Step { id: 4, sql: &[LEASE_CRONTAB] },
     Step { id: 5, sql: &[traces::JOB_TRACES] },
     Step { id: 7, sql: &[history::JOB_HISTORY] },
+    Step { id: 8, sql: &[schedules::TABLE] },
     Step { id: 9, sql: &[UNIQUE_CLAIMS] },
 ];
 
@@ -191,6 +192,20 @@ pub mod history {
     /// The channel a history write notifies when a job someone waits for finished (payload:
     /// the job ids, comma-separated).
     pub const FINISHED: &str = "formica:finished";
+}
+
+/// Runtime schedules (records migration 8): see `records/000008.sql`.
+pub mod schedules {
+    /// The records' table of runtime schedules.
+    pub const TABLE: &str = include_str!("../records/000008.sql");
+    /// `$1` identifier, `$2` canonical line: add or replace, and notify.
+    pub const PUT: &str = include_str!("../queries/schedules/put_schedule.sql");
+    /// `$1` identifier: remove, and notify.
+    pub const REMOVE: &str = include_str!("../queries/schedules/remove_schedule.sql");
+    /// Every schedule with its `last_execution`.
+    pub const LIST: &str = include_str!("../queries/schedules/list_schedules.sql");
+    /// What a worker reads: identifier and line.
+    pub const READ: &str = include_str!("../queries/worker/read_schedules.sql");
 }
 
 /// Statements used by the migrator.

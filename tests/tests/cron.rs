@@ -166,6 +166,25 @@ async fn a_new_item_is_not_backfilled(rt: Arc<dyn Runtime>) {
     assert_eq!(row.get::<_, Option<DateTime<Utc>>>(1), None);
 }
 
+/// `with_cron_time_zone` reads the crontab's items that name no zone in that zone: 11:00 in
+/// Paris is 10:00 UTC in January; an item with `?tz=UTC` keeps its own.
+async fn a_default_zone_reads_the_items_that_name_none_in_that_zone(rt: Arc<dyn Runtime>) {
+    let db = TestDb::migrated_on(rt.clone()).await;
+    let paris: formica::cron::Tz = "Europe/Paris".parse().unwrap();
+    let worker = WorkerOptions::<()>::with_runtime(Shifted::starting_at(rt.clone(), at(9, 59, 59, 700)))
+        .database_url(&db.url)
+        .max_pool_size(3)
+        .define_raw_job("unrelated", |_, _| async { Ok(()) })
+        .with_cron("0 11 * * * tick\n0 11 * * * utc_eleven ?tz=UTC")
+        .with_cron_time_zone(paris)
+        .init()
+        .await
+        .expect("init");
+    run_for(&rt, vec![worker], Duration::from_millis(1200)).await;
+    assert_eq!(ticks(&db).await, vec![("2030-01-01T10:00:00.000Z".to_owned(), false)]);
+    assert_eq!(db.count("select count(*) from graphile_worker.jobs").await, 1, "11:00 UTC is not due");
+}
+
 async fn a_bad_crontab_fails_init_with_its_line_and_column(rt: Arc<dyn Runtime>) {
     let db = TestDb::migrated_on(rt.clone()).await;
     let error = db
@@ -224,4 +243,5 @@ on_both_runtimes!(
     after_downtime_a_known_item_is_backfilled_over_its_fill_period,
     a_new_item_is_not_backfilled,
     a_bad_crontab_fails_init_with_its_line_and_column,
+    a_default_zone_reads_the_items_that_name_none_in_that_zone,
 );

@@ -8,6 +8,69 @@ use formica_tests::TestDb;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+/// The test database's URL as graphile-worker's CLI takes it.
+fn node_url(db: &TestDb) -> String {
+    let server: tokio_postgres::Config = std::env::var("DATABASE_URL").unwrap().parse().unwrap();
+    let host = match &server.get_hosts()[0] {
+        tokio_postgres::config::Host::Tcp(h) => h.clone(),
+        tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
+    };
+    format!(
+        "postgres://{}@{host}:{}/{}",
+        server.get_user().unwrap_or("postgres"),
+        server.get_ports().first().copied().unwrap_or(5432),
+        db.name
+    )
+}
+
+/// What `formica crontab check` marks (a zone, a `CRON_TZ=` line, an interval), the real
+/// graphile-worker refuses at start; the same crontab without them it runs.
+#[tokio::test]
+#[ignore]
+async fn graphile_worker_refuses_the_lines_formica_marks_and_runs_the_rest() {
+    let cli = std::env::var("FORMICA_GRAPHILE_WORKER").expect("run scripts/compat-graphile-worker");
+    let db = TestDb::migrated().await;
+    let url = node_url(&db);
+    let dir = std::env::temp_dir().join(format!("formica-cron-refusal-{}", db.name));
+    std::fs::create_dir_all(dir.join("tasks")).unwrap();
+    std::fs::write(dir.join("tasks/t.js"), "module.exports = async () => {};\n").unwrap();
+    let crontabs = [
+        ("0 8 * * * t ?tz=Europe/Paris", false),
+        ("CRON_TZ=Europe/Paris\n0 8 * * * t", false),
+        ("@every 5s t", false),
+        ("0 8 * * * t ?max=3", true),
+    ];
+    for (crontab, runs) in crontabs {
+        let item = formica::cron::parse(crontab).unwrap().into_items().remove(0);
+        assert_eq!(item.graphile_worker_refuses().is_none(), runs, "formica's verdict on {crontab:?}");
+        std::fs::write(dir.join("crontab"), format!("{crontab}\n")).unwrap();
+        let mut node = Command::new("node")
+            .arg(&cli)
+            .args(["-c", &url, "--crontab", "crontab"])
+            .current_dir(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start graphile-worker");
+        let mut exited = None;
+        for _ in 0..50 {
+            exited = node.try_wait().unwrap();
+            if exited.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let _ = node.kill();
+        let _ = node.wait();
+        if runs {
+            assert_eq!(exited, None, "graphile-worker runs {crontab:?}");
+        } else {
+            assert!(exited.is_some_and(|s| !s.success()), "graphile-worker refuses {crontab:?}: {exited:?}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[tokio::test]
 #[ignore]
 async fn graphile_worker_and_formica_with_one_crontab_schedule_each_minute_once() {
@@ -19,17 +82,7 @@ async fn graphile_worker_and_formica_with_one_crontab_schedule_each_minute_once(
     let crontab = "* * * * * tick ?max=3 {source: 'crontab'}\n";
     std::fs::write(dir.join("crontab"), crontab).unwrap();
 
-    let server: tokio_postgres::Config = std::env::var("DATABASE_URL").unwrap().parse().unwrap();
-    let host = match &server.get_hosts()[0] {
-        tokio_postgres::config::Host::Tcp(h) => h.clone(),
-        tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
-    };
-    let url = format!(
-        "postgres://{}@{host}:{}/{}",
-        server.get_user().unwrap_or("postgres"),
-        server.get_ports().first().copied().unwrap_or(5432),
-        db.name
-    );
+    let url = node_url(&db);
     let mut node = Command::new("node")
         .arg(&cli)
         .args(["-c", &url, "--crontab", "crontab"])

@@ -43,6 +43,7 @@ mod history;
 mod html;
 pub mod pages;
 mod probes;
+mod schedules;
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -120,7 +121,7 @@ impl Error {
 
 impl From<formica::Error> for Error {
     fn from(e: formica::Error) -> Self {
-        if let formica::Error::Spec(e) = e {
+        if let formica::Error::Spec(_) | formica::Error::Crontab { .. } = e {
             Error::BadRequest(e.to_string())
         } else if let formica::Error::Filter(e) = e {
             Error::BadRequest(e)
@@ -165,7 +166,7 @@ fn build(utils: WorkerUtils, options: Options) -> (Router, State) {
     let router = Router::new()
         .merge(pages::routes())
         .merge(history::routes())
-        .nest("/api", api::routes())
+        .nest("/api", api::routes().merge(schedules::routes()))
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard::guard))
         .merge(probes::routes())
         .with_state(state.clone());

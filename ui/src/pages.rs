@@ -402,8 +402,12 @@ async fn cron(Ext(s): Ext<State>) -> Response {
         })
         .collect();
     let headers = ["identifier", "item", "run by", "last execution", "next runs"];
+    let runtime = match crate::schedules::section(&s).await {
+        Ok(section) => section,
+        Err(e) => return error_page(&s, e),
+    };
     let html = format!(
-        r#"<p id="cron-source">{}</p>{}{}"#,
+        r#"<p id="cron-source">{}</p>{}{}{runtime}"#,
         esc(source),
         unreadable(&cron.unreadable),
         table(&headers, &rows)

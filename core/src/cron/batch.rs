@@ -40,3 +40,12 @@ pub struct CronBatch {
     /// The jobs, in crontab order.
     pub jobs: Vec<CronJob>,
 }
+
+/// A runtime schedule as read from Formica's `schedules` table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduleRow {
+    /// Its identifier (its `known_crontabs` row's).
+    pub identifier: String,
+    /// Its canonical line: a crontab line or an `@every` line, with `?id=` its identifier.
+    pub line: String,
+}

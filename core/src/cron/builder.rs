@@ -1,7 +1,7 @@
 //! [`Cron`]: cron items written in Rust, checked by the same rules as crontab text so that a
 //! built item equals the item its crontab line parses to.
 
-use super::{json5, parse, rules, CronItem, CronOptions, CrontabError};
+use super::{interval, json5, parse, rules, CronItem, CronOptions, CrontabError, Tz};
 use crate::job::{JobKeyMode, Task};
 use chrono::Weekday;
 use serde_json::{Map, Value};
@@ -38,7 +38,9 @@ pub struct Cron {
     priority: Option<i16>,
     job_key: Option<String>,
     job_key_mode: Option<JobKeyMode>,
+    time_zone: Option<Tz>,
     payload: Option<Value>,
+    interval: Option<Duration>,
 }
 
 impl Cron {
@@ -59,8 +61,21 @@ impl Cron {
             priority: None,
             job_key: None,
             job_key_mode: None,
+            time_zone: None,
             payload: None,
+            interval: None,
         }
+    }
+
+    /// Task `T` every `period` (`@every 30s`): at each instant whose Unix time is a
+    /// multiple of the period, whole seconds from 1 s to a year (see [`super::interval`]).
+    pub fn every<T: Task>(period: Duration) -> Self {
+        Self::every_for_task(T::IDENTIFIER, period)
+    }
+
+    /// The task named `task` every `period`, for tasks without a [`Task`] type.
+    pub fn every_for_task(task: impl Into<String>, period: Duration) -> Self {
+        Cron { interval: Some(period), ..Self::for_task(task, "* * * * *") }
     }
 
     /// Every minute: `* * * * *`.
@@ -134,6 +149,13 @@ impl Cron {
         self
     }
 
+    /// `?tz=`: read the pattern in this zone's wall clock rather than UTC, by the
+    /// daylight-saving rule of [`super::zone`] (graphile-worker's parser refuses the option).
+    pub fn time_zone(mut self, zone: Tz) -> Self {
+        self.time_zone = Some(zone);
+        self
+    }
+
     /// The payload merged into each job: a JSON object. Its numbers are read as JavaScript
     /// numbers, as a crontab's JSON5 payload is (`1.0` becomes `1`).
     pub fn payload(mut self, payload: Value) -> Self {
@@ -157,13 +179,29 @@ impl Cron {
             priority: self.priority,
             job_key: checked("jobKey", self.job_key, |k| rules::check_job_key(k))?,
             job_key_mode: checked("jobKeyMode", self.job_key_mode, |m| rules::check_job_key_mode(*m))?,
+            time_zone: self.time_zone,
         };
         let payload = match self.payload.map(|v| json5::normalize(&v, 0)).transpose().map_err(mistake)? {
             None => Map::new(),
             Some(Value::Object(map)) => map,
             Some(_) => return Err(mistake("the payload must be a JSON object".to_owned())),
         };
-        Ok(CronItem { identifier, task: self.task, minutes, hours, dates, months, dows, options, payload })
+        let interval = self
+            .interval
+            .map(|p| interval::check_period(p).map_err(|e| mistake(format!("invalid period: {e}"))))
+            .transpose()?;
+        Ok(CronItem {
+            identifier,
+            task: self.task,
+            minutes,
+            hours,
+            dates,
+            months,
+            dows,
+            options,
+            payload,
+            interval,
+        })
     }
 }
 

@@ -13,7 +13,8 @@
 //!   prints that canonical line and `parse(&item.to_string())` gives the item back.
 //! - [`CronItem::matches`] and [`CronItem::next_after`] work on whole UTC minutes, with
 //!   cron's rule that when both day-of-month and day-of-week are restricted either may
-//!   match. `next_after` looks at most one Gregorian cycle (400 years) ahead: the calendar
+//!   match. An item with a time zone (`?tz=`) reads its fields in that zone's wall clock,
+//!   by the daylight-saving rule of [`zone`]. `next_after` looks at most one Gregorian cycle (400 years) ahead: the calendar
 //!   repeats after that, so an item with no match in it never matches.
 //! - [`CronItem::backfill`], [`CronItem::due`] and the job builders in [`schedule`] are the
 //!   decisions the worker machine takes at start-up and on every cron tick; the database's
@@ -24,17 +25,21 @@
 
 pub(crate) mod batch;
 mod builder;
+pub mod interval;
 mod json5;
 mod parse;
 mod rules;
 pub mod runner;
+pub mod runtime;
 pub mod schedule;
+pub mod zone;
 
 pub use builder::Cron;
 pub use schedule::Slot;
+pub use zone::Tz;
 
 use crate::job::JobKeyMode;
-use chrono::{DateTime, Datelike, NaiveDate, TimeDelta, Timelike, Utc};
+use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, TimeDelta, Timelike, Utc};
 use serde_json::{Map, Value};
 use std::fmt;
 use std::str::FromStr;
@@ -129,6 +134,8 @@ pub struct CronItem {
     dows: FieldSet,
     options: CronOptions,
     payload: Map<String, Value>,
+    /// The period of an `@every` item (its time fields are then all `*`, unused).
+    interval: Option<Duration>,
 }
 
 /// How jobs made by a cron item are scheduled (the crontab's `?opts`).
@@ -149,6 +156,10 @@ pub struct CronOptions {
     /// `jobKeyMode`: `replace` or `preserve_run_at` (never `unsafe_dedupe`, which
     /// graphile-worker's crontab does not take).
     pub job_key_mode: Option<JobKeyMode>,
+    /// `tz`: the IANA time zone whose wall clock the fields are read in (default: UTC, as
+    /// graphile-worker, whose parser refuses this option). See [`zone`] for the
+    /// daylight-saving rule.
+    pub time_zone: Option<Tz>,
 }
 
 impl CronItem {
@@ -168,7 +179,7 @@ impl CronItem {
         self.minutes
     }
 
-    /// Hours of the day it fires at (0-23, UTC).
+    /// Hours of the day it fires at (0-23, UTC or in its time zone).
     pub fn hours(&self) -> FieldSet {
         self.hours
     }
@@ -193,37 +204,61 @@ impl CronItem {
         &self.options
     }
 
+    /// Why graphile-worker 0.18's parser would refuse its canonical line (an `@every`
+    /// interval, or options it does not know); `None` when a Node worker could run it.
+    pub fn graphile_worker_refuses(&self) -> Option<String> {
+        if self.interval.is_some() {
+            return Some(format!("'{}' intervals are Formica's", interval::EVERY));
+        }
+        let pairs = rules::option_pairs(self);
+        let unknown: Vec<_> = pairs
+            .into_iter()
+            .map(|(key, _)| key)
+            .filter(|key| !rules::NODE_OPTION_KEYS.contains(key))
+            .collect();
+        (!unknown.is_empty()).then(|| format!("unknown option: {}", unknown.join(", ")))
+    }
+
+    /// The item, read in `zone` (if any) unless it names its own: a default zone.
+    pub fn in_zone_by_default(mut self, zone: Option<Tz>) -> Self {
+        self.options.time_zone = self.options.time_zone.or(zone);
+        self
+    }
+
     /// The payload merged into every job it adds (empty if none was given).
     pub fn payload(&self) -> &Map<String, Value> {
         &self.payload
     }
 
     /// Whether the item fires in the UTC minute that contains `ts` (seconds are ignored).
+    /// An item with a [time zone](CronOptions::time_zone) fires by the rule in [`zone`].
+    /// An interval item fires at its slots only (seconds count).
     pub fn matches(&self, ts: DateTime<Utc>) -> bool {
-        self.matches_day(ts.date_naive())
-            && self.hours.contains(ts.hour())
-            && self.minutes.contains(ts.minute())
+        let at = if self.interval.is_some() { ts } else { floor_minute(ts) };
+        self.first_firing(at, at.date_naive()) == Some(at)
     }
 
-    /// The first minute strictly after `ts` at which the item fires, as a whole minute;
-    /// `None` if it never fires again (e.g. `0 0 31 2 *`) or the date range ends first.
+    /// The first minute strictly after `ts` at which the item fires, as a whole UTC minute
+    /// (an interval item: its first slot after `ts`, a whole second); `None` if it never
+    /// fires again (e.g. `0 0 31 2 *`) or the date range ends first.
     pub fn next_after(&self, ts: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        let from = floor_minute(ts).checked_add_signed(TimeDelta::minutes(1))?;
+        let from = schedule::round_down(ts, self.slot_unit()).checked_add_signed(self.slot_unit())?;
         let last_day = from
             .date_naive()
             .checked_add_days(chrono::Days::new(GREGORIAN_CYCLE_DAYS))
             .unwrap_or(NaiveDate::MAX);
-        self.first_match(from, last_day)
+        self.first_firing(from, last_day)
     }
 
-    /// The first firing at or after the whole minute `from`, on a day up to `last_day`.
-    fn first_match(&self, from: DateTime<Utc>, last_day: NaiveDate) -> Option<DateTime<Utc>> {
-        let mut day = from.date_naive();
+    /// The first time the fields match at or after the whole minute `from`, on a day up to
+    /// `last_day`, read as a wall-clock time (UTC's, or the item's zone's).
+    fn first_match(&self, from: NaiveDateTime, last_day: NaiveDate) -> Option<NaiveDateTime> {
+        let mut day = from.date();
         let mut earliest = (from.hour(), from.minute());
         while day <= last_day {
             if self.matches_day(day) {
                 if let Some((hour, minute)) = self.first_time_from(earliest) {
-                    return Some(day.and_hms_opt(hour, minute, 0)?.and_utc());
+                    return day.and_hms_opt(hour, minute, 0);
                 }
             }
             day = day.succ_opt()?;
@@ -273,9 +308,13 @@ fn floor_minute(ts: DateTime<Utc>) -> DateTime<Utc> {
 
 /// Prints the canonical crontab line: fields as `*`, `*/n` or compact lists with runs as
 /// ranges, the task, the options that differ from the defaults in a fixed order (`id`,
-/// `fill`, `max`, `queue`, `jobKey`, `jobKeyMode`, `priority`), then the payload as JSON.
+/// `fill`, `max`, `queue`, `jobKey`, `jobKeyMode`, `priority`, `tz`), then the payload as JSON.
 impl fmt::Display for CronItem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(period) = self.interval {
+            write!(f, "{} {} ", interval::EVERY, rules::phrase(period))?;
+            return self.fmt_rest(f);
+        }
         let fields = [
             (Unit::Minute, self.minutes),
             (Unit::Hour, self.hours),
@@ -287,10 +326,17 @@ impl fmt::Display for CronItem {
             write_field(f, unit, set)?;
             f.write_str(" ")?;
         }
+        self.fmt_rest(f)
+    }
+}
+
+impl CronItem {
+    /// The task, options and payload of the canonical line.
+    fn fmt_rest(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.task)?;
         let options = rules::option_pairs(self);
         for (i, (key, value)) in options.iter().enumerate() {
-            write!(f, "{}{key}={}", if i == 0 { " ?" } else { "&" }, rules::escape_query(value))?;
+            write!(f, "{}{key}={}", if i == 0 { " ?" } else { "&" }, rules::escape_option(key, value))?;
         }
         if !self.payload.is_empty() {
             write!(f, " {}", json5::to_line(&self.payload))?;

@@ -5,11 +5,13 @@
 //! (a query string without whitespace) and optionally a `{...}` JSON5 payload. Every check
 //! reports the byte offset where it failed so that errors carry a line and column.
 
+use super::interval::{check_period, EVERY};
 use super::json5::{self, is_js_space};
 use super::rules::{
     check_id, check_job_key, check_max_attempts, check_priority, check_queue, digits_u64, integer,
     invalid_option, is_digits, is_task_start, job_key_mode, quote, time_phrase, unescape_query, OPTION_KEYS,
 };
+use super::zone::{check_zone, Tz};
 use super::{CronItem, CronOptions, Crontab, CrontabError, FieldSet, Unit};
 use crate::job::MAX_IDENTIFIER_LEN;
 use serde_json::Map;
@@ -35,21 +37,41 @@ impl Problem {
 
 type Check<T> = Result<T, Problem>;
 
-/// The whole crontab: items in order, identifiers unique.
+/// The whole crontab: items in order, identifiers unique. A `CRON_TZ=<zone>` line sets the
+/// zone of the items after it that name none (the convention of cronie's crontabs).
 pub(super) fn crontab(text: &str) -> Result<Crontab, CrontabError> {
     let mut first_line = BTreeMap::new();
     let mut items = Vec::new();
+    let mut zone = None;
     for (index, raw) in text.split('\n').enumerate() {
         let line = raw.strip_suffix('\r').unwrap_or(raw);
         let number = index + 1;
         let at = |p: Problem| CrontabError { line: number, column: column(line, p.at), message: p.message };
-        let Some((item, identifier_at)) = item_line(line).map_err(at)? else { continue };
+        if let Some(z) = zone_line(line).map_err(at)? {
+            zone = Some(z);
+            continue;
+        }
+        let Some((mut item, identifier_at)) = item_line(line).map_err(at)? else { continue };
+        item.options.time_zone = item.options.time_zone.or(zone);
         if let Some(first) = first_line.insert(item.identifier.clone(), number) {
             return Err(at(Problem::new(identifier_at, duplicate_message(&item.identifier, first))));
         }
         items.push(item);
     }
     Ok(Crontab { items })
+}
+
+/// The text that starts a crontab line setting the zone of the items after it.
+pub(super) const ZONE_LINE: &str = "CRON_TZ=";
+
+/// The zone of a `CRON_TZ=<zone>` line; `None` for any other line.
+fn zone_line(line: &str) -> Check<Option<Tz>> {
+    let start = skip_space(line, 0);
+    let Some(name) = line[start..].strip_prefix(ZONE_LINE) else { return Ok(None) };
+    let at = start + ZONE_LINE.len();
+    check_zone(name.trim_end_matches(is_js_space))
+        .map(Some)
+        .map_err(|expected| Problem::new(at, format!("invalid {ZONE_LINE} line: {expected}")))
 }
 
 /// The message for an identifier used twice.
@@ -83,9 +105,16 @@ fn item_line(line: &str) -> Check<Option<(CronItem, usize)>> {
     if start == text.len() || text[start..].starts_with('#') {
         return Ok(None);
     }
-    let (fields, mut pos) = fields(text, start)?;
+    let (fields, interval, mut pos) = match every(text, start)? {
+        Some((period, pos)) => (Unit::ALL.map(Unit::all), Some(period), pos),
+        None => {
+            let (fields, pos) = fields(text, start)?;
+            (fields, None, pos)
+        }
+    };
     if pos == text.len() {
-        return Err(Problem::new(pos, "expected a task identifier after the five time fields"));
+        let after = if interval.is_some() { "the period" } else { "the five time fields" };
+        return Err(Problem::new(pos, format!("expected a task identifier after {after}")));
     }
     if let Some(at) = text[pos..].find(['\r', '\u{2028}', '\u{2029}']) {
         return Err(Problem::new(pos + at, "a line break may not appear in the task, options or payload"));
@@ -129,8 +158,24 @@ fn item_line(line: &str) -> Check<Option<(CronItem, usize)>> {
         dows,
         options: opts.options,
         payload,
+        interval,
     };
     Ok(Some((item, identifier_at)))
+}
+
+/// `@every <period>` at `start`: the period and the offset of what follows; `None` when
+/// the line starts with time fields instead.
+fn every(text: &str, start: usize) -> Check<Option<(std::time::Duration, usize)>> {
+    let end = token_end(text, start);
+    if &text[start..end] != EVERY {
+        return Ok(None);
+    }
+    let at = skip_space(text, end);
+    let phrase_end = token_end(text, at);
+    let period = time_phrase(&text[at..phrase_end])
+        .and_then(check_period)
+        .map_err(|expected| Problem::new(at, format!("invalid period after '{EVERY}': {expected}")))?;
+    Ok(Some((period, skip_space(text, phrase_end))))
 }
 
 /// The five time fields from `start`; returns them and the offset of what follows.
@@ -353,6 +398,7 @@ fn options(text: &str) -> Check<Opts> {
             "queue" => o.queue_name = Some(check_queue(&value).map_err(invalid)?),
             "jobKey" => o.job_key = Some(check_job_key(&value).map_err(invalid)?),
             "jobKeyMode" => o.job_key_mode = Some(job_key_mode(&value).map_err(invalid)?),
+            "tz" => o.time_zone = Some(check_zone(&value).map_err(invalid)?),
             _ => o.priority = Some(check_priority(integer(&value)).map_err(invalid)?),
         }
         seen.push(key);

@@ -19,7 +19,12 @@ pub(super) fn is_task_start(c: char) -> bool {
     c.is_ascii_alphabetic() || c == '_'
 }
 
-pub(super) const OPTION_KEYS: [&str; 7] = ["id", "fill", "max", "queue", "jobKey", "jobKeyMode", "priority"];
+pub(super) const OPTION_KEYS: [&str; 8] =
+    ["id", "fill", "max", "queue", "jobKey", "jobKeyMode", "priority", "tz"];
+
+/// The options graphile-worker 0.18's parser knows (it refuses any other).
+pub(super) const NODE_OPTION_KEYS: [&str; 7] =
+    ["id", "fill", "max", "queue", "jobKey", "jobKeyMode", "priority"];
 
 /// The message for an option whose value breaks its rule.
 pub(super) fn invalid_option(key: &str, value: &str, expected: &str) -> String {
@@ -143,7 +148,19 @@ pub(super) fn option_pairs(item: &CronItem) -> Vec<(&'static str, String)> {
     pairs.extend(o.job_key.clone().map(|k| ("jobKey", k)));
     pairs.extend(o.job_key_mode.map(|m| ("jobKeyMode", m.as_str().to_owned())));
     pairs.extend(o.priority.map(|n| ("priority", n.to_string())));
+    pairs.extend(o.time_zone.map(|tz| ("tz", tz.name().to_owned())));
     pairs
+}
+
+/// An option's value as its canonical line shows it: escaped, except the `/` of a zone name
+/// (`tz=America/New_York`), which the query string carries as it is.
+pub(super) fn escape_option(key: &str, value: &str) -> String {
+    let escaped = escape_query(value);
+    if key == "tz" {
+        escaped.replace("%2F", "/")
+    } else {
+        escaped
+    }
 }
 
 /// Percent-encodes all but `A-Z a-z 0-9 - _ . ~ :` so the value survives `&`, `=`, `+`,

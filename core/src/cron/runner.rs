@@ -8,10 +8,12 @@
 //! refused is sent again (the scheduling statement is idempotent: it adds an item's job
 //! only when it advances the item's `last_execution`), so no minute is skipped.
 
-pub use super::batch::{CronBatch, CronJob, KnownCrontab};
-use super::schedule::{following_minute, round_up_to_minute};
+pub use super::batch::{CronBatch, CronJob, KnownCrontab, ScheduleRow};
+use super::interval::first_slot;
+use super::runtime::{schedule_items, Reads};
+use super::schedule::{following_second, round_up, round_up_to_minute};
 use super::{CronItem, Slot};
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Duration, TimeDelta, Utc};
 use std::collections::{BTreeMap, VecDeque};
 
 /// Where the runner is.
@@ -29,9 +31,14 @@ enum Phase {
 #[derive(Debug, Clone)]
 pub struct CronRunner {
     items: Vec<CronItem>,
+    /// The runtime schedules last read (see [`super::runtime`]), each with when this
+    /// worker learnt of it (it fires from then on).
+    runtime: Vec<(CronItem, DateTime<Utc>)>,
+    /// Present when the worker takes runtime schedules.
+    reads: Option<Reads>,
     start: DateTime<Utc>,
     phase: Phase,
-    /// The next minute not yet looked at.
+    /// The next instant not yet looked at (a whole second: intervals have one a second).
     next: DateTime<Utc>,
     /// Batches waiting to be sent, in minute order.
     queue: VecDeque<CronBatch>,
@@ -43,14 +50,19 @@ pub struct CronRunner {
     register_again: bool,
 }
 
+/// Each slot's jobs, by slot time.
+type Slots = BTreeMap<DateTime<Utc>, Vec<CronJob>>;
+
 impl CronRunner {
     /// A runner for `items` on a worker starting at `start`.
     pub fn new(items: Vec<CronItem>, start: DateTime<Utc>) -> Self {
         CronRunner {
             items,
+            runtime: Vec::new(),
+            reads: None,
             start,
             phase: Phase::Unregistered,
-            next: round_up_to_minute(start),
+            next: round_up(start, TimeDelta::seconds(1)),
             queue: VecDeque::new(),
             in_flight: None,
             retry_at: None,
@@ -58,17 +70,35 @@ impl CronRunner {
         }
     }
 
+    /// With `poll`, also schedule the runtime schedules, read at start (before the
+    /// registration), then at least every `poll` and on each notification.
+    pub fn with_runtime_schedules(mut self, poll: Option<Duration>) -> Self {
+        self.reads = poll.map(|poll| Reads::new(poll, self.start));
+        self
+    }
+
+    /// Every item: the crontab's, then the runtime schedules.
+    fn all_items(&self) -> impl Iterator<Item = &CronItem> {
+        self.items.iter().chain(self.runtime.iter().map(|(item, _)| item))
+    }
+
+    /// Whether a statement of the runner waits for its answer.
+    fn waiting(&self, now: DateTime<Utc>) -> bool {
+        let reading = self.reads.as_ref().is_some_and(Reads::in_flight);
+        self.in_flight.is_some() || reading || self.retry_at.is_some_and(|at| at > now)
+    }
+
     /// The identifiers to register, and the `known_since` for new ones, when the
     /// registration must be sent now (at start, again after it failed, or after the schema
     /// was installed again, once the batch in flight is answered).
     pub fn registration(&mut self, now: DateTime<Utc>) -> Option<(Vec<String>, DateTime<Utc>)> {
-        let waiting = self.in_flight.is_some() || self.retry_at.is_some_and(|at| at > now);
-        if self.phase != Phase::Unregistered || waiting {
+        let unread = self.reads.as_ref().is_some_and(|r| !r.answered);
+        if self.phase != Phase::Unregistered || self.waiting(now) || unread {
             return None;
         }
         self.phase = Phase::Registering;
         self.retry_at = None;
-        Some((self.items.iter().map(|i| i.identifier().to_owned()).collect(), self.start))
+        Some((self.all_items().map(|i| i.identifier().to_owned()).collect(), self.start))
     }
 
     /// The registration answered with the items known before: queue their backfill.
@@ -78,56 +108,84 @@ impl CronRunner {
             return;
         }
         self.phase = Phase::Running;
-        let mut minutes: BTreeMap<DateTime<Utc>, Vec<(usize, Slot)>> = BTreeMap::new();
-        for (index, item) in self.items.iter().enumerate() {
+        let mut slots = Slots::new();
+        for item in self.all_items() {
             let row = known.iter().find(|k| k.identifier == item.identifier());
             let last_known = row.map(|k| k.last_execution.unwrap_or(k.known_since));
-            for slot in item.backfill(last_known, self.start) {
-                minutes.entry(slot.at).or_default().push((index, slot));
-            }
+            add_jobs(&mut slots, item, item.backfill(last_known, self.start));
         }
-        self.enqueue(minutes, true);
+        self.enqueue(slots, true);
     }
 
-    /// A tick at `now`: queue every minute from the cursor up to `now` and move the cursor
+    /// A tick at `now`: queue every slot from the cursor up to `now` and move the cursor
     /// past it. Before registration, or early, nothing happens.
     pub fn tick(&mut self, now: DateTime<Utc>) {
         if self.phase != Phase::Running || now < self.next {
             return;
         }
-        let mut minutes: BTreeMap<DateTime<Utc>, Vec<(usize, Slot)>> = BTreeMap::new();
-        for (index, item) in self.items.iter().enumerate() {
-            for slot in item.due(self.next, now) {
-                minutes.entry(slot.at).or_default().push((index, slot));
-            }
+        let mut slots = Slots::new();
+        for item in &self.items {
+            add_jobs(&mut slots, item, item.due(self.next, now));
         }
-        self.enqueue(minutes, false);
-        self.next = self.next.max(following_minute(now));
+        for (item, since) in &self.runtime {
+            add_jobs(&mut slots, item, item.due(self.next.max(*since), now));
+        }
+        self.enqueue(slots, false);
+        self.next = self.next.max(following_second(now));
     }
 
-    fn enqueue(&mut self, minutes: BTreeMap<DateTime<Utc>, Vec<(usize, Slot)>>, backfilled: bool) {
-        for (at, slots) in minutes {
-            let jobs = slots
-                .into_iter()
-                .map(|(index, slot)| {
-                    let item = &self.items[index];
-                    CronJob {
-                        identifier: item.identifier().to_owned(),
-                        task: item.task().to_owned(),
-                        payload: item.job_payload(slot),
-                        spec: item.job_spec(slot),
-                    }
-                })
-                .collect();
+    /// When the cursor next has a slot to look at: the next whole minute, or an interval's
+    /// slot before it.
+    fn wake(&self) -> DateTime<Utc> {
+        let minute = round_up_to_minute(self.next);
+        let periods = self.all_items().filter_map(CronItem::interval);
+        periods.filter_map(|period| first_slot(period, self.next)).fold(minute, DateTime::min)
+    }
+
+    fn enqueue(&mut self, slots: Slots, backfilled: bool) {
+        for (at, jobs) in slots {
             self.queue.push_back(CronBatch { at, backfilled, jobs });
+        }
+    }
+
+    /// The runtime schedules were read at `now`: take them in place of the last ones.
+    /// A schedule removed or changed loses its jobs not yet sent; one added fires from the
+    /// cursor on (it is new to this worker: nothing before is owed).
+    pub fn schedules_read(&mut self, rows: &[ScheduleRow], now: DateTime<Utc>) {
+        let Some(reads) = &mut self.reads else { return };
+        // The schedules known at start are known since the start, as the crontab is.
+        let since = if reads.answered { now } else { self.start };
+        reads.answered(now);
+        let old = std::mem::take(&mut self.runtime);
+        for item in schedule_items(rows, &self.items) {
+            let kept = old.iter().find(|(known, _)| *known == item).map(|(_, since)| *since);
+            self.runtime.push((item, kept.unwrap_or(since)));
+        }
+        let gone: Vec<&CronItem> = old
+            .iter()
+            .map(|(item, _)| item)
+            .filter(|item| !self.runtime.iter().any(|(new, _)| new == *item))
+            .collect();
+        if !gone.is_empty() {
+            let dropped = |job: &CronJob| gone.iter().any(|item| item.identifier() == job.identifier);
+            for batch in &mut self.queue {
+                batch.jobs.retain(|job| !dropped(job));
+            }
+            self.queue.retain(|batch| !batch.jobs.is_empty());
+        }
+    }
+
+    /// A notification said the runtime schedules changed at `now`: read them again.
+    pub fn schedules_changed(&mut self, now: DateTime<Utc>) {
+        if let Some(reads) = &mut self.reads {
+            reads.changed(now);
         }
     }
 
     /// The next batch to send, if registered, none is in flight and no retry is pending at
     /// `now`.
     pub fn poll_batch(&mut self, now: DateTime<Utc>) -> Option<CronBatch> {
-        let waiting = self.in_flight.is_some() || self.retry_at.is_some_and(|at| at > now);
-        if self.phase != Phase::Running || waiting {
+        if self.phase != Phase::Running || self.waiting(now) {
             return None;
         }
         self.retry_at = None;
@@ -141,9 +199,13 @@ impl CronRunner {
         self.in_flight = None;
     }
 
-    /// The statement in flight (registration or batch) failed at `now`: send it again
-    /// after `delay`.
+    /// The statement in flight (a read of the schedules, the registration or a batch)
+    /// failed at `now`: send it again after `delay`.
     pub fn failed(&mut self, now: DateTime<Utc>, delay: Duration) {
+        if let Some(reads) = self.reads.as_mut().filter(|r| r.in_flight()) {
+            reads.failed(now, delay);
+            return;
+        }
         if let Some(batch) = self.in_flight.take() {
             self.queue.push_front(batch);
         }
@@ -158,16 +220,18 @@ impl CronRunner {
     /// When the runner next needs a [`CronRunner::tick`] or a retry; `None` while its
     /// registration is in flight (nothing can happen before the answer).
     pub fn deadline(&self) -> Option<DateTime<Utc>> {
-        match self.phase {
-            Phase::Registering => None,
-            Phase::Unregistered => self.retry_at,
-            Phase::Running => Some(self.retry_at.map_or(self.next, |at| at.min(self.next))),
-        }
+        // A retry or a read due while a statement is in flight waits for its answer.
+        let idle = !self.busy();
+        let retry = self.retry_at.filter(|_| idle);
+        let read = self.reads.as_ref().and_then(Reads::deadline).filter(|_| idle);
+        let wake = (self.phase == Phase::Running).then(|| self.wake());
+        [retry, read, wake].into_iter().flatten().min()
     }
 
     /// Whether a statement of the runner is in flight.
     pub fn busy(&self) -> bool {
-        self.in_flight.is_some() || self.phase == Phase::Registering
+        let reading = self.reads.as_ref().is_some_and(Reads::in_flight);
+        self.in_flight.is_some() || self.phase == Phase::Registering || reading
     }
 
     /// The statements due at `now`, in order: the registration, then the next minute's
@@ -175,6 +239,13 @@ impl CronRunner {
     pub fn due_statements(&mut self, now: DateTime<Utc>) -> Vec<crate::protocol::Statement> {
         use crate::protocol::Statement;
         let mut statements = Vec::new();
+        // A read goes whenever nothing is in flight, even while a refused batch waits.
+        let idle = !self.busy();
+        if let Some(reads) = self.reads.as_mut().filter(|_| idle) {
+            if reads.send(now) {
+                return vec![Statement::ReadSchedules];
+            }
+        }
         if let Some((identifiers, known_since)) = self.registration(now) {
             statements.push(Statement::RegisterCrontabs { identifiers, known_since });
         }
@@ -201,6 +272,19 @@ impl CronRunner {
     /// Drop what has not been sent (shutdown).
     pub fn stop(&mut self) {
         self.queue.clear();
+    }
+}
+
+/// `item`'s jobs for `slots`, added under each slot's time.
+fn add_jobs(into: &mut Slots, item: &CronItem, slots: Vec<Slot>) {
+    for slot in slots {
+        let job = CronJob {
+            identifier: item.identifier().to_owned(),
+            task: item.task().to_owned(),
+            payload: item.job_payload(slot),
+            spec: item.job_spec(slot),
+        };
+        into.entry(slot.at).or_default().push(job);
     }
 }
 
@@ -331,5 +415,92 @@ mod tests {
         r.tick(at(10, 2, 6));
         assert_eq!(minute.at, at(10, 1, 0));
         assert_eq!(drain(&mut r, at(10, 2, 6)), vec![(at(10, 2, 0), false, 1)], "no minute lost");
+    }
+
+    fn row(line: &str) -> ScheduleRow {
+        let item = parse(line).expect("valid line").into_items().remove(0);
+        ScheduleRow { identifier: item.identifier().to_owned(), line: item.to_string() }
+    }
+
+    #[test]
+    fn runtime_schedules_are_read_before_the_registration_then_on_notice_and_taken_up_from_then() {
+        let start = at(10, 0, 30);
+        let mut r = runner("0 * * * * hourly", start).with_runtime_schedules(Some(Duration::seconds(60)));
+        assert_eq!(r.due_statements(start), vec![crate::protocol::Statement::ReadSchedules], "read first");
+        assert!(r.registration(start).is_none(), "the registration waits for the read");
+        assert_eq!(r.deadline(), None, "nothing before the answer");
+        r.schedules_read(&[row("@every 10s beat")], start);
+        let (ids, _) = r.registration(start).expect("registered with the runtime schedule");
+        assert_eq!(ids, vec!["hourly".to_owned(), "beat".to_owned()]);
+        r.registered(&[]);
+        assert_eq!(r.deadline(), Some(at(10, 0, 30)), "the interval's slot at the start");
+        r.tick(at(10, 0, 40));
+        assert_eq!(drain(&mut r, at(10, 0, 40)), vec![(at(10, 0, 30), false, 1), (at(10, 0, 40), false, 1)]);
+        assert_eq!(r.deadline(), Some(at(10, 0, 50)));
+        // Notified of a new schedule at 10:00:45: read at once, fires from then on.
+        r.schedules_changed(at(10, 0, 45));
+        assert_eq!(r.deadline(), Some(at(10, 0, 45)));
+        assert_eq!(r.due_statements(at(10, 0, 45)), vec![crate::protocol::Statement::ReadSchedules]);
+        r.schedules_read(&[row("@every 10s beat"), row("@every 1s fast")], at(10, 0, 45));
+        r.tick(at(10, 0, 46));
+        assert_eq!(drain(&mut r, at(10, 0, 46)), vec![(at(10, 0, 45), false, 1), (at(10, 0, 46), false, 1)]);
+        // Removed: its jobs not yet sent are dropped, and it fires no more.
+        r.tick(at(10, 0, 48));
+        r.schedules_read(&[row("@every 10s beat")], at(10, 0, 48));
+        assert!(drain(&mut r, at(10, 0, 48)).is_empty(), "fast's 10:00:47 and :48 dropped");
+        r.tick(at(10, 0, 50));
+        assert_eq!(drain(&mut r, at(10, 0, 50)), vec![(at(10, 0, 50), false, 1)]);
+    }
+
+    #[test]
+    fn a_read_due_while_a_batch_is_in_flight_waits_for_it_without_a_past_deadline() {
+        let start = at(10, 0, 0);
+        let mut r = runner("* * * * * tick", start).with_runtime_schedules(Some(Duration::seconds(5)));
+        r.due_statements(start);
+        r.schedules_read(&[], start);
+        r.registration(start);
+        r.registered(&[]);
+        let sent = r.due_statements(at(10, 0, 0));
+        assert!(matches!(sent[..], [crate::protocol::Statement::ScheduleCron(_)]), "{sent:?}");
+        r.schedules_changed(at(10, 0, 1));
+        assert!(r.deadline().is_some_and(|d| d > at(10, 0, 1)), "no deadline in the past while busy");
+        assert!(r.due_statements(at(10, 0, 2)).is_empty(), "one statement at a time");
+        r.batch_done();
+        assert_eq!(r.due_statements(at(10, 0, 2)), vec![crate::protocol::Statement::ReadSchedules]);
+        r.failed(at(10, 0, 2), Duration::seconds(3));
+        assert_eq!(r.deadline(), Some(at(10, 0, 5)), "a refused read is sent again after the delay");
+    }
+
+    #[test]
+    fn a_read_in_flight_while_a_refused_batch_waits_leaves_no_deadline_in_the_past() {
+        let start = at(10, 0, 30);
+        let mut r = runner("* * * * * tick", start).with_runtime_schedules(Some(Duration::seconds(60)));
+        r.due_statements(start);
+        r.schedules_read(&[], start);
+        r.due_statements(start);
+        r.registered(&[]);
+        assert!(matches!(r.due_statements(at(10, 1, 0))[..], [crate::protocol::Statement::ScheduleCron(_)]));
+        r.failed(at(10, 1, 0), Duration::seconds(2));
+        r.schedules_changed(at(10, 1, 1));
+        assert_eq!(r.due_statements(at(10, 1, 1)), vec![crate::protocol::Statement::ReadSchedules]);
+        // The batch's retry time passes while the read is in flight: nothing can be sent.
+        assert!(r.deadline().is_none_or(|d| d > at(10, 1, 3)), "{:?}", r.deadline());
+        r.schedules_read(&[], at(10, 1, 3));
+        assert!(matches!(r.due_statements(at(10, 1, 3))[..], [crate::protocol::Statement::ScheduleCron(_)]));
+    }
+
+    #[test]
+    fn a_first_read_refused_does_not_hold_back_the_crontab() {
+        let start = at(10, 0, 0);
+        let mut r = runner("* * * * * tick", start).with_runtime_schedules(Some(Duration::seconds(5)));
+        assert_eq!(r.due_statements(start), vec![crate::protocol::Statement::ReadSchedules]);
+        r.failed(start, Duration::seconds(2));
+        assert!(r.registration(start).is_some(), "registered without the runtime schedules");
+        r.registered(&[]);
+        assert_eq!(r.due_statements(at(10, 0, 2)), vec![crate::protocol::Statement::ReadSchedules]);
+        r.schedules_read(&[row("@every 1s late")], at(10, 0, 2));
+        r.tick(at(10, 0, 3));
+        let sent = drain(&mut r, at(10, 0, 3));
+        assert_eq!(sent, vec![(at(10, 0, 0), false, 1), (at(10, 0, 2), false, 1), (at(10, 0, 3), false, 1)]);
     }
 }

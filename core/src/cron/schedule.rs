@@ -20,10 +20,10 @@
 
 use super::{floor_minute, CronItem};
 use crate::job::JobSpec;
-use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
+use chrono::{DateTime, DurationRound, SecondsFormat, TimeDelta, Utc};
 use serde_json::{json, Value};
 
-/// One run of a cron item: the minute it is for, and whether it is a late catch-up found
+/// One run of a cron item: the minute (an interval's: the second) it is for, and whether it is a late catch-up found
 /// at start-up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Slot {
@@ -31,6 +31,27 @@ pub struct Slot {
     pub at: DateTime<Utc>,
     /// Found by the start-up backfill rather than on time.
     pub backfilled: bool,
+}
+
+/// `ts` with what is below `unit` (a second or a minute) dropped.
+pub(super) fn round_down(ts: DateTime<Utc>, unit: TimeDelta) -> DateTime<Utc> {
+    ts.duration_trunc(unit).unwrap_or(ts)
+}
+
+/// `ts` if it is a whole `unit` (a second or a minute), else the next whole one.
+pub(crate) fn round_up(ts: DateTime<Utc>, unit: TimeDelta) -> DateTime<Utc> {
+    let floor = round_down(ts, unit);
+    if floor == ts {
+        ts
+    } else {
+        floor.checked_add_signed(unit).unwrap_or(floor)
+    }
+}
+
+/// The whole second after the one that contains `now`.
+pub fn following_second(now: DateTime<Utc>) -> DateTime<Utc> {
+    let floor = round_down(now, TimeDelta::seconds(1));
+    floor.checked_add_signed(TimeDelta::seconds(1)).unwrap_or(floor)
 }
 
 /// `ts` if it is a whole minute, else the next whole minute.
@@ -73,7 +94,7 @@ impl CronItem {
     /// `next` up to the one containing `now`, both included, that the item fires at.
     /// Empty when `now` is before `next` (an early timer, or a clock that went back).
     pub fn due(&self, next: DateTime<Utc>, now: DateTime<Utc>) -> Vec<Slot> {
-        self.firings(next, following_minute(now), false)
+        self.firings(next, following_second(now), false)
     }
 
     /// The payload of the job for `slot`: the item's payload with `_cron` set to
@@ -105,12 +126,13 @@ impl CronItem {
     /// The minutes in `[from, before)` the item fires at, as slots.
     fn firings(&self, from: DateTime<Utc>, before: DateTime<Utc>, backfilled: bool) -> Vec<Slot> {
         let mut slots = Vec::new();
-        let mut from = round_up_to_minute(from);
+        let unit = self.slot_unit();
+        let mut from = round_up(from, unit);
         let last_day = before.date_naive();
         while from < before {
-            let Some(at) = self.first_match(from, last_day).filter(|at| *at < before) else { break };
+            let Some(at) = self.first_firing(from, last_day).filter(|at| *at < before) else { break };
             slots.push(Slot { at, backfilled });
-            from = following_minute(at);
+            from = at.checked_add_signed(unit).unwrap_or(at);
             if from == at {
                 break;
             }

@@ -24,6 +24,7 @@ mod event;
 
 pub use event::Event;
 
+pub use crate::cron::batch::ScheduleRow;
 use crate::cron::batch::{CronBatch, KnownCrontab};
 use crate::job::Job;
 use crate::time::Timestamp;
@@ -36,8 +37,11 @@ pub const WORKER_MIGRATE: &str = "worker:migrate";
 /// locked (running or about to): a wake-up only, its payload empty (the requests are rows,
 /// read with [`Statement::ReadCancels`]). Formica's own; graphile-worker does not listen to it.
 pub const CANCEL: &str = "formica:cancel";
+/// The channel notified when a runtime schedule is added, changed or removed: a wake-up
+/// only (the schedules are rows, read with [`Statement::ReadSchedules`]). Formica's own.
+pub const SCHEDULES: &str = "formica:schedules";
 /// Every channel a worker's listener listens on.
-pub const CHANNELS: [&str; 3] = [JOBS_INSERT, WORKER_MIGRATE, CANCEL];
+pub const CHANNELS: [&str; 4] = [JOBS_INSERT, WORKER_MIGRATE, CANCEL, SCHEDULES];
 
 /// Identifies a query so its result can be matched to it.
 pub type QueryId = u64;
@@ -178,6 +182,8 @@ pub enum Statement {
         /// The snoozes.
         snoozes: Vec<Snooze>,
     },
+    /// Read the runtime schedules (Formica's `schedules` table). Answer: `Schedules`.
+    ReadSchedules,
 }
 
 /// A locked job whose row could not be read (a payload nested too deep, a number out of range...).
@@ -236,6 +242,8 @@ pub enum QueryResult {
     Fenced(Vec<Fenced>),
     /// The statement failed.
     Err(DbError),
+    /// The runtime schedules, for `ReadSchedules`.
+    Schedules(Vec<ScheduleRow>),
 }
 
 /// How a task ended.

@@ -58,6 +58,8 @@ pub struct Db {
     pub(super) leases: BTreeMap<String, (Timestamp, Option<Timestamp>)>,
     /// `formica_<schema>.cancel_requests`: job id -> reason (see `cancel.rs`).
     pub(super) cancel_requests: BTreeMap<i64, String>,
+    /// `formica_<schema>.schedules`: identifier -> canonical line (see `schedules.rs`).
+    pub(super) schedules: BTreeMap<String, String>,
 }
 
 pub(super) fn constraint(name: &str) -> DbError {
@@ -81,6 +83,7 @@ impl Db {
             known_crontabs: BTreeMap::new(),
             leases: BTreeMap::new(),
             cancel_requests: BTreeMap::new(),
+            schedules: BTreeMap::new(),
         }
     }
 
@@ -480,6 +483,7 @@ mod tests {
             | QueryResult::Cancels(_)
             | QueryResult::Done
             | QueryResult::Fenced(_)
+            | QueryResult::Schedules(_)
             | QueryResult::Err(_)) => panic!("{other:?}"),
         }
     }

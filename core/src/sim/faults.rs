@@ -285,7 +285,8 @@ fn statement_text(statement: &Statement) -> String {
         | Statement::Heartbeat { .. }
         | Statement::RecoverLapsed { .. }
         | Statement::RegisterCrontabs { .. }
-        | Statement::ReadCancels { .. }) => variant(other),
+        | Statement::ReadCancels { .. }
+        | Statement::ReadSchedules) => variant(other),
     }
 }
 
@@ -304,6 +305,7 @@ fn result_text(result: &QueryResult) -> String {
             format!("fenced {fenced:?}")
         }
         QueryResult::Cancels(requests) => format!("cancel requests {requests:?}"),
+        QueryResult::Schedules(rows) => format!("{} runtime schedules", rows.len()),
         other @ (QueryResult::KnownCrontabs(_) | QueryResult::Done) => variant(other),
     }
 }

@@ -97,6 +97,7 @@ mod db;
 pub mod faults;
 mod process;
 mod run;
+mod schedules;
 mod statements;
 #[cfg(feature = "proptest")]
 pub mod strategies;

@@ -84,6 +84,7 @@ impl Db {
                 }
                 QueryResult::KnownCrontabs(before)
             }
+            Statement::ReadSchedules => QueryResult::Schedules(self.schedule_rows()),
             Statement::ScheduleCron(batch) => {
                 for job in &batch.jobs {
                     let known =

@@ -131,6 +131,26 @@ pub fn cron_item(id: impl Into<String>, tasks: Vec<String>) -> impl Strategy<Val
     )
 }
 
+/// Any zone of the IANA database, for items read in a time zone (`Cron::time_zone`).
+pub fn time_zone() -> impl Strategy<Value = crate::cron::Tz> {
+    prop::sample::select(chrono_tz::TZ_VARIANTS.to_vec())
+}
+
+/// An interval item (`@every`) of 1 s to 10 minutes running one of `tasks`, identified as
+/// `id`, with or without a `fill` of up to an hour.
+pub fn interval_item(id: impl Into<String>, tasks: Vec<String>) -> impl Strategy<Value = CronItem> {
+    let id = id.into();
+    (prop::sample::select(tasks), 1..=600u64, prop::option::of(0..=3600u64)).prop_map(
+        move |(task, secs, fill)| {
+            let mut cron = Cron::every_for_task(task, std::time::Duration::from_secs(secs)).id(id.clone());
+            if let Some(fill) = fill {
+                cron = cron.fill(std::time::Duration::from_secs(fill));
+            }
+            cron.build().expect("the strategy builds valid items only")
+        },
+    )
+}
+
 /// A crontab of `items` items (`item0`, `item1`, ...: identifiers are unique, as a
 /// crontab requires) running `tasks`.
 pub fn crontab(tasks: Vec<String>, items: Range<usize>) -> impl Strategy<Value = Vec<CronItem>> {

@@ -60,6 +60,11 @@ impl Worker {
                     cron.registered(&known);
                 }
             }
+            QueryResult::Schedules(rows) => {
+                if let Some(cron) = &mut self.cron {
+                    cron.schedules_read(&rows, self.now);
+                }
+            }
             QueryResult::Fenced(fenced) => {
                 // Those runs are another worker's (or over): theirs settles them.
                 for Fenced { job_id, holder } in fenced {

@@ -106,6 +106,9 @@ pub struct Config {
     /// Per task identifier, its retry curve and snooze window (see [`TaskPolicy`]); tasks
     /// not named get [`TaskPolicy::default`].
     pub task_policies: BTreeMap<String, TaskPolicy>,
+    /// Also schedule the runtime schedules (Formica's `schedules` table), read at start,
+    /// on each `formica:schedules` notification and at least this often (`None`: not).
+    pub runtime_schedules: Option<Duration>,
 }
 
 impl Default for Config {
@@ -132,6 +135,7 @@ impl Default for Config {
             seed: 0x5eed,
             crontab: Vec::new(),
             task_timeouts: BTreeMap::new(),
+            runtime_schedules: None,
             latest_migration: 0,
             task_policies: BTreeMap::new(),
         }

@@ -61,7 +61,7 @@ use self::writes::Writes;
 use crate::cron::runner::CronRunner;
 use crate::job::Job;
 use crate::notify;
-use crate::protocol::{CANCEL, JOBS_INSERT, WORKER_MIGRATE};
+use crate::protocol::{CANCEL, JOBS_INSERT, SCHEDULES, WORKER_MIGRATE};
 use crate::rng::SplitMix;
 use crate::text;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -107,8 +107,11 @@ impl Worker {
             fetcher: Fetcher::new(&config, now),
             slots: Slots::new(config.concurrency),
             link: Link::new(config.max_listener_backoff),
-            cron: (!config.run_once && !config.crontab.is_empty())
-                .then(|| CronRunner::new(config.crontab.clone(), now)),
+            cron: (!config.run_once && (!config.crontab.is_empty() || config.runtime_schedules.is_some()))
+                .then(|| {
+                    CronRunner::new(config.crontab.clone(), now)
+                        .with_runtime_schedules(config.runtime_schedules)
+                }),
             config,
             now,
             phase: Phase::Running,
@@ -360,6 +363,11 @@ impl Worker {
             }
             // A wake-up: the requests are rows, read whatever the payload.
             CANCEL => self.read_cancels(),
+            SCHEDULES => {
+                if let Some(cron) = &mut self.cron {
+                    cron.schedules_changed(self.now);
+                }
+            }
             WORKER_MIGRATE => match notify::parse_migration(&payload) {
                 Some(m) if m.breaking && m.number <= i64::from(self.config.latest_migration) => {
                     self.emit(Event::SchemaReinstalled { migration: m.number });

@@ -21,6 +21,7 @@ pub(crate) fn sending(statement: &Statement) -> Option<Event> {
         | Statement::RecoverLapsed { .. }
         | Statement::ReturnUnknown { .. }
         | Statement::ReadCancels { .. }
-        | Statement::SnoozeJobs { .. } => None,
+        | Statement::SnoozeJobs { .. }
+        | Statement::ReadSchedules => None,
     }
 }

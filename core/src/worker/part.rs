@@ -31,6 +31,7 @@ impl Part {
                 )
                 | (QueryResult::Fenced(_), Part::Write)
                 | (QueryResult::Cancels(_), Part::Cancels)
+                | (QueryResult::Schedules(_), Part::Cron)
         )
     }
 

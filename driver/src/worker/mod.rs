@@ -17,7 +17,9 @@ mod threads;
 mod turn;
 mod turning;
 
-pub use self::options::{CronSource, WorkerOptions, DEFAULT_MAX_POOL_SIZE, DEFAULT_QUEUE_DEPTH_INTERVAL};
+pub use self::options::{
+    CronSource, WorkerOptions, DEFAULT_MAX_POOL_SIZE, DEFAULT_QUEUE_DEPTH_INTERVAL, DEFAULT_SCHEDULES_POLL,
+};
 pub use self::run::{Worker, WorkerHandle};
 pub use crate::log::Hook;
 pub use crate::statements::FlagsFn;

@@ -21,6 +21,9 @@ use formica_core::policy::TaskPolicy;
 use formica_core::worker::{self as machine, Event};
 use futures::channel::mpsc;
 use futures::future::FutureExt;
+mod schedules;
+pub use schedules::DEFAULT_SCHEDULES_POLL;
+
 use std::future::Future;
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
@@ -53,6 +56,7 @@ pub struct WorkerOptions<R = ()> {
     prepared_statements: bool,
     hooks: Vec<Hook>,
     crontabs: Vec<CronSource>,
+    cron_zone: Option<cron::Tz>,
     queue_depth_interval: Duration,
     extensions: Extensions,
     pub(crate) history: crate::history::HistoryOptions,
@@ -159,6 +163,7 @@ impl<R> WorkerOptions<R> {
             prepared_statements: true,
             hooks: Vec::new(),
             crontabs: Vec::new(),
+            cron_zone: None,
             queue_depth_interval: DEFAULT_QUEUE_DEPTH_INTERVAL,
             extensions: Extensions::default(),
             history: Default::default(),
@@ -170,6 +175,12 @@ impl<R> WorkerOptions<R> {
     /// share the database; `run_once` does not schedule.
     pub fn with_cron(mut self, source: impl Into<CronSource>) -> Self {
         self.crontabs.push(source.into());
+        self
+    }
+    /// The zone whose wall clock cron items read their fields in when they name none
+    /// (`?tz=` or a `CRON_TZ=` line); default UTC. See [`cron::zone`] for the DST rule.
+    pub fn with_cron_time_zone(mut self, zone: cron::Tz) -> Self {
+        self.cron_zone = Some(zone);
         self
     }
     /// Connect with this connection string (`postgres://` URL or key=value settings).
@@ -438,7 +449,7 @@ impl<R> WorkerOptions<R> {
         };
         let mut crontab = Vec::new();
         for source in self.crontabs {
-            crontab.extend(source.items()?);
+            crontab.extend(source.items()?.into_iter().map(|item| item.in_zone_by_default(self.cron_zone)));
         }
         // Identifiers must be unique across every source.
         let crontab = Crontab::from_items(crontab).map_err(crontab_error("sources together"))?;

@@ -247,6 +247,7 @@ fn fetched(result: &QueryResult) -> Option<usize> {
         | QueryResult::Cancels(_)
         | QueryResult::Done
         | QueryResult::Fenced(_)
+        | QueryResult::Schedules(_)
         | QueryResult::Err(_) => None,
     }
 }
