@@ -84,6 +84,7 @@ pub(crate) fn written_ids(statement: &Statement) -> Vec<i64> {
         | Statement::Heartbeat { .. }
         | Statement::RecoverLapsed { .. }
         | Statement::ReadCancels { .. }
+        | Statement::ReadFlow
         | Statement::RegisterCrontabs { .. }
         | Statement::ScheduleCron(_)
         | Statement::ReturnUnknown { .. } => vec![],

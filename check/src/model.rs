@@ -333,6 +333,7 @@ impl Model {
                 accepted_flags,
                 limit,
                 now,
+                excluded_queues,
             } => {
                 let now = now.unwrap_or(db_now);
                 let mut candidates: Vec<&Row> = self
@@ -345,6 +346,7 @@ impl Model {
                             .as_ref()
                             .is_none_or(|q| self.queues.get(q).is_some_and(|l| l.0.is_none()))
                     })
+                    .filter(|r| r.queue_name.as_ref().is_none_or(|q| !excluded_queues.contains(q)))
                     .filter(|r| forbidden_flags.iter().all(|f| !r.flags.contains(f)))
                     .filter(|r| {
                         accepted_flags.is_empty() || accepted_flags.iter().any(|f| r.flags.contains(f))
@@ -458,6 +460,8 @@ impl Model {
                 let released = self.force_unlock(&lapsed);
                 (QueryResult::Done, released)
             }
+            // The model keeps no pauses.
+            Statement::ReadFlow => (QueryResult::Flow(vec![]), vec![]),
             Statement::ReadCancels { worker_id } => {
                 (QueryResult::Cancels(self.read_cancels(worker_id)), vec![])
             }

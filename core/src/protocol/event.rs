@@ -220,4 +220,10 @@ pub enum Event {
         /// The migration's number.
         migration: i64,
     },
+    /// The flow controls this worker obeys changed (read at start, then on each change):
+    /// what is paused now, as `all`, `task:<name>`, `queue:<name>` (empty: nothing).
+    FlowChanged {
+        /// The pauses in force.
+        paused: Vec<String>,
+    },
 }

@@ -25,6 +25,7 @@ mod event;
 pub use event::Event;
 
 use crate::cron::batch::{CronBatch, KnownCrontab};
+use crate::flow::Pause;
 use crate::job::Job;
 use crate::time::Timestamp;
 
@@ -36,8 +37,11 @@ pub const WORKER_MIGRATE: &str = "worker:migrate";
 /// locked (running or about to): a wake-up only, its payload empty (the requests are rows,
 /// read with [`Statement::ReadCancels`]). Formica's own; graphile-worker does not listen to it.
 pub const CANCEL: &str = "formica:cancel";
+/// The channel `WorkerUtils::pause`/`resume` notify after changing the flow controls: a
+/// wake-up only, its payload empty (the controls are rows, read with [`Statement::ReadFlow`]).
+pub const FLOW: &str = "formica:flow";
 /// Every channel a worker's listener listens on.
-pub const CHANNELS: [&str; 3] = [JOBS_INSERT, WORKER_MIGRATE, CANCEL];
+pub const CHANNELS: [&str; 4] = [JOBS_INSERT, WORKER_MIGRATE, CANCEL, FLOW];
 
 /// Identifies a query so its result can be matched to it.
 pub type QueryId = u64;
@@ -79,6 +83,9 @@ pub enum Statement {
         limit: usize,
         /// The time jobs must be due by (`None`: the database clock).
         now: Option<Timestamp>,
+        /// Named queues whose jobs are not taken (paused: [`crate::flow`]). Empty: the
+        /// plain statement, exactly as without flow control.
+        excluded_queues: Vec<String>,
     },
     /// Delete these jobs (still held by `worker_id`) and release their queues. Answer: `Done`,
     /// or `Fenced` naming the jobs it did not delete.
@@ -153,6 +160,8 @@ pub enum Statement {
     /// Add the jobs of one cron minute, each only if this statement advances its item's `last_execution`
     /// to that minute (so each minute is scheduled once across workers). Answer: `Done`.
     ScheduleCron(CronBatch),
+    /// The flow controls in force ([`crate::flow`]). Answer: `Flow`.
+    ReadFlow,
 }
 
 /// A locked job whose row could not be read (a payload nested too deep, a number out of range...).
@@ -211,6 +220,8 @@ pub enum QueryResult {
     Fenced(Vec<Fenced>),
     /// The statement failed.
     Err(DbError),
+    /// The pauses in force, for `ReadFlow`.
+    Flow(Vec<Pause>),
 }
 
 /// How a task ended.
@@ -348,11 +359,13 @@ pub enum TimerKind {
     Cron,
     /// Stop waiting for outcomes the database does not take: the shutdown has waited long enough.
     GiveUpWrites,
+    /// Read the flow controls again: the fallback when their notification is lost.
+    Flow,
 }
 
 impl TimerKind {
     /// Every kind, in the order ties between deadlines are broken.
-    pub const ALL: [TimerKind; 12] = [
+    pub const ALL: [TimerKind; 13] = [
         TimerKind::Poll,
         TimerKind::Flush,
         TimerKind::Listener,
@@ -365,6 +378,7 @@ impl TimerKind {
         TimerKind::Retry,
         TimerKind::Cron,
         TimerKind::GiveUpWrites,
+        TimerKind::Flow,
     ];
 }
 

@@ -12,6 +12,7 @@
 //! `cancel_requests` tables) are kept beside the job tables.
 
 use crate::cron::runner::KnownCrontab;
+use crate::flow::Pause;
 use crate::job::{Job, JobKeyMode, RawJob, RescheduleJobOptions, DEFAULT_MAX_ATTEMPTS};
 use crate::job_key::{self, Decision, ExistingJob, NewJob};
 use crate::protocol::{DbError, JOBS_INSERT};
@@ -58,6 +59,8 @@ pub struct Db {
     pub(super) leases: BTreeMap<String, (Timestamp, Option<Timestamp>)>,
     /// `formica_<schema>.cancel_requests`: job id -> reason (see `cancel.rs`).
     pub(super) cancel_requests: BTreeMap<i64, String>,
+    /// `formica_<schema>.pauses` (see `flow.rs`).
+    pub(super) pauses: BTreeSet<Pause>,
 }
 
 pub(super) fn constraint(name: &str) -> DbError {
@@ -81,6 +84,7 @@ impl Db {
             known_crontabs: BTreeMap::new(),
             leases: BTreeMap::new(),
             cancel_requests: BTreeMap::new(),
+            pauses: BTreeSet::new(),
         }
     }
 
@@ -474,10 +478,12 @@ mod tests {
             accepted_flags: vec![],
             limit,
             now: None,
+            excluded_queues: vec![],
         }) {
             QueryResult::Jobs { jobs, .. } => jobs,
             other @ (QueryResult::KnownCrontabs(_)
             | QueryResult::Cancels(_)
+            | QueryResult::Flow(_)
             | QueryResult::Done
             | QueryResult::Fenced(_)
             | QueryResult::Err(_)) => panic!("{other:?}"),

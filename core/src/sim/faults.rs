@@ -280,7 +280,8 @@ fn statement_text(statement: &Statement) -> String {
         | Statement::Heartbeat { .. }
         | Statement::RecoverLapsed { .. }
         | Statement::RegisterCrontabs { .. }
-        | Statement::ReadCancels { .. }) => variant(other),
+        | Statement::ReadCancels { .. }
+        | Statement::ReadFlow) => variant(other),
     }
 }
 
@@ -299,6 +300,7 @@ fn result_text(result: &QueryResult) -> String {
             format!("fenced {fenced:?}")
         }
         QueryResult::Cancels(requests) => format!("cancel requests {requests:?}"),
+        QueryResult::Flow(pauses) => format!("pauses {pauses:?}"),
         other @ (QueryResult::KnownCrontabs(_) | QueryResult::Done) => variant(other),
     }
 }

@@ -94,6 +94,7 @@
 
 mod cancel;
 mod db;
+mod flow;
 pub mod faults;
 mod process;
 mod run;

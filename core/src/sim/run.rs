@@ -146,7 +146,8 @@ impl World {
                     | QueryResult::Fenced(_)
                     | QueryResult::Jobs { .. }
                     | QueryResult::KnownCrontabs(_)
-                    | QueryResult::Cancels(_) => Ok(()),
+                    | QueryResult::Cancels(_)
+                    | QueryResult::Flow(_) => Ok(()),
                 };
                 self.record(Some(worker), Traced::Heartbeat { statement, result: answer });
                 let now = self.worker_now(worker);

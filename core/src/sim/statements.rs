@@ -112,9 +112,11 @@ impl Db {
                 accepted_flags,
                 limit,
                 now,
+                excluded_queues,
             } => {
                 let flags = Flags { forbidden: forbidden_flags, accepted: accepted_flags };
-                QueryResult::jobs(self.get_jobs(worker_id, task_identifiers, flags, *limit, *now))
+                let fetch = Fetch { task_identifiers, excluded_queues, flags };
+                QueryResult::jobs(self.get_jobs(worker_id, fetch, *limit, *now))
             }
             Statement::CompleteJobs { worker_id, ids } => {
                 let fenced = self.fenced(ids.iter().copied(), worker_id);
@@ -187,6 +189,7 @@ impl Db {
                 QueryResult::Done
             }
             Statement::ReadCancels { worker_id } => QueryResult::Cancels(self.read_cancels(worker_id)),
+            Statement::ReadFlow => QueryResult::Flow(self.pauses()),
             Statement::ResetLocked { locked_before } => {
                 let now = self.now;
                 let cutoff = locked_before.unwrap_or(now - STALE_LOCK_AGE);
@@ -229,15 +232,17 @@ impl Db {
     pub(super) fn get_jobs(
         &mut self,
         worker_id: &str,
-        task_identifiers: &[String],
-        flags: Flags<'_>,
+        Fetch { task_identifiers, excluded_queues, flags }: Fetch<'_>,
         limit: usize,
         now: Option<Timestamp>,
     ) -> Vec<Job> {
         let now = now.unwrap_or(self.now);
         let limit = limit.min(i32::MAX as usize);
-        let queue_free =
-            |q: Option<i32>| q.is_none_or(|q| self.queues.get(&q).is_some_and(|q| q.locked_at.is_none()));
+        let queue_free = |q: Option<i32>| {
+            q.is_none_or(|q| {
+                self.queues.get(&q).is_some_and(|q| q.locked_at.is_none() && !excluded_queues.contains(&q.name))
+            })
+        };
         let mut candidates: Vec<&Job> = self
             .jobs
             .values()
@@ -272,6 +277,13 @@ impl Db {
         out.sort_by_key(|j| (j.priority, j.run_at, j.id));
         out
     }
+}
+
+/// Which jobs a fetch looks at: of these tasks, not in these named queues, with these flags.
+pub(super) struct Fetch<'a> {
+    task_identifiers: &'a [String],
+    excluded_queues: &'a [String],
+    flags: Flags<'a>,
 }
 
 /// The flags a fetch refuses and, if any, the ones it requires one of.

@@ -48,6 +48,7 @@ impl Worker {
                 }
             }
             QueryResult::Cancels(requests) => self.cancels_read(requests),
+            QueryResult::Flow(pauses) => self.flow_read(&pauses),
             QueryResult::KnownCrontabs(known) => {
                 if let Some(cron) = &mut self.cron {
                     cron.registered(&known);
@@ -82,7 +83,7 @@ impl Worker {
                     self.fetcher.wake();
                 }
                 Part::Reclaim => self.fetcher.reclaim_ended(false),
-                Part::Fetch | Part::Cancels => {}
+                Part::Fetch | Part::Cancels | Part::Flow => {}
             },
         }
         Ok(())
@@ -92,7 +93,8 @@ impl Worker {
     /// `poll_interval`, a sweep at the next sweep, cron by its runner.
     fn query_failed(&mut self, id: QueryId, part: Part, error: DbError) {
         let statement = self.writes.name(id).unwrap_or(part.statement());
-        let fetching = matches!(part, Part::Fetch | Part::Reclaim);
+        // Nothing is fetched before the flow controls are read.
+        let fetching = matches!(part, Part::Fetch | Part::Reclaim | Part::Flow);
         let gave_up = self.gave_up_once(fetching, statement, &error);
         match part {
             // Whatever the error, the fetch may have locked jobs: the connection may have
@@ -103,6 +105,8 @@ impl Worker {
                 self.fetcher.reclaim_ended(!gave_up);
                 self.writes.refused_beside();
             }
+            // The poll reads again (a fetch waits for a first read).
+            Part::Flow => self.flow.ended(self.now),
             Part::Write | Part::Sweep | Part::Cron | Part::Recovery | Part::Cancels => {}
         }
         if gave_up {
@@ -122,6 +126,7 @@ impl Worker {
             Part::Cancels => {
                 self.cancels.read_ended();
             }
+            Part::Flow => {}
             Part::Cron => {
                 if let Some(cron) = &mut self.cron {
                     cron.failed(self.now, self.config.poll_interval);

@@ -102,6 +102,12 @@ pub struct Config {
     /// migrated anew): the worker goes on. One for a newer migration means a schema this
     /// worker may corrupt: it stops. Default 0: every breaking notice stops it.
     pub latest_migration: i32,
+    /// Obey the flow controls ([`crate::flow`]) kept in Formica's records schema: read them
+    /// before the first fetch, on each [`FLOW`](crate::protocol::FLOW) notification, when the
+    /// listener comes back, and every poll interval. The driver turns it on. Off (the
+    /// default here, for a machine driven without the records schema), nothing is read and
+    /// every fetch is the plain one.
+    pub flow_control: bool,
 }
 
 impl Default for Config {
@@ -129,6 +135,7 @@ impl Default for Config {
             crontab: Vec::new(),
             task_timeouts: BTreeMap::new(),
             latest_migration: 0,
+            flow_control: false,
         }
     }
 }

@@ -357,6 +357,23 @@ impl Fetcher {
         expired
     }
 
+    /// The ids of the waiting jobs that `holds_back` says must not start now, to give back
+    /// (they leave the queue; the others keep their order).
+    pub fn withdraw(&mut self, holds_back: impl Fn(&Job) -> bool) -> Vec<i64> {
+        let mut ids = Vec::new();
+        let mut keep = |job: &Job| {
+            let back = holds_back(job);
+            back.then(|| ids.push(job.id));
+            !back
+        };
+        self.queue.retain(&mut keep);
+        self.early.retain(&mut keep);
+        if self.queue.is_empty() {
+            self.ttl_at = None;
+        }
+        ids
+    }
+
     /// The ids of the jobs waiting here, to give back (they leave the queue).
     pub fn give_back(&mut self) -> Vec<i64> {
         self.ttl_at = None;

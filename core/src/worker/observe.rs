@@ -20,6 +20,7 @@ pub(crate) fn sending(statement: &Statement) -> Option<Event> {
         | Statement::Heartbeat { .. }
         | Statement::RecoverLapsed { .. }
         | Statement::ReturnUnknown { .. }
-        | Statement::ReadCancels { .. } => None,
+        | Statement::ReadCancels { .. }
+        | Statement::ReadFlow => None,
     }
 }
