@@ -52,6 +52,21 @@ pub struct Pause {
 }
 
 impl Pause {
+    /// A pause of the jobs of task `identifier`.
+    pub fn task(identifier: impl Into<String>) -> Self {
+        Pause { scope: Scope::Task, name: identifier.into() }
+    }
+
+    /// A pause of the jobs of the named queue `name`.
+    pub fn queue(name: impl Into<String>) -> Self {
+        Pause { scope: Scope::Queue, name: name.into() }
+    }
+
+    /// A pause of every job.
+    pub fn all() -> Self {
+        Pause { scope: Scope::All, name: String::new() }
+    }
+
     /// How logs and metrics name it: `task:send_email`, `queue:mail`, `all`.
     pub fn label(&self) -> String {
         match self.scope {

@@ -62,6 +62,7 @@ mod clock;
 pub mod db;
 mod error;
 mod extensions;
+pub mod flow;
 pub mod identity;
 pub mod inspect;
 mod jobs;

@@ -27,6 +27,7 @@ enum Answer {
     Jobs,
     KnownCrontabs,
     Cancels,
+    Flow,
     Done,
     /// `(job id, holder)` rows of the jobs a write left out.
     Fenced,
@@ -75,6 +76,7 @@ impl Bound {
                     .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
                     .collect::<Result<_, tokio_postgres::Error>>()?,
             ),
+            Answer::Flow => QueryResult::Flow(crate::flow::read_pauses(rows)?),
             Answer::Done => QueryResult::Done,
             Answer::Fenced if rows.is_empty() => QueryResult::Done,
             Answer::Fenced => {
@@ -93,18 +95,32 @@ impl Bound {
 /// The SQL and parameters of `statement` (the parameter order is each file's header).
 pub fn bind(statement: Statement) -> Bound {
     let (template, params, answer) = match statement {
-        Statement::GetJobs { worker_id, task_identifiers, forbidden_flags, accepted_flags, limit, now } => (
-            crate::traces::get_jobs(),
-            vec![
+        Statement::GetJobs {
+            worker_id,
+            task_identifiers,
+            forbidden_flags,
+            accepted_flags,
+            limit,
+            now,
+            excluded_queues,
+        } => {
+            let mut params = vec![
                 param(worker_id, Type::TEXT),
                 param(task_identifiers, Type::TEXT_ARRAY),
                 param(forbidden_flags, Type::TEXT_ARRAY),
                 param(now, Type::TIMESTAMPTZ),
                 param(i32::try_from(limit).unwrap_or(i32::MAX), Type::INT4),
                 param(accepted_flags, Type::TEXT_ARRAY),
-            ],
-            Answer::Jobs,
-        ),
+            ];
+            // Nothing paused: the plain fetch, without the parameter.
+            let template = if excluded_queues.is_empty() {
+                crate::traces::get_jobs()
+            } else {
+                params.push(param(excluded_queues, Type::TEXT_ARRAY));
+                crate::flow::get_jobs_excluding_queues()
+            };
+            (template, params, Answer::Jobs)
+        }
         Statement::CompleteJobs { worker_id, ids } => (
             sql::worker::COMPLETE_JOBS,
             vec![param(worker_id, Type::TEXT), param(ids, Type::INT8_ARRAY)],
@@ -155,6 +171,7 @@ pub fn bind(statement: Statement) -> Bound {
         Statement::RecoverLapsed { grace } => {
             (sql::worker::RECOVER_LAPSED, vec![param(grace.num_milliseconds(), Type::INT8)], Answer::Done)
         }
+        Statement::ReadFlow => (sql::flow::READ_FLOW, vec![], Answer::Flow),
         Statement::ReadCancels { worker_id } => {
             (sql::worker::READ_CANCELS, vec![param(worker_id, Type::TEXT)], Answer::Cancels)
         }

@@ -55,6 +55,7 @@ pub const RECORDS_STEPS: &[Step] = &[
     Step { id: 3, sql: &[LEASE_IDENTITY] },
     Step { id: 4, sql: &[LEASE_CRONTAB] },
     Step { id: 5, sql: &[traces::JOB_TRACES] },
+    Step { id: 6, sql: &[flow::PAUSES] },
 ];
 
 /// The records' table of cancel requests for held jobs (records migration 2).
@@ -145,6 +146,31 @@ pub mod traces {
             "/*:TRACE_JOIN*/",
             "left join :RECORDS.job_traces as traces on traces.job_id = locked.id",
         )
+    }
+}
+
+/// Flow control (pause and resume): the records' table and the statements behind
+/// `WorkerUtils::pause`, `resume` and `paused`, and the worker's fetch that leaves paused
+/// named queues out.
+pub mod flow {
+    /// The records' table of pauses (records migration 6).
+    pub const PAUSES: &str = include_str!("../records/000006.sql");
+    /// See the file for parameters.
+    pub const PAUSE: &str = include_str!("../queries/flow_pause.sql");
+    /// See the file for parameters.
+    pub const RESUME: &str = include_str!("../queries/flow_resume.sql");
+    /// The pauses with their reason, author and time.
+    pub const PAUSED: &str = include_str!("../queries/flow_paused.sql");
+    /// The worker's read of the pauses: rows (scope, name).
+    pub const READ_FLOW: &str = include_str!("../queries/worker/read_flow.sql");
+    /// Where `worker::GET_JOBS` marks the filter of the named queues it may lock.
+    const QUEUE_FILTER: &str = "/*:QUEUE_FILTER*/";
+
+    /// The fetch `get_jobs` (`worker::GET_JOBS`, traced or not) leaving out the jobs of
+    /// the named queues in its parameter `$7` (`text[]`); the plain one has no such
+    /// parameter and costs nothing more.
+    pub fn excluding_queues(get_jobs: &str) -> String {
+        get_jobs.replace(QUEUE_FILTER, "and job_queues.queue_name <> all($7::text[])")
     }
 }
 
@@ -322,6 +348,13 @@ mod tests {
         let fetch = traces::fetch(worker::GET_JOBS);
         assert!(fetch.contains("traces.traceparent, traces.tracestate"), "{fetch}");
         assert!(fetch.contains("left join :RECORDS.job_traces as traces"), "{fetch}");
+    }
+
+    #[test]
+    fn the_fetch_excluding_queues_filters_the_queues_it_locks() {
+        let fetch = flow::excluding_queues(worker::GET_JOBS);
+        assert!(fetch.contains("job_queues.is_available = true and job_queues.queue_name <> all($7::text[])"));
+        assert_eq!(fetch.matches("$7").count(), 1, "{fetch}");
     }
 
     #[test]

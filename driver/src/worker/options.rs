@@ -446,6 +446,8 @@ impl<R> WorkerOptions<R> {
         config.task_identifiers = self.handlers.0.keys().cloned().collect();
         self.run_layers.wrap(&mut self.handlers);
         config.latest_migration = formica_sql::LATEST;
+        // The records schema is migrated with the schema: obey its pauses.
+        config.flow_control = true;
         let (inputs, receiver) = mpsc::unbounded();
         let metrics = Metrics::new(utils.pool(), &config.worker_id);
         Ok(Worker {
