@@ -68,6 +68,13 @@ pub enum Admin {
     },
     /// Serve the web dashboard until interrupted.
     Ui(UiArgs),
+    /// Pause a task (--task), a named queue (--queue) or everything (--all): Formica workers
+    /// start none of its jobs until resumed; running ones finish.
+    Pause(crate::flow::PauseArgs),
+    /// Lift a pause (--task, --queue or --all).
+    Resume(crate::flow::ResumeArgs),
+    /// The pauses in force, with why, by whom and since when.
+    Paused,
 }
 
 /// `formica ui`.
@@ -231,6 +238,9 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
             }
         },
         Admin::Ui(a) => serve_ui(a, utils).await?,
+        Admin::Pause(a) => crate::flow::pause(a, utils, out).await?,
+        Admin::Resume(a) => crate::flow::resume(a, utils, out).await?,
+        Admin::Paused => crate::flow::paused(utils, out).await?,
         Admin::Status => {
             let overview = inspect::overview(utils).await?;
             let workers = inspect::workers(utils).await?;

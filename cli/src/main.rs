@@ -6,6 +6,7 @@
 mod admin;
 mod crontab;
 mod embedded;
+mod flow;
 mod metrics;
 mod output;
 mod traces;

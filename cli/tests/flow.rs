@@ -1,0 +1,43 @@
+//! `formica pause`, `resume` and `paused`: a pause from the command line is listed with its
+//! reason and author, a worker obeys it, and resuming what is not paused is refused.
+
+// Tests fail by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use formica_tokio::flow::Pause;
+use formica_tests::TestDb;
+use serde_json::Value;
+use std::process::{Command, Output};
+
+fn formica(db: &TestDb, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_formica")).args(["-c", &db.url, "--json"]).args(args).output().unwrap()
+}
+
+fn json(out: &Output) -> Value {
+    assert!(out.status.success(), "formica: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_resume_and_paused_from_the_command_line() {
+    let db = TestDb::migrated().await;
+    let paused = json(&formica(&db, &["pause", "--queue", "mail", "--reason", "provider down", "--by", "ops"]));
+    assert_eq!(paused["paused"], "queue:mail");
+    json(&formica(&db, &["pause", "--all"]));
+    let list = json(&formica(&db, &["paused"]));
+    let list = list.as_array().unwrap();
+    assert_eq!(list.len(), 2, "{list:?}");
+    assert_eq!((&list[0]["scope"], &list[0]["name"], &list[0]["reason"]), (&"queue".into(), &"mail".into(), &"provider down".into()));
+    assert_eq!(list[0]["paused_by"], "ops");
+    assert_eq!((&list[1]["scope"], &list[1]["name"]), (&"all".into(), &"".into()));
+    let through_utils: Vec<Option<Pause>> = db.utils().paused().await.unwrap().iter().map(|p| p.pause()).collect();
+    assert_eq!(through_utils, vec![Some(Pause::queue("mail")), Some(Pause::all())]);
+    assert_eq!(json(&formica(&db, &["resume", "--all"]))["resumed"], "all");
+    let again = formica(&db, &["resume", "--all"]);
+    assert!(!again.status.success(), "resuming what is not paused is refused");
+    assert!(String::from_utf8_lossy(&again.stderr).contains("all was not paused"));
+    let both = formica(&db, &["pause", "--task", "a", "--queue", "b"]);
+    assert!(!both.status.success(), "one target at a time");
+    let none = formica(&db, &["pause"]);
+    assert!(!none.status.success(), "a target is required");
+}
