@@ -32,6 +32,11 @@ pub struct ObservabilityDoctests;
 #[doc = include_str!("../../docs/guide/middleware.md")]
 pub struct MiddlewareDoctests;
 
+/// `docs/guide/flow-control.md`'s blocks (see `ReadmeDoctests`).
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/guide/flow-control.md")]
+pub struct FlowControlDoctests;
+
 pub mod certs;
 pub mod cluster;
 pub mod dashboard;
