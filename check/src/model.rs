@@ -334,6 +334,8 @@ impl Model {
                 limit,
                 now,
                 excluded_queues,
+                // Caps come from `ReadFlow`, which answers none here.
+                caps: _,
             } => {
                 let now = now.unwrap_or(db_now);
                 let mut candidates: Vec<&Row> = self
@@ -461,7 +463,7 @@ impl Model {
                 (QueryResult::Done, released)
             }
             // The model keeps no pauses.
-            Statement::ReadFlow => (QueryResult::Flow(vec![]), vec![]),
+            Statement::ReadFlow => (QueryResult::Flow(Default::default()), vec![]),
             Statement::ReadCancels { worker_id } => {
                 (QueryResult::Cancels(self.read_cancels(worker_id)), vec![])
             }

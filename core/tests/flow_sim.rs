@@ -17,7 +17,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
 
 use chrono::Duration;
-use formica_core::flow::{FlowState, Pause, Scope};
+use formica_core::flow::{Controls, FlowState, Pause, Scope};
 use formica_core::job::{Job, JobSpec, RawJob};
 use formica_core::sim::{TaskPlan, Traced, World, WorldConfig};
 use formica_core::worker::{Config, Effect, Event, TaskOutcome};
@@ -116,7 +116,9 @@ impl Pauses {
 
     /// A pause that held `job` back since `settled` before `at` at least.
     fn holding_back(&self, job: &Job, at: Duration, settled: Duration) -> Option<Scope> {
-        let state = |scope: Scope| FlowState::new(&[Pause { scope, name: target(scope).into() }]);
+        let state = |scope: Scope| {
+            FlowState::new(&Controls { pauses: vec![Pause { scope, name: target(scope).into() }], caps: vec![] })
+        };
         self.spans
             .iter()
             .find(|(scope, from, to)| {
@@ -146,7 +148,7 @@ impl Checker {
             let w = entry.worker.unwrap_or_default();
             match &entry.what {
                 Traced::Started { .. } => _ = self.read.remove(&w),
-                Traced::Effect(Effect::Emit(Event::FlowChanged { paused })) => {
+                Traced::Effect(Effect::Emit(Event::FlowChanged { paused, .. })) => {
                     let pauses: Vec<Pause> = paused
                         .iter()
                         .map(|label| match label.split_once(':') {
@@ -155,7 +157,7 @@ impl Checker {
                             None => Pause { scope: Scope::All, name: String::new() },
                         })
                         .collect();
-                    self.read.insert(w, FlowState::new(&pauses));
+                    self.read.insert(w, FlowState::new(&Controls { pauses, caps: vec![] }));
                 }
                 Traced::Effect(Effect::StartTask { job }) => {
                     if let Some(scope) = pauses.holding_back(job, entry.elapsed, settled) {

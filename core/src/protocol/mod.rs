@@ -25,7 +25,7 @@ mod event;
 pub use event::Event;
 
 use crate::cron::batch::{CronBatch, KnownCrontab};
-use crate::flow::Pause;
+use crate::flow::{Cap, Controls};
 use crate::job::Job;
 use crate::time::Timestamp;
 
@@ -86,6 +86,10 @@ pub enum Statement {
         /// Named queues whose jobs are not taken (paused: [`crate::flow`]). Empty: the
         /// plain statement, exactly as without flow control.
         excluded_queues: Vec<String>,
+        /// The caps of the tasks fetched ([`crate::flow::Cap`]): their jobs are locked only
+        /// within the room each cap leaves, counting every job of the task locked by anyone.
+        /// Empty: no capped fetch (the plain statement).
+        caps: Vec<Cap>,
     },
     /// Delete these jobs (still held by `worker_id`) and release their queues. Answer: `Done`,
     /// or `Fenced` naming the jobs it did not delete.
@@ -220,8 +224,8 @@ pub enum QueryResult {
     Fenced(Vec<Fenced>),
     /// The statement failed.
     Err(DbError),
-    /// The pauses in force, for `ReadFlow`.
-    Flow(Vec<Pause>),
+    /// The flow controls in force, for `ReadFlow`.
+    Flow(Controls),
 }
 
 /// How a task ended.

@@ -12,7 +12,7 @@
 //! `cancel_requests` tables) are kept beside the job tables.
 
 use crate::cron::runner::KnownCrontab;
-use crate::flow::Pause;
+use crate::flow::{Cap, Pause};
 use crate::job::{Job, JobKeyMode, RawJob, RescheduleJobOptions, DEFAULT_MAX_ATTEMPTS};
 use crate::job_key::{self, Decision, ExistingJob, NewJob};
 use crate::protocol::{DbError, JOBS_INSERT};
@@ -61,6 +61,8 @@ pub struct Db {
     pub(super) cancel_requests: BTreeMap<i64, String>,
     /// `formica_<schema>.pauses` (see `flow.rs`).
     pub(super) pauses: BTreeSet<Pause>,
+    /// `formica_<schema>.caps`, by task.
+    pub(super) caps: BTreeMap<String, Cap>,
 }
 
 pub(super) fn constraint(name: &str) -> DbError {
@@ -85,6 +87,7 @@ impl Db {
             leases: BTreeMap::new(),
             cancel_requests: BTreeMap::new(),
             pauses: BTreeSet::new(),
+            caps: BTreeMap::new(),
         }
     }
 
@@ -479,6 +482,7 @@ mod tests {
             limit,
             now: None,
             excluded_queues: vec![],
+            caps: vec![],
         }) {
             QueryResult::Jobs { jobs, .. } => jobs,
             other @ (QueryResult::KnownCrontabs(_)

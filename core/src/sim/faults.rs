@@ -300,7 +300,7 @@ fn result_text(result: &QueryResult) -> String {
             format!("fenced {fenced:?}")
         }
         QueryResult::Cancels(requests) => format!("cancel requests {requests:?}"),
-        QueryResult::Flow(pauses) => format!("pauses {pauses:?}"),
+        QueryResult::Flow(controls) => format!("flow controls {controls:?}"),
         other @ (QueryResult::KnownCrontabs(_) | QueryResult::Done) => variant(other),
     }
 }

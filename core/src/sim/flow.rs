@@ -3,7 +3,7 @@
 //! who/when are left out, no worker statement reads them.
 
 use super::db::{Db, Notification};
-use crate::flow::{Pause, Scope};
+use crate::flow::{Cap, Controls, Pause, Scope};
 use crate::protocol::FLOW;
 
 impl Db {
@@ -27,7 +27,44 @@ impl Db {
         self.pauses.iter().cloned().collect()
     }
 
-    fn notify_flow(&mut self) {
+    /// Cap `cap.task` (replacing its cap, if any) and wake the workers.
+    pub fn set_cap(&mut self, cap: Cap) {
+        self.caps.insert(cap.task.clone(), cap);
+        self.notify_flow();
+    }
+
+    /// Lift the cap of `task`; wakes the workers if there was one. Whether there was.
+    pub fn remove_cap(&mut self, task: &str) -> bool {
+        let lifted = self.caps.remove(task).is_some();
+        if lifted {
+            self.notify_flow();
+        }
+        lifted
+    }
+
+    /// What `ReadFlow` answers.
+    pub(super) fn controls(&self) -> Controls {
+        Controls { pauses: self.pauses(), caps: self.caps.values().cloned().collect() }
+    }
+
+    /// Jobs of `cap`'s task locked now, by anyone, in `partition`.
+    pub fn locked_in(&self, cap: &Cap, partition: &str) -> usize {
+        self.jobs
+            .values()
+            .filter(|j| j.task_identifier == cap.task && j.locked_at.is_some())
+            .filter(|j| cap_partition(cap, j) == partition)
+            .count()
+    }
+}
+
+/// The partition of `job` under `cap` (the empty text for an unpartitioned cap).
+pub(super) fn cap_partition(cap: &Cap, job: &crate::job::Job) -> String {
+    cap.partition.as_ref().map(|p| p.of(&job.payload, job.key.as_deref())).unwrap_or_default()
+}
+
+impl Db {
+
+    pub(super) fn notify_flow(&mut self) {
         self.notifications.push(Notification { channel: FLOW.into(), payload: String::new() });
     }
 }

@@ -7,11 +7,12 @@ use crate::backoff;
 use crate::cron::runner::KnownCrontab;
 use crate::job::Job;
 use crate::job::RawJob;
+use crate::flow::Cap;
 use crate::protocol::{Failure, Fenced, QueryResult, Statement};
 use crate::time::Timestamp;
 use crate::worker::STALE_LOCK_AGE;
 use chrono::Duration;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The answer of a write that left out `fenced`.
 fn written(fenced: Vec<Fenced>) -> QueryResult {
@@ -113,9 +114,10 @@ impl Db {
                 limit,
                 now,
                 excluded_queues,
+                caps,
             } => {
                 let flags = Flags { forbidden: forbidden_flags, accepted: accepted_flags };
-                let fetch = Fetch { task_identifiers, excluded_queues, flags };
+                let fetch = Fetch { task_identifiers, excluded_queues, flags, caps };
                 QueryResult::jobs(self.get_jobs(worker_id, fetch, *limit, *now))
             }
             Statement::CompleteJobs { worker_id, ids } => {
@@ -189,7 +191,7 @@ impl Db {
                 QueryResult::Done
             }
             Statement::ReadCancels { worker_id } => QueryResult::Cancels(self.read_cancels(worker_id)),
-            Statement::ReadFlow => QueryResult::Flow(self.pauses()),
+            Statement::ReadFlow => QueryResult::Flow(self.controls()),
             Statement::ResetLocked { locked_before } => {
                 let now = self.now;
                 let cutoff = locked_before.unwrap_or(now - STALE_LOCK_AGE);
@@ -232,7 +234,7 @@ impl Db {
     pub(super) fn get_jobs(
         &mut self,
         worker_id: &str,
-        Fetch { task_identifiers, excluded_queues, flags }: Fetch<'_>,
+        Fetch { task_identifiers, excluded_queues, flags, caps }: Fetch<'_>,
         limit: usize,
         now: Option<Timestamp>,
     ) -> Vec<Job> {
@@ -243,6 +245,7 @@ impl Db {
                 self.queues.get(&q).is_some_and(|q| q.locked_at.is_none() && !excluded_queues.contains(&q.name))
             })
         };
+        let cap_of = |j: &Job| caps.iter().find(|c| c.task == j.task_identifier);
         let mut candidates: Vec<&Job> = self
             .jobs
             .values()
@@ -253,11 +256,27 @@ impl Db {
             .filter(|j| flags.admit(&j.flags))
             .collect();
         candidates.sort_by_key(|j| (j.priority, j.run_at, j.id));
+        // As the capped statement (sql/records/000006.sql): the first `limit` jobs of the
+        // uncapped tasks, and every due job of the capped ones.
+        let (capped, mut candidates): (Vec<&Job>, Vec<&Job>) =
+            candidates.into_iter().partition(|j| cap_of(j).is_some());
         candidates.truncate(limit);
+        candidates.extend(capped);
+        candidates.sort_by_key(|j| (j.priority, j.run_at, j.id));
         let mut queues_taken = BTreeSet::new();
+        let mut taken_in: BTreeMap<(String, String), usize> = BTreeMap::new();
         let chosen: Vec<i64> = candidates
             .into_iter()
             .filter(|j| j.job_queue_id.is_none_or(|q| queues_taken.insert(q)))
+            .filter(|j| {
+                let Some(cap) = cap_of(j) else { return true };
+                let partition = super::flow::cap_partition(cap, j);
+                let room = (cap.max_running as usize).saturating_sub(self.locked_in(cap, &partition));
+                let taken = taken_in.entry((cap.task.clone(), partition)).or_default();
+                *taken += 1;
+                *taken <= room
+            })
+            .take(limit)
             .map(|j| j.id)
             .collect();
         let lock_time = now;
@@ -279,11 +298,13 @@ impl Db {
     }
 }
 
-/// Which jobs a fetch looks at: of these tasks, not in these named queues, with these flags.
+/// Which jobs a fetch looks at: of these tasks, not in these named queues, with these
+/// flags, within these caps.
 pub(super) struct Fetch<'a> {
     task_identifiers: &'a [String],
     excluded_queues: &'a [String],
     flags: Flags<'a>,
+    caps: &'a [Cap],
 }
 
 /// The flags a fetch refuses and, if any, the ones it requires one of.

@@ -48,7 +48,7 @@ impl Worker {
                 }
             }
             QueryResult::Cancels(requests) => self.cancels_read(requests),
-            QueryResult::Flow(pauses) => self.flow_read(&pauses),
+            QueryResult::Flow(controls) => self.flow_read(&controls),
             QueryResult::KnownCrontabs(known) => {
                 if let Some(cron) = &mut self.cron {
                     cron.registered(&known);

@@ -2,7 +2,7 @@
 //! (see [`crate::flow`]). Off unless [`Config::flow_control`](super::Config::flow_control):
 //! the machine then never reads and fetches as it always did.
 
-use crate::flow::{FlowState, Pause, NOTHING_PAUSED};
+use crate::flow::{Controls, FlowState, NOTHING_PAUSED};
 use crate::time::Timestamp;
 use chrono::Duration;
 
@@ -49,10 +49,10 @@ impl Flow {
         due
     }
 
-    /// The read answered `pauses` at `now`: the new state if it changed.
-    pub fn read(&mut self, pauses: &[Pause], now: Timestamp) -> Option<&FlowState> {
+    /// The read answered `controls` at `now`: the new state if it changed.
+    pub fn read(&mut self, controls: &Controls, now: Timestamp) -> Option<&FlowState> {
         self.ended(now);
-        let state = FlowState::new(pauses);
+        let state = FlowState::new(controls);
         let changed = self.state.as_ref() != Some(&state);
         self.state = Some(state);
         changed.then(|| self.state())

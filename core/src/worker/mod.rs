@@ -290,6 +290,7 @@ impl Worker {
             return;
         }
         let excluded_queues = flow.paused_queues();
+        let caps = flow.caps_of(&task_identifiers);
         let Some(limit) = self.fetcher.want(self.slots.len()) else { return };
         let statement = Statement::GetJobs {
             worker_id: self.config.worker_id.clone(),
@@ -299,6 +300,7 @@ impl Worker {
             limit,
             now: self.local_now(),
             excluded_queues,
+            caps,
         };
         let id = self.query(Part::Fetch, statement);
         self.fetcher.sent(id, limit);
@@ -316,10 +318,10 @@ impl Worker {
     }
 
     /// The flow controls were read: say what changed, and look for jobs a resume freed.
-    fn flow_read(&mut self, pauses: &[crate::flow::Pause]) {
-        if let Some(state) = self.flow.read(pauses, self.now) {
-            let paused = state.labels();
-            self.emit(Event::FlowChanged { paused });
+    fn flow_read(&mut self, controls: &crate::flow::Controls) {
+        if let Some(state) = self.flow.read(controls, self.now) {
+            let (paused, capped) = (state.paused(), state.capped());
+            self.emit(Event::FlowChanged { paused, capped });
             self.fetcher.wake();
         }
     }

@@ -305,6 +305,7 @@ fn the_sim_database_takes_one_job_per_named_queue_per_fetch() {
         limit: 10,
         now: None,
         excluded_queues: vec![],
+        caps: vec![],
     }) {
         QueryResult::Jobs { jobs, .. } => jobs.len(),
         other => panic!("{other:?}"),
@@ -395,6 +396,7 @@ fn accepted_flags_reach_the_fetch_and_the_sim_database_takes_only_jobs_carrying_
         limit: 10,
         now: None,
         excluded_queues: vec![],
+        caps: vec![],
     }) {
         QueryResult::Jobs { jobs, .. } => jobs.into_iter().map(|j| j.payload).collect::<Vec<_>>(),
         other => panic!("{other:?}"),
