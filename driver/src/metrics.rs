@@ -314,7 +314,7 @@ mod otel {
                 }
                 Event::WorkerStart { .. } | Event::LeaseRenewed => self.up.store(1, Ordering::Relaxed),
                 Event::WorkerStop { .. } | Event::LeaseLapsing => self.up.store(0, Ordering::Relaxed),
-                Event::FlowChanged { paused } => {
+                Event::FlowChanged { paused, .. } => {
                     *self.paused.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = paused.clone();
                 }
                 Event::JobStart { .. }

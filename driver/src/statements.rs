@@ -76,7 +76,7 @@ impl Bound {
                     .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
                     .collect::<Result<_, tokio_postgres::Error>>()?,
             ),
-            Answer::Flow => QueryResult::Flow(crate::flow::read_pauses(rows)?),
+            Answer::Flow => QueryResult::Flow(crate::flow::read_controls(rows)?),
             Answer::Done => QueryResult::Done,
             Answer::Fenced if rows.is_empty() => QueryResult::Done,
             Answer::Fenced => {
@@ -103,6 +103,7 @@ pub fn bind(statement: Statement) -> Bound {
             limit,
             now,
             excluded_queues,
+            caps,
         } => {
             let mut params = vec![
                 param(worker_id, Type::TEXT),
@@ -112,8 +113,12 @@ pub fn bind(statement: Statement) -> Bound {
                 param(i32::try_from(limit).unwrap_or(i32::MAX), Type::INT4),
                 param(accepted_flags, Type::TEXT_ARRAY),
             ];
-            // Nothing paused: the plain fetch, without the parameter.
-            let template = if excluded_queues.is_empty() {
+            // Nothing paused or capped: the plain fetch, without more parameters.
+            let template = if !caps.is_empty() {
+                params.push(param(excluded_queues, Type::TEXT_ARRAY));
+                params.extend(crate::flow::cap_params(caps));
+                crate::flow::get_jobs_capped()
+            } else if excluded_queues.is_empty() {
                 crate::traces::get_jobs()
             } else {
                 params.push(param(excluded_queues, Type::TEXT_ARRAY));

@@ -8,4 +8,4 @@ with paused as (
   on conflict (scope, name) do update set reason = excluded.reason, paused_by = excluded.paused_by
   returning pauses.paused_at
 )
-select paused.paused_at, pg_notify('formica:flow', '') is null as notified from paused
+select paused.paused_at from paused cross join lateral (select pg_notify('formica:flow', '')) as woken

@@ -5,4 +5,4 @@ with lifted as (
   where pauses.scope = $1::text and pauses.name = $2::text
   returning pauses.scope
 )
-select lifted.scope, pg_notify('formica:flow', '') is null as notified from lifted
+select lifted.scope from lifted cross join lateral (select pg_notify('formica:flow', '')) as woken

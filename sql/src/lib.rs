@@ -149,11 +149,12 @@ pub mod traces {
     }
 }
 
-/// Flow control (pause and resume): the records' table and the statements behind
-/// `WorkerUtils::pause`, `resume` and `paused`, and the worker's fetch that leaves paused
-/// named queues out.
+/// Flow control (pauses and caps): the records' tables and the statements behind
+/// `WorkerUtils::pause`, `resume`, `paused`, `set_cap`, `remove_cap` and `caps`, and the
+/// worker's fetches that leave paused named queues out and keep within caps.
 pub mod flow {
-    /// The records' table of pauses (records migration 6).
+    /// The records' tables of pauses and caps, and the capped fetch's function (records
+    /// migration 6).
     pub const PAUSES: &str = include_str!("../records/000006.sql");
     /// See the file for parameters.
     pub const PAUSE: &str = include_str!("../queries/flow_pause.sql");
@@ -161,8 +162,16 @@ pub mod flow {
     pub const RESUME: &str = include_str!("../queries/flow_resume.sql");
     /// The pauses with their reason, author and time.
     pub const PAUSED: &str = include_str!("../queries/flow_paused.sql");
-    /// The worker's read of the pauses: rows (scope, name).
+    /// The worker's read of the flow controls: see the file for the rows.
     pub const READ_FLOW: &str = include_str!("../queries/worker/read_flow.sql");
+    /// See the file for parameters.
+    pub const CAP: &str = include_str!("../queries/flow_cap.sql");
+    /// See the file for parameters.
+    pub const UNCAP: &str = include_str!("../queries/flow_uncap.sql");
+    /// The caps with their author and time.
+    pub const CAPS: &str = include_str!("../queries/flow_caps.sql");
+    /// The fetch of a worker some of whose tasks are capped (see the file).
+    pub const GET_JOBS_CAPPED: &str = include_str!("../queries/worker/get_jobs_capped.sql");
     /// Where `worker::GET_JOBS` marks the filter of the named queues it may lock.
     const QUEUE_FILTER: &str = "/*:QUEUE_FILTER*/";
 
