@@ -75,6 +75,17 @@ pub enum Admin {
     Resume(crate::flow::ResumeArgs),
     /// The pauses in force, with why, by whom and since when.
     Paused,
+    /// Cap the jobs of a task running at once across every Formica worker (on the whole
+    /// task, or per payload field or job key prefix); replaces its cap.
+    Cap(crate::flow::CapArgs),
+    /// Lift the cap of a task.
+    Uncap {
+        /// The task identifier.
+        #[arg(long)]
+        task: String,
+    },
+    /// The caps in force.
+    Caps,
 }
 
 /// `formica ui`.
@@ -241,6 +252,9 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
         Admin::Pause(a) => crate::flow::pause(a, utils, out).await?,
         Admin::Resume(a) => crate::flow::resume(a, utils, out).await?,
         Admin::Paused => crate::flow::paused(utils, out).await?,
+        Admin::Cap(a) => crate::flow::cap(a, utils, out).await?,
+        Admin::Uncap { task } => crate::flow::uncap(task, utils, out).await?,
+        Admin::Caps => crate::flow::caps(utils, out).await?,
         Admin::Status => {
             let overview = inspect::overview(utils).await?;
             let workers = inspect::workers(utils).await?;

@@ -1,10 +1,10 @@
-//! `formica pause`, `formica resume` and `formica paused`: flow control from the command
-//! line (docs/guide/flow-control.md).
+//! `formica pause`, `resume`, `paused`, `cap`, `uncap` and `caps`: flow control from the
+//! command line (docs/guide/flow-control.md).
 
 use crate::output::{print_table, Output};
 use crate::Failure;
 use clap::Args;
-use formica_tokio::flow::{Pause, Paused};
+use formica_tokio::flow::{Cap, Partition, Pause, Paused};
 use formica_tokio::WorkerUtils;
 use serde_json::json;
 
@@ -51,6 +51,72 @@ pub struct PauseArgs {
 pub struct ResumeArgs {
     #[command(flatten)]
     target: Target,
+}
+
+/// `formica cap`.
+#[derive(Debug, Args)]
+pub struct CapArgs {
+    /// The task identifier.
+    #[arg(long)]
+    task: String,
+    /// Most jobs of the task running at once across every Formica worker (per partition).
+    #[arg(long)]
+    max: u32,
+    /// Cap each value of this payload field on its own (`customer_id`).
+    #[arg(long, conflicts_with = "per_key_prefix")]
+    per_field: Option<String>,
+    /// Cap each job key prefix on its own: the key's text before the first occurrence of
+    /// this separator (`:`).
+    #[arg(long)]
+    per_key_prefix: Option<String>,
+    /// Who sets it (default: the database role).
+    #[arg(long)]
+    by: Option<String>,
+}
+
+/// Set a cap, and say so.
+pub async fn cap(args: CapArgs, utils: &WorkerUtils, out: Output) -> Result<(), Failure> {
+    let partition = match (args.per_field, args.per_key_prefix) {
+        (Some(field), _) => Some(Partition::Field(field)),
+        (None, Some(separator)) => Some(Partition::KeyPrefix(separator)),
+        (None, None) => None,
+    };
+    let cap = Cap { task: args.task, max_running: args.max, partition };
+    let since = utils.set_cap(&cap, args.by.as_deref()).await?;
+    let json = json!({ "task": cap.task, "max": cap.max_running, "since": since });
+    print_table(out, &["capped", "max", "since"], vec![vec![cap.task, cap.max_running.to_string(), since.to_rfc3339()]], json);
+    Ok(())
+}
+
+/// Lift a cap; refused if there was none.
+pub async fn uncap(task: String, utils: &WorkerUtils, out: Output) -> Result<(), Failure> {
+    if !utils.remove_cap(&task).await? {
+        return Err(Failure::Command(format!("{task} was not capped")));
+    }
+    print_table(out, &["uncapped"], vec![vec![task.clone()]], json!({ "uncapped": task }));
+    Ok(())
+}
+
+/// The caps in force.
+pub async fn caps(utils: &WorkerUtils, out: Output) -> Result<(), Failure> {
+    let caps = utils.caps().await?;
+    let per = |c: &Cap| c.partition.as_ref().map(|p| format!("{} {}", p.kind(), p.argument())).unwrap_or_default();
+    let rows = caps
+        .iter()
+        .map(|c| vec![c.cap.task.clone(), c.cap.max_running.to_string(), per(&c.cap), c.set_by.clone(), c.set_at.to_rfc3339()])
+        .collect();
+    let json: Vec<_> = caps
+        .iter()
+        .map(|c| {
+            json!({
+                "task": c.cap.task, "max": c.cap.max_running,
+                "partition": c.cap.partition.as_ref().map(|p| json!({ "kind": p.kind(), "argument": p.argument() })),
+                "set_by": c.set_by, "set_at": c.set_at,
+            })
+        })
+        .collect();
+    print_table(out, &["task", "max", "per", "by", "since"], rows, json!(json));
+    Ok(())
 }
 
 /// Pause, and say so.

@@ -1,5 +1,6 @@
 //! `formica pause`, `resume` and `paused`: a pause from the command line is listed with its
-//! reason and author, a worker obeys it, and resuming what is not paused is refused.
+//! reason and author, and resuming what is not paused is refused; `formica cap`, `uncap`
+//! and `caps` likewise.
 
 // Tests fail by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -40,4 +41,26 @@ async fn pause_resume_and_paused_from_the_command_line() {
     assert!(!both.status.success(), "one target at a time");
     let none = formica(&db, &["pause"]);
     assert!(!none.status.success(), "a target is required");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cap_uncap_and_caps_from_the_command_line() {
+    let db = TestDb::migrated().await;
+    let set = json(&formica(&db, &["cap", "--task", "import", "--max", "2", "--per-field", "customer_id", "--by", "ops"]));
+    assert_eq!((&set["task"], &set["max"]), (&"import".into(), &2.into()));
+    json(&formica(&db, &["cap", "--task", "mail", "--max", "5", "--per-key-prefix", ":"]));
+    let caps = json(&formica(&db, &["caps"]));
+    let caps = caps.as_array().unwrap();
+    assert_eq!(caps.len(), 2, "{caps:?}");
+    assert_eq!(caps[0]["partition"], serde_json::json!({ "kind": "field", "argument": "customer_id" }));
+    assert_eq!(caps[0]["set_by"], "ops");
+    assert_eq!(caps[1]["partition"]["kind"], "key_prefix");
+    let through_utils: Vec<formica_tokio::flow::Cap> = db.utils().caps().await.unwrap().into_iter().map(|c| c.cap).collect();
+    assert_eq!(through_utils[1].partition, Some(formica_tokio::flow::Partition::KeyPrefix(":".into())));
+    assert_eq!(json(&formica(&db, &["uncap", "--task", "mail"]))["uncapped"], "mail");
+    let again = formica(&db, &["uncap", "--task", "mail"]);
+    assert!(!again.status.success() && String::from_utf8_lossy(&again.stderr).contains("mail was not capped"));
+    assert!(!formica(&db, &["cap", "--task", "x", "--max", "0"]).status.success(), "a cap of 0 is refused");
+    let both = formica(&db, &["cap", "--task", "x", "--max", "1", "--per-field", "a", "--per-key-prefix", ":"]);
+    assert!(!both.status.success(), "one partition at a time");
 }
