@@ -84,7 +84,12 @@ pub async fn cap(args: CapArgs, utils: &WorkerUtils, out: Output) -> Result<(), 
     let cap = Cap { task: args.task, max_running: args.max, partition };
     let since = utils.set_cap(&cap, args.by.as_deref()).await?;
     let json = json!({ "task": cap.task, "max": cap.max_running, "since": since });
-    print_table(out, &["capped", "max", "since"], vec![vec![cap.task, cap.max_running.to_string(), since.to_rfc3339()]], json);
+    print_table(
+        out,
+        &["capped", "max", "since"],
+        vec![vec![cap.task, cap.max_running.to_string(), since.to_rfc3339()]],
+        json,
+    );
     Ok(())
 }
 
@@ -100,10 +105,19 @@ pub async fn uncap(task: String, utils: &WorkerUtils, out: Output) -> Result<(),
 /// The caps in force.
 pub async fn caps(utils: &WorkerUtils, out: Output) -> Result<(), Failure> {
     let caps = utils.caps().await?;
-    let per = |c: &Cap| c.partition.as_ref().map(|p| format!("{} {}", p.kind(), p.argument())).unwrap_or_default();
+    let per =
+        |c: &Cap| c.partition.as_ref().map(|p| format!("{} {}", p.kind(), p.argument())).unwrap_or_default();
     let rows = caps
         .iter()
-        .map(|c| vec![c.cap.task.clone(), c.cap.max_running.to_string(), per(&c.cap), c.set_by.clone(), c.set_at.to_rfc3339()])
+        .map(|c| {
+            vec![
+                c.cap.task.clone(),
+                c.cap.max_running.to_string(),
+                per(&c.cap),
+                c.set_by.clone(),
+                c.set_at.to_rfc3339(),
+            ]
+        })
         .collect();
     let json: Vec<_> = caps
         .iter()
@@ -145,7 +159,12 @@ pub async fn paused(utils: &WorkerUtils, out: Output) -> Result<(), Failure> {
     let rows = paused
         .iter()
         .map(|p| {
-            vec![label(p), p.reason.clone().unwrap_or_default(), p.paused_by.clone(), p.paused_at.to_rfc3339()]
+            vec![
+                label(p),
+                p.reason.clone().unwrap_or_default(),
+                p.paused_by.clone(),
+                p.paused_at.to_rfc3339(),
+            ]
         })
         .collect();
     print_table(out, &["paused", "reason", "by", "since"], rows, json!(paused));

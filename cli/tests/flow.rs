@@ -5,8 +5,8 @@
 // Tests fail by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use formica_tokio::flow::Pause;
 use formica_tests::TestDb;
+use formica_tokio::flow::Pause;
 use serde_json::Value;
 use std::process::{Command, Output};
 
@@ -22,16 +22,21 @@ fn json(out: &Output) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pause_resume_and_paused_from_the_command_line() {
     let db = TestDb::migrated().await;
-    let paused = json(&formica(&db, &["pause", "--queue", "mail", "--reason", "provider down", "--by", "ops"]));
+    let paused =
+        json(&formica(&db, &["pause", "--queue", "mail", "--reason", "provider down", "--by", "ops"]));
     assert_eq!(paused["paused"], "queue:mail");
     json(&formica(&db, &["pause", "--all"]));
     let list = json(&formica(&db, &["paused"]));
     let list = list.as_array().unwrap();
     assert_eq!(list.len(), 2, "{list:?}");
-    assert_eq!((&list[0]["scope"], &list[0]["name"], &list[0]["reason"]), (&"queue".into(), &"mail".into(), &"provider down".into()));
+    assert_eq!(
+        (&list[0]["scope"], &list[0]["name"], &list[0]["reason"]),
+        (&"queue".into(), &"mail".into(), &"provider down".into())
+    );
     assert_eq!(list[0]["paused_by"], "ops");
     assert_eq!((&list[1]["scope"], &list[1]["name"]), (&"all".into(), &"".into()));
-    let through_utils: Vec<Option<Pause>> = db.utils().paused().await.unwrap().iter().map(|p| p.pause()).collect();
+    let through_utils: Vec<Option<Pause>> =
+        db.utils().paused().await.unwrap().iter().map(|p| p.pause()).collect();
     assert_eq!(through_utils, vec![Some(Pause::queue("mail")), Some(Pause::all())]);
     assert_eq!(json(&formica(&db, &["resume", "--all"]))["resumed"], "all");
     let again = formica(&db, &["resume", "--all"]);
@@ -46,7 +51,10 @@ async fn pause_resume_and_paused_from_the_command_line() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cap_uncap_and_caps_from_the_command_line() {
     let db = TestDb::migrated().await;
-    let set = json(&formica(&db, &["cap", "--task", "import", "--max", "2", "--per-field", "customer_id", "--by", "ops"]));
+    let set = json(&formica(
+        &db,
+        &["cap", "--task", "import", "--max", "2", "--per-field", "customer_id", "--by", "ops"],
+    ));
     assert_eq!((&set["task"], &set["max"]), (&"import".into(), &2.into()));
     json(&formica(&db, &["cap", "--task", "mail", "--max", "5", "--per-key-prefix", ":"]));
     let caps = json(&formica(&db, &["caps"]));
@@ -55,12 +63,16 @@ async fn cap_uncap_and_caps_from_the_command_line() {
     assert_eq!(caps[0]["partition"], serde_json::json!({ "kind": "field", "argument": "customer_id" }));
     assert_eq!(caps[0]["set_by"], "ops");
     assert_eq!(caps[1]["partition"]["kind"], "key_prefix");
-    let through_utils: Vec<formica_tokio::flow::Cap> = db.utils().caps().await.unwrap().into_iter().map(|c| c.cap).collect();
+    let through_utils: Vec<formica_tokio::flow::Cap> =
+        db.utils().caps().await.unwrap().into_iter().map(|c| c.cap).collect();
     assert_eq!(through_utils[1].partition, Some(formica_tokio::flow::Partition::KeyPrefix(":".into())));
     assert_eq!(json(&formica(&db, &["uncap", "--task", "mail"]))["uncapped"], "mail");
     let again = formica(&db, &["uncap", "--task", "mail"]);
-    assert!(!again.status.success() && String::from_utf8_lossy(&again.stderr).contains("mail was not capped"));
+    assert!(
+        !again.status.success() && String::from_utf8_lossy(&again.stderr).contains("mail was not capped")
+    );
     assert!(!formica(&db, &["cap", "--task", "x", "--max", "0"]).status.success(), "a cap of 0 is refused");
-    let both = formica(&db, &["cap", "--task", "x", "--max", "1", "--per-field", "a", "--per-key-prefix", ":"]);
+    let both =
+        formica(&db, &["cap", "--task", "x", "--max", "1", "--per-field", "a", "--per-key-prefix", ":"]);
     assert!(!both.status.success(), "one partition at a time");
 }

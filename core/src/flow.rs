@@ -193,7 +193,9 @@ impl FlowState {
     /// The caps, as labels (`send_email<=3`, `imports<=1 per field customer`), by task.
     pub fn capped(&self) -> Vec<String> {
         let per = |p: &Partition| format!(" per {} {}", p.kind(), p.argument());
-        let label = |c: &Cap| format!("{}<={}{}", c.task, c.max_running, c.partition.as_ref().map(per).unwrap_or_default());
+        let label = |c: &Cap| {
+            format!("{}<={}{}", c.task, c.max_running, c.partition.as_ref().map(per).unwrap_or_default())
+        };
         self.caps.iter().map(label).collect()
     }
 

@@ -77,7 +77,11 @@ fn check(world: &World, cap: &Cap) -> Result<(), String> {
     let max = cap.max_running as usize;
     for (what, counts) in [("locked", locked), ("running", running)] {
         if let Some((part, n)) = counts.iter().find(|(_, n)| **n > max) {
-            return Err(format!("{n} jobs of {} {what} in partition {part:?} at {}, cap {max}", cap.task, world.elapsed()));
+            return Err(format!(
+                "{n} jobs of {} {what} in partition {part:?} at {}, cap {max}",
+                cap.task,
+                world.elapsed()
+            ));
         }
     }
     Ok(())

@@ -117,7 +117,10 @@ impl Pauses {
     /// A pause that held `job` back since `settled` before `at` at least.
     fn holding_back(&self, job: &Job, at: Duration, settled: Duration) -> Option<Scope> {
         let state = |scope: Scope| {
-            FlowState::new(&Controls { pauses: vec![Pause { scope, name: target(scope).into() }], caps: vec![] })
+            FlowState::new(&Controls {
+                pauses: vec![Pause { scope, name: target(scope).into() }],
+                caps: vec![],
+            })
         };
         self.spans
             .iter()
@@ -166,7 +169,8 @@ impl Checker {
                             job.id, job.task_identifier, job.queue_name, entry.elapsed
                         ));
                     }
-                    let read = self.read.get(&w).ok_or(format!("w{w} started job {} before reading", job.id))?;
+                    let read =
+                        self.read.get(&w).ok_or(format!("w{w} started job {} before reading", job.id))?;
                     if read.holds_back(&job.task_identifier, job.queue_name.as_deref()) {
                         return Err(format!("w{w} started job {} that the pauses it read hold back", job.id));
                     }

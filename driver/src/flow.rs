@@ -10,8 +10,8 @@ use crate::error::Error;
 use crate::params::{param, typed};
 use crate::utils::WorkerUtils;
 use chrono::{DateTime, Utc};
-use formica_core::flow::{Controls, Scope};
 pub use formica_core::flow::{Cap, Partition, Pause};
+use formica_core::flow::{Controls, Scope};
 use formica_sql as sql;
 use tokio_postgres::types::Type;
 
@@ -43,7 +43,12 @@ impl WorkerUtils {
     /// jobs (its running jobs finish), and a worker started later obeys it too, until
     /// [`resume`](Self::resume). Pausing what is paused replaces the reason and author and
     /// keeps the time. Returns when the pause began.
-    pub async fn pause(&self, pause: &Pause, reason: Option<&str>, by: Option<&str>) -> Result<DateTime<Utc>, Error> {
+    pub async fn pause(
+        &self,
+        pause: &Pause,
+        reason: Option<&str>,
+        by: Option<&str>,
+    ) -> Result<DateTime<Utc>, Error> {
         let params = vec![
             param(pause.scope.as_str().to_owned(), Type::TEXT),
             param(pause.name.clone(), Type::TEXT),
@@ -205,7 +210,11 @@ impl WorkerUtils {
                 (Some(kind), Some(argument)) => Partition::parse(&kind, argument),
                 _ => None,
             };
-            let cap = Cap { task: row.try_get(0)?, max_running: u32::try_from(max_running).unwrap_or(1), partition };
+            let cap = Cap {
+                task: row.try_get(0)?,
+                max_running: u32::try_from(max_running).unwrap_or(1),
+                partition,
+            };
             caps.push(CapSet { cap, set_by: row.try_get(4)?, set_at: row.try_get(5)? });
         }
         Ok(caps)

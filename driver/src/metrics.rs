@@ -185,7 +185,8 @@ mod otel {
                         let (paused, worker) = &observed_paused;
                         let paused = paused.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
                         for pause in paused.iter() {
-                            gauge.observe(1, &[worker.clone(), KeyValue::new("formica.pause", pause.clone())]);
+                            gauge
+                                .observe(1, &[worker.clone(), KeyValue::new("formica.pause", pause.clone())]);
                         }
                     })
                     .build(),

@@ -43,7 +43,9 @@ async fn add(db: &TestDb, task: &str, n: usize, spec: JobSpec) {
     db.utils().add_raw_jobs(&jobs).await.unwrap();
 }
 
-async fn a_pause_lands_within_a_second_running_jobs_finish_and_a_resume_drains_the_rest(rt: Arc<dyn Runtime>) {
+async fn a_pause_lands_within_a_second_running_jobs_finish_and_a_resume_drains_the_rest(
+    rt: Arc<dyn Runtime>,
+) {
     {
         let db = TestDb::migrated_on(rt.clone()).await;
         let starts = Arc::new(Mutex::new(Vec::new()));
@@ -68,8 +70,12 @@ async fn a_pause_lands_within_a_second_running_jobs_finish_and_a_resume_drains_t
         eprintln!("pause landed within {landed:?} (last start after the pause committed)");
         assert!(landed < Duration::from_secs(1), "a job started {landed:?} after the pause");
         // The running jobs finished: no job is locked, and none of those left spent an attempt.
-        db.wait_for_count("select count(*) from graphile_worker._private_jobs where locked_at is not null", 0, Duration::from_secs(5))
-            .await;
+        db.wait_for_count(
+            "select count(*) from graphile_worker._private_jobs where locked_at is not null",
+            0,
+            Duration::from_secs(5),
+        )
+        .await;
         let left = db.count(LEFT).await;
         assert_eq!(left, 1000 - started as i64, "every job started ran to its end");
         assert!(left > 0, "the pause landed before the queue drained");
@@ -77,7 +83,10 @@ async fn a_pause_lands_within_a_second_running_jobs_finish_and_a_resume_drains_t
         assert_eq!(spent, 0, "a held-back job spent an attempt");
         let paused = utils.paused().await.unwrap();
         assert_eq!(paused.len(), 1);
-        assert_eq!((paused[0].pause(), paused[0].reason.as_deref()), (Some(Pause::task("t")), Some("partner API down")));
+        assert_eq!(
+            (paused[0].pause(), paused[0].reason.as_deref()),
+            (Some(Pause::task("t")), Some("partner API down"))
+        );
         assert_eq!(paused[0].paused_by, "test");
         assert!(utils.resume(&Pause::task("t")).await.unwrap());
         assert!(!utils.resume(&Pause::task("t")).await.unwrap(), "nothing left to resume");

@@ -65,7 +65,11 @@ fn options(db: &TestDb, seen: &Arc<Mutex<Seen>>, ms: u64) -> formica::WorkerOpti
 
 /// Samples, until `stop`, the most jobs of `c` locked at once in the database, per customer
 /// (`""`: all of them).
-async fn sample(client: tokio_postgres::Client, rt: Arc<dyn Runtime>, stop: Arc<AtomicBool>) -> BTreeMap<String, i64> {
+async fn sample(
+    client: tokio_postgres::Client,
+    rt: Arc<dyn Runtime>,
+    stop: Arc<AtomicBool>,
+) -> BTreeMap<String, i64> {
     let mut most: BTreeMap<String, i64> = BTreeMap::new();
     let sql = "select coalesce(jobs.payload->>'customer', ''), count(*) \
                from graphile_worker._private_jobs as jobs \

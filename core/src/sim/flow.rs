@@ -63,7 +63,6 @@ pub(super) fn cap_partition(cap: &Cap, job: &crate::job::Job) -> String {
 }
 
 impl Db {
-
     pub(super) fn notify_flow(&mut self) {
         self.notifications.push(Notification { channel: FLOW.into(), payload: String::new() });
     }

@@ -94,8 +94,8 @@
 
 mod cancel;
 mod db;
-mod flow;
 pub mod faults;
+mod flow;
 mod process;
 mod run;
 mod statements;

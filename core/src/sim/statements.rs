@@ -5,9 +5,9 @@
 use super::db::Db;
 use crate::backoff;
 use crate::cron::runner::KnownCrontab;
+use crate::flow::Cap;
 use crate::job::Job;
 use crate::job::RawJob;
-use crate::flow::Cap;
 use crate::protocol::{Failure, Fenced, QueryResult, Statement};
 use crate::time::Timestamp;
 use crate::worker::STALE_LOCK_AGE;
@@ -242,7 +242,9 @@ impl Db {
         let limit = limit.min(i32::MAX as usize);
         let queue_free = |q: Option<i32>| {
             q.is_none_or(|q| {
-                self.queues.get(&q).is_some_and(|q| q.locked_at.is_none() && !excluded_queues.contains(&q.name))
+                self.queues
+                    .get(&q)
+                    .is_some_and(|q| q.locked_at.is_none() && !excluded_queues.contains(&q.name))
             })
         };
         let cap_of = |j: &Job| caps.iter().find(|c| c.task == j.task_identifier);

@@ -282,8 +282,11 @@ impl Worker {
             return;
         }
         let flow = self.flow.state();
-        let task_identifiers =
-            if flow.is_empty() { self.config.task_identifiers.clone() } else { flow.fetchable(&self.config.task_identifiers) };
+        let task_identifiers = if flow.is_empty() {
+            self.config.task_identifiers.clone()
+        } else {
+            flow.fetchable(&self.config.task_identifiers)
+        };
         if task_identifiers.is_empty() {
             // All paused: nothing to look for until a resume wakes the fetcher.
             self.fetcher.nothing_to_fetch();
@@ -313,7 +316,8 @@ impl Worker {
         if flow.is_empty() {
             return;
         }
-        let held_back = self.fetcher.withdraw(|job| flow.holds_back(&job.task_identifier, job.queue_name.as_deref()));
+        let held_back =
+            self.fetcher.withdraw(|job| flow.holds_back(&job.task_identifier, job.queue_name.as_deref()));
         self.writes.give_back(held_back, self.now);
     }
 
