@@ -77,7 +77,7 @@ impl Pause {
     pub fn label(&self) -> String {
         match self.scope {
             Scope::All => "all".into(),
-            scope => format!("{}:{}", scope.as_str(), self.name),
+            scope @ (Scope::Task | Scope::Queue) => format!("{}:{}", scope.as_str(), self.name),
         }
     }
 }
