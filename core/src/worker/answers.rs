@@ -89,6 +89,15 @@ impl Worker {
         Ok(())
     }
 
+    /// The flow controls were read: say what changed, and look for jobs a resume freed.
+    fn flow_read(&mut self, controls: &crate::flow::Controls) {
+        if let Some(state) = self.flow.read(controls, self.now) {
+            let (paused, capped) = (state.paused(), state.capped());
+            self.emit(Event::FlowChanged { paused, capped });
+            self.fetcher.wake();
+        }
+    }
+
     /// Every failure is retried: a write (by [`Writes`], never dropped), a fetch after
     /// `poll_interval`, a sweep at the next sweep, cron by its runner.
     fn query_failed(&mut self, id: QueryId, part: Part, error: DbError) {

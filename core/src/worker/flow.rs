@@ -2,7 +2,17 @@
 //! (see [`crate::flow`]). Off unless [`Config::flow_control`](super::Config::flow_control):
 //! the machine then never reads and fetches as it always did.
 
-use crate::flow::{Controls, FlowState, NOTHING_PAUSED};
+use crate::flow::{Cap, Controls, FlowState, NOTHING_PAUSED};
+
+/// What a fetch asks for, given the flow controls.
+pub(super) struct FetchPlan {
+    /// The tasks not paused.
+    pub task_identifiers: Vec<String>,
+    /// The paused named queues.
+    pub excluded_queues: Vec<String>,
+    /// The caps of the tasks fetched.
+    pub caps: Vec<Cap>,
+}
 use crate::time::Timestamp;
 use chrono::Duration;
 
@@ -27,6 +37,26 @@ impl Flow {
     /// Whether the worker may fetch: flow control is off, or its state has been read.
     pub fn known(&self) -> bool {
         !self.enabled || self.state.is_some()
+    }
+
+    /// What to fetch of `tasks` now, once the controls are [`known`](Self::known) (`None`:
+    /// nothing, everything is paused). With no control in force, exactly `tasks`.
+    pub fn plan(&self, tasks: &[String]) -> Option<FetchPlan> {
+        let flow = self.state();
+        if flow.is_empty() {
+            return Some(FetchPlan {
+                task_identifiers: tasks.to_vec(),
+                excluded_queues: vec![],
+                caps: vec![],
+            });
+        }
+        let task_identifiers = flow.fetchable(tasks);
+        let caps = flow.caps_of(&task_identifiers);
+        (!task_identifiers.is_empty()).then(|| FetchPlan {
+            task_identifiers,
+            excluded_queues: flow.paused_queues(),
+            caps,
+        })
     }
 
     /// What is in force (nothing before the first read: the worker does not fetch then).

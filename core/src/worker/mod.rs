@@ -52,7 +52,7 @@ pub use crate::time::Timestamp;
 
 use self::cancel::Cancels;
 use self::fetch::Fetcher;
-use self::flow::Flow;
+use self::flow::{FetchPlan, Flow};
 use self::lease::Lease;
 use self::link::Link;
 use self::part::Part;
@@ -281,19 +281,13 @@ impl Worker {
         if !self.flow.known() {
             return;
         }
-        let flow = self.flow.state();
-        let task_identifiers = if flow.is_empty() {
-            self.config.task_identifiers.clone()
-        } else {
-            flow.fetchable(&self.config.task_identifiers)
-        };
-        if task_identifiers.is_empty() {
+        let Some(FetchPlan { task_identifiers, excluded_queues, caps }) =
+            self.flow.plan(&self.config.task_identifiers)
+        else {
             // All paused: nothing to look for until a resume wakes the fetcher.
             self.fetcher.nothing_to_fetch();
             return;
-        }
-        let excluded_queues = flow.paused_queues();
-        let caps = flow.caps_of(&task_identifiers);
+        };
         let Some(limit) = self.fetcher.want(self.slots.len()) else { return };
         let statement = Statement::GetJobs {
             worker_id: self.config.worker_id.clone(),
@@ -319,15 +313,6 @@ impl Worker {
         let held_back =
             self.fetcher.withdraw(|job| flow.holds_back(&job.task_identifier, job.queue_name.as_deref()));
         self.writes.give_back(held_back, self.now);
-    }
-
-    /// The flow controls were read: say what changed, and look for jobs a resume freed.
-    fn flow_read(&mut self, controls: &crate::flow::Controls) {
-        if let Some(state) = self.flow.read(controls, self.now) {
-            let (paused, capped) = (state.paused(), state.capped());
-            self.emit(Event::FlowChanged { paused, capped });
-            self.fetcher.wake();
-        }
     }
 
     /// After a fetch whose answer was lost, once no fetch is out (so none is locking jobs
