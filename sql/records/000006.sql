@@ -39,9 +39,10 @@ create table :RECORDS.caps (
 -- across the fleet; then, in a statement of its own (so its snapshot, taken once the locks
 -- are held, sees every fetch committed before), counts the jobs of each capped task (and
 -- partition) locked by anyone, and locks at most the room left in each, beside the first $5
--- jobs of the uncapped tasks; at most one job per named queue, in (priority, run_at, id)
--- order. It reads every due job of the capped tasks (a partition's room is known only
--- there): its cost grows with their backlog, and only capped fetches pay it.
+-- jobs of the uncapped tasks and of each task capped as a whole; at most one job per named
+-- queue, in (priority, run_at, id) order. It reads every due job of the tasks capped per
+-- partition (a partition's room is known only there): its cost grows with their backlog,
+-- and only their fetches pay it.
 create function :RECORDS.lock_jobs_capped(
   worker_id text, task_identifiers text[], forbidden_flags text[], due_by timestamptz, max_jobs int,
   accepted_flags text[], excluded_queues text[], cap_tasks text[], cap_max int[], cap_kinds text[],
@@ -84,20 +85,38 @@ begin
     order by jobs.priority asc, jobs.run_at asc
     limit max_jobs
   ),
-  capped as (
+  whole as (
+    -- A task capped as a whole: its first $5 jobs, as the plain fetch walks them.
+    select first.* from caps cross join lateral (
+      select jobs.id, jobs.job_queue_id, jobs.priority, jobs.run_at, jobs.task_id, '' as part
+      from :SCHEMA._private_jobs as jobs
+      where jobs.task_id = caps.task_id
+        and jobs.is_available = true
+        and jobs.run_at <= coalesce(due_by, now())
+        and (jobs.job_queue_id is null or jobs.job_queue_id in (select free_queues.id from free_queues))
+        and (jobs.flags ?| forbidden_flags) is not true
+        and (cardinality(accepted_flags) = 0 or (jobs.flags ?| accepted_flags) is true)
+      order by jobs.priority asc, jobs.run_at asc
+      limit max_jobs
+    ) as first
+    where caps.kind is null
+  ),
+  partitioned as (
+    -- A task capped per partition: every due job (a partition's room is known only here).
     select jobs.id, jobs.job_queue_id, jobs.priority, jobs.run_at, jobs.task_id,
       coalesce(case caps.kind when 'field' then jobs.payload ->> caps.arg
         when 'key_prefix' then split_part(jobs.key, caps.arg, 1) end, '') as part
     from :SCHEMA._private_jobs as jobs
     inner join caps on caps.task_id = jobs.task_id
-    where jobs.is_available = true
+    where caps.kind is not null
+      and jobs.is_available = true
       and jobs.run_at <= coalesce(due_by, now())
       and (jobs.job_queue_id is null or jobs.job_queue_id in (select free_queues.id from free_queues))
       and (jobs.flags ?| forbidden_flags) is not true
       and (cardinality(accepted_flags) = 0 or (jobs.flags ?| accepted_flags) is true)
   ),
   candidates as (
-    select * from plain union all select * from capped
+    select * from plain union all select * from whole union all select * from partitioned
   ),
   firsts as (
     -- A queue's first candidate only.

@@ -259,11 +259,18 @@ impl Db {
             .collect();
         candidates.sort_by_key(|j| (j.priority, j.run_at, j.id));
         // As the capped statement (sql/records/000006.sql): the first `limit` jobs of the
-        // uncapped tasks, and every due job of the capped ones.
+        // uncapped tasks and of each task capped as a whole, and every due job of the tasks
+        // capped per partition.
         let (capped, mut candidates): (Vec<&Job>, Vec<&Job>) =
             candidates.into_iter().partition(|j| cap_of(j).is_some());
         candidates.truncate(limit);
-        candidates.extend(capped);
+        let mut firsts: BTreeMap<&str, usize> = BTreeMap::new();
+        candidates.extend(capped.into_iter().filter(|j| {
+            let whole = cap_of(j).is_some_and(|c| c.partition.is_none());
+            let seen = firsts.entry(j.task_identifier.as_str()).or_default();
+            *seen += 1;
+            !whole || *seen <= limit
+        }));
         candidates.sort_by_key(|j| (j.priority, j.run_at, j.id));
         let mut queues_taken = BTreeSet::new();
         let mut taken_in: BTreeMap<(String, String), usize> = BTreeMap::new();
