@@ -37,6 +37,7 @@
 
 mod api;
 pub mod data;
+mod flow;
 mod guard;
 mod html;
 pub mod pages;
@@ -160,7 +161,8 @@ fn build(utils: WorkerUtils, options: Options) -> (Router, State) {
     let state: State = Arc::new(Shared { utils, options, throughput: data::Throughput::default() });
     let router = Router::new()
         .merge(pages::routes())
-        .nest("/api", api::routes())
+        .merge(flow::page_routes())
+        .nest("/api", api::routes().merge(flow::api_routes()))
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard::guard))
         .merge(probes::routes())
         .with_state(state.clone());
