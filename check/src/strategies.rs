@@ -125,6 +125,7 @@ pub fn worker_config(index: usize) -> impl Strategy<Value = Config> {
                     recovery_interval: formica_core::worker::RECOVERY_PERIOD,
                     // The model keeps no pauses (flow control has its own sim tests).
                     flow_control: false,
+                    task_concurrency: Default::default(),
                     watchdog: formica_core::lease::DEFAULT_WATCHDOG,
                     complete_batch_delay: Duration::milliseconds(complete_ms),
                     fail_batch_delay: Duration::milliseconds(fail_ms),

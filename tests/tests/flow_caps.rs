@@ -179,8 +179,41 @@ async fn a_cap_set_and_lifted_at_runtime_reaches_running_workers(rt: Arc<dyn Run
     worker.stop(Duration::from_secs(10)).await;
 }
 
+/// `WorkerOptions::task_concurrency`: one worker of 4 slots runs at most 1 job of `c` at
+/// once, while its other slots run `u`'s jobs (all 4 when no job of `c` runs).
+async fn task_concurrency_limits_a_task_within_one_worker(rt: Arc<dyn Runtime>) {
+    let db = TestDb::migrated_on(rt.clone()).await;
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let others = Arc::new(Mutex::new(Seen::default()));
+    let options = options(&db, &seen, 20).task_concurrency("c", 1);
+    let counted = others.clone();
+    let options = options.define_raw_job("u", move |ctx: JobContext, _payload| {
+        counted.lock().unwrap().start("u");
+        let (rt, counted) = (ctx.utils().pool().runtime().clone(), counted.clone());
+        Box::pin(async move {
+            formica_tests::sleep(rt.as_ref(), Duration::from_millis(20)).await;
+            counted.lock().unwrap().end("u");
+            Ok(())
+        })
+    });
+    add(&db, 40, 1).await;
+    let jobs: Vec<RawJob> =
+        (0..40).map(|i| RawJob::new("u", json!({ "i": i }), JobSpec::default())).collect();
+    db.utils().add_raw_jobs(&jobs).await.unwrap();
+    let worker = Running::listening(&rt, options).await;
+    db.wait_for_count(LEFT, 0, Duration::from_secs(30)).await;
+    assert_eq!(seen.lock().unwrap().most.get(""), Some(&1), "at most 1 job of c at once");
+    let most_others = others.lock().unwrap().most.get("").copied().unwrap_or_default();
+    assert!(most_others >= 3, "the other slots ran u's jobs: at most {most_others} at once");
+    worker.stop(Duration::from_secs(10)).await;
+    let refused =
+        db.worker_options().task_concurrency("c", 0).define_raw_job("c", |_, _| Box::pin(async { Ok(()) }));
+    assert!(refused.init().await.is_err(), "a limit of 0 is refused");
+}
+
 formica_tests::on_both_runtimes!(
     a_global_cap_of_3_holds_across_6_workers_over_2000_jobs,
     a_cap_per_customer_holds_for_each_and_uses_each_slot,
     a_cap_set_and_lifted_at_runtime_reaches_running_workers,
+    task_concurrency_limits_a_task_within_one_worker,
 );

@@ -108,6 +108,12 @@ pub struct Config {
     /// default here, for a machine driven without the records schema), nothing is read and
     /// every fetch is the plain one.
     pub flow_control: bool,
+    /// Per task identifier, the most of its jobs running at once in this worker (within
+    /// `concurrency`): a task at its limit is left out of fetches, and its jobs already
+    /// fetched wait in the local queue while other jobs start. At least 1 each. Tasks not
+    /// named share `concurrency` freely. Global limits across workers are caps
+    /// ([`crate::flow::Cap`]).
+    pub task_concurrency: BTreeMap<String, usize>,
 }
 
 impl Default for Config {
@@ -136,6 +142,7 @@ impl Default for Config {
             task_timeouts: BTreeMap::new(),
             latest_migration: 0,
             flow_control: false,
+            task_concurrency: BTreeMap::new(),
         }
     }
 }
@@ -147,6 +154,11 @@ impl Config {
     pub fn validate(&self) -> Result<(), String> {
         if self.concurrency == 0 {
             return Err("concurrency is 0: it must be at least 1, or no job could ever run".into());
+        }
+        if let Some((task, _)) = self.task_concurrency.iter().find(|(_, n)| **n == 0) {
+            return Err(format!(
+                "task_concurrency of {task} is 0: it must be at least 1 (pause the task instead)"
+            ));
         }
         let within = |name: &str, value: Duration, least: Duration, most: Duration, why: &str| {
             if value < least || value > most {

@@ -36,6 +36,7 @@ mod part;
 mod refetch;
 mod slots;
 mod sweep;
+mod task_limits;
 mod writes;
 
 pub use self::config::{Config, DEFAULT_LOCAL_QUEUE_SIZE, MIN_POLL_INTERVAL};
@@ -235,7 +236,8 @@ impl Worker {
         }
         self.hold_back_paused();
         let slots = if self.taking_jobs() { self.slots.free() } else { 0 };
-        for job in self.fetcher.take(slots, self.now) {
+        let limits = &self.config.task_concurrency;
+        for job in task_limits::take(&mut self.fetcher, &self.slots, limits, slots, self.now) {
             self.start(job);
         }
         self.maybe_reclaim();
@@ -288,6 +290,11 @@ impl Worker {
             self.fetcher.nothing_to_fetch();
             return;
         };
+        let limits = &self.config.task_concurrency;
+        let task_identifiers = task_limits::fetchable(task_identifiers, &self.fetcher, &self.slots, limits);
+        if task_identifiers.is_empty() {
+            return; // every task at its limit: a task's end fetches again
+        }
         let Some(limit) = self.fetcher.want(self.slots.len()) else { return };
         let statement = Statement::GetJobs {
             worker_id: self.config.worker_id.clone(),
