@@ -199,6 +199,11 @@ impl FlowState {
         self.caps.iter().map(label).collect()
     }
 
+    /// Nothing is paused (caps may be in force).
+    pub fn pauses_nothing(&self) -> bool {
+        !self.all && self.tasks.is_empty() && self.queues.is_empty()
+    }
+
     /// The caps of these tasks, by task.
     pub fn caps_of(&self, tasks: &[String]) -> Vec<Cap> {
         self.caps.iter().filter(|cap| tasks.contains(&cap.task)).cloned().collect()

@@ -29,11 +29,18 @@ impl Worker {
                 // it, and the return finds it no longer ours.)
                 let (again, jobs): (Vec<Job>, Vec<Job>) =
                     jobs.into_iter().partition(|job| self.writes.releasing(job.id));
+                // Jobs a pause read since the fetch was sent holds back go back unstarted.
+                let flow = self.flow.state();
+                let (paused, jobs): (Vec<Job>, Vec<Job>) = if flow.pauses_nothing() {
+                    (Vec::new(), jobs)
+                } else {
+                    jobs.into_iter().partition(|j| flow.holds_back(&j.task_identifier, j.queue_name.as_deref()))
+                };
                 // Jobs locked when the lease may have lapsed are given back too.
                 let accepting = self.taking_jobs();
                 let mut back =
                     self.fetcher.fetched(id, rows, jobs, &held, self.slots.len(), accepting, self.now);
-                back.extend(again.iter().map(|job| job.id));
+                back.extend(again.iter().chain(&paused).map(|job| job.id));
                 self.writes.give_back(back, self.now);
                 // An unreadable row fails its attempt as a task's error would: its lock is
                 // released, and it is retried (an edited row may read next time).
@@ -94,6 +101,7 @@ impl Worker {
         if let Some(state) = self.flow.read(controls, self.now) {
             let (paused, capped) = (state.paused(), state.capped());
             self.emit(Event::FlowChanged { paused, capped });
+            self.hold_back_paused();
             self.fetcher.wake();
         }
     }

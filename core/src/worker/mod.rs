@@ -234,7 +234,6 @@ impl Worker {
         if accepting && self.flow.read_due() {
             self.query(Part::Flow, Statement::ReadFlow);
         }
-        self.hold_back_paused();
         let slots = if self.taking_jobs() { self.slots.free() } else { 0 };
         let limits = &self.config.task_concurrency;
         for job in task_limits::take(&mut self.fetcher, &self.slots, limits, slots, self.now) {
@@ -311,10 +310,10 @@ impl Worker {
     }
 
     /// Give back, unstarted, the waiting jobs a pause now holds back (fetched before this
-    /// worker read the pause).
+    /// worker read the pause): once, when the pauses read change.
     fn hold_back_paused(&mut self) {
         let flow = self.flow.state();
-        if flow.is_empty() {
+        if flow.pauses_nothing() {
             return;
         }
         let held_back =
