@@ -34,7 +34,8 @@ impl Worker {
                 let (paused, jobs): (Vec<Job>, Vec<Job>) = if flow.pauses_nothing() {
                     (Vec::new(), jobs)
                 } else {
-                    jobs.into_iter().partition(|j| flow.holds_back(&j.task_identifier, j.queue_name.as_deref()))
+                    jobs.into_iter()
+                        .partition(|j| flow.holds_back(&j.task_identifier, j.queue_name.as_deref()))
                 };
                 // Jobs locked when the lease may have lapsed are given back too.
                 let accepting = self.taking_jobs();
