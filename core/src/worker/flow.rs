@@ -3,6 +3,8 @@
 //! the machine then never reads and fetches as it always did.
 
 use crate::flow::{Cap, Controls, FlowState, NOTHING_PAUSED};
+use crate::time::Timestamp;
+use chrono::Duration;
 
 /// What a fetch asks for, given the flow controls.
 pub(super) struct FetchPlan {
@@ -13,8 +15,6 @@ pub(super) struct FetchPlan {
     /// The caps of the tasks fetched.
     pub caps: Vec<Cap>,
 }
-use crate::time::Timestamp;
-use chrono::Duration;
 
 #[derive(Debug, Clone)]
 pub(super) struct Flow {
