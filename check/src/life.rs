@@ -85,6 +85,7 @@ pub(crate) fn written_ids(statement: &Statement) -> Vec<i64> {
         | Statement::Heartbeat { .. }
         | Statement::RecoverLapsed { .. }
         | Statement::ReadCancels { .. }
+        | Statement::ReadFlow
         | Statement::RegisterCrontabs { .. }
         | Statement::ScheduleCron(_)
         | Statement::ReadSchedules

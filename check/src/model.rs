@@ -335,6 +335,9 @@ impl Model {
                 accepted_flags,
                 limit,
                 now,
+                excluded_queues,
+                // Caps come from `ReadFlow`, which answers none here.
+                caps: _,
             } => {
                 let now = now.unwrap_or(db_now);
                 let mut candidates: Vec<&Row> = self
@@ -347,6 +350,7 @@ impl Model {
                             .as_ref()
                             .is_none_or(|q| self.queues.get(q).is_some_and(|l| l.0.is_none()))
                     })
+                    .filter(|r| r.queue_name.as_ref().is_none_or(|q| !excluded_queues.contains(q)))
                     .filter(|r| forbidden_flags.iter().all(|f| !r.flags.contains(f)))
                     .filter(|r| {
                         accepted_flags.is_empty() || accepted_flags.iter().any(|f| r.flags.contains(f))
@@ -472,6 +476,8 @@ impl Model {
                 let released = self.force_unlock(&lapsed);
                 (QueryResult::Done, released)
             }
+            // The model keeps no pauses.
+            Statement::ReadFlow => (QueryResult::Flow(Default::default()), vec![]),
             Statement::ReadCancels { worker_id } => {
                 (QueryResult::Cancels(self.read_cancels(worker_id)), vec![])
             }

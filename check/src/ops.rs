@@ -189,6 +189,10 @@ pub enum Action {
         limit: usize,
         /// The worker's own clock, this many seconds from the database's (`use_local_time`).
         now_s: Option<i64>,
+        /// Named queues left out (paused).
+        excluded: Vec<String>,
+        /// Caps of the tasks asked for (the capped fetch).
+        caps: Vec<formica_core::flow::Cap>,
     },
     /// A worker completes the jobs it holds that `mask` selects (bit `i % 64` for the i-th);
     /// with bit 63, also the first job it does not hold (fenced off).

@@ -97,6 +97,7 @@ pub(crate) fn sent(inc: &mut Incarnation, statement: &Statement) -> Result<(), S
         | Statement::Heartbeat { .. }
         | Statement::RecoverLapsed { .. }
         | Statement::ReadCancels { .. }
+        | Statement::ReadFlow
         | Statement::ResetLocked { .. } => {}
     }
     Ok(())

@@ -123,6 +123,9 @@ pub fn worker_config(index: usize) -> impl Strategy<Value = Config> {
                     local_queue_ttl: ttl.map_or(Duration::minutes(5), Duration::seconds),
                     lock_sweep_interval: formica_core::worker::LOCK_SWEEP_INTERVAL,
                     recovery_interval: formica_core::worker::RECOVERY_PERIOD,
+                    // The model keeps no pauses (flow control has its own sim tests).
+                    flow_control: false,
+                    task_concurrency: Default::default(),
                     watchdog: formica_core::lease::DEFAULT_WATCHDOG,
                     complete_batch_delay: Duration::milliseconds(complete_ms),
                     fail_batch_delay: Duration::milliseconds(fail_ms),

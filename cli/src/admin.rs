@@ -89,6 +89,24 @@ pub enum Admin {
     /// Runtime schedules: list, put (add or change) and remove, while workers run.
     #[command(subcommand)]
     Schedule(crate::schedule::ScheduleCommand),
+    /// Pause a task (--task), a named queue (--queue) or everything (--all): Formica workers
+    /// start none of its jobs until resumed; running ones finish.
+    Pause(crate::flow::PauseArgs),
+    /// Lift a pause (--task, --queue or --all).
+    Resume(crate::flow::ResumeArgs),
+    /// The pauses in force, with why, by whom and since when.
+    Paused,
+    /// Cap the jobs of a task running at once across every Formica worker (on the whole
+    /// task, or per payload field or job key prefix); replaces its cap.
+    Cap(crate::flow::CapArgs),
+    /// Lift the cap of a task.
+    Uncap {
+        /// The task identifier.
+        #[arg(long)]
+        task: String,
+    },
+    /// The caps in force.
+    Caps,
 }
 
 /// `formica ui`.
@@ -255,6 +273,12 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
         },
         Admin::Ui(a) => serve_ui(a, utils).await?,
         Admin::Schedule(command) => crate::schedule::run(command, utils, out).await?,
+        Admin::Pause(a) => crate::flow::pause(a, utils, out).await?,
+        Admin::Resume(a) => crate::flow::resume(a, utils, out).await?,
+        Admin::Paused => crate::flow::paused(utils, out).await?,
+        Admin::Cap(a) => crate::flow::cap(a, utils, out).await?,
+        Admin::Uncap { task } => crate::flow::uncap(task, utils, out).await?,
+        Admin::Caps => crate::flow::caps(utils, out).await?,
         Admin::Status => {
             let overview = inspect::overview(utils).await?;
             let workers = inspect::workers(utils).await?;

@@ -7,6 +7,7 @@ mod admin;
 mod bulk;
 mod crontab;
 mod embedded;
+mod flow;
 mod metrics;
 mod output;
 mod schedule;

@@ -24,6 +24,7 @@
 //!
 //! - [`job`]: the job row, the job spec and its validation (Graphile's error codes).
 //! - [`backoff`], [`batch`], [`job_key`], [`notify`]: small pure decisions.
+//! - [`flow`]: what operators paused, and what that holds back.
 //! - [`text`]: text from tasks made storable in PostgreSQL, escapes visible.
 //! - [`cron`]: the crontab format, matching and next-run computation.
 //! - [`time`], [`rng`]: the core's one name for a point in time, the clock a driver feeds,
@@ -43,6 +44,7 @@
 pub mod backoff;
 pub mod batch;
 pub mod cron;
+pub mod flow;
 pub mod job;
 pub mod job_key;
 pub mod lease;

@@ -63,6 +63,7 @@ mod clock;
 pub mod db;
 mod error;
 mod extensions;
+pub mod flow;
 pub mod history;
 pub mod identity;
 pub mod inspect;

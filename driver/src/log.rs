@@ -139,6 +139,14 @@ pub(crate) fn log_event(event: &Event, worker_id: &str) {
         }
         Event::LoopResumed => tracing::warn!(worker_id, "the worker's loop turns again: renewing its lease"),
         Event::ListenerUp => tracing::debug!(worker_id, "LISTEN connection up"),
+        Event::FlowChanged { paused, capped } if paused.is_empty() => {
+            let capped = capped.join(", ");
+            tracing::info!(worker_id, capped, "nothing paused: fetching every task this worker runs")
+        }
+        Event::FlowChanged { paused, capped } => {
+            let (paused, capped) = (paused.join(", "), capped.join(", "));
+            tracing::warn!(worker_id, paused, capped, "paused: starting none of these jobs until resumed")
+        }
         Event::JobsGivenBack { count } => tracing::debug!(worker_id, count, "giving jobs back unrun"),
         Event::LockSweep { .. } => tracing::debug!(worker_id, "freeing locks of dead workers"),
         Event::CronSchedule { at, backfilled, jobs } => {

@@ -129,6 +129,8 @@ mod otel {
         depth_wanted: Arc<AtomicBool>,
         /// 1 while the worker runs and its lease holds, else 0.
         up: Arc<AtomicU64>,
+        /// The pauses this worker obeys (`all`, `task:<name>`, `queue:<name>`).
+        paused: Arc<std::sync::Mutex<Vec<String>>>,
         /// Observed when collected; kept so their callbacks live as long as the worker.
         _gauges: Vec<ObservableGauge<u64>>,
         _age: ObservableGauge<f64>,
@@ -158,6 +160,8 @@ mod otel {
             let up = Arc::new(AtomicU64::new(0));
             let observed_up =
                 (up.clone(), KeyValue::new("messaging.consumer.group.name", worker_id.to_owned()));
+            let paused = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+            let observed_paused = (paused.clone(), observed_up.1.clone());
             let (pool_used, pool_idle, pool_waiting) = (pool.clone(), pool.clone(), pool.clone());
             let pool_attrs = |state: &'static str| {
                 [
@@ -172,6 +176,18 @@ mod otel {
                     .with_callback(move |gauge| {
                         let (up, worker) = &observed_up;
                         gauge.observe(up.load(Ordering::Relaxed), std::slice::from_ref(worker));
+                    })
+                    .build(),
+                meter
+                    .u64_observable_gauge("formica.flow.paused")
+                    .with_description("1 for each pause this worker obeys (attribute formica.pause)")
+                    .with_callback(move |gauge| {
+                        let (paused, worker) = &observed_paused;
+                        let paused = paused.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                        for pause in paused.iter() {
+                            gauge
+                                .observe(1, &[worker.clone(), KeyValue::new("formica.pause", pause.clone())]);
+                        }
                     })
                     .build(),
                 meter
@@ -251,6 +267,7 @@ mod otel {
                 oldest_due,
                 depth_wanted,
                 up,
+                paused,
                 _gauges: gauges,
                 _age: age,
                 worker: KeyValue::new("messaging.consumer.group.name", worker_id.to_owned()),
@@ -298,6 +315,9 @@ mod otel {
                 }
                 Event::WorkerStart { .. } | Event::LeaseRenewed => self.up.store(1, Ordering::Relaxed),
                 Event::WorkerStop { .. } | Event::LeaseLapsing => self.up.store(0, Ordering::Relaxed),
+                Event::FlowChanged { paused, .. } => {
+                    *self.paused.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = paused.clone();
+                }
                 Event::JobStart { .. }
                 | Event::JobComplete { .. }
                 | Event::FetchStart { .. }

@@ -27,6 +27,7 @@ enum Answer {
     Jobs,
     KnownCrontabs,
     Cancels,
+    Flow,
     Done,
     /// `(job id, holder)` rows of the jobs a write left out.
     Fenced,
@@ -82,6 +83,7 @@ impl Bound {
                     .map(|r| Ok(ScheduleRow { identifier: r.try_get(0)?, line: r.try_get(1)? }))
                     .collect::<Result<_, tokio_postgres::Error>>()?,
             ),
+            Answer::Flow => QueryResult::Flow(crate::flow::read_controls(rows)?),
             Answer::Done => QueryResult::Done,
             Answer::Fenced if rows.is_empty() => QueryResult::Done,
             Answer::Fenced => {
@@ -100,18 +102,37 @@ impl Bound {
 /// The SQL and parameters of `statement` (the parameter order is each file's header).
 pub fn bind(statement: Statement) -> Bound {
     let (template, params, answer) = match statement {
-        Statement::GetJobs { worker_id, task_identifiers, forbidden_flags, accepted_flags, limit, now } => (
-            crate::traces::get_jobs(),
-            vec![
+        Statement::GetJobs {
+            worker_id,
+            task_identifiers,
+            forbidden_flags,
+            accepted_flags,
+            limit,
+            now,
+            excluded_queues,
+            caps,
+        } => {
+            let mut params = vec![
                 param(worker_id, Type::TEXT),
                 param(task_identifiers, Type::TEXT_ARRAY),
                 param(forbidden_flags, Type::TEXT_ARRAY),
                 param(now, Type::TIMESTAMPTZ),
                 param(i32::try_from(limit).unwrap_or(i32::MAX), Type::INT4),
                 param(accepted_flags, Type::TEXT_ARRAY),
-            ],
-            Answer::Jobs,
-        ),
+            ];
+            // Nothing paused or capped: the plain fetch, without more parameters.
+            let template = if !caps.is_empty() {
+                params.push(param(excluded_queues, Type::TEXT_ARRAY));
+                params.extend(crate::flow::cap_params(caps));
+                crate::flow::get_jobs_capped()
+            } else if excluded_queues.is_empty() {
+                crate::traces::get_jobs()
+            } else {
+                params.push(param(excluded_queues, Type::TEXT_ARRAY));
+                crate::flow::get_jobs_excluding_queues()
+            };
+            (template, params, Answer::Jobs)
+        }
         Statement::CompleteJobs { worker_id, ids } => (
             sql::worker::COMPLETE_JOBS,
             vec![param(worker_id, Type::TEXT), param(ids, Type::INT8_ARRAY)],
@@ -165,6 +186,7 @@ pub fn bind(statement: Statement) -> Bound {
         Statement::RecoverLapsed { grace } => {
             (sql::worker::RECOVER_LAPSED, vec![param(grace.num_milliseconds(), Type::INT8)], Answer::Done)
         }
+        Statement::ReadFlow => (sql::flow::READ_FLOW, vec![], Answer::Flow),
         Statement::ReadCancels { worker_id } => {
             (sql::worker::READ_CANCELS, vec![param(worker_id, Type::TEXT)], Answer::Cancels)
         }

@@ -55,6 +55,7 @@ pub const RECORDS_STEPS: &[Step] = &[
     Step { id: 3, sql: &[LEASE_IDENTITY] },
     Step { id: 4, sql: &[LEASE_CRONTAB] },
     Step { id: 5, sql: &[traces::JOB_TRACES] },
+    Step { id: 6, sql: &[flow::PAUSES] },
     Step { id: 7, sql: &[history::JOB_HISTORY] },
     Step { id: 8, sql: &[schedules::TABLE] },
     Step { id: 9, sql: &[UNIQUE_CLAIMS] },
@@ -206,6 +207,40 @@ pub mod schedules {
     pub const LIST: &str = include_str!("../queries/schedules/list_schedules.sql");
     /// What a worker reads: identifier and line.
     pub const READ: &str = include_str!("../queries/worker/read_schedules.sql");
+}
+
+/// Flow control (pauses and caps): the records' tables and the statements behind
+/// `WorkerUtils::pause`, `resume`, `paused`, `set_cap`, `remove_cap` and `caps`, and the
+/// worker's fetches that leave paused named queues out and keep within caps.
+pub mod flow {
+    /// The records' tables of pauses and caps, and the capped fetch's function (records
+    /// migration 6).
+    pub const PAUSES: &str = include_str!("../records/000006.sql");
+    /// See the file for parameters.
+    pub const PAUSE: &str = include_str!("../queries/flow_pause.sql");
+    /// See the file for parameters.
+    pub const RESUME: &str = include_str!("../queries/flow_resume.sql");
+    /// The pauses with their reason, author and time.
+    pub const PAUSED: &str = include_str!("../queries/flow_paused.sql");
+    /// The worker's read of the flow controls: see the file for the rows.
+    pub const READ_FLOW: &str = include_str!("../queries/worker/read_flow.sql");
+    /// See the file for parameters.
+    pub const CAP: &str = include_str!("../queries/flow_cap.sql");
+    /// See the file for parameters.
+    pub const UNCAP: &str = include_str!("../queries/flow_uncap.sql");
+    /// The caps with their author and time.
+    pub const CAPS: &str = include_str!("../queries/flow_caps.sql");
+    /// The fetch of a worker some of whose tasks are capped (see the file).
+    pub const GET_JOBS_CAPPED: &str = include_str!("../queries/worker/get_jobs_capped.sql");
+    /// Where `worker::GET_JOBS` marks the filter of the named queues it may lock.
+    const QUEUE_FILTER: &str = "/*:QUEUE_FILTER*/";
+
+    /// The fetch `get_jobs` (`worker::GET_JOBS`, traced or not) leaving out the jobs of
+    /// the named queues in its parameter `$7` (`text[]`); the plain one has no such
+    /// parameter and costs nothing more.
+    pub fn excluding_queues(get_jobs: &str) -> String {
+        get_jobs.replace(QUEUE_FILTER, "and job_queues.queue_name <> all($7::text[])")
+    }
 }
 
 /// Statements used by the migrator.
@@ -454,6 +489,13 @@ mod tests {
             assert!(plain.contains("/*:HISTORY*/") && plain.contains("/*:HISTORY_COLUMNS*/"), "{plain}");
             assert!(!sql.contains("/*:HISTORY") && sql.contains("insert into :RECORDS.job_history"), "{sql}");
         }
+    }
+
+    #[test]
+    fn the_fetch_excluding_queues_filters_the_queues_it_locks() {
+        let fetch = flow::excluding_queues(worker::GET_JOBS);
+        assert!(fetch.contains("job_queues.is_available = true and job_queues.queue_name <> all($7::text[])"));
+        assert_eq!(fetch.matches("$7").count(), 1, "{fetch}");
     }
 
     #[test]

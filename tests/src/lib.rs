@@ -47,6 +47,11 @@ pub struct SnoozeAndRetriesDoctests;
 #[doc = include_str!("../../docs/guide/unique-jobs.md")]
 pub struct UniqueJobsDoctests;
 
+/// `docs/guide/flow-control.md`'s blocks (see `ReadmeDoctests`).
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/guide/flow-control.md")]
+pub struct FlowControlDoctests;
+
 pub mod certs;
 pub mod cluster;
 pub mod dashboard;

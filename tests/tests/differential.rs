@@ -15,6 +15,7 @@
 
 use chrono::{DateTime, Duration, Utc};
 use formica_check::{Action, NewJob, Pick};
+use formica_core::flow::{Cap, Partition};
 use formica_core::job::{Job, JobKeyMode};
 use formica_core::job::{RawJob, RescheduleJobOptions};
 use formica_core::sim::{CancelOutcome, Db, SplitMix};
@@ -197,6 +198,18 @@ impl Gen {
                     0 => -5 * 3600,
                     _ => g.rng.between(-10, 90),
                 }),
+                excluded: self.maybe(200, |g| vec![format!("q{}", g.rng.below(2))]).unwrap_or_default(),
+                caps: self
+                    .maybe(300, |g| {
+                        let partition = match g.rng.below(3) {
+                            0 => None,
+                            1 => Some(Partition::Field("n".into())),
+                            _ => Some(Partition::KeyPrefix("1".into())),
+                        };
+                        let task = g.pick(&TASKS).to_owned();
+                        vec![Cap { task, max_running: g.rng.between(1, 3) as u32, partition }]
+                    })
+                    .unwrap_or_default(),
             },
             80..=86 => Action::WorkerComplete { worker_id: self.worker(), mask: self.rng.next_u64() },
             87..=94 => Action::WorkerFail {
@@ -473,7 +486,7 @@ impl Both {
                     .expect("force_unlock_workers");
                 (Outcome::Nothing, Outcome::Nothing)
             }
-            Action::Fetch { worker_id, tasks, forbidden, accepted, limit, now_s } => {
+            Action::Fetch { worker_id, tasks, forbidden, accepted, limit, now_s, excluded, caps } => {
                 self.serial += 1;
                 let fetch_now = now_s.map(|s| at(now, s, self.serial));
                 let statement = Statement::GetJobs {
@@ -483,6 +496,8 @@ impl Both {
                     accepted_flags: accepted.clone(),
                     limit: *limit,
                     now: fetch_now,
+                    excluded_queues: excluded.clone(),
+                    caps: caps.iter().filter(|c| tasks.contains(&c.task)).cloned().collect(),
                 };
                 let sim = match self.sim.execute(&statement) {
                     QueryResult::Jobs { jobs, .. } => Outcome::Rows(sorted(jobs.iter().map(cmp).collect())),

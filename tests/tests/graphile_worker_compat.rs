@@ -301,3 +301,37 @@ impl Drop for KillOnDrop {
         let _ = self.0.wait();
     }
 }
+
+/// graphile-worker knows nothing of Formica's flow controls: with its task paused and
+/// capped at 1 (rows of Formica's records schema), a Node worker still runs every job, and
+/// graphile-worker's schema and ledger stay exactly its own.
+#[tokio::test]
+#[ignore = "needs graphile-worker from npm: scripts/compat-graphile-worker"]
+async fn graphile_worker_ignores_a_pause_and_a_cap_in_force() {
+    use formica_tokio::flow::{Cap, Pause};
+    let db = TestDb::migrated().await;
+    let client = db.client().await;
+    client.batch_execute("create table done (n int)").await.unwrap();
+    let utils = db.utils();
+    utils.pause(&Pause::task("record"), Some("compat"), None).await.unwrap();
+    utils.set_cap(&Cap { task: "record".into(), max_running: 1, partition: None }, None).await.unwrap();
+    for n in 0..5 {
+        utils.add_raw_job("record", json!({ "n": n }), JobSpec::default()).await.expect("add");
+    }
+    let tasks = std::env::temp_dir().join(format!("formica-compat-flow-{}", db.name));
+    std::fs::create_dir_all(tasks.join("tasks")).unwrap();
+    std::fs::write(
+        tasks.join("tasks/record.js"),
+        "module.exports = async (payload, helpers) => {\n\
+           await helpers.query('insert into done values ($1)', [payload.n]);\n\
+         };\n",
+    )
+    .unwrap();
+    graphile_worker("FORMICA_GRAPHILE_WORKER", &db, &tasks, &["--once"]);
+    let done: i64 = client.query_one("select count(*) from done", &[]).await.unwrap().get(0);
+    assert_eq!(done, 5, "graphile-worker ran the paused, capped task's jobs");
+    assert_eq!(utils.paused().await.unwrap().len(), 1, "the pause is still in force for Formica");
+    assert_eq!(schema_facts(&client, "graphile_worker").await, reference_facts().await);
+    assert_eq!(ledger(&client, "graphile_worker").await, expected_ledger());
+    let _ = std::fs::remove_dir_all(tasks);
+}

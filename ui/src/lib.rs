@@ -38,6 +38,7 @@
 mod api;
 mod bulk;
 pub mod data;
+mod flow;
 mod guard;
 mod history;
 mod html;
@@ -166,7 +167,8 @@ fn build(utils: WorkerUtils, options: Options) -> (Router, State) {
     let router = Router::new()
         .merge(pages::routes())
         .merge(history::routes())
-        .nest("/api", api::routes().merge(schedules::routes()))
+        .merge(flow::page_routes())
+        .nest("/api", api::routes().merge(schedules::routes()).merge(flow::api_routes()))
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard::guard))
         .merge(probes::routes())
         .with_state(state.clone());

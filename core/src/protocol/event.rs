@@ -234,4 +234,13 @@ pub enum Event {
         /// When it runs again.
         until: Timestamp,
     },
+    /// The flow controls this worker obeys changed (read at start, then on each change):
+    /// what is paused now, as `all`, `task:<name>`, `queue:<name>` (empty: nothing), and
+    /// capped, as `<task><=<max>` (with ` per field <f>` or ` per key_prefix <sep>`).
+    FlowChanged {
+        /// The pauses in force.
+        paused: Vec<String>,
+        /// The caps in force.
+        capped: Vec<String>,
+    },
 }

@@ -26,6 +26,7 @@ pub use event::Event;
 
 pub use crate::cron::batch::ScheduleRow;
 use crate::cron::batch::{CronBatch, KnownCrontab};
+use crate::flow::{Cap, Controls};
 use crate::job::Job;
 use crate::time::Timestamp;
 
@@ -40,8 +41,11 @@ pub const CANCEL: &str = "formica:cancel";
 /// The channel notified when a runtime schedule is added, changed or removed: a wake-up
 /// only (the schedules are rows, read with [`Statement::ReadSchedules`]). Formica's own.
 pub const SCHEDULES: &str = "formica:schedules";
+/// The channel `WorkerUtils::pause`/`resume` notify after changing the flow controls: a
+/// wake-up only, its payload empty (the controls are rows, read with [`Statement::ReadFlow`]).
+pub const FLOW: &str = "formica:flow";
 /// Every channel a worker's listener listens on.
-pub const CHANNELS: [&str; 4] = [JOBS_INSERT, WORKER_MIGRATE, CANCEL, SCHEDULES];
+pub const CHANNELS: [&str; 5] = [JOBS_INSERT, WORKER_MIGRATE, CANCEL, SCHEDULES, FLOW];
 
 /// Identifies a query so its result can be matched to it.
 pub type QueryId = u64;
@@ -99,6 +103,13 @@ pub enum Statement {
         limit: usize,
         /// The time jobs must be due by (`None`: the database clock).
         now: Option<Timestamp>,
+        /// Named queues whose jobs are not taken (paused: [`crate::flow`]). Empty: the
+        /// plain statement, exactly as without flow control.
+        excluded_queues: Vec<String>,
+        /// The caps of the tasks fetched ([`crate::flow::Cap`]): their jobs are locked only
+        /// within the room each cap leaves, counting every job of the task locked by anyone.
+        /// Empty: no capped fetch (the plain statement).
+        caps: Vec<Cap>,
     },
     /// Delete these jobs (still held by `worker_id`) and release their queues. Answer: `Done`,
     /// or `Fenced` naming the jobs it did not delete.
@@ -184,6 +195,8 @@ pub enum Statement {
     },
     /// Read the runtime schedules (Formica's `schedules` table). Answer: `Schedules`.
     ReadSchedules,
+    /// The flow controls in force ([`crate::flow`]). Answer: `Flow`.
+    ReadFlow,
 }
 
 /// A locked job whose row could not be read (a payload nested too deep, a number out of range...).
@@ -244,6 +257,8 @@ pub enum QueryResult {
     Err(DbError),
     /// The runtime schedules, for `ReadSchedules`.
     Schedules(Vec<ScheduleRow>),
+    /// The flow controls in force, for `ReadFlow`.
+    Flow(Controls),
 }
 
 /// How a task ended.
@@ -385,11 +400,13 @@ pub enum TimerKind {
     Cron,
     /// Stop waiting for outcomes the database does not take: the shutdown has waited long enough.
     GiveUpWrites,
+    /// Read the flow controls again: the fallback when their notification is lost.
+    Flow,
 }
 
 impl TimerKind {
     /// Every kind, in the order ties between deadlines are broken.
-    pub const ALL: [TimerKind; 12] = [
+    pub const ALL: [TimerKind; 13] = [
         TimerKind::Poll,
         TimerKind::Flush,
         TimerKind::Listener,
@@ -402,6 +419,7 @@ impl TimerKind {
         TimerKind::Retry,
         TimerKind::Cron,
         TimerKind::GiveUpWrites,
+        TimerKind::Flow,
     ];
 }
 

@@ -12,6 +12,7 @@
 //! `cancel_requests` tables) are kept beside the job tables.
 
 use crate::cron::runner::KnownCrontab;
+use crate::flow::{Cap, Pause};
 use crate::job::{Job, JobKeyMode, RawJob, RescheduleJobOptions, DEFAULT_MAX_ATTEMPTS};
 use crate::job_key::{self, Decision, ExistingJob, NewJob};
 use crate::protocol::{DbError, JOBS_INSERT};
@@ -60,6 +61,10 @@ pub struct Db {
     pub(super) cancel_requests: BTreeMap<i64, String>,
     /// `formica_<schema>.schedules`: identifier -> canonical line (see `schedules.rs`).
     pub(super) schedules: BTreeMap<String, String>,
+    /// `formica_<schema>.pauses` (see `flow.rs`).
+    pub(super) pauses: BTreeSet<Pause>,
+    /// `formica_<schema>.caps`, by task.
+    pub(super) caps: BTreeMap<String, Cap>,
 }
 
 pub(super) fn constraint(name: &str) -> DbError {
@@ -84,6 +89,8 @@ impl Db {
             leases: BTreeMap::new(),
             cancel_requests: BTreeMap::new(),
             schedules: BTreeMap::new(),
+            pauses: BTreeSet::new(),
+            caps: BTreeMap::new(),
         }
     }
 
@@ -477,10 +484,13 @@ mod tests {
             accepted_flags: vec![],
             limit,
             now: None,
+            excluded_queues: vec![],
+            caps: vec![],
         }) {
             QueryResult::Jobs { jobs, .. } => jobs,
             other @ (QueryResult::KnownCrontabs(_)
             | QueryResult::Cancels(_)
+            | QueryResult::Flow(_)
             | QueryResult::Done
             | QueryResult::Fenced(_)
             | QueryResult::Schedules(_)

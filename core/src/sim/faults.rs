@@ -286,7 +286,8 @@ fn statement_text(statement: &Statement) -> String {
         | Statement::RecoverLapsed { .. }
         | Statement::RegisterCrontabs { .. }
         | Statement::ReadCancels { .. }
-        | Statement::ReadSchedules) => variant(other),
+        | Statement::ReadSchedules
+        | Statement::ReadFlow) => variant(other),
     }
 }
 
@@ -306,6 +307,7 @@ fn result_text(result: &QueryResult) -> String {
         }
         QueryResult::Cancels(requests) => format!("cancel requests {requests:?}"),
         QueryResult::Schedules(rows) => format!("{} runtime schedules", rows.len()),
+        QueryResult::Flow(controls) => format!("flow controls {controls:?}"),
         other @ (QueryResult::KnownCrontabs(_) | QueryResult::Done) => variant(other),
     }
 }

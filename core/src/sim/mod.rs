@@ -95,6 +95,7 @@
 mod cancel;
 mod db;
 pub mod faults;
+mod flow;
 mod process;
 mod run;
 mod schedules;

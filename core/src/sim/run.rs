@@ -147,7 +147,8 @@ impl World {
                     | QueryResult::Jobs { .. }
                     | QueryResult::KnownCrontabs(_)
                     | QueryResult::Cancels(_)
-                    | QueryResult::Schedules(_) => Ok(()),
+                    | QueryResult::Schedules(_)
+                    | QueryResult::Flow(_) => Ok(()),
                 };
                 self.record(Some(worker), Traced::Heartbeat { statement, result: answer });
                 let now = self.worker_now(worker);

@@ -5,13 +5,14 @@
 use super::db::Db;
 use crate::backoff;
 use crate::cron::runner::KnownCrontab;
+use crate::flow::Cap;
 use crate::job::Job;
 use crate::job::RawJob;
 use crate::protocol::{Failure, Fenced, QueryResult, Snooze, Statement};
 use crate::time::Timestamp;
 use crate::worker::STALE_LOCK_AGE;
 use chrono::Duration;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The answer of a write that left out `fenced`.
 fn written(fenced: Vec<Fenced>) -> QueryResult {
@@ -113,9 +114,12 @@ impl Db {
                 accepted_flags,
                 limit,
                 now,
+                excluded_queues,
+                caps,
             } => {
                 let flags = Flags { forbidden: forbidden_flags, accepted: accepted_flags };
-                QueryResult::jobs(self.get_jobs(worker_id, task_identifiers, flags, *limit, *now))
+                let fetch = Fetch { task_identifiers, excluded_queues, flags, caps };
+                QueryResult::jobs(self.get_jobs(worker_id, fetch, *limit, *now))
             }
             Statement::CompleteJobs { worker_id, ids } => {
                 let fenced = self.fenced(ids.iter().copied(), worker_id);
@@ -205,6 +209,7 @@ impl Db {
                 QueryResult::Done
             }
             Statement::ReadCancels { worker_id } => QueryResult::Cancels(self.read_cancels(worker_id)),
+            Statement::ReadFlow => QueryResult::Flow(self.controls()),
             Statement::ResetLocked { locked_before } => {
                 let now = self.now;
                 let cutoff = locked_before.unwrap_or(now - STALE_LOCK_AGE);
@@ -247,15 +252,20 @@ impl Db {
     pub(super) fn get_jobs(
         &mut self,
         worker_id: &str,
-        task_identifiers: &[String],
-        flags: Flags<'_>,
+        Fetch { task_identifiers, excluded_queues, flags, caps }: Fetch<'_>,
         limit: usize,
         now: Option<Timestamp>,
     ) -> Vec<Job> {
         let now = now.unwrap_or(self.now);
         let limit = limit.min(i32::MAX as usize);
-        let queue_free =
-            |q: Option<i32>| q.is_none_or(|q| self.queues.get(&q).is_some_and(|q| q.locked_at.is_none()));
+        let queue_free = |q: Option<i32>| {
+            q.is_none_or(|q| {
+                self.queues
+                    .get(&q)
+                    .is_some_and(|q| q.locked_at.is_none() && !excluded_queues.contains(&q.name))
+            })
+        };
+        let cap_of = |j: &Job| caps.iter().find(|c| c.task == j.task_identifier);
         let mut candidates: Vec<&Job> = self
             .jobs
             .values()
@@ -266,11 +276,34 @@ impl Db {
             .filter(|j| flags.admit(&j.flags))
             .collect();
         candidates.sort_by_key(|j| (j.priority, j.run_at, j.id));
+        // As the capped statement (sql/records/000006.sql): the first `limit` jobs of the
+        // uncapped tasks and of each task capped as a whole, and every due job of the tasks
+        // capped per partition.
+        let (capped, mut candidates): (Vec<&Job>, Vec<&Job>) =
+            candidates.into_iter().partition(|j| cap_of(j).is_some());
         candidates.truncate(limit);
+        let mut firsts: BTreeMap<&str, usize> = BTreeMap::new();
+        candidates.extend(capped.into_iter().filter(|j| {
+            let whole = cap_of(j).is_some_and(|c| c.partition.is_none());
+            let seen = firsts.entry(j.task_identifier.as_str()).or_default();
+            *seen += 1;
+            !whole || *seen <= limit
+        }));
+        candidates.sort_by_key(|j| (j.priority, j.run_at, j.id));
         let mut queues_taken = BTreeSet::new();
+        let mut taken_in: BTreeMap<(String, String), usize> = BTreeMap::new();
         let chosen: Vec<i64> = candidates
             .into_iter()
             .filter(|j| j.job_queue_id.is_none_or(|q| queues_taken.insert(q)))
+            .filter(|j| {
+                let Some(cap) = cap_of(j) else { return true };
+                let partition = super::flow::cap_partition(cap, j);
+                let room = (cap.max_running as usize).saturating_sub(self.locked_in(cap, &partition));
+                let taken = taken_in.entry((cap.task.clone(), partition)).or_default();
+                *taken += 1;
+                *taken <= room
+            })
+            .take(limit)
             .map(|j| j.id)
             .collect();
         let lock_time = now;
@@ -290,6 +323,15 @@ impl Db {
         out.sort_by_key(|j| (j.priority, j.run_at, j.id));
         out
     }
+}
+
+/// Which jobs a fetch looks at: of these tasks, not in these named queues, with these
+/// flags, within these caps.
+pub(super) struct Fetch<'a> {
+    task_identifiers: &'a [String],
+    excluded_queues: &'a [String],
+    flags: Flags<'a>,
+    caps: &'a [Cap],
 }
 
 /// The flags a fetch refuses and, if any, the ones it requires one of.

@@ -29,11 +29,19 @@ impl Worker {
                 // it, and the return finds it no longer ours.)
                 let (again, jobs): (Vec<Job>, Vec<Job>) =
                     jobs.into_iter().partition(|job| self.writes.releasing(job.id));
+                // Jobs a pause read since the fetch was sent holds back go back unstarted.
+                let flow = self.flow.state();
+                let (paused, jobs): (Vec<Job>, Vec<Job>) = if flow.pauses_nothing() {
+                    (Vec::new(), jobs)
+                } else {
+                    jobs.into_iter()
+                        .partition(|j| flow.holds_back(&j.task_identifier, j.queue_name.as_deref()))
+                };
                 // Jobs locked when the lease may have lapsed are given back too.
                 let accepting = self.taking_jobs();
                 let mut back =
                     self.fetcher.fetched(id, rows, jobs, &held, self.slots.len(), accepting, self.now);
-                back.extend(again.iter().map(|job| job.id));
+                back.extend(again.iter().chain(&paused).map(|job| job.id));
                 self.writes.give_back(back, self.now);
                 // An unreadable row fails its attempt as a task's error would: its lock is
                 // released, and it is retried (an edited row may read next time).
@@ -55,6 +63,7 @@ impl Worker {
                 }
             }
             QueryResult::Cancels(requests) => self.cancels_read(requests),
+            QueryResult::Flow(controls) => self.flow_read(&controls),
             QueryResult::KnownCrontabs(known) => {
                 if let Some(cron) = &mut self.cron {
                     cron.registered(&known);
@@ -94,17 +103,28 @@ impl Worker {
                     self.fetcher.wake();
                 }
                 Part::Reclaim => self.fetcher.reclaim_ended(false),
-                Part::Fetch | Part::Cancels => {}
+                Part::Fetch | Part::Cancels | Part::Flow => {}
             },
         }
         Ok(())
+    }
+
+    /// The flow controls were read: say what changed, and look for jobs a resume freed.
+    fn flow_read(&mut self, controls: &crate::flow::Controls) {
+        if let Some(state) = self.flow.read(controls, self.now) {
+            let (paused, capped) = (state.paused(), state.capped());
+            self.emit(Event::FlowChanged { paused, capped });
+            self.hold_back_paused();
+            self.fetcher.wake();
+        }
     }
 
     /// Every failure is retried: a write (by [`Writes`], never dropped), a fetch after
     /// `poll_interval`, a sweep at the next sweep, cron by its runner.
     fn query_failed(&mut self, id: QueryId, part: Part, error: DbError) {
         let statement = self.writes.name(id).unwrap_or(part.statement());
-        let fetching = matches!(part, Part::Fetch | Part::Reclaim);
+        // Nothing is fetched before the flow controls are read.
+        let fetching = matches!(part, Part::Fetch | Part::Reclaim | Part::Flow);
         let gave_up = self.gave_up_once(fetching, statement, &error);
         match part {
             // Whatever the error, the fetch may have locked jobs: the connection may have
@@ -115,6 +135,8 @@ impl Worker {
                 self.fetcher.reclaim_ended(!gave_up);
                 self.writes.refused_beside();
             }
+            // The poll reads again (a fetch waits for a first read).
+            Part::Flow => self.flow.ended(self.now),
             Part::Write | Part::Sweep | Part::Cron | Part::Recovery | Part::Cancels => {}
         }
         if gave_up {
@@ -134,6 +156,7 @@ impl Worker {
             Part::Cancels => {
                 self.cancels.read_ended();
             }
+            Part::Flow => {}
             Part::Cron => {
                 if let Some(cron) = &mut self.cron {
                     cron.failed(self.now, self.config.poll_interval);

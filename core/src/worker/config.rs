@@ -109,6 +109,18 @@ pub struct Config {
     /// Also schedule the runtime schedules (Formica's `schedules` table), read at start,
     /// on each `formica:schedules` notification and at least this often (`None`: not).
     pub runtime_schedules: Option<Duration>,
+    /// Obey the flow controls ([`crate::flow`]) kept in Formica's records schema: read them
+    /// before the first fetch, on each [`FLOW`](crate::protocol::FLOW) notification, when the
+    /// listener comes back, and every poll interval. The driver turns it on. Off (the
+    /// default here, for a machine driven without the records schema), nothing is read and
+    /// every fetch is the plain one.
+    pub flow_control: bool,
+    /// Per task identifier, the most of its jobs running at once in this worker (within
+    /// `concurrency`): a task at its limit is left out of fetches, and its jobs already
+    /// fetched wait in the local queue while other jobs start. At least 1 each. Tasks not
+    /// named share `concurrency` freely. Global limits across workers are caps
+    /// ([`crate::flow::Cap`]).
+    pub task_concurrency: BTreeMap<String, usize>,
 }
 
 impl Default for Config {
@@ -138,6 +150,8 @@ impl Default for Config {
             runtime_schedules: None,
             latest_migration: 0,
             task_policies: BTreeMap::new(),
+            flow_control: false,
+            task_concurrency: BTreeMap::new(),
         }
     }
 }
@@ -154,6 +168,11 @@ impl Config {
     pub fn validate(&self) -> Result<(), String> {
         if self.concurrency == 0 {
             return Err("concurrency is 0: it must be at least 1, or no job could ever run".into());
+        }
+        if let Some((task, _)) = self.task_concurrency.iter().find(|(_, n)| **n == 0) {
+            return Err(format!(
+                "task_concurrency of {task} is 0: it must be at least 1 (pause the task instead)"
+            ));
         }
         let within = |name: &str, value: Duration, least: Duration, most: Duration, why: &str| {
             if value < least || value > most {

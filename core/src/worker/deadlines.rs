@@ -27,6 +27,7 @@ impl Worker {
             TimerKind::ShutdownGrace => self.slots.grace_deadline(),
             TimerKind::Retry => self.retry_at,
             TimerKind::GiveUpWrites => self.writes.give_up_deadline(),
+            TimerKind::Flow => self.flow.deadline(),
             TimerKind::Cron => {
                 self.cron.as_ref().filter(|_| self.phase == Phase::Running).and_then(CronRunner::deadline)
             }

@@ -292,12 +292,42 @@ impl Fetcher {
     /// not every TTL under steady load.
     pub fn take(&mut self, slots: usize, now: Timestamp) -> Vec<Job> {
         let jobs: Vec<Job> = self.queue.drain(..slots.min(self.queue.len())).collect();
+        self.handed_out(!jobs.is_empty(), now);
+        jobs
+    }
+
+    /// [`take`](Self::take), skipping the jobs `may_start` refuses (asked in order until
+    /// `slots` are taken): they keep their place in the queue. Only for per-task limits:
+    /// it walks the queue, where `take` splits it.
+    pub fn take_where(
+        &mut self,
+        slots: usize,
+        now: Timestamp,
+        mut may_start: impl FnMut(&Job) -> bool,
+    ) -> Vec<Job> {
+        let mut jobs = Vec::new();
+        let mut kept = VecDeque::new();
+        while jobs.len() < slots {
+            let Some(job) = self.queue.pop_front() else { break };
+            if may_start(&job) {
+                jobs.push(job);
+            } else {
+                kept.push_back(job);
+            }
+        }
+        kept.append(&mut self.queue);
+        self.queue = kept;
+        self.handed_out(!jobs.is_empty(), now);
+        jobs
+    }
+
+    /// The give-back deadline after a take that handed out jobs (or not).
+    fn handed_out(&mut self, any: bool, now: Timestamp) {
         if self.queue.is_empty() {
             self.ttl_at = None;
-        } else if !jobs.is_empty() || self.ttl_at.is_none() {
+        } else if any || self.ttl_at.is_none() {
             self.ttl_at = Some(now + self.ttl);
         }
-        jobs
     }
 
     /// Something may have made a job runnable (a notification, a written outcome, the
@@ -357,6 +387,23 @@ impl Fetcher {
         expired
     }
 
+    /// The ids of the waiting jobs that `holds_back` says must not start now, to give back
+    /// (they leave the queue; the others keep their order).
+    pub fn withdraw(&mut self, holds_back: impl Fn(&Job) -> bool) -> Vec<i64> {
+        let mut ids = Vec::new();
+        let mut keep = |job: &Job| {
+            let back = holds_back(job);
+            back.then(|| ids.push(job.id));
+            !back
+        };
+        self.queue.retain(&mut keep);
+        self.early.retain(&mut keep);
+        if self.queue.is_empty() {
+            self.ttl_at = None;
+        }
+        ids
+    }
+
     /// The ids of the jobs waiting here, to give back (they leave the queue).
     pub fn give_back(&mut self) -> Vec<i64> {
         self.ttl_at = None;
@@ -394,6 +441,11 @@ impl Fetcher {
     /// Whether the last fetch came back short and nothing since may have made a job runnable.
     pub fn is_drained(&self) -> bool {
         self.drained
+    }
+
+    /// How many jobs of `task` wait here.
+    pub fn queued_of(&self, task: &str) -> usize {
+        self.queue.iter().chain(&self.early).filter(|j| j.task_identifier == task).count()
     }
 
     /// The ids of the jobs waiting here.

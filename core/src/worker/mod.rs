@@ -28,6 +28,7 @@ mod cancel;
 mod config;
 mod deadlines;
 mod fetch;
+mod flow;
 mod lease;
 mod link;
 mod observe;
@@ -36,6 +37,7 @@ mod refetch;
 mod slots;
 mod snooze;
 mod sweep;
+mod task_limits;
 mod writes;
 
 pub use self::config::{Config, DEFAULT_LOCAL_QUEUE_SIZE, MIN_POLL_INTERVAL};
@@ -52,6 +54,7 @@ pub use crate::time::Timestamp;
 
 use self::cancel::Cancels;
 use self::fetch::Fetcher;
+use self::flow::{FetchPlan, Flow};
 use self::lease::Lease;
 use self::link::Link;
 use self::part::Part;
@@ -61,7 +64,7 @@ use self::writes::Writes;
 use crate::cron::runner::CronRunner;
 use crate::job::Job;
 use crate::notify;
-use crate::protocol::{CANCEL, JOBS_INSERT, SCHEDULES, WORKER_MIGRATE};
+use crate::protocol::{CANCEL, FLOW, JOBS_INSERT, SCHEDULES, WORKER_MIGRATE};
 use crate::rng::SplitMix;
 use crate::text;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -91,6 +94,8 @@ pub struct Worker {
     sweeper: Sweeper,
     lease: Lease,
     cancels: Cancels,
+    /// The pauses this worker obeys.
+    flow: Flow,
     /// When a failed fetch is tried again (no fetch before).
     retry_at: Option<Timestamp>,
     effects: VecDeque<Effect>,
@@ -105,6 +110,7 @@ impl Worker {
             rng: SplitMix::new(config.seed),
             lease: Lease::start(now, !config.run_once, config.recovery_interval),
             fetcher: Fetcher::new(&config, now),
+            flow: Flow::new(config.flow_control, config.poll_interval),
             slots: Slots::new(config.concurrency),
             link: Link::new(config.max_listener_backoff),
             cron: (!config.run_once && (!config.crontab.is_empty() || config.runtime_schedules.is_some()))
@@ -149,8 +155,9 @@ impl Worker {
             Input::ListenerUp => {
                 if self.link.up() {
                     self.emit(Event::ListenerUp);
-                    // Jobs may have been added while it was down.
+                    // Jobs may have been added, and pauses changed, while it was down.
                     self.fetcher.wake();
+                    self.flow.want();
                 }
             }
             Input::ListenerDown { error } => {
@@ -227,8 +234,12 @@ impl Worker {
             let queued = self.fetcher.give_back();
             self.writes.give_back(queued, self.now);
         }
+        if accepting && self.flow.read_due() {
+            self.query(Part::Flow, Statement::ReadFlow);
+        }
         let slots = if self.taking_jobs() { self.slots.free() } else { 0 };
-        for job in self.fetcher.take(slots, self.now) {
+        let limits = &self.config.task_concurrency;
+        for job in task_limits::take(&mut self.fetcher, &self.slots, limits, slots, self.now) {
             self.start(job);
         }
         self.maybe_reclaim();
@@ -271,17 +282,46 @@ impl Worker {
         if !self.taking_jobs() || self.retry_at.is_some() || self.config.task_identifiers.is_empty() {
             return;
         }
+        if !self.flow.known() {
+            return;
+        }
+        let Some(FetchPlan { task_identifiers, excluded_queues, caps }) =
+            self.flow.plan(&self.config.task_identifiers)
+        else {
+            // All paused: nothing to look for until a resume wakes the fetcher.
+            self.fetcher.nothing_to_fetch();
+            return;
+        };
+        let limits = &self.config.task_concurrency;
+        let task_identifiers = task_limits::fetchable(task_identifiers, &self.fetcher, &self.slots, limits);
+        if task_identifiers.is_empty() {
+            return; // every task at its limit: a task's end fetches again
+        }
         let Some(limit) = self.fetcher.want(self.slots.len()) else { return };
         let statement = Statement::GetJobs {
             worker_id: self.config.worker_id.clone(),
-            task_identifiers: self.config.task_identifiers.clone(),
+            task_identifiers,
             forbidden_flags: self.config.forbidden_flags.clone(),
             accepted_flags: self.config.accepted_flags.clone(),
             limit,
             now: self.local_now(),
+            excluded_queues,
+            caps,
         };
         let id = self.query(Part::Fetch, statement);
         self.fetcher.sent(id, limit);
+    }
+
+    /// Give back, unstarted, the waiting jobs a pause now holds back (fetched before this
+    /// worker read the pause): once, when the pauses read change.
+    fn hold_back_paused(&mut self) {
+        let flow = self.flow.state();
+        if flow.pauses_nothing() {
+            return;
+        }
+        let held_back =
+            self.fetcher.withdraw(|job| flow.holds_back(&job.task_identifier, job.queue_name.as_deref()));
+        self.writes.give_back(held_back, self.now);
     }
 
     /// After a fetch whose answer was lost, once no fetch is out (so none is locking jobs
@@ -368,6 +408,7 @@ impl Worker {
                     cron.schedules_changed(self.now);
                 }
             }
+            FLOW => self.flow.want(),
             WORKER_MIGRATE => match notify::parse_migration(&payload) {
                 Some(m) if m.breaking && m.number <= i64::from(self.config.latest_migration) => {
                     self.emit(Event::SchemaReinstalled { migration: m.number });
@@ -395,6 +436,7 @@ impl Worker {
             self.link.off();
             self.sweeper.stop();
             self.lease.stop_recovery();
+            self.flow.stop();
             // Prefetched jobs never started: back without using an attempt.
             let unstarted = self.fetcher.stop();
             self.writes.give_back(unstarted, self.now);
@@ -460,6 +502,7 @@ impl Worker {
         if self.retry_at.is_some_and(|at| at <= now) {
             self.retry_at = None;
         }
+        self.flow.handle_timeout(now);
     }
 }
 

@@ -22,6 +22,7 @@ pub(crate) fn sending(statement: &Statement) -> Option<Event> {
         | Statement::ReturnUnknown { .. }
         | Statement::ReadCancels { .. }
         | Statement::SnoozeJobs { .. }
-        | Statement::ReadSchedules => None,
+        | Statement::ReadSchedules
+        | Statement::ReadFlow => None,
     }
 }

@@ -15,6 +15,8 @@ pub(crate) enum Part {
     Reclaim,
     /// Reading this worker's cancel requests.
     Cancels,
+    /// Reading the flow controls.
+    Flow,
 }
 
 impl Part {
@@ -32,6 +34,7 @@ impl Part {
                 | (QueryResult::Fenced(_), Part::Write)
                 | (QueryResult::Cancels(_), Part::Cancels)
                 | (QueryResult::Schedules(_), Part::Cron)
+                | (QueryResult::Flow(_), Part::Flow)
         )
     }
 
@@ -45,6 +48,7 @@ impl Part {
             Part::Write => "write outcomes",
             Part::Reclaim => "give back jobs a lost fetch locked",
             Part::Cancels => "read cancel requests",
+            Part::Flow => "read the flow controls",
         }
     }
 }

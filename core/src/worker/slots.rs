@@ -204,4 +204,9 @@ impl Slots {
     pub fn ids(&self) -> impl Iterator<Item = i64> + '_ {
         self.running.keys().copied()
     }
+
+    /// How many jobs of `task` run.
+    pub fn running_of(&self, task: &str) -> usize {
+        self.running.values().filter(|s| s.task == task).count()
+    }
 }

@@ -304,6 +304,8 @@ fn the_sim_database_takes_one_job_per_named_queue_per_fetch() {
         accepted_flags: vec![],
         limit: 10,
         now: None,
+        excluded_queues: vec![],
+        caps: vec![],
     }) {
         QueryResult::Jobs { jobs, .. } => jobs.len(),
         other => panic!("{other:?}"),
@@ -393,6 +395,8 @@ fn accepted_flags_reach_the_fetch_and_the_sim_database_takes_only_jobs_carrying_
         accepted_flags: accepted.iter().map(|f| f.to_string()).collect(),
         limit: 10,
         now: None,
+        excluded_queues: vec![],
+        caps: vec![],
     }) {
         QueryResult::Jobs { jobs, .. } => jobs.into_iter().map(|j| j.payload).collect::<Vec<_>>(),
         other => panic!("{other:?}"),

@@ -210,6 +210,13 @@ impl<R> WorkerOptions<R> {
         self.config.concurrency = n;
         self
     }
+    /// At most `n` jobs of `task` running at once in this worker (within `concurrency`;
+    /// at least 1, or `init` refuses it). Across every worker, use a cap
+    /// (`WorkerUtils::set_cap`).
+    pub fn task_concurrency(mut self, task: &str, n: usize) -> Self {
+        self.config.task_concurrency.insert(task.to_owned(), n);
+        self
+    }
     /// How often to look for jobs when no notification comes (default 2 s; at least 10 ms,
     /// or `init` refuses it).
     pub fn poll_interval(mut self, every: Duration) -> Self {
@@ -467,6 +474,8 @@ impl<R> WorkerOptions<R> {
         config.task_identifiers = self.handlers.0.keys().cloned().collect();
         self.run_layers.wrap(&mut self.handlers);
         config.latest_migration = formica_sql::LATEST;
+        // The records schema is migrated with the schema: obey its pauses.
+        config.flow_control = true;
         let (inputs, receiver) = mpsc::unbounded();
         let metrics = Metrics::new(utils.pool(), &config.worker_id);
         Ok(Worker {

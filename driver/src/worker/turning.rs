@@ -245,6 +245,7 @@ fn fetched(result: &QueryResult) -> Option<usize> {
         QueryResult::Jobs { jobs, undecodable } => Some(jobs.len() + undecodable.len()),
         QueryResult::KnownCrontabs(_)
         | QueryResult::Cancels(_)
+        | QueryResult::Flow(_)
         | QueryResult::Done
         | QueryResult::Fenced(_)
         | QueryResult::Schedules(_)

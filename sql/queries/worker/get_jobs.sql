@@ -5,7 +5,9 @@
 -- named queue only if no one holds that queue; at most one job per named queue. Each
 -- job's attempts count the attempt now starting. Rows: _private_jobs columns plus task_identifier and
 -- queue_name, in (priority, run_at, id) order. The comments of the last select mark where
--- the traced fetch (formica_sql::traces::fetch) adds each job's trace context.
+-- the traced fetch (formica_sql::traces::fetch) adds each job's trace context; the one
+-- in the queues' filter marks where the fetch that leaves paused queues out
+-- (formica_sql::flow::excluding_queues) adds its condition.
 with candidates as (
   select jobs.ctid, jobs.id, jobs.job_queue_id, jobs.priority, jobs.run_at
   from :SCHEMA._private_jobs as jobs
@@ -15,7 +17,7 @@ with candidates as (
       select tasks.id from :SCHEMA._private_tasks as tasks where tasks.identifier = any($2::text[])))
     and (jobs.job_queue_id is null or jobs.job_queue_id in (
       select job_queues.id from :SCHEMA._private_job_queues as job_queues
-      where job_queues.is_available = true
+      where job_queues.is_available = true /*:QUEUE_FILTER*/
       for update skip locked))
     and (jobs.flags ?| $3::text[]) is not true
     and (cardinality($6::text[]) = 0 or (jobs.flags ?| $6::text[]) is true)

@@ -1,0 +1,78 @@
+//! `formica pause`, `resume` and `paused`: a pause from the command line is listed with its
+//! reason and author, and resuming what is not paused is refused; `formica cap`, `uncap`
+//! and `caps` likewise.
+
+// Tests fail by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use formica_tests::TestDb;
+use formica_tokio::flow::Pause;
+use serde_json::Value;
+use std::process::{Command, Output};
+
+fn formica(db: &TestDb, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_formica")).args(["-c", &db.url, "--json"]).args(args).output().unwrap()
+}
+
+fn json(out: &Output) -> Value {
+    assert!(out.status.success(), "formica: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_resume_and_paused_from_the_command_line() {
+    let db = TestDb::migrated().await;
+    let paused =
+        json(&formica(&db, &["pause", "--queue", "mail", "--reason", "provider down", "--by", "ops"]));
+    assert_eq!(paused["paused"], "queue:mail");
+    json(&formica(&db, &["pause", "--all"]));
+    let list = json(&formica(&db, &["paused"]));
+    let list = list.as_array().unwrap();
+    assert_eq!(list.len(), 2, "{list:?}");
+    assert_eq!(
+        (&list[0]["scope"], &list[0]["name"], &list[0]["reason"]),
+        (&"queue".into(), &"mail".into(), &"provider down".into())
+    );
+    assert_eq!(list[0]["paused_by"], "ops");
+    assert_eq!((&list[1]["scope"], &list[1]["name"]), (&"all".into(), &"".into()));
+    let through_utils: Vec<Option<Pause>> =
+        db.utils().paused().await.unwrap().iter().map(|p| p.pause()).collect();
+    assert_eq!(through_utils, vec![Some(Pause::queue("mail")), Some(Pause::all())]);
+    assert_eq!(json(&formica(&db, &["resume", "--all"]))["resumed"], "all");
+    let again = formica(&db, &["resume", "--all"]);
+    assert!(!again.status.success(), "resuming what is not paused is refused");
+    assert!(String::from_utf8_lossy(&again.stderr).contains("all was not paused"));
+    let both = formica(&db, &["pause", "--task", "a", "--queue", "b"]);
+    assert!(!both.status.success(), "one target at a time");
+    let none = formica(&db, &["pause"]);
+    assert!(!none.status.success(), "a target is required");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cap_uncap_and_caps_from_the_command_line() {
+    let db = TestDb::migrated().await;
+    let set = json(&formica(
+        &db,
+        &["cap", "--task", "import", "--max", "2", "--per-field", "customer_id", "--by", "ops"],
+    ));
+    assert_eq!((&set["task"], &set["max"]), (&"import".into(), &2.into()));
+    json(&formica(&db, &["cap", "--task", "mail", "--max", "5", "--per-key-prefix", ":"]));
+    let caps = json(&formica(&db, &["caps"]));
+    let caps = caps.as_array().unwrap();
+    assert_eq!(caps.len(), 2, "{caps:?}");
+    assert_eq!(caps[0]["partition"], serde_json::json!({ "kind": "field", "argument": "customer_id" }));
+    assert_eq!(caps[0]["set_by"], "ops");
+    assert_eq!(caps[1]["partition"]["kind"], "key_prefix");
+    let through_utils: Vec<formica_tokio::flow::Cap> =
+        db.utils().caps().await.unwrap().into_iter().map(|c| c.cap).collect();
+    assert_eq!(through_utils[1].partition, Some(formica_tokio::flow::Partition::KeyPrefix(":".into())));
+    assert_eq!(json(&formica(&db, &["uncap", "--task", "mail"]))["uncapped"], "mail");
+    let again = formica(&db, &["uncap", "--task", "mail"]);
+    assert!(
+        !again.status.success() && String::from_utf8_lossy(&again.stderr).contains("mail was not capped")
+    );
+    assert!(!formica(&db, &["cap", "--task", "x", "--max", "0"]).status.success(), "a cap of 0 is refused");
+    let both =
+        formica(&db, &["cap", "--task", "x", "--max", "1", "--per-field", "a", "--per-key-prefix", ":"]);
+    assert!(!both.status.success(), "one partition at a time");
+}

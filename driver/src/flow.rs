@@ -1,0 +1,222 @@
+//! Flow control from an application: pause and resume a task, a named queue or everything
+//! (`WorkerUtils::pause`, `resume`, `paused`; guide: docs/guide/flow-control.md).
+//!
+//! A pause is a row of Formica's records schema. Every Formica worker reads the pauses
+//! before its first fetch, when notified on `formica:flow` (sent by these methods, at
+//! commit) and every poll interval, and from then on fetches and starts no paused job;
+//! running jobs finish. graphile-worker's workers do not read them.
+
+use crate::error::Error;
+use crate::params::{param, typed};
+use crate::utils::WorkerUtils;
+use chrono::{DateTime, Utc};
+pub use formica_core::flow::{Cap, Partition, Pause};
+use formica_core::flow::{Controls, Scope};
+use formica_sql as sql;
+use tokio_postgres::types::Type;
+
+/// A pause in force, as [`WorkerUtils::paused`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Paused {
+    /// `task`, `queue` or `all`.
+    pub scope: String,
+    /// The task identifier or queue name (empty for `all`).
+    pub name: String,
+    /// Why, as given.
+    pub reason: Option<String>,
+    /// Who paused it (as given, else the database role).
+    pub paused_by: String,
+    /// When, by the database clock.
+    pub paused_at: DateTime<Utc>,
+}
+
+impl Paused {
+    /// What is paused (`None`: a scope a newer Formica wrote).
+    pub fn pause(&self) -> Option<Pause> {
+        Some(Pause { scope: Scope::parse(&self.scope)?, name: self.name.clone() })
+    }
+}
+
+impl WorkerUtils {
+    /// Pause `pause` (a task, a named queue, or everything) for `reason`, by `by` (`None`:
+    /// the database role). Within a second every running Formica worker starts none of its
+    /// jobs (its running jobs finish), and a worker started later obeys it too, until
+    /// [`resume`](Self::resume). Pausing what is paused replaces the reason and author and
+    /// keeps the time. Returns when the pause began.
+    pub async fn pause(
+        &self,
+        pause: &Pause,
+        reason: Option<&str>,
+        by: Option<&str>,
+    ) -> Result<DateTime<Utc>, Error> {
+        let params = vec![
+            param(pause.scope.as_str().to_owned(), Type::TEXT),
+            param(pause.name.clone(), Type::TEXT),
+            param(reason.map(str::to_owned), Type::TEXT),
+            param(by.map(str::to_owned), Type::TEXT),
+        ];
+        let client = self.pool().get().await?;
+        let sql = sql::render(sql::flow::PAUSE, self.schema());
+        let rows = client.query_typed(&sql, &typed(&params)).await?;
+        let row = rows.first().ok_or_else(|| Error::Config("the pause was not recorded".into()))?;
+        Ok(row.try_get(0)?)
+    }
+
+    /// Lift the pause `pause`: workers start its jobs again within a second. Returns whether
+    /// it was paused.
+    pub async fn resume(&self, pause: &Pause) -> Result<bool, Error> {
+        let params =
+            vec![param(pause.scope.as_str().to_owned(), Type::TEXT), param(pause.name.clone(), Type::TEXT)];
+        let client = self.pool().get().await?;
+        let sql = sql::render(sql::flow::RESUME, self.schema());
+        Ok(!client.query_typed(&sql, &typed(&params)).await?.is_empty())
+    }
+
+    /// The pauses in force, oldest first.
+    pub async fn paused(&self) -> Result<Vec<Paused>, Error> {
+        let client = self.pool().get().await?;
+        let rows = client.query_typed(&sql::render(sql::flow::PAUSED, self.schema()), &[]).await?;
+        let paused = rows.iter().map(|row| {
+            Ok(Paused {
+                scope: row.try_get(0)?,
+                name: row.try_get(1)?,
+                reason: row.try_get(2)?,
+                paused_by: row.try_get(3)?,
+                paused_at: row.try_get(4)?,
+            })
+        });
+        Ok(paused.collect::<Result<_, tokio_postgres::Error>>()?)
+    }
+}
+
+/// The controls a worker's read answered (`sql/queries/worker/read_flow.sql`'s rows). A
+/// scope or partition this Formica does not know (written by a newer one) is skipped
+/// rather than failing every read.
+pub(crate) fn read_controls(rows: &[tokio_postgres::Row]) -> Result<Controls, tokio_postgres::Error> {
+    let mut controls = Controls::default();
+    for row in rows {
+        let (kind, name): (String, String) = (row.try_get(0)?, row.try_get(2)?);
+        if kind == "pause" {
+            let scope: String = row.try_get(1)?;
+            if let Some(scope) = Scope::parse(&scope) {
+                controls.pauses.push(Pause { scope, name });
+            }
+            continue;
+        }
+        let max_running: i32 = row.try_get(3)?;
+        let partition = match (row.try_get::<_, Option<String>>(4)?, row.try_get::<_, Option<String>>(5)?) {
+            (Some(kind), Some(argument)) => match Partition::parse(&kind, argument) {
+                Some(partition) => Some(partition),
+                None => continue,
+            },
+            _ => None,
+        };
+        let max_running = u32::try_from(max_running).unwrap_or(1);
+        controls.caps.push(Cap { task: name, max_running, partition });
+    }
+    Ok(controls)
+}
+
+/// The fetch leaving out the named queues of its parameter `$7`: see
+/// [`formica_sql::flow::excluding_queues`].
+pub(crate) fn get_jobs_excluding_queues() -> &'static str {
+    static FETCH: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| sql::flow::excluding_queues(crate::traces::get_jobs()));
+    &FETCH
+}
+
+/// The fetch keeping within caps ([`formica_sql::flow::GET_JOBS_CAPPED`]), with each job's
+/// trace context when traces are on.
+pub(crate) fn get_jobs_capped() -> &'static str {
+    #[cfg(feature = "traces")]
+    {
+        static TRACED: std::sync::LazyLock<String> =
+            std::sync::LazyLock::new(|| sql::traces::fetch(sql::flow::GET_JOBS_CAPPED));
+        &TRACED
+    }
+    #[cfg(not(feature = "traces"))]
+    sql::flow::GET_JOBS_CAPPED
+}
+
+/// The parameters `$8` to `$11` of the capped fetch: the caps, column by column.
+pub(crate) fn cap_params(caps: Vec<Cap>) -> [crate::params::Param; 4] {
+    let max: Vec<i32> = caps.iter().map(|c| i32::try_from(c.max_running).unwrap_or(i32::MAX)).collect();
+    let kinds: Vec<Option<&str>> = caps.iter().map(|c| c.partition.as_ref().map(Partition::kind)).collect();
+    let kinds: Vec<Option<String>> = kinds.into_iter().map(|k| k.map(str::to_owned)).collect();
+    let args: Vec<Option<String>> =
+        caps.iter().map(|c| c.partition.as_ref().map(|p| p.argument().to_owned())).collect();
+    let tasks: Vec<String> = caps.into_iter().map(|c| c.task).collect();
+    [
+        param(tasks, Type::TEXT_ARRAY),
+        param(max, Type::INT4_ARRAY),
+        param(kinds, Type::TEXT_ARRAY),
+        param(args, Type::TEXT_ARRAY),
+    ]
+}
+
+/// A cap in force, as [`WorkerUtils::caps`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CapSet {
+    /// The cap.
+    pub cap: Cap,
+    /// Who set it (as given, else the database role).
+    pub set_by: String,
+    /// When, by the database clock.
+    pub set_at: DateTime<Utc>,
+}
+
+impl WorkerUtils {
+    /// Cap the jobs of `cap.task` locked at once across every Formica worker (per partition,
+    /// if any), replacing its cap; by `by` (`None`: the database role). Workers obey it
+    /// within a second: their fetches of the task then lock at most the room the cap leaves,
+    /// counting every job of the task locked by anyone. Jobs already running above a
+    /// lowered cap finish. Returns when it was set.
+    pub async fn set_cap(&self, cap: &Cap, by: Option<&str>) -> Result<DateTime<Utc>, Error> {
+        if cap.max_running == 0 || cap.partition.as_ref().is_some_and(|p| p.argument().is_empty()) {
+            return Err(Error::Config(format!(
+                "a cap of {} must allow at least one job and name its partition's field or separator",
+                cap.task
+            )));
+        }
+        let params = vec![
+            param(cap.task.clone(), Type::TEXT),
+            param(i32::try_from(cap.max_running).unwrap_or(i32::MAX), Type::INT4),
+            param(cap.partition.as_ref().map(|p| p.kind().to_owned()), Type::TEXT),
+            param(cap.partition.as_ref().map(|p| p.argument().to_owned()), Type::TEXT),
+            param(by.map(str::to_owned), Type::TEXT),
+        ];
+        let client = self.pool().get().await?;
+        let rows = client.query_typed(&sql::render(sql::flow::CAP, self.schema()), &typed(&params)).await?;
+        let row = rows.first().ok_or_else(|| Error::Config("the cap was not recorded".into()))?;
+        Ok(row.try_get(0)?)
+    }
+
+    /// Lift the cap of `task`. Returns whether it was capped.
+    pub async fn remove_cap(&self, task: &str) -> Result<bool, Error> {
+        let params = vec![param(task.to_owned(), Type::TEXT)];
+        let client = self.pool().get().await?;
+        let sql = sql::render(sql::flow::UNCAP, self.schema());
+        Ok(!client.query_typed(&sql, &typed(&params)).await?.is_empty())
+    }
+
+    /// The caps in force, by task.
+    pub async fn caps(&self) -> Result<Vec<CapSet>, Error> {
+        let client = self.pool().get().await?;
+        let rows = client.query_typed(&sql::render(sql::flow::CAPS, self.schema()), &[]).await?;
+        let mut caps = Vec::new();
+        for row in &rows {
+            let max_running: i32 = row.try_get(1)?;
+            let partition = match (row.try_get::<_, Option<String>>(2)?, row.try_get(3)?) {
+                (Some(kind), Some(argument)) => Partition::parse(&kind, argument),
+                _ => None,
+            };
+            let cap = Cap {
+                task: row.try_get(0)?,
+                max_running: u32::try_from(max_running).unwrap_or(1),
+                partition,
+            };
+            caps.push(CapSet { cap, set_by: row.try_get(4)?, set_at: row.try_get(5)? });
+        }
+        Ok(caps)
+    }
+}

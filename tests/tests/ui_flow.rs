@@ -1,0 +1,68 @@
+//! The dashboard's Flow page (docs/guide/flow-control.md): pausing, resuming, capping and
+//! lifting go through `WorkerUtils`, and the page shows each control in force with its
+//! reason, author and time, and the ready jobs it holds back (why they wait).
+
+// Tests fail by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use formica::flow::{Cap, Partition, Pause};
+use formica::JobSpec;
+use formica_tests::dashboard::Dashboard;
+use formica_tests::TestDb;
+use formica_ui::Options;
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_flow_page_pauses_caps_and_shows_why_jobs_wait() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    for n in 0..3 {
+        utils.add_raw_job("send_email", json!({ "n": n }), JobSpec::default()).await.unwrap();
+    }
+    let ui = Dashboard::start(utils.clone(), Options::default()).await;
+    let r = ui
+        .action(
+            "/api/flow/pause",
+            json!({ "scope": "task", "name": "send_email", "reason": "provider down" }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let paused = utils.paused().await.unwrap();
+    assert_eq!(
+        (paused[0].pause(), paused[0].paused_by.as_str()),
+        (Some(Pause::task("send_email")), "dashboard")
+    );
+    let r = ui
+        .action(
+            "/api/flow/cap",
+            json!({ "task": "import", "max": 2, "per": "field", "argument": "customer" }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let cap =
+        Cap { task: "import".into(), max_running: 2, partition: Some(Partition::Field("customer".into())) };
+    assert_eq!(utils.caps().await.unwrap()[0].cap, cap);
+
+    let page = ui.get("/flow").await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("paused: task:send_email"), "{}", page.body);
+    assert!(page.body.contains("provider down") && page.body.contains("dashboard"));
+    assert!(page.body.contains("<td>3</td>"), "the 3 ready jobs it holds back: {}", page.body);
+    assert!(page.body.contains("capped: import at most 2 running per field customer"), "{}", page.body);
+
+    let r = ui.action("/api/flow/pause", json!({ "scope": "task", "name": " " })).await;
+    assert_eq!(r.status, 400, "a pause names what it pauses: {}", r.body);
+    let r = ui.action("/api/flow/resume", json!({ "scope": "task", "name": "send_email" })).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(utils.paused().await.unwrap().is_empty());
+    let r = ui.action("/api/flow/resume", json!({ "scope": "task", "name": "send_email" })).await;
+    assert_eq!(r.status, 409, "resuming what is not paused: {}", r.body);
+    let r = ui.action("/api/flow/uncap", json!({ "task": "import" })).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(utils.caps().await.unwrap().is_empty());
+
+    let read_only = Dashboard::start(utils.clone(), Options { read_only: true, ..Default::default() }).await;
+    let r = read_only.action("/api/flow/pause", json!({ "scope": "all" })).await;
+    assert_eq!(r.status, 403, "a read-only dashboard refuses to pause: {}", r.body);
+    assert!(utils.paused().await.unwrap().is_empty());
+}
