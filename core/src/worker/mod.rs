@@ -31,6 +31,7 @@ mod fetch;
 mod flow;
 mod lease;
 mod link;
+mod notifications;
 mod observe;
 mod part;
 mod refetch;
@@ -63,8 +64,6 @@ use self::sweep::Sweeper;
 use self::writes::Writes;
 use crate::cron::runner::CronRunner;
 use crate::job::Job;
-use crate::notify;
-use crate::protocol::{CANCEL, FLOW, JOBS_INSERT, SCHEDULES, WORKER_MIGRATE};
 use crate::rng::SplitMix;
 use crate::text;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -391,39 +390,6 @@ impl Worker {
         let delay = policy.custom_delay(job.attempts);
         let failure = Failure { job_id: job.job_id, message: error, run_at, permanent, payload, delay };
         self.writes.fail(failure, self.now, self.config.fail_batch_delay);
-    }
-
-    fn notification(&mut self, channel: &str, payload: String) {
-        match channel {
-            JOBS_INSERT => {
-                let count = notify::parse_insert_count(&payload);
-                if count > 0 {
-                    self.fetcher.notified(count.unsigned_abs());
-                }
-            }
-            // A wake-up: the requests are rows, read whatever the payload.
-            CANCEL => self.read_cancels(),
-            SCHEDULES => {
-                if let Some(cron) = &mut self.cron {
-                    cron.schedules_changed(self.now);
-                }
-            }
-            FLOW => self.flow.want(),
-            WORKER_MIGRATE => match notify::parse_migration(&payload) {
-                Some(m) if m.breaking && m.number <= i64::from(self.config.latest_migration) => {
-                    self.emit(Event::SchemaReinstalled { migration: m.number });
-                    if let Some(cron) = &mut self.cron {
-                        cron.reinstalled(self.now);
-                    }
-                }
-                Some(m) if m.breaking => {
-                    self.emit(Event::BreakingMigration { migration: m.number });
-                    self.shutdown(true);
-                }
-                _ => {}
-            },
-            _ => {}
-        }
     }
 
     fn shutdown(&mut self, graceful: bool) {

@@ -1,4 +1,4 @@
-//! How to build a worker: [`WorkerOptions`], its crontab sources, and `init`, which checks
+//! How to build a worker: [`WorkerOptions`] (its crontab sources in `cron_source.rs`) and `init`, which checks
 //! the options, connects and hands back a [`Worker`] ready to run.
 
 use super::run::Worker;
@@ -15,18 +15,20 @@ use crate::settings::ConnectionSettings;
 use crate::statements::{Executor, FlagsFn};
 use crate::task::{BatchResult, BatchTaskHandler, Handlers, JobContext, TaskHandler, TaskResult};
 use crate::utils::{WorkerUtils, DEFAULT_SCHEMA};
-use formica_core::cron::{self, Cron, CronItem, Crontab};
+use formica_core::cron::{self, Crontab};
 use formica_core::job::RawJob;
 use formica_core::policy::TaskPolicy;
 use formica_core::worker::{self as machine, Event};
 use futures::channel::mpsc;
 use futures::future::FutureExt;
+mod cron_source;
 mod schedules;
+use cron_source::crontab_error;
+pub use cron_source::CronSource;
 pub use schedules::DEFAULT_SCHEDULES_POLL;
 
 use std::future::Future;
 use std::marker::PhantomData;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -60,75 +62,6 @@ pub struct WorkerOptions<R = ()> {
     queue_depth_interval: Duration,
     extensions: Extensions,
     pub(crate) history: crate::history::HistoryOptions,
-}
-
-/// Recurring jobs for [`WorkerOptions::with_cron`]: crontab text (`&str`, `String`), a
-/// crontab file (`&Path`, `PathBuf`), or typed items ([`Cron`], `Vec<Cron>`).
-#[derive(Debug, Clone)]
-pub enum CronSource {
-    /// Crontab text.
-    Text(String),
-    /// A crontab file, read by `init`.
-    File(PathBuf),
-    /// Items built in code.
-    Items(Vec<Cron>),
-}
-
-impl From<&str> for CronSource {
-    fn from(text: &str) -> Self {
-        CronSource::Text(text.to_owned())
-    }
-}
-impl From<String> for CronSource {
-    fn from(text: String) -> Self {
-        CronSource::Text(text)
-    }
-}
-impl From<&Path> for CronSource {
-    fn from(path: &Path) -> Self {
-        CronSource::File(path.to_owned())
-    }
-}
-impl From<PathBuf> for CronSource {
-    fn from(path: PathBuf) -> Self {
-        CronSource::File(path)
-    }
-}
-impl From<Cron> for CronSource {
-    fn from(item: Cron) -> Self {
-        CronSource::Items(vec![item])
-    }
-}
-impl From<Vec<Cron>> for CronSource {
-    fn from(items: Vec<Cron>) -> Self {
-        CronSource::Items(items)
-    }
-}
-
-impl CronSource {
-    /// The items, or the parser's error naming where the mistake is.
-    fn items(self) -> Result<Vec<CronItem>, Error> {
-        let crontab = match self {
-            CronSource::Text(text) => cron::parse(&text).map_err(crontab_error("text"))?,
-            CronSource::File(path) => {
-                let origin = format!("file {}", path.display());
-                let text = std::fs::read_to_string(&path).map_err(crontab_error(&origin))?;
-                cron::parse(&text).map_err(crontab_error(&origin))?
-            }
-            CronSource::Items(items) => {
-                let items = items.into_iter().map(Cron::build).collect::<Result<Vec<_>, _>>();
-                Crontab::from_items(items.map_err(crontab_error("items"))?).map_err(crontab_error("items"))?
-            }
-        };
-        Ok(crontab.into_items())
-    }
-}
-
-/// Wraps a crontab problem from `origin` in [`Error::Crontab`].
-pub(super) fn crontab_error<E: std::error::Error + Send + Sync + 'static>(
-    origin: &str,
-) -> impl FnOnce(E) -> Error + '_ {
-    move |e| Error::Crontab { origin: origin.to_owned(), source: Box::new(e) }
 }
 
 impl<R: Runtime + Default> Default for WorkerOptions<R> {
