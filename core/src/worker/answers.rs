@@ -168,12 +168,15 @@ impl Worker {
 
     /// Run-once cannot wait for a missing table or a permission to be fixed: a statement it
     /// needs to fetch (`needed`) refused for good stops it, saying so, rather than never
-    /// returning. True if it did; once stopping, a later refusal is only a database error.
+    /// returning. True if it gave up (the statement is not retried); the first refusal says
+    /// so, a later one while it stops is reported as a database error.
     fn gave_up_once(&mut self, needed: bool, statement: &'static str, error: &DbError) -> bool {
-        let give_up = self.config.run_once && !error.retryable && needed && self.phase == Phase::Running;
-        if give_up {
+        let give_up = self.config.run_once && !error.retryable && needed;
+        if give_up && self.phase == Phase::Running {
             self.emit(Event::GaveUp { statement, error: error.message.clone() });
             self.shutdown(true);
+        } else if give_up {
+            self.emit(Event::DatabaseError { statement, error: error.message.clone() });
         }
         give_up
     }

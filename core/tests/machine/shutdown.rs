@@ -257,5 +257,6 @@ fn run_once_gives_up_once_when_two_needed_statements_are_refused_for_good() {
     seen.extend(events(&hand.feed(Input::Heartbeat { sent: hand.now, result: Err(refused) })));
     let gave_up = seen.iter().filter(|e| matches!(e, Event::GaveUp { .. })).count();
     let shutdowns = seen.iter().filter(|e| matches!(e, Event::Shutdown { .. })).count();
-    assert_eq!((gave_up, shutdowns), (1, 1), "{seen:?}");
+    let errors = seen.iter().filter(|e| matches!(e, Event::DatabaseError { .. })).count();
+    assert_eq!((gave_up, shutdowns, errors), (1, 1, 1), "the second refusal is a database error: {seen:?}");
 }
