@@ -4,7 +4,7 @@
 //! The row is written by the very statement that completes or fails the job
 //! (`formica_sql::history`), so there is never one without the other. With the option off the
 //! worker sends exactly the statements it sends without this feature. Outputs travel beside
-//! the core, as trace contexts do: the handler leaves its job's output here ([`Outputs`]), and
+//! the core, as trace contexts do: the handler leaves its job's output here (`Outputs`), and
 //! the completion that carries the job's id takes it (the core decides nothing on them).
 
 mod outcome;

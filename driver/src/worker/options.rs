@@ -102,7 +102,7 @@ impl<R> WorkerOptions<R> {
             history: Default::default(),
         }
     }
-    /// Schedule recurring jobs: crontab text, a crontab file, or typed [`Cron`] items (see
+    /// Schedule recurring jobs: crontab text, a crontab file, or typed [`Cron`](cron::Cron) items (see
     /// [`CronSource`]); may be called several times. A mistake fails [`Self::init`] with
     /// the line and column. Each (item, minute) is scheduled once across all workers that
     /// share the database; `run_once` does not schedule.
