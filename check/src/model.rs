@@ -336,8 +336,9 @@ impl Model {
                 limit,
                 now,
                 excluded_queues,
-                // Caps come from `ReadFlow`, which answers none here.
+                // Caps and limits come from `ReadFlow`, which answers none here.
                 caps: _,
+                limits: _,
             } => {
                 let now = now.unwrap_or(db_now);
                 let mut candidates: Vec<&Row> = self

@@ -285,7 +285,7 @@ impl Worker {
         if !self.flow.known() {
             return;
         }
-        let Some(FetchPlan { task_identifiers, excluded_queues, caps }) =
+        let Some(FetchPlan { task_identifiers, excluded_queues, caps, limits: rate_limits }) =
             self.flow.plan(&self.config.task_identifiers)
         else {
             // All paused: nothing to look for until a resume wakes the fetcher.
@@ -307,6 +307,7 @@ impl Worker {
             now: self.local_now(),
             excluded_queues,
             caps,
+            limits: rate_limits,
         };
         let id = self.query(Part::Fetch, statement);
         self.fetcher.sent(id, limit);
