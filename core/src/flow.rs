@@ -159,14 +159,23 @@ pub struct Limit {
 }
 
 impl Limit {
-    /// How logs and the dashboard name it: `send_email 100/1s`, `imports 5/60s per field customer`.
+    /// How logs and the dashboard name it: `send_email 100/min`, `imports 5/10s per field
+    /// customer`.
     pub fn label(&self) -> String {
         let per = |p: &Partition| format!(" per {} {}", p.kind(), p.argument());
         let period = match self.period_ms {
-            ms if ms % 1000 == 0 => format!("{}s", ms / 1000),
+            1_000 => "s".to_owned(),
+            60_000 => "min".to_owned(),
+            3_600_000 => "h".to_owned(),
+            ms if ms % 1_000 == 0 => format!("{}s", ms / 1_000),
             ms => format!("{ms}ms"),
         };
-        format!("{} {}/{period}{}", self.task, self.max_starts, self.partition.as_ref().map(per).unwrap_or_default())
+        format!(
+            "{} {}/{period}{}",
+            self.task,
+            self.max_starts,
+            self.partition.as_ref().map(per).unwrap_or_default()
+        )
     }
 }
 
@@ -192,8 +201,7 @@ pub struct FlowState {
 }
 
 /// Nothing paused: the state of a worker without flow control.
-pub static NOTHING_PAUSED: FlowState =
-    FlowState {
+pub static NOTHING_PAUSED: FlowState = FlowState {
     all: false,
     tasks: BTreeSet::new(),
     queues: BTreeSet::new(),
@@ -339,10 +347,14 @@ mod tests {
 
     #[test]
     fn a_limit_makes_the_state_non_empty_and_goes_with_its_task_s_fetch() {
-        let limit = |task: &str, period_ms| Limit { task: task.into(), max_starts: 100, period_ms, partition: None };
-        let state = FlowState::new(&Controls { limits: vec![limit("a", 60_000), limit("b", 250)], ..Controls::default() });
+        let limit =
+            |task: &str, period_ms| Limit { task: task.into(), max_starts: 100, period_ms, partition: None };
+        let state = FlowState::new(&Controls {
+            limits: vec![limit("a", 60_000), limit("b", 250)],
+            ..Controls::default()
+        });
         assert!(!state.is_empty() && state.pauses_nothing());
         assert_eq!(state.limits_of(&["b".into(), "c".into()]), vec![limit("b", 250)]);
-        assert_eq!(state.limited(), vec!["a 100/60s".to_owned(), "b 100/250ms".to_owned()]);
+        assert_eq!(state.limited(), vec!["a 100/min".to_owned(), "b 100/250ms".to_owned()]);
     }
 }

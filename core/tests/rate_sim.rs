@@ -73,8 +73,11 @@ impl Locks {
         for job in world.db().jobs().filter(|j| j.task_identifier == limit.task) {
             let Some(at) = job.locked_at else { continue };
             if self.seen.insert((job.id, job.attempts, at)) {
-                let partition =
-                    limit.partition.as_ref().map(|p| p.of(&job.payload, job.key.as_deref())).unwrap_or_default();
+                let partition = limit
+                    .partition
+                    .as_ref()
+                    .map(|p| p.of(&job.payload, job.key.as_deref()))
+                    .unwrap_or_default();
                 self.by_partition.entry(partition).or_default().push(at);
             }
         }

@@ -34,8 +34,12 @@ impl WorkerUtils {
     /// second. Returns when it was set.
     pub async fn set_rate_limit(&self, limit: &Limit, by: Option<&str>) -> Result<DateTime<Utc>, Error> {
         let positive = |n: u32| i32::try_from(n).ok().filter(|n| *n > 0);
-        let (Some(max_starts), Some(period_ms)) = (positive(limit.max_starts), positive(limit.period_ms)) else {
-            return Err(Error::Config(format!("a rate limit of {} must allow a start per period", limit.task)));
+        let (Some(max_starts), Some(period_ms)) = (positive(limit.max_starts), positive(limit.period_ms))
+        else {
+            return Err(Error::Config(format!(
+                "a rate limit of {} must allow a start per period",
+                limit.task
+            )));
         };
         if limit.partition.as_ref().is_some_and(|p| p.argument().is_empty()) {
             return Err(Error::Config(format!(

@@ -34,8 +34,9 @@ impl Db {
 
     /// Forget the starts of `limits`' tasks older than their period at `now`.
     pub(super) fn prune_starts(&mut self, limits: &[Limit], now: Timestamp) {
-        self.rate_starts
-            .retain(|(task, _, at)| limits.iter().find(|l| l.task == *task).is_none_or(|l| *at > now - period(l)));
+        self.rate_starts.retain(|(task, _, at)| {
+            limits.iter().find(|l| l.task == *task).is_none_or(|l| *at > now - period(l))
+        });
     }
 
     /// Log a start of `job` under `limit` at `now`.

@@ -299,8 +299,10 @@ impl Db {
         let mut queues_taken = BTreeSet::new();
         let mut taken_in: BTreeMap<(String, String), usize> = BTreeMap::new();
         let mut started_in: BTreeMap<(String, String), usize> = BTreeMap::new();
-        let queue_firsts: Vec<&Job> =
-            candidates.into_iter().filter(|j| j.job_queue_id.is_none_or(|q| queues_taken.insert(q))).collect();
+        let queue_firsts: Vec<&Job> = candidates
+            .into_iter()
+            .filter(|j| j.job_queue_id.is_none_or(|q| queues_taken.insert(q)))
+            .collect();
         // Both ranks are counted over every queue's first candidate, as the statement's
         // window functions count them, whatever the other control decides.
         let chosen: Vec<(i64, Option<&Limit>)> = queue_firsts

@@ -2,7 +2,7 @@
 //! (see [`crate::flow`]). Off unless [`Config::flow_control`](super::Config::flow_control):
 //! the machine then never reads and fetches as it always did.
 
-use crate::flow::{Cap, Controls, Limit, FlowState, NOTHING_PAUSED};
+use crate::flow::{Cap, Controls, FlowState, Limit, NOTHING_PAUSED};
 use crate::time::Timestamp;
 use chrono::Duration;
 
