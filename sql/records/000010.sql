@@ -15,16 +15,18 @@ create table :RECORDS.rate_limits (
   set_at timestamptz not null default now()
 );
 
--- The starts of limited tasks within their period: one row per job locked by
--- lock_jobs_limited, written in the fetch's transaction, pruned by the next limited fetch of
--- the task once older than the period. Unlogged state would lose the log on a crash and
--- let a burst through: it is a plain table.
+-- The starts of limited tasks within their period: one row per fetch and partition, the
+-- jobs lock_jobs_limited locked (n) at that time, written in the fetch's transaction (a row
+-- per fetch, not per job, keeps what a fetch counts and writes small), pruned by the next
+-- limited fetch of the task once older than the period. Unlogged state would lose the log
+-- on a crash and let a burst through: it is a plain table.
 create table :RECORDS.rate_starts (
   task text not null,
   part text not null,
-  started_at timestamptz not null
+  started_at timestamptz not null,
+  n integer not null check (n > 0)
 );
-create index rate_starts_task on :RECORDS.rate_starts (task, part, started_at);
+create index rate_starts_task on :RECORDS.rate_starts (task, started_at);
 
 -- The fetch of a worker some of whose tasks are rate limited (and perhaps capped):
 -- lock_jobs_capped's parameters ($1 to $11) plus the limits of the tasks fetched ($12 tasks,
@@ -53,6 +55,7 @@ create function :RECORDS.lock_jobs_limited(
 declare
   controlled_task text;
   fetched_at timestamptz;
+  nth int;
 begin
   foreach controlled_task in array (
     select coalesce(array_agg(distinct t order by t), '{}') from unnest(cap_tasks || lim_tasks) as t
@@ -60,9 +63,12 @@ begin
     perform pg_advisory_xact_lock(hashtextextended(':RECORDS.caps.' || controlled_task, 0));
   end loop;
   fetched_at := coalesce(due_by, clock_timestamp());
-  delete from :RECORDS.rate_starts as starts
-  using unnest(lim_tasks, lim_period_ms) as l(task, period_ms)
-  where starts.task = l.task and starts.started_at <= fetched_at - l.period_ms * interval '1 millisecond';
+  for nth in 1 .. coalesce(cardinality(lim_tasks), 0) loop
+    -- A range of the index per task: what the count below reads stays the period's rows.
+    delete from :RECORDS.rate_starts as starts
+    where starts.task = lim_tasks[nth]
+      and starts.started_at <= fetched_at - lim_period_ms[nth] * interval '1 millisecond';
+  end loop;
   return query
   with caps as (
     select tasks.id as task_id, c.max_running, c.kind, c.arg
@@ -105,8 +111,9 @@ begin
     order by jobs.priority asc, jobs.run_at asc
     limit max_jobs
   ),
-  of_controlled as (
-    select picked.* from controlled cross join lateral (
+  whole as (
+    -- A task no control partitions: its first $5 jobs, as the plain fetch walks them.
+    select first.* from controlled cross join lateral (
       select jobs.id, jobs.job_queue_id, jobs.priority, jobs.run_at, jobs.task_id, jobs.payload, jobs.key
       from :SCHEMA._private_jobs as jobs
       where jobs.task_id = controlled.task_id
@@ -116,8 +123,21 @@ begin
         and (jobs.flags ?| forbidden_flags) is not true
         and (cardinality(accepted_flags) = 0 or (jobs.flags ?| accepted_flags) is true)
       order by jobs.priority asc, jobs.run_at asc
-      limit case when controlled.whole then max_jobs end
-    ) as picked
+      limit max_jobs
+    ) as first
+    where controlled.whole
+  ),
+  partitioned as (
+    -- A task a control partitions: every due job (a partition's room is known only here).
+    select jobs.id, jobs.job_queue_id, jobs.priority, jobs.run_at, jobs.task_id, jobs.payload, jobs.key
+    from :SCHEMA._private_jobs as jobs
+    inner join controlled on controlled.task_id = jobs.task_id
+    where not controlled.whole
+      and jobs.is_available = true
+      and jobs.run_at <= coalesce(due_by, now())
+      and (jobs.job_queue_id is null or jobs.job_queue_id in (select free_queues.id from free_queues))
+      and (jobs.flags ?| forbidden_flags) is not true
+      and (cardinality(accepted_flags) = 0 or (jobs.flags ?| accepted_flags) is true)
   ),
   candidates as (
     select all_of.*,
@@ -125,7 +145,7 @@ begin
         when 'key_prefix' then split_part(all_of.key, caps.arg, 1) end, '') as cap_part,
       coalesce(case limits.kind when 'field' then all_of.payload ->> limits.arg
         when 'key_prefix' then split_part(all_of.key, limits.arg, 1) end, '') as rate_part
-    from (select * from plain union all select * from of_controlled) as all_of
+    from (select * from plain union all select * from whole union all select * from partitioned) as all_of
     left join caps on caps.task_id = all_of.task_id
     left join limits on limits.task_id = all_of.task_id
   ),
@@ -155,11 +175,13 @@ begin
     group by 1, 2
   ),
   started as (
-    select limits.task_id, starts.part, count(*) as n
-    from :RECORDS.rate_starts as starts
-    inner join limits on limits.task = starts.task
-    where starts.started_at > fetched_at - limits.period_ms * interval '1 millisecond'
-    group by 1, 2
+    select limits.task_id, logged.part, logged.n from limits cross join lateral (
+      select starts.part, sum(starts.n) as n
+      from :RECORDS.rate_starts as starts
+      where starts.task = limits.task
+        and starts.started_at > fetched_at - limits.period_ms * interval '1 millisecond'
+      group by starts.part
+    ) as logged
   ),
   chosen as (
     select ranked.id, limits.task as limited_task, ranked.rate_part from ranked
@@ -185,10 +207,11 @@ begin
     where job_queues.id = claimed.job_queue_id
   ),
   logged as (
-    insert into :RECORDS.rate_starts (task, part, started_at)
-    select chosen.limited_task, chosen.rate_part, fetched_at
+    insert into :RECORDS.rate_starts (task, part, started_at, n)
+    select chosen.limited_task, chosen.rate_part, fetched_at, count(*)
     from claimed inner join chosen on chosen.id = claimed.id
     where chosen.limited_task is not null
+    group by 1, 2
   )
   update :SCHEMA._private_jobs as jobs
   set attempts = jobs.attempts + 1, locked_by = worker_id, locked_at = coalesce(due_by, now())
