@@ -337,8 +337,7 @@ impl Model {
                 now,
                 excluded_queues,
                 // Caps and limits come from `ReadFlow`, which answers none here.
-                caps: _,
-                limits: _,
+                ..
             } => {
                 let now = now.unwrap_or(db_now);
                 let mut candidates: Vec<&Row> = self

@@ -14,9 +14,6 @@ use formica::inspect::{self, Overview};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-/// Who the dashboard says set a pause or a cap.
-pub(crate) const AUTHOR: &str = "dashboard";
-
 /// The page.
 pub fn page_routes() -> Router<State> {
     Router::new().route("/flow", get(flow))
@@ -168,7 +165,7 @@ impl Target {
 
 async fn pause(Ext(s): Ext<State>, Json(body): Json<Target>) -> Result<Json<Value>, Error> {
     let pause = body.pause()?;
-    let since = s.utils.pause(&pause, body.reason.as_deref(), Some(AUTHOR)).await?;
+    let since = s.utils.pause(&pause, body.reason.as_deref(), Some(crate::AUTHOR)).await?;
     Ok(Json(json!({ "paused": pause.label(), "since": since })))
 }
 
@@ -201,7 +198,7 @@ async fn cap(Ext(s): Ext<State>, Json(body): Json<CapBody>) -> Result<Json<Value
         return Err(Error::BadRequest("name the task to cap".into()));
     }
     let cap = Cap { task: body.task.trim().to_owned(), max_running: body.max, partition };
-    let since = s.utils.set_cap(&cap, Some(AUTHOR)).await?;
+    let since = s.utils.set_cap(&cap, Some(crate::AUTHOR)).await?;
     Ok(Json(json!({ "capped": cap.task, "since": since })))
 }
 

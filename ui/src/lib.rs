@@ -77,6 +77,9 @@ struct Shared {
 
 type State = Arc<Shared>;
 
+/// Who the dashboard says set a flow control (a pause, a cap, a rate limit).
+pub(crate) const AUTHOR: &str = "dashboard";
+
 /// Why a request failed.
 #[derive(Debug)]
 pub enum Error {

@@ -82,7 +82,7 @@ async fn limit(Ext(s): Ext<State>, Json(body): Json<LimitBody>) -> Result<Json<V
         period_ms: body.period_ms,
         partition,
     };
-    let since = s.utils.set_rate_limit(&limit, Some(super::flow::AUTHOR)).await?;
+    let since = s.utils.set_rate_limit(&limit, Some(crate::AUTHOR)).await?;
     Ok(Json(json!({ "limited": limit.label(), "since": since })))
 }
 

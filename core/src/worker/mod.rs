@@ -279,10 +279,8 @@ impl Worker {
     }
 
     fn maybe_fetch(&mut self) {
-        if !self.taking_jobs() || self.retry_at.is_some() || self.config.task_identifiers.is_empty() {
-            return;
-        }
-        if !self.flow.known() {
+        let idle = self.retry_at.is_some() || self.config.task_identifiers.is_empty() || !self.flow.known();
+        if !self.taking_jobs() || idle {
             return;
         }
         let Some(FetchPlan { task_identifiers, excluded_queues, caps, limits: rate_limits }) =
