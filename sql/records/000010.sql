@@ -83,13 +83,11 @@ begin
   controlled as (
     -- Each capped or limited task, read as a whole (its first $5 jobs) unless a control
     -- partitions it (then every due job: a partition's room is known only there).
-    select tasks.id as task_id,
-      bool_and(coalesce(caps.kind, limits.kind) is null) as whole
-    from :SCHEMA._private_tasks as tasks
-    left join caps on caps.task_id = tasks.id
-    left join limits on limits.task_id = tasks.id
-    where caps.task_id is not null or limits.task_id is not null
-    group by tasks.id
+    -- Built from the controls alone: a plan estimated from the tasks table's size would
+    -- cost enough to be JIT-compiled at every fetch.
+    select c.task_id, bool_and(c.kind is null) as whole
+    from (select caps.task_id, caps.kind from caps union all select limits.task_id, limits.kind from limits) as c
+    group by c.task_id
   ),
   free_queues as (
     select job_queues.id from :SCHEMA._private_job_queues as job_queues
@@ -195,10 +193,13 @@ begin
     limit max_jobs
   ),
   claimed as (
-    -- Locked by someone else since this statement's snapshot: left out.
-    select jobs.ctid, jobs.id, jobs.job_queue_id from :SCHEMA._private_jobs as jobs
-    where jobs.id in (select chosen.id from chosen) and jobs.is_available = true
-    for update skip locked
+    -- Locked by someone else since this statement's snapshot: left out. Carries what the
+    -- log needs, so logging joins nothing (a join of two CTEs is a nested loop here).
+    select jobs.ctid, jobs.job_queue_id, chosen.limited_task, chosen.rate_part
+    from :SCHEMA._private_jobs as jobs
+    inner join chosen on chosen.id = jobs.id
+    where jobs.is_available = true
+    for update of jobs skip locked
   ),
   locked_queues as (
     update :SCHEMA._private_job_queues as job_queues
@@ -208,9 +209,9 @@ begin
   ),
   logged as (
     insert into :RECORDS.rate_starts (task, part, started_at, n)
-    select chosen.limited_task, chosen.rate_part, fetched_at, count(*)
-    from claimed inner join chosen on chosen.id = claimed.id
-    where chosen.limited_task is not null
+    select claimed.limited_task, claimed.rate_part, fetched_at, count(*)
+    from claimed
+    where claimed.limited_task is not null
     group by 1, 2
   )
   update :SCHEMA._private_jobs as jobs
