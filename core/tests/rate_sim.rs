@@ -148,3 +148,48 @@ proptest! {
         prop_assert_eq!(world.db().jobs().count(), 0, "jobs left once the run ended");
     }
 }
+
+/// No eligible job waits while the limit has room, beyond the next fetch: with every
+/// worker up, `jobs` jobs of the limited task drain in the periods the limit needs, each
+/// late by at most a poll interval (the fetch that finds the room) and a little work.
+#[test]
+fn a_rate_limited_drain_takes_the_periods_the_limit_needs_and_no_more() {
+    for seed in 0..20u64 {
+        let limit = Limit { task: "r".into(), max_starts: 4, period_ms: 1_000, partition: None };
+        let mut world = World::new(WorldConfig { seed, ..WorldConfig::default() });
+        world.set_script(|_, _| TaskPlan::finish(Duration::milliseconds(10), TaskOutcome::Ok));
+        world.db_mut().set_rate_limit(limit.clone());
+        let poll = Duration::milliseconds(100);
+        for n in 0..4 {
+            world.add_worker(Config {
+                worker_id: format!("w{n}"),
+                task_identifiers: vec!["r".into()],
+                concurrency: 4,
+                poll_interval: poll,
+                flow_control: true,
+                ..Config::default()
+            });
+        }
+        for _ in 0..40 {
+            world.db_mut().add_job(&RawJob::new("r", serde_json::json!({}), JobSpec::default())).unwrap();
+        }
+        let start = world.elapsed();
+        let mut locks = Locks::default();
+        while world.db().jobs().count() > 0 && world.elapsed() < start + Duration::seconds(60) {
+            if world.step().is_none() {
+                break;
+            }
+            locks.observe(&world, &limit);
+        }
+        let took = world.elapsed() - start;
+        locks.check(&limit).unwrap();
+        // 40 jobs at 4 a second: the last 4 start 9 periods after the first 4.
+        let periods = 9;
+        assert!(took >= Duration::seconds(periods), "seed {seed}: drained in {took}, faster than the limit");
+        let bound = (Duration::seconds(1) + poll) * periods as i32 + Duration::seconds(1);
+        assert!(
+            took <= bound,
+            "seed {seed}: drained in {took}, over {bound}: jobs waited while the limit had room"
+        );
+    }
+}
