@@ -107,6 +107,18 @@ pub enum Admin {
     },
     /// The caps in force.
     Caps,
+    /// Rate limit a task: at most --max of its jobs started per --per (`1s`, `1m`) across
+    /// every Formica worker (on the whole task, or per payload field or job key prefix);
+    /// replaces its limit.
+    Limit(crate::rate_limit::LimitArgs),
+    /// Lift the rate limit of a task.
+    Unlimit {
+        /// The task identifier.
+        #[arg(long)]
+        task: String,
+    },
+    /// The rate limits in force.
+    Limits,
 }
 
 /// `formica ui`.
@@ -279,6 +291,9 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
         Admin::Cap(a) => crate::flow::cap(a, utils, out).await?,
         Admin::Uncap { task } => crate::flow::uncap(task, utils, out).await?,
         Admin::Caps => crate::flow::caps(utils, out).await?,
+        Admin::Limit(a) => crate::rate_limit::limit(a, utils, out).await?,
+        Admin::Unlimit { task } => crate::rate_limit::unlimit(task, utils, out).await?,
+        Admin::Limits => crate::rate_limit::limits(utils, out).await?,
         Admin::Status => {
             let overview = inspect::overview(utils).await?;
             let workers = inspect::workers(utils).await?;

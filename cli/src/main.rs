@@ -10,6 +10,7 @@ mod embedded;
 mod flow;
 mod metrics;
 mod output;
+mod rate_limit;
 mod schedule;
 mod traces;
 

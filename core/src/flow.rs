@@ -144,6 +144,41 @@ pub struct Cap {
     pub partition: Option<Partition>,
 }
 
+/// At most `max_starts` jobs of `task` locked (started) in any `period_ms` milliseconds of
+/// the database clock, across the fleet (per partition, if any): a rate limit.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Limit {
+    /// The task identifier.
+    pub task: String,
+    /// Most jobs locked in one period (per partition).
+    pub max_starts: u32,
+    /// The period, in milliseconds.
+    pub period_ms: u32,
+    /// How the jobs are grouped (`None`: all the task's jobs together).
+    pub partition: Option<Partition>,
+}
+
+impl Limit {
+    /// How logs and the dashboard name it: `send_email 100/min`, `imports 5/10s per field
+    /// customer`.
+    pub fn label(&self) -> String {
+        let per = |p: &Partition| format!(" per {} {}", p.kind(), p.argument());
+        let period = match self.period_ms {
+            1_000 => "s".to_owned(),
+            60_000 => "min".to_owned(),
+            3_600_000 => "h".to_owned(),
+            ms if ms % 1_000 == 0 => format!("{}s", ms / 1_000),
+            ms => format!("{ms}ms"),
+        };
+        format!(
+            "{} {}/{period}{}",
+            self.task,
+            self.max_starts,
+            self.partition.as_ref().map(per).unwrap_or_default()
+        )
+    }
+}
+
 /// The flow controls in force, as a worker reads them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Controls {
@@ -151,6 +186,8 @@ pub struct Controls {
     pub pauses: Vec<Pause>,
     /// The caps, one per task at most.
     pub caps: Vec<Cap>,
+    /// The rate limits, one per task at most.
+    pub limits: Vec<Limit>,
 }
 
 /// The flow controls in force, as a worker last read them.
@@ -160,11 +197,17 @@ pub struct FlowState {
     tasks: BTreeSet<String>,
     queues: BTreeSet<String>,
     caps: Vec<Cap>,
+    limits: Vec<Limit>,
 }
 
 /// Nothing paused: the state of a worker without flow control.
-pub static NOTHING_PAUSED: FlowState =
-    FlowState { all: false, tasks: BTreeSet::new(), queues: BTreeSet::new(), caps: Vec::new() };
+pub static NOTHING_PAUSED: FlowState = FlowState {
+    all: false,
+    tasks: BTreeSet::new(),
+    queues: BTreeSet::new(),
+    caps: Vec::new(),
+    limits: Vec::new(),
+};
 
 impl FlowState {
     /// The state made of these controls (in any order, repeats harmless).
@@ -174,6 +217,10 @@ impl FlowState {
         caps.sort();
         caps.dedup_by(|a, b| a.task == b.task);
         state.caps = caps;
+        let mut limits = controls.limits.clone();
+        limits.sort();
+        limits.dedup_by(|a, b| a.task == b.task);
+        state.limits = limits;
         let pauses = &controls.pauses;
         for pause in pauses {
             match pause.scope {
@@ -185,9 +232,20 @@ impl FlowState {
         state
     }
 
-    /// Nothing is paused or capped: the worker fetches exactly as without flow control.
+    /// Nothing is paused, capped or limited: the worker fetches exactly as without flow
+    /// control.
     pub fn is_empty(&self) -> bool {
-        !self.all && self.tasks.is_empty() && self.queues.is_empty() && self.caps.is_empty()
+        self.pauses_nothing() && self.caps.is_empty() && self.limits.is_empty()
+    }
+
+    /// The rate limits, as labels (`send_email 100/1s`), by task.
+    pub fn limited(&self) -> Vec<String> {
+        self.limits.iter().map(Limit::label).collect()
+    }
+
+    /// The rate limits of these tasks, by task.
+    pub fn limits_of(&self, tasks: &[String]) -> Vec<Limit> {
+        self.limits.iter().filter(|limit| tasks.contains(&limit.task)).cloned().collect()
     }
 
     /// The caps, as labels (`send_email<=3`, `imports<=1 per field customer`), by task.
@@ -245,7 +303,7 @@ mod tests {
     }
 
     fn paused(pauses: &[Pause]) -> Controls {
-        Controls { pauses: pauses.to_vec(), caps: vec![] }
+        Controls { pauses: pauses.to_vec(), ..Controls::default() }
     }
 
     #[test]
@@ -261,7 +319,7 @@ mod tests {
         assert_eq!(prefix.of(&serde_json::json!({}), None), "");
         assert_eq!(Partition::parse(prefix.kind(), ":".into()), Some(prefix));
         let cap = |task: &str, max| Cap { task: task.into(), max_running: max, partition: None };
-        let state = FlowState::new(&Controls { pauses: vec![], caps: vec![cap("a", 3), cap("b", 1)] });
+        let state = FlowState::new(&Controls { caps: vec![cap("a", 3), cap("b", 1)], ..Controls::default() });
         assert_eq!(state.caps_of(&["a".into(), "c".into()]), vec![cap("a", 3)]);
         assert!(!state.is_empty() && state.paused().is_empty());
     }
@@ -285,5 +343,18 @@ mod tests {
         assert_eq!(Scope::parse("queue"), Some(Scope::Queue));
         assert_eq!(Scope::parse(Scope::All.as_str()), Some(Scope::All));
         assert_eq!(Scope::parse("nope"), None);
+    }
+
+    #[test]
+    fn a_limit_makes_the_state_non_empty_and_goes_with_its_task_s_fetch() {
+        let limit =
+            |task: &str, period_ms| Limit { task: task.into(), max_starts: 100, period_ms, partition: None };
+        let state = FlowState::new(&Controls {
+            limits: vec![limit("a", 60_000), limit("b", 250)],
+            ..Controls::default()
+        });
+        assert!(!state.is_empty() && state.pauses_nothing());
+        assert_eq!(state.limits_of(&["b".into(), "c".into()]), vec![limit("b", 250)]);
+        assert_eq!(state.limited(), vec!["a 100/min".to_owned(), "b 100/250ms".to_owned()]);
     }
 }

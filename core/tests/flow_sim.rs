@@ -119,7 +119,7 @@ impl Pauses {
         let state = |scope: Scope| {
             FlowState::new(&Controls {
                 pauses: vec![Pause { scope, name: target(scope).into() }],
-                caps: vec![],
+                ..Controls::default()
             })
         };
         self.spans
@@ -160,7 +160,7 @@ impl Checker {
                             None => Pause { scope: Scope::All, name: String::new() },
                         })
                         .collect();
-                    self.read.insert(w, FlowState::new(&Controls { pauses, caps: vec![] }));
+                    self.read.insert(w, FlowState::new(&Controls { pauses, ..Controls::default() }));
                 }
                 Traced::Effect(Effect::StartTask { job }) => {
                     if let Some(scope) = pauses.holding_back(job, entry.elapsed, settled) {

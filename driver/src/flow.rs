@@ -11,7 +11,7 @@ use crate::params::{param, typed};
 use crate::utils::WorkerUtils;
 use chrono::{DateTime, Utc};
 pub use formica_core::flow::{Cap, Partition, Pause};
-use formica_core::flow::{Controls, Scope};
+use formica_core::flow::{Controls, Limit, Scope};
 use formica_sql as sql;
 use tokio_postgres::types::Type;
 
@@ -104,6 +104,7 @@ pub(crate) fn read_controls(rows: &[tokio_postgres::Row]) -> Result<Controls, to
             continue;
         }
         let max_running: i32 = row.try_get(3)?;
+        let max_running = u32::try_from(max_running).unwrap_or(1);
         let partition = match (row.try_get::<_, Option<String>>(4)?, row.try_get::<_, Option<String>>(5)?) {
             (Some(kind), Some(argument)) => match Partition::parse(&kind, argument) {
                 Some(partition) => Some(partition),
@@ -111,7 +112,12 @@ pub(crate) fn read_controls(rows: &[tokio_postgres::Row]) -> Result<Controls, to
             },
             _ => None,
         };
-        let max_running = u32::try_from(max_running).unwrap_or(1);
+        if kind == "limit" {
+            let period_ms: i32 = row.try_get(6)?;
+            let period_ms = u32::try_from(period_ms).unwrap_or(1);
+            controls.limits.push(Limit { task: name, max_starts: max_running, period_ms, partition });
+            continue;
+        }
         controls.caps.push(Cap { task: name, max_running, partition });
     }
     Ok(controls)

@@ -75,6 +75,7 @@ mod metrics;
 pub mod middleware;
 pub mod migrate;
 mod params;
+pub mod rate_limit;
 pub mod rows;
 pub mod runtime;
 pub mod schedules;

@@ -111,6 +111,7 @@ pub fn bind(statement: Statement) -> Bound {
             now,
             excluded_queues,
             caps,
+            limits,
         } => {
             let mut params = vec![
                 param(worker_id, Type::TEXT),
@@ -120,8 +121,13 @@ pub fn bind(statement: Statement) -> Bound {
                 param(i32::try_from(limit).unwrap_or(i32::MAX), Type::INT4),
                 param(accepted_flags, Type::TEXT_ARRAY),
             ];
-            // Nothing paused or capped: the plain fetch, without more parameters.
-            let template = if !caps.is_empty() {
+            // Nothing paused, capped or limited: the plain fetch, without more parameters.
+            let template = if !limits.is_empty() {
+                params.push(param(excluded_queues, Type::TEXT_ARRAY));
+                params.extend(crate::flow::cap_params(caps));
+                params.extend(crate::rate_limit::limit_params(limits));
+                crate::rate_limit::get_jobs_limited()
+            } else if !caps.is_empty() {
                 params.push(param(excluded_queues, Type::TEXT_ARRAY));
                 params.extend(crate::flow::cap_params(caps));
                 crate::flow::get_jobs_capped()

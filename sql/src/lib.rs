@@ -59,6 +59,7 @@ pub const RECORDS_STEPS: &[Step] = &[
     Step { id: 7, sql: &[history::JOB_HISTORY] },
     Step { id: 8, sql: &[schedules::TABLE] },
     Step { id: 9, sql: &[UNIQUE_CLAIMS] },
+    Step { id: 10, sql: &[flow::RATE_LIMITS] },
 ];
 
 /// The claims of unique jobs not to add again within a period, finished or not (records
@@ -232,6 +233,17 @@ pub mod flow {
     pub const CAPS: &str = include_str!("../queries/flow_caps.sql");
     /// The fetch of a worker some of whose tasks are capped (see the file).
     pub const GET_JOBS_CAPPED: &str = include_str!("../queries/worker/get_jobs_capped.sql");
+    /// The records' tables of rate limits and their starts, and the limited fetch's
+    /// function (records migration 10).
+    pub const RATE_LIMITS: &str = include_str!("../records/000010.sql");
+    /// See the file for parameters.
+    pub const LIMIT: &str = include_str!("../queries/flow_limit.sql");
+    /// See the file for parameters.
+    pub const UNLIMIT: &str = include_str!("../queries/flow_unlimit.sql");
+    /// The rate limits with their author and time.
+    pub const LIMITS: &str = include_str!("../queries/flow_limits.sql");
+    /// The fetch of a worker some of whose tasks are rate limited (see the file).
+    pub const GET_JOBS_LIMITED: &str = include_str!("../queries/worker/get_jobs_limited.sql");
     /// Where `worker::GET_JOBS` marks the filter of the named queues it may lock.
     const QUEUE_FILTER: &str = "/*:QUEUE_FILTER*/";
 

@@ -498,6 +498,7 @@ impl Both {
                     now: fetch_now,
                     excluded_queues: excluded.clone(),
                     caps: caps.iter().filter(|c| tasks.contains(&c.task)).cloned().collect(),
+                    limits: vec![],
                 };
                 let sim = match self.sim.execute(&statement) {
                     QueryResult::Jobs { jobs, .. } => Outcome::Rows(sorted(jobs.iter().map(cmp).collect())),

@@ -53,6 +53,7 @@ async fn the_fetch_takes_due_jobs_in_priority_order_across_many_priorities_and_n
             now: Some(Utc::now() + Duration::seconds(1)),
             excluded_queues: vec![],
             caps: vec![],
+            limits: vec![],
         };
         let bound = formica::statements::bind(statement);
         let rows = tx.query(&sql::render(bound.template, "graphile_worker"), &bound.values()).await.unwrap();

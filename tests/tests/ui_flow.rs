@@ -66,3 +66,36 @@ async fn the_flow_page_pauses_caps_and_shows_why_jobs_wait() {
     assert_eq!(r.status, 403, "a read-only dashboard refuses to pause: {}", r.body);
     assert!(utils.paused().await.unwrap().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_flow_page_rate_limits_and_says_why_jobs_wait() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    for n in 0..2 {
+        utils.add_raw_job("send_email", json!({ "n": n }), JobSpec::default()).await.unwrap();
+    }
+    let ui = Dashboard::start(utils.clone(), Options::default()).await;
+    let r =
+        ui.action("/api/flow/limit", json!({ "task": "send_email", "max": 100, "period_ms": 60_000 })).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let limit = formica::rate_limit::Limit {
+        task: "send_email".into(),
+        max_starts: 100,
+        period_ms: 60_000,
+        partition: None,
+    };
+    let limits = utils.rate_limits().await.unwrap();
+    assert_eq!((&limits[0].limit, limits[0].set_by.as_str()), (&limit, "dashboard"));
+    let page = ui.get("/flow").await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("rate limited: send_email 100/min"), "{}", page.body);
+    assert!(page.body.contains("<td>2</td>"), "the 2 ready jobs it may hold back: {}", page.body);
+    let r =
+        ui.action("/api/flow/limit", json!({ "task": "x", "max": 1, "period_ms": 1, "per": "nope" })).await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    let r = ui.action("/api/flow/unlimit", json!({ "task": "send_email" })).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(utils.rate_limits().await.unwrap().is_empty());
+    let r = ui.action("/api/flow/unlimit", json!({ "task": "send_email" })).await;
+    assert_eq!(r.status, 409, "lifting what is not limited: {}", r.body);
+}

@@ -14,9 +14,6 @@ use formica::inspect::{self, Overview};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-/// Who the dashboard says set a pause or a cap.
-const AUTHOR: &str = "dashboard";
-
 /// The page.
 pub fn page_routes() -> Router<State> {
     Router::new().route("/flow", get(flow))
@@ -47,9 +44,10 @@ async fn flow(Ext(s): Ext<State>) -> Response {
             s.utils.paused().await?,
             s.utils.caps().await?,
             inspect::overview(&s.utils).await?,
+            s.utils.rate_limits().await?,
         ))
     };
-    let (paused, caps, overview) = match read.await {
+    let (paused, caps, overview, limits) = match read.await {
         Ok(read) => read,
         Err(e) => return error_page(&s, e),
     };
@@ -97,9 +95,10 @@ async fn flow(Ext(s): Ext<State>) -> Response {
             ]
         })
         .collect();
-    let rows: Vec<Vec<String>> = pause_rows.into_iter().chain(cap_rows).collect();
+    let limit_rows = crate::rate_limit::rows(&s, &limits, |task| ready(&overview, Some(task), None));
+    let rows: Vec<Vec<String>> = pause_rows.into_iter().chain(cap_rows).chain(limit_rows).collect();
     let mut body = String::from(
-        "<p>Why jobs wait: each pause or cap in force, and the ready jobs it may hold back. \
+        "<p>Why jobs wait: each pause, cap or rate limit in force, and the ready jobs it may hold back. \
          Formica workers obey them within a second; graphile-worker's workers do not.</p>",
     );
     body += &table(&["control", "reason", "by", "since", "ready jobs", ""], &rows);
@@ -138,6 +137,7 @@ async fn flow(Ext(s): Ext<State>) -> Response {
                 &[("form", "cap")]
             )
         );
+        body += &crate::rate_limit::form(&s);
     }
     page(&s, "Flow", &body)
 }
@@ -165,7 +165,7 @@ impl Target {
 
 async fn pause(Ext(s): Ext<State>, Json(body): Json<Target>) -> Result<Json<Value>, Error> {
     let pause = body.pause()?;
-    let since = s.utils.pause(&pause, body.reason.as_deref(), Some(AUTHOR)).await?;
+    let since = s.utils.pause(&pause, body.reason.as_deref(), Some(crate::AUTHOR)).await?;
     Ok(Json(json!({ "paused": pause.label(), "since": since })))
 }
 
@@ -198,7 +198,7 @@ async fn cap(Ext(s): Ext<State>, Json(body): Json<CapBody>) -> Result<Json<Value
         return Err(Error::BadRequest("name the task to cap".into()));
     }
     let cap = Cap { task: body.task.trim().to_owned(), max_running: body.max, partition };
-    let since = s.utils.set_cap(&cap, Some(AUTHOR)).await?;
+    let since = s.utils.set_cap(&cap, Some(crate::AUTHOR)).await?;
     Ok(Json(json!({ "capped": cap.task, "since": since })))
 }
 

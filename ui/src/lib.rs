@@ -44,6 +44,7 @@ mod history;
 mod html;
 pub mod pages;
 mod probes;
+mod rate_limit;
 mod schedules;
 
 use axum::http::StatusCode;
@@ -75,6 +76,9 @@ struct Shared {
 }
 
 type State = Arc<Shared>;
+
+/// Who the dashboard says set a flow control (a pause, a cap, a rate limit).
+pub(crate) const AUTHOR: &str = "dashboard";
 
 /// Why a request failed.
 #[derive(Debug)]
@@ -168,7 +172,13 @@ fn build(utils: WorkerUtils, options: Options) -> (Router, State) {
         .merge(pages::routes())
         .merge(history::routes())
         .merge(flow::page_routes())
-        .nest("/api", api::routes().merge(schedules::routes()).merge(flow::api_routes()))
+        .nest(
+            "/api",
+            api::routes()
+                .merge(schedules::routes())
+                .merge(flow::api_routes())
+                .merge(rate_limit::api_routes()),
+        )
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard::guard))
         .merge(probes::routes())
         .with_state(state.clone());

@@ -59,8 +59,8 @@ impl Model {
                 limit,
                 now,
                 excluded_queues,
-                // Caps come from `ReadFlow`, which answers none here.
-                caps: _,
+                // Caps and limits come from `ReadFlow`, which answers none here.
+                ..
             } => {
                 let now = now.unwrap_or(db_now);
                 let mut candidates: Vec<&Row> = self

@@ -26,7 +26,7 @@ pub use event::Event;
 
 pub use crate::cron::batch::ScheduleRow;
 use crate::cron::batch::{CronBatch, KnownCrontab};
-use crate::flow::{Cap, Controls};
+use crate::flow::{Cap, Controls, Limit};
 use crate::job::Job;
 use crate::time::Timestamp;
 
@@ -110,6 +110,10 @@ pub enum Statement {
         /// within the room each cap leaves, counting every job of the task locked by anyone.
         /// Empty: no capped fetch (the plain statement).
         caps: Vec<Cap>,
+        /// The rate limits of the tasks fetched ([`crate::flow::Limit`]): their jobs are
+        /// locked only within the starts each limit has left in its period, and each lock
+        /// is logged as a start. Empty: no limited fetch.
+        limits: Vec<Limit>,
     },
     /// Delete these jobs (still held by `worker_id`) and release their queues. Answer: `Done`,
     /// or `Fenced` naming the jobs it did not delete.

@@ -12,7 +12,7 @@
 //! `cancel_requests` tables) are kept beside the job tables.
 
 use crate::cron::runner::KnownCrontab;
-use crate::flow::{Cap, Pause};
+use crate::flow::{Cap, Limit, Pause};
 use crate::job::{Job, JobKeyMode, RawJob, RescheduleJobOptions, DEFAULT_MAX_ATTEMPTS};
 use crate::job_key::{self, Decision, ExistingJob, NewJob};
 use crate::protocol::{DbError, JOBS_INSERT};
@@ -65,6 +65,10 @@ pub struct Db {
     pub(super) pauses: BTreeSet<Pause>,
     /// `formica_<schema>.caps`, by task.
     pub(super) caps: BTreeMap<String, Cap>,
+    /// `formica_<schema>.rate_limits`, by task (see `rate.rs`).
+    pub(super) limits: BTreeMap<String, Limit>,
+    /// `formica_<schema>.rate_starts`: (task, partition, started_at).
+    pub(super) rate_starts: Vec<(String, String, Timestamp)>,
 }
 
 pub(super) fn constraint(name: &str) -> DbError {
@@ -91,6 +95,8 @@ impl Db {
             schedules: BTreeMap::new(),
             pauses: BTreeSet::new(),
             caps: BTreeMap::new(),
+            limits: BTreeMap::new(),
+            rate_starts: Vec::new(),
         }
     }
 
@@ -486,6 +492,7 @@ mod tests {
             now: None,
             excluded_queues: vec![],
             caps: vec![],
+            limits: vec![],
         }) {
             QueryResult::Jobs { jobs, .. } => jobs,
             other @ (QueryResult::KnownCrontabs(_)

@@ -44,7 +44,11 @@ impl Db {
 
     /// What `ReadFlow` answers.
     pub(super) fn controls(&self) -> Controls {
-        Controls { pauses: self.pauses(), caps: self.caps.values().cloned().collect() }
+        Controls {
+            pauses: self.pauses(),
+            caps: self.caps.values().cloned().collect(),
+            limits: self.limits.values().cloned().collect(),
+        }
     }
 
     /// Jobs of `cap`'s task locked now, by anyone, in `partition`.

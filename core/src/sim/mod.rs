@@ -97,6 +97,7 @@ mod db;
 pub mod faults;
 mod flow;
 mod process;
+mod rate;
 mod run;
 mod schedules;
 mod statements;

@@ -5,7 +5,7 @@
 use super::db::Db;
 use crate::backoff;
 use crate::cron::runner::KnownCrontab;
-use crate::flow::Cap;
+use crate::flow::{Cap, Limit};
 use crate::job::Job;
 use crate::job::RawJob;
 use crate::protocol::{Failure, Fenced, QueryResult, Snooze, Statement};
@@ -116,9 +116,10 @@ impl Db {
                 now,
                 excluded_queues,
                 caps,
+                limits,
             } => {
                 let flags = Flags { forbidden: forbidden_flags, accepted: accepted_flags };
-                let fetch = Fetch { task_identifiers, excluded_queues, flags, caps };
+                let fetch = Fetch { task_identifiers, excluded_queues, flags, caps, limits };
                 QueryResult::jobs(self.get_jobs(worker_id, fetch, *limit, *now))
             }
             Statement::CompleteJobs { worker_id, ids } => {
@@ -252,12 +253,15 @@ impl Db {
     pub(super) fn get_jobs(
         &mut self,
         worker_id: &str,
-        Fetch { task_identifiers, excluded_queues, flags, caps }: Fetch<'_>,
+        Fetch { task_identifiers, excluded_queues, flags, caps, limits }: Fetch<'_>,
         limit: usize,
         now: Option<Timestamp>,
     ) -> Vec<Job> {
         let now = now.unwrap_or(self.now);
         let limit = limit.min(i32::MAX as usize);
+        if !limits.is_empty() {
+            self.prune_starts(limits, now);
+        }
         let queue_free = |q: Option<i32>| {
             q.is_none_or(|q| {
                 self.queues
@@ -266,6 +270,7 @@ impl Db {
             })
         };
         let cap_of = |j: &Job| caps.iter().find(|c| c.task == j.task_identifier);
+        let limit_of = |j: &Job| limits.iter().find(|l| l.task == j.task_identifier);
         let mut candidates: Vec<&Job> = self
             .jobs
             .values()
@@ -276,15 +281,16 @@ impl Db {
             .filter(|j| flags.admit(&j.flags))
             .collect();
         candidates.sort_by_key(|j| (j.priority, j.run_at, j.id));
-        // As the capped statement (sql/records/000006.sql): the first `limit` jobs of the
-        // uncapped tasks and of each task capped as a whole, and every due job of the tasks
-        // capped per partition.
+        // As the capped and limited statements (sql/records/000006.sql, 000010.sql): the
+        // first `limit` jobs of the free tasks and of each task capped or limited as a whole,
+        // and every due job of the tasks a control partitions.
         let (capped, mut candidates): (Vec<&Job>, Vec<&Job>) =
-            candidates.into_iter().partition(|j| cap_of(j).is_some());
+            candidates.into_iter().partition(|j| cap_of(j).is_some() || limit_of(j).is_some());
         candidates.truncate(limit);
         let mut firsts: BTreeMap<&str, usize> = BTreeMap::new();
         candidates.extend(capped.into_iter().filter(|j| {
-            let whole = cap_of(j).is_some_and(|c| c.partition.is_none());
+            let whole = cap_of(j).is_none_or(|c| c.partition.is_none())
+                && limit_of(j).is_none_or(|l| l.partition.is_none());
             let seen = firsts.entry(j.task_identifier.as_str()).or_default();
             *seen += 1;
             !whole || *seen <= limit
@@ -292,29 +298,49 @@ impl Db {
         candidates.sort_by_key(|j| (j.priority, j.run_at, j.id));
         let mut queues_taken = BTreeSet::new();
         let mut taken_in: BTreeMap<(String, String), usize> = BTreeMap::new();
-        let chosen: Vec<i64> = candidates
+        let mut started_in: BTreeMap<(String, String), usize> = BTreeMap::new();
+        let queue_firsts: Vec<&Job> = candidates
             .into_iter()
             .filter(|j| j.job_queue_id.is_none_or(|q| queues_taken.insert(q)))
-            .filter(|j| {
-                let Some(cap) = cap_of(j) else { return true };
-                let partition = super::flow::cap_partition(cap, j);
-                let room = (cap.max_running as usize).saturating_sub(self.locked_in(cap, &partition));
-                let taken = taken_in.entry((cap.task.clone(), partition)).or_default();
-                *taken += 1;
-                *taken <= room
+            .collect();
+        // Both ranks are counted over every queue's first candidate, as the statement's
+        // window functions count them, whatever the other control decides.
+        let chosen: Vec<(i64, Option<&Limit>)> = queue_firsts
+            .into_iter()
+            .filter_map(|j| {
+                let within_cap = cap_of(j).is_none_or(|cap| {
+                    let partition = super::flow::cap_partition(cap, j);
+                    let room = (cap.max_running as usize).saturating_sub(self.locked_in(cap, &partition));
+                    let taken = taken_in.entry((cap.task.clone(), partition)).or_default();
+                    *taken += 1;
+                    *taken <= room
+                });
+                let rate = limit_of(j);
+                let within_rate = rate.is_none_or(|l| {
+                    let partition = super::rate::rate_partition(l, j);
+                    let room = (l.max_starts as usize).saturating_sub(self.started_in(l, &partition, now));
+                    let taken = started_in.entry((l.task.clone(), partition)).or_default();
+                    *taken += 1;
+                    *taken <= room
+                });
+                (within_cap && within_rate).then_some((j.id, rate))
             })
             .take(limit)
-            .map(|j| j.id)
             .collect();
+        let chosen: Vec<(i64, Option<Limit>)> = chosen.into_iter().map(|(id, l)| (id, l.cloned())).collect();
         let lock_time = now;
         let mut out = Vec::new();
-        for id in chosen {
+        for (id, rate) in chosen {
             let Some(job) = self.jobs.get_mut(&id) else { continue };
             job.attempts = job.attempts.saturating_add(1);
             job.locked_by = Some(worker_id.to_owned());
             job.locked_at = Some(lock_time);
             let queue = job.job_queue_id;
-            out.push(job.clone());
+            let job = job.clone();
+            if let Some(rate) = rate {
+                self.log_start(&rate, &job, now);
+            }
+            out.push(job);
             if let Some(queue) = queue.and_then(|q| self.queues.get_mut(&q)) {
                 queue.locked_by = Some(worker_id.to_owned());
                 queue.locked_at = Some(lock_time);
@@ -332,6 +358,7 @@ pub(super) struct Fetch<'a> {
     excluded_queues: &'a [String],
     flags: Flags<'a>,
     caps: &'a [Cap],
+    limits: &'a [Limit],
 }
 
 /// The flags a fetch refuses and, if any, the ones it requires one of.

@@ -2,7 +2,7 @@
 //! (see [`crate::flow`]). Off unless [`Config::flow_control`](super::Config::flow_control):
 //! the machine then never reads and fetches as it always did.
 
-use crate::flow::{Cap, Controls, FlowState, NOTHING_PAUSED};
+use crate::flow::{Cap, Controls, FlowState, Limit, NOTHING_PAUSED};
 use crate::time::Timestamp;
 use chrono::Duration;
 
@@ -14,6 +14,8 @@ pub(super) struct FetchPlan {
     pub excluded_queues: Vec<String>,
     /// The caps of the tasks fetched.
     pub caps: Vec<Cap>,
+    /// The rate limits of the tasks fetched.
+    pub limits: Vec<Limit>,
 }
 
 #[derive(Debug, Clone)]
@@ -48,14 +50,17 @@ impl Flow {
                 task_identifiers: tasks.to_vec(),
                 excluded_queues: vec![],
                 caps: vec![],
+                limits: vec![],
             });
         }
         let task_identifiers = flow.fetchable(tasks);
         let caps = flow.caps_of(&task_identifiers);
+        let limits = flow.limits_of(&task_identifiers);
         (!task_identifiers.is_empty()).then(|| FetchPlan {
             task_identifiers,
             excluded_queues: flow.paused_queues(),
             caps,
+            limits,
         })
     }
 

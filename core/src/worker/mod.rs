@@ -278,13 +278,11 @@ impl Worker {
     }
 
     fn maybe_fetch(&mut self) {
-        if !self.taking_jobs() || self.retry_at.is_some() || self.config.task_identifiers.is_empty() {
+        let idle = self.retry_at.is_some() || self.config.task_identifiers.is_empty() || !self.flow.known();
+        if !self.taking_jobs() || idle {
             return;
         }
-        if !self.flow.known() {
-            return;
-        }
-        let Some(FetchPlan { task_identifiers, excluded_queues, caps }) =
+        let Some(FetchPlan { task_identifiers, excluded_queues, caps, limits: rate_limits }) =
             self.flow.plan(&self.config.task_identifiers)
         else {
             // All paused: nothing to look for until a resume wakes the fetcher.
@@ -306,6 +304,7 @@ impl Worker {
             now: self.local_now(),
             excluded_queues,
             caps,
+            limits: rate_limits,
         };
         let id = self.query(Part::Fetch, statement);
         self.fetcher.sent(id, limit);
