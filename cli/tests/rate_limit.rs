@@ -8,10 +8,12 @@ use formica_tests::TestDb;
 use formica_tokio::flow::Partition;
 use formica_tokio::rate_limit::Limit;
 use serde_json::Value;
-use std::process::{Command, Output};
+use std::process::Output;
+
+mod common;
 
 fn formica(db: &TestDb, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_formica")).args(["-c", &db.url, "--json"]).args(args).output().unwrap()
+    common::formica(&db.url, &[&["--json"], args].concat())
 }
 
 fn json(out: &Output) -> Value {

@@ -9,19 +9,14 @@ use serde_json::Value;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
+mod common;
+
 fn formica(db: &TestDb, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_formica"))
-        .args(["-c", &db.url])
-        .args(args)
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("run formica")
+    common::formica(&db.url, args)
 }
 
 fn json(db: &TestDb, args: &[&str]) -> Value {
-    let out = formica(db, &[args, &["--json"]].concat());
-    assert!(out.status.success(), "formica {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).expect("JSON output")
+    common::json(&db.url, args)
 }
 
 /// A worker process, killed when dropped.
