@@ -60,6 +60,7 @@ pub const RECORDS_STEPS: &[Step] = &[
     Step { id: 8, sql: &[schedules::TABLE] },
     Step { id: 9, sql: &[UNIQUE_CLAIMS] },
     Step { id: 10, sql: &[flow::RATE_LIMITS] },
+    Step { id: 11, sql: &[workflows::TABLES] },
 ];
 
 /// The claims of unique jobs not to add again within a period, finished or not (records
@@ -155,6 +156,12 @@ pub mod traces {
             "left join :RECORDS.job_traces as traces on traces.job_id = locked.id",
         )
     }
+}
+
+/// Workflows: jobs that wait for other jobs of their set (docs/guide/workflows.md).
+pub mod workflows {
+    /// The workflows, their jobs and dependencies, and their states (records migration 11).
+    pub const TABLES: &str = include_str!("../records/000011.sql");
 }
 
 /// Job history (the worker's option `history`): the table of finished jobs, the completion
