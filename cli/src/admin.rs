@@ -119,6 +119,11 @@ pub enum Admin {
     },
     /// The rate limits in force.
     Limits,
+    /// List workflows, newest first, with their states and job counts.
+    Workflows(crate::workflow::ListArgs),
+    /// One workflow: show it, cancel it, or retry its failed jobs.
+    #[command(subcommand)]
+    Workflow(crate::workflow::WorkflowCommand),
 }
 
 /// `formica ui`.
@@ -294,6 +299,8 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
         Admin::Limit(a) => crate::rate_limit::limit(a, utils, out).await?,
         Admin::Unlimit { task } => crate::rate_limit::unlimit(task, utils, out).await?,
         Admin::Limits => crate::rate_limit::limits(utils, out).await?,
+        Admin::Workflows(a) => crate::workflow::list(a, utils, out).await?,
+        Admin::Workflow(command) => crate::workflow::run(command, utils, out).await?,
         Admin::Status => {
             let overview = inspect::overview(utils).await?;
             let workers = inspect::workers(utils).await?;

@@ -13,6 +13,7 @@ mod output;
 mod rate_limit;
 mod schedule;
 mod traces;
+mod workflow;
 
 use clap::Parser;
 use formica_core::worker::{Config, DEFAULT_LOCAL_QUEUE_SIZE};

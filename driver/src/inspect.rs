@@ -18,6 +18,7 @@
 mod cron;
 mod lease;
 mod query;
+mod workflows;
 
 use crate::jobs::{JobFilter, Query, Session};
 use crate::params::param;
@@ -36,6 +37,9 @@ use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use tokio_postgres::types::{Timestamp, ToSql, Type};
 use tokio_postgres::Row;
+pub use workflows::{
+    WorkflowDetail, WorkflowFilter, WorkflowJobSeen, WorkflowSummary, WORKFLOW_JOB_STATES, WORKFLOW_STATES,
+};
 
 /// The jobs `filter` picks, oldest first, on any [`Session`]: a pooled client for
 /// [`WorkerUtils::list_jobs`], an application's sqlx connection for `crate::sqlx`'s.

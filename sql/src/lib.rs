@@ -422,6 +422,14 @@ pub mod inspect {
     pub const CRONTABS: &str = include_str!("../queries/inspect/crontabs.sql");
     /// Rows ever deleted from the jobs table; `$1` the schema name (unquoted).
     pub const DELETED_JOBS: &str = include_str!("../queries/inspect/deleted_jobs.sql");
+    /// Workflows with their states and job counts, newest first: `$1` state, `$2` name,
+    /// `$3` limit.
+    pub const WORKFLOWS: &str = include_str!("../queries/inspect/workflows.sql");
+    /// One workflow as [`WORKFLOWS`] gives it: `$1` its id.
+    pub const WORKFLOW: &str = include_str!("../queries/inspect/workflow.sql");
+    /// The jobs of workflow `$1`, with their dependencies' names and their graphile_worker
+    /// job while it exists (uses `:JOB_STATE`).
+    pub const WORKFLOW_JOBS: &str = include_str!("../queries/inspect/workflow_jobs.sql");
 }
 
 /// Bulk actions on the jobs a filter picks (`formica::bulk`): one [`bulk::MATCHING`] for

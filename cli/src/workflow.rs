@@ -1,0 +1,128 @@
+//! `formica workflows` and `formica workflow show|cancel|retry`: workflows
+//! (docs/guide/workflows.md) from the command line, read through `WorkerUtils::workflows`
+//! and `workflow` as the dashboard reads them.
+
+use crate::output::{print_json, print_table, table, visible, visible_lines, Output};
+use crate::Failure;
+use clap::{Args, Subcommand};
+use formica_tokio::inspect::{WorkflowDetail, WorkflowFilter, WorkflowJobSeen, WorkflowSummary};
+use formica_tokio::WorkerUtils;
+use serde_json::json;
+
+/// `formica workflows`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only workflows in this state: running, completed, failed or cancelled.
+    #[arg(long)]
+    state: Option<String>,
+    /// Only workflows of this name.
+    #[arg(long)]
+    name: Option<String>,
+    /// At most this many (the newest).
+    #[arg(long, default_value_t = 100)]
+    limit: i64,
+}
+
+/// `formica workflow ...`.
+#[derive(Debug, Subcommand)]
+pub enum WorkflowCommand {
+    /// Show one workflow: its state, and each job with its state, job id, attempts, what it
+    /// depends on and its last error.
+    Show {
+        /// The workflow id.
+        id: i64,
+    },
+}
+
+/// List workflows, newest first.
+pub async fn list(args: ListArgs, utils: &WorkerUtils, out: Output) -> Result<(), Failure> {
+    let filter = WorkflowFilter { state: args.state, name: args.name, limit: args.limit };
+    let workflows = utils.workflows(&filter).await?;
+    let rows = workflows.iter().map(summary_row).collect();
+    let headers =
+        ["id", "name", "state", "jobs", "waiting", "released", "completed", "failed", "cancelled", "created"];
+    print_table(out, &headers, rows, json!(workflows));
+    Ok(())
+}
+
+fn summary_row(w: &WorkflowSummary) -> Vec<String> {
+    let counts = [w.total, w.waiting, w.released, w.completed, w.failed, w.cancelled];
+    [w.id.to_string(), w.name.clone(), w.state.clone()]
+        .into_iter()
+        .chain(counts.iter().map(i32::to_string))
+        .chain([seconds(&w.created_at)])
+        .collect()
+}
+
+fn seconds(at: &formica_tokio::chrono::DateTime<formica_tokio::chrono::Utc>) -> String {
+    at.to_rfc3339_opts(formica_tokio::chrono::SecondsFormat::Secs, true)
+}
+
+/// Run one `formica workflow` subcommand.
+pub async fn run(command: WorkflowCommand, utils: &WorkerUtils, out: Output) -> Result<(), Failure> {
+    match command {
+        WorkflowCommand::Show { id } => {
+            let Some(detail) = utils.workflow(id).await? else {
+                return Err(Failure::Command(format!("no workflow {id}")));
+            };
+            print_detail(out, &detail);
+        }
+    }
+    Ok(())
+}
+
+/// Print a workflow whole: its facts, then a line per job.
+fn print_detail(out: Output, detail: &WorkflowDetail) {
+    if out == Output::Json {
+        return print_json(&json!(detail));
+    }
+    let w = &detail.summary;
+    let cancelled = match (&w.cancelled_at, &w.cancel_reason) {
+        (Some(at), reason) => format!("{} ({})", seconds(at), reason.as_deref().unwrap_or("no reason given")),
+        (None, _) => "(no)".to_owned(),
+    };
+    let fields = [
+        ("id", w.id.to_string()),
+        ("name", w.name.clone()),
+        ("state", w.state.clone()),
+        ("created_at", seconds(&w.created_at)),
+        ("cancelled", cancelled),
+    ];
+    for (name, value) in fields {
+        println!("{name:<10} {}", visible(&value));
+    }
+    println!();
+    let rows: Vec<Vec<String>> = detail.jobs.iter().map(job_row).collect();
+    let headers =
+        ["job", "task", "state", "job id", "attempts", "depends on", "when one fails", "last_error"];
+    print!("{}", table(&headers, &rows));
+    for job in detail.jobs.iter().filter(|j| j.last_error.as_deref().is_some_and(|e| e.contains('\n'))) {
+        println!("\n{} last_error:\n{}", visible(&job.name), visible_lines(job.last_error.as_deref().unwrap_or("")));
+    }
+}
+
+fn job_row(j: &WorkflowJobSeen) -> Vec<String> {
+    let state = match &j.job_state {
+        Some(job_state) if j.state == "released" => format!("released ({job_state})"),
+        _ => j.state.clone(),
+    };
+    let attempts = match (j.attempts, j.max_attempts) {
+        (Some(n), Some(max)) => format!("{n}/{max}"),
+        _ => String::new(),
+    };
+    let policy = match &j.callback {
+        Some(callback) => format!("callback: {callback}"),
+        None => j.on_dependency_failure.clone(),
+    };
+    let error = j.last_error.as_deref().and_then(|e| e.lines().next()).unwrap_or_default();
+    vec![
+        j.name.clone(),
+        j.task.clone(),
+        state,
+        j.job_id.map(|id| id.to_string()).unwrap_or_default(),
+        attempts,
+        j.depends_on.join(", "),
+        policy,
+        error.chars().take(60).collect(),
+    ]
+}

@@ -1,0 +1,178 @@
+//! Workflows (docs/guide/workflows.md) as the read model shows them: each workflow with its
+//! state and its jobs counted per state (the records' view `workflow_states`), and one
+//! workflow whole: each of its jobs with its state, what it depends on, and its
+//! graphile_worker job while that exists. The `formica workflows` command and the
+//! dashboard's Workflows pages show these.
+
+use super::query::{get, read};
+use crate::utils::WorkerUtils;
+use crate::Error;
+use chrono::{DateTime, Utc};
+use formica_sql as sql;
+use serde::Serialize;
+use tokio_postgres::types::Type;
+use tokio_postgres::Row;
+
+/// The states of a workflow, as the view gives them: `running` while a job waits or is
+/// released, `completed` when every job completed, `failed` when none is left to run and
+/// one did not complete, `cancelled` once `cancel_workflow` ran.
+pub const WORKFLOW_STATES: [&str; 4] = ["running", "completed", "failed", "cancelled"];
+
+/// The states of a workflow's job: `waiting` for what it depends on, `released` (an
+/// ordinary graphile_worker job), then `completed`, `failed` (for good) or `cancelled`.
+pub const WORKFLOW_JOB_STATES: [&str; 5] = ["waiting", "released", "completed", "failed", "cancelled"];
+
+/// Which workflows [`WorkerUtils::workflows`] lists, newest first. `None` filters match
+/// any workflow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkflowFilter {
+    /// Only workflows in this state (one of [`WORKFLOW_STATES`]).
+    pub state: Option<String>,
+    /// Only workflows of this name.
+    pub name: Option<String>,
+    /// At most this many.
+    pub limit: i64,
+}
+
+impl Default for WorkflowFilter {
+    fn default() -> Self {
+        WorkflowFilter { state: None, name: None, limit: 100 }
+    }
+}
+
+/// A workflow, its state and its jobs counted per state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WorkflowSummary {
+    /// Its id.
+    pub id: i64,
+    /// Its name.
+    pub name: String,
+    /// When it was added.
+    pub created_at: DateTime<Utc>,
+    /// When it was cancelled, if it was.
+    pub cancelled_at: Option<DateTime<Utc>>,
+    /// Why it was cancelled.
+    pub cancel_reason: Option<String>,
+    /// One of [`WORKFLOW_STATES`].
+    pub state: String,
+    /// Its jobs.
+    pub total: i32,
+    /// Its jobs waiting for what they depend on.
+    pub waiting: i32,
+    /// Its jobs released and not settled (ready, scheduled, running, or to be retried).
+    pub released: i32,
+    /// Its jobs completed.
+    pub completed: i32,
+    /// Its jobs failed for good.
+    pub failed: i32,
+    /// Its jobs cancelled.
+    pub cancelled: i32,
+}
+
+impl WorkflowSummary {
+    fn from_row(r: &Row) -> Result<WorkflowSummary, Error> {
+        Ok(WorkflowSummary {
+            id: get(r, "id")?,
+            name: get(r, "name")?,
+            created_at: get(r, "created_at")?,
+            cancelled_at: get(r, "cancelled_at")?,
+            cancel_reason: get(r, "cancel_reason")?,
+            state: get(r, "state")?,
+            total: get(r, "total")?,
+            waiting: get(r, "waiting")?,
+            released: get(r, "released")?,
+            completed: get(r, "completed")?,
+            failed: get(r, "failed")?,
+            cancelled: get(r, "cancelled")?,
+        })
+    }
+}
+
+/// A job of a workflow.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WorkflowJobSeen {
+    /// Its name in the workflow.
+    pub name: String,
+    /// Its task.
+    pub task: String,
+    /// One of [`WORKFLOW_JOB_STATES`].
+    pub state: String,
+    /// Its graphile_worker job once released (the last one, after it settled).
+    pub job_id: Option<i64>,
+    /// That job's state (one of `formica_sql::JOB_STATES`) while its row exists.
+    pub job_state: Option<String>,
+    /// That job's attempts while its row exists.
+    pub attempts: Option<i16>,
+    /// That job's attempt limit while its row exists.
+    pub max_attempts: Option<i16>,
+    /// That job's last error while its row exists, else the one the workflow recorded when
+    /// the job settled.
+    pub last_error: Option<String>,
+    /// When it was released.
+    pub released_at: Option<DateTime<Utc>>,
+    /// When it settled.
+    pub finished_at: Option<DateTime<Utc>>,
+    /// The names of the jobs it depends on, in the order they were added.
+    pub depends_on: Vec<String>,
+    /// `all_finished` or `first_failure` for a batch callback, else `None`.
+    pub callback: Option<String>,
+    /// What a dependency failing does to it: `cancel` or `release`.
+    pub on_dependency_failure: String,
+}
+
+impl WorkflowJobSeen {
+    fn from_row(r: &Row) -> Result<WorkflowJobSeen, Error> {
+        Ok(WorkflowJobSeen {
+            name: get(r, "name")?,
+            task: get(r, "task_identifier")?,
+            state: get(r, "state")?,
+            job_id: get(r, "job_id")?,
+            job_state: get(r, "job_state")?,
+            attempts: get(r, "attempts")?,
+            max_attempts: get(r, "max_attempts")?,
+            last_error: get(r, "last_error")?,
+            released_at: get(r, "released_at")?,
+            finished_at: get(r, "finished_at")?,
+            depends_on: get(r, "depends_on")?,
+            callback: get(r, "callback")?,
+            on_dependency_failure: get(r, "on_dependency_failure")?,
+        })
+    }
+}
+
+/// A workflow whole: its summary and its jobs, in the order they were added.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WorkflowDetail {
+    /// The workflow.
+    #[serde(flatten)]
+    pub summary: WorkflowSummary,
+    /// Its jobs.
+    pub jobs: Vec<WorkflowJobSeen>,
+}
+
+impl WorkerUtils {
+    /// The workflows `filter` picks, newest first; a state not among [`WORKFLOW_STATES`]
+    /// is refused ([`Error::Filter`]) rather than matching nothing.
+    pub async fn workflows(&self, filter: &WorkflowFilter) -> Result<Vec<WorkflowSummary>, Error> {
+        if let Some(state) = filter.state.as_deref().filter(|s| !WORKFLOW_STATES.contains(s)) {
+            return Err(Error::Filter(format!(
+                "unknown workflow state {state:?}: expected one of {}",
+                WORKFLOW_STATES.join(", ")
+            )));
+        }
+        let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 3] =
+            [(&filter.state, Type::TEXT), (&filter.name, Type::TEXT), (&filter.limit, Type::INT8)];
+        let rows = read(self, sql::inspect::WORKFLOWS, &params).await?;
+        rows.iter().map(WorkflowSummary::from_row).collect()
+    }
+
+    /// The workflow `id` whole, if it exists.
+    pub async fn workflow(&self, id: i64) -> Result<Option<WorkflowDetail>, Error> {
+        let rows = read(self, sql::inspect::WORKFLOW, &[(&id, Type::INT8)]).await?;
+        let Some(row) = rows.first() else { return Ok(None) };
+        let summary = WorkflowSummary::from_row(row)?;
+        let jobs = read(self, sql::inspect::WORKFLOW_JOBS, &[(&id, Type::INT8)]).await?;
+        let jobs = jobs.iter().map(WorkflowJobSeen::from_row).collect::<Result<_, Error>>()?;
+        Ok(Some(WorkflowDetail { summary, jobs }))
+    }
+}

@@ -1,0 +1,21 @@
+-- The jobs of workflow $1, in the order they were added: each with what it depends on (by
+-- name), and, while its graphile_worker job still exists, that job's state, attempts and
+-- last error (a completed job's row is gone: the workflow's record of it tells the rest).
+-- `jobs` is the graphile_worker row, as :JOB_STATE reads it.
+select workflow_job.name, workflow_job.task_identifier, workflow_job.state, workflow_job.job_id,
+  workflow_job.on_dependency_failure, workflow_job.callback, workflow_job.released_at,
+  workflow_job.finished_at,
+  case when jobs.id is not null then :JOB_STATE end as job_state,
+  jobs.attempts, jobs.max_attempts,
+  case when jobs.id is not null then jobs.last_error else workflow_job.last_error end as last_error,
+  array(
+    select dependency.name
+    from :RECORDS.workflow_dependencies as dependencies
+    inner join :RECORDS.workflow_jobs as dependency on dependency.id = dependencies.depends_on
+    where dependencies.job = workflow_job.id
+    order by dependency.id
+  ) as depends_on
+from :RECORDS.workflow_jobs as workflow_job
+left join :SCHEMA._private_jobs as jobs on jobs.id = workflow_job.job_id
+where workflow_job.workflow_id = $1::bigint
+order by workflow_job.id
