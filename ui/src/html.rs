@@ -55,7 +55,7 @@ pub(crate) fn page(s: &State, title: &str, body: &str) -> Response {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <link rel="stylesheet" href="/assets/style.css"><script src="/assets/app.js" defer></script></head>
 <body><nav><strong>formica</strong> <a href="/">Overview</a> <a href="/jobs">Jobs</a>
-<a href="/history">History</a> <a href="/queues">Queues</a> <a href="/workers">Workers</a> <a href="/cron">Cron</a> <a href="/flow">Flow</a> {mode}
+<a href="/history">History</a> <a href="/queues">Queues</a> <a href="/workers">Workers</a> <a href="/cron">Cron</a> <a href="/flow">Flow</a> <a href="/workflows">Workflows</a> {mode}
 <label class="refresh" title="Reload this page's content every 2 seconds"><input type="checkbox" id="auto-refresh"> auto-refresh</label>
 <span class="schema">schema {schema}</span></nav>
 <main><h1>{title}</h1><p id="message" class="error" hidden></p>

@@ -13,7 +13,8 @@
 //! }
 //! ```
 //!
-//! [`router`] serves server-rendered pages (overview, jobs, a job, history, queues, workers, cron)
+//! [`router`] serves server-rendered pages (overview, jobs, a job, history, queues, workers, cron,
+//! workflows)
 //! and the JSON API under `/api/` they are built from; the pages' few scripts call the
 //! API's actions, which go through [`WorkerUtils`] like the `formica` command's.
 //!
@@ -46,6 +47,7 @@ pub mod pages;
 mod probes;
 mod rate_limit;
 mod schedules;
+mod workflow;
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -172,12 +174,14 @@ fn build(utils: WorkerUtils, options: Options) -> (Router, State) {
         .merge(pages::routes())
         .merge(history::routes())
         .merge(flow::page_routes())
+        .merge(workflow::page_routes())
         .nest(
             "/api",
             api::routes()
                 .merge(schedules::routes())
                 .merge(flow::api_routes())
-                .merge(rate_limit::api_routes()),
+                .merge(rate_limit::api_routes())
+                .merge(workflow::api_routes()),
         )
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard::guard))
         .merge(probes::routes())
