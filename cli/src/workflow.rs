@@ -32,6 +32,22 @@ pub enum WorkflowCommand {
         /// The workflow id.
         id: i64,
     },
+    /// Cancel a workflow: nothing of it is released any more, its waiting jobs are
+    /// cancelled, and its released ones cancelled as `formica cancel` cancels a job (one
+    /// running is aborted by its worker).
+    Cancel {
+        /// The workflow id.
+        id: i64,
+        /// Why (stored as `cancelled: <reason>` on its released jobs).
+        #[arg(long, default_value = "by request")]
+        reason: String,
+    },
+    /// Run a workflow's failed jobs again, and put back to wait the jobs cancelled because
+    /// of them (refused for a cancelled workflow).
+    Retry {
+        /// The workflow id.
+        id: i64,
+    },
 }
 
 /// List workflows, newest first.
@@ -66,6 +82,36 @@ pub async fn run(command: WorkflowCommand, utils: &WorkerUtils, out: Output) -> 
                 return Err(Failure::Command(format!("no workflow {id}")));
             };
             print_detail(out, &detail);
+        }
+        WorkflowCommand::Cancel { id, reason } => {
+            let cancelled = utils.cancel_workflow(id, &reason).await?;
+            let released = &cancelled.released;
+            let mut rows = vec![vec!["waiting".to_owned(), format!("{} cancelled", cancelled.waiting)]];
+            rows.extend(released.failed.iter().map(|job| vec![format!("job {job}"), "failed for good".into()]));
+            rows.extend(released.recorded.iter().map(|r| {
+                vec![format!("job {}", r.job_id), format!("running on {}: its worker aborts it", r.worker_id)]
+            }));
+            let recorded: Vec<_> = released
+                .recorded
+                .iter()
+                .map(|r| json!({ "id": r.job_id, "worker": r.worker_id, "leased": r.leased }))
+                .collect();
+            let json = json!({
+                "id": id, "cancelled": true, "waiting": cancelled.waiting,
+                "failed": released.failed, "recorded": recorded,
+            });
+            print_table(out, &["cancelled", ""], rows, json);
+        }
+        WorkflowCommand::Retry { id } => {
+            let retried = utils.retry_workflow(id).await?;
+            let rows = retried
+                .rerun
+                .iter()
+                .map(|job| vec![job.clone(), "runs again".to_owned()])
+                .chain(retried.waiting.iter().map(|job| vec![job.clone(), "waits again".to_owned()]))
+                .collect();
+            let json = json!({ "id": id, "rerun": retried.rerun, "waiting": retried.waiting });
+            print_table(out, &["job", "retried"], rows, json);
         }
     }
     Ok(())

@@ -2,15 +2,16 @@
 //! counts, and one workflow's jobs drawn as a graph, each job a node coloured and labelled
 //! by its state and linked to its job's page, with an arrow from each job to those that
 //! depend on it. Read through `WorkerUtils::workflows` and `workflow`, as `formica
-//! workflows` reads them.
+//! workflows` reads them. Cancel and Retry call `WorkerUtils::cancel_workflow` and
+//! `retry_workflow`, as `formica workflow cancel` and `retry` do.
 
-use crate::html::{error_page, esc, first_line, opt_time, page, select, table, time};
+use crate::html::{button, error_page, esc, first_line, opt_time, page, select, table, time};
 use crate::{Error, State};
 use axum::extract::{Path, Query, State as Ext};
 use axum::response::Response;
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
-use formica::inspect::{WorkflowFilter, WorkflowJobSeen, WORKFLOW_STATES};
+use formica::inspect::{WorkflowFilter, WorkflowSummary, WorkflowJobSeen, WORKFLOW_STATES};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -23,7 +24,45 @@ pub fn page_routes() -> Router<State> {
 
 /// The reads, under `/api`.
 pub fn api_routes() -> Router<State> {
-    Router::new().route("/workflows", get(list_json)).route("/workflows/{id}", get(show_json))
+    Router::new()
+        .route("/workflows", get(list_json))
+        .route("/workflows/{id}", get(show_json))
+        .route("/workflows/{id}/cancel", post(cancel))
+        .route("/workflows/{id}/retry", post(retry))
+}
+
+/// A workflow action's error as the API answers it: no such workflow is a 404, retrying a
+/// cancelled one a 409.
+fn refused(e: formica::Error) -> Error {
+    match e {
+        formica::Error::WorkflowNotFound(_) => Error::NotFound(e.to_string()),
+        formica::Error::WorkflowCancelled(_) => Error::Conflict(e.to_string()),
+        e => e.into(),
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct CancelBody {
+    reason: Option<String>,
+}
+
+async fn cancel(
+    Ext(s): Ext<State>,
+    Path(id): Path<i64>,
+    Json(body): Json<CancelBody>,
+) -> Result<Json<Value>, Error> {
+    let reason = body.reason.as_deref().map(str::trim).filter(|r| !r.is_empty());
+    let cancelled =
+        s.utils.cancel_workflow(id, reason.unwrap_or("cancelled from the dashboard")).await.map_err(refused)?;
+    let recorded: Vec<i64> = cancelled.released.recorded.iter().map(|r| r.job_id).collect();
+    Ok(Json(json!({
+        "id": id, "waiting": cancelled.waiting, "failed": cancelled.released.failed, "recorded": recorded,
+    })))
+}
+
+async fn retry(Ext(s): Ext<State>, Path(id): Path<i64>) -> Result<Json<Value>, Error> {
+    let retried = s.utils.retry_workflow(id).await.map_err(refused)?;
+    Ok(Json(json!({ "id": id, "rerun": retried.rerun, "waiting": retried.waiting })))
 }
 
 /// The list's filters: a state, a name (empty fields match any).
@@ -117,6 +156,7 @@ async fn show(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
         let _ = write!(html, "<dt>{name}</dt><dd>{value}</dd>");
     }
     html.push_str("</dl>");
+    html += &actions(&s, w);
     html += &graph(&detail.jobs);
     html += "<h2>Jobs</h2>";
     html += &table(
@@ -124,6 +164,38 @@ async fn show(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
         &detail.jobs.iter().map(job_row).collect::<Vec<_>>(),
     );
     page(&s, &format!("Workflow {id}"), &html)
+}
+
+/// Cancel while it runs; Retry while it has failed jobs and is not cancelled. Nothing in
+/// read-only mode.
+fn actions(s: &State, w: &WorkflowSummary) -> String {
+    if s.options.read_only {
+        return String::new();
+    }
+    let mut html = String::new();
+    if w.state == "running" {
+        let confirm = format!(
+            "Cancel workflow {}? Its waiting jobs are cancelled, its released ones fail as cancelled (running ones are aborted), and nothing of it runs afterwards.",
+            w.id
+        );
+        let path = format!("/api/workflows/{}/cancel", w.id);
+        html += &format!(
+            r#"<form id="cancel-workflow" class="filters inline"><label>reason <input name="reason" placeholder="cancelled from the dashboard"></label>{}</form>"#,
+            button(s, "Cancel workflow", &path, &confirm, &[("form", "cancel-workflow")])
+        );
+    }
+    if w.state != "cancelled" && w.failed > 0 {
+        let confirm = format!(
+            "Run the {} failed jobs of workflow {} again? The jobs cancelled because of them wait again.",
+            w.failed, w.id
+        );
+        let path = format!("/api/workflows/{}/retry", w.id);
+        html += &button(s, "Retry failed jobs", &path, &confirm, &[]);
+    }
+    if html.is_empty() {
+        return html;
+    }
+    format!(r#"<h2>Actions</h2><div class="actions">{html}</div>"#)
 }
 
 fn job_row(j: &WorkflowJobSeen) -> Vec<String> {
