@@ -1,0 +1,93 @@
+//! `formica workflows` and `formica workflow show|cancel|retry`: a diamond's workflow is
+//! listed with its state and counts, shown job by job with what each depends on, retried
+//! after a job fails for good, and cancelled; mistakes are refused.
+
+// Tests fail by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use formica_tests::TestDb;
+use formica_tokio::{Workflow, WorkflowJob, WorkerUtils};
+use serde_json::{json, Value};
+
+mod common;
+
+/// A → B, A → C, B and C → D; its id and A's job id.
+async fn diamond(utils: &WorkerUtils) -> (i64, i64) {
+    let job = |name: &str, after: &[&str]| {
+        WorkflowJob::raw(name, format!("step_{name}"), json!({})).depends_on(after.iter().copied())
+    };
+    let workflow = Workflow::new("diamond")
+        .job(job("A", &[]))
+        .job(job("B", &["A"]))
+        .job(job("C", &["A"]))
+        .job(job("D", &["B", "C"]));
+    let added = utils.add_workflow(&workflow).await.unwrap();
+    (added.id, added.released[0].1)
+}
+
+/// The state of each job of `shown` (`formica workflow show --json`), by name.
+fn states(shown: &Value) -> Vec<(String, String)> {
+    let jobs = shown["jobs"].as_array().unwrap();
+    jobs.iter().map(|j| (j["name"].as_str().unwrap().into(), j["state"].as_str().unwrap().into())).collect()
+}
+
+fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
+    expected.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workflows_are_listed_shown_retried_and_cancelled_from_the_command_line() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let (id, a) = diamond(&utils).await;
+    let id_text = id.to_string();
+
+    let listed = common::json(&db.url, &["workflows"]);
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    let w = &listed[0];
+    assert_eq!((&w["id"], &w["name"], &w["state"]), (&json!(id), &json!("diamond"), &json!("running")));
+    assert_eq!((&w["total"], &w["released"], &w["waiting"]), (&json!(4), &json!(1), &json!(3)));
+    assert_eq!(common::json(&db.url, &["workflows", "--state", "completed"]), json!([]));
+    let table = common::ok(&db.url, &["workflows"]);
+    assert!(table.starts_with("id  name") && table.contains("diamond  running"), "{table}");
+
+    let shown = common::json(&db.url, &["workflow", "show", &id_text]);
+    assert_eq!(states(&shown), pairs(&[("A", "released"), ("B", "waiting"), ("C", "waiting"), ("D", "waiting")]));
+    assert_eq!(shown["jobs"][0]["job_id"], json!(a));
+    assert_eq!(shown["jobs"][0]["job_state"], "ready");
+    assert_eq!(shown["jobs"][3]["depends_on"], json!(["B", "C"]));
+    assert_eq!(shown["jobs"][1]["task"], "step_B");
+
+    utils.complete_jobs(&[a]).await.unwrap();
+    utils.resolve_workflows().await.unwrap();
+    let b = utils.workflow(id).await.unwrap().unwrap().jobs[1].job_id.unwrap();
+    utils.permanently_fail_jobs(&[b], Some("no ink")).await.unwrap();
+    utils.resolve_workflows().await.unwrap();
+    let shown = common::json(&db.url, &["workflow", "show", &id_text]);
+    assert_eq!(
+        states(&shown),
+        pairs(&[("A", "completed"), ("B", "failed"), ("C", "released"), ("D", "cancelled")])
+    );
+    assert_eq!((&shown["jobs"][1]["last_error"], &shown["jobs"][1]["attempts"]), (&json!("no ink"), &json!(25)));
+    let text = common::ok(&db.url, &["workflow", "show", &id_text]);
+    assert!(text.contains("state      running") && text.contains("no ink"), "{text}");
+    assert!(text.contains("B, C"), "D's dependencies: {text}");
+
+    let retried = common::json(&db.url, &["workflow", "retry", &id_text]);
+    assert_eq!(retried, json!({ "id": id, "rerun": ["B"], "waiting": ["D"] }));
+    let shown = common::json(&db.url, &["workflow", "show", &id_text]);
+    assert_eq!(states(&shown)[1..], pairs(&[("B", "released"), ("C", "released"), ("D", "waiting")]));
+
+    let cancelled = common::json(&db.url, &["workflow", "cancel", &id_text, "--reason", "wrong order"]);
+    assert_eq!((&cancelled["waiting"], cancelled["failed"].as_array().unwrap().len()), (&json!(1), 2));
+    let listed = common::json(&db.url, &["workflows", "--state", "cancelled"]);
+    assert_eq!((&listed[0]["id"], &listed[0]["cancel_reason"]), (&json!(id), &json!("wrong order")));
+    let again = common::formica(&db.url, &["workflow", "retry", &id_text]);
+    assert!(!again.status.success(), "a cancelled workflow is not retried");
+
+    let missing = common::formica(&db.url, &["workflow", "show", "999999"]);
+    assert!(!missing.status.success() && String::from_utf8_lossy(&missing.stderr).contains("no workflow 999999"));
+    let wrong = common::formica(&db.url, &["workflows", "--state", "sideways"]);
+    let stderr = String::from_utf8_lossy(&wrong.stderr);
+    assert!(!wrong.status.success() && stderr.contains("running, completed, failed, cancelled"), "{stderr}");
+}
