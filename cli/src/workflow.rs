@@ -87,7 +87,9 @@ pub async fn run(command: WorkflowCommand, utils: &WorkerUtils, out: Output) -> 
             let cancelled = utils.cancel_workflow(id, &reason).await?;
             let released = &cancelled.released;
             let mut rows = vec![vec!["waiting".to_owned(), format!("{} cancelled", cancelled.waiting)]];
-            rows.extend(released.failed.iter().map(|job| vec![format!("job {job}"), "failed for good".into()]));
+            rows.extend(
+                released.failed.iter().map(|job| vec![format!("job {job}"), "failed for good".into()]),
+            );
             rows.extend(released.recorded.iter().map(|r| {
                 vec![format!("job {}", r.job_id), format!("running on {}: its worker aborts it", r.worker_id)]
             }));
@@ -143,7 +145,11 @@ fn print_detail(out: Output, detail: &WorkflowDetail) {
         ["job", "task", "state", "job id", "attempts", "depends on", "when one fails", "last_error"];
     print!("{}", table(&headers, &rows));
     for job in detail.jobs.iter().filter(|j| j.last_error.as_deref().is_some_and(|e| e.contains('\n'))) {
-        println!("\n{} last_error:\n{}", visible(&job.name), visible_lines(job.last_error.as_deref().unwrap_or("")));
+        println!(
+            "\n{} last_error:\n{}",
+            visible(&job.name),
+            visible_lines(job.last_error.as_deref().unwrap_or(""))
+        );
     }
 }
 

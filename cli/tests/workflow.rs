@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use formica_tests::TestDb;
-use formica_tokio::{Workflow, WorkflowJob, WorkerUtils};
+use formica_tokio::{WorkerUtils, Workflow, WorkflowJob};
 use serde_json::{json, Value};
 
 mod common;
@@ -52,7 +52,10 @@ async fn workflows_are_listed_shown_retried_and_cancelled_from_the_command_line(
     assert!(table.starts_with("id  name") && table.contains("diamond  running"), "{table}");
 
     let shown = common::json(&db.url, &["workflow", "show", &id_text]);
-    assert_eq!(states(&shown), pairs(&[("A", "released"), ("B", "waiting"), ("C", "waiting"), ("D", "waiting")]));
+    assert_eq!(
+        states(&shown),
+        pairs(&[("A", "released"), ("B", "waiting"), ("C", "waiting"), ("D", "waiting")])
+    );
     assert_eq!(shown["jobs"][0]["job_id"], json!(a));
     assert_eq!(shown["jobs"][0]["job_state"], "ready");
     assert_eq!(shown["jobs"][3]["depends_on"], json!(["B", "C"]));
@@ -68,7 +71,10 @@ async fn workflows_are_listed_shown_retried_and_cancelled_from_the_command_line(
         states(&shown),
         pairs(&[("A", "completed"), ("B", "failed"), ("C", "released"), ("D", "cancelled")])
     );
-    assert_eq!((&shown["jobs"][1]["last_error"], &shown["jobs"][1]["attempts"]), (&json!("no ink"), &json!(25)));
+    assert_eq!(
+        (&shown["jobs"][1]["last_error"], &shown["jobs"][1]["attempts"]),
+        (&json!("no ink"), &json!(25))
+    );
     let text = common::ok(&db.url, &["workflow", "show", &id_text]);
     assert!(text.contains("state      running") && text.contains("no ink"), "{text}");
     assert!(text.contains("B, C"), "D's dependencies: {text}");
@@ -86,7 +92,9 @@ async fn workflows_are_listed_shown_retried_and_cancelled_from_the_command_line(
     assert!(!again.status.success(), "a cancelled workflow is not retried");
 
     let missing = common::formica(&db.url, &["workflow", "show", "999999"]);
-    assert!(!missing.status.success() && String::from_utf8_lossy(&missing.stderr).contains("no workflow 999999"));
+    assert!(
+        !missing.status.success() && String::from_utf8_lossy(&missing.stderr).contains("no workflow 999999")
+    );
     let wrong = common::formica(&db.url, &["workflows", "--state", "sideways"]);
     let stderr = String::from_utf8_lossy(&wrong.stderr);
     assert!(!wrong.status.success() && stderr.contains("running, completed, failed, cancelled"), "{stderr}");

@@ -5,7 +5,7 @@
 // Tests fail by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use formica::{Workflow, WorkflowJob, WorkerUtils};
+use formica::{WorkerUtils, Workflow, WorkflowJob};
 use formica_tests::dashboard::Dashboard;
 use formica_tests::TestDb;
 use formica_ui::Options;

@@ -11,7 +11,7 @@ use axum::extract::{Path, Query, State as Ext};
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use formica::inspect::{WorkflowFilter, WorkflowSummary, WorkflowJobSeen, WORKFLOW_STATES};
+use formica::inspect::{WorkflowFilter, WorkflowJobSeen, WorkflowSummary, WORKFLOW_STATES};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -52,8 +52,11 @@ async fn cancel(
     Json(body): Json<CancelBody>,
 ) -> Result<Json<Value>, Error> {
     let reason = body.reason.as_deref().map(str::trim).filter(|r| !r.is_empty());
-    let cancelled =
-        s.utils.cancel_workflow(id, reason.unwrap_or("cancelled from the dashboard")).await.map_err(refused)?;
+    let cancelled = s
+        .utils
+        .cancel_workflow(id, reason.unwrap_or("cancelled from the dashboard"))
+        .await
+        .map_err(refused)?;
     let recorded: Vec<i64> = cancelled.released.recorded.iter().map(|r| r.job_id).collect();
     Ok(Json(json!({
         "id": id, "waiting": cancelled.waiting, "failed": cancelled.released.failed, "recorded": recorded,
@@ -74,7 +77,8 @@ struct ListQuery {
 
 impl ListQuery {
     fn filter(&self) -> WorkflowFilter {
-        let given = |v: &Option<String>| v.as_deref().map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned);
+        let given =
+            |v: &Option<String>| v.as_deref().map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned);
         WorkflowFilter { state: given(&self.state), name: given(&self.name), ..WorkflowFilter::default() }
     }
 }
@@ -135,7 +139,9 @@ async fn show(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
     };
     let w = &detail.summary;
     let cancelled = match &w.cancelled_at {
-        Some(at) => format!("{} ({})", time(at), esc(w.cancel_reason.as_deref().unwrap_or("no reason given"))),
+        Some(at) => {
+            format!("{} ({})", time(at), esc(w.cancel_reason.as_deref().unwrap_or("no reason given")))
+        }
         None => "no".to_owned(),
     };
     let facts = [
@@ -160,7 +166,18 @@ async fn show(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
     html += &graph(&detail.jobs);
     html += "<h2>Jobs</h2>";
     html += &table(
-        &["job", "task", "state", "job id", "attempts", "depends on", "when one fails", "released", "finished", "last_error"],
+        &[
+            "job",
+            "task",
+            "state",
+            "job id",
+            "attempts",
+            "depends on",
+            "when one fails",
+            "released",
+            "finished",
+            "last_error",
+        ],
         &detail.jobs.iter().map(job_row).collect::<Vec<_>>(),
     );
     page(&s, &format!("Workflow {id}"), &html)
@@ -367,7 +384,8 @@ mod tests {
     #[test]
     fn jobs_are_laid_out_in_columns_by_depth_whatever_their_order() {
         // D is listed first: depths do not depend on the order of the rows.
-        let jobs = [job("D", &["B", "C"]), job("B", &["A"]), job("C", &["A"]), job("A", &[]), job("E", &["A", "D"])];
+        let jobs =
+            [job("D", &["B", "C"]), job("B", &["A"]), job("C", &["A"]), job("A", &[]), job("E", &["A", "D"])];
         let at = layout(&jobs);
         assert_eq!(at.iter().map(|p| p.0).collect::<Vec<_>>(), [2, 1, 1, 0, 3]);
         assert_eq!((at[1].1, at[2].1), (0, 1), "B then C in their column");
