@@ -396,9 +396,8 @@ pub fn with_job_state(sql: &str) -> String {
     sql.replace(":JOB_STATE", JOB_STATE)
 }
 
-/// Read-only statements that show the queue (`formica::inspect`, behind the `formica`
-/// command's `status`, `job` and `jobs`, the dashboard and `list_jobs`). None locks a row: they read
-/// committed data and never wait for, or hold up, a worker.
+/// Read-only statements that show the queue and workflows (`formica::inspect`, behind the CLI,
+/// the dashboard and `list_jobs`): none locks a row, or waits for or holds up a worker.
 pub mod inspect {
     /// Counts per task, queue and state, with the oldest ready job and the failures of the
     /// last hour (uses `:JOB_STATE`).
@@ -442,14 +441,7 @@ pub mod inspect {
     pub const CRONTABS: &str = include_str!("../queries/inspect/crontabs.sql");
     /// Rows ever deleted from the jobs table; `$1` the schema name (unquoted).
     pub const DELETED_JOBS: &str = include_str!("../queries/inspect/deleted_jobs.sql");
-    /// Workflows with their states and job counts, newest first: `$1` state, `$2` name,
-    /// `$3` limit.
-    pub const WORKFLOWS: &str = include_str!("../queries/inspect/workflows.sql");
-    /// One workflow as [`WORKFLOWS`] gives it: `$1` its id.
-    pub const WORKFLOW: &str = include_str!("../queries/inspect/workflow.sql");
-    /// The jobs of workflow `$1`, with their dependencies' names and their graphile_worker
-    /// job while it exists (uses `:JOB_STATE`).
-    pub const WORKFLOW_JOBS: &str = include_str!("../queries/inspect/workflow_jobs.sql");
+    pub mod workflows;
 }
 
 /// Bulk actions on the jobs a filter picks (`formica::bulk`): one [`bulk::MATCHING`] for

@@ -162,16 +162,16 @@ impl WorkerUtils {
         }
         let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 3] =
             [(&filter.state, Type::TEXT), (&filter.name, Type::TEXT), (&filter.limit, Type::INT8)];
-        let rows = read(self, sql::inspect::WORKFLOWS, &params).await?;
+        let rows = read(self, sql::inspect::workflows::LIST, &params).await?;
         rows.iter().map(WorkflowSummary::from_row).collect()
     }
 
     /// The workflow `id` whole, if it exists.
     pub async fn workflow(&self, id: i64) -> Result<Option<WorkflowDetail>, Error> {
-        let rows = read(self, sql::inspect::WORKFLOW, &[(&id, Type::INT8)]).await?;
+        let rows = read(self, sql::inspect::workflows::ONE, &[(&id, Type::INT8)]).await?;
         let Some(row) = rows.first() else { return Ok(None) };
         let summary = WorkflowSummary::from_row(row)?;
-        let jobs = read(self, sql::inspect::WORKFLOW_JOBS, &[(&id, Type::INT8)]).await?;
+        let jobs = read(self, sql::inspect::workflows::JOBS, &[(&id, Type::INT8)]).await?;
         let jobs = jobs.iter().map(WorkflowJobSeen::from_row).collect::<Result<_, Error>>()?;
         Ok(Some(WorkflowDetail { summary, jobs }))
     }
