@@ -103,12 +103,14 @@ mod schedules;
 mod statements;
 #[cfg(feature = "proptest")]
 pub mod strategies;
+mod workflow;
 mod world;
 
 pub use crate::rng::SplitMix;
 pub use cancel::CancelOutcome;
 pub use db::{Db, Notification, Queue};
 pub use faults::{App, Fault, Op};
+pub use workflow::{Release, SimWorkflow, WorkflowJob};
 pub use world::World;
 
 use crate::job::Job;
