@@ -196,10 +196,8 @@ fn actions(s: &State, w: &WorkflowSummary) -> String {
             w.id
         );
         let path = format!("/api/workflows/{}/cancel", w.id);
-        html += &format!(
-            r#"<form id="cancel-workflow" class="filters inline"><label>reason <input name="reason" placeholder="cancelled from the dashboard"></label>{}</form>"#,
-            button(s, "Cancel workflow", &path, &confirm, &[("form", "cancel-workflow")])
-        );
+        html += r#"<label>reason <input name="reason" placeholder="cancelled from the dashboard"></label>"#;
+        html += &button(s, "Cancel workflow", &path, &confirm, &[("form", "workflow-actions")]);
     }
     if w.state != "cancelled" && w.failed > 0 {
         let confirm = format!(
@@ -212,7 +210,7 @@ fn actions(s: &State, w: &WorkflowSummary) -> String {
     if html.is_empty() {
         return html;
     }
-    format!(r#"<h2>Actions</h2><div class="actions">{html}</div>"#)
+    format!(r#"<h2>Actions</h2><form id="workflow-actions" class="filters inline">{html}</form>"#)
 }
 
 fn job_row(j: &WorkflowJobSeen) -> Vec<String> {
