@@ -280,7 +280,8 @@ begin
     left join :SCHEMA._private_jobs as live on live.id = jobs.job_id
     left join lateral (
       select history.outcome, history.last_error from :RECORDS.job_history as history
-      where history.job_id = jobs.job_id and live.id is null
+      -- Since its release: a job run again by retry_workflow keeps its id.
+      where history.job_id = jobs.job_id and live.id is null and history.finished_at >= jobs.released_at
       order by history.finished_at desc limit 1
     ) as recorded on true
     where jobs.state = 'released'
