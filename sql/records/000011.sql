@@ -214,12 +214,10 @@ execute function :RECORDS.workflow_jobs_settled();
 -- beforehand: core/src/workflow.rs's Graph), each an object with the columns of
 -- workflow_jobs it sets and "depends_on", the names of the jobs it waits for. Those with
 -- nothing to wait for are released at once. Rows: the workflow's id, with each job released
--- (its name and graphile_worker job id). Runs as its owner (the migrating role), as the
--- workflows' ids come from sequences a worker role with the deploying guide's grants may not
--- use.
+-- (its name and graphile_worker job id).
 create function :RECORDS.add_workflow(workflow_name text, spec json)
 returns table (workflow_id bigint, name text, job_id bigint) language plpgsql
-security definer set search_path = pg_catalog, pg_temp as $$
+set search_path = pg_catalog, pg_temp as $$
 #variable_conflict use_column
 declare
   added bigint;
@@ -305,12 +303,11 @@ $$;
 -- graphile_worker job is still there, out of attempts and not locked, is rescheduled with its
 -- attempts at 0; the others are added anew (a callback's batch counted again). The jobs
 -- cancelled because of a dependency (never released) wait again, and every waiting job
--- counts what it waits for afresh. Rows: the workflow's state before ('missing' if there is none; a cancelled one
--- is left as it is), and the jobs run again and put back to wait. Runs as its owner, as
--- add_workflow.
+-- counts what it waits for afresh. Rows: the workflow's state before ('missing' if there is
+-- none; a cancelled one is left as it is), and the jobs run again and put back to wait.
 create function :RECORDS.retry_workflow(retried bigint)
 returns table (state text, rerun bigint[], rewaiting bigint[]) language plpgsql
-security definer set search_path = pg_catalog, pg_temp as $$
+set search_path = pg_catalog, pg_temp as $$
 #variable_conflict use_column
 declare
   cancelled_at timestamptz;
