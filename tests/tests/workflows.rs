@@ -137,6 +137,38 @@ async fn a_200_wide_fan_out_and_fan_in_on_4_workers_runs_the_fan_in_once_after_e
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crossed_dependencies_settled_at_once_by_4_workers_never_deadlock() {
+    let db = TestDb::migrated().await;
+    let log = Log::default();
+    // Layers of 40 jobs, each waiting for 3 jobs of the layer before, far apart: workers
+    // completing a layer in batches lock shared dependents from every side.
+    let mut workflow = Workflow::new("crossed");
+    for layer in 0..6 {
+        for i in 0..40 {
+            let job = step(&format!("{layer}-{i}"));
+            workflow = workflow.job(match layer {
+                0 => job,
+                _ => job.depends_on([0, 13, 27].map(|k| format!("{}-{}", layer - 1, (i + k) % 40))),
+            });
+        }
+    }
+    let added = db.utils().add_workflow(&workflow).await.unwrap();
+    let mut workers = Vec::new();
+    for _ in 0..4 {
+        workers.push(Running::listening(&db.runtime, logging(&db, &log).concurrency(10)).await);
+    }
+    wait_for_state(&db, added.id, "completed").await;
+    for worker in workers {
+        worker.stop(WITHIN).await;
+    }
+    // Backends flush their statistics within a second.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let deadlocks = "select deadlocks from pg_stat_database where datname = current_database()";
+    assert_eq!(db.count(deadlocks).await, 0);
+    assert_eq!(log.lock().unwrap().len(), 2 * 240, "every job ran once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dependency_failing_for_good_cancels_its_dependents_transitively_or_releases_them_by_policy() {
     let db = TestDb::migrated().await;
     let log = Log::default();
