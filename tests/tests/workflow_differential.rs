@@ -45,7 +45,9 @@ fn random_workflow(rng: &mut Rng) -> Workflow {
                 depends_on.push(format!("j{j}"));
             }
         }
-        let mut job = WorkflowJob::raw(format!("j{i}"), "t", json!({})).depends_on(depends_on.clone());
+        // Jobs alike but for their names: each released job must get its own row.
+        let mut job =
+            WorkflowJob::raw(format!("j{i}"), "t", json!({ "name": format!("j{i}") })).depends_on(depends_on.clone());
         if rng.chance(30) {
             job = job.on_dependency_failure(OnDependencyFailure::Release);
         }
@@ -67,13 +69,19 @@ async fn rows(client: &Client, workflow: i64) -> Vec<(i64, JobState, i32, Option
         .collect()
 }
 
-/// The same state for every job, the same count for each waiting one.
+/// The same state for every job, the same count for each waiting one; each released job's
+/// graphile_worker row is its own.
 async fn compare(client: &Client, workflow: i64, progress: &Progress, seed: u64, step: &str) {
     let rows = rows(client, workflow).await;
-    for (i, (_, state, pending, _)) in rows.iter().enumerate() {
+    for (i, (_, state, pending, job_id)) in rows.iter().enumerate() {
         assert_eq!(*state, progress.state(i), "seed {seed}, after {step}: job j{i}");
         if *state == JobState::Waiting {
             assert_eq!(*pending as usize, progress.pending(i), "seed {seed}, after {step}: j{i}'s count");
+        }
+        if *state == JobState::Released {
+            let sql = "select payload::jsonb ->> 'name' from graphile_worker._private_jobs where id = $1";
+            let name: Option<String> = client.query_opt(sql, &[job_id]).await.unwrap().map(|r| r.get(0));
+            assert_eq!(name, Some(format!("j{i}")), "seed {seed}, after {step}: j{i}'s job");
         }
     }
 }
