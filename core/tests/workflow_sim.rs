@@ -26,7 +26,7 @@
 
 use chrono::Duration;
 use formica_core::job::{Job, JobSpec, RawJob};
-use formica_core::sim::faults::{heal, run_checked, run_ops, App, Op};
+use formica_core::sim::faults::{heal, run_checked, run_ops, App};
 use formica_core::sim::strategies::{ops, workflow_nodes, Faults};
 use formica_core::sim::{Db, Traced, WorkflowJob, World, WorldConfig};
 use formica_core::sim::{SimWorkflow, TaskPlan};
@@ -409,4 +409,43 @@ fn a_diamond_and_a_fan_in_complete_with_their_last_jobs_run_once() {
             .count();
         assert_eq!(starts, 1, "{name} ran once");
     }
+}
+
+/// A batch whose job `a` fails for good while `b` still runs, retried then: `a` runs again,
+/// and the callback waits for both again (it is released once, when `b` completes, counting
+/// two completions), not when `a`'s second run ends.
+#[test]
+fn a_retry_while_a_batch_runs_makes_the_callback_wait_for_the_rerun_job_and_the_rest() {
+    let mut world = world(3);
+    let mut runs_of_a = 0;
+    world.set_script(move |job, _| match job.payload["job"].as_str() {
+        Some("a") => {
+            runs_of_a += 1;
+            let outcome = if runs_of_a == 1 { TaskOutcome::Err("boom".into()) } else { TaskOutcome::Ok };
+            TaskPlan::finish(Duration::seconds(1), outcome)
+        }
+        Some("b") => TaskPlan::finish(Duration::seconds(60), TaskOutcome::Ok),
+        _ => TaskPlan::finish(Duration::seconds(1), TaskOutcome::Ok),
+    });
+    let mut checker = Checker::default();
+    let job =
+        |name: &str| RawJob::new(TASK, json!({ "job": name }), JobSpec::builder().max_attempts(1).build());
+    let none = Vec::<String>::new();
+    let batch = vec![
+        WorkflowJob::new("a", none.clone(), job("a")),
+        WorkflowJob::new("b", none, job("b")),
+        WorkflowJob::new("done", ["a", "b"], job("done")).callback(Callback::AllFinished),
+    ];
+    let (id, _) = world.add_workflow("batch", batch).unwrap();
+    run_checked(&mut world, Duration::seconds(5), |w| checker.check(w)).unwrap();
+    assert_eq!(world.db().workflow(id).unwrap().state(0), JobState::Failed);
+    checker.on_event(&mut world, &Event::Retry(0));
+    assert_eq!(world.db().workflow(id).unwrap().state(0), JobState::Released, "a runs again");
+    run_checked(&mut world, Duration::seconds(10), |w| checker.check(w)).unwrap();
+    assert_eq!(world.db().workflow(id).unwrap().state(2), JobState::Waiting, "b still runs");
+    quiesce(&mut world, &mut checker).unwrap();
+    let workflow = world.db().workflow(id).unwrap();
+    assert_eq!(workflow.workflow_state(), WorkflowState::Completed);
+    let callback = world.db().releases().iter().filter(|r| r.workflow == id && r.job == 2).count();
+    assert_eq!(callback, 1, "the callback was released once");
 }
