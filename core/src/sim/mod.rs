@@ -119,13 +119,14 @@ mod statements;
 #[cfg(feature = "proptest")]
 pub mod strategies;
 mod workflow;
+mod workflow_rows;
 mod world;
 
 pub use crate::rng::SplitMix;
 pub use cancel::CancelOutcome;
 pub use db::{Db, Notification, Queue};
 pub use faults::{App, Fault, Op};
-pub use workflow::{Release, SimWorkflow, WorkflowJob};
+pub use workflow_rows::{Release, SimWorkflow, WorkflowJob};
 pub use world::World;
 
 use crate::job::Job;
