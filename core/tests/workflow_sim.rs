@@ -26,7 +26,7 @@
 
 use chrono::Duration;
 use formica_core::job::{Job, JobSpec, RawJob};
-use formica_core::sim::faults::{heal, run_checked, run_ops, App, Op};
+use formica_core::sim::faults::{heal, run_checked, run_ops, App};
 use formica_core::sim::strategies::{ops, workflow_nodes, Faults};
 use formica_core::sim::{Db, Traced, WorkflowJob, World, WorldConfig};
 use formica_core::sim::{SimWorkflow, TaskPlan};
@@ -409,4 +409,116 @@ fn a_diamond_and_a_fan_in_complete_with_their_last_jobs_run_once() {
             .count();
         assert_eq!(starts, 1, "{name} ran once");
     }
+}
+
+/// A batch whose job `a` fails for good while `b` still runs, retried then: `a` runs again,
+/// and the callback waits for both again (it is released once, when `b` completes, counting
+/// two completions), not when `a`'s second run ends.
+#[test]
+fn a_retry_while_a_batch_runs_makes_the_callback_wait_for_the_rerun_job_and_the_rest() {
+    let mut world = world(3);
+    let mut runs_of_a = 0;
+    world.set_script(move |job, _| match job.payload["job"].as_str() {
+        Some("a") => {
+            runs_of_a += 1;
+            let outcome = if runs_of_a == 1 { TaskOutcome::Err("boom".into()) } else { TaskOutcome::Ok };
+            TaskPlan::finish(Duration::seconds(1), outcome)
+        }
+        Some("b") => TaskPlan::finish(Duration::seconds(60), TaskOutcome::Ok),
+        _ => TaskPlan::finish(Duration::seconds(1), TaskOutcome::Ok),
+    });
+    let mut checker = Checker::default();
+    let job =
+        |name: &str| RawJob::new(TASK, json!({ "job": name }), JobSpec::builder().max_attempts(1).build());
+    let none = Vec::<String>::new();
+    let batch = vec![
+        WorkflowJob::new("a", none.clone(), job("a")),
+        WorkflowJob::new("b", none, job("b")),
+        WorkflowJob::new("done", ["a", "b"], job("done")).callback(Callback::AllFinished),
+    ];
+    let (id, _) = world.add_workflow("batch", batch).unwrap();
+    run_checked(&mut world, Duration::seconds(5), |w| checker.check(w)).unwrap();
+    assert_eq!(world.db().workflow(id).unwrap().state(0), JobState::Failed);
+    checker.on_event(&mut world, &Event::Retry(0));
+    assert_eq!(world.db().workflow(id).unwrap().state(0), JobState::Released, "a runs again");
+    run_checked(&mut world, Duration::seconds(10), |w| checker.check(w)).unwrap();
+    assert_eq!(world.db().workflow(id).unwrap().state(2), JobState::Waiting, "b still runs");
+    quiesce(&mut world, &mut checker).unwrap();
+    let workflow = world.db().workflow(id).unwrap();
+    assert_eq!(workflow.workflow_state(), WorkflowState::Completed);
+    let callback = world.db().releases().iter().filter(|r| r.workflow == id && r.job == 2).count();
+    assert_eq!(callback, 1, "the callback was released once");
+}
+
+/// A workflow the rules refuse (a cycle, a dependency outside the set, no jobs, a job key, a
+/// callback whose payload cannot take the counts) is refused with the rule's sentence, and
+/// nothing of it is added.
+#[test]
+fn a_refused_workflow_adds_nothing_and_says_why() {
+    let mut world = world(1);
+    let job = |name: &str| RawJob::new(TASK, json!({ "job": name }), JobSpec::default());
+    let none = Vec::<String>::new();
+    let cases = [
+        (vec![WorkflowJob::new("a", ["b"], job("a")), WorkflowJob::new("b", ["a"], job("b"))], "cycle"),
+        (
+            vec![WorkflowJob::new("a", none.clone(), job("a")), WorkflowJob::new("b", ["z"], job("b"))],
+            "\"z\"",
+        ),
+        (vec![], "at least one job"),
+        (
+            vec![WorkflowJob::new(
+                "a",
+                none.clone(),
+                RawJob::new(TASK, json!({}), JobSpec::builder().job_key("k").build()),
+            )],
+            "job key",
+        ),
+        (
+            vec![
+                WorkflowJob::new("a", none.clone(), job("a")),
+                WorkflowJob::new("done", ["a"], RawJob::new(TASK, json!({ "batch": 1 }), JobSpec::default()))
+                    .callback(Callback::AllFinished),
+            ],
+            "without a key \"batch\"",
+        ),
+    ];
+    for (jobs, says) in cases {
+        let error = world.add_workflow("refused", jobs).unwrap_err();
+        assert!(error.message.contains(says), "{:?} should say {says}", error.message);
+        assert_eq!(world.db().jobs().count(), 0);
+        assert_eq!(world.db().workflows().count(), 0);
+    }
+}
+
+/// `cancel_workflow` mid-run: what waits is cancelled, what runs is aborted and fails as
+/// cancelled, what is queued fails at once; nothing is released after, callbacks included,
+/// and nothing is left running or waiting.
+#[test]
+fn cancel_mid_run_leaves_nothing_running_or_waiting() {
+    let mut world = world(5);
+    world.set_script(|job, _| match job.payload["job"].as_str() {
+        Some("slow") => TaskPlan::Hang,
+        _ => TaskPlan::finish(Duration::seconds(1), TaskOutcome::Ok),
+    });
+    let mut checker = Checker::default();
+    let job = |name: &str| RawJob::new(TASK, json!({ "job": name }), JobSpec::default());
+    let later = JobSpec::builder().run_at(world.now() + Duration::hours(1)).build();
+    let none = Vec::<String>::new();
+    let jobs = vec![
+        WorkflowJob::new("slow", none.clone(), job("slow")),
+        WorkflowJob::new("queued", none, RawJob::new(TASK, json!({ "job": "queued" }), later)),
+        WorkflowJob::new("after", ["slow"], job("after")),
+        WorkflowJob::new("done", ["slow", "queued"], job("done")).callback(Callback::AllFinished),
+    ];
+    let (id, released) = world.add_workflow("cancelled", jobs).unwrap();
+    assert_eq!(released.len(), 2);
+    run_checked(&mut world, Duration::seconds(2), |w| checker.check(w)).unwrap();
+    assert!(world.db_mut().cancel_workflow(id, "operator"));
+    checker.cancelled.insert(id, world.db().releases().len());
+    quiesce(&mut world, &mut checker).unwrap();
+    let workflow = world.db().workflow(id).unwrap();
+    assert_eq!(workflow.workflow_state(), WorkflowState::Cancelled);
+    assert!((0..4).all(|i| workflow.state(i) == JobState::Cancelled), "{:?}", workflow.progress());
+    assert_eq!(world.db().releases().len(), 2, "nothing released after the cancel");
+    assert!(world.db().jobs().all(|j| j.last_error.as_deref() == Some("cancelled: operator")));
 }

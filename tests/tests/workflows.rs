@@ -137,6 +137,38 @@ async fn a_200_wide_fan_out_and_fan_in_on_4_workers_runs_the_fan_in_once_after_e
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crossed_dependencies_settled_at_once_by_4_workers_never_deadlock() {
+    let db = TestDb::migrated().await;
+    let log = Log::default();
+    // Layers of 40 jobs, each waiting for 3 jobs of the layer before, far apart: workers
+    // completing a layer in batches lock shared dependents from every side.
+    let mut workflow = Workflow::new("crossed");
+    for layer in 0..6 {
+        for i in 0..40 {
+            let job = step(&format!("{layer}-{i}"));
+            workflow = workflow.job(match layer {
+                0 => job,
+                _ => job.depends_on([0, 13, 27].map(|k| format!("{}-{}", layer - 1, (i + k) % 40))),
+            });
+        }
+    }
+    let added = db.utils().add_workflow(&workflow).await.unwrap();
+    let mut workers = Vec::new();
+    for _ in 0..4 {
+        workers.push(Running::listening(&db.runtime, logging(&db, &log).concurrency(10)).await);
+    }
+    wait_for_state(&db, added.id, "completed").await;
+    for worker in workers {
+        worker.stop(WITHIN).await;
+    }
+    // Backends flush their statistics within a second.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let deadlocks = "select deadlocks from pg_stat_database where datname = current_database()";
+    assert_eq!(db.count(deadlocks).await, 0);
+    assert_eq!(log.lock().unwrap().len(), 2 * 240, "every job ran once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dependency_failing_for_good_cancels_its_dependents_transitively_or_releases_them_by_policy() {
     let db = TestDb::migrated().await;
     let log = Log::default();
@@ -390,4 +422,57 @@ async fn jobs_settled_outside_a_formica_worker_are_settled_by_the_resolver() {
         named(&[("a", "completed"), ("b", "completed"), ("c", "failed"), ("d", "cancelled"), ("e", "cancelled")])
     );
     assert_eq!(utils.resolve_workflows().await.unwrap(), 0, "each settles once");
+}
+
+/// The deploying guide's two SQL blocks (as a superuser, then as the owner), for this
+/// test's database and roles named after it.
+fn guide_grants(db: &TestDb) -> [String; 2] {
+    let guide =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/guide/deploying.md")).unwrap();
+    let after = guide.split("<!-- roles:").nth(1).expect("the guide marks its grants");
+    let blocks: Vec<&str> = after.split("```sql\n").skip(1).map(|b| b.split("```").next().unwrap()).collect();
+    let ours = |sql: &str| {
+        sql.replace("queue_db", &db.name)
+            .replace("queue_owner", &format!("{}_owner", db.name))
+            .replace("queue_worker", &format!("{}_worker", db.name))
+            .replace("queue_dashboard", &format!("{}_dashboard", db.name))
+    };
+    [ours(blocks[0]), ours(blocks[1])]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_role_with_the_deploying_guide_s_grants_runs_every_workflow_operation() {
+    let db = TestDb::new().await;
+    let [as_superuser, as_owner] = guide_grants(&db);
+    db.client().await.batch_execute(&as_superuser).await.unwrap();
+    let as_role = |role: &str| format!("{} user={}_{role}", db.url.split(" user=").next().unwrap(), db.name);
+    let utils_as = |role: &str| {
+        formica::WorkerUtils::new(formica::Pool::from_url(db.runtime.clone(), &as_role(role), 4).unwrap(), "graphile_worker")
+    };
+    utils_as("owner").migrate().await.unwrap();
+    formica_tests::connect(db.runtime.as_ref(), &as_role("owner")).await.batch_execute(&as_owner).await.unwrap();
+    let utils = utils_as("worker");
+    let log = Log::default();
+    let diamond = Workflow::new("diamond")
+        .job(step("a"))
+        .job(WorkflowJob::raw("b", "step", json!({"name": "b", "fail": true})).spec(once()).depends_on(["a"]))
+        .job(step("c").depends_on(["a"]))
+        .job(step("d").depends_on(["b", "c"]));
+    let added = utils.add_workflow(&diamond).await.unwrap();
+    let options = logging(&db, &log).database_url(as_role("worker")).migrate(false);
+    let running = Running::listening(&db.runtime, options).await;
+    wait_for_state(&db, added.id, "failed").await;
+    running.stop(WITHIN).await;
+    assert_eq!(states(&db, added.id).await, named(&[("a", "completed"), ("b", "failed"), ("c", "completed"), ("d", "cancelled")]));
+    assert_eq!(utils.retry_workflow(added.id).await.unwrap().rerun, ["b"]);
+    assert_eq!(utils.resolve_workflows().await.unwrap(), 0);
+    let cancelled = utils.cancel_workflow(added.id, "enough").await.unwrap();
+    assert_eq!((cancelled.waiting, cancelled.released.failed.len()), (1, 1), "d waited, b was released again");
+    assert_eq!(utils.resolve_workflows().await.unwrap(), 1, "b, cancelled");
+    let server = formica_tests::connect(db.runtime.as_ref(), &db.url.replace(&format!("dbname={}", db.name), "dbname=postgres")).await;
+    drop(utils);
+    let _ = server.batch_execute(&format!("drop database {} with (force)", db.name)).await;
+    for role in ["owner", "worker", "dashboard"] {
+        let _ = server.batch_execute(&format!("drop role if exists {}_{role}", db.name)).await;
+    }
 }

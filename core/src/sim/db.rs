@@ -69,8 +69,8 @@ pub struct Db {
     pub(super) limits: BTreeMap<String, Limit>,
     /// `formica_<schema>.rate_starts`: (task, partition, started_at).
     pub(super) rate_starts: Vec<(String, String, Timestamp)>,
-    /// `formica_<schema>.workflows` and their jobs (see `workflow.rs`).
-    pub(super) workflows: super::workflow::Workflows,
+    /// `formica_<schema>.workflows` and their jobs (see `workflow_rows.rs`).
+    pub(super) workflows: super::workflow_rows::Workflows,
 }
 
 pub(super) fn constraint(name: &str) -> DbError {
