@@ -122,3 +122,25 @@ async fn the_workflow_page_draws_a_diamond_with_its_states_and_operates_it() {
     assert_eq!(ui.get("/api/workflows?state=sideways").await.status, 400, "an unknown state is refused");
     assert_eq!(ui.get("/workflows/999999").await.status, 404);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_from_the_database_are_escaped_on_the_workflow_pages() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let evil = r#"<script>alert("x")</script>"#;
+    let workflow = Workflow::new(evil)
+        .job(WorkflowJob::raw(evil, evil, json!({})))
+        .job(WorkflowJob::raw("after", "t", json!({})).depends_on([evil]));
+    let id = utils.add_workflow(&workflow).await.unwrap().id;
+    let ui = Dashboard::start(utils, Options::default()).await;
+    for path in ["/workflows".to_owned(), format!("/workflows/{id}")] {
+        let page = ui.get(&path).await;
+        assert_eq!(page.status, 200);
+        assert!(!page.body.contains("<script>alert"), "{path}: {}", page.body);
+        assert!(
+            page.body.contains("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;"),
+            "{path}: {}",
+            page.body
+        );
+    }
+}
