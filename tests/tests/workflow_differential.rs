@@ -46,8 +46,8 @@ fn random_workflow(rng: &mut Rng) -> Workflow {
             }
         }
         // Jobs alike but for their names: each released job must get its own row.
-        let mut job =
-            WorkflowJob::raw(format!("j{i}"), "t", json!({ "name": format!("j{i}") })).depends_on(depends_on.clone());
+        let mut job = WorkflowJob::raw(format!("j{i}"), "t", json!({ "name": format!("j{i}") }))
+            .depends_on(depends_on.clone());
         if rng.chance(30) {
             job = job.on_dependency_failure(OnDependencyFailure::Release);
         }
@@ -114,7 +114,14 @@ async fn settle_by_worker(client: &Client, ids: &[i64], outcome: Outcome, with_h
 }
 
 /// Check the batch each callback released in `changes` got against the model's counts.
-async fn check_batches(client: &Client, graph: &Graph, progress: &Progress, changes: &[Change], ids: &[(i64, JobState, i32, Option<i64>)], seed: u64) {
+async fn check_batches(
+    client: &Client,
+    graph: &Graph,
+    progress: &Progress,
+    changes: &[Change],
+    ids: &[(i64, JobState, i32, Option<i64>)],
+    seed: u64,
+) {
     for change in changes {
         let Change::Released(i) = *change else { continue };
         if graph.nodes()[i].callback.is_none() {
@@ -150,7 +157,8 @@ async fn random_workflows_settle_in_postgresql_as_the_model_says() {
         compare(&client, added.id, &progress, seed, "add").await;
         for step in 0..40 {
             let now = rows(&client, added.id).await;
-            let open: Vec<usize> = (0..graph.len()).filter(|&i| progress.state(i) == JobState::Released).collect();
+            let open: Vec<usize> =
+                (0..graph.len()).filter(|&i| progress.state(i) == JobState::Released).collect();
             if open.is_empty() {
                 if progress.is_cancelled() || !rng.chance(50) {
                     break;
@@ -172,7 +180,10 @@ async fn random_workflows_settle_in_postgresql_as_the_model_says() {
                 let i = open[rng.below(open.len())];
                 let job_id = now[i].3.unwrap();
                 let outcome = if rng.chance(50) {
-                    client.execute("delete from graphile_worker._private_jobs where id = $1", &[&job_id]).await.unwrap();
+                    client
+                        .execute("delete from graphile_worker._private_jobs where id = $1", &[&job_id])
+                        .await
+                        .unwrap();
                     Outcome::Completed
                 } else {
                     utils.permanently_fail_jobs(&[job_id], Some("gave up")).await.unwrap();

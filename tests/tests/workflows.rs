@@ -10,8 +10,8 @@
 
 use formica::workflows::BatchResult;
 use formica::{
-    Callback, Error, JobContext, JobSpec, OnDependencyFailure, OutputTaskHandler, Task, Workflow, WorkflowError,
-    WorkflowJob,
+    Callback, Error, JobContext, JobSpec, OnDependencyFailure, OutputTaskHandler, Task, Workflow,
+    WorkflowError, WorkflowJob,
 };
 use formica_tests::{Running, TestDb};
 use serde::{Deserialize, Serialize};
@@ -99,14 +99,21 @@ async fn a_diamond_runs_d_once_after_b_and_c_completed() {
         .job(step("d").depends_on(["b", "c"]));
     let added = db.utils().add_workflow(&diamond).await.unwrap();
     assert_eq!(added.released.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["a"]);
-    assert_eq!(db.count("select count(*) from graphile_worker._private_jobs").await, 1, "b, c, d wait unseen");
+    assert_eq!(
+        db.count("select count(*) from graphile_worker._private_jobs").await,
+        1,
+        "b, c, d wait unseen"
+    );
     let running = Running::listening(&db.runtime, logging(&db, &log)).await;
     wait_for_state(&db, added.id, "completed").await;
     running.stop(WITHIN).await;
     let d = at(&log, "d", "start");
     assert!(at(&log, "b", "end") < d && at(&log, "c", "end") < d, "{log:?}");
     assert!(at(&log, "a", "end") < at(&log, "b", "start") && at(&log, "a", "end") < at(&log, "c", "start"));
-    assert_eq!(states(&db, added.id).await, named(&[("a", "completed"), ("b", "completed"), ("c", "completed"), ("d", "completed")]));
+    assert_eq!(
+        states(&db, added.id).await,
+        named(&[("a", "completed"), ("b", "completed"), ("c", "completed"), ("d", "completed")])
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -204,12 +211,20 @@ async fn cancel_workflow_mid_run_leaves_nothing_running_or_waiting() {
     });
     let workflow = Workflow::new("long")
         .job(WorkflowJob::raw("a", "slow", json!({})))
-        .job(WorkflowJob::raw("later", "slow", json!({})).spec(JobSpec::builder().run_at(chrono::Utc::now() + chrono::Duration::hours(1)).build()))
+        .job(
+            WorkflowJob::raw("later", "slow", json!({}))
+                .spec(JobSpec::builder().run_at(chrono::Utc::now() + chrono::Duration::hours(1)).build()),
+        )
         .job(WorkflowJob::raw("b", "slow", json!({})).depends_on(["a"]))
-        .job(WorkflowJob::raw("callback", "slow", json!({})).depends_on(["a", "b"]).callback(Callback::AllFinished));
+        .job(
+            WorkflowJob::raw("callback", "slow", json!({}))
+                .depends_on(["a", "b"])
+                .callback(Callback::AllFinished),
+        );
     let added = db.utils().add_workflow(&workflow).await.unwrap();
     let running = Running::listening(&db.runtime, options).await;
-    formica_tests::wait_until(db.runtime.as_ref(), WITHIN, "a started", || started.load(Ordering::SeqCst)).await;
+    formica_tests::wait_until(db.runtime.as_ref(), WITHIN, "a started", || started.load(Ordering::SeqCst))
+        .await;
     let cancelled = db.utils().cancel_workflow(added.id, "not needed").await.unwrap();
     assert_eq!(cancelled.waiting, 2, "b and the callback");
     assert_eq!(cancelled.released.failed.len() + cancelled.released.recorded.len(), 2, "a (running), later");
@@ -281,15 +296,22 @@ async fn a_batch_callback_fires_once_with_the_counts_and_the_outputs() {
     let reports = Arc::new(Mutex::new(Vec::new()));
     let jobs = (0..5).map(|n| page(n, n % 2 == 1)).collect();
     let callback = WorkflowJob::raw("report", "report", json!({"to": "ada"}));
-    let added = db.utils().add_workflow(&Workflow::batch("pages", jobs, callback, Callback::AllFinished)).await.unwrap();
+    let added = db
+        .utils()
+        .add_workflow(&Workflow::batch("pages", jobs, callback, Callback::AllFinished))
+        .await
+        .unwrap();
     let running = Running::listening(&db.runtime, reporting(&db, &reports)).await;
     wait_for_state(&db, added.id, "failed").await;
     running.stop(WITHIN).await;
-    let outputs: BTreeMap<String, Value> =
-        [("page-0", 0), ("page-2", 20), ("page-4", 40)].iter().map(|(n, v)| (n.to_string(), json!(v))).collect();
+    let outputs: BTreeMap<String, Value> = [("page-0", 0), ("page-2", 20), ("page-4", 40)]
+        .iter()
+        .map(|(n, v)| (n.to_string(), json!(v)))
+        .collect();
     let want = BatchResult { completed: 3, failed: 2, cancelled: 0, unfinished: 0, outputs };
     assert_eq!(*reports.lock().unwrap(), vec![want]);
-    let payload = "select payload::jsonb::text from formica_graphile_worker.workflow_jobs where name = 'report'";
+    let payload =
+        "select payload::jsonb::text from formica_graphile_worker.workflow_jobs where name = 'report'";
     let kept: String = db.client().await.query_one(payload, &[]).await.unwrap().get(0);
     assert_eq!(kept, r#"{"to": "ada"}"#, "the stored payload is the one given; the batch goes to the job");
 }
@@ -298,15 +320,19 @@ async fn a_batch_callback_fires_once_with_the_counts_and_the_outputs() {
 async fn a_first_failure_callback_fires_at_the_first_failure_and_only_once() {
     let db = TestDb::migrated().await;
     let reports = Arc::new(Mutex::new(Vec::new()));
-    let later = JobSpec::builder().run_at(chrono::Utc::now() + chrono::Duration::seconds(3)).max_attempts(1).build();
+    let later =
+        JobSpec::builder().run_at(chrono::Utc::now() + chrono::Duration::seconds(3)).max_attempts(1).build();
     let jobs = vec![
         page(0, true),
         WorkflowJob::new("page-1", &Page { n: 1, fail: false }).unwrap().spec(later),
         page(2, true),
     ];
     let callback = WorkflowJob::raw("report", "report", json!({}));
-    let added =
-        db.utils().add_workflow(&Workflow::batch("pages", jobs, callback, Callback::FirstFailure)).await.unwrap();
+    let added = db
+        .utils()
+        .add_workflow(&Workflow::batch("pages", jobs, callback, Callback::FirstFailure))
+        .await
+        .unwrap();
     let running = Running::listening(&db.runtime, reporting(&db, &reports)).await;
     let done = format!(
         "select count(*) from formica_graphile_worker.workflow_jobs where workflow_id = {} and state = 'completed' and name = 'report'",
@@ -338,14 +364,21 @@ async fn retry_workflow_runs_the_failed_jobs_again_and_their_cancelled_dependent
         }
     });
     let job = |name: &str| WorkflowJob::raw(name, "flaky", json!({ "name": name })).spec(once());
-    let workflow = Workflow::new("flaky").job(job("a")).job(job("b").depends_on(["a"])).job(job("c").depends_on(["b"]));
+    let workflow =
+        Workflow::new("flaky").job(job("a")).job(job("b").depends_on(["a"])).job(job("c").depends_on(["b"]));
     let added = db.utils().add_workflow(&workflow).await.unwrap();
     let running = Running::listening(&db.runtime, options).await;
     wait_for_state(&db, added.id, "failed").await;
-    assert_eq!(states(&db, added.id).await, named(&[("a", "failed"), ("b", "cancelled"), ("c", "cancelled")]));
+    assert_eq!(
+        states(&db, added.id).await,
+        named(&[("a", "failed"), ("b", "cancelled"), ("c", "cancelled")])
+    );
     failing.store(false, Ordering::SeqCst);
     let retried = db.utils().retry_workflow(added.id).await.unwrap();
-    assert_eq!((retried.rerun, retried.waiting), (vec!["a".to_owned()], vec!["b".to_owned(), "c".to_owned()]));
+    assert_eq!(
+        (retried.rerun, retried.waiting),
+        (vec!["a".to_owned()], vec!["b".to_owned(), "c".to_owned()])
+    );
     wait_for_state(&db, added.id, "completed").await;
     running.stop(WITHIN).await;
     let names: Vec<String> = ran.lock().unwrap().iter().map(|(n, _)| n.clone()).collect();
@@ -387,7 +420,9 @@ async fn a_cycle_an_outside_dependency_an_empty_workflow_and_a_keyed_job_are_ref
     assert_eq!(refused(utils.add_workflow(&Workflow::new("empty")).await), WorkflowError::Empty);
     let keyed = Workflow::new("keyed").job(step("a").spec(JobSpec::builder().job_key("k").build()));
     assert_eq!(refused(utils.add_workflow(&keyed).await), WorkflowError::JobKey("a".into()));
-    let callback = Workflow::new("cb").job(step("a")).job(WorkflowJob::raw("r", "report", json!([1])).depends_on(["a"]).callback(Callback::AllFinished));
+    let callback = Workflow::new("cb")
+        .job(step("a"))
+        .job(WorkflowJob::raw("r", "report", json!([1])).depends_on(["a"]).callback(Callback::AllFinished));
     assert_eq!(refused(utils.add_workflow(&callback).await), WorkflowError::CallbackPayload("r".into()));
     assert_eq!(rows(&db).await, [0, 0, 0], "nothing added");
 }
@@ -407,7 +442,9 @@ async fn jobs_settled_outside_a_formica_worker_are_settled_by_the_resolver() {
     // graphile-worker's complete_jobs deletes the row: completed.
     utils.complete_jobs(&[added.released[0].1]).await.unwrap();
     assert_eq!(utils.resolve_workflows().await.unwrap(), 1);
-    let job = |name: &str| format!("select job_id from formica_graphile_worker.workflow_jobs where name = '{name}'");
+    let job = |name: &str| {
+        format!("select job_id from formica_graphile_worker.workflow_jobs where name = '{name}'")
+    };
     let client = db.client().await;
     // A raw delete (remove_job, a DBA): completed too.
     let b: i64 = client.query_one(&job("b"), &[]).await.unwrap().get(0);
@@ -419,7 +456,13 @@ async fn jobs_settled_outside_a_formica_worker_are_settled_by_the_resolver() {
     assert_eq!(utils.resolve_workflows().await.unwrap(), 1);
     assert_eq!(
         states(&db, added.id).await,
-        named(&[("a", "completed"), ("b", "completed"), ("c", "failed"), ("d", "cancelled"), ("e", "cancelled")])
+        named(&[
+            ("a", "completed"),
+            ("b", "completed"),
+            ("c", "failed"),
+            ("d", "cancelled"),
+            ("e", "cancelled")
+        ])
     );
     assert_eq!(utils.resolve_workflows().await.unwrap(), 0, "each settles once");
 }
@@ -447,10 +490,17 @@ async fn a_worker_role_with_the_deploying_guide_s_grants_runs_every_workflow_ope
     db.client().await.batch_execute(&as_superuser).await.unwrap();
     let as_role = |role: &str| format!("{} user={}_{role}", db.url.split(" user=").next().unwrap(), db.name);
     let utils_as = |role: &str| {
-        formica::WorkerUtils::new(formica::Pool::from_url(db.runtime.clone(), &as_role(role), 4).unwrap(), "graphile_worker")
+        formica::WorkerUtils::new(
+            formica::Pool::from_url(db.runtime.clone(), &as_role(role), 4).unwrap(),
+            "graphile_worker",
+        )
     };
     utils_as("owner").migrate().await.unwrap();
-    formica_tests::connect(db.runtime.as_ref(), &as_role("owner")).await.batch_execute(&as_owner).await.unwrap();
+    formica_tests::connect(db.runtime.as_ref(), &as_role("owner"))
+        .await
+        .batch_execute(&as_owner)
+        .await
+        .unwrap();
     let utils = utils_as("worker");
     let log = Log::default();
     let diamond = Workflow::new("diamond")
@@ -463,13 +513,24 @@ async fn a_worker_role_with_the_deploying_guide_s_grants_runs_every_workflow_ope
     let running = Running::listening(&db.runtime, options).await;
     wait_for_state(&db, added.id, "failed").await;
     running.stop(WITHIN).await;
-    assert_eq!(states(&db, added.id).await, named(&[("a", "completed"), ("b", "failed"), ("c", "completed"), ("d", "cancelled")]));
+    assert_eq!(
+        states(&db, added.id).await,
+        named(&[("a", "completed"), ("b", "failed"), ("c", "completed"), ("d", "cancelled")])
+    );
     assert_eq!(utils.retry_workflow(added.id).await.unwrap().rerun, ["b"]);
     assert_eq!(utils.resolve_workflows().await.unwrap(), 0);
     let cancelled = utils.cancel_workflow(added.id, "enough").await.unwrap();
-    assert_eq!((cancelled.waiting, cancelled.released.failed.len()), (1, 1), "d waited, b was released again");
+    assert_eq!(
+        (cancelled.waiting, cancelled.released.failed.len()),
+        (1, 1),
+        "d waited, b was released again"
+    );
     assert_eq!(utils.resolve_workflows().await.unwrap(), 1, "b, cancelled");
-    let server = formica_tests::connect(db.runtime.as_ref(), &db.url.replace(&format!("dbname={}", db.name), "dbname=postgres")).await;
+    let server = formica_tests::connect(
+        db.runtime.as_ref(),
+        &db.url.replace(&format!("dbname={}", db.name), "dbname=postgres"),
+    )
+    .await;
     drop(utils);
     let _ = server.batch_execute(&format!("drop database {} with (force)", db.name)).await;
     for role in ["owner", "worker", "dashboard"] {

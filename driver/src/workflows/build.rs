@@ -98,7 +98,12 @@ impl Workflow {
 
     /// A batch: `jobs`, and `callback` made to depend on every one of them, released `when`
     /// they all finished or at the first failure.
-    pub fn batch(name: impl Into<String>, jobs: Vec<WorkflowJob>, callback: WorkflowJob, when: Callback) -> Self {
+    pub fn batch(
+        name: impl Into<String>,
+        jobs: Vec<WorkflowJob>,
+        callback: WorkflowJob,
+        when: Callback,
+    ) -> Self {
         let names: Vec<String> = jobs.iter().map(|job| job.name.clone()).collect();
         let mut workflow = Workflow { name: name.into(), jobs };
         workflow.jobs.push(callback.depends_on(names).callback(when));
@@ -141,10 +146,7 @@ impl Workflow {
 
     /// The jobs as `add_workflow` in records migration 11 reads them, each through the add
     /// layers `apply` and checked as any job added.
-    pub(crate) fn spec(
-        &self,
-        apply: impl Fn(RawJob) -> Result<RawJob, Error>,
-    ) -> Result<Value, Error> {
+    pub(crate) fn spec(&self, apply: impl Fn(RawJob) -> Result<RawJob, Error>) -> Result<Value, Error> {
         let mut jobs = Vec::with_capacity(self.jobs.len());
         for job in &self.jobs {
             let raw = apply(job.job.clone())?;
