@@ -25,6 +25,7 @@
 //! - [`job`]: the job row, the job spec and its validation (Graphile's error codes).
 //! - [`backoff`], [`batch`], [`job_key`], [`notify`]: small pure decisions.
 //! - [`flow`]: what operators paused, and what that holds back.
+//! - [`workflow`]: jobs that wait for other jobs, batches and their callbacks: the rules.
 //! - [`text`]: text from tasks made storable in PostgreSQL, escapes visible.
 //! - [`cron`]: the crontab format, matching and next-run computation.
 //! - [`time`], [`rng`]: the core's one name for a point in time, the clock a driver feeds,
@@ -57,3 +58,4 @@ pub mod text;
 pub mod time;
 pub mod unique;
 pub mod worker;
+pub mod workflow;

@@ -15,6 +15,16 @@ untraced as (
   where exists (select from :RECORDS.job_traces)
     and traces.job_id in (select completed.id from completed)
 ),
+-- Workflows (docs/guide/workflows.md): the workflow job of each job completed settles here,
+-- and the trigger workflow_jobs_settled releases what waited for it, in this transaction.
+-- One look a statement (the index of released workflow jobs) where none is released.
+settled as (
+  update :RECORDS.workflow_jobs as workflow_jobs
+  set state = 'completed', finished_at = now() /*:WORKFLOW_OUTPUT*/
+  from completed
+  where exists (select from :RECORDS.workflow_jobs as released where released.state = 'released')
+    and workflow_jobs.state = 'released' and workflow_jobs.job_id = completed.id
+),
 released as (
   update :SCHEMA._private_job_queues as job_queues
   set locked_by = null, locked_at = null

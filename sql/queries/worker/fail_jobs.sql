@@ -18,9 +18,22 @@ with failed as (
   from unnest($2::bigint[], $3::text[], $4::timestamptz[], $5::bool[], $6::text[], $7::bigint[])
     as u(id, message, run_at, permanent, payload, delay_us)
   where jobs.id = u.id and jobs.locked_by = $1::text
-  returning jobs.id, jobs.job_queue_id /*:HISTORY_COLUMNS*/
+  returning jobs.id, jobs.job_queue_id, jobs.attempts >= jobs.max_attempts as exhausted,
+    jobs.last_error as error /*:HISTORY_COLUMNS*/
 ),
 /*:HISTORY*/
+-- Workflows (docs/guide/workflows.md): the workflow job of each job this leaves out of
+-- attempts settles here, failed (cancelled: Formica's cancel), and the trigger
+-- workflow_jobs_settled cancels or releases what waited for it, in this transaction. One look
+-- a statement (the index of released workflow jobs) where none is released.
+settled as (
+  update :RECORDS.workflow_jobs as workflow_jobs
+  set state = case when failed.error like 'cancelled: %' then 'cancelled' else 'failed' end,
+    finished_at = now(), last_error = failed.error
+  from failed
+  where exists (select from :RECORDS.workflow_jobs as released where released.state = 'released')
+    and workflow_jobs.state = 'released' and workflow_jobs.job_id = failed.id and failed.exhausted
+),
 released as (
   update :SCHEMA._private_job_queues as job_queues
   set locked_by = null, locked_at = null

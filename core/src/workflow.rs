@@ -1,0 +1,991 @@
+//! Workflows: sets of jobs added together, where a job may wait for others of its set.
+//!
+//! This module is the one statement of the rules, as pure functions: which jobs are
+//! released when a workflow is added, what a job settling (completed, failed for good or
+//! cancelled) does to the jobs that wait for it, what cancel and retry do, and the
+//! workflow's state. Formica's SQL (records migration 11, `sql/queries/workflows/`)
+//! applies the same rules in the transactions that settle jobs, and
+//! `tests/tests/workflow_differential.rs` compares the two; the simulation
+//! ([`sim`](crate::sim)) runs them under crashes and races.
+//!
+//! A [`Graph`] is the validated shape (names, dependencies, policies); a [`Progress`] is the
+//! state of each of its jobs. A job is `waiting` (outside graphile_worker's jobs, counting
+//! the dependencies it still waits for), `released` (an ordinary job), then `completed`,
+//! `failed` or `cancelled`; a waiting job may be cancelled without ever being released.
+//!
+//! Like Oban Pro's workflows, a job's reaction to a failed dependency is its own
+//! ([`OnDependencyFailure`], Oban's `ignore_cancelled`/`ignore_discarded`); like its batches,
+//! a callback is an ordinary job added with the counts of what it waited for. Unlike pg-boss's
+//! flows, a job not yet released is not a row of the queue at all, so graphile-worker's
+//! workers never see it.
+//!
+//! ```
+//! use formica_core::workflow::{Change, Graph, JobState, Node, Outcome, Progress, WorkflowState};
+//!
+//! // A diamond: b and c need a, d needs b and c.
+//! let graph = Graph::new(vec![
+//!     Node::new("a", Vec::<String>::new()),
+//!     Node::new("b", ["a"]),
+//!     Node::new("c", ["a"]),
+//!     Node::new("d", ["b", "c"]),
+//! ])
+//! .unwrap();
+//! let (mut progress, released) = Progress::start(&graph);
+//! assert_eq!(released, vec![0]);
+//! assert_eq!(progress.settle(&graph, 0, Outcome::Completed), vec![Change::Released(1), Change::Released(2)]);
+//! assert_eq!(progress.settle(&graph, 1, Outcome::Completed), vec![]);
+//! // c fails for good: d (policy cancel, the default) is cancelled.
+//! assert_eq!(progress.settle(&graph, 2, Outcome::Failed), vec![Change::Cancelled(3)]);
+//! assert_eq!(progress.state(3), JobState::Cancelled);
+//! assert_eq!(progress.workflow_state(), WorkflowState::Failed);
+//! ```
+
+use std::collections::{BTreeMap, VecDeque};
+
+/// What a waiting job does when a job it depends on fails for good or is cancelled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum OnDependencyFailure {
+    /// It is cancelled too (and so are the jobs that wait for it, by their own policies).
+    #[default]
+    Cancel,
+    /// It is still released, once every job it depends on has settled.
+    Release,
+}
+
+impl OnDependencyFailure {
+    /// The policy as stored in `workflow_jobs.on_dependency_failure`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnDependencyFailure::Cancel => "cancel",
+            OnDependencyFailure::Release => "release",
+        }
+    }
+
+    /// The policy stored as `text`, if it is one.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "cancel" => Some(OnDependencyFailure::Cancel),
+            "release" => Some(OnDependencyFailure::Release),
+            _ => None,
+        }
+    }
+}
+
+/// When a batch callback is released (its payload gets the batch's counts, see
+/// [`Progress::batch_counts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Callback {
+    /// Once every job it depends on has settled, whatever the outcomes.
+    AllFinished,
+    /// At the first job it depends on that fails for good or is cancelled; or, if none
+    /// does, once all of them completed.
+    FirstFailure,
+}
+
+impl Callback {
+    /// The kind as stored in `workflow_jobs.callback`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Callback::AllFinished => "all_finished",
+            Callback::FirstFailure => "first_failure",
+        }
+    }
+
+    /// The kind stored as `text`, if it is one.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "all_finished" => Some(Callback::AllFinished),
+            "first_failure" => Some(Callback::FirstFailure),
+            _ => None,
+        }
+    }
+}
+
+/// Where a job of a workflow is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum JobState {
+    /// Not in graphile_worker's jobs yet: it waits for jobs it depends on.
+    Waiting,
+    /// An ordinary job (queued, running or retrying), not settled yet.
+    Released,
+    /// Its handler succeeded (or its row left graphile_worker's jobs, see the resolver).
+    Completed,
+    /// It failed for good (attempts exhausted, or failed permanently).
+    Failed,
+    /// Cancelled: by a dependency's failure, by `cancel_workflow`, or by Formica's cancel.
+    Cancelled,
+}
+
+impl JobState {
+    /// The state as stored in `workflow_jobs.state`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Waiting => "waiting",
+            JobState::Released => "released",
+            JobState::Completed => "completed",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+
+    /// The state stored as `text`, if it is one.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "waiting" => Some(JobState::Waiting),
+            "released" => Some(JobState::Released),
+            "completed" => Some(JobState::Completed),
+            "failed" => Some(JobState::Failed),
+            "cancelled" => Some(JobState::Cancelled),
+            _ => None,
+        }
+    }
+
+    /// Completed, failed or cancelled: nothing more happens to it (but a retry).
+    pub fn is_settled(self) -> bool {
+        matches!(self, JobState::Completed | JobState::Failed | JobState::Cancelled)
+    }
+}
+
+/// How a released job ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// Its handler succeeded.
+    Completed,
+    /// It failed for good.
+    Failed,
+    /// It was cancelled (Formica's cancel; its last error starts `cancelled: `).
+    Cancelled,
+}
+
+impl Outcome {
+    /// The state a job settled with this outcome is in.
+    pub fn state(self) -> JobState {
+        match self {
+            Outcome::Completed => JobState::Completed,
+            Outcome::Failed => JobState::Failed,
+            Outcome::Cancelled => JobState::Cancelled,
+        }
+    }
+}
+
+/// A workflow's state, from its jobs' (the view `workflow_states`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WorkflowState {
+    /// A job waits or is released.
+    Running,
+    /// Every job completed.
+    Completed,
+    /// Every job settled, and not all completed.
+    Failed,
+    /// `cancel_workflow` ran (whatever its jobs did after).
+    Cancelled,
+}
+
+impl WorkflowState {
+    /// The state as the view `workflow_states` names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkflowState::Running => "running",
+            WorkflowState::Completed => "completed",
+            WorkflowState::Failed => "failed",
+            WorkflowState::Cancelled => "cancelled",
+        }
+    }
+
+    /// The state named `text`, if it is one.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "running" => Some(WorkflowState::Running),
+            "completed" => Some(WorkflowState::Completed),
+            "failed" => Some(WorkflowState::Failed),
+            "cancelled" => Some(WorkflowState::Cancelled),
+            _ => None,
+        }
+    }
+}
+
+/// One job of a workflow, as added: its name and what it waits for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    /// Unique in its workflow.
+    pub name: String,
+    /// Names of jobs of the same workflow it waits for (a name given twice counts once).
+    pub depends_on: Vec<String>,
+    /// What it does when one of them fails for good or is cancelled (callbacks ignore it).
+    pub on_dependency_failure: OnDependencyFailure,
+    /// Set for a batch callback.
+    pub callback: Option<Callback>,
+}
+
+impl Node {
+    /// An ordinary job (policy [`OnDependencyFailure::Cancel`]).
+    pub fn new(name: impl Into<String>, depends_on: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        Node {
+            name: name.into(),
+            depends_on: depends_on.into_iter().map(Into::into).collect(),
+            on_dependency_failure: OnDependencyFailure::Cancel,
+            callback: None,
+        }
+    }
+
+    /// The same node with another dependency-failure policy.
+    pub fn on_dependency_failure(mut self, policy: OnDependencyFailure) -> Self {
+        self.on_dependency_failure = policy;
+        self
+    }
+
+    /// The same node as a batch callback of kind `callback`.
+    pub fn callback(mut self, callback: Callback) -> Self {
+        self.callback = Some(callback);
+        self
+    }
+}
+
+/// Why a workflow was refused at add (nothing of it was added).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WorkflowError {
+    /// No jobs.
+    #[error("a workflow needs at least one job")]
+    Empty,
+    /// Two jobs share a name.
+    #[error("two jobs of the workflow are named {0:?}: a job's name must be unique in its workflow")]
+    DuplicateName(String),
+    /// A dependency names no job of the workflow.
+    #[error("job {job:?} depends on {dependency:?}, which is not a job of the workflow")]
+    UnknownDependency {
+        /// The job that names it.
+        job: String,
+        /// The name not found.
+        dependency: String,
+    },
+    /// Jobs wait for each other: none of them could ever be released.
+    #[error("jobs {} depend on each other in a cycle ({}), so none of them could ever run", names(.0), cycle(.0))]
+    Cycle(Vec<String>),
+    /// A callback with nothing to call back about.
+    #[error("callback {0:?} depends on no job: a callback needs the jobs whose outcome it reports")]
+    CallbackWithoutDependencies(String),
+    /// A job with a job key (or `unique`), which could replace or remove it behind the
+    /// workflow's back. Checked by the driver, which sees the specs.
+    #[error("job {0:?} has a job key (or is unique): a workflow's jobs cannot have one")]
+    JobKey(String),
+    /// A callback whose payload cannot take the batch's counts. Checked by the driver.
+    #[error(
+        "callback {0:?} needs a JSON object payload without a key \"batch\" (the batch's counts go there)"
+    )]
+    CallbackPayload(String),
+}
+
+fn names(cycle: &[String]) -> String {
+    let quoted: Vec<String> = cycle.iter().map(|name| format!("{name:?}")).collect();
+    quoted.join(", ")
+}
+
+fn cycle(cycle: &[String]) -> String {
+    let steps: Vec<String> = (0..cycle.len())
+        .map(|i| format!("{:?} depends on {:?}", cycle[i], cycle[(i + 1) % cycle.len()]))
+        .collect();
+    steps.join(", ")
+}
+
+/// A workflow's validated shape: its jobs by index (the order given), each one's
+/// dependencies and dependents by index, in index order and without repeats.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Graph {
+    nodes: Vec<Node>,
+    dependencies: Vec<Vec<usize>>,
+    dependents: Vec<Vec<usize>>,
+    index: BTreeMap<String, usize>,
+}
+
+impl Graph {
+    /// Validates `nodes` (rule 7's graph part): at least one, names unique, dependencies
+    /// among them, no cycle, every callback depending on something. The first problem
+    /// found, in that order, is the error.
+    pub fn new(nodes: Vec<Node>) -> Result<Graph, WorkflowError> {
+        if nodes.is_empty() {
+            return Err(WorkflowError::Empty);
+        }
+        let mut index = BTreeMap::new();
+        for (i, node) in nodes.iter().enumerate() {
+            if index.insert(node.name.clone(), i).is_some() {
+                return Err(WorkflowError::DuplicateName(node.name.clone()));
+            }
+        }
+        let mut dependencies = Vec::with_capacity(nodes.len());
+        for node in &nodes {
+            let mut of_node = Vec::with_capacity(node.depends_on.len());
+            for dependency in &node.depends_on {
+                let Some(&d) = index.get(dependency) else {
+                    return Err(WorkflowError::UnknownDependency {
+                        job: node.name.clone(),
+                        dependency: dependency.clone(),
+                    });
+                };
+                of_node.push(d);
+            }
+            of_node.sort_unstable();
+            of_node.dedup();
+            dependencies.push(of_node);
+        }
+        if let Some(node) = nodes.iter().find(|n| n.callback.is_some() && n.depends_on.is_empty()) {
+            return Err(WorkflowError::CallbackWithoutDependencies(node.name.clone()));
+        }
+        let mut dependents = vec![Vec::new(); nodes.len()];
+        for (job, of_job) in dependencies.iter().enumerate() {
+            for &d in of_job {
+                dependents[d].push(job);
+            }
+        }
+        if let Some(jobs) = find_cycle(&dependencies, &dependents) {
+            return Err(WorkflowError::Cycle(jobs.into_iter().map(|i| nodes[i].name.clone()).collect()));
+        }
+        Ok(Graph { nodes, dependencies, dependents, index })
+    }
+
+    /// The jobs, in the order given.
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// How many jobs.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Never: a graph has at least one job (here for clippy's `len_without_is_empty`).
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// The jobs job `i` waits for.
+    pub fn dependencies(&self, i: usize) -> &[usize] {
+        &self.dependencies[i]
+    }
+
+    /// The jobs that wait for job `i`.
+    pub fn dependents(&self, i: usize) -> &[usize] {
+        &self.dependents[i]
+    }
+
+    /// The index of the job named `name`.
+    pub fn index(&self, name: &str) -> Option<usize> {
+        self.index.get(name).copied()
+    }
+}
+
+/// A cycle of `dependencies`, as jobs each depending on the next (and the last on the
+/// first), starting at its lowest index; none if the graph is acyclic.
+fn find_cycle(dependencies: &[Vec<usize>], dependents: &[Vec<usize>]) -> Option<Vec<usize>> {
+    // Kahn: peel off jobs whose dependencies are all peeled; what remains waits on a cycle.
+    let mut unmet: Vec<usize> = dependencies.iter().map(Vec::len).collect();
+    let mut ready: Vec<usize> = (0..unmet.len()).filter(|&i| unmet[i] == 0).collect();
+    while let Some(i) = ready.pop() {
+        for &d in &dependents[i] {
+            unmet[d] -= 1;
+            if unmet[d] == 0 {
+                ready.push(d);
+            }
+        }
+    }
+    // Every remaining job has a remaining dependency: following them must loop.
+    let start = (0..unmet.len()).find(|&i| unmet[i] > 0)?;
+    let mut seen_at = vec![None; unmet.len()];
+    let mut path = Vec::new();
+    let mut job = start;
+    while seen_at[job].is_none() {
+        seen_at[job] = Some(path.len());
+        path.push(job);
+        job = *dependencies[job].iter().find(|&&d| unmet[d] > 0)?;
+    }
+    let mut cycle = path.split_off(seen_at[job]?);
+    let lowest = (0..cycle.len()).min_by_key(|&k| cycle[k])?;
+    cycle.rotate_left(lowest);
+    Some(cycle)
+}
+
+/// What settling a job did to other jobs, in the order it happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Change {
+    /// The job was released: add it to graphile_worker's jobs (a callback with
+    /// [`Progress::batch_counts`] in its payload).
+    Released(usize),
+    /// The waiting job was cancelled by a dependency's outcome (it was never released).
+    Cancelled(usize),
+}
+
+/// The counts a callback's payload gets, over the jobs it depends on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct BatchCounts {
+    /// Completed.
+    pub completed: usize,
+    /// Failed for good.
+    pub failed: usize,
+    /// Cancelled.
+    pub cancelled: usize,
+    /// Waiting or released (only a `first_failure` callback sees some).
+    pub unfinished: usize,
+}
+
+/// Why a job is cancelled, which decides what a retry does with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cause {
+    /// Not cancelled.
+    None,
+    /// A dependency's outcome (rule 2): a retry may bring it back.
+    Dependency,
+    /// `cancel_workflow` or Formica's cancel: a retry leaves it.
+    Cancel,
+}
+
+/// The state of every job of one [`Graph`], and whether the workflow was cancelled.
+///
+/// Every method is a pure function of the progress and its arguments; the graph passed
+/// must be the one the progress was started with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Progress {
+    states: Vec<JobState>,
+    /// Of a waiting job: how many of its dependencies it still counts as not settled.
+    pending: Vec<usize>,
+    causes: Vec<Cause>,
+    cancelled: bool,
+}
+
+impl Progress {
+    /// A workflow just added (rule 1): jobs without dependencies are released (returned,
+    /// in index order), the others wait for all their dependencies.
+    pub fn start(graph: &Graph) -> (Progress, Vec<usize>) {
+        let pending: Vec<usize> = (0..graph.len()).map(|i| graph.dependencies(i).len()).collect();
+        let released: Vec<usize> = (0..graph.len()).filter(|&i| pending[i] == 0).collect();
+        let states =
+            pending.iter().map(|&p| if p == 0 { JobState::Released } else { JobState::Waiting }).collect();
+        let progress = Progress { states, pending, causes: vec![Cause::None; graph.len()], cancelled: false };
+        (progress, released)
+    }
+
+    /// Job `job` settled with `outcome` (rule 2). Each dependent still waiting counts it,
+    /// and is released when it counted all of its dependencies; a `first_failure` callback
+    /// is released at the first dependency not completed; a dependent with policy cancel
+    /// (not a callback) is cancelled by a dependency not completed, which settles it in
+    /// turn (transitively). Returns what happened to other jobs, in order.
+    ///
+    /// A job that is not `released` changes nothing (a settlement learnt twice, by the
+    /// worker's statement and by the resolver, counts once). Nothing is released once the
+    /// workflow is cancelled.
+    pub fn settle(&mut self, graph: &Graph, job: usize, outcome: Outcome) -> Vec<Change> {
+        if self.states[job] != JobState::Released {
+            return Vec::new();
+        }
+        self.states[job] = outcome.state();
+        if outcome == Outcome::Cancelled {
+            self.causes[job] = Cause::Cancel;
+        }
+        let mut changes = Vec::new();
+        let mut settled = VecDeque::from([(job, outcome)]);
+        while let Some((job, outcome)) = settled.pop_front() {
+            for &d in graph.dependents(job) {
+                if self.states[d] != JobState::Waiting || self.cancelled {
+                    continue;
+                }
+                let node = &graph.nodes()[d];
+                let failed = outcome != Outcome::Completed;
+                let counts = !failed
+                    || node.callback.is_some()
+                    || node.on_dependency_failure == OnDependencyFailure::Release;
+                if counts {
+                    self.pending[d] -= 1;
+                    let first_failure = failed && node.callback == Some(Callback::FirstFailure);
+                    if self.pending[d] == 0 || first_failure {
+                        self.states[d] = JobState::Released;
+                        changes.push(Change::Released(d));
+                    }
+                } else {
+                    self.states[d] = JobState::Cancelled;
+                    self.causes[d] = Cause::Dependency;
+                    changes.push(Change::Cancelled(d));
+                    settled.push_back((d, Outcome::Cancelled));
+                }
+            }
+        }
+        changes
+    }
+
+    /// `cancel_workflow` (rule 4): every waiting job is cancelled (returned, in index
+    /// order) and nothing is released from now on. Released jobs stay released until their
+    /// own settlement (Formica's cancel fails them with `cancelled: <reason>`, or they
+    /// complete first), which the driver learns and passes to [`settle`](Self::settle).
+    /// A second cancel changes nothing.
+    pub fn cancel(&mut self) -> Vec<usize> {
+        self.cancelled = true;
+        let mut cancelled = Vec::new();
+        for (i, state) in self.states.iter_mut().enumerate() {
+            if *state == JobState::Waiting {
+                *state = JobState::Cancelled;
+                self.causes[i] = Cause::Cancel;
+                cancelled.push(i);
+            }
+        }
+        cancelled
+    }
+
+    /// `retry_workflow` (rule 6): every failed job runs again (first list: the driver
+    /// reschedules or re-adds it; it is `released`), and every job cancelled because of a
+    /// dependency goes back to waiting (second list), unless a dependency of it stays
+    /// cancelled (not a callback, policy cancel: it would wait forever). Every waiting job's
+    /// count is then recomputed as its dependencies not settled, so a dependency that runs
+    /// again is counted once when it settles again. Both lists in index order.
+    ///
+    /// A cancelled workflow is not retried (the driver refuses it): both lists are empty.
+    pub fn retry(&mut self, graph: &Graph) -> (Vec<usize>, Vec<usize>) {
+        if self.cancelled {
+            return (Vec::new(), Vec::new());
+        }
+        let mut rerun = Vec::new();
+        for (i, state) in self.states.iter_mut().enumerate() {
+            if *state == JobState::Failed {
+                *state = JobState::Released;
+                rerun.push(i);
+            }
+        }
+        // A job is decided after its dependencies: in topological order.
+        let mut back = Vec::new();
+        for i in topological_order(graph) {
+            let node = &graph.nodes()[i];
+            if self.causes[i] != Cause::Dependency || self.states[i] != JobState::Cancelled {
+                continue;
+            }
+            let blocked = node.callback.is_none()
+                && node.on_dependency_failure == OnDependencyFailure::Cancel
+                && graph
+                    .dependencies(i)
+                    .iter()
+                    .any(|&d| matches!(self.states[d], JobState::Failed | JobState::Cancelled));
+            if !blocked {
+                self.states[i] = JobState::Waiting;
+                self.causes[i] = Cause::None;
+                back.push(i);
+            }
+        }
+        back.sort_unstable();
+        for i in 0..graph.len() {
+            if self.states[i] == JobState::Waiting {
+                self.pending[i] =
+                    graph.dependencies(i).iter().filter(|&&d| !self.states[d].is_settled()).count();
+            }
+        }
+        (rerun, back)
+    }
+
+    /// Where job `i` is.
+    pub fn state(&self, i: usize) -> JobState {
+        self.states[i]
+    }
+
+    /// Of a waiting job: how many of its dependencies it still waits for (the column
+    /// `workflow_jobs.pending`); 0 for a job not waiting.
+    pub fn pending(&self, i: usize) -> usize {
+        if self.states[i] == JobState::Waiting {
+            self.pending[i]
+        } else {
+            0
+        }
+    }
+
+    /// Whether `cancel_workflow` ran.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancelled
+    }
+
+    /// The workflow's state (rule 5): cancelled once cancelled; running while a job waits
+    /// or is released; completed when every job completed; failed otherwise.
+    pub fn workflow_state(&self) -> WorkflowState {
+        if self.cancelled {
+            WorkflowState::Cancelled
+        } else if self.states.iter().any(|s| !s.is_settled()) {
+            WorkflowState::Running
+        } else if self.states.iter().all(|&s| s == JobState::Completed) {
+            WorkflowState::Completed
+        } else {
+            WorkflowState::Failed
+        }
+    }
+
+    /// The counts over the jobs job `i` depends on (rule 3), as its callback payload gets
+    /// them when it is released.
+    pub fn batch_counts(&self, graph: &Graph, i: usize) -> BatchCounts {
+        let mut counts = BatchCounts::default();
+        for &d in graph.dependencies(i) {
+            match self.states[d] {
+                JobState::Completed => counts.completed += 1,
+                JobState::Failed => counts.failed += 1,
+                JobState::Cancelled => counts.cancelled += 1,
+                JobState::Waiting | JobState::Released => counts.unfinished += 1,
+            }
+        }
+        counts
+    }
+}
+
+/// The jobs of `graph`, each after all it depends on (lowest index first among the ready).
+fn topological_order(graph: &Graph) -> Vec<usize> {
+    let mut unmet: Vec<usize> = (0..graph.len()).map(|i| graph.dependencies(i).len()).collect();
+    let mut ready: std::collections::BTreeSet<usize> = (0..graph.len()).filter(|&i| unmet[i] == 0).collect();
+    let mut order = Vec::with_capacity(graph.len());
+    while let Some(i) = ready.pop_first() {
+        order.push(i);
+        for &d in graph.dependents(i) {
+            unmet[d] -= 1;
+            if unmet[d] == 0 {
+                ready.insert(d);
+            }
+        }
+    }
+    order
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NONE: [&str; 0] = [];
+
+    fn graph(nodes: Vec<Node>) -> Graph {
+        Graph::new(nodes).expect("a valid graph")
+    }
+
+    fn diamond() -> Graph {
+        graph(vec![
+            Node::new("a", NONE),
+            Node::new("b", ["a"]),
+            Node::new("c", ["a"]),
+            Node::new("d", ["b", "c"]),
+        ])
+    }
+
+    fn states(progress: &Progress) -> Vec<JobState> {
+        progress.states.clone()
+    }
+
+    use JobState::{Cancelled as C, Completed as Done, Failed as F, Released as R, Waiting as W};
+
+    #[test]
+    fn an_empty_workflow_is_refused() {
+        assert_eq!(Graph::new(vec![]), Err(WorkflowError::Empty));
+        assert_eq!(WorkflowError::Empty.to_string(), "a workflow needs at least one job");
+    }
+
+    #[test]
+    fn two_jobs_with_one_name_are_refused() {
+        let error = Graph::new(vec![Node::new("a", NONE), Node::new("b", NONE), Node::new("a", NONE)]);
+        assert_eq!(error, Err(WorkflowError::DuplicateName("a".into())));
+        assert_eq!(
+            error.unwrap_err().to_string(),
+            "two jobs of the workflow are named \"a\": a job's name must be unique in its workflow"
+        );
+    }
+
+    #[test]
+    fn a_dependency_outside_the_set_is_refused() {
+        let error = Graph::new(vec![Node::new("a", NONE), Node::new("b", ["a", "z"])]);
+        assert_eq!(error, Err(WorkflowError::UnknownDependency { job: "b".into(), dependency: "z".into() }));
+        assert_eq!(
+            error.unwrap_err().to_string(),
+            "job \"b\" depends on \"z\", which is not a job of the workflow"
+        );
+    }
+
+    #[test]
+    fn a_cycle_is_refused_naming_its_jobs() {
+        // x leads into the cycle b -> c -> d -> b but is not part of it.
+        let error = Graph::new(vec![
+            Node::new("a", NONE),
+            Node::new("x", ["c"]),
+            Node::new("b", ["c", "a"]),
+            Node::new("c", ["d"]),
+            Node::new("d", ["b"]),
+        ]);
+        assert_eq!(error, Err(WorkflowError::Cycle(vec!["b".into(), "c".into(), "d".into()])));
+        assert_eq!(
+            error.unwrap_err().to_string(),
+            "jobs \"b\", \"c\", \"d\" depend on each other in a cycle (\"b\" depends on \"c\", \
+             \"c\" depends on \"d\", \"d\" depends on \"b\"), so none of them could ever run"
+        );
+        let itself = Graph::new(vec![Node::new("a", ["a"])]);
+        assert_eq!(itself, Err(WorkflowError::Cycle(vec!["a".into()])));
+    }
+
+    #[test]
+    fn a_callback_without_dependencies_is_refused() {
+        let error = Graph::new(vec![Node::new("done", NONE).callback(Callback::AllFinished)]);
+        assert_eq!(error, Err(WorkflowError::CallbackWithoutDependencies("done".into())));
+        assert!(error.unwrap_err().to_string().contains("callback \"done\" depends on no job"));
+    }
+
+    #[test]
+    fn a_graph_knows_dependencies_and_dependents_without_repeats() {
+        let g = graph(vec![Node::new("a", NONE), Node::new("b", ["a", "a"]), Node::new("c", ["b", "a"])]);
+        assert_eq!(g.dependencies(1), &[0]);
+        assert_eq!(g.dependencies(2), &[0, 1]);
+        assert_eq!(g.dependents(0), &[1, 2]);
+        assert_eq!(g.index("c"), Some(2));
+        assert_eq!(g.index("z"), None);
+        let (progress, released) = Progress::start(&g);
+        assert_eq!(released, vec![0]);
+        assert_eq!(progress.pending(1), 1, "a dependency named twice counts once");
+        assert_eq!(progress.pending(2), 2);
+    }
+
+    #[test]
+    fn stored_names_round_trip() {
+        for p in [OnDependencyFailure::Cancel, OnDependencyFailure::Release] {
+            assert_eq!(OnDependencyFailure::parse(p.as_str()), Some(p));
+        }
+        for c in [Callback::AllFinished, Callback::FirstFailure] {
+            assert_eq!(Callback::parse(c.as_str()), Some(c));
+        }
+        for s in [W, R, Done, F, C] {
+            assert_eq!(JobState::parse(s.as_str()), Some(s));
+        }
+        for s in [
+            WorkflowState::Running,
+            WorkflowState::Completed,
+            WorkflowState::Failed,
+            WorkflowState::Cancelled,
+        ] {
+            assert_eq!(WorkflowState::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(JobState::parse("done"), None);
+    }
+
+    #[test]
+    fn a_diamond_releases_its_last_job_once_both_branches_completed() {
+        let g = diamond();
+        let (mut p, released) = Progress::start(&g);
+        assert_eq!(released, vec![0]);
+        assert_eq!(states(&p), vec![R, W, W, W]);
+        assert_eq!(p.settle(&g, 0, Outcome::Completed), vec![Change::Released(1), Change::Released(2)]);
+        assert_eq!(p.settle(&g, 2, Outcome::Completed), vec![]);
+        assert_eq!(p.pending(3), 1);
+        assert_eq!(p.workflow_state(), WorkflowState::Running);
+        assert_eq!(p.settle(&g, 1, Outcome::Completed), vec![Change::Released(3)]);
+        assert_eq!(p.settle(&g, 3, Outcome::Completed), vec![]);
+        assert_eq!(p.workflow_state(), WorkflowState::Completed);
+    }
+
+    #[test]
+    fn settling_twice_or_settling_a_job_not_released_changes_nothing() {
+        let g = diamond();
+        let (mut p, _) = Progress::start(&g);
+        assert_eq!(p.settle(&g, 3, Outcome::Completed), vec![], "d waits: not settled");
+        assert_eq!(p.state(3), W);
+        p.settle(&g, 0, Outcome::Completed);
+        p.settle(&g, 1, Outcome::Completed);
+        let before = p.clone();
+        assert_eq!(p.settle(&g, 1, Outcome::Completed), vec![]);
+        assert_eq!(p.settle(&g, 1, Outcome::Failed), vec![]);
+        assert_eq!(p, before, "a second settlement counts nothing");
+        assert_eq!(p.pending(3), 1);
+    }
+
+    #[test]
+    fn a_failure_cancels_dependents_transitively_by_default() {
+        // a -> b -> c -> d, and e depends on c with policy release.
+        let g = graph(vec![
+            Node::new("a", NONE),
+            Node::new("b", ["a"]),
+            Node::new("c", ["b"]),
+            Node::new("d", ["c"]),
+            Node::new("e", ["c"]).on_dependency_failure(OnDependencyFailure::Release),
+        ]);
+        let (mut p, _) = Progress::start(&g);
+        assert_eq!(
+            p.settle(&g, 0, Outcome::Failed),
+            vec![Change::Cancelled(1), Change::Cancelled(2), Change::Cancelled(3), Change::Released(4)]
+        );
+        assert_eq!(states(&p), vec![F, C, C, C, R]);
+        assert_eq!(p.workflow_state(), WorkflowState::Running);
+        p.settle(&g, 4, Outcome::Completed);
+        assert_eq!(p.workflow_state(), WorkflowState::Failed);
+    }
+
+    #[test]
+    fn a_cancelled_dependency_cancels_like_a_failed_one() {
+        let g = graph(vec![Node::new("a", NONE), Node::new("b", ["a"])]);
+        let (mut p, _) = Progress::start(&g);
+        assert_eq!(p.settle(&g, 0, Outcome::Cancelled), vec![Change::Cancelled(1)]);
+        assert_eq!(p.workflow_state(), WorkflowState::Failed);
+    }
+
+    #[test]
+    fn a_release_policy_job_waits_for_every_dependency_to_settle() {
+        let g = graph(vec![
+            Node::new("a", NONE),
+            Node::new("b", NONE),
+            Node::new("c", ["a", "b"]).on_dependency_failure(OnDependencyFailure::Release),
+        ]);
+        let (mut p, released) = Progress::start(&g);
+        assert_eq!(released, vec![0, 1]);
+        assert_eq!(p.settle(&g, 0, Outcome::Failed), vec![], "b has not settled yet");
+        assert_eq!(p.pending(2), 1);
+        assert_eq!(p.settle(&g, 1, Outcome::Completed), vec![Change::Released(2)]);
+    }
+
+    #[test]
+    fn an_all_finished_callback_waits_for_all_and_counts_them() {
+        let g = graph(vec![
+            Node::new("p1", NONE),
+            Node::new("p2", NONE),
+            Node::new("p3", NONE),
+            Node::new("done", ["p1", "p2", "p3"]).callback(Callback::AllFinished),
+        ]);
+        let (mut p, _) = Progress::start(&g);
+        assert_eq!(p.settle(&g, 0, Outcome::Failed), vec![]);
+        assert_eq!(p.settle(&g, 1, Outcome::Cancelled), vec![]);
+        assert_eq!(
+            p.batch_counts(&g, 3),
+            BatchCounts { completed: 0, failed: 1, cancelled: 1, unfinished: 1 }
+        );
+        assert_eq!(p.settle(&g, 2, Outcome::Completed), vec![Change::Released(3)]);
+        assert_eq!(
+            p.batch_counts(&g, 3),
+            BatchCounts { completed: 1, failed: 1, cancelled: 1, unfinished: 0 }
+        );
+    }
+
+    #[test]
+    fn a_first_failure_callback_fires_at_the_first_failure_and_only_then() {
+        let g = graph(vec![
+            Node::new("p1", NONE),
+            Node::new("p2", NONE),
+            Node::new("p3", NONE),
+            Node::new("oops", ["p1", "p2", "p3"]).callback(Callback::FirstFailure),
+        ]);
+        let (mut p, _) = Progress::start(&g);
+        assert_eq!(p.settle(&g, 0, Outcome::Completed), vec![]);
+        assert_eq!(p.settle(&g, 1, Outcome::Failed), vec![Change::Released(3)]);
+        assert_eq!(
+            p.batch_counts(&g, 3),
+            BatchCounts { completed: 1, failed: 1, cancelled: 0, unfinished: 1 }
+        );
+        assert_eq!(p.settle(&g, 2, Outcome::Failed), vec![], "a later failure changes nothing");
+        assert_eq!(p.state(3), R);
+    }
+
+    #[test]
+    fn a_first_failure_callback_without_failures_fires_when_all_completed() {
+        let g = graph(vec![
+            Node::new("p1", NONE),
+            Node::new("p2", NONE),
+            Node::new("oops", ["p1", "p2"]).callback(Callback::FirstFailure),
+        ]);
+        let (mut p, _) = Progress::start(&g);
+        assert_eq!(p.settle(&g, 0, Outcome::Completed), vec![]);
+        assert_eq!(p.settle(&g, 1, Outcome::Completed), vec![Change::Released(2)]);
+        assert_eq!(p.batch_counts(&g, 2), BatchCounts { completed: 2, ..BatchCounts::default() });
+    }
+
+    #[test]
+    fn a_callback_counts_a_dependency_cancelled_by_its_own_dependency() {
+        // b is cancelled when a fails; the callback counts both and fires.
+        let g = graph(vec![
+            Node::new("a", NONE),
+            Node::new("b", ["a"]),
+            Node::new("done", ["a", "b"]).callback(Callback::AllFinished),
+        ]);
+        let (mut p, _) = Progress::start(&g);
+        assert_eq!(p.settle(&g, 0, Outcome::Failed), vec![Change::Cancelled(1), Change::Released(2)]);
+        assert_eq!(
+            p.batch_counts(&g, 2),
+            BatchCounts { completed: 0, failed: 1, cancelled: 1, unfinished: 0 }
+        );
+    }
+
+    #[test]
+    fn cancel_cancels_what_waits_and_releases_nothing_after() {
+        let g = diamond();
+        let (mut p, _) = Progress::start(&g);
+        p.settle(&g, 0, Outcome::Completed);
+        assert_eq!(p.cancel(), vec![3]);
+        assert_eq!(states(&p), vec![Done, R, R, C]);
+        assert_eq!(p.workflow_state(), WorkflowState::Cancelled);
+        // The released ones end later, whichever way: nothing is released after.
+        assert_eq!(p.settle(&g, 1, Outcome::Completed), vec![]);
+        assert_eq!(p.settle(&g, 2, Outcome::Cancelled), vec![]);
+        assert_eq!(p.cancel(), Vec::<usize>::new(), "a second cancel changes nothing");
+        assert_eq!(p.workflow_state(), WorkflowState::Cancelled);
+        assert_eq!(p.retry(&g), (Vec::<usize>::new(), Vec::<usize>::new()), "a cancelled workflow is not retried");
+        assert_eq!(states(&p), vec![Done, Done, C, C]);
+    }
+
+    #[test]
+    fn cancel_leaves_no_callback_to_fire() {
+        let g = graph(vec![Node::new("a", NONE), Node::new("done", ["a"]).callback(Callback::FirstFailure)]);
+        let (mut p, _) = Progress::start(&g);
+        assert_eq!(p.cancel(), vec![1]);
+        assert_eq!(p.settle(&g, 0, Outcome::Cancelled), vec![]);
+        assert_eq!(p.state(1), C);
+    }
+
+    #[test]
+    fn retry_reruns_failed_jobs_and_brings_back_what_they_cancelled() {
+        let g = graph(vec![
+            Node::new("a", NONE),
+            Node::new("b", NONE),
+            Node::new("c", ["a", "b"]),
+            Node::new("d", ["c"]),
+        ]);
+        let (mut p, _) = Progress::start(&g);
+        p.settle(&g, 1, Outcome::Completed);
+        assert_eq!(p.settle(&g, 0, Outcome::Failed), vec![Change::Cancelled(2), Change::Cancelled(3)]);
+        assert_eq!(p.workflow_state(), WorkflowState::Failed);
+        assert_eq!(p.retry(&g), (vec![0], vec![2, 3]));
+        assert_eq!(states(&p), vec![R, Done, W, W]);
+        assert_eq!((p.pending(2), p.pending(3)), (1, 1), "only what has not completed counts");
+        assert_eq!(p.workflow_state(), WorkflowState::Running);
+        assert_eq!(p.settle(&g, 0, Outcome::Completed), vec![Change::Released(2)]);
+        assert_eq!(p.settle(&g, 2, Outcome::Completed), vec![Change::Released(3)]);
+    }
+
+    #[test]
+    fn retry_recounts_a_waiting_callback_so_a_rerun_job_counts_once() {
+        let g = graph(vec![
+            Node::new("a", NONE),
+            Node::new("b", NONE),
+            Node::new("done", ["a", "b"]).callback(Callback::AllFinished),
+        ]);
+        let (mut p, _) = Progress::start(&g);
+        p.settle(&g, 0, Outcome::Failed);
+        assert_eq!(p.pending(2), 1);
+        assert_eq!(p.retry(&g), (vec![0], Vec::<usize>::new()));
+        assert_eq!(p.pending(2), 2, "a runs again: the callback waits for it again");
+        assert_eq!(p.settle(&g, 0, Outcome::Completed), vec![], "b is still running");
+        assert_eq!(p.settle(&g, 1, Outcome::Completed), vec![Change::Released(2)]);
+    }
+
+    #[test]
+    fn retry_leaves_what_formicas_cancel_cancelled_and_what_only_it_blocks() {
+        // a was cancelled (Formica's cancel), b failed; c needs both, d needs c.
+        let g = graph(vec![
+            Node::new("a", NONE),
+            Node::new("b", NONE),
+            Node::new("c", ["a", "b"]),
+            Node::new("d", ["c"]),
+        ]);
+        let (mut p, _) = Progress::start(&g);
+        assert_eq!(p.settle(&g, 0, Outcome::Cancelled), vec![Change::Cancelled(2), Change::Cancelled(3)]);
+        p.settle(&g, 1, Outcome::Failed);
+        assert_eq!(p.retry(&g), (vec![1], Vec::<usize>::new()), "c would wait forever for a");
+        assert_eq!(states(&p), vec![C, R, C, C]);
+        assert_eq!(p.settle(&g, 1, Outcome::Completed), vec![]);
+        assert_eq!(p.workflow_state(), WorkflowState::Failed);
+    }
+
+    #[test]
+    fn a_workflow_with_a_failed_job_and_none_running_is_failed() {
+        let g = graph(vec![Node::new("a", NONE), Node::new("b", NONE)]);
+        let (mut p, _) = Progress::start(&g);
+        p.settle(&g, 0, Outcome::Completed);
+        assert_eq!(p.workflow_state(), WorkflowState::Running);
+        p.settle(&g, 1, Outcome::Failed);
+        assert_eq!(p.workflow_state(), WorkflowState::Failed);
+    }
+}

@@ -1,0 +1,5 @@
+-- The graphile_worker job ids of the released jobs of the workflow $1.
+select array(
+  select jobs.job_id from :RECORDS.workflow_jobs as jobs
+  where jobs.workflow_id = $1::bigint and jobs.state = 'released'
+  order by jobs.job_id)
