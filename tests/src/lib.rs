@@ -55,6 +55,7 @@ pub struct FlowControlDoctests;
 pub mod certs;
 pub mod cluster;
 pub mod dashboard;
+pub mod node;
 pub mod otlp;
 pub mod pgbouncer;
 pub mod proxy;
