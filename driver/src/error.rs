@@ -98,6 +98,15 @@ pub enum Error {
     /// was added within that period (finished or not), so its claim holds.
     #[error("unique job with key {0:?} not added: one was added within its period")]
     Claimed(String),
+    /// A workflow refused before anything of it was added (`WorkerUtils::add_workflow`).
+    #[error("workflow refused, nothing added: {0}")]
+    Workflow(#[from] formica_core::workflow::WorkflowError),
+    /// No workflow has this id.
+    #[error("no workflow has id {0}")]
+    WorkflowNotFound(i64),
+    /// `retry_workflow` refused: the workflow was cancelled.
+    #[error("workflow {0} was cancelled: a cancelled workflow is not retried")]
+    WorkflowCancelled(i64),
 }
 
 /// "worker a is alive until 2030-01-01T00:00:00Z (its lease), ..."

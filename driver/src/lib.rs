@@ -47,6 +47,7 @@
 //!   (application state through [`JobContext::extension`]).
 //! - [`worker`]: [`WorkerOptions`] and [`Worker`], the loop that runs jobs.
 //! - [`middleware`]: layers around every job's run and before every job added.
+//! - [`workflows`]: jobs that wait for other jobs, and batches with a callback.
 //! - [`rows`]: result rows read into [`Job`]s, for readers with queries of their own.
 //! - with the `sqlx` feature, `sqlx`: adding and managing jobs inside a caller's sqlx
 //!   transaction.
@@ -92,6 +93,7 @@ mod traces;
 pub mod utils;
 mod watch;
 pub mod worker;
+pub mod workflows;
 
 pub use bulk::{BulkAction, BulkFilter};
 pub use db::{Pool, PoolStatus, PooledClient};
@@ -120,4 +122,9 @@ pub use utils::{
     Cancelled, CleanupTask, JobFilter, RawJob, Recorded, RescheduleJobOptions, WorkerUtils, DEFAULT_SCHEMA,
 };
 pub use worker::{CronSource, FlagsFn, Hook, Worker, WorkerHandle, WorkerOptions};
+// `workflows::BatchResult` keeps its path: `BatchResult` here is the batch task handler's.
+pub use workflows::{
+    AddedWorkflow, Callback, CancelledWorkflow, OnDependencyFailure, RetriedWorkflow, Workflow, WorkflowError,
+    WorkflowJob,
+};
 pub use {chrono, formica_sql as sql, serde_json, tokio_postgres};

@@ -79,6 +79,10 @@ impl WorkerUtils {
         self
     }
 
+    pub(crate) fn add_layers(&self) -> &AddLayers {
+        &self.add_layers
+    }
+
     /// The schema these utilities work on.
     pub fn schema(&self) -> &str {
         &self.schema
@@ -104,7 +108,7 @@ impl WorkerUtils {
     }
 
     /// The operations on this schema, dating jobs without a `run_at` by the chosen clock.
-    fn jobs(&self) -> Jobs<'_> {
+    pub(crate) fn jobs(&self) -> Jobs<'_> {
         Jobs {
             schema: &self.schema,
             default_run_at: self.use_local_time.then(|| self.pool.runtime().now()),

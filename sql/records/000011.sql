@@ -303,8 +303,8 @@ $$;
 -- Run the workflow `retried`'s failed jobs again (rule 6 of core/src/workflow.rs): one whose
 -- graphile_worker job is still there, out of attempts and not locked, is rescheduled with its
 -- attempts at 0; the others are added anew (a callback's batch counted again). The jobs
--- cancelled because of a dependency (never released) wait again, counting what they wait
--- for afresh. Rows: the workflow's state before ('missing' if there is none; a cancelled one
+-- cancelled because of a dependency (never released) wait again, and every waiting job
+-- counts what it waits for afresh. Rows: the workflow's state before ('missing' if there is none; a cancelled one
 -- is left as it is), and the jobs run again and put back to wait. Runs as its owner, as
 -- add_workflow.
 create function :RECORDS.retry_workflow(retried bigint)
@@ -316,6 +316,7 @@ declare
   failed bigint[];
   rescheduled bigint[];
   back bigint[];
+  freed_now bigint[];
 begin
   select workflows.cancelled_at into cancelled_at from :RECORDS.workflows as workflows
   where workflows.id = retried for update;
@@ -327,10 +328,8 @@ begin
     return query select 'cancelled', '{}'::bigint[], '{}'::bigint[];
     return;
   end if;
-  select coalesce(array_agg(jobs.id order by jobs.id) filter (where jobs.state = 'failed'), '{}'),
-    coalesce(array_agg(jobs.id order by jobs.id)
-      filter (where jobs.state = 'cancelled' and jobs.released_at is null), '{}')
-  into failed, back
+  select coalesce(array_agg(jobs.id order by jobs.id) filter (where jobs.state = 'failed'), '{}')
+  into failed
   from (select jobs.id, jobs.state, jobs.released_at from :RECORDS.workflow_jobs as jobs
     where jobs.workflow_id = retried and jobs.state in ('failed', 'cancelled')
     order by jobs.id for update) as jobs;
@@ -354,19 +353,34 @@ begin
   where jobs.id = any(failed) and jobs.id <> all(rescheduled);
   perform :RECORDS.release_workflow_jobs(array(
     select id from unnest(failed) as id where id <> all(rescheduled)));
-  update :RECORDS.workflow_jobs as jobs
-  set state = 'waiting', finished_at = null, last_error = null
-  where jobs.id = any(back);
-  -- Counted once all of them wait again, each seeing the others' new state.
+  -- Those cancelled because of a dependency wait again, unless one they would cancel on
+  -- stays failed or cancelled (they would wait for ever): from the first jobs on, so one
+  -- brought back frees its dependents in the next round.
+  back := '{}';
+  loop
+    with freed as (
+      update :RECORDS.workflow_jobs as jobs
+      set state = 'waiting', finished_at = null, last_error = null
+      where jobs.workflow_id = retried and jobs.state = 'cancelled' and jobs.released_at is null
+        and not (jobs.callback is null and jobs.on_dependency_failure = 'cancel' and exists (
+          select from :RECORDS.workflow_dependencies as dependencies
+          join :RECORDS.workflow_jobs as dependency on dependency.id = dependencies.depends_on
+          where dependencies.job = jobs.id and dependency.state in ('failed', 'cancelled')))
+      returning jobs.id
+    )
+    select coalesce(array_agg(freed.id), '{}') into freed_now from freed;
+    exit when cardinality(freed_now) = 0;
+    back := back || freed_now;
+  end loop;
+  -- Every waiting job counts its dependencies not settled afresh: one run again counts once
+  -- more when it settles again.
   update :RECORDS.workflow_jobs as jobs
   set pending = (
     select count(*) from :RECORDS.workflow_dependencies as dependencies
     join :RECORDS.workflow_jobs as dependency on dependency.id = dependencies.depends_on
-    where dependencies.job = jobs.id
-      and case when jobs.callback is null and jobs.on_dependency_failure = 'cancel'
-        then dependency.state <> 'completed'
-        else dependency.state in ('waiting', 'released') end)
-  where jobs.id = any(back);
+    where dependencies.job = jobs.id and dependency.state in ('waiting', 'released'))
+  where jobs.workflow_id = retried and jobs.state = 'waiting';
+  back := array(select id from unnest(back) as id order by id);
   return query select 'retried', failed, back;
 end
 $$;

@@ -62,6 +62,7 @@ pub struct WorkerOptions<R = ()> {
     queue_depth_interval: Duration,
     extensions: Extensions,
     pub(crate) history: crate::history::HistoryOptions,
+    workflow_resolve_every: Duration,
 }
 
 impl<R: Runtime + Default> Default for WorkerOptions<R> {
@@ -100,6 +101,7 @@ impl<R> WorkerOptions<R> {
             queue_depth_interval: DEFAULT_QUEUE_DEPTH_INTERVAL,
             extensions: Extensions::default(),
             history: Default::default(),
+            workflow_resolve_every: crate::workflows::DEFAULT_RESOLVE_EVERY,
         }
     }
     /// Schedule recurring jobs: crontab text, a crontab file, or typed [`Cron`](cron::Cron) items (see
@@ -114,6 +116,13 @@ impl<R> WorkerOptions<R> {
     /// (`?tz=` or a `CRON_TZ=` line); default UTC. See [`cron::zone`] for the DST rule.
     pub fn with_cron_time_zone(mut self, zone: cron::Tz) -> Self {
         self.cron_zone = Some(zone);
+        self
+    }
+    /// How often this worker settles the workflow jobs that graphile-worker's workers ran
+    /// (default 2 s, at least 100 ms): see [`WorkerUtils::resolve_workflows`]. One pass runs
+    /// at a time across workers.
+    pub fn workflow_resolve_every(mut self, every: Duration) -> Self {
+        self.workflow_resolve_every = every;
         self
     }
     /// Connect with this connection string (`postgres://` URL or key=value settings).
@@ -428,6 +437,7 @@ impl<R> WorkerOptions<R> {
                 metrics,
                 queue_depth_interval: self.queue_depth_interval,
                 history: self.history,
+                workflow_resolve_every: self.workflow_resolve_every,
                 worker_id: config.worker_id.clone().into(),
             }),
             config,

@@ -1,0 +1,191 @@
+//! `WorkerUtils`'s workflow operations (add, cancel, retry, resolve), and the resolver each
+//! worker runs beside its loop.
+
+use super::{AddedWorkflow, Workflow};
+use crate::error::Error;
+use crate::jobs::Cancelled;
+use crate::utils::WorkerUtils;
+use futures::future::{AbortHandle, Abortable, FutureExt};
+use std::time::Duration;
+use tokio_postgres::types::Type;
+use tokio_postgres::GenericClient;
+
+/// The shortest time between resolver passes, whatever the option says.
+const MIN_RESOLVE_EVERY: Duration = Duration::from_millis(100);
+
+/// How often `cancel_workflow` is tried again when PostgreSQL broke a deadlock with it (a
+/// job released the moment the workflow was cancelled, completing at once: see the guide).
+const CANCEL_TRIES: usize = 3;
+
+/// What `cancel_workflow` did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CancelledWorkflow {
+    /// The workflow's id.
+    pub id: i64,
+    /// Jobs cancelled before they were released.
+    pub waiting: u64,
+    /// The released jobs, cancelled as [`WorkerUtils::cancel_jobs`] cancels them: failed at
+    /// once, or a request to the worker running them.
+    pub released: Cancelled,
+}
+
+/// What `retry_workflow` did (names of the workflow's jobs, in the order added).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RetriedWorkflow {
+    /// The workflow's id.
+    pub id: i64,
+    /// Jobs that failed for good, run again.
+    pub rerun: Vec<String>,
+    /// Jobs cancelled because of a dependency, waiting again.
+    pub waiting: Vec<String>,
+}
+
+impl WorkerUtils {
+    /// Add `workflow` in one transaction: its jobs with nothing to wait for are added to
+    /// `graphile_worker` at once (as `add_job` adds them, without a job key), the others
+    /// wait in Formica's schema. Refused with [`Error::Workflow`] (nothing added) when it has
+    /// no jobs, two jobs with one name, a dependency outside the set, a cycle, a job with a
+    /// job key or `unique`, or a callback without dependencies or with a payload that is not
+    /// a JSON object free of the key `"batch"`. Every job passes the add layers
+    /// ([`Self::before_add`]).
+    pub async fn add_workflow(&self, workflow: &Workflow) -> Result<AddedWorkflow, Error> {
+        let client = self.pool().get().await?;
+        self.add_workflow_in(&*client, workflow).await
+    }
+
+    /// [`Self::add_workflow`] through the caller's client or transaction.
+    pub async fn add_workflow_in<C: GenericClient + Sync>(
+        &self,
+        client: &C,
+        workflow: &Workflow,
+    ) -> Result<AddedWorkflow, Error> {
+        workflow.graph()?;
+        let spec = workflow.spec(|job| self.add_layers().apply(job))?;
+        let sql = formica_sql::render(formica_sql::workflows::ADD, self.schema());
+        let name = workflow.name().to_owned();
+        let rows = client.query_typed(&sql, &[(&name, Type::TEXT), (&spec, Type::JSON)]).await?;
+        let id = rows.first().ok_or_else(|| Error::Row("add_workflow returned no row".into()))?.try_get(0)?;
+        let mut released = Vec::with_capacity(rows.len());
+        for row in &rows {
+            released.push((row.try_get(1)?, row.try_get(2)?));
+        }
+        Ok(AddedWorkflow { id, released })
+    }
+
+    /// Cancel workflow `id` with `reason`: nothing of it is released from now on (callbacks
+    /// included), its waiting jobs are cancelled, and its released jobs are cancelled as
+    /// [`Self::cancel_jobs`] does (one not running fails for good with `cancelled: <reason>`,
+    /// a running one is aborted by its Formica worker). A second cancel keeps the first
+    /// reason. [`Error::WorkflowNotFound`] if there is no such workflow.
+    pub async fn cancel_workflow(&self, id: i64, reason: &str) -> Result<CancelledWorkflow, Error> {
+        let mut client = self.pool().get().await?;
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match self.cancel_workflow_once(&mut client, id, reason).await {
+                Err(e) if tries < CANCEL_TRIES && e.sqlstate() == Some("40P01") => continue,
+                done => return done,
+            }
+        }
+    }
+
+    /// One try of `cancel_workflow`, in one transaction. The order avoids waiting for a
+    /// job's row while holding workflow rows a completion waits for: the released jobs
+    /// known now are cancelled first; then the waiting ones, each locked in id order (as
+    /// the settling trigger locks them); then those released meanwhile.
+    async fn cancel_workflow_once(
+        &self,
+        client: &mut tokio_postgres::Client,
+        id: i64,
+        reason: &str,
+    ) -> Result<CancelledWorkflow, Error> {
+        let render = |sql| formica_sql::render(sql, self.schema());
+        let reason_text = reason.to_owned();
+        let tx = client.transaction().await?;
+        let rows = tx
+            .query_typed(
+                &render(formica_sql::workflows::CANCEL),
+                &[(&id, Type::INT8), (&reason_text, Type::TEXT)],
+            )
+            .await?;
+        let Some(row) = rows.first() else { return Err(Error::WorkflowNotFound(id)) };
+        let known: Vec<i64> = row.try_get(0)?;
+        let mut released = self.jobs().cancel(&tx, &known, reason).await?;
+        let waiting: i64 = tx
+            .query_typed(
+                &render(formica_sql::workflows::CANCEL_WAITING),
+                &[(&id, Type::INT8), (&reason_text, Type::TEXT)],
+            )
+            .await?
+            .first()
+            .ok_or_else(|| Error::Row("cancel_waiting returned no row".into()))?
+            .try_get(0)?;
+        let now: Vec<i64> = tx
+            .query_typed(&render(formica_sql::workflows::RELEASED), &[(&id, Type::INT8)])
+            .await?
+            .first()
+            .ok_or_else(|| Error::Row("released returned no row".into()))?
+            .try_get(0)?;
+        let late: Vec<i64> = now.into_iter().filter(|job| !known.contains(job)).collect();
+        if !late.is_empty() {
+            let more = self.jobs().cancel(&tx, &late, reason).await?;
+            released.failed.extend(more.failed);
+            released.recorded.extend(more.recorded);
+        }
+        tx.commit().await?;
+        Ok(CancelledWorkflow { id, waiting: u64::try_from(waiting).unwrap_or(0), released })
+    }
+
+    /// Run workflow `id`'s failed jobs again (rule 6 of `core::workflow`): one whose
+    /// `graphile_worker` job is still there, out of attempts, is rescheduled with its attempts
+    /// at 0, the others are added anew; the jobs cancelled because of a dependency wait
+    /// again (unless a dependency they would cancel on stays cancelled). Refused for a
+    /// cancelled workflow ([`Error::WorkflowCancelled`]) or none ([`Error::WorkflowNotFound`]).
+    pub async fn retry_workflow(&self, id: i64) -> Result<RetriedWorkflow, Error> {
+        let client = self.pool().get().await?;
+        let sql = formica_sql::render(formica_sql::workflows::RETRY, self.schema());
+        let rows = client.query_typed(&sql, &[(&id, Type::INT8)]).await?;
+        let row = rows.first().ok_or_else(|| Error::Row("retry_workflow returned no row".into()))?;
+        let state: String = row.try_get(0)?;
+        match state.as_str() {
+            "missing" => Err(Error::WorkflowNotFound(id)),
+            "cancelled" => Err(Error::WorkflowCancelled(id)),
+            _ => Ok(RetriedWorkflow { id, rerun: row.try_get(1)?, waiting: row.try_get(2)? }),
+        }
+    }
+
+    /// One pass of the resolver: settle the released workflow jobs whose `graphile_worker`
+    /// job settled without a Formica worker's statement saying so (graphile-worker's
+    /// workers, `complete_jobs`, `remove_job`, a delete): a job gone completed, unless
+    /// Formica's history has it failed or cancelled; a job out of attempts failed (or was
+    /// cancelled: its error begins `cancelled: `). Their dependents are released or
+    /// cancelled in the same transaction. Returns the jobs settled (0 when another worker's
+    /// pass was running: it settles them). Each worker runs it every
+    /// [`WorkerOptions::workflow_resolve_every`](crate::WorkerOptions::workflow_resolve_every).
+    pub async fn resolve_workflows(&self) -> Result<u64, Error> {
+        let client = self.pool().get().await?;
+        let sql = formica_sql::render(formica_sql::workflows::RESOLVE, self.schema());
+        let rows = client.query_typed(&sql, &[]).await?;
+        let settled: Option<i64> = rows.first().map(|row| row.try_get(0)).transpose()?.flatten();
+        Ok(settled.map_or(0, |n| u64::try_from(n).unwrap_or(0)))
+    }
+}
+
+/// Run the workflows' resolver of `utils` every `every` beside the worker until aborted.
+pub(crate) fn spawn_resolver(utils: &WorkerUtils, every: Duration) -> AbortHandle {
+    let (handle, registration) = AbortHandle::new_pair();
+    let utils = utils.clone();
+    let runtime = utils.pool().runtime().clone();
+    let resolving = async move {
+        loop {
+            match utils.resolve_workflows().await {
+                Ok(0) => {}
+                Ok(settled) => tracing::debug!(settled, "settled workflow jobs graphile-worker ran"),
+                Err(e) => tracing::warn!(error = %e, "could not resolve workflows; trying again next pass"),
+            }
+            utils.pool().runtime().sleep(every.max(MIN_RESOLVE_EVERY)).await;
+        }
+    };
+    runtime.spawn(Box::pin(Abortable::new(resolving, registration).map(|_| ())));
+    handle
+}
