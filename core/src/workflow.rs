@@ -40,66 +40,33 @@
 //! assert_eq!(progress.workflow_state(), WorkflowState::Failed);
 //! ```
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
-/// What a waiting job does when a job it depends on fails for good or is cancelled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum OnDependencyFailure {
-    /// It is cancelled too (and so are the jobs that wait for it, by their own policies).
-    #[default]
-    Cancel,
-    /// It is still released, once every job it depends on has settled.
-    Release,
+/// `as_str` (the name as stored) and `parse` (the inverse) for a unit enum.
+macro_rules! stored_names {
+    ($type:ident { $($variant:ident => $name:literal),+ }) => {
+        impl $type {
+            /// The name as stored in the records schema (and shown to users).
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($type::$variant => $name),+
+                }
+            }
+
+            /// The value stored as `text`, if it names one.
+            pub fn parse(text: &str) -> Option<Self> {
+                match text {
+                    $($name => Some($type::$variant),)+
+                    _ => None,
+                }
+            }
+        }
+    };
 }
 
-impl OnDependencyFailure {
-    /// The policy as stored in `workflow_jobs.on_dependency_failure`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OnDependencyFailure::Cancel => "cancel",
-            OnDependencyFailure::Release => "release",
-        }
-    }
+mod graph;
 
-    /// The policy stored as `text`, if it is one.
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "cancel" => Some(OnDependencyFailure::Cancel),
-            "release" => Some(OnDependencyFailure::Release),
-            _ => None,
-        }
-    }
-}
-
-/// When a batch callback is released (its payload gets the batch's counts, see
-/// [`Progress::batch_counts`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Callback {
-    /// Once every job it depends on has settled, whatever the outcomes.
-    AllFinished,
-    /// At the first job it depends on that fails for good or is cancelled; or, if none
-    /// does, once all of them completed.
-    FirstFailure,
-}
-
-impl Callback {
-    /// The kind as stored in `workflow_jobs.callback`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Callback::AllFinished => "all_finished",
-            Callback::FirstFailure => "first_failure",
-        }
-    }
-
-    /// The kind stored as `text`, if it is one.
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "all_finished" => Some(Callback::AllFinished),
-            "first_failure" => Some(Callback::FirstFailure),
-            _ => None,
-        }
-    }
-}
+pub use graph::{Callback, Graph, Node, OnDependencyFailure, WorkflowError};
 
 /// Where a job of a workflow is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -116,30 +83,8 @@ pub enum JobState {
     Cancelled,
 }
 
+stored_names!(JobState { Waiting => "waiting", Released => "released", Completed => "completed", Failed => "failed", Cancelled => "cancelled" });
 impl JobState {
-    /// The state as stored in `workflow_jobs.state`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JobState::Waiting => "waiting",
-            JobState::Released => "released",
-            JobState::Completed => "completed",
-            JobState::Failed => "failed",
-            JobState::Cancelled => "cancelled",
-        }
-    }
-
-    /// The state stored as `text`, if it is one.
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "waiting" => Some(JobState::Waiting),
-            "released" => Some(JobState::Released),
-            "completed" => Some(JobState::Completed),
-            "failed" => Some(JobState::Failed),
-            "cancelled" => Some(JobState::Cancelled),
-            _ => None,
-        }
-    }
-
     /// Completed, failed or cancelled: nothing more happens to it (but a retry).
     pub fn is_settled(self) -> bool {
         matches!(self, JobState::Completed | JobState::Failed | JobState::Cancelled)
@@ -181,227 +126,7 @@ pub enum WorkflowState {
     Cancelled,
 }
 
-impl WorkflowState {
-    /// The state as the view `workflow_states` names it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WorkflowState::Running => "running",
-            WorkflowState::Completed => "completed",
-            WorkflowState::Failed => "failed",
-            WorkflowState::Cancelled => "cancelled",
-        }
-    }
-
-    /// The state named `text`, if it is one.
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "running" => Some(WorkflowState::Running),
-            "completed" => Some(WorkflowState::Completed),
-            "failed" => Some(WorkflowState::Failed),
-            "cancelled" => Some(WorkflowState::Cancelled),
-            _ => None,
-        }
-    }
-}
-
-/// One job of a workflow, as added: its name and what it waits for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Node {
-    /// Unique in its workflow.
-    pub name: String,
-    /// Names of jobs of the same workflow it waits for (a name given twice counts once).
-    pub depends_on: Vec<String>,
-    /// What it does when one of them fails for good or is cancelled (callbacks ignore it).
-    pub on_dependency_failure: OnDependencyFailure,
-    /// Set for a batch callback.
-    pub callback: Option<Callback>,
-}
-
-impl Node {
-    /// An ordinary job (policy [`OnDependencyFailure::Cancel`]).
-    pub fn new(name: impl Into<String>, depends_on: impl IntoIterator<Item = impl Into<String>>) -> Self {
-        Node {
-            name: name.into(),
-            depends_on: depends_on.into_iter().map(Into::into).collect(),
-            on_dependency_failure: OnDependencyFailure::Cancel,
-            callback: None,
-        }
-    }
-
-    /// The same node with another dependency-failure policy.
-    pub fn on_dependency_failure(mut self, policy: OnDependencyFailure) -> Self {
-        self.on_dependency_failure = policy;
-        self
-    }
-
-    /// The same node as a batch callback of kind `callback`.
-    pub fn callback(mut self, callback: Callback) -> Self {
-        self.callback = Some(callback);
-        self
-    }
-}
-
-/// Why a workflow was refused at add (nothing of it was added).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum WorkflowError {
-    /// No jobs.
-    #[error("a workflow needs at least one job")]
-    Empty,
-    /// Two jobs share a name.
-    #[error("two jobs of the workflow are named {0:?}: a job's name must be unique in its workflow")]
-    DuplicateName(String),
-    /// A dependency names no job of the workflow.
-    #[error("job {job:?} depends on {dependency:?}, which is not a job of the workflow")]
-    UnknownDependency {
-        /// The job that names it.
-        job: String,
-        /// The name not found.
-        dependency: String,
-    },
-    /// Jobs wait for each other: none of them could ever be released.
-    #[error("jobs {} depend on each other in a cycle ({}), so none of them could ever run", names(.0), cycle(.0))]
-    Cycle(Vec<String>),
-    /// A callback with nothing to call back about.
-    #[error("callback {0:?} depends on no job: a callback needs the jobs whose outcome it reports")]
-    CallbackWithoutDependencies(String),
-    /// A job with a job key (or `unique`), which could replace or remove it behind the
-    /// workflow's back. Checked by the driver, which sees the specs.
-    #[error("job {0:?} has a job key (or is unique): a workflow's jobs cannot have one")]
-    JobKey(String),
-    /// A callback whose payload cannot take the batch's counts. Checked by the driver.
-    #[error(
-        "callback {0:?} needs a JSON object payload without a key \"batch\" (the batch's counts go there)"
-    )]
-    CallbackPayload(String),
-}
-
-fn names(cycle: &[String]) -> String {
-    let quoted: Vec<String> = cycle.iter().map(|name| format!("{name:?}")).collect();
-    quoted.join(", ")
-}
-
-fn cycle(cycle: &[String]) -> String {
-    let steps: Vec<String> = (0..cycle.len())
-        .map(|i| format!("{:?} depends on {:?}", cycle[i], cycle[(i + 1) % cycle.len()]))
-        .collect();
-    steps.join(", ")
-}
-
-/// A workflow's validated shape: its jobs by index (the order given), each one's
-/// dependencies and dependents by index, in index order and without repeats.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Graph {
-    nodes: Vec<Node>,
-    dependencies: Vec<Vec<usize>>,
-    dependents: Vec<Vec<usize>>,
-    index: BTreeMap<String, usize>,
-}
-
-impl Graph {
-    /// Validates `nodes` (rule 7's graph part): at least one, names unique, dependencies
-    /// among them, no cycle, every callback depending on something. The first problem
-    /// found, in that order, is the error.
-    pub fn new(nodes: Vec<Node>) -> Result<Graph, WorkflowError> {
-        if nodes.is_empty() {
-            return Err(WorkflowError::Empty);
-        }
-        let mut index = BTreeMap::new();
-        for (i, node) in nodes.iter().enumerate() {
-            if index.insert(node.name.clone(), i).is_some() {
-                return Err(WorkflowError::DuplicateName(node.name.clone()));
-            }
-        }
-        let mut dependencies = Vec::with_capacity(nodes.len());
-        for node in &nodes {
-            let mut of_node = Vec::with_capacity(node.depends_on.len());
-            for dependency in &node.depends_on {
-                let Some(&d) = index.get(dependency) else {
-                    return Err(WorkflowError::UnknownDependency {
-                        job: node.name.clone(),
-                        dependency: dependency.clone(),
-                    });
-                };
-                of_node.push(d);
-            }
-            of_node.sort_unstable();
-            of_node.dedup();
-            dependencies.push(of_node);
-        }
-        if let Some(node) = nodes.iter().find(|n| n.callback.is_some() && n.depends_on.is_empty()) {
-            return Err(WorkflowError::CallbackWithoutDependencies(node.name.clone()));
-        }
-        let mut dependents = vec![Vec::new(); nodes.len()];
-        for (job, of_job) in dependencies.iter().enumerate() {
-            for &d in of_job {
-                dependents[d].push(job);
-            }
-        }
-        if let Some(jobs) = find_cycle(&dependencies, &dependents) {
-            return Err(WorkflowError::Cycle(jobs.into_iter().map(|i| nodes[i].name.clone()).collect()));
-        }
-        Ok(Graph { nodes, dependencies, dependents, index })
-    }
-
-    /// The jobs, in the order given.
-    pub fn nodes(&self) -> &[Node] {
-        &self.nodes
-    }
-
-    /// How many jobs.
-    pub fn len(&self) -> usize {
-        self.nodes.len()
-    }
-
-    /// Never: a graph has at least one job (here for clippy's `len_without_is_empty`).
-    pub fn is_empty(&self) -> bool {
-        self.nodes.is_empty()
-    }
-
-    /// The jobs job `i` waits for.
-    pub fn dependencies(&self, i: usize) -> &[usize] {
-        &self.dependencies[i]
-    }
-
-    /// The jobs that wait for job `i`.
-    pub fn dependents(&self, i: usize) -> &[usize] {
-        &self.dependents[i]
-    }
-
-    /// The index of the job named `name`.
-    pub fn index(&self, name: &str) -> Option<usize> {
-        self.index.get(name).copied()
-    }
-}
-
-/// A cycle of `dependencies`, as jobs each depending on the next (and the last on the
-/// first), starting at its lowest index; none if the graph is acyclic.
-fn find_cycle(dependencies: &[Vec<usize>], dependents: &[Vec<usize>]) -> Option<Vec<usize>> {
-    // Kahn: peel off jobs whose dependencies are all peeled; what remains waits on a cycle.
-    let mut unmet: Vec<usize> = dependencies.iter().map(Vec::len).collect();
-    let mut ready: Vec<usize> = (0..unmet.len()).filter(|&i| unmet[i] == 0).collect();
-    while let Some(i) = ready.pop() {
-        for &d in &dependents[i] {
-            unmet[d] -= 1;
-            if unmet[d] == 0 {
-                ready.push(d);
-            }
-        }
-    }
-    // Every remaining job has a remaining dependency: following them must loop.
-    let start = (0..unmet.len()).find(|&i| unmet[i] > 0)?;
-    let mut seen_at = vec![None; unmet.len()];
-    let mut path = Vec::new();
-    let mut job = start;
-    while seen_at[job].is_none() {
-        seen_at[job] = Some(path.len());
-        path.push(job);
-        job = *dependencies[job].iter().find(|&&d| unmet[d] > 0)?;
-    }
-    let mut cycle = path.split_off(seen_at[job]?);
-    let lowest = (0..cycle.len()).min_by_key(|&k| cycle[k])?;
-    cycle.rotate_left(lowest);
-    Some(cycle)
-}
+stored_names!(WorkflowState { Running => "running", Completed => "completed", Failed => "failed", Cancelled => "cancelled" });
 
 /// What settling a job did to other jobs, in the order it happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -548,7 +273,7 @@ impl Progress {
         }
         // A job is decided after its dependencies: in topological order.
         let mut back = Vec::new();
-        for i in topological_order(graph) {
+        for i in graph.topological_order() {
             let node = &graph.nodes()[i];
             if self.causes[i] != Cause::Dependency || self.states[i] != JobState::Cancelled {
                 continue;
@@ -623,23 +348,6 @@ impl Progress {
         }
         counts
     }
-}
-
-/// The jobs of `graph`, each after all it depends on (lowest index first among the ready).
-fn topological_order(graph: &Graph) -> Vec<usize> {
-    let mut unmet: Vec<usize> = (0..graph.len()).map(|i| graph.dependencies(i).len()).collect();
-    let mut ready: std::collections::BTreeSet<usize> = (0..graph.len()).filter(|&i| unmet[i] == 0).collect();
-    let mut order = Vec::with_capacity(graph.len());
-    while let Some(i) = ready.pop_first() {
-        order.push(i);
-        for &d in graph.dependents(i) {
-            unmet[d] -= 1;
-            if unmet[d] == 0 {
-                ready.insert(d);
-            }
-        }
-    }
-    order
 }
 
 #[cfg(test)]
@@ -912,7 +620,11 @@ mod tests {
         assert_eq!(p.settle(&g, 2, Outcome::Cancelled), vec![]);
         assert_eq!(p.cancel(), Vec::<usize>::new(), "a second cancel changes nothing");
         assert_eq!(p.workflow_state(), WorkflowState::Cancelled);
-        assert_eq!(p.retry(&g), (Vec::<usize>::new(), Vec::<usize>::new()), "a cancelled workflow is not retried");
+        assert_eq!(
+            p.retry(&g),
+            (Vec::<usize>::new(), Vec::<usize>::new()),
+            "a cancelled workflow is not retried"
+        );
         assert_eq!(states(&p), vec![Done, Done, C, C]);
     }
 

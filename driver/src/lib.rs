@@ -124,7 +124,7 @@ pub use utils::{
 pub use worker::{CronSource, FlagsFn, Hook, Worker, WorkerHandle, WorkerOptions};
 // `workflows::BatchResult` keeps its path: `BatchResult` here is the batch task handler's.
 pub use workflows::{
-    AddedWorkflow, Callback, CancelledWorkflow, OnDependencyFailure, RetriedWorkflow, Workflow, WorkflowError,
-    WorkflowJob,
+    AddedWorkflow, Callback, CancelledWorkflow, OnDependencyFailure, RetriedWorkflow, Workflow,
+    WorkflowError, WorkflowJob,
 };
 pub use {chrono, formica_sql as sql, serde_json, tokio_postgres};

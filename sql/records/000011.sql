@@ -101,21 +101,66 @@ set search_path = pg_catalog, pg_temp as $$
 $$;
 
 -- Release the waiting jobs `ids` (rows this transaction has locked) of workflows not
--- cancelled: each is added by graphile-worker's own add_job, without a job key, and
--- remembers its job id. A callback's payload gets its "batch".
+-- cancelled: all are added in one call of graphile-worker's own add_jobs (an add_job each
+-- would cost about a millisecond a job), without a job key, and each remembers its job id. A
+-- callback's payload gets its "batch". add_jobs's rows are matched to the jobs by what they
+-- hold (jobs that hold the same are interchangeable), in id order among equals.
 create function :RECORDS.release_workflow_jobs(ids bigint[]) returns void language plpgsql
 set search_path = pg_catalog, pg_temp as $$
 #variable_conflict use_column
+declare
+  owners bigint[];
+  specs :SCHEMA.job_spec[];
+  added :SCHEMA._private_jobs[];
+  released bigint;
 begin
+  select array_agg(jobs.id order by jobs.id), array_agg(row(jobs.task_identifier,
+      case when jobs.callback is null then jobs.payload
+        else (jobs.payload::jsonb || jsonb_build_object('batch', :RECORDS.workflow_batch(jobs.id)))::json end,
+      jobs.queue_name, jobs.run_at, jobs.max_attempts, null, jobs.priority, jobs.flags):: :SCHEMA.job_spec
+      order by jobs.id)
+  into owners, specs
+  from :RECORDS.workflow_jobs as jobs
+  join :RECORDS.workflows as workflows on workflows.id = jobs.workflow_id
+  where jobs.id = any(ids) and jobs.state = 'waiting' and workflows.cancelled_at is null;
+  if owners is null then
+    return;
+  end if;
+  select array_agg(job) into added from :SCHEMA.add_jobs(specs) as job;
+  -- A statement of its own: it sees the tasks and queues add_jobs registered.
+  with wanted as (
+    select owners[spec.n] as id, jsonb_build_array(spec.identifier, spec.payload::text,
+        spec.queue_name, coalesce(spec.run_at, now()), coalesce(spec.max_attempts, 25),
+        coalesce(spec.priority, 0),
+        (select jsonb_object_agg(flag, true) from unnest(spec.flags) as flag)) as holds
+    from unnest(specs) with ordinality as spec (identifier, payload, queue_name, run_at,
+      max_attempts, job_key, priority, flags, n)
+  ),
+  got as (
+    select job.id, jsonb_build_array(tasks.identifier, job.payload::text, job_queues.queue_name,
+        job.run_at, job.max_attempts, job.priority, job.flags) as holds
+    from unnest(added) as job
+    join :SCHEMA._private_tasks as tasks on tasks.id = job.task_id
+    left join :SCHEMA._private_job_queues as job_queues on job_queues.id = job.job_queue_id
+  ),
+  -- Both sorted by what they hold, then by id, pair up one to one.
+  matched as (
+    select * from unnest(
+      array(select wanted.id from wanted order by wanted.holds::text, wanted.id),
+      array(select wanted.holds from wanted order by wanted.holds::text, wanted.id),
+      array(select got.id from got order by got.holds::text, got.id),
+      array(select got.holds from got order by got.holds::text, got.id)
+    ) as matched (id, wanted, job_id, got)
+  )
   update :RECORDS.workflow_jobs as jobs
-  set state = 'released', released_at = now(), job_id = (:SCHEMA.add_job(
-    jobs.task_identifier,
-    case when jobs.callback is null then jobs.payload
-      else (jobs.payload::jsonb || jsonb_build_object('batch', :RECORDS.workflow_batch(jobs.id)))::json end,
-    jobs.queue_name, jobs.run_at, jobs.max_attempts, null, jobs.priority, jobs.flags)).id
-  from :RECORDS.workflows as workflows
-  where jobs.id = any(ids) and jobs.state = 'waiting'
-    and workflows.id = jobs.workflow_id and workflows.cancelled_at is null;
+  set state = 'released', released_at = now(), job_id = matched.job_id
+  from matched
+  where jobs.id = matched.id and matched.wanted = matched.got;
+  get diagnostics released = row_count;
+  if released <> cardinality(owners) then
+    raise exception 'add_jobs added % jobs for the % workflow jobs released', cardinality(added),
+      cardinality(owners);
+  end if;
 end
 $$;
 
@@ -150,9 +195,11 @@ begin
   for update;
   loop
     with hits as (
+      -- By the index (depends_on first), whatever the plan guesses of the arrays' sizes.
       select dependencies.job as id, count(*)::int as n, bool_or(wave.outcome <> 'completed') as bad
-      from unnest(settled, outcomes) as wave (id, outcome)
-      join :RECORDS.workflow_dependencies as dependencies on dependencies.depends_on = wave.id
+      from :RECORDS.workflow_dependencies as dependencies
+      join unnest(settled, outcomes) as wave (id, outcome) on wave.id = dependencies.depends_on
+      where dependencies.depends_on = any(settled)
       group by dependencies.job
     ),
     changed as (
@@ -214,12 +261,10 @@ execute function :RECORDS.workflow_jobs_settled();
 -- beforehand: core/src/workflow.rs's Graph), each an object with the columns of
 -- workflow_jobs it sets and "depends_on", the names of the jobs it waits for. Those with
 -- nothing to wait for are released at once. Rows: the workflow's id, with each job released
--- (its name and graphile_worker job id). Runs as its owner (the migrating role), as the
--- workflows' ids come from sequences a worker role with the deploying guide's grants may not
--- use.
+-- (its name and graphile_worker job id).
 create function :RECORDS.add_workflow(workflow_name text, spec json)
 returns table (workflow_id bigint, name text, job_id bigint) language plpgsql
-security definer set search_path = pg_catalog, pg_temp as $$
+set search_path = pg_catalog, pg_temp as $$
 #variable_conflict use_column
 declare
   added bigint;
@@ -280,7 +325,8 @@ begin
     left join :SCHEMA._private_jobs as live on live.id = jobs.job_id
     left join lateral (
       select history.outcome, history.last_error from :RECORDS.job_history as history
-      where history.job_id = jobs.job_id and live.id is null
+      -- Since its release: a job run again by retry_workflow keeps its id.
+      where history.job_id = jobs.job_id and live.id is null and history.finished_at >= jobs.released_at
       order by history.finished_at desc limit 1
     ) as recorded on true
     where jobs.state = 'released'
@@ -304,12 +350,11 @@ $$;
 -- graphile_worker job is still there, out of attempts and not locked, is rescheduled with its
 -- attempts at 0; the others are added anew (a callback's batch counted again). The jobs
 -- cancelled because of a dependency (never released) wait again, and every waiting job
--- counts what it waits for afresh. Rows: the workflow's state before ('missing' if there is none; a cancelled one
--- is left as it is), and the jobs run again and put back to wait. Runs as its owner, as
--- add_workflow.
+-- counts what it waits for afresh. Rows: the workflow's state before ('missing' if there is
+-- none; a cancelled one is left as it is), and the jobs run again and put back to wait.
 create function :RECORDS.retry_workflow(retried bigint)
 returns table (state text, rerun bigint[], rewaiting bigint[]) language plpgsql
-security definer set search_path = pg_catalog, pg_temp as $$
+set search_path = pg_catalog, pg_temp as $$
 #variable_conflict use_column
 declare
   cancelled_at timestamptz;

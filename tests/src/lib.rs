@@ -52,6 +52,11 @@ pub struct UniqueJobsDoctests;
 #[doc = include_str!("../../docs/guide/flow-control.md")]
 pub struct FlowControlDoctests;
 
+/// `docs/guide/workflows.md`'s blocks (see `ReadmeDoctests`).
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/guide/workflows.md")]
+pub struct WorkflowsDoctests;
+
 pub mod certs;
 pub mod cluster;
 pub mod dashboard;

@@ -43,6 +43,9 @@ impl Db {
                 }
             }
         }
+        for (id, _) in out.iter().filter(|(_, o)| *o == CancelOutcome::Failed) {
+            self.settle_if_failed_for_good(*id);
+        }
         if out.iter().any(|(_, o)| *o != CancelOutcome::Failed) {
             self.notifications.push(Notification { channel: CANCEL.into(), payload: String::new() });
         }

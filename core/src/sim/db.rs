@@ -69,6 +69,8 @@ pub struct Db {
     pub(super) limits: BTreeMap<String, Limit>,
     /// `formica_<schema>.rate_starts`: (task, partition, started_at).
     pub(super) rate_starts: Vec<(String, String, Timestamp)>,
+    /// `formica_<schema>.workflows` and their jobs (see `workflow_rows.rs`).
+    pub(super) workflows: super::workflow_rows::Workflows,
 }
 
 pub(super) fn constraint(name: &str) -> DbError {
@@ -97,6 +99,7 @@ impl Db {
             caps: BTreeMap::new(),
             limits: BTreeMap::new(),
             rate_starts: Vec::new(),
+            workflows: Default::default(),
         }
     }
 

@@ -50,6 +50,21 @@
 //!   polling; a clock jump moves the wall clock that the database and the workers read (a
 //!   worker's clock, like the driver's, never goes back).
 //!
+//! - Workflows ([`World::add_workflow`], records migration 11): a workflow's jobs wait
+//!   beside the jobs table and [`crate::workflow`]'s rules (the same code the differential
+//!   test `tests/tests/workflow_differential.rs` holds the SQL to) decide what is released.
+//!   A worker's completion, a failure that leaves no attempt and `cancel_jobs` failing a job
+//!   settle its workflow job in the same statement, which adds the dependents it releases
+//!   (a callback with its batch's counts; outputs are not kept, so `batch.outputs` is
+//!   empty); a job that leaves the jobs table any other way (graphile-worker's workers, its
+//!   `complete_jobs` or `remove_job`: counted as completed) or is failed for good by the
+//!   recovery is settled by the resolver's pass, [`Db::resolve_workflows`], which runs when
+//!   the test calls it, not on a timer. [`Db::cancel_workflow`] and [`Db::retry_workflow`]
+//!   apply rules 4 and 6; the log of every job added for a workflow job ([`Db::releases`])
+//!   is what a test judges releases by (`core/tests/workflow_sim.rs`). The workflow tables
+//!   themselves are not in `differential.rs`'s comparison: the rules are shared code, their
+//!   bookkeeping here is the sim's own.
+//!
 //! Not modelled:
 //!
 //! - Real task durations and CPU: a task takes what the script says, and the machine's
@@ -103,12 +118,15 @@ mod schedules;
 mod statements;
 #[cfg(feature = "proptest")]
 pub mod strategies;
+mod workflow;
+mod workflow_rows;
 mod world;
 
 pub use crate::rng::SplitMix;
 pub use cancel::CancelOutcome;
 pub use db::{Db, Notification, Queue};
 pub use faults::{App, Fault, Op};
+pub use workflow_rows::{Release, SimWorkflow, WorkflowJob};
 pub use world::World;
 
 use crate::job::Job;

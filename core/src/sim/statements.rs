@@ -11,6 +11,7 @@ use crate::job::RawJob;
 use crate::protocol::{Failure, Fenced, QueryResult, Snooze, Statement};
 use crate::time::Timestamp;
 use crate::worker::STALE_LOCK_AGE;
+use crate::workflow::Outcome;
 use chrono::Duration;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -134,6 +135,7 @@ impl Db {
                 for id in mine {
                     if let Some(job) = self.jobs.remove(&id) {
                         self.release_queue(job.job_queue_id, worker_id);
+                        self.settle_workflow_job(id, Outcome::Completed);
                     }
                 }
                 written(fenced)
@@ -159,6 +161,7 @@ impl Db {
                     job.locked_by = None;
                     let queue = job.job_queue_id;
                     self.release_queue(queue, worker_id);
+                    self.settle_if_failed_for_good(*job_id);
                 }
                 written(fenced)
             }

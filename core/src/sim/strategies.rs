@@ -1,6 +1,6 @@
 //! [proptest](https://docs.rs/proptest) strategies for testing scheduling in a [`World`]
-//! (feature `proptest`): job specs within graphile-worker's limits, crontab items, and
-//! fault schedules mixed with an application's own events.
+//! (feature `proptest`): job specs within graphile-worker's limits, crontab items, random
+//! workflows' graphs, and fault schedules mixed with an application's own events.
 //!
 //! Everything generated is valid: a spec passes [`JobSpec::validate`] and the schema's
 //! checks, an item is one [`Cron`] builds (so a crontab line would parse to it), a fault
@@ -231,4 +231,47 @@ pub fn ops<E: Clone + fmt::Debug>(
         4 => prop_oneof![0..2_000u32, 0..600_000u32].prop_map(Op::Wait),
     ];
     prop::collection::vec(op, len)
+}
+
+/// The graph of a random workflow of about `jobs` jobs, named `j0`, `j1`, ...: a random DAG
+/// (each job depends on up to three earlier ones), a diamond, or a fan-out/fan-in of up to
+/// 40 jobs between one first and one last job. Each job is independently an ordinary job
+/// with policy cancel (most), one with policy release, or a callback of either kind (a job
+/// without dependencies stays ordinary); a graph always passes
+/// [`Graph::new`](crate::workflow::Graph::new).
+pub fn workflow_nodes(jobs: Range<usize>) -> impl Strategy<Value = Vec<crate::workflow::Node>> {
+    let random = jobs.prop_flat_map(|n| {
+        (0..n)
+            .map(|i| prop::sample::subsequence((0..i).collect::<Vec<_>>(), 0..=i.min(3)))
+            .collect::<Vec<_>>()
+    });
+    let diamond = Just(vec![vec![], vec![0], vec![0], vec![1, 2]]);
+    let fan = (2..=40usize).prop_map(|width| {
+        let mut deps: Vec<Vec<usize>> = vec![vec![]];
+        deps.extend((0..width).map(|_| vec![0]));
+        deps.push((1..=width).collect());
+        deps
+    });
+    prop_oneof![3 => random, 1 => diamond, 1 => fan]
+        .prop_flat_map(|deps| {
+            let kinds = prop::collection::vec(0..8u8, deps.len());
+            (Just(deps), kinds)
+        })
+        .prop_map(|(deps, kinds)| {
+            use crate::workflow::{Callback, Node, OnDependencyFailure};
+            deps.into_iter()
+                .zip(kinds)
+                .enumerate()
+                .map(|(i, (deps, kind))| {
+                    let node = Node::new(format!("j{i}"), deps.iter().map(|d| format!("j{d}")));
+                    match kind {
+                        _ if deps.is_empty() => node,
+                        5 => node.on_dependency_failure(OnDependencyFailure::Release),
+                        6 => node.callback(Callback::AllFinished),
+                        7 => node.callback(Callback::FirstFailure),
+                        _ => node,
+                    }
+                })
+                .collect()
+        })
 }

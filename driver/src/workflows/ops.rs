@@ -1,7 +1,7 @@
 //! `WorkerUtils`'s workflow operations (add, cancel, retry, resolve), and the resolver each
 //! worker runs beside its loop.
 
-use super::{AddedWorkflow, Workflow};
+use super::build::{AddedWorkflow, Workflow};
 use crate::error::Error;
 use crate::jobs::Cancelled;
 use crate::utils::WorkerUtils;

@@ -1,0 +1,136 @@
+//! The workflow tables of the simulated database (records migration 11's
+//! `workflows`, `workflow_jobs` and `workflow_dependencies`, by workflow): what
+//! `workflow.rs`'s statements read and write.
+
+use crate::job::RawJob;
+use crate::time::Timestamp;
+use crate::workflow::{Callback, Graph, JobState, Node, OnDependencyFailure, Progress, WorkflowState};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+/// One job of a workflow to add: its place in the graph and the job it becomes when released.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkflowJob {
+    /// Its name, dependencies, policy and callback kind.
+    pub node: Node,
+    /// The job added to the jobs table when it is released (no job key).
+    pub job: RawJob,
+}
+
+impl WorkflowJob {
+    /// Job `name`, added as `job` once everything in `depends_on` completed.
+    pub fn new(
+        name: impl Into<String>,
+        depends_on: impl IntoIterator<Item = impl Into<String>>,
+        job: RawJob,
+    ) -> Self {
+        WorkflowJob { node: Node::new(name, depends_on), job }
+    }
+
+    /// The same job with another dependency-failure policy.
+    pub fn on_dependency_failure(mut self, policy: OnDependencyFailure) -> Self {
+        self.node = self.node.on_dependency_failure(policy);
+        self
+    }
+
+    /// The same job as a batch callback of kind `callback`.
+    pub fn callback(mut self, callback: Callback) -> Self {
+        self.node = self.node.callback(callback);
+        self
+    }
+}
+
+/// A workflow's rows: the workflow, and each job's state and graphile_worker job.
+#[derive(Debug, Clone)]
+pub struct SimWorkflow {
+    pub(super) id: i64,
+    pub(super) name: String,
+    pub(super) graph: Graph,
+    pub(super) progress: Progress,
+    pub(super) jobs: Vec<RawJob>,
+    pub(super) job_ids: Vec<Option<i64>>,
+    pub(super) cancel_reason: Option<String>,
+}
+
+impl SimWorkflow {
+    /// Its id.
+    pub fn id(&self) -> i64 {
+        self.id
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its jobs' graph (their indexes are those of the jobs as added).
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// The state of each of its jobs.
+    pub fn progress(&self) -> &Progress {
+        &self.progress
+    }
+
+    /// The state of job `i`.
+    pub fn state(&self, i: usize) -> JobState {
+        self.progress.state(i)
+    }
+
+    /// The workflow's state (the view `workflow_states`).
+    pub fn workflow_state(&self) -> WorkflowState {
+        self.progress.workflow_state()
+    }
+
+    /// The jobs table's job of job `i` since it was (last) released.
+    pub fn job_id(&self, i: usize) -> Option<i64> {
+        self.job_ids[i]
+    }
+
+    /// The reason `cancel_workflow` was given, once it ran.
+    pub fn cancel_reason(&self) -> Option<&str> {
+        self.cancel_reason.as_deref()
+    }
+
+    /// The job job `i` becomes when released (a callback's with its batch's counts).
+    pub(super) fn release_job(&self, i: usize) -> RawJob {
+        let mut job = self.jobs[i].clone();
+        if self.graph.nodes()[i].callback.is_some() {
+            let counts = self.progress.batch_counts(&self.graph, i);
+            if let Value::Object(payload) = &mut job.payload {
+                let batch = json!({
+                    "completed": counts.completed,
+                    "failed": counts.failed,
+                    "cancelled": counts.cancelled,
+                    "unfinished": counts.unfinished,
+                    "outputs": {},
+                });
+                payload.insert("batch".into(), batch);
+            }
+        }
+        job
+    }
+}
+
+/// A job added to the jobs table for a workflow job (at add, on release, or by a retry).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Release {
+    /// The workflow.
+    pub workflow: i64,
+    /// The job's index in it.
+    pub job: usize,
+    /// The jobs table's job.
+    pub job_id: i64,
+    /// The database clock then.
+    pub at: Timestamp,
+}
+
+/// The workflow tables.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Workflows {
+    pub(super) by_id: BTreeMap<i64, SimWorkflow>,
+    /// The released jobs by their job's id (the index `workflow_jobs_released`).
+    pub(super) released: BTreeMap<i64, (i64, usize)>,
+    pub(super) releases: Vec<Release>,
+}

@@ -1,0 +1,201 @@
+//! What an application builds a workflow from, and what it gets back.
+
+use crate::error::Error;
+use formica_core::job::{JobSpec, RawJob, Task};
+use formica_core::workflow::{Callback, Graph, Node, OnDependencyFailure, WorkflowError};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// One job of a [`Workflow`]: a job to add (task, payload, [`JobSpec`]) with a name unique
+/// in its workflow, what it waits for, and what a failure of those does to it.
+#[derive(Debug, Clone)]
+pub struct WorkflowJob {
+    name: String,
+    job: RawJob,
+    policy_max_attempts: Option<i16>,
+    depends_on: Vec<String>,
+    on_dependency_failure: OnDependencyFailure,
+    callback: Option<Callback>,
+}
+
+impl WorkflowJob {
+    /// A job of task `T` with `payload`, named `name` in its workflow.
+    pub fn new<T: Task + Serialize>(name: impl Into<String>, payload: &T) -> Result<Self, Error> {
+        let mut job = Self::raw(name, T::IDENTIFIER, serde_json::to_value(payload)?);
+        job.policy_max_attempts = T::POLICY.max_attempts;
+        job.job.spec = job.job.spec.with_policy(&T::POLICY);
+        Ok(job)
+    }
+
+    /// A job of the task named `identifier`, named `name` in its workflow.
+    pub fn raw(name: impl Into<String>, identifier: impl Into<String>, payload: Value) -> Self {
+        WorkflowJob {
+            name: name.into(),
+            job: RawJob::new(identifier.into(), payload, JobSpec::default()),
+            policy_max_attempts: None,
+            depends_on: Vec::new(),
+            on_dependency_failure: OnDependencyFailure::Cancel,
+            callback: None,
+        }
+    }
+
+    /// Queue, run time, attempts, priority and flags of the job (a job key or `unique` is
+    /// refused: another add could replace or remove the job behind the workflow's back).
+    pub fn spec(mut self, spec: JobSpec) -> Self {
+        self.job.spec = spec;
+        self.job.spec.max_attempts = self.job.spec.max_attempts.or(self.policy_max_attempts);
+        self
+    }
+
+    /// Wait for these jobs of the workflow (by name) to settle; may be called again to add
+    /// more.
+    pub fn depends_on(mut self, names: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.depends_on.extend(names.into_iter().map(Into::into));
+        self
+    }
+
+    /// What a dependency failing for good or cancelled does to this job: cancel it (the
+    /// default) or release it anyway once all it depends on has settled.
+    pub fn on_dependency_failure(mut self, policy: OnDependencyFailure) -> Self {
+        self.on_dependency_failure = policy;
+        self
+    }
+
+    /// Make this job a batch callback: released when all it depends on has settled
+    /// ([`Callback::AllFinished`]) or at the first of them not completed
+    /// ([`Callback::FirstFailure`]), its payload (a JSON object) given the key `"batch"`: a
+    /// [`BatchResult`].
+    pub fn callback(mut self, when: Callback) -> Self {
+        self.callback = Some(when);
+        self
+    }
+
+    /// Its name in the workflow.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// A set of jobs to add together, each naming those of the set it waits for (any DAG).
+#[derive(Debug, Clone)]
+pub struct Workflow {
+    name: String,
+    jobs: Vec<WorkflowJob>,
+}
+
+impl Workflow {
+    /// An empty workflow named `name` (names need not be unique: ids tell workflows apart).
+    pub fn new(name: impl Into<String>) -> Self {
+        Workflow { name: name.into(), jobs: Vec::new() }
+    }
+
+    /// Add `job` to the workflow.
+    pub fn job(mut self, job: WorkflowJob) -> Self {
+        self.jobs.push(job);
+        self
+    }
+
+    /// A batch: `jobs`, and `callback` made to depend on every one of them, released `when`
+    /// they all finished or at the first failure.
+    pub fn batch(
+        name: impl Into<String>,
+        jobs: Vec<WorkflowJob>,
+        callback: WorkflowJob,
+        when: Callback,
+    ) -> Self {
+        let names: Vec<String> = jobs.iter().map(|job| job.name.clone()).collect();
+        let mut workflow = Workflow { name: name.into(), jobs };
+        workflow.jobs.push(callback.depends_on(names).callback(when));
+        workflow
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its jobs, in the order added.
+    pub fn jobs(&self) -> &[WorkflowJob] {
+        &self.jobs
+    }
+
+    /// Its graph, validated (rule 7 of `core::workflow`): every refusal comes from here,
+    /// before anything is sent.
+    pub fn graph(&self) -> Result<Graph, WorkflowError> {
+        let nodes = self.jobs.iter().map(|job| {
+            let node = Node::new(job.name.clone(), job.depends_on.iter().cloned())
+                .on_dependency_failure(job.on_dependency_failure);
+            match job.callback {
+                Some(when) => node.callback(when),
+                None => node,
+            }
+        });
+        let graph = Graph::new(nodes.collect())?;
+        for job in &self.jobs {
+            if job.job.spec.job_key.is_some() || job.job.spec.unique.is_some() {
+                return Err(WorkflowError::JobKey(job.name.clone()));
+            }
+            let takes_batch = job.job.payload.as_object().is_some_and(|object| !object.contains_key("batch"));
+            if job.callback.is_some() && !takes_batch {
+                return Err(WorkflowError::CallbackPayload(job.name.clone()));
+            }
+        }
+        Ok(graph)
+    }
+
+    /// The jobs as `add_workflow` in records migration 11 reads them, each through the add
+    /// layers `apply` and checked as any job added.
+    pub(crate) fn spec(&self, apply: impl Fn(RawJob) -> Result<RawJob, Error>) -> Result<Value, Error> {
+        let mut jobs = Vec::with_capacity(self.jobs.len());
+        for job in &self.jobs {
+            let raw = apply(job.job.clone())?;
+            if raw.spec.job_key.is_some() || raw.spec.unique.is_some() {
+                return Err(WorkflowError::JobKey(job.name.clone()).into());
+            }
+            raw.spec.validate(&raw.identifier)?;
+            jobs.push(serde_json::json!({
+                "name": job.name,
+                "task_identifier": raw.identifier,
+                "payload": raw.payload,
+                "queue_name": raw.spec.queue_name,
+                "run_at": raw.spec.run_at,
+                "max_attempts": raw.spec.max_attempts,
+                "priority": raw.spec.priority,
+                "flags": raw.spec.flags,
+                "on_dependency_failure": job.on_dependency_failure.as_str(),
+                "callback": job.callback.map(Callback::as_str),
+                "depends_on": job.depends_on,
+            }));
+        }
+        Ok(Value::Array(jobs))
+    }
+}
+
+/// A workflow added: its id, and the jobs released at once (name, `graphile_worker` job id).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AddedWorkflow {
+    /// The workflow's id (`workflows.id` in Formica's schema).
+    pub id: i64,
+    /// The jobs with nothing to wait for, added to `graphile_worker` with the workflow.
+    pub released: Vec<(String, i64)>,
+}
+
+/// What a batch callback's payload holds under `"batch"`: how the jobs it depends on
+/// settled, and the outputs kept of those that have one (a Formica worker writing history
+/// keeps what a handler returned). Read it with a field `batch: BatchResult` in the
+/// callback's payload type.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct BatchResult {
+    /// Completed.
+    pub completed: i64,
+    /// Failed for good.
+    pub failed: i64,
+    /// Cancelled (by a dependency, Formica's cancel or `cancel_workflow`).
+    pub cancelled: i64,
+    /// Not settled yet (only a `first_failure` callback sees some).
+    pub unfinished: i64,
+    /// Each job's output, by its name in the workflow, for those that have one.
+    #[serde(default)]
+    pub outputs: BTreeMap<String, Value>,
+}
