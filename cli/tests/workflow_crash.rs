@@ -231,7 +231,10 @@ async fn diamonds_and_a_200_wide_fan_in_run_each_job_once_after_its_dependencies
     assert_eq!(jobs.len(), DIAMONDS * 4 + FAN + 2, "every job is there");
     // The attempt that completed each graphile_worker job, from history.
     let completed_attempt: BTreeMap<i64, Vec<i16>> = client
-        .query("select job_id, attempts from formica_graphile_worker.job_history where outcome = 'completed'", &[])
+        .query(
+            "select job_id, attempts from formica_graphile_worker.job_history where outcome = 'completed'",
+            &[],
+        )
         .await
         .unwrap()
         .iter()

@@ -21,7 +21,8 @@ pub fn node_url(db: &TestDb) -> String {
 
 /// graphile-worker's CLI (`FORMICA_GRAPHILE_WORKER`).
 pub fn cli() -> String {
-    std::env::var("FORMICA_GRAPHILE_WORKER").expect("FORMICA_GRAPHILE_WORKER is not set: run scripts/compat-graphile-worker")
+    std::env::var("FORMICA_GRAPHILE_WORKER")
+        .expect("FORMICA_GRAPHILE_WORKER is not set: run scripts/compat-graphile-worker")
 }
 
 /// A child process (a Node worker), killed when the test ends or fails.

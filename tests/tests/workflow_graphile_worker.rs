@@ -152,7 +152,9 @@ async fn graphile_worker_runs_a_workflow_s_jobs_each_released_within_the_resolve
             latest = latest.max(delay);
         }
     }
-    eprintln!("the slowest release: {latest:?} after the last dependency ended ({looks} looks at the tables)");
+    eprintln!(
+        "the slowest release: {latest:?} after the last dependency ended ({looks} looks at the tables)"
+    );
     assert_eq!(db.count("select count(*) from formica_graphile_worker.job_history").await, 0);
     assert_eq!(db.count("select count(*) from graphile_worker._private_jobs").await, 0);
     let _ = std::fs::remove_dir_all(dir);

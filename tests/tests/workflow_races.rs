@@ -13,7 +13,8 @@
 
 use formica::workflows::BatchResult;
 use formica::{
-    Callback, JobContext, JobSpec, OnDependencyFailure, OutputTaskHandler, Runtime, Task, Workflow, WorkflowJob,
+    Callback, JobContext, JobSpec, OnDependencyFailure, OutputTaskHandler, Runtime, Task, Workflow,
+    WorkflowJob,
 };
 use formica_tests::{Running, TestDb};
 use serde::{Deserialize, Serialize};
@@ -85,7 +86,7 @@ fn round_of(round: usize) -> Workflow {
             .on_dependency_failure(OnDependencyFailure::Release)
     };
     let callback = WorkflowJob::raw("called", "called", json!({ "round": round }));
-    if round % 2 == 0 {
+    if round.is_multiple_of(2) {
         // All finished: an early job completes and another fails, then the last two complete.
         let jobs = vec![
             WorkflowJob::new("ok", &Early {}).unwrap(),
@@ -106,7 +107,8 @@ fn round_of(round: usize) -> Workflow {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_batch_callback_fires_once_with_the_right_counts_when_its_last_two_jobs_end_at_once_on_two_workers() {
+async fn a_batch_callback_fires_once_with_the_right_counts_when_its_last_two_jobs_end_at_once_on_two_workers()
+{
     let rt: Arc<dyn Runtime> = Arc::new(formica_tokio::TokioRuntime);
     let db = TestDb::migrated().await;
     let barrier = Arc::new(Barrier::new(2));
@@ -168,7 +170,7 @@ async fn a_batch_callback_fires_once_with_the_right_counts_when_its_last_two_job
         assert_eq!(batches.len(), 1, "round {round}'s callback ran exactly once: {batches:?}");
         let batch = batches[0];
         let counts = (batch.completed, batch.failed, batch.cancelled, batch.unfinished);
-        if round % 2 == 0 {
+        if round.is_multiple_of(2) {
             assert_eq!(counts, (3, 1, 0, 0), "round {round}: ok, x1 and x2 completed, bad failed: {batch:?}");
             assert_eq!(
                 batch.outputs.keys().map(String::as_str).collect::<Vec<_>>(),
@@ -184,7 +186,8 @@ async fn a_batch_callback_fires_once_with_the_right_counts_when_its_last_two_job
         }
     }
     assert_eq!(
-        db.count("select count(*) from formica_graphile_worker.job_history where task_identifier = 'called'").await,
+        db.count("select count(*) from formica_graphile_worker.job_history where task_identifier = 'called'")
+            .await,
         ROUNDS as i64,
         "one callback job a round"
     );
