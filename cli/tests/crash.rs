@@ -16,44 +16,17 @@
 
 use formica_tests::TestDb;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-fn write_task(dir: &Path, name: &str, script: &str) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::create_dir_all(dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, script).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
-
-/// A worker process, killed if the test fails before it is stopped.
-struct Worker(Child);
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn worker(db: &TestDb, tasks: &Path) -> Worker {
-    Worker(command(db, tasks).spawn().expect("start formica"))
-}
-
-fn command(db: &TestDb, tasks: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_formica"));
-    command
-        .args(["-c", &db.url, "--tasks", tasks.to_str().unwrap(), "-j", "4", "--poll-interval", "200"])
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null());
-    command
+    common::worker(&db.url, tasks, &["-j", "4", "--poll-interval", "200"])
 }
 
 /// A worker whose log (stdout and stderr) goes to the file `log`.
 fn worker_logging_to(db: &TestDb, tasks: &Path, log: &Path) -> Worker {
     let file = std::fs::File::create(log).unwrap();
-    let mut command = command(db, tasks);
+    let mut command = common::worker_command(&db.url, tasks, &["-j", "4", "--poll-interval", "200"]);
     command.stdout(file.try_clone().unwrap()).stderr(file);
     Worker(command.spawn().expect("start formica"))
 }
@@ -85,6 +58,7 @@ async fn wait_until(within: Duration, what: &str, mut done: impl FnMut() -> bool
 }
 
 mod common;
+use common::{write_task, Worker};
 
 fn formica(db: &TestDb, args: &[&str]) -> String {
     common::ok(&db.url, args)

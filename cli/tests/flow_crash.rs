@@ -8,35 +8,13 @@
 use formica_tests::TestDb;
 use formica_tokio::flow::Cap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn write_task(dir: &Path, name: &str, script: &str) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::create_dir_all(dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, script).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
-
-/// A worker process, killed if the test fails before it is.
-struct Worker(Child);
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+mod common;
+use common::{write_task, Worker};
 
 fn worker(db: &TestDb, tasks: &Path) -> Worker {
-    let child = Command::new(env!("CARGO_BIN_EXE_formica"))
-        .args(["-c", &db.url, "--tasks", tasks.to_str().unwrap(), "-j", "4", "--poll-interval", "200"])
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("start formica");
-    Worker(child)
+    common::worker(&db.url, tasks, &["-j", "4", "--poll-interval", "200"])
 }
 
 fn lines(path: &Path) -> usize {

@@ -7,34 +7,18 @@
 
 use formica_tests::TestDb;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// A worker process, killed if the test fails before it is stopped.
-struct Worker(Child);
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+mod common;
+use common::Worker;
 
 fn worker(db: &TestDb, tasks: &Path) -> Worker {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_formica"));
-    command
-        .args(["-c", &db.url, "--tasks", tasks.to_str().unwrap(), "--poll-interval", "200"])
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null());
-    Worker(command.spawn().expect("start formica"))
+    common::worker(&db.url, tasks, &["--poll-interval", "200"])
 }
 
 fn write_task(dir: &Path, script: &str) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::create_dir_all(dir).unwrap();
-    let path = dir.join("report.sh");
-    std::fs::write(&path, script).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    common::write_task(dir, "report.sh", script);
 }
 
 const HISTORY: &str = "select count(*) from formica_graphile_worker.job_history";

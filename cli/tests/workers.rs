@@ -15,27 +15,14 @@ use formica_tests::TestDb;
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A worker process, killed if the test fails before it is stopped.
-struct Worker(Child);
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+mod common;
+use common::Worker;
 
 fn worker(db: &TestDb, tasks: &Path) -> Worker {
-    let child = Command::new(env!("CARGO_BIN_EXE_formica"))
-        .args(["-c", &db.url, "--tasks", tasks.to_str().unwrap()])
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("start formica");
-    Worker(child)
+    common::worker(&db.url, tasks, &[])
 }
 
 /// The workers `formica --json status` lists.

@@ -60,6 +60,7 @@ pub struct WorkflowsDoctests;
 pub mod certs;
 pub mod cluster;
 pub mod dashboard;
+pub mod node;
 pub mod otlp;
 pub mod pgbouncer;
 pub mod proxy;

@@ -3,6 +3,7 @@
 //! `FORMICA_GRAPHILE_WORKER` (its CLI) and `FORMICA_GRAPHILE_WORKER_16` (the same CLI with
 //! its migrations cut at 16).
 
+use formica_tests::node::node_url;
 use formica_tests::{expected_ledger, ledger, reference_facts, schema_facts, TestDb};
 use formica_tokio::JobSpec;
 use serde_json::json;
@@ -28,19 +29,6 @@ fn graphile_worker(var: &str, db: &TestDb, cwd: &Path, args: &[&str]) -> std::pr
         String::from_utf8_lossy(&out.stderr)
     );
     out
-}
-
-/// A postgres:// URL for node-postgres (which does not take key=value strings).
-fn node_url(db: &TestDb) -> String {
-    let server: tokio_postgres::Config =
-        std::env::var("DATABASE_URL").expect("DATABASE_URL").parse().expect("url");
-    let host = match &server.get_hosts()[0] {
-        tokio_postgres::config::Host::Tcp(h) => h.clone(),
-        tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
-    };
-    let port = server.get_ports().first().copied().unwrap_or(5432);
-    let user = server.get_user().unwrap_or("postgres");
-    format!("postgres://{user}@{host}:{port}/{}", db.name)
 }
 
 #[tokio::test]
@@ -244,10 +232,7 @@ async fn formica_s_recovery_leaves_graphile_worker_s_locks_alone() {
          };\n",
     )
     .unwrap();
-    let cli = std::env::var("FORMICA_GRAPHILE_WORKER").expect("run scripts/compat-graphile-worker");
-    let node =
-        Command::new("node").arg(cli).args(["-j", "2", "-c"]).arg(node_url(&db)).current_dir(&tasks).spawn();
-    let node = KillOnDrop(node.unwrap());
+    let node = formica_tests::node::worker(&db, &tasks, &["-j", "2"]);
     db.wait_for_count("select count(*) from started", 2, std::time::Duration::from_secs(30)).await;
     let locks = "select (select array_agg(locked_by || ' ' || locked_at order by id) from graphile_worker._private_jobs), \
                  (select array_agg(locked_by || ' ' || locked_at) from graphile_worker._private_job_queues)";
@@ -290,16 +275,6 @@ async fn formica_s_recovery_leaves_graphile_worker_s_locks_alone() {
     assert_eq!(schema_facts(&client, "graphile_worker").await, reference_facts().await);
     assert_eq!(ledger(&client, "graphile_worker").await, expected_ledger());
     let _ = std::fs::remove_dir_all(tasks);
-}
-
-/// A child process, killed when the test ends (or fails).
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// graphile-worker knows nothing of Formica's flow controls: with its task paused and

@@ -4,24 +4,10 @@
 //! which sets `FORMICA_GRAPHILE_WORKER` to graphile-worker's CLI.
 
 use chrono::{DateTime, DurationRound, Utc};
+use formica_tests::node::node_url;
 use formica_tests::TestDb;
 use std::process::{Command, Stdio};
 use std::time::Duration;
-
-/// The test database's URL as graphile-worker's CLI takes it.
-fn node_url(db: &TestDb) -> String {
-    let server: tokio_postgres::Config = std::env::var("DATABASE_URL").unwrap().parse().unwrap();
-    let host = match &server.get_hosts()[0] {
-        tokio_postgres::config::Host::Tcp(h) => h.clone(),
-        tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
-    };
-    format!(
-        "postgres://{}@{host}:{}/{}",
-        server.get_user().unwrap_or("postgres"),
-        server.get_ports().first().copied().unwrap_or(5432),
-        db.name
-    )
-}
 
 /// What `formica crontab check` marks (a zone, a `CRON_TZ=` line, an interval), the real
 /// graphile-worker refuses at start; the same crontab without them it runs.

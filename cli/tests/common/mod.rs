@@ -3,7 +3,8 @@
 // Each test file uses a part of this module.
 #![allow(dead_code, clippy::expect_used)]
 
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 /// `formica -c <url> <args>`, logging warnings and worse, run to its end.
@@ -39,4 +40,39 @@ pub fn output_within_60s(command: &mut Command) -> Output {
             panic!("{command:?} was still running after 60 s")
         }
     }
+}
+
+/// Write an executable task program `name` (with its extension) into `dir`.
+pub fn write_task(dir: &Path, name: &str, script: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir).expect("create the tasks directory");
+    let path = dir.join(name);
+    std::fs::write(&path, script).expect("write the task");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("make it executable");
+}
+
+/// A worker process, killed if the test fails before it is stopped.
+pub struct Worker(pub Child);
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `formica -c <url> --tasks <tasks> <args>` logging warnings and worse, not yet started.
+pub fn worker_command(url: &str, tasks: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_formica"));
+    command
+        .args(["-c", url, "--tasks", tasks.to_str().expect("a UTF-8 path")])
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null());
+    command
+}
+
+/// A worker running the tasks in `tasks`, with `args` (e.g. `-j 4`).
+pub fn worker(url: &str, tasks: &Path, args: &[&str]) -> Worker {
+    Worker(worker_command(url, tasks, args).spawn().expect("start formica"))
 }
