@@ -253,6 +253,8 @@ pub(crate) struct Executor {
     pub(crate) parents: crate::traces::Parents,
     /// With history on: the outputs its completions carry.
     pub(crate) outputs: Option<Arc<crate::history::Outputs>>,
+    /// The workflow jobs it fetched: their completions and failures settle them.
+    pub(crate) workflow_jobs: crate::workflows::FetchedWorkflowJobs,
 }
 
 impl Executor {
@@ -272,10 +274,14 @@ impl Executor {
         let fetch = matches!(statement, Statement::GetJobs { .. });
         // With history on, a completion or failure writes it too (see crate::history).
         let mut history = self.outputs.as_ref().and_then(|outputs| outputs.bind(&statement));
+        let settling = self.workflow_jobs.settling(&statement, history.is_some());
         let mut bound = bind(statement);
         if let Some(history) = &mut history {
             bound.template = history.template;
             bound.params.append(&mut history.params);
+        }
+        if let Some((template, _)) = settling {
+            bound.template = template;
         }
         let sql = sql::render(bound.template, &self.schema);
         let mut client = self.pool.get().await?;
@@ -283,8 +289,12 @@ impl Executor {
         if let (Some(outputs), Some(history)) = (&self.outputs, history) {
             outputs.forget(&history.carried);
         }
+        if let Some((_, ended)) = settling {
+            self.workflow_jobs.forget(&ended);
+        }
         if fetch {
             self.parents.remember(&rows);
+            self.workflow_jobs.remember(&rows);
         }
         bound.answer(&rows)
     }

@@ -117,7 +117,9 @@ begin
   select array_agg(jobs.id order by jobs.id), array_agg(row(jobs.task_identifier,
       case when jobs.callback is null then jobs.payload
         else (jobs.payload::jsonb || jsonb_build_object('batch', :RECORDS.workflow_batch(jobs.id)))::json end,
-      jobs.queue_name, jobs.run_at, jobs.max_attempts, null, jobs.priority, jobs.flags):: :SCHEMA.job_spec
+      jobs.queue_name, jobs.run_at, jobs.max_attempts, null, jobs.priority,
+      -- The flag tells a Formica worker to settle the job when it ends it (the driver).
+      array_append(coalesce(jobs.flags, '{}'), 'formica:workflow')):: :SCHEMA.job_spec
       order by jobs.id)
   into owners, specs
   from :RECORDS.workflow_jobs as jobs
@@ -179,8 +181,10 @@ declare
   ready bigint[];
   releasing bigint[] := '{}';
 begin
+  -- By the primary key (an array, not a join the generic plan may turn into a scan of
+  -- every workflow job).
   perform from :RECORDS.workflow_jobs as jobs
-  where jobs.state = 'waiting' and jobs.id in (
+  where jobs.state = 'waiting' and jobs.id = any(array(
     -- The dependents of the settled jobs, and theirs if a failure may cancel them.
     with recursive reached (id) as (
       select dependencies.job from :RECORDS.workflow_dependencies as dependencies
@@ -190,7 +194,7 @@ begin
       join :RECORDS.workflow_dependencies as dependencies on dependencies.depends_on = reached.id
       where failing
     )
-    select reached.id from reached)
+    select reached.id from reached))
   order by jobs.id
   for update;
   loop
@@ -231,9 +235,10 @@ end
 $$;
 
 -- After a statement settles released jobs (a worker's completion or failure, the resolver),
--- settle_workflow_jobs runs once for all of them: in the call for the smallest id among
--- them, so their dependents are locked together, in order. A statement settling none (the
--- usual completion, with its guard) fires nothing.
+-- settle_workflow_jobs runs once for all of them, so their dependents are locked together,
+-- in order. A statement trigger: a row trigger would read the whole transition table once
+-- a row (a statement settling n jobs cost n^2). The worker's completions fire it with no
+-- row where no workflow job is released: one look at an empty transition table.
 create function :RECORDS.workflow_jobs_settled() returns trigger language plpgsql
 set search_path = pg_catalog, pg_temp as $$
 #variable_conflict use_column
@@ -245,7 +250,7 @@ begin
   into ids, outcomes
   from settled_after as after join settled_before as before on before.id = after.id
   where before.state = 'released' and after.state in ('completed', 'failed', 'cancelled');
-  if new.id = ids[1] then
+  if ids is not null then
     perform :RECORDS.settle_workflow_jobs(ids, outcomes);
   end if;
   return null;
@@ -254,8 +259,7 @@ $$;
 
 create trigger workflow_jobs_settled after update on :RECORDS.workflow_jobs
 referencing old table as settled_before new table as settled_after
-for each row when (old.state = 'released' and new.state in ('completed', 'failed', 'cancelled'))
-execute function :RECORDS.workflow_jobs_settled();
+for each statement execute function :RECORDS.workflow_jobs_settled();
 
 -- Add the workflow `workflow_name` of the jobs `spec` (a JSON array, validated by the driver
 -- beforehand: core/src/workflow.rs's Graph), each an object with the columns of

@@ -93,20 +93,22 @@ async fn settle_by_worker(client: &Client, ids: &[i64], outcome: Outcome, with_h
         attempts = attempts + 1 where id = any($1)";
     client.execute(lock, &[&ids]).await.unwrap();
     let render = |sql: &str| formica_sql::render(sql, "graphile_worker");
-    let (complete, fail) = (formica_sql::worker::COMPLETE_JOBS, formica_sql::worker::FAIL_JOBS);
+    // The settling forms, which the driver sends for jobs a workflow released.
+    let complete = formica_sql::workflows::settling(formica_sql::worker::COMPLETE_JOBS);
+    let fail = formica_sql::workflows::settling(formica_sql::worker::FAIL_JOBS);
     if outcome == Outcome::Completed {
         if with_history {
             let outputs: Vec<String> = ids.iter().map(|id| id.to_string()).collect();
-            let sql = render(&formica_sql::history::complete(complete));
+            let sql = render(&formica_sql::history::complete(&complete));
             client.execute(&sql, &[&"w", &ids, &ids, &outputs]).await.unwrap();
         } else {
-            client.execute(&render(complete), &[&"w", &ids]).await.unwrap();
+            client.execute(&render(&complete), &[&"w", &ids]).await.unwrap();
         }
         return;
     }
     let message = if outcome == Outcome::Cancelled { "cancelled: by the test" } else { "boom" };
     let n = ids.len();
-    let sql = if with_history { render(&formica_sql::history::fail(fail)) } else { render(fail) };
+    let sql = if with_history { render(&formica_sql::history::fail(&fail)) } else { render(&fail) };
     let (messages, run_ats, permanent) =
         (vec![message; n], vec![None::<chrono::DateTime<chrono::Utc>>; n], vec![true; n]);
     let (payloads, delays) = (vec![None::<String>; n], vec![None::<i64>; n]);

@@ -116,6 +116,41 @@ async fn a_diamond_runs_d_once_after_b_and_c_completed() {
     );
 }
 
+/// A Formica worker settles the workflow jobs it completes or fails in the statement that
+/// ends them: with the resolver all but off, a chain still runs through, with history off and
+/// on (the two forms of the statements), and a failure for good still cancels what waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_formica_worker_settles_the_workflow_jobs_it_ends_in_the_same_statement() {
+    for history in [false, true] {
+        let db = TestDb::migrated().await;
+        let log = Log::default();
+        let chain = Workflow::new("chain")
+            .job(step("a"))
+            .job(step("b").depends_on(["a"]))
+            .job(
+                WorkflowJob::raw("c", "step", json!({ "name": "c", "fail": true }))
+                    .spec(once())
+                    .depends_on(["b"]),
+            )
+            .job(step("d").depends_on(["c"]));
+        let added = db.utils().add_workflow(&chain).await.unwrap();
+        let flagged = "select count(*) from graphile_worker._private_jobs where flags ? 'formica:workflow'";
+        assert_eq!(db.count(flagged).await, 1, "the job released carries the workflow flag");
+        let mut options = logging(&db, &log).workflow_resolve_every(Duration::from_secs(3600));
+        if !history {
+            options = options.history(formica::HistoryOptions::off());
+        }
+        let running = Running::listening(&db.runtime, options).await;
+        wait_for_state(&db, added.id, "failed").await;
+        running.stop(WITHIN).await;
+        assert_eq!(
+            states(&db, added.id).await,
+            named(&[("a", "completed"), ("b", "completed"), ("c", "failed"), ("d", "cancelled")]),
+            "history {history}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_200_wide_fan_out_and_fan_in_on_4_workers_runs_the_fan_in_once_after_every_page() {
     let db = TestDb::migrated().await;

@@ -429,6 +429,7 @@ impl<R> WorkerOptions<R> {
                     flags_fn: self.flags_fn,
                     parents: Default::default(),
                     outputs: crate::history::outputs(&self.history),
+                    workflow_jobs: Default::default(),
                 },
                 utils,
                 handlers: self.handlers,

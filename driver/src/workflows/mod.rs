@@ -23,11 +23,13 @@
 
 mod build;
 mod ops;
+mod settle;
 
 pub use build::{AddedWorkflow, BatchResult, Workflow, WorkflowJob};
 pub use formica_core::workflow::{Callback, OnDependencyFailure, WorkflowError};
 pub(crate) use ops::spawn_resolver;
 pub use ops::{CancelledWorkflow, RetriedWorkflow};
+pub(crate) use settle::FetchedWorkflowJobs;
 
 use std::time::Duration;
 

@@ -2,7 +2,8 @@
 -- taken by another worker is left to that worker) and release their queues. Rows: the jobs
 -- of $2 not deleted (fenced off), each with who holds it now (null: no one, or it is gone).
 -- The trace contexts of the jobs deleted go with them (one primary-key probe each, if any
--- job is traced). The comments mark where history (formica_sql::history) adds its write.
+-- job is traced). The comments mark where history (formica_sql::history) adds its write,
+-- and where a completion of workflow jobs settles them (formica_sql::workflows).
 with completed as (
   delete from :SCHEMA._private_jobs as jobs
   where jobs.id = any($2::bigint[]) and jobs.locked_by = $1::text
@@ -15,16 +16,7 @@ untraced as (
   where exists (select from :RECORDS.job_traces)
     and traces.job_id in (select completed.id from completed)
 ),
--- Workflows (docs/guide/workflows.md): the workflow job of each job completed settles here,
--- and the trigger workflow_jobs_settled releases what waited for it, in this transaction.
--- One look a statement (the index of released workflow jobs) where none is released.
-settled as (
-  update :RECORDS.workflow_jobs as workflow_jobs
-  set state = 'completed', finished_at = now() /*:WORKFLOW_OUTPUT*/
-  from completed
-  where exists (select from :RECORDS.workflow_jobs as released where released.state = 'released')
-    and workflow_jobs.state = 'released' and workflow_jobs.job_id = completed.id
-),
+/*:WORKFLOW*/
 released as (
   update :SCHEMA._private_job_queues as job_queues
   set locked_by = null, locked_at = null

@@ -4,7 +4,8 @@
 -- where $5 is true (a cancelled job), store the payload $6 where it is not null (a batch job
 -- keeps its failed items), unlock them and release their queues. Rows: the jobs of $2 not
 -- written (fenced off), each with who holds it now (null: no one, or it is gone). The
--- comments mark where history (formica_sql::history) adds its write.
+-- comments mark where history (formica_sql::history) adds its write, and where a failure of
+-- workflow jobs settles them (formica_sql::workflows).
 with failed as (
   update :SCHEMA._private_jobs as jobs
   set last_error = u.message,
@@ -18,22 +19,10 @@ with failed as (
   from unnest($2::bigint[], $3::text[], $4::timestamptz[], $5::bool[], $6::text[], $7::bigint[])
     as u(id, message, run_at, permanent, payload, delay_us)
   where jobs.id = u.id and jobs.locked_by = $1::text
-  returning jobs.id, jobs.job_queue_id, jobs.attempts >= jobs.max_attempts as exhausted,
-    jobs.last_error as error /*:HISTORY_COLUMNS*/
+  returning jobs.id, jobs.job_queue_id /*:WORKFLOW_COLUMNS*/ /*:HISTORY_COLUMNS*/
 ),
 /*:HISTORY*/
--- Workflows (docs/guide/workflows.md): the workflow job of each job this leaves out of
--- attempts settles here, failed (cancelled: Formica's cancel), and the trigger
--- workflow_jobs_settled cancels or releases what waited for it, in this transaction. One look
--- a statement (the index of released workflow jobs) where none is released.
-settled as (
-  update :RECORDS.workflow_jobs as workflow_jobs
-  set state = case when failed.error like 'cancelled: %' then 'cancelled' else 'failed' end,
-    finished_at = now(), last_error = failed.error
-  from failed
-  where exists (select from :RECORDS.workflow_jobs as released where released.state = 'released')
-    and workflow_jobs.state = 'released' and workflow_jobs.job_id = failed.id and failed.exhausted
-),
+/*:WORKFLOW*/
 released as (
   update :SCHEMA._private_job_queues as job_queues
   set locked_by = null, locked_at = null
