@@ -2,7 +2,8 @@
 //! settings from `DATABASE_URL`, `CONCURRENCY`, `LOCAL_QUEUE_SIZE` (unset or < 1: off),
 //! `COMPLETE_BATCH_MS` (unset or -1: off), `POLL_INTERVAL_MS` and `MAX_PG_CONN`; tasks
 //! `noop` (a typed task with no fields, as the other peers' `noop`: its payload is read and
-//! its fields skipped; with `RAW_NOOP=1` a raw task given the payload as a `serde_json::Value`)
+//! its fields skipped; with `RAW_NOOP=1` a raw task given the payload as a `serde_json::Value`,
+//! with `RAW_NOOP=2` a payload task given its text as stored, parsed by nothing)
 //! and `latency` (prints `BENCH_START <i>` as it starts). `enqueue` migrates, then
 //! adds `ENQUEUE_N` (100000) `noop` jobs through `WorkerUtils::add_raw_jobs`,
 //! `ENQUEUE_BATCH` (1000) a call, and prints `BENCH_ENQUEUE_MS <ms>` for the adds alone;
@@ -42,10 +43,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             writeln!(std::io::stdout().lock(), "BENCH_START {i}")?;
             Ok(())
         });
-    options = if setting::<i64>("RAW_NOOP") == Some(1) {
-        options.define_raw_job("noop", |_, _| async { Ok(()) })
-    } else {
-        options.define_job::<Noop>()
+    options = match setting::<i64>("RAW_NOOP") {
+        Some(1) => options.define_raw_job("noop", |_, _| async { Ok(()) }),
+        Some(2) => options.define_payload_job("noop", |_, _| async { Ok(()) }),
+        _ => options.define_job::<Noop>(),
     };
     if setting::<i64>("HISTORY") != Some(1) {
         options = options.history(HistoryOptions::off());
