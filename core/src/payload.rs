@@ -82,7 +82,8 @@ impl Payload {
 
 /// Text [`Payload::from_text`] checked (or made from a `Value`) parses as a `Value`.
 fn parse(text: &str) -> Value {
-    serde_json::from_str(text).expect("a payload's text is checked to parse as a Value")
+    serde_json::from_str(text)
+        .unwrap_or_else(|e| unreachable!("a payload's text is checked to parse as a Value: {e}"))
 }
 
 impl From<Value> for Payload {
