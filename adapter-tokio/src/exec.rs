@@ -5,7 +5,8 @@
 //! the first dot of the file name (`users/emails/verify.sh` is `users/emails/verify`).
 //! Folder names must match `[A-Za-z0-9_-]+`, file names `[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*`,
 //! and the file must be executable by its owner; anything else is reported and skipped.
-//! The program gets the payload as `{"payload": ...}` on stdin and the job in
+//! The program gets the payload as `{"payload": ...}` on stdin, its JSON text as stored,
+//! and the job in
 //! `GRAPHILE_WORKER_*` variables; exit status 0 is success. Unlike graphile-worker (whose
 //! error is a bare "An error occurred"), a failure's `last_error` says the exit status and
 //! the end of the program's stderr.
@@ -21,7 +22,7 @@
 //! logged and kept in `last_error` with visible escapes.
 
 use formica::text::{from_bytes, storable_bytes};
-use formica::{JobContext, TaskResult};
+use formica::{JobContext, Payload, TaskResult};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -114,9 +115,10 @@ fn is_owner_executable(_: &std::fs::Metadata) -> bool {
 }
 
 impl ExecutableTask {
-    /// Run the program for the job in `ctx`. Dropping the future (a forced shutdown) kills
-    /// the program and its process group.
-    pub async fn run(&self, ctx: JobContext, payload: serde_json::Value) -> TaskResult {
+    /// Run the program for the job in `ctx`, given `payload` (as stored: see
+    /// [`formica::WorkerOptions::define_payload_job`]). Dropping the future (a forced
+    /// shutdown) kills the program and its process group.
+    pub async fn run(&self, ctx: JobContext, payload: Payload) -> TaskResult {
         let job = ctx.job();
         let mut command = tokio::process::Command::new(&self.path);
         command
@@ -142,13 +144,13 @@ impl ExecutableTask {
         let group = ProcessGroup::start().map_err(cannot_start)?;
         group.admit(&mut command);
         let mut child = command.spawn().map_err(cannot_start)?;
-        let input = serde_json::to_vec(&serde_json::json!({ "payload": payload }))?;
+        let input = format!("{{\"payload\":{payload}}}");
         let mut stdin = child.stdin.take().ok_or("no stdin pipe")?;
         let stdout = child.stdout.take().ok_or("no stdout pipe")?;
         let stderr = child.stderr.take().ok_or("no stderr pipe")?;
         let feed = async move {
             // A program that exits without reading its input is not an error of ours.
-            let _ = stdin.write_all(&input).await;
+            let _ = stdin.write_all(input.as_bytes()).await;
             drop(stdin);
         };
         let program = async move {

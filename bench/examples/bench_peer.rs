@@ -1,7 +1,10 @@
 //! Formica as a peer of `../shared/bench` (see its README): `bench_peer run|once|enqueue`,
 //! settings from `DATABASE_URL`, `CONCURRENCY`, `LOCAL_QUEUE_SIZE` (unset or < 1: off),
 //! `COMPLETE_BATCH_MS` (unset or -1: off), `POLL_INTERVAL_MS` and `MAX_PG_CONN`; tasks
-//! `noop` and `latency` (prints `BENCH_START <i>` as it starts). `enqueue` migrates, then
+//! `noop` (a typed task with no fields, as the other peers' `noop`: its payload is read and
+//! its fields skipped; with `RAW_NOOP=1` a raw task given the payload as a `serde_json::Value`,
+//! with `RAW_NOOP=2` a payload task given its text as stored, parsed by nothing)
+//! and `latency` (prints `BENCH_START <i>` as it starts). `enqueue` migrates, then
 //! adds `ENQUEUE_N` (100000) `noop` jobs through `WorkerUtils::add_raw_jobs`,
 //! `ENQUEUE_BATCH` (1000) a call, and prints `BENCH_ENQUEUE_MS <ms>` for the adds alone;
 //! with `ENQUEUE_KEYED=1` each job has a job key of its own (`k<i>`).
@@ -13,7 +16,8 @@
 //! it, as graphile-worker keeps none, so the side-by-side compares like with like.
 use formica_bench::setting;
 use formica_tokio::{
-    stop_on_signals, HistoryOptions, JobSpec, RawJob, WorkerOptions, WorkerUtils, DEFAULT_SCHEMA,
+    stop_on_signals, HistoryOptions, JobContext, JobSpec, RawJob, Task, TaskHandler, TaskResult,
+    WorkerOptions, WorkerUtils, DEFAULT_SCHEMA,
 };
 use std::io::Write;
 use std::time::Duration;
@@ -34,12 +38,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let mut options = WorkerOptions::default()
         .database_url(std::env::var("DATABASE_URL").map_err(|_| "set DATABASE_URL")?)
-        .define_raw_job("noop", |_, _| async { Ok(()) })
         .define_raw_job("latency", |_, payload| async move {
             let i = payload.get("i").cloned().unwrap_or_default();
             writeln!(std::io::stdout().lock(), "BENCH_START {i}")?;
             Ok(())
         });
+    options = match setting::<i64>("RAW_NOOP") {
+        Some(1) => options.define_raw_job("noop", |_, _| async { Ok(()) }),
+        Some(2) => options.define_payload_job("noop", |_, _| async { Ok(()) }),
+        _ => options.define_job::<Noop>(),
+    };
     if setting::<i64>("HISTORY") != Some(1) {
         options = options.history(HistoryOptions::off());
     }
@@ -67,6 +75,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         worker.run().await?;
     }
     Ok(())
+}
+
+/// The `noop` task: no fields, so a payload's fields are skipped as it is read.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Noop {}
+
+impl Task for Noop {
+    const IDENTIFIER: &'static str = "noop";
+}
+
+impl TaskHandler for Noop {
+    async fn run(self, _: JobContext) -> TaskResult {
+        Ok(())
+    }
 }
 
 async fn enqueue() -> Result<(), Box<dyn std::error::Error>> {

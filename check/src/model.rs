@@ -82,7 +82,7 @@ impl Model {
             job_queue_id: None,
             task_identifier: add.identifier.clone(),
             queue_name: add.spec.queue_name.clone(),
-            payload: add.payload.clone(),
+            payload: add.payload.clone().into(),
             priority: add.spec.priority.unwrap_or(0),
             run_at: add.spec.run_at.unwrap_or(now),
             attempts: 0,
@@ -150,14 +150,15 @@ impl Model {
                 Some(holder) => {
                     let new_payload = add.payload.clone();
                     let row = self.rows.get_mut(&holder)?;
-                    row.payload = match (&row.payload, &new_payload) {
+                    row.payload = match (row.payload.value(), &new_payload) {
                         (Value::Array(old), Value::Array(new)) => {
                             let mut all = old.clone();
                             all.extend(new.iter().cloned());
                             Value::Array(all)
                         }
                         _ => new_payload,
-                    };
+                    }
+                    .into();
                     if !(preserve && row.attempts == 0) {
                         row.run_at = add.spec.run_at.unwrap_or(now);
                     }

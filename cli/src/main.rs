@@ -281,7 +281,7 @@ async fn run_worker(url: &str, schema: &str, run: RunArgs, found: exec::Discover
     for task in found.tasks.values() {
         tracing::info!(task = %task.identifier, file = %task.path.display(), "task");
         let task = Arc::new(task.clone());
-        options = options.define_raw_job(&task.identifier.clone(), move |ctx, payload| {
+        options = options.define_payload_job(&task.identifier.clone(), move |ctx, payload| {
             let task = task.clone();
             async move { task.run(ctx, payload).await }
         });

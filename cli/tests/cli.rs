@@ -325,6 +325,10 @@ async fn executable_tasks_get_the_job_in_env_and_stdin_and_failures_keep_stderr(
     let spec = formica_tokio::JobSpec::builder().job_key("key-1").priority(2).max_attempts(4).build();
     let ok = utils.add_raw_job("nested/record", serde_json::json!({"x": [1, 2]}), spec).await.unwrap();
     let failing = utils.add_raw_job("fail", serde_json::json!({}), Default::default()).await.unwrap();
+    // Added by another client, with its own spacing and key order: the program gets that text.
+    let stored = r#"{"y" :  [1, 2], "x": "\u00e9"}"#;
+    let sql = "select (graphile_worker.add_job('nested/record', $1::text::json)).id";
+    let as_stored: i64 = db.client().await.query_one(sql, &[&stored]).await.unwrap().get(0);
     let out = formica(&db, &["--once", "--tasks", dir.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let logs = String::from_utf8_lossy(&out.stderr);
@@ -341,6 +345,9 @@ async fn executable_tasks_get_the_job_in_env_and_stdin_and_failures_keep_stderr(
         serde_json::from_str::<Value>(stdin.trim()).unwrap(),
         serde_json::json!({"payload": {"x": [1, 2]}})
     );
+    let record = std::fs::read_to_string(dir.join(format!("record-{as_stored}.txt"))).expect("it ran");
+    let stdin = record.split_once('\n').unwrap().1;
+    assert_eq!(stdin, format!(r#"{{"payload":{stored}}}"#), "the payload's text as stored, byte for byte");
 
     let row = db
         .client()

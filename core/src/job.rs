@@ -4,6 +4,7 @@
 //! database (or, with a local clock, by the caller) exactly as Graphile Worker does, so a
 //! job added by Formica is indistinguishable from one added by graphile-worker.
 
+pub use crate::payload::Payload;
 use crate::policy::TaskPolicy;
 use crate::unique::Unique;
 use chrono::{DateTime, Utc};
@@ -287,8 +288,9 @@ pub struct Job {
     pub queue_name: Option<String>,
     /// The task that runs this job.
     pub task_identifier: String,
-    /// The payload, as stored.
-    pub payload: serde_json::Value,
+    /// The payload, as stored: its text, read as a `serde_json::Value` through `Deref`
+    /// (parsed then, once), or parsed straight into a type with [`Payload::parse`].
+    pub payload: Payload,
     /// Lower runs first.
     pub priority: i16,
     /// Earliest time the job may run.

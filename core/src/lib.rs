@@ -23,6 +23,7 @@
 //! any test. The async driver (`formica`) feeds facts in and carries effects out.
 //!
 //! - [`job`]: the job row, the job spec and its validation (Graphile's error codes).
+//! - [`payload`]: a job's payload as stored, parsed only by what needs it.
 //! - [`backoff`], [`batch`], [`job_key`], [`notify`]: small pure decisions.
 //! - [`flow`]: what operators paused, and what that holds back.
 //! - [`workflow`]: jobs that wait for other jobs, batches and their callbacks: the rules.
@@ -50,6 +51,7 @@ pub mod job;
 pub mod job_key;
 pub mod lease;
 pub mod notify;
+pub mod payload;
 pub mod policy;
 pub mod protocol;
 pub mod rng;

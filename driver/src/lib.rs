@@ -101,7 +101,7 @@ pub use error::{Error, MigrateError};
 pub use extensions::MissingExtension;
 pub use formica_core::backoff::{self, Backoff};
 pub use formica_core::cron::{self, Cron, CronItem, Crontab, CrontabError};
-pub use formica_core::job::{Job, JobKeyMode, JobSpec, JobSpecBuilder, JobSpecError, Task};
+pub use formica_core::job::{Job, JobKeyMode, JobSpec, JobSpecBuilder, JobSpecError, Payload, Task};
 pub use formica_core::policy::{self, TaskPolicy};
 pub use formica_core::text;
 pub use formica_core::unique::{self, Unique};

@@ -5,9 +5,9 @@
 //! format, so each column's Rust type is named once, here.
 
 use crate::error::Error;
-use formica_core::job::Job;
+use formica_core::job::{Job, Payload};
 use formica_core::protocol::Undecodable;
-use tokio_postgres::types::FromSql;
+use tokio_postgres::types::{FromSql, Type};
 use tokio_postgres::Row;
 
 /// A result row jobs are read from: tokio-postgres's [`Row`], or with the `sqlx` feature
@@ -40,6 +40,26 @@ impl ResultRow for Row {
             let cause = std::error::Error::source(&e).map_or_else(|| e.to_string(), ToString::to_string);
             Error::Row(format!("column {name}: {cause}"))
         })
+    }
+}
+
+/// A payload as PostgreSQL sent it: the text of its `json` (or `jsonb`) value, checked to
+/// parse as a `Value` would but not parsed (see [`Payload`]).
+struct Stored(Payload);
+
+impl<'a> FromSql<'a> for Stored {
+    fn from_sql(ty: &Type, raw: &'a [u8]) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        // jsonb's binary form is a version byte, then the text.
+        let text = match raw.split_first() {
+            _ if *ty != Type::JSONB => raw,
+            Some((1, text)) => text,
+            _ => return Err("unsupported JSONB encoding version".into()),
+        };
+        Ok(Stored(Payload::from_text(std::str::from_utf8(text)?)?))
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        matches!(*ty, Type::JSON | Type::JSONB)
     }
 }
 
@@ -97,7 +117,7 @@ impl Columns {
             job_queue_id: row.read(self.job_queue_id)?,
             queue_name,
             task_identifier,
-            payload: row.read(self.payload)?,
+            payload: row.read::<Stored>(self.payload)?.0,
             priority: row.read(self.priority)?,
             run_at: row.read(self.run_at)?,
             attempts: row.read(self.attempts)?,

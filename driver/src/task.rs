@@ -1,7 +1,9 @@
 //! Task handlers: the code that runs a job, and what it can reach while it runs.
 //!
 //! Every handler is erased to one shape, payload in and [`TaskOutcome`] out, so the
-//! worker's loop knows nothing of payload types or batches. A batch handler's per-item
+//! worker's loop knows nothing of payload types or batches. The payload comes in as the
+//! text PostgreSQL sent ([`Payload`]): a typed handler parses it into its type, a raw one
+//! into a `Value`, once, and a payload handler takes it as it is. A batch handler's per-item
 //! results become an outcome through [`formica_core::batch`], the one place that decides
 //! which items a failed batch job keeps.
 
@@ -10,7 +12,7 @@ use crate::error::Error;
 use crate::extensions::{Extensions, MissingExtension};
 use crate::utils::WorkerUtils;
 use formica_core::batch;
-use formica_core::job::{Job, JobSpec, Task};
+use formica_core::job::{Job, JobSpec, Payload, Task};
 use formica_core::worker::TaskOutcome;
 use futures::future::{BoxFuture, FutureExt, Shared};
 use serde::de::DeserializeOwned;
@@ -264,7 +266,7 @@ pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
 }
 
 /// A type-erased handler: payload in, outcome out.
-pub(crate) type Handler = Arc<dyn Fn(JobContext, Value) -> BoxFuture<'static, TaskOutcome> + Send + Sync>;
+pub(crate) type Handler = Arc<dyn Fn(JobContext, Payload) -> BoxFuture<'static, TaskOutcome> + Send + Sync>;
 
 /// The attempt failed with `message` (the core makes it storable).
 fn failed(message: &str) -> TaskOutcome {
@@ -289,8 +291,8 @@ fn error_outcome(error: &(dyn std::error::Error + Send + Sync + 'static)) -> Tas
 }
 
 /// The items of a batch job's payload, or the failure of a payload that is not an array.
-fn batch_items(payload: Value, identifier: &str) -> Result<Vec<Value>, TaskOutcome> {
-    match payload {
+fn batch_items(payload: Payload, identifier: &str) -> Result<Vec<Value>, TaskOutcome> {
+    match payload.into_value() {
         Value::Array(items) => Ok(items),
         other => Err(failed(&format!(
             "the payload of batch task {identifier:?} must be a JSON array of items, got {other}"
@@ -328,12 +330,12 @@ async fn run_typed_batch<T: BatchTaskHandler>(ctx: JobContext, items: Vec<Value>
     batch::outcome(items, merged)
 }
 
-/// `T::run` on the payload decoded as `T` (the worker's handler of a typed task, and what
+/// `T::run` on the payload parsed as `T` (the worker's handler of a typed task, and what
 /// the `testing` module runs).
 pub(crate) fn typed_handler<T: TaskHandler>() -> Handler {
     Arc::new(|ctx, payload| {
         Box::pin(async move {
-            match serde_json::from_value::<T>(payload) {
+            match payload.parse::<T>() {
                 Ok(task) => outcome(task.run(ctx).await),
                 Err(e) => failed(&format!("payload does not match task {:?}: {e}", T::IDENTIFIER)),
             }
@@ -369,6 +371,21 @@ impl Handlers {
     pub(crate) fn define_raw<F, Fut>(&mut self, identifier: &str, run: F)
     where
         F: Fn(JobContext, serde_json::Value) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = TaskResult> + Send + 'static,
+    {
+        let run = Arc::new(run);
+        self.0.insert(
+            identifier.to_owned(),
+            Arc::new(move |ctx, payload: Payload| {
+                let run = run.clone();
+                Box::pin(async move { outcome(run(ctx, payload.into_value()).await) })
+            }),
+        );
+    }
+
+    pub(crate) fn define_payload<F, Fut>(&mut self, identifier: &str, run: F)
+    where
+        F: Fn(JobContext, Payload) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = TaskResult> + Send + 'static,
     {
         let run = Arc::new(run);

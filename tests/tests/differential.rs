@@ -54,7 +54,7 @@ fn cmp_row(row: &Row, names: &Names) -> Cmp {
         job_queue_id: None,
         task_identifier: task.or_else(|| names.tasks.get(&task_id).cloned()).unwrap_or_default(),
         queue_name: queue.or_else(|| queue_id.and_then(|q| names.queues.get(&q).cloned())),
-        payload: row.get("payload"),
+        payload: row.get::<_, serde_json::Value>("payload").into(),
         priority: row.get("priority"),
         run_at: row.get("run_at"),
         attempts: row.get("attempts"),

@@ -71,7 +71,7 @@ fn simulated() -> (BTreeSet<Shape>, Vec<Vec<u64>>, BTreeSet<Shape>) {
         .iter()
         .filter_map(|e| match &e.what {
             Traced::Effect(Effect::StartTask { job }) if job.task_identifier == "record_payment" => {
-                Some(job.payload.clone())
+                Some(job.payload.value().clone())
             }
             _ => None,
         })

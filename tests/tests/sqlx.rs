@@ -73,10 +73,10 @@ async fn a_job_added_in_a_transaction_exists_only_if_it_commits_and_runs(rt: Arc
 
     let stored = db.utils().list_jobs(&JobFilter::default()).await.unwrap().jobs;
     assert_eq!(stored, vec![added.clone(), raw.clone()], "what was returned is what is stored");
-    assert_eq!((added.task_identifier.as_str(), added.payload.clone()), ("typed", json!({"n": 2})));
+    assert_eq!((added.task_identifier.as_str(), added.payload.value().clone()), ("typed", json!({"n": 2})));
     assert_eq!(added.key.as_deref(), Some("order:2"));
     assert_eq!((added.queue_name.as_deref(), added.run_at, added.priority), (Some("orders"), at, 3));
-    assert_eq!((raw.task_identifier.as_str(), raw.payload), ("audit", json!({"order": 2})));
+    assert_eq!((raw.task_identifier.as_str(), raw.payload.into_value()), ("audit", json!({"order": 2})));
     assert_eq!(db.count("select count(*) from orders").await, 1, "the caller's own write committed with it");
 
     let worker = db.worker_options().define_job::<Typed>().init().await.expect("init");
@@ -134,7 +134,7 @@ async fn job_keys_in_a_transaction_behave_as_outside(rt: Arc<dyn Runtime>) {
         let d = utils.add_raw_job("t", json!({"v": 2}), spec(&outside, mode, second)).await.unwrap();
 
         assert_eq!(a.id, b.id, "{mode}: the key's job is reused");
-        let seen = |x: &Job| (x.payload.clone(), x.run_at, x.revision);
+        let seen = |x: &Job| (x.payload.value().clone(), x.run_at, x.revision);
         assert_eq!(seen(&b), seen(&d), "{mode}: as outside a transaction");
         assert_eq!(seen(&a), seen(&c), "{mode}");
         let want = match mode {
@@ -186,7 +186,7 @@ async fn add_jobs_in_a_transaction_handles_keys_and_names(rt: Arc<dyn Runtime>) 
     added.sort_by_key(|j| j.id);
     let got: Vec<_> = added
         .iter()
-        .map(|j| (j.task_identifier.as_str(), j.queue_name.as_deref(), j.payload.clone()))
+        .map(|j| (j.task_identifier.as_str(), j.queue_name.as_deref(), j.payload.value().clone()))
         .collect();
     assert_eq!(got, vec![("t", None, json!({"v": 1})), ("fresh", Some("new-queue"), json!({"v": 2}))]);
     assert_eq!((added[0].id, added[0].revision), (old.id, 1), "the key's waiting job was replaced");

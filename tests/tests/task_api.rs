@@ -1,6 +1,7 @@
 //! What handlers can do beyond one payload in, one result out, on both runtimes: batch jobs
 //! with a result per item (only the failed items are kept and retried, as graphile-worker
-//! does), and application state reached by type from any task.
+//! does), application state reached by type from any task, and the payload as stored:
+//! parsed straight into a typed task's type, given as its text to a payload task.
 
 use formica::{
     BatchResult, BatchTaskHandler, JobContext, JobSpec, Runtime, Task, TaskHandler, TaskResult, WorkerUtils,
@@ -178,9 +179,75 @@ async fn typed_tasks_reach_application_state_by_type(rt: Arc<dyn Runtime>) {
     );
 }
 
+/// The keys of an object payload, in the order its parser meets them: as stored when the
+/// text is parsed, sorted when read from a `serde_json::Value` in between (whose map sorts).
+#[derive(Debug, PartialEq)]
+struct KeyOrder(Vec<String>);
+
+impl<'de> serde::Deserialize<'de> for KeyOrder {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Keys;
+        impl<'de> serde::de::Visitor<'de> for Keys {
+            type Value = KeyOrder;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<KeyOrder, A::Error> {
+                let mut keys = Vec::new();
+                while let Some((key, serde::de::IgnoredAny)) = map.next_entry()? {
+                    keys.push(key);
+                }
+                Ok(KeyOrder(keys))
+            }
+        }
+        deserializer.deserialize_map(Keys)
+    }
+}
+
+impl serde::Serialize for KeyOrder {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter().map(|key| (key, ())))
+    }
+}
+
+impl Task for KeyOrder {
+    const IDENTIFIER: &'static str = "key_order";
+}
+
+impl TaskHandler for KeyOrder {
+    async fn run(self, ctx: JobContext) -> TaskResult {
+        ctx.extension::<Seen>()?.push(json!(self.0));
+        Ok(())
+    }
+}
+
+async fn the_payload_goes_from_the_row_to_the_task_as_stored(rt: Arc<dyn Runtime>) {
+    let db = TestDb::migrated_on(rt).await;
+    let stored = r#"{"b" : 1,  "a": [2, {"d": 3, "c": 4}]}"#;
+    for task in ["key_order", "text"] {
+        let sql = "select (graphile_worker.add_job($1, $2::text::json)).id";
+        db.client().await.query_one(sql, &[&task, &stored]).await.unwrap();
+    }
+    let (seen, texts) = (Seen::default(), Seen::default());
+    let texts_for_task = texts.clone();
+    let worker = db.worker_options().define_job::<KeyOrder>().add_extension(seen.clone()).define_payload_job(
+        "text",
+        move |ctx: JobContext, payload: formica::Payload| {
+            // The text as stored; the job's payload still reads as a `Value`.
+            texts_for_task.push(json!([payload.text(), ctx.job().payload["a"][1]["c"]]));
+            async { Ok(()) }
+        },
+    );
+    worker.init().await.unwrap().run_once().await.unwrap();
+    assert_eq!(seen.all(), vec![json!(["b", "a"])], "the typed task read the stored text, keys in order");
+    assert_eq!(texts.all(), vec![json!([stored, 4])], "the payload task got the text byte for byte");
+    assert_eq!(db.count("select count(*) from graphile_worker.jobs").await, 0, "both completed");
+}
+
 on_both_runtimes!(
     a_batch_job_keeps_only_its_failed_items_and_completes_once_they_succeed,
     a_batch_item_that_does_not_decode_fails_alone,
     a_raw_batch_keeps_every_item_when_all_fail_or_its_results_do_not_match,
     typed_tasks_reach_application_state_by_type,
+    the_payload_goes_from_the_row_to_the_task_as_stored,
 );

@@ -80,7 +80,7 @@ async fn add_jobs_is_one_call_and_names_new_tasks_and_queues() {
         .await
         .expect("add_raw_jobs");
     let mut got: Vec<(String, Option<String>, serde_json::Value)> =
-        jobs.into_iter().map(|j| (j.task_identifier, j.queue_name, j.payload)).collect();
+        jobs.into_iter().map(|j| (j.task_identifier, j.queue_name, j.payload.into())).collect();
     got.sort_by(|a, b| a.0.cmp(&b.0));
     assert_eq!(
         got,

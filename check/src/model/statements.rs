@@ -121,7 +121,9 @@ impl Model {
                         continue;
                     }
                     row.last_error = Some(message.clone());
-                    row.payload = payload.clone().unwrap_or_else(|| row.payload.clone());
+                    if let Some(payload) = payload {
+                        row.payload = payload.clone().into();
+                    }
                     // The backoff counts the attempts made; a cancelled job has none left.
                     let delay = delay.unwrap_or_else(|| retry_delay(row.attempts));
                     row.run_at = run_at.unwrap_or(db_now.max(row.run_at) + delay);

@@ -208,7 +208,7 @@ impl Db {
             job_queue_id,
             queue_name: job.spec.queue_name.clone(),
             task_identifier: job.identifier.clone(),
-            payload: job.payload.clone(),
+            payload: job.payload.clone().into(),
             priority: job.spec.priority.unwrap_or(0),
             run_at: job.spec.run_at.unwrap_or(self.now),
             attempts: 0,
@@ -232,7 +232,7 @@ impl Db {
 
     pub(super) fn existing(job: &Job) -> ExistingJob {
         ExistingJob {
-            payload: job.payload.clone(),
+            payload: job.payload.value().clone(),
             run_at: job.run_at,
             attempts: job.attempts,
             max_attempts: job.max_attempts,
@@ -350,7 +350,7 @@ impl Db {
                     row.job_queue_id = job_queue_id;
                     row.queue_name = spec.spec.queue_name.clone();
                     row.task_identifier = spec.identifier.clone();
-                    row.payload = payload;
+                    row.payload = payload.into();
                     row.max_attempts = spec.spec.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS);
                     row.run_at = run_at;
                     row.priority = spec.spec.priority.unwrap_or(0);
@@ -568,8 +568,8 @@ mod tests {
         };
         let failures = vec![fail(a.id, Some(json!([2]))), fail(b.id, None)];
         db.execute(&Statement::FailJobs { worker_id: "w".into(), failures });
-        assert_eq!(db.job(a.id).map(|j| j.payload.clone()), Some(json!([2])));
-        assert_eq!(db.job(b.id).map(|j| j.payload.clone()), Some(json!([4, 5])));
+        assert_eq!(db.job(a.id).map(|j| j.payload.value().clone()), Some(json!([2])));
+        assert_eq!(db.job(b.id).map(|j| j.payload.value().clone()), Some(json!([4, 5])));
     }
 
     #[test]
@@ -579,10 +579,13 @@ mod tests {
             |key: &str, mode| JobSpec::builder().job_key(key).job_key_mode(mode).run_at(t(100)).build();
         let first = add(&mut db, "t", json!([1]), keyed("k", JobKeyMode::Replace));
         let merged = add(&mut db, "u", json!([2]), keyed("k", JobKeyMode::Replace));
-        assert_eq!((merged.id, merged.revision, merged.payload.clone()), (first.id, 1, json!([1, 2])));
+        assert_eq!(
+            (merged.id, merged.revision, merged.payload.value().clone()),
+            (first.id, 1, json!([1, 2]))
+        );
         assert_eq!(merged.task_identifier, "u");
         let kept = add(&mut db, "t", json!({"x": 1}), keyed("k", JobKeyMode::UnsafeDedupe));
-        assert_eq!((kept.revision, kept.payload), (2, json!([1, 2])));
+        assert_eq!((kept.revision, kept.payload.into_value()), (2, json!([1, 2])));
         db.set_now(t(200));
         fetch(&mut db, "w", 1);
         let replacement = add(&mut db, "t", json!(3), keyed("k", JobKeyMode::PreserveRunAt));

@@ -150,7 +150,7 @@ impl Db {
                     let Some(job) = self.jobs.get_mut(job_id) else { continue };
                     job.last_error = Some(message.clone());
                     if let Some(payload) = payload {
-                        job.payload = payload.clone();
+                        job.payload = payload.clone().into();
                     }
                     let delay = delay.unwrap_or_else(|| backoff::delay(job.attempts));
                     job.run_at = run_at.unwrap_or(now.max(job.run_at) + delay);

@@ -482,7 +482,7 @@ mod tests {
             job_queue_id: None,
             queue_name: None,
             task_identifier: "t".into(),
-            payload: json!({}),
+            payload: json!({}).into(),
             priority: 0,
             run_at: t(0),
             attempts: 1,

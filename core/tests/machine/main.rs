@@ -37,7 +37,7 @@ fn job(id: i64, queue: Option<&str>, attempts: i16, max_attempts: i16) -> Job {
         job_queue_id: queue.map(|_| 1),
         queue_name: queue.map(str::to_owned),
         task_identifier: "t".into(),
-        payload: json!({}),
+        payload: json!({}).into(),
         priority: 0,
         run_at: t0(),
         attempts,

@@ -38,11 +38,11 @@ pub trait OutputTaskHandler: Task + Serialize + DeserializeOwned + Send + 'stati
     ) -> impl Future<Output = Result<Self::Output, Box<dyn std::error::Error + Send + Sync>>> + Send;
 }
 
-/// `T::run` on the payload decoded as `T`, its output kept for the completion.
+/// `T::run` on the payload parsed as `T`, its output kept for the completion.
 fn output_handler<T: OutputTaskHandler>() -> Handler {
     Arc::new(|ctx, payload| {
         Box::pin(async move {
-            let task = match serde_json::from_value::<T>(payload) {
+            let task = match payload.parse::<T>() {
                 Ok(task) => task,
                 Err(e) => {
                     return TaskOutcome::Err(format!("payload does not match task {:?}: {e}", T::IDENTIFIER))

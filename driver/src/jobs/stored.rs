@@ -50,7 +50,7 @@ pub(super) fn plain_jobs(jobs: &[RawJob], rows: &[impl ResultRow]) -> Result<Vec
                 job_queue_id: None,
                 queue_name: None,
                 task_identifier: job.identifier.clone(),
-                payload,
+                payload: payload.into(),
                 priority,
                 run_at: row.read(1)?,
                 attempts: 0,

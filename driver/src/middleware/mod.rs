@@ -29,6 +29,7 @@
 //! add is stored as given (one test of an empty list).
 
 use crate::task::{Handler, Handlers, JobContext};
+use formica_core::job::Payload;
 pub use formica_core::worker::TaskOutcome;
 use futures::future::{BoxFuture, FutureExt};
 use serde_json::Value;
@@ -83,13 +84,13 @@ pub struct Next {
     /// The next layer to call (past the last: the task).
     depth: usize,
     task: Handler,
-    payload: Value,
+    payload: Payload,
 }
 
 impl Next {
     /// The payload the task will be given.
     pub fn payload(&self) -> &Value {
-        &self.payload
+        self.payload.value()
     }
 
     /// The payload the task will be given, to change (what the job stores is not changed:

@@ -60,7 +60,7 @@ impl TestJob {
             job_queue_id: None,
             queue_name: None,
             task_identifier: task.into(),
-            payload,
+            payload: payload.into(),
             priority: 0,
             run_at: now,
             attempts: 1,

@@ -35,7 +35,7 @@ impl Recorder {
             job_queue_id: None,
             queue_name: spec.queue_name,
             task_identifier: task.to_owned(),
-            payload,
+            payload: payload.into(),
             priority: spec.priority.unwrap_or(0),
             run_at: spec.run_at.unwrap_or(self.now),
             attempts: 0,

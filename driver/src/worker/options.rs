@@ -16,6 +16,7 @@ use crate::statements::{Executor, FlagsFn};
 use crate::task::{BatchResult, BatchTaskHandler, Handlers, JobContext, TaskHandler, TaskResult};
 use crate::utils::{WorkerUtils, DEFAULT_SCHEMA};
 use formica_core::cron::{self, Crontab};
+use formica_core::job::Payload;
 use formica_core::job::RawJob;
 use formica_core::policy::TaskPolicy;
 use formica_core::worker::{self as machine, Event};
@@ -318,6 +319,16 @@ impl<R> WorkerOptions<R> {
         Fut: Future<Output = TaskResult> + Send + 'static,
     {
         self.handlers.define_raw(identifier, run);
+        self
+    }
+    /// Run jobs of task `identifier` with `run`, given the payload as stored: its JSON text
+    /// ([`Payload::text`], what an executable task is given), parsed only if `run` asks.
+    pub fn define_payload_job<F, Fut>(mut self, identifier: &str, run: F) -> Self
+    where
+        F: Fn(JobContext, Payload) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = TaskResult> + Send + 'static,
+    {
+        self.handlers.define_payload(identifier, run);
         self
     }
     /// Run batch jobs of task `T` (payload: a JSON array of `T`) with `T::run_batch`: on a
