@@ -158,14 +158,7 @@ fn job_row(j: &WorkflowJobSeen) -> Vec<String> {
         Some(job_state) if j.state == "released" => format!("released ({job_state})"),
         _ => j.state.clone(),
     };
-    let attempts = match (j.attempts, j.max_attempts) {
-        (Some(n), Some(max)) => format!("{n}/{max}"),
-        _ => String::new(),
-    };
-    let policy = match &j.callback {
-        Some(callback) => format!("callback: {callback}"),
-        None => j.on_dependency_failure.clone(),
-    };
+    let (attempts, policy) = (j.attempts_text(), j.policy());
     let error = j.last_error.as_deref().and_then(|e| e.lines().next()).unwrap_or_default();
     vec![
         j.name.clone(),

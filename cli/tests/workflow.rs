@@ -6,24 +6,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use formica_tests::TestDb;
-use formica_tokio::{WorkerUtils, Workflow, WorkflowJob};
 use serde_json::{json, Value};
 
 mod common;
-
-/// A → B, A → C, B and C → D; its id and A's job id.
-async fn diamond(utils: &WorkerUtils) -> (i64, i64) {
-    let job = |name: &str, after: &[&str]| {
-        WorkflowJob::raw(name, format!("step_{name}"), json!({})).depends_on(after.iter().copied())
-    };
-    let workflow = Workflow::new("diamond")
-        .job(job("A", &[]))
-        .job(job("B", &["A"]))
-        .job(job("C", &["A"]))
-        .job(job("D", &["B", "C"]));
-    let added = utils.add_workflow(&workflow).await.unwrap();
-    (added.id, added.released[0].1)
-}
 
 /// The state of each job of `shown` (`formica workflow show --json`), by name.
 fn states(shown: &Value) -> Vec<(String, String)> {
@@ -39,7 +24,7 @@ fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
 async fn workflows_are_listed_shown_retried_and_cancelled_from_the_command_line() {
     let db = TestDb::migrated().await;
     let utils = db.utils();
-    let (id, a) = diamond(&utils).await;
+    let (id, a) = formica_tests::workflows::diamond(&utils).await;
     let id_text = id.to_string();
 
     let listed = common::json(&db.url, &["workflows"]);

@@ -65,6 +65,7 @@ pub mod otlp;
 pub mod pgbouncer;
 pub mod proxy;
 pub mod spoiled;
+pub mod workflows;
 
 /// The address a `formica` process started with `--metrics-addr HOST:0 --log-format json`
 /// serves its metrics at, read from its log on `stderr` (the port is the system's choice);

@@ -11,21 +11,6 @@ use formica_tests::TestDb;
 use formica_ui::Options;
 use serde_json::json;
 
-/// A → B, A → C, B and C → D.
-async fn diamond(utils: &WorkerUtils) -> (i64, i64) {
-    let job = |name: &str, after: &[&str]| {
-        WorkflowJob::raw(name, format!("step_{name}"), json!({})).depends_on(after.iter().copied())
-    };
-    let workflow = Workflow::new("diamond")
-        .job(job("A", &[]))
-        .job(job("B", &["A"]))
-        .job(job("C", &["A"]))
-        .job(job("D", &["B", "C"]));
-    let added = utils.add_workflow(&workflow).await.unwrap();
-    assert_eq!(added.released.len(), 1, "{:?}", added.released);
-    (added.id, added.released[0].1)
-}
-
 /// The graph's node of `job` says `state` (its class and its label).
 fn node<'a>(page: &'a str, job: &str) -> &'a str {
     let start = page.find(&format!(r#"data-job="{job}""#)).unwrap_or_else(|| panic!("no node {job}: {page}"));
@@ -48,7 +33,7 @@ async fn job_id(utils: &WorkerUtils, workflow: i64, name: &str) -> i64 {
 async fn the_workflow_page_draws_a_diamond_with_its_states_and_operates_it() {
     let db = TestDb::migrated().await;
     let utils = db.utils();
-    let (id, a) = diamond(&utils).await;
+    let (id, a) = formica_tests::workflows::diamond(&utils).await;
     let ui = Dashboard::start(utils.clone(), Options::default()).await;
 
     let list = ui.get("/workflows").await;

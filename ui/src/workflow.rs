@@ -215,14 +215,7 @@ fn actions(s: &State, w: &WorkflowSummary) -> String {
 
 fn job_row(j: &WorkflowJobSeen) -> Vec<String> {
     let job = j.job_id.map(|id| format!(r#"<a href="/jobs/{id}">{id}</a>"#)).unwrap_or_default();
-    let attempts = match (j.attempts, j.max_attempts) {
-        (Some(n), Some(max)) => format!("{n}/{max}"),
-        _ => String::new(),
-    };
-    let policy = match &j.callback {
-        Some(callback) => format!("callback: {callback}"),
-        None => j.on_dependency_failure.clone(),
-    };
+    let (attempts, policy) = (j.attempts_text(), j.policy());
     vec![
         esc(&j.name),
         esc(&j.task),

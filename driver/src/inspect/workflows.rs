@@ -121,6 +121,22 @@ pub struct WorkflowJobSeen {
 }
 
 impl WorkflowJobSeen {
+    /// Its job's attempts as `n/max` while the job's row exists, else empty.
+    pub fn attempts_text(&self) -> String {
+        match (self.attempts, self.max_attempts) {
+            (Some(n), Some(max)) => format!("{n}/{max}"),
+            _ => String::new(),
+        }
+    }
+
+    /// `callback: <kind>` for a batch callback, else what a dependency failing does to it.
+    pub fn policy(&self) -> String {
+        match &self.callback {
+            Some(callback) => format!("callback: {callback}"),
+            None => self.on_dependency_failure.clone(),
+        }
+    }
+
     fn from_row(r: &Row) -> Result<WorkflowJobSeen, Error> {
         Ok(WorkflowJobSeen {
             name: get(r, "name")?,
