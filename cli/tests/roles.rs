@@ -14,22 +14,6 @@ use std::process::Command;
 mod common;
 use common::{formica, ok};
 
-/// The guide's two SQL blocks (as a superuser, then as the owner), for this test's database
-/// and roles named after it.
-fn guide_grants(db: &TestDb) -> [String; 2] {
-    let guide =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/guide/deploying.md")).unwrap();
-    let after = guide.split("<!-- roles:").nth(1).expect("the guide marks its grants");
-    let blocks: Vec<&str> = after.split("```sql\n").skip(1).map(|b| b.split("```").next().unwrap()).collect();
-    let ours = |sql: &str| {
-        sql.replace("queue_db", &db.name)
-            .replace("queue_owner", &format!("{}_owner", db.name))
-            .replace("queue_worker", &format!("{}_worker", db.name))
-            .replace("queue_dashboard", &format!("{}_dashboard", db.name))
-    };
-    [ours(blocks[0]), ours(blocks[1])]
-}
-
 fn as_role(db: &TestDb, role: &str) -> String {
     format!("{} user={}_{role}", db.url.split(" user=").next().unwrap(), db.name)
 }
@@ -100,7 +84,7 @@ async fn drop_roles(db: &TestDb) {
 #[tokio::test]
 async fn the_guide_s_grants_let_a_worker_and_a_dashboard_role_work_without_create() {
     let db = TestDb::new().await;
-    let [as_superuser, as_owner] = guide_grants(&db);
+    let [as_superuser, as_owner] = db.deploying_guide_grants();
     db.client().await.batch_execute(&as_superuser).await.expect("the guide's superuser grants");
     let (owner, worker, dashboard) =
         (as_role(&db, "owner"), as_role(&db, "worker"), as_role(&db, "dashboard"));

@@ -64,6 +64,7 @@ pub mod node;
 pub mod otlp;
 pub mod pgbouncer;
 pub mod proxy;
+pub mod roles;
 pub mod spoiled;
 pub mod workflows;
 

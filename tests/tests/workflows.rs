@@ -502,26 +502,10 @@ async fn jobs_settled_outside_a_formica_worker_are_settled_by_the_resolver() {
     assert_eq!(utils.resolve_workflows().await.unwrap(), 0, "each settles once");
 }
 
-/// The deploying guide's two SQL blocks (as a superuser, then as the owner), for this
-/// test's database and roles named after it.
-fn guide_grants(db: &TestDb) -> [String; 2] {
-    let guide =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/guide/deploying.md")).unwrap();
-    let after = guide.split("<!-- roles:").nth(1).expect("the guide marks its grants");
-    let blocks: Vec<&str> = after.split("```sql\n").skip(1).map(|b| b.split("```").next().unwrap()).collect();
-    let ours = |sql: &str| {
-        sql.replace("queue_db", &db.name)
-            .replace("queue_owner", &format!("{}_owner", db.name))
-            .replace("queue_worker", &format!("{}_worker", db.name))
-            .replace("queue_dashboard", &format!("{}_dashboard", db.name))
-    };
-    [ours(blocks[0]), ours(blocks[1])]
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_role_with_the_deploying_guide_s_grants_runs_every_workflow_operation() {
     let db = TestDb::new().await;
-    let [as_superuser, as_owner] = guide_grants(&db);
+    let [as_superuser, as_owner] = db.deploying_guide_grants();
     db.client().await.batch_execute(&as_superuser).await.unwrap();
     let as_role = |role: &str| format!("{} user={}_{role}", db.url.split(" user=").next().unwrap(), db.name);
     let utils_as = |role: &str| {
