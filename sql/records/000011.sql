@@ -155,7 +155,9 @@ begin
     ) as matched (id, wanted, job_id, got)
   )
   update :RECORDS.workflow_jobs as jobs
-  set state = 'released', released_at = now(), job_id = matched.job_id
+  -- The clock, not the transaction's start: the resolver's statements see what committed
+  -- after its transaction began, and a release is never dated before what caused it.
+  set state = 'released', released_at = clock_timestamp(), job_id = matched.job_id
   from matched
   where jobs.id = matched.id and matched.wanted = matched.got;
   get diagnostics released = row_count;
@@ -391,7 +393,7 @@ begin
   ),
   marked as (
     update :RECORDS.workflow_jobs as jobs
-    set state = 'released', released_at = now(), finished_at = null, last_error = null
+    set state = 'released', released_at = clock_timestamp(), finished_at = null, last_error = null
     from again where jobs.job_id = again.id and jobs.id = any(failed)
     returning jobs.id
   )
