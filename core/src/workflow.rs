@@ -42,6 +42,10 @@
 
 use std::collections::VecDeque;
 
+/// The flag of every job a workflow releases (records migration 11 sets it): a Formica
+/// worker's completion or failure of such a job settles it in the same statement.
+pub const FLAG: &str = "formica:workflow";
+
 /// `as_str` (the name as stored) and `parse` (the inverse) for a unit enum.
 macro_rules! stored_names {
     ($type:ident { $($variant:ident => $name:literal),+ }) => {
@@ -91,16 +95,18 @@ impl JobState {
     }
 }
 
-/// How a released job ended.
+/// How a job ended for good: what settles a workflow job, and what the job history records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Outcome {
-    /// Its handler succeeded.
+    /// Its handler succeeded (or a middleware layer skipped it).
     Completed,
-    /// It failed for good.
+    /// Its last attempt failed, or it did not stop when told to.
     Failed,
     /// It was cancelled (Formica's cancel; its last error starts `cancelled: `).
     Cancelled,
 }
+
+stored_names!(Outcome { Completed => "completed", Failed => "failed", Cancelled => "cancelled" });
 
 impl Outcome {
     /// The state a job settled with this outcome is in.
@@ -360,6 +366,14 @@ mod tests {
         Graph::new(nodes).expect("a valid graph")
     }
 
+    /// Independent jobs `p1`..`pn`, then `callback` waiting for all of them.
+    fn batch(n: usize, callback: Callback) -> Graph {
+        let parents: Vec<String> = (1..=n).map(|i| format!("p{i}")).collect();
+        let mut nodes: Vec<Node> = parents.iter().map(|p| Node::new(p, NONE)).collect();
+        nodes.push(Node::new("callback", parents).callback(callback));
+        graph(nodes)
+    }
+
     fn diamond() -> Graph {
         graph(vec![
             Node::new("a", NONE),
@@ -539,12 +553,7 @@ mod tests {
 
     #[test]
     fn an_all_finished_callback_waits_for_all_and_counts_them() {
-        let g = graph(vec![
-            Node::new("p1", NONE),
-            Node::new("p2", NONE),
-            Node::new("p3", NONE),
-            Node::new("done", ["p1", "p2", "p3"]).callback(Callback::AllFinished),
-        ]);
+        let g = batch(3, Callback::AllFinished);
         let (mut p, _) = Progress::start(&g);
         assert_eq!(p.settle(&g, 0, Outcome::Failed), vec![]);
         assert_eq!(p.settle(&g, 1, Outcome::Cancelled), vec![]);
@@ -561,12 +570,7 @@ mod tests {
 
     #[test]
     fn a_first_failure_callback_fires_at_the_first_failure_and_only_then() {
-        let g = graph(vec![
-            Node::new("p1", NONE),
-            Node::new("p2", NONE),
-            Node::new("p3", NONE),
-            Node::new("oops", ["p1", "p2", "p3"]).callback(Callback::FirstFailure),
-        ]);
+        let g = batch(3, Callback::FirstFailure);
         let (mut p, _) = Progress::start(&g);
         assert_eq!(p.settle(&g, 0, Outcome::Completed), vec![]);
         assert_eq!(p.settle(&g, 1, Outcome::Failed), vec![Change::Released(3)]);
@@ -580,11 +584,7 @@ mod tests {
 
     #[test]
     fn a_first_failure_callback_without_failures_fires_when_all_completed() {
-        let g = graph(vec![
-            Node::new("p1", NONE),
-            Node::new("p2", NONE),
-            Node::new("oops", ["p1", "p2"]).callback(Callback::FirstFailure),
-        ]);
+        let g = batch(2, Callback::FirstFailure);
         let (mut p, _) = Progress::start(&g);
         assert_eq!(p.settle(&g, 0, Outcome::Completed), vec![]);
         assert_eq!(p.settle(&g, 1, Outcome::Completed), vec![Change::Released(2)]);

@@ -122,9 +122,8 @@ pub use utils::{
     Cancelled, CleanupTask, JobFilter, RawJob, Recorded, RescheduleJobOptions, WorkerUtils, DEFAULT_SCHEMA,
 };
 pub use worker::{CronSource, FlagsFn, Hook, Worker, WorkerHandle, WorkerOptions};
-// `workflows::BatchResult` keeps its path: `BatchResult` here is the batch task handler's.
 pub use workflows::{
-    AddedWorkflow, Callback, CancelledWorkflow, OnDependencyFailure, RetriedWorkflow, Workflow,
+    AddedWorkflow, BatchReport, Callback, CancelledWorkflow, OnDependencyFailure, RetriedWorkflow, Workflow,
     WorkflowError, WorkflowJob,
 };
 pub use {chrono, formica_sql as sql, serde_json, tokio_postgres};

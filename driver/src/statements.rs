@@ -139,12 +139,12 @@ pub fn bind(statement: Statement) -> Bound {
             };
             (template, params, Answer::Jobs)
         }
-        Statement::CompleteJobs { worker_id, ids } => (
+        Statement::CompleteJobs { worker_id, ids, .. } => (
             sql::worker::COMPLETE_JOBS,
             vec![param(worker_id, Type::TEXT), param(ids, Type::INT8_ARRAY)],
             Answer::Fenced,
         ),
-        Statement::FailJobs { worker_id, failures } => {
+        Statement::FailJobs { worker_id, failures, .. } => {
             let ids: Vec<i64> = failures.iter().map(|f| f.job_id).collect();
             let run_ats: Vec<_> = failures.iter().map(|f| f.run_at).collect();
             let permanent: Vec<bool> = failures.iter().map(|f| f.permanent).collect();
@@ -253,8 +253,6 @@ pub(crate) struct Executor {
     pub(crate) parents: crate::traces::Parents,
     /// With history on: the outputs its completions carry.
     pub(crate) outputs: Option<Arc<crate::history::Outputs>>,
-    /// The workflow jobs it fetched: their completions and failures settle them.
-    pub(crate) workflow_jobs: crate::workflows::FetchedWorkflowJobs,
 }
 
 impl Executor {
@@ -274,13 +272,13 @@ impl Executor {
         let fetch = matches!(statement, Statement::GetJobs { .. });
         // With history on, a completion or failure writes it too (see crate::history).
         let mut history = self.outputs.as_ref().and_then(|outputs| outputs.bind(&statement));
-        let settling = self.workflow_jobs.settling(&statement, history.is_some());
+        let settling = crate::workflows::settling(&statement, history.is_some());
         let mut bound = bind(statement);
         if let Some(history) = &mut history {
             bound.template = history.template;
             bound.params.append(&mut history.params);
         }
-        if let Some((template, _)) = settling {
+        if let Some(template) = settling {
             bound.template = template;
         }
         let sql = sql::render(bound.template, &self.schema);
@@ -289,12 +287,8 @@ impl Executor {
         if let (Some(outputs), Some(history)) = (&self.outputs, history) {
             outputs.forget(&history.carried);
         }
-        if let Some((_, ended)) = settling {
-            self.workflow_jobs.forget(&ended);
-        }
         if fetch {
             self.parents.remember(&rows);
-            self.workflow_jobs.remember(&rows);
         }
         bound.answer(&rows)
     }

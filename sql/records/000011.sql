@@ -239,8 +239,8 @@ $$;
 -- After a statement settles released jobs (a worker's completion or failure, the resolver),
 -- settle_workflow_jobs runs once for all of them, so their dependents are locked together,
 -- in order. A statement trigger: a row trigger would read the whole transition table once
--- a row (a statement settling n jobs cost n^2). The worker's completions fire it with no
--- row where no workflow job is released: one look at an empty transition table.
+-- a row (a statement settling n jobs cost n^2). Only statements that update workflow_jobs
+-- fire it: a worker's plain completions and failures never do.
 create function :RECORDS.workflow_jobs_settled() returns trigger language plpgsql
 set search_path = pg_catalog, pg_temp as $$
 #variable_conflict use_column

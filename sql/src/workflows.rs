@@ -4,7 +4,7 @@
 pub const TABLES: &str = include_str!("../records/000011.sql");
 /// `worker::COMPLETE_JOBS` or `worker::FAIL_JOBS` (before history's form is made of it)
 /// settling the workflow jobs among the jobs it ends: for statements that end some (a
-/// job released by a workflow carries the flag [`FLAG`]), so the others stay plain.
+/// job released by a workflow carries the flag `formica:workflow`), so the others stay plain.
 pub fn settling(plain: &str) -> String {
     let (columns, cte) = match plain.contains("with completed as") {
         true => ("", include_str!("../queries/workflows/complete.sql")),
@@ -15,8 +15,6 @@ pub fn settling(plain: &str) -> String {
     };
     plain.replace("/*:WORKFLOW_COLUMNS*/", columns).replace("/*:WORKFLOW*/", cte)
 }
-/// The flag of every job a workflow releases.
-pub const FLAG: &str = "formica:workflow";
 /// Where `worker::COMPLETE_JOBS` sets a completed workflow job's columns: history's
 /// form stores the output there too.
 pub(crate) const OUTPUT_MARK: &str = "/*:WORKFLOW_OUTPUT*/";

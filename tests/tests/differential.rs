@@ -515,11 +515,20 @@ impl Both {
                 jobs.extend(not_held(&sim_before, &pg_before, worker_id, *mask));
                 let sim_ids: Vec<i64> = jobs.iter().map(|j| j.1).collect();
                 let pg_ids: Vec<i64> = jobs.iter().map(|j| j.2).collect();
-                let result =
-                    self.sim.execute(&Statement::CompleteJobs { worker_id: worker_id.clone(), ids: sim_ids });
-                let pg =
-                    pg_statement(tx, Statement::CompleteJobs { worker_id: worker_id.clone(), ids: pg_ids })
-                        .await;
+                let result = self.sim.execute(&Statement::CompleteJobs {
+                    worker_id: worker_id.clone(),
+                    ids: sim_ids,
+                    settles_workflow_jobs: false,
+                });
+                let pg = pg_statement(
+                    tx,
+                    Statement::CompleteJobs {
+                        worker_id: worker_id.clone(),
+                        ids: pg_ids,
+                        settles_workflow_jobs: false,
+                    },
+                )
+                .await;
                 (fenced(result, &sim_before), fenced(pg, &pg_before))
             }
             Action::WorkerFail { worker_id, mask, retry_in_s } => {
@@ -549,11 +558,18 @@ impl Both {
                     .collect();
                 let pg = pg_statement(
                     tx,
-                    Statement::FailJobs { worker_id: worker_id.clone(), failures: pg_failures },
+                    Statement::FailJobs {
+                        worker_id: worker_id.clone(),
+                        failures: pg_failures,
+                        settles_workflow_jobs: false,
+                    },
                 )
                 .await;
-                let result =
-                    self.sim.execute(&Statement::FailJobs { worker_id: worker_id.clone(), failures });
+                let result = self.sim.execute(&Statement::FailJobs {
+                    worker_id: worker_id.clone(),
+                    failures,
+                    settles_workflow_jobs: false,
+                });
                 (fenced(result, &sim_before), fenced(pg, &pg_before))
             }
             Action::WorkerReturn { worker_id, mask } if mask >> 63 == 1 => {

@@ -9,7 +9,7 @@
 // Tests fail by panicking, and match only the variants they look for.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
 
-use formica::workflows::BatchResult;
+use formica::workflows::BatchReport;
 use formica::{Callback, OnDependencyFailure, Workflow, WorkflowJob};
 use formica_core::workflow::{Change, Graph, JobState, Outcome, Progress};
 use formica_tests::TestDb;
@@ -132,7 +132,7 @@ async fn check_batches(
         let job_id = ids[i].3.expect("a released job has its job");
         let sql = "select payload::jsonb -> 'batch' from graphile_worker._private_jobs where id = $1";
         let batch: Value = client.query_one(sql, &[&job_id]).await.unwrap().get(0);
-        let batch: BatchResult = serde_json::from_value(batch).unwrap();
+        let batch: BatchReport = serde_json::from_value(batch).unwrap();
         let want = progress.batch_counts(graph, i);
         assert_eq!(
             (batch.completed, batch.failed, batch.cancelled, batch.unfinished),

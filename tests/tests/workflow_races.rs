@@ -11,7 +11,7 @@
 // Tests fail by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use formica::workflows::BatchResult;
+use formica::workflows::BatchReport;
 use formica::{
     Callback, JobContext, JobSpec, OnDependencyFailure, OutputTaskHandler, Runtime, Task, Workflow,
     WorkflowJob,
@@ -71,7 +71,7 @@ impl OutputTaskHandler for Meet {
 #[derive(Debug, Deserialize)]
 struct Called {
     round: usize,
-    batch: BatchResult,
+    batch: BatchReport,
 }
 
 const ROUNDS: usize = 100;
@@ -161,7 +161,7 @@ async fn a_batch_callback_fires_once_with_the_right_counts_when_its_last_two_job
     tokio::time::sleep(Duration::from_secs(1)).await;
     let called: Vec<Called> =
         called.lock().unwrap().iter().map(|p| serde_json::from_value(p.clone()).unwrap()).collect();
-    let mut by_round: BTreeMap<usize, Vec<&BatchResult>> = BTreeMap::new();
+    let mut by_round: BTreeMap<usize, Vec<&BatchReport>> = BTreeMap::new();
     for c in &called {
         by_round.entry(c.round).or_default().push(&c.batch);
     }

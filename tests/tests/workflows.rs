@@ -8,7 +8,7 @@
 // Tests fail by panicking, and match only the variants they look for.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
 
-use formica::workflows::BatchResult;
+use formica::workflows::BatchReport;
 use formica::{
     Callback, Error, JobContext, JobSpec, OnDependencyFailure, OutputTaskHandler, Task, Workflow,
     WorkflowError, WorkflowJob,
@@ -305,11 +305,11 @@ impl OutputTaskHandler for Page {
 /// A callback's payload: what it reports on, and the batch.
 #[derive(Deserialize)]
 struct Report {
-    batch: BatchResult,
+    batch: BatchReport,
 }
 
 /// Worker options running pages and a `report` callback that keeps each batch it gets.
-fn reporting(db: &TestDb, reports: &Arc<Mutex<Vec<BatchResult>>>) -> formica::WorkerOptions {
+fn reporting(db: &TestDb, reports: &Arc<Mutex<Vec<BatchReport>>>) -> formica::WorkerOptions {
     let reports = reports.clone();
     db.worker_options().define_job_with_output::<Page>().define_raw_job("report", move |_, payload: Value| {
         let reports = reports.clone();
@@ -343,7 +343,7 @@ async fn a_batch_callback_fires_once_with_the_counts_and_the_outputs() {
         .iter()
         .map(|(n, v)| (n.to_string(), json!(v)))
         .collect();
-    let want = BatchResult { completed: 3, failed: 2, cancelled: 0, unfinished: 0, outputs };
+    let want = BatchReport { completed: 3, failed: 2, cancelled: 0, unfinished: 0, outputs };
     assert_eq!(*reports.lock().unwrap(), vec![want]);
     let payload =
         "select payload::jsonb::text from formica_graphile_worker.workflow_jobs where name = 'report'";

@@ -102,7 +102,7 @@ impl Model {
                 // Compared without queue ids by the caller.
                 (QueryResult::jobs(jobs), vec![])
             }
-            Statement::CompleteJobs { worker_id, ids } => {
+            Statement::CompleteJobs { worker_id, ids, .. } => {
                 let fenced = self.not_held(ids.iter().copied(), worker_id);
                 for id in ids {
                     if self.rows.get(id).is_some_and(|r| r.locked_by.as_ref() == Some(worker_id)) {
@@ -113,7 +113,7 @@ impl Model {
                 }
                 (fenced, vec![])
             }
-            Statement::FailJobs { worker_id, failures } => {
+            Statement::FailJobs { worker_id, failures, .. } => {
                 let fenced = self.not_held(failures.iter().map(|f| f.job_id), worker_id);
                 for Failure { job_id, message, run_at, permanent, payload, delay } in failures {
                     let Some(row) = self.rows.get_mut(job_id) else { continue };

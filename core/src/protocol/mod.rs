@@ -122,6 +122,9 @@ pub enum Statement {
         worker_id: String,
         /// The jobs.
         ids: Vec<i64>,
+        /// Some of them are workflow jobs ([`crate::workflow::FLAG`]): the statement settles
+        /// them too. Otherwise it is the plain statement.
+        settles_workflow_jobs: bool,
     },
     /// Record failed attempts of jobs still held by `worker_id`, unlock the jobs and their
     /// queues. Answer: `Done`, or `Fenced` naming the jobs it did not write.
@@ -130,6 +133,8 @@ pub enum Statement {
         worker_id: String,
         /// The failures.
         failures: Vec<Failure>,
+        /// As for `CompleteJobs`.
+        settles_workflow_jobs: bool,
     },
     /// Unlock jobs that will not run now, refunding the attempt. Answer: `Done`.
     ReturnJobs {

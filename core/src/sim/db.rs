@@ -522,7 +522,11 @@ mod tests {
         assert!(got.iter().all(|j| j.attempts == 1 && j.locked_by.as_deref() == Some("w")));
         assert_eq!(db.queue("q").and_then(|q| q.locked_by.clone()).as_deref(), Some("w"));
         assert!(fetch(&mut db, "v", 10).is_empty(), "the queue is held, the rest is not due");
-        db.execute(&Statement::CompleteJobs { worker_id: "w".into(), ids: vec![q1.id] });
+        db.execute(&Statement::CompleteJobs {
+            worker_id: "w".into(),
+            ids: vec![q1.id],
+            settles_workflow_jobs: false,
+        });
         assert_eq!(db.queue("q").and_then(|q| q.locked_by.clone()), None);
         assert_eq!(fetch(&mut db, "v", 10).len(), 1, "the queue's next job");
     }
@@ -542,9 +546,13 @@ mod tests {
             payload: None,
             delay: None,
         }];
-        db.execute(&Statement::FailJobs { worker_id: "other".into(), failures: failures.clone() });
+        db.execute(&Statement::FailJobs {
+            worker_id: "other".into(),
+            failures: failures.clone(),
+            settles_workflow_jobs: false,
+        });
         assert_eq!(db.job(a.id).and_then(|j| j.locked_by.clone()).as_deref(), Some("w"), "not ours");
-        db.execute(&Statement::FailJobs { worker_id: "w".into(), failures });
+        db.execute(&Statement::FailJobs { worker_id: "w".into(), failures, settles_workflow_jobs: false });
         let a = db.job(a.id).cloned().expect("a");
         assert_eq!((a.attempts, a.last_error.as_deref(), a.locked_at), (1, Some("boom"), None));
         assert_eq!(a.run_at, t(10) + backoff::delay(1));
@@ -567,7 +575,7 @@ mod tests {
             delay: None,
         };
         let failures = vec![fail(a.id, Some(json!([2]))), fail(b.id, None)];
-        db.execute(&Statement::FailJobs { worker_id: "w".into(), failures });
+        db.execute(&Statement::FailJobs { worker_id: "w".into(), failures, settles_workflow_jobs: false });
         assert_eq!(db.job(a.id).map(|j| j.payload.value().clone()), Some(json!([2])));
         assert_eq!(db.job(b.id).map(|j| j.payload.value().clone()), Some(json!([4, 5])));
     }

@@ -123,7 +123,7 @@ impl Db {
                 let fetch = Fetch { task_identifiers, excluded_queues, flags, caps, limits };
                 QueryResult::jobs(self.get_jobs(worker_id, fetch, *limit, *now))
             }
-            Statement::CompleteJobs { worker_id, ids } => {
+            Statement::CompleteJobs { worker_id, ids, settles_workflow_jobs } => {
                 let fenced = self.fenced(ids.iter().copied(), worker_id);
                 let mine: Vec<i64> = ids
                     .iter()
@@ -135,12 +135,14 @@ impl Db {
                 for id in mine {
                     if let Some(job) = self.jobs.remove(&id) {
                         self.release_queue(job.job_queue_id, worker_id);
-                        self.settle_workflow_job(id, Outcome::Completed);
+                        if *settles_workflow_jobs {
+                            self.settle_workflow_job(id, Outcome::Completed);
+                        }
                     }
                 }
                 written(fenced)
             }
-            Statement::FailJobs { worker_id, failures } => {
+            Statement::FailJobs { worker_id, failures, settles_workflow_jobs } => {
                 let fenced = self.fenced(failures.iter().map(|f| f.job_id), worker_id);
                 for Failure { job_id, message, run_at, permanent, payload, delay } in failures {
                     if !self.held_by(*job_id, worker_id) {
@@ -161,7 +163,9 @@ impl Db {
                     job.locked_by = None;
                     let queue = job.job_queue_id;
                     self.release_queue(queue, worker_id);
-                    self.settle_if_failed_for_good(*job_id);
+                    if *settles_workflow_jobs {
+                        self.settle_if_failed_for_good(*job_id);
+                    }
                 }
                 written(fenced)
             }

@@ -96,6 +96,7 @@ impl SimWorkflow {
     /// The job job `i` becomes when released (a callback's with its batch's counts).
     pub(super) fn release_job(&self, i: usize) -> RawJob {
         let mut job = self.jobs[i].clone();
+        job.spec.flags.get_or_insert_with(Vec::new).push(crate::workflow::FLAG.into());
         if self.graph.nodes()[i].callback.is_some() {
             let counts = self.progress.batch_counts(&self.graph, i);
             if let Value::Object(payload) = &mut job.payload {

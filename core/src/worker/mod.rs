@@ -246,7 +246,7 @@ impl Worker {
             self.maybe_fetch();
         }
         for write in self.writes.due(self.now) {
-            let id = self.query(Part::Write, write.statement(&self.config.worker_id));
+            let id = self.query(Part::Write, self.writes.statement(&write, &self.config.worker_id));
             self.writes.sent(id, write);
         }
         self.drive_cron();
@@ -347,6 +347,9 @@ impl Worker {
     fn task_finished(&mut self, job_id: i64, outcome: TaskOutcome) -> Result<(), MisuseError> {
         let job = self.slots.finish(job_id).ok_or(MisuseError::UnknownTask(job_id))?;
         let (outcome, permanent) = self.cancels.ended(job_id, outcome);
+        if job.in_workflow {
+            self.writes.settles_workflow(job_id);
+        }
         match outcome {
             TaskOutcome::Ok => {
                 self.emit(job.success(self.now));

@@ -27,6 +27,8 @@ pub(crate) struct Started {
     pub started_at: Timestamp,
     /// When the task must have ended, and its timeout, if it has one.
     pub deadline: Option<(Timestamp, Duration)>,
+    /// A workflow released the job ([`crate::workflow::FLAG`]): its outcome settles it.
+    pub in_workflow: bool,
 }
 
 impl Started {
@@ -115,6 +117,7 @@ impl Slots {
             created_at: job.created_at,
             started_at: now,
             deadline: timeout.map(|timeout| (now + timeout, timeout)),
+            in_workflow: job.flags.contains(crate::workflow::FLAG),
         };
         match self.running.entry(job.id) {
             Entry::Occupied(mut slot) => {

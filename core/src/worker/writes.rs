@@ -27,7 +27,7 @@ use crate::backoff::WRITE_RETRY;
 use crate::protocol::{Failure, QueryId, Snooze, Statement};
 use crate::time::Timestamp;
 use chrono::Duration;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// One write: a batch of outcomes of one kind.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,17 +57,6 @@ impl Write {
             Write::Fail(_) => "fail jobs",
             Write::Return(_) => "return jobs",
             Write::Snooze(_) => "snooze jobs",
-        }
-    }
-
-    /// The statement that makes this write for `worker_id`.
-    pub fn statement(&self, worker_id: &str) -> Statement {
-        let worker_id = worker_id.to_owned();
-        match self {
-            Write::Complete(ids) => Statement::CompleteJobs { worker_id, ids: ids.clone() },
-            Write::Fail(failures) => Statement::FailJobs { worker_id, failures: failures.clone() },
-            Write::Return(ids) => Statement::ReturnJobs { worker_id, ids: ids.clone() },
-            Write::Snooze(snoozes) => Statement::SnoozeJobs { worker_id, snoozes: snoozes.clone() },
         }
     }
 
@@ -138,6 +127,9 @@ pub(crate) struct Writes {
     in_flight: BTreeMap<QueryId, Write>,
     /// Jobs to give back once the write about each is done: a job is in one write at a time.
     after: Vec<i64>,
+    /// Jobs a workflow released whose outcome waits or is being written: the statement
+    /// writing it settles them too.
+    workflow_jobs: BTreeSet<i64>,
     /// Writes refused in a row, for their retry delay.
     refused: u32,
     flush_at: Option<Timestamp>,
@@ -158,6 +150,27 @@ impl Writes {
     pub fn fail(&mut self, failure: Failure, now: Timestamp, delay: Duration) {
         self.failures.push(failure);
         self.flush_within(now, delay);
+    }
+
+    /// Job `job_id` is a workflow's: the write of its outcome settles it.
+    pub fn settles_workflow(&mut self, job_id: i64) {
+        self.workflow_jobs.insert(job_id);
+    }
+
+    /// The statement that makes `write` for `worker_id`.
+    pub fn statement(&self, write: &Write, worker_id: &str) -> Statement {
+        let worker_id = worker_id.to_owned();
+        let settles_workflow_jobs = write.ids().any(|id| self.workflow_jobs.contains(&id));
+        match write {
+            Write::Complete(ids) => {
+                Statement::CompleteJobs { worker_id, ids: ids.clone(), settles_workflow_jobs }
+            }
+            Write::Fail(failures) => {
+                Statement::FailJobs { worker_id, failures: failures.clone(), settles_workflow_jobs }
+            }
+            Write::Return(ids) => Statement::ReturnJobs { worker_id, ids: ids.clone() },
+            Write::Snooze(snoozes) => Statement::SnoozeJobs { worker_id, snoozes: snoozes.clone() },
+        }
     }
 
     /// A task snoozed: write it within `delay`.
@@ -230,7 +243,11 @@ impl Writes {
 
     /// Write `id` reached the database at `now`.
     pub fn written(&mut self, id: QueryId, now: Timestamp) {
-        self.in_flight.remove(&id);
+        if let Some(write) = self.in_flight.remove(&id) {
+            for job_id in write.ids() {
+                self.workflow_jobs.remove(&job_id);
+            }
+        }
         self.refused = 0;
         self.give_back_after(now);
     }

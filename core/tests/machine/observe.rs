@@ -61,5 +61,8 @@ fn a_skipped_task_completes_its_job_and_says_why_instead_of_succeeding() {
     );
     assert!(!evs.iter().any(|e| matches!(e, Event::JobSuccess { .. })), "not reported as a success: {evs:?}");
     let completed = writes(&effects).into_iter().map(|(_, s)| s).collect::<Vec<_>>();
-    assert_eq!(completed, vec![Statement::CompleteJobs { worker_id: "w".into(), ids: vec![1] }]);
+    assert_eq!(
+        completed,
+        vec![Statement::CompleteJobs { worker_id: "w".into(), ids: vec![1], settles_workflow_jobs: false }]
+    );
 }

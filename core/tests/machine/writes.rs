@@ -131,3 +131,32 @@ fn the_permanent_failure_is_visible_in_the_database() {
         .count();
     assert_eq!(permanent, 1);
 }
+
+#[test]
+fn only_writes_ending_a_job_a_workflow_released_settle_workflow_jobs() {
+    let (mut hand, effects) =
+        Hand::started(Config { complete_batch_delay: Duration::milliseconds(50), ..config() });
+    let (fetch, _) = fetches(&effects)[0];
+    let in_workflow =
+        |id| Job { flags: [formica_core::workflow::FLAG.to_owned()].into(), ..job(id, None, 1, 25) };
+    hand.jobs(fetch, vec![job(1, None, 1, 25), in_workflow(2), job(3, None, 1, 25), in_workflow(4)]);
+    let settles = |effects: &[Effect]| -> Vec<bool> {
+        writes(effects)
+            .iter()
+            .filter_map(|(_, statement)| match statement {
+                Statement::CompleteJobs { settles_workflow_jobs, .. }
+                | Statement::FailJobs { settles_workflow_jobs, .. } => Some(*settles_workflow_jobs),
+                _ => None,
+            })
+            .collect()
+    };
+    hand.finish(1, TaskOutcome::Ok);
+    assert_eq!(settles(&hand.fire().1), vec![false], "a plain job's completion stays plain");
+    hand.finish(3, TaskOutcome::Ok);
+    hand.finish(2, TaskOutcome::Ok);
+    let (_, effects) = hand.fire();
+    assert_eq!(settles(&effects), vec![true], "a batch with one workflow job settles it");
+    let effects = hand.finish(4, TaskOutcome::Err("no".into()));
+    let failed = if writes(&effects).is_empty() { hand.fire().1 } else { effects };
+    assert_eq!(settles(&failed), vec![true], "a workflow job's failure settles it too");
+}

@@ -8,36 +8,7 @@ use serde_json::Value;
 use tokio_postgres::types::Type;
 use tokio_postgres::Row;
 
-/// How a job ended for good.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Outcome {
-    /// Its handler succeeded (or a middleware layer skipped it).
-    Completed,
-    /// Its last attempt failed, or it did not stop when told to.
-    Failed,
-    /// It was cancelled.
-    Cancelled,
-}
-
-impl Outcome {
-    /// The name stored in the history.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Completed => "completed",
-            Outcome::Failed => "failed",
-            Outcome::Cancelled => "cancelled",
-        }
-    }
-
-    fn parse(text: &str) -> Result<Self, Error> {
-        match text {
-            "completed" => Ok(Outcome::Completed),
-            "failed" => Ok(Outcome::Failed),
-            "cancelled" => Ok(Outcome::Cancelled),
-            other => Err(Error::Row(format!("unknown history outcome {other:?}"))),
-        }
-    }
-}
+pub use formica_core::workflow::Outcome;
 
 /// One run of a job that ended for good, from the history.
 #[derive(Debug, Clone, PartialEq)]
@@ -87,7 +58,10 @@ impl JobOutcome {
             payload: row.try_get("payload")?,
             attempts: row.try_get("attempts")?,
             max_attempts: row.try_get("max_attempts")?,
-            outcome: Outcome::parse(row.try_get("outcome")?)?,
+            outcome: {
+                let text: &str = row.try_get("outcome")?;
+                Outcome::parse(text).ok_or_else(|| Error::Row(format!("unknown history outcome {text:?}")))?
+            },
             last_error: row.try_get("last_error")?,
             added_at: row.try_get("added_at")?,
             started_at: row.try_get("started_at")?,

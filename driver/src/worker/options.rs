@@ -440,7 +440,6 @@ impl<R> WorkerOptions<R> {
                     flags_fn: self.flags_fn,
                     parents: Default::default(),
                     outputs: crate::history::outputs(&self.history),
-                    workflow_jobs: Default::default(),
                 },
                 utils,
                 handlers: self.handlers,

@@ -65,7 +65,7 @@ impl WorkflowJob {
     /// Make this job a batch callback: released when all it depends on has settled
     /// ([`Callback::AllFinished`]) or at the first of them not completed
     /// ([`Callback::FirstFailure`]), its payload (a JSON object) given the key `"batch"`: a
-    /// [`BatchResult`].
+    /// [`BatchReport`].
     pub fn callback(mut self, when: Callback) -> Self {
         self.callback = Some(when);
         self
@@ -183,10 +183,10 @@ pub struct AddedWorkflow {
 
 /// What a batch callback's payload holds under `"batch"`: how the jobs it depends on
 /// settled, and the outputs kept of those that have one (a Formica worker writing history
-/// keeps what a handler returned). Read it with a field `batch: BatchResult` in the
+/// keeps what a handler returned). Read it with a field `batch: BatchReport` in the
 /// callback's payload type.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct BatchResult {
+pub struct BatchReport {
     /// Completed.
     pub completed: i64,
     /// Failed for good.
