@@ -120,6 +120,8 @@ pub fn worker_config(index: usize) -> impl Strategy<Value = Config> {
                     concurrency,
                     poll_interval: Duration::milliseconds(poll_ms),
                     local_queue_size: local,
+                    // One (the default) or two, by the worker's seed.
+                    fetches_in_flight: 1 + (seed % 2) as usize,
                     local_queue_ttl: ttl.map_or(Duration::minutes(5), Duration::seconds),
                     lock_sweep_interval: formica_core::worker::LOCK_SWEEP_INTERVAL,
                     recovery_interval: formica_core::worker::RECOVERY_PERIOD,

@@ -69,6 +69,8 @@ fn worker_config(index: usize, b: &mut Bytes<'_>) -> Config {
             _ => None,
         },
         local_queue_ttl: Duration::seconds(1 + i64::from(b.below(120))),
+        // One (the default) or two, by the worker: reading more bytes would change the corpora.
+        fetches_in_flight: 1 + index % 2,
         // The defaults: reading more bytes would change what the committed corpora mean.
         lock_sweep_interval: formica_core::worker::LOCK_SWEEP_INTERVAL,
         recovery_interval: formica_core::worker::RECOVERY_PERIOD,

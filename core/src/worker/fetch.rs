@@ -7,7 +7,8 @@
 //! there are any) and the local queue's give-back.
 //!
 //! Promises (checked by `core/tests/machine/fetch.rs` and the lockstep model of `check/`):
-//! - one fetch at a time without a local queue; with one, at most [`MAX_PREFETCHES`], each a
+//! - one fetch at a time without a local queue; with one, at most
+//!   [`Config::fetches_in_flight`] (one by default), each a
 //!   batch, and the queue never holds or asks for more than its size;
 //! - a job never leaves the queue while a fetch sent before its own is out (PostgreSQL may
 //!   have locked the earlier fetch's jobs after the later's, and those may come first);
@@ -35,9 +36,6 @@ use crate::time::Timestamp;
 use chrono::Duration;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-/// Most fetches in flight at once with a local queue (direct mode: one).
-pub const MAX_PREFETCHES: usize = 2;
-
 /// A batch smaller than this pays a fetch's fixed cost (its planning alone is worth about 25
 /// rows of locking) on too few jobs. `LOCAL_QUEUE_SIZE=100 POLL_SECONDS=0.2
 /// bench/drain-cpu`: batches of 50 rather than 34 cost PostgreSQL 34-39 rather than 42-58
@@ -45,7 +43,7 @@ pub const MAX_PREFETCHES: usize = 2;
 /// rather than 334 drained 59-63k rather than 71k jobs/s.
 const AMPLE_BATCH: usize = 100;
 
-/// The largest batch for a local queue of `size`: a third of it, so that a second fetch
+/// The largest batch for a local queue of `size`: a third of it, so that the next fetch
 /// can be out while a batch waits; but at least min(half of it, [`AMPLE_BATCH`]).
 fn batch_cap(size: usize) -> usize {
     size.div_ceil(3).max(size.div_ceil(2).min(AMPLE_BATCH))
@@ -57,6 +55,8 @@ pub(crate) struct Fetcher {
     concurrency: usize,
     /// The local queue's size (`None`: fetch only for free slots).
     size: Option<usize>,
+    /// Most fetches out at once.
+    most_in_flight: usize,
     ttl: Duration,
     poll_interval: Duration,
     run_once: bool,
@@ -106,6 +106,11 @@ impl Fetcher {
         let mut fetcher = Fetcher {
             concurrency: config.concurrency,
             size: config.local_queue_size,
+            most_in_flight: if config.local_queue_size.is_some() {
+                config.fetches_in_flight.max(1)
+            } else {
+                1
+            },
             ttl: config.local_queue_ttl,
             poll_interval: config.poll_interval,
             run_once: config.run_once,
@@ -136,9 +141,8 @@ impl Fetcher {
     pub fn want(&mut self, running: usize) -> Option<usize> {
         let in_flight = self.in_flight.len();
         let asked: usize = self.in_flight.values().sum();
-        let most = if self.size.is_some() { MAX_PREFETCHES } else { 1 };
         // A fetch now could lock jobs the give-back would take for unknown ones.
-        if in_flight >= most || self.reclaim != Reclaim::Idle {
+        if in_flight >= self.most_in_flight || self.reclaim != Reclaim::Idle {
             return None;
         }
         let free = self.concurrency.saturating_sub(running);

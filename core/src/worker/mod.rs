@@ -10,7 +10,7 @@
 //!   each time it is fetched;
 //! - every started job ends in exactly one completion, failure or return, and those
 //!   writes are retried until the database takes them: none is dropped;
-//! - fetching follows `fetch`'s promises (at most two fetches, a batch each; start order;
+//! - fetching follows `fetch`'s promises (one fetch out at a time by default, a batch each; start order;
 //!   one fetch after a short one; the poll always armed while running);
 //! - its clock never goes back: an earlier `now` than seen before is taken as the latest;
 //! - after [`Effect::Stopped`] no effect comes out and no deadline is armed.
@@ -42,7 +42,6 @@ mod task_limits;
 mod writes;
 
 pub use self::config::{Config, DEFAULT_LOCAL_QUEUE_SIZE, MIN_POLL_INTERVAL};
-pub use self::fetch::MAX_PREFETCHES;
 pub use self::lease::{HEARTBEAT_INTERVAL, LEASE, RECOVERY_PERIOD, SUSPICION_GRACE};
 pub use self::refetch::RefetchDelay;
 pub use self::sweep::{FIRST_SWEEP_WITHIN, LOCK_SWEEP_INTERVAL, STALE_LOCK_AGE};
@@ -242,7 +241,7 @@ impl Worker {
             self.start(job);
         }
         self.maybe_reclaim();
-        for _ in 0..MAX_PREFETCHES {
+        for _ in 0..self.config.fetches_in_flight.max(1) {
             self.maybe_fetch();
         }
         for write in self.writes.due(self.now) {

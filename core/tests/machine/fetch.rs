@@ -18,21 +18,28 @@ fn direct_fetching_asks_for_the_free_slots_only() {
 
 #[test]
 fn local_queue_fetching_asks_for_a_batch_and_hands_jobs_out_as_slots_free() {
-    let (mut hand, effects) =
-        Hand::started(Config { concurrency: 2, local_queue_size: Some(30), ..config() });
-    let [(fetch, 2)] = fetches(&effects)[..] else { panic!("a first batch of concurrency: {effects:?}") };
-    let effects = hand.jobs(fetch, jobs_of(1..=2));
-    assert_eq!(started(&effects), vec![1, 2]);
-    let [(fetch, 2)] = fetches(&effects)[..] else {
-        panic!("the next batch is fetched while this one runs: {effects:?}")
-    };
-    let effects = hand.jobs(fetch, jobs_of(3..=4));
-    assert!(started(&effects).is_empty() && fetches(&effects).is_empty(), "a batch waits: {effects:?}");
-    assert!(hand.machine.deadline(TimerKind::LocalQueueTtl).is_some(), "waiting jobs have a deadline");
-    let effects = hand.finish(1, TaskOutcome::Ok);
-    assert_eq!(started(&effects), vec![3], "the next local job, without a query");
-    assert_eq!(fetches(&effects).len(), 2, "fewer than a batch wait: two fetches go out: {effects:?}");
-    assert!(fetches(&hand.feed(note())).is_empty(), "never more than two in flight");
+    for in_flight in [1, 2] {
+        let config =
+            Config { concurrency: 2, local_queue_size: Some(30), fetches_in_flight: in_flight, ..config() };
+        let (mut hand, effects) = Hand::started(config);
+        let [(fetch, 2)] = fetches(&effects)[..] else { panic!("a first batch of concurrency: {effects:?}") };
+        let effects = hand.jobs(fetch, jobs_of(1..=2));
+        assert_eq!(started(&effects), vec![1, 2]);
+        let [(fetch, 2)] = fetches(&effects)[..] else {
+            panic!("the next batch is fetched while this one runs: {effects:?}")
+        };
+        let effects = hand.jobs(fetch, jobs_of(3..=4));
+        assert!(started(&effects).is_empty() && fetches(&effects).is_empty(), "a batch waits: {effects:?}");
+        assert!(hand.machine.deadline(TimerKind::LocalQueueTtl).is_some(), "waiting jobs have a deadline");
+        let effects = hand.finish(1, TaskOutcome::Ok);
+        assert_eq!(started(&effects), vec![3], "the next local job, without a query");
+        assert_eq!(
+            fetches(&effects).len(),
+            in_flight,
+            "fewer than a batch wait: fetches go out: {effects:?}"
+        );
+        assert!(fetches(&hand.feed(note())).is_empty(), "never more than {in_flight} in flight");
+    }
 }
 
 fn note() -> Input {
@@ -107,6 +114,7 @@ fn the_batch_grows_only_when_the_slots_ran_dry_and_shrinks_when_jobs_go_back() {
         concurrency: 2,
         local_queue_size: Some(30),
         local_queue_ttl: Duration::seconds(30),
+        fetches_in_flight: 2,
         ..config()
     });
     let (fetch, _) = fetches(&effects)[0];

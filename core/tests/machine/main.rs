@@ -216,10 +216,11 @@ fn jobs_of(ids: std::ops::RangeInclusive<i64>) -> Vec<Job> {
     ids.map(|id| job(id, None, 1, 25)).collect()
 }
 
-/// Concurrency 2, a queue of 30: jobs 1 and 2 run, 3 runs after 1 finished and 4 waits,
-/// with two fetches out (ids returned in the order sent).
+/// Concurrency 2, a queue of 30, two fetches allowed out: jobs 1 and 2 run, 3 runs after 1
+/// finished and 4 waits, with two fetches out (ids returned in the order sent).
 fn two_fetches_out(config: Config) -> (Hand, QueryId, QueryId) {
-    let (mut hand, effects) = Hand::started(Config { concurrency: 2, local_queue_size: Some(30), ..config });
+    let config = Config { concurrency: 2, local_queue_size: Some(30), fetches_in_flight: 2, ..config };
+    let (mut hand, effects) = Hand::started(config);
     let (fetch, _) = fetches(&effects)[0];
     let effects = hand.jobs(fetch, jobs_of(1..=2));
     let (fetch, _) = fetches(&effects)[0];
