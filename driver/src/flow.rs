@@ -125,10 +125,11 @@ pub(crate) fn read_controls(rows: &[tokio_postgres::Row]) -> Result<Controls, to
 
 /// The fetch leaving out the named queues of its parameter `$7`: see
 /// [`formica_sql::flow::excluding_queues`].
-pub(crate) fn get_jobs_excluding_queues() -> &'static str {
-    static FETCH: std::sync::LazyLock<String> =
-        std::sync::LazyLock::new(|| sql::flow::excluding_queues(crate::traces::get_jobs()));
-    &FETCH
+pub(crate) fn get_jobs_excluding_queues(walk: bool) -> &'static str {
+    static FORMS: std::sync::LazyLock<[String; 2]> = std::sync::LazyLock::new(|| {
+        [false, true].map(|walk| sql::flow::excluding_queues(crate::traces::get_jobs(walk)))
+    });
+    &FORMS[usize::from(walk)]
 }
 
 /// The fetch keeping within caps ([`formica_sql::flow::GET_JOBS_CAPPED`]), with each job's

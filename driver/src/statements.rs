@@ -112,6 +112,7 @@ pub fn bind(statement: Statement) -> Bound {
             excluded_queues,
             caps,
             limits,
+            walk_priorities,
         } => {
             let mut params = vec![
                 param(worker_id, Type::TEXT),
@@ -132,10 +133,10 @@ pub fn bind(statement: Statement) -> Bound {
                 params.extend(crate::flow::cap_params(caps));
                 crate::flow::get_jobs_capped()
             } else if excluded_queues.is_empty() {
-                crate::traces::get_jobs()
+                crate::traces::get_jobs(walk_priorities)
             } else {
                 params.push(param(excluded_queues, Type::TEXT_ARRAY));
-                crate::flow::get_jobs_excluding_queues()
+                crate::flow::get_jobs_excluding_queues(walk_priorities)
             };
             (template, params, Answer::Jobs)
         }

@@ -178,18 +178,18 @@ pub(crate) struct Parents(
     #[cfg(feature = "traces")] std::sync::Mutex<std::collections::HashMap<i64, Parent>>,
 );
 
-/// The fetch: `get_jobs`, with each job's context when traces are on.
-#[cfg(not(feature = "traces"))]
-pub(crate) fn get_jobs() -> &'static str {
-    formica_sql::worker::GET_JOBS
-}
-
-/// The fetch: `get_jobs`, with each job's context when traces are on.
-#[cfg(feature = "traces")]
-pub(crate) fn get_jobs() -> &'static str {
-    static TRACED: std::sync::LazyLock<String> =
-        std::sync::LazyLock::new(|| formica_sql::traces::fetch(formica_sql::worker::GET_JOBS));
-    &TRACED
+/// The fetch: `get_jobs`, walking the priorities present if `walk`
+/// ([`formica_sql::worker::walking`]), with each job's context when traces are on.
+pub(crate) fn get_jobs(walk: bool) -> &'static str {
+    static FORMS: std::sync::LazyLock<[String; 2]> = std::sync::LazyLock::new(|| {
+        let plain = formica_sql::worker::GET_JOBS;
+        [plain.to_owned(), formica_sql::worker::walking(plain)].map(|fetch| {
+            #[cfg(feature = "traces")]
+            let fetch = formica_sql::traces::fetch(&fetch);
+            fetch
+        })
+    });
+    &FORMS[usize::from(walk)]
 }
 
 #[cfg(not(feature = "traces"))]

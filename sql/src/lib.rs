@@ -322,6 +322,19 @@ pub mod worker {
     /// `$1` worker, `$2` task identifiers, `$3` forbidden flags, `$4` now or null, `$5` limit,
     /// `$6` accepted flags (empty: any).
     pub const GET_JOBS: &str = include_str!("../queries/worker/get_jobs.sql");
+    /// The candidates of [`GET_JOBS`] found one priority at a time (see the file).
+    const GET_JOBS_WALK: &str = include_str!("../queries/worker/get_jobs_walk.sql");
+
+    /// The fetch `get_jobs` ([`GET_JOBS`], before its other forms are made of it) walking
+    /// the priorities present ([`GET_JOBS_WALK`]): the same parameters and jobs.
+    pub fn walking(get_jobs: &str) -> String {
+        let Some((head, rest)) = get_jobs.split_once("with candidates as (") else {
+            return get_jobs.to_owned();
+        };
+        let Some((_, tail)) = rest.split_once("\n),\nchosen as (") else { return get_jobs.to_owned() };
+        format!("{head}{},\nchosen as ({tail}", GET_JOBS_WALK.trim_end())
+    }
+
     /// `$1` worker, `$2` job ids.
     pub const COMPLETE_JOBS: &str = include_str!("../queries/worker/complete_jobs.sql");
     /// `$1` worker, `$2` job ids, `$3` messages, `$4` next run times (null entries: backoff
@@ -506,6 +519,16 @@ mod tests {
             assert!(plain.contains("/*:HISTORY*/") && plain.contains("/*:HISTORY_COLUMNS*/"), "{plain}");
             assert!(!sql.contains("/*:HISTORY") && sql.contains("insert into :RECORDS.job_history"), "{sql}");
         }
+    }
+
+    #[test]
+    fn the_walking_fetch_replaces_only_the_candidates() {
+        let walking = worker::walking(worker::GET_JOBS);
+        assert!(!walking.contains("with candidates as ("), "{walking}");
+        assert!(walking.contains("with recursive tasks as (") && walking.contains("candidates as ("));
+        let (_, plain_rest) = worker::GET_JOBS.split_once("\nchosen as (").unwrap();
+        assert!(walking.ends_with(plain_rest), "the rest of the statement is the plain fetch's");
+        assert_eq!(flow::excluding_queues(&walking).matches("<> all($7::text[])").count(), 1);
     }
 
     #[test]

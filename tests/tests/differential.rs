@@ -499,6 +499,8 @@ impl Both {
                     excluded_queues: excluded.clone(),
                     caps: caps.iter().filter(|c| tasks.contains(&c.task)).cloned().collect(),
                     limits: vec![],
+                    // Every other fetch in the walking shape: the same jobs either way.
+                    walk_priorities: self.serial % 2 == 0,
                 };
                 let sim = match self.sim.execute(&statement) {
                     QueryResult::Jobs { jobs, .. } => Outcome::Rows(sorted(jobs.iter().map(cmp).collect())),

@@ -114,6 +114,11 @@ pub enum Statement {
         /// locked only within the starts each limit has left in its period, and each lock
         /// is logged as a start. Empty: no limited fetch.
         limits: Vec<Limit>,
+        /// Find the due jobs one priority at a time (an index range each) rather than in one
+        /// scan of the index, which reads every job scheduled for later whenever fewer are
+        /// due than asked: sent after a short fetch was slow
+        /// ([`SLOW_SHORT_FETCH`](crate::worker::SLOW_SHORT_FETCH)). The same jobs either way.
+        walk_priorities: bool,
     },
     /// Delete these jobs (still held by `worker_id`) and release their queues. Answer: `Done`,
     /// or `Fenced` naming the jobs it did not delete.

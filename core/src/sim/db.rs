@@ -496,6 +496,7 @@ mod tests {
             excluded_queues: vec![],
             caps: vec![],
             limits: vec![],
+            walk_priorities: false,
         }) {
             QueryResult::Jobs { jobs, .. } => jobs,
             other @ (QueryResult::KnownCrontabs(_)

@@ -118,6 +118,8 @@ impl Db {
                 excluded_queues,
                 caps,
                 limits,
+                // The same jobs either way (tests/tests/fetch.rs checks both forms).
+                walk_priorities: _,
             } => {
                 let flags = Flags { forbidden: forbidden_flags, accepted: accepted_flags };
                 let fetch = Fetch { task_identifiers, excluded_queues, flags, caps, limits };

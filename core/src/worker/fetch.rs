@@ -43,6 +43,13 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 /// rather than 334 drained 59-63k rather than 71k jobs/s.
 const AMPLE_BATCH: usize = 100;
 
+/// A fetch that came back short after this long read past many jobs scheduled for later
+/// (the index orders by priority then run_at, so a scan of all priorities reads each one's
+/// later jobs before it knows it found all those due): the next fetches walk the priorities
+/// present instead, one range of due jobs each, until a fetch comes back full. A short fetch
+/// over a small table takes well under a millisecond; over 1,000,000 jobs due tomorrow, 18 ms.
+pub const SLOW_SHORT_FETCH: Duration = Duration::milliseconds(5);
+
 /// The largest batch for a local queue of `size`: a third of it, so that the next fetch
 /// can be out while a batch waits; but at least min(half of it, [`AMPLE_BATCH`]).
 fn batch_cap(size: usize) -> usize {
@@ -66,7 +73,9 @@ pub(crate) struct Fetcher {
     /// earlier one is back (or failed).
     early: Vec<Job>,
     /// Fetches out, and how many jobs each asked for.
-    in_flight: BTreeMap<QueryId, usize>,
+    in_flight: BTreeMap<QueryId, (usize, Timestamp)>,
+    /// Fetches walk the priorities present ([`SLOW_SHORT_FETCH`]).
+    walk: bool,
     /// Jobs per fetch with a local queue.
     batch: usize,
     /// A slot freed with no job waiting since the last batch came: a bigger batch may help.
@@ -117,6 +126,7 @@ impl Fetcher {
             queue: VecDeque::new(),
             early: Vec::new(),
             in_flight: BTreeMap::new(),
+            walk: false,
             batch: 1,
             ran_dry: false,
             drained: false,
@@ -140,7 +150,7 @@ impl Fetcher {
     /// The caller sends it and reports [`Fetcher::sent`].
     pub fn want(&mut self, running: usize) -> Option<usize> {
         let in_flight = self.in_flight.len();
-        let asked: usize = self.in_flight.values().sum();
+        let asked: usize = self.in_flight.values().map(|(limit, _)| limit).sum();
         // A fetch now could lock jobs the give-back would take for unknown ones.
         if in_flight >= self.most_in_flight || self.reclaim != Reclaim::Idle {
             return None;
@@ -182,9 +192,14 @@ impl Fetcher {
         Some(limit)
     }
 
-    /// Fetch `id` asking for `limit` jobs was sent.
-    pub fn sent(&mut self, id: QueryId, limit: usize) {
-        self.in_flight.insert(id, limit);
+    /// Fetch `id` asking for `limit` jobs was sent at `now`.
+    pub fn sent(&mut self, id: QueryId, limit: usize, now: Timestamp) {
+        self.in_flight.insert(id, (limit, now));
+    }
+
+    /// Whether the next fetch walks the priorities present ([`SLOW_SHORT_FETCH`]).
+    pub fn walks(&self) -> bool {
+        self.walk
     }
 
     /// Fetch `id` came back with `rows` locked, of which `jobs` could be read; those in
@@ -202,10 +217,15 @@ impl Fetcher {
         accepting: bool,
         now: Timestamp,
     ) -> Vec<i64> {
-        let limit = self.in_flight.remove(&id).unwrap_or(0);
+        let (limit, sent_at) = self.in_flight.remove(&id).unwrap_or((0, now));
         let got = rows;
         self.drained = got < limit;
         self.short = got < limit;
+        if !self.short {
+            self.walk = false;
+        } else if now - sent_at >= SLOW_SHORT_FETCH {
+            self.walk = true;
+        }
         if accepting {
             self.refetch.fetched(got, limit, now);
         }
@@ -520,7 +540,7 @@ mod tests {
         let mut f = Fetcher::new(&config, t(0));
         let none = BTreeSet::new();
         assert_eq!(f.want(0), Some(2));
-        f.sent(1, 2);
+        f.sent(1, 2, t(0));
         f.fetched(1, 0, Vec::new(), &none, 0, true, t(10));
         f.notified(5);
         assert_eq!(f.want(0), None, "held, although jobs were announced");
@@ -530,7 +550,7 @@ mod tests {
         assert_eq!(f.want(0), Some(2), "the announced jobs are fetched once the hold ends");
         // Without a delay the same notification is fetched at once.
         let mut f = fetcher(2, 100);
-        f.sent(1, 2);
+        f.sent(1, 2, t(0));
         f.fetched(1, 0, Vec::new(), &none, 0, true, t(10));
         f.notified(5);
         assert_eq!(f.want(0), Some(2));
@@ -541,12 +561,12 @@ mod tests {
         let mut f = fetcher(2, 100);
         let none = BTreeSet::new();
         assert_eq!(f.want(0), Some(2));
-        f.sent(1, 2);
+        f.sent(1, 2, t(0));
         f.fetched(1, 2, jobs(&[1, 2]), &none, 0, true, t(1));
         assert_eq!(ids(&f.take(2, t(1))), [1, 2]);
         // Both slots busy, queue empty: the next batch goes out, then a second behind it.
-        f.sent(2, 2);
-        f.sent(3, 2);
+        f.sent(2, 2, t(0));
+        f.sent(3, 2, t(0));
         f.fetched(3, 2, jobs(&[3, 4]), &none, 2, true, t(2));
         assert!(f.take(2, t(2)).is_empty(), "fetch 2 is still out: its jobs may come first");
         f.fetched(2, 2, jobs(&[5, 6]), &none, 2, true, t(3));
@@ -556,8 +576,8 @@ mod tests {
     #[test]
     fn a_failed_earlier_fetch_releases_the_jobs_of_a_later_one() {
         let mut f = fetcher(2, 100);
-        f.sent(1, 2);
-        f.sent(2, 2);
+        f.sent(1, 2, t(0));
+        f.sent(2, 2, t(0));
         f.fetched(2, 2, jobs(&[7, 8]), &BTreeSet::new(), 0, true, t(1));
         assert!(f.take(2, t(1)).is_empty());
         f.failed(1);
@@ -568,10 +588,10 @@ mod tests {
     #[test]
     fn after_a_give_back_no_prefetch_until_a_slot_frees() {
         let mut f = fetcher(1, 100);
-        f.sent(1, 1);
+        f.sent(1, 1, t(0));
         f.fetched(1, 1, jobs(&[1]), &BTreeSet::new(), 0, true, t(0));
         assert_eq!(ids(&f.take(1, t(0))), [1]);
-        f.sent(2, 1);
+        f.sent(2, 1, t(0));
         f.fetched(2, 1, jobs(&[2]), &BTreeSet::new(), 1, true, t(1));
         assert!(f.take(0, t(1)).is_empty(), "the slot is busy");
         let due = f.give_back_deadline().expect("queued jobs have a give-back deadline");
@@ -592,18 +612,35 @@ mod tests {
         let mut f = fetcher(2, 30);
         let none = BTreeSet::new();
         assert_eq!(f.want(0), Some(2));
-        f.sent(1, 2);
+        f.sent(1, 2, t(0));
         f.fetched(1, 2, jobs(&[1, 2]), &none, 0, true, t(0));
         f.take(2, t(0));
         assert_eq!(f.want(2), Some(2), "no growth on the first fetch");
-        f.sent(2, 2);
+        f.sent(2, 2, t(0));
         f.slot_freed();
         f.slot_freed(); // ran dry: both slots free, nothing queued
         f.fetched(2, 2, jobs(&[3, 4]), &none, 0, true, t(1));
         f.take(2, t(1));
         assert_eq!(f.want(2), Some(4), "a full batch found idle slots: twice the batch");
-        f.sent(3, 4);
+        f.sent(3, 4, t(0));
         f.fetched(3, 1, jobs(&[5]), &none, 2, true, t(2));
         assert_eq!(f.want(2), None, "short: one fetch at a time, only for slots about to idle");
+    }
+
+    #[test]
+    fn fetches_walk_the_priorities_after_a_slow_short_fetch_until_one_comes_back_full() {
+        let none = BTreeSet::new();
+        let mut f = fetcher(2, 100);
+        // Fetch `id` for 2 jobs, sent at `id` s, came back with `rows` after `took` ms.
+        let mut fetch = |id: i64, rows: usize, took: i64| {
+            f.sent(id as QueryId, 2, t(1000 * id));
+            let ids: Vec<i64> = (0..rows as i64).map(|i| 10 * id + i).collect();
+            f.fetched(id as QueryId, rows, jobs(&ids), &none, 0, true, t(1000 * id + took));
+            f.walks()
+        };
+        assert!(!fetch(1, 1, 1), "short and quick: one scan stays");
+        assert!(fetch(2, 1, 5), "short and slow: it read past jobs due later");
+        assert!(fetch(3, 0, 1), "short and quick, walking: it keeps walking");
+        assert!(!fetch(4, 2, 9), "full: many are due, one scan again");
     }
 }

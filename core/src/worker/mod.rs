@@ -42,6 +42,7 @@ mod task_limits;
 mod writes;
 
 pub use self::config::{Config, DEFAULT_LOCAL_QUEUE_SIZE, MIN_POLL_INTERVAL};
+pub use self::fetch::SLOW_SHORT_FETCH;
 pub use self::lease::{HEARTBEAT_INTERVAL, LEASE, RECOVERY_PERIOD, SUSPICION_GRACE};
 pub use self::refetch::RefetchDelay;
 pub use self::sweep::{FIRST_SWEEP_WITHIN, LOCK_SWEEP_INTERVAL, STALE_LOCK_AGE};
@@ -304,9 +305,10 @@ impl Worker {
             excluded_queues,
             caps,
             limits: rate_limits,
+            walk_priorities: self.fetcher.walks(),
         };
         let id = self.query(Part::Fetch, statement);
-        self.fetcher.sent(id, limit);
+        self.fetcher.sent(id, limit, self.now);
     }
 
     /// Give back, unstarted, the waiting jobs a pause now holds back (fetched before this
