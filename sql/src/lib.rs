@@ -326,7 +326,8 @@ pub mod worker {
     const GET_JOBS_WALK: &str = include_str!("../queries/worker/get_jobs_walk.sql");
 
     /// The fetch `get_jobs` ([`GET_JOBS`], before its other forms are made of it) walking
-    /// the priorities present ([`GET_JOBS_WALK`]): the same parameters and jobs.
+    /// the priorities present (`sql/queries/worker/get_jobs_walk.sql`): the same parameters
+    /// and jobs.
     pub fn walking(get_jobs: &str) -> String {
         let Some((head, rest)) = get_jobs.split_once("with candidates as (") else {
             return get_jobs.to_owned();

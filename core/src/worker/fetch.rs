@@ -46,9 +46,14 @@ const AMPLE_BATCH: usize = 100;
 /// A fetch that came back short after this long read past many jobs scheduled for later
 /// (the index orders by priority then run_at, so a scan of all priorities reads each one's
 /// later jobs before it knows it found all those due): the next fetches walk the priorities
-/// present instead, one range of due jobs each, until a fetch comes back full. A short fetch
+/// present instead, one range of due jobs each, until a fetch comes back full or
+/// 16 walks in a row were quick (the jobs due later may be gone, and the walk
+/// costs planning: the next fetch scans once again, and walks again if that is slow). A short fetch
 /// over a small table takes well under a millisecond; over 1,000,000 jobs due tomorrow, 18 ms.
 pub const SLOW_SHORT_FETCH: Duration = Duration::milliseconds(5);
+
+/// See [`SLOW_SHORT_FETCH`].
+const QUICK_WALKS: u32 = 16;
 
 /// The largest batch for a local queue of `size`: a third of it, so that the next fetch
 /// can be out while a batch waits; but at least min(half of it, [`AMPLE_BATCH`]).
@@ -74,8 +79,9 @@ pub(crate) struct Fetcher {
     early: Vec<Job>,
     /// Fetches out, and how many jobs each asked for.
     in_flight: BTreeMap<QueryId, (usize, Timestamp)>,
-    /// Fetches walk the priorities present ([`SLOW_SHORT_FETCH`]).
-    walk: bool,
+    /// Fetches walk the priorities present ([`SLOW_SHORT_FETCH`]), and how many walks in a
+    /// row were quick.
+    walk: Option<u32>,
     /// Jobs per fetch with a local queue.
     batch: usize,
     /// A slot freed with no job waiting since the last batch came: a bigger batch may help.
@@ -126,7 +132,7 @@ impl Fetcher {
             queue: VecDeque::new(),
             early: Vec::new(),
             in_flight: BTreeMap::new(),
-            walk: false,
+            walk: None,
             batch: 1,
             ran_dry: false,
             drained: false,
@@ -199,7 +205,7 @@ impl Fetcher {
 
     /// Whether the next fetch walks the priorities present ([`SLOW_SHORT_FETCH`]).
     pub fn walks(&self) -> bool {
-        self.walk
+        self.walk.is_some()
     }
 
     /// Fetch `id` came back with `rows` locked, of which `jobs` could be read; those in
@@ -221,11 +227,13 @@ impl Fetcher {
         let got = rows;
         self.drained = got < limit;
         self.short = got < limit;
-        if !self.short {
-            self.walk = false;
-        } else if now - sent_at >= SLOW_SHORT_FETCH {
-            self.walk = true;
-        }
+        let slow = now - sent_at >= SLOW_SHORT_FETCH;
+        self.walk = match self.walk {
+            _ if !self.short => None,
+            _ if slow => Some(0),
+            Some(quick) if quick + 1 < QUICK_WALKS => Some(quick + 1),
+            Some(_) | None => None,
+        };
         if accepting {
             self.refetch.fetched(got, limit, now);
         }
@@ -628,7 +636,7 @@ mod tests {
     }
 
     #[test]
-    fn fetches_walk_the_priorities_after_a_slow_short_fetch_until_one_comes_back_full() {
+    fn fetches_walk_the_priorities_after_a_slow_short_fetch_until_one_comes_back_full_or_many_are_quick() {
         let none = BTreeSet::new();
         let mut f = fetcher(2, 100);
         // Fetch `id` for 2 jobs, sent at `id` s, came back with `rows` after `took` ms.
@@ -642,5 +650,9 @@ mod tests {
         assert!(fetch(2, 1, 5), "short and slow: it read past jobs due later");
         assert!(fetch(3, 0, 1), "short and quick, walking: it keeps walking");
         assert!(!fetch(4, 2, 9), "full: many are due, one scan again");
+        assert!(fetch(5, 0, 7), "slow and short again: walks");
+        let quick: Vec<bool> = (6..6 + i64::from(QUICK_WALKS)).map(|id| fetch(id, 0, 1)).collect();
+        assert!(quick[..quick.len() - 1].iter().all(|&walks| walks), "{quick:?}");
+        assert!(!quick[quick.len() - 1], "after {QUICK_WALKS} quick walks in a row, one scan is tried again");
     }
 }
