@@ -244,8 +244,7 @@ async fn bulk_actions_confirm_the_count_then_act_on_it() {
     browser.find(Locator::Css(picked)).await.unwrap().click().await.unwrap();
     let told = "document.getElementById('message').textContent === 'Tick the jobs to act on first.'";
     assert!(wait_for(&browser, told, Duration::from_secs(5)).await, "nothing ticked: said, nothing asked");
-    let tick = format!("input.pick[value='{}']", emails[0]);
-    browser.find(Locator::Css(&tick)).await.unwrap().click().await.unwrap();
+    click_when_there(&browser, &format!("input.pick[value='{}']", emails[0]), Duration::from_secs(5)).await;
     browser
         .find(Locator::Css("button[data-bulk='delete'][data-picked]"))
         .await
@@ -270,6 +269,23 @@ async fn bulk_actions_confirm_the_count_then_act_on_it() {
 }
 
 /// Polls `script` (a JavaScript expression) until it is true, within `within`.
+/// Click the element `css` finds, trying again while it is not there (the rows may be
+/// redrawn in place, as the page's auto-refresh does) for up to `within`.
+async fn click_when_there(browser: &Client, css: &str, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let clicked = match browser.find(Locator::Css(css)).await {
+            Ok(element) => element.click().await.map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        match clicked {
+            Ok(()) => return,
+            Err(e) if Instant::now() > deadline => panic!("could not click {css}: {e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
 async fn wait_for(browser: &Client, script: &str, within: Duration) -> bool {
     let deadline = Instant::now() + within;
     loop {
