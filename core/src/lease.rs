@@ -99,7 +99,7 @@ pub struct Keeper {
     /// The heartbeats in flight, with when each was sent.
     in_flight: BTreeMap<QueryId, Timestamp>,
     next_id: QueryId,
-    /// The loop's latest turn.
+    /// The loop's latest turn, moved on by the time the keeper's timer did not watch.
     turned: Timestamp,
     wedged: bool,
     effects: VecDeque<KeeperEffect>,
@@ -151,9 +151,11 @@ impl Keeper {
     }
 
     fn timeout(&mut self) {
-        if self.heartbeat_at.is_none_or(|at| at > self.now) {
-            return;
-        }
+        let Some(due) = self.heartbeat_at.filter(|at| *at <= self.now) else { return };
+        // Time the keeper's own timer did not watch (its thread descheduled, the process
+        // suspended, the wall clock stepped forward) is not held against the loop: the
+        // watchdog counts only time the keeper saw pass.
+        self.turned = (self.turned + (self.now - due)).min(self.now);
         self.heartbeat_at = Some(self.now + HEARTBEAT_INTERVAL);
         if self.stalled() {
             if !std::mem::replace(&mut self.wedged, true) {
@@ -291,5 +293,25 @@ mod tests {
         assert!(keeper.handle(KeeperInput::HeartbeatDone { id: 1, result: Ok(()) }, late).is_err());
         keeper.handle(KeeperInput::Timeout, late + LEASE).unwrap();
         assert!(drain(&mut keeper).is_empty(), "stopped: nothing more");
+    }
+
+    #[test]
+    fn a_clock_stepped_forward_is_not_a_wedged_loop() {
+        let watchdog = Duration::seconds(10);
+        let mut keeper = Keeper::new("w", watchdog, t0());
+        tick(&mut keeper, true);
+        // The wall clock steps ten minutes forward while the loop is busy for a second: the
+        // keeper's timer fires late, and the lease is renewed, not given up.
+        let stepped = keeper.poll_timeout().unwrap().0 + Duration::minutes(10);
+        keeper.handle(KeeperInput::Timeout, stepped).unwrap();
+        assert_eq!(heartbeats(&drain(&mut keeper)), vec![1]);
+        assert!(!keeper.is_wedged());
+        // A loop that then stops turning is still caught, within the limit it watched.
+        let mut ticks = 0;
+        while !keeper.is_wedged() {
+            tick(&mut keeper, false);
+            ticks += 1;
+        }
+        assert_eq!(ticks, 3, "wedged at the watchdog's limit after the step, not before");
     }
 }

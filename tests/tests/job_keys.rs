@@ -322,3 +322,63 @@ async fn remove_job_deletes_an_unlocked_job_and_detaches_a_locked_one() {
     let none = jobs.row("select (graphile_worker.remove_job('nothing')).id").await;
     assert_eq!(none.get::<_, Option<i64>>(0), None);
 }
+
+/// A worker gives back jobs it holds but will not run (prefetched, snoozed, or locked by a
+/// fetch whose answer it lost), refunding the attempt. A job that add_job replaced or
+/// remove_job removed while it was held keeps its attempts used up instead: given back, it
+/// must not run beside the job that replaced it. Every other job gets its attempt back,
+/// one on its last attempt too.
+#[tokio::test]
+async fn a_job_replaced_or_removed_while_held_is_not_revived_when_given_back() {
+    use formica::statements::bind;
+    use formica_core::worker::{Snooze, Statement};
+    let jobs = Jobs::new().await;
+    let run = |statement: Statement| {
+        let bound = bind(statement);
+        let sql = formica_sql::render(bound.template, "graphile_worker");
+        let client = &jobs.client;
+        async move { client.query(&sql, &bound.values()).await.expect("statement") }
+    };
+    for args in [
+        "'t', job_key => 'replaced', max_attempts => 3",
+        "'t', job_key => 'removed'",
+        "'t', job_key => 'kept'",
+    ] {
+        jobs.add(args).await;
+    }
+    jobs.add("'t', max_attempts => 1").await;
+    let fetched = run(Statement::GetJobs {
+        worker_id: "w".into(),
+        task_identifiers: vec!["t".into()],
+        forbidden_flags: vec![],
+        accepted_flags: vec![],
+        limit: 10,
+        now: None,
+        excluded_queues: vec![],
+        caps: vec![],
+        limits: vec![],
+        walk_priorities: false,
+    })
+    .await;
+    let ids: Vec<i64> = fetched.iter().map(|r| r.get("id")).collect();
+    let [replaced, removed, kept, last_attempt] = ids[..] else { panic!("four jobs locked: {ids:?}") };
+    let new = jobs.add("'t', job_key => 'replaced'").await.get::<_, i64>("id");
+    jobs.row("select * from graphile_worker.remove_job('removed')").await;
+
+    run(Statement::ReturnJobs { worker_id: "w".into(), ids: vec![replaced, kept] }).await;
+    let snooze = Snooze { job_id: removed, delay: chrono::Duration::seconds(1), run_at: None };
+    run(Statement::SnoozeJobs { worker_id: "w".into(), snoozes: vec![snooze] }).await;
+    run(Statement::ReturnUnknown { worker_id: "w".into(), known: vec![] }).await;
+
+    let rows = jobs.all().await;
+    let state = |id: i64| {
+        let row = rows.iter().find(|r| r.get::<_, i64>("id") == id).expect("the job is there");
+        (row.get::<_, i16>("attempts"), row.get::<_, bool>("is_available"))
+    };
+    assert_eq!(state(replaced), (3, false), "replaced: its attempts stay used up");
+    assert_eq!(state(removed), (25, false), "removed: its attempts stay used up");
+    assert_eq!(state(kept), (0, true), "refunded");
+    assert_eq!(state(last_attempt), (0, true), "refunded on its last attempt too");
+    assert_eq!(state(new), (0, true), "the replacement runs");
+    assert!(rows.iter().all(|r| r.get::<_, Option<String>>("locked_by").is_none()), "all given back");
+}

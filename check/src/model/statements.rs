@@ -88,14 +88,16 @@ impl Model {
                     .map(|r| r.id)
                     .collect();
                 let mut jobs = Vec::new();
+                // Locked at the later of the fetch's time and the database's.
+                let locked_at = now.max(db_now);
                 for id in chosen {
                     let Some(row) = self.rows.get_mut(&id) else { continue };
                     row.attempts += 1;
-                    row.locked_at = Some(now);
+                    row.locked_at = Some(locked_at);
                     row.locked_by = Some(worker_id.clone());
                     let (queue, snapshot) = (row.queue_name.clone(), row.clone());
                     if let Some(q) = queue {
-                        self.queues.insert(q, (Some(now), Some(worker_id.clone())));
+                        self.queues.insert(q, (Some(locked_at), Some(worker_id.clone())));
                     }
                     jobs.push(snapshot);
                 }
@@ -164,7 +166,14 @@ impl Model {
                     if row.locked_by.as_ref() != Some(worker_id) {
                         continue;
                     }
-                    row.attempts = (row.attempts - 1).max(0);
+                    // Not refunded to a job whose key add_job or remove_job took while it
+                    // was held (updated since its lock): it must not run again.
+                    let replaced = row.key.is_none()
+                        && row.attempts >= row.max_attempts
+                        && row.locked_at.is_some_and(|locked| row.updated_at > locked);
+                    if !replaced {
+                        row.attempts = (row.attempts - 1).max(0);
+                    }
                     row.locked_at = None;
                     row.locked_by = None;
                     let queue = row.queue_name.clone();

@@ -185,7 +185,7 @@ impl Db {
                     ids.iter().copied().filter(|id| self.held_by(*id, worker_id)).collect();
                 for id in mine {
                     let Some(job) = self.jobs.get_mut(&id) else { continue };
-                    job.attempts = job.attempts.saturating_sub(1).max(0);
+                    refund_attempt(job);
                     job.locked_at = None;
                     job.locked_by = None;
                     let queue = job.job_queue_id;
@@ -202,7 +202,7 @@ impl Db {
                     let now = self.now;
                     let Some(job) = self.jobs.get_mut(job_id) else { continue };
                     job.run_at = run_at.unwrap_or(now + *delay);
-                    job.attempts = job.attempts.saturating_sub(1).max(0);
+                    refund_attempt(job);
                     job.locked_at = None;
                     job.locked_by = None;
                     let queue = job.job_queue_id;
@@ -337,7 +337,12 @@ impl Db {
             .take(limit)
             .collect();
         let chosen: Vec<(i64, Option<Limit>)> = chosen.into_iter().map(|(id, l)| (id, l.cloned())).collect();
-        let lock_time = now;
+        // As the statements: the plain fetch locks at the later of its time and the
+        // database's (sql/queries/worker/get_jobs.sql); the capped and limited ones at its time.
+        let lock_time = match caps.is_empty() && limits.is_empty() {
+            true => now.max(self.now),
+            false => now,
+        };
         let mut out = Vec::new();
         for (id, rate) in chosen {
             let Some(job) = self.jobs.get_mut(&id) else { continue };
@@ -383,5 +388,17 @@ impl Flags<'_> {
     fn admit(&self, flags: &BTreeSet<String>) -> bool {
         !self.forbidden.iter().any(|f| flags.contains(f))
             && (self.accepted.is_empty() || self.accepted.iter().any(|f| flags.contains(f)))
+    }
+}
+
+/// Refund a returned or snoozed job's attempt, unless add_job or remove_job took its key
+/// while it was held (it was updated since its lock): that job was replaced or removed and
+/// must not run again (sql/queries/worker/return_jobs.sql).
+fn refund_attempt(job: &mut Job) {
+    let given_up = job.key.is_none()
+        && job.attempts >= job.max_attempts
+        && job.locked_at.is_some_and(|locked| job.updated_at > locked);
+    if !given_up {
+        job.attempts = job.attempts.saturating_sub(1).max(0);
     }
 }

@@ -3,7 +3,9 @@
 -- row deleted and added again is still found), without any of the flags $3, with one of
 -- the flags $6 unless $6 is empty (a job without flags has none of them), and in a
 -- named queue only if no one holds that queue; at most one job per named queue. Each
--- job's attempts count the attempt now starting. Rows: _private_jobs columns plus task_identifier and
+-- job's attempts count the attempt now starting; it is locked at the later of $4 and the
+-- database clock, so that no write after the lock is dated before it (return_jobs.sql
+-- compares updated_at with it). Rows: _private_jobs columns plus task_identifier and
 -- queue_name, in (priority, run_at, id) order. The comments of the last select mark where
 -- the traced fetch (formica_sql::traces::fetch) adds each job's trace context; the one
 -- in the queues' filter marks where the fetch that leaves paused queues out
@@ -35,13 +37,13 @@ chosen as (
 ),
 locked_queues as (
   update :SCHEMA._private_job_queues as job_queues
-  set locked_by = $1::text, locked_at = coalesce($4::timestamptz, now())
+  set locked_by = $1::text, locked_at = greatest($4::timestamptz, now())
   from chosen
   where job_queues.id = chosen.job_queue_id
 ),
 locked as (
   update :SCHEMA._private_jobs as jobs
-  set attempts = jobs.attempts + 1, locked_by = $1::text, locked_at = coalesce($4::timestamptz, now())
+  set attempts = jobs.attempts + 1, locked_by = $1::text, locked_at = greatest($4::timestamptz, now())
   where jobs.ctid = any(array(select chosen.ctid from chosen))
   returning jobs.*
 )
