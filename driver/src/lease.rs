@@ -21,6 +21,7 @@ use formica_core::worker::{DbError, Input, QueryId, Statement};
 use futures::channel::mpsc;
 use futures::future::{self, BoxFuture, Either};
 use futures::stream::{FuturesUnordered, StreamExt};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Client;
@@ -38,12 +39,16 @@ pub(crate) struct LeaseKeeping {
     pub crontab: Option<Arc<str>>,
     /// The loop's inputs.
     pub inputs: mpsc::UnboundedSender<Input>,
+    /// Set from each heartbeat's answer: another Formica worker is alive (the fetch then
+    /// takes turns, see `FetchTurns`).
+    pub others_alive: Arc<AtomicBool>,
 }
 
 /// Keep the lease until the loop's inputs close (or this future is dropped: the loop
 /// ended).
 pub(crate) async fn keep_lease(keeping: LeaseKeeping) {
-    let LeaseKeeping { runtime, clock, settings, schema, worker_id, watchdog, crontab, inputs } = keeping;
+    let LeaseKeeping { runtime, clock, settings, schema, worker_id, watchdog, crontab, inputs, others_alive } =
+        keeping;
     let mut keeper = Keeper::new(&*worker_id, watchdog, clock.now());
     // The connection between heartbeats; a second heartbeat while one hangs opens another.
     let idle: Arc<Mutex<Option<Client>>> = Arc::default();
@@ -61,7 +66,11 @@ pub(crate) async fn keep_lease(keeping: LeaseKeeping) {
                     };
                     let crontab = crontab.clone().map(|text| (worker_id.clone(), text));
                     let beat = heartbeat(on, statement, crontab);
-                    beats.push(Box::pin(async move { (id, beat.await.map_err(db_error)) }));
+                    let others_alive = others_alive.clone();
+                    beats.push(Box::pin(async move {
+                        let result = beat.await.map(|others| others_alive.store(others, Ordering::Relaxed));
+                        (id, result.map_err(db_error))
+                    }));
                 }
                 KeeperEffect::Report { sent, result } => {
                     if inputs.unbounded_send(Input::Heartbeat { sent, result }).is_err() {
@@ -108,12 +117,12 @@ struct Connection {
 /// Run `statement` on the keeper's connection (opening one if none is idle), within the
 /// lease: an answer later than that renews nothing the next heartbeat would not. The
 /// worker's `crontab` is recorded in the same round trip, after it; failing to record it
-/// is logged and costs the lease nothing.
+/// is logged and costs the lease nothing. Answers whether another Formica worker is alive.
 async fn heartbeat(
     on: Connection,
     statement: Statement,
     crontab: Option<(Arc<str>, Arc<str>)>,
-) -> Result<(), Error> {
+) -> Result<bool, Error> {
     let Connection { runtime, settings, schema, idle } = on;
     let timeout = runtime.sleep(LEASE.to_std().unwrap_or_default());
     let beat = async move {
@@ -126,7 +135,7 @@ async fn heartbeat(
         let sql = formica_sql::render(bound.template, &schema);
         let params = bound.typed();
         let beat = client.query_typed(&sql, &params);
-        match &crontab {
+        let rows = match &crontab {
             // Pipelined: the update is sent behind the heartbeat, which may insert the row.
             Some((worker_id, text)) => {
                 let sql = formica_sql::render(formica_sql::worker::RECORD_CRONTAB, &schema);
@@ -139,14 +148,12 @@ async fn heartbeat(
                         "cannot record the worker's crontab on its lease: {e}"
                     );
                 }
-                beat?;
+                beat?
             }
-            None => {
-                beat.await?;
-            }
-        }
+            None => beat.await?,
+        };
         idle.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert(client);
-        Ok(())
+        Ok(rows.first().and_then(|row| row.try_get(0).ok()).unwrap_or(false))
     };
     match future::select(Box::pin(beat), timeout).await {
         Either::Left((result, _)) => result,

@@ -348,8 +348,19 @@ pub mod worker {
     pub const RETURN_UNKNOWN: &str = include_str!("../queries/worker/return_unknown.sql");
     /// `$1` locks older than this are freed (null: four hours before the database clock).
     pub const RESET_LOCKED: &str = include_str!("../queries/worker/reset_locked.sql");
-    /// `$1` worker, `$2` lease in milliseconds: the worker is alive that long.
+    /// `$1` worker, `$2` lease in milliseconds: the worker is alive that long. One row:
+    /// whether another Formica worker is alive.
     pub const HEARTBEAT: &str = include_str!("../queries/worker/heartbeat.sql");
+
+    /// The statements that begin a fetch's transaction in one of the turns the Formica
+    /// workers of `schema` share (see the file), run as a simple query before it.
+    pub fn fetch_turn(schema: &str) -> String {
+        // The locks' first key: a stable hash of the schema (FNV-1a), so that workers of
+        // other schemas in the same database take turns of their own.
+        let hash = schema.bytes().fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
+        let key = i32::from_ne_bytes(hash.to_ne_bytes());
+        include_str!("../queries/worker/fetch_turn.sql").replace(":TURNS_KEY", &key.to_string())
+    }
     /// `$1` worker runs the crontab `$2` (canonical text): recorded on its lease.
     pub const RECORD_CRONTAB: &str = include_str!("../queries/worker/record_crontab.sql");
     /// `$1` grace in milliseconds: frees the locks of workers suspected dead for longer, and
@@ -493,6 +504,14 @@ pub mod bulk {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_schema_has_turns_of_its_own() {
+        let (a, b) = (worker::fetch_turn("graphile_worker"), worker::fetch_turn("other"));
+        assert!(a.contains("begin;") && !a.contains(":TURNS_KEY"), "{a}");
+        assert_ne!(a, b);
+        assert_eq!(a, worker::fetch_turn("graphile_worker"), "stable");
+    }
 
     #[test]
     fn render_quotes_the_schema() {

@@ -65,3 +65,60 @@ async fn the_fetch_takes_due_jobs_in_priority_order_across_many_priorities_and_n
         tx.rollback().await.unwrap();
     }
 }
+
+/// While another Formica worker is alive (its lease says so), a worker's fetch waits for one
+/// of the two turns the workers of its schema share (`fetch_turn.sql`); alone, it takes
+/// none. The test holds both turns from two transactions of its own.
+#[tokio::test]
+async fn a_fetch_waits_its_turn_only_while_another_formica_worker_is_alive() {
+    use formica_tests::{wait_until, Running};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let db = TestDb::migrated().await;
+    let rt = db.runtime.clone();
+    let mut turns = Vec::new();
+    for _ in 0..2 {
+        let client = db.client().await;
+        client.batch_execute(&sql::worker::fetch_turn("graphile_worker")).await.unwrap();
+        turns.push(client);
+    }
+    let ran = Arc::new(AtomicUsize::new(0));
+    let counter = ran.clone();
+    let options = db.worker_options().define_raw_job("t", move |_, _| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        async { Ok(()) }
+    });
+    let running = Running::listening(&rt, options).await;
+    let (utils, client) = (db.utils(), db.client().await);
+    let within = std::time::Duration::from_secs(10);
+    utils.add_raw_job("t", serde_json::json!({}), Default::default()).await.unwrap();
+    wait_until(rt.as_ref(), within, "alone, the job runs while both turns are held", || {
+        ran.load(Ordering::SeqCst) == 1
+    })
+    .await;
+
+    client
+        .batch_execute(
+            "insert into formica_graphile_worker.leases (worker_id, expires_at)
+             values ('another', now() + interval '1 hour')",
+        )
+        .await
+        .unwrap();
+    // The next heartbeat (within 3 s) tells the worker; its next fetch then waits its turn.
+    let waiting = "select count(*) from pg_locks where locktype = 'advisory' and not granted";
+    let mut job = 1;
+    while db.count(waiting).await == 0 {
+        assert!(job < 20, "no fetch waited for a turn");
+        utils.add_raw_job("t", serde_json::json!({}), Default::default()).await.unwrap();
+        job += 1;
+        formica_tests::sleep(rt.as_ref(), std::time::Duration::from_millis(500)).await;
+    }
+    let before = ran.load(Ordering::SeqCst);
+    assert!(before < job, "a job waits with the fetch: {before} of {job} ran");
+    turns.pop().unwrap().batch_execute("commit").await.unwrap();
+    wait_until(rt.as_ref(), within, "given a turn, the fetch takes the jobs waiting", || {
+        ran.load(Ordering::SeqCst) == job
+    })
+    .await;
+    running.stop(within).await;
+}

@@ -440,6 +440,7 @@ impl<R> WorkerOptions<R> {
                     flags_fn: self.flags_fn,
                     parents: Default::default(),
                     outputs: crate::history::outputs(&self.history),
+                    turns: crate::statements::FetchTurns::new(utils.schema()),
                 },
                 utils,
                 handlers: self.handlers,

@@ -98,6 +98,7 @@ impl Worker {
             watchdog: config.watchdog,
             crontab: crontab_text(&config.crontab),
             inputs: inputs.clone(),
+            others_alive: shared.executor.turns.others_alive.clone(),
         };
         let keeper = spawn_abortable(threads.lease.as_ref(), keep_lease(keeping));
         let _pruner = crate::history::spawn_pruner(&shared.utils, &shared.history).map(Stop);
