@@ -80,6 +80,8 @@ async fn a_fetch_waits_its_turn_only_while_another_formica_worker_is_alive() {
     for _ in 0..2 {
         let client = db.client().await;
         client.batch_execute(&sql::worker::fetch_turn("graphile_worker")).await.unwrap();
+        // Held idle for as long as the test takes.
+        client.batch_execute("set local idle_in_transaction_session_timeout = 0").await.unwrap();
         turns.push(client);
     }
     let ran = Arc::new(AtomicUsize::new(0));

@@ -6,7 +6,11 @@
 -- LOCKED then follows each to its newest version, locks it (WAL), finds it taken and skips
 -- it, holding the lock until its commit. With at most two fetches at once, each starts
 -- after the others' commits; graphile-worker's workers take no turn and are not slowed.
+-- The fetch and the commit follow in the same round trip, so the transaction never waits on
+-- its client, unless the client stalls part way through sending (a paused process, a cut
+-- network): the server then ends the session after 10 s idle, freeing the turn.
 begin;
+set local idle_in_transaction_session_timeout = '10s';
 select coalesce(
   (select true from generate_series(0, 1) as turns(turn)
    where pg_try_advisory_xact_lock(:TURNS_KEY, turns.turn) limit 1),
