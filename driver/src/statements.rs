@@ -262,10 +262,9 @@ pub(crate) struct Executor {
 /// Whether and how a fetch waits its turn: while another Formica worker is alive (the
 /// lease's keeper learns it with each heartbeat), fetches begin in one of two turns the
 /// workers share, so that they do not lock each other's jobs (`sql/queries/worker/fetch_turn.sql`).
-/// With 4 or 8 worker processes on the bench's 2 cores: PostgreSQL's CPU a job from 20 to
-/// 17-18 and from 27-33 to 18-20 us, the total rate from 58,000 to 62,000-66,000 and from
-/// 25,000-40,000 to 56,000-58,000 jobs/s (docs/performance.md); alone, a worker sends
-/// nothing more.
+/// With 8 worker processes on the bench's 2 cores, PostgreSQL's CPU a job fell from 27-33 to
+/// 18 us and the rate rose by half (docs/performance.md, "fetches take turns"); alone, a
+/// worker sends nothing more.
 pub(crate) struct FetchTurns {
     /// The statements beginning a fetch's transaction in its turn.
     pub(crate) begin: String,
