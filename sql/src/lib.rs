@@ -351,12 +351,9 @@ pub mod worker {
     /// `$1` worker, `$2` lease in milliseconds: the worker is alive that long. One row:
     /// whether another Formica worker is alive.
     pub const HEARTBEAT: &str = include_str!("../queries/worker/heartbeat.sql");
-
-    /// The statements that begin a fetch's transaction in one of the turns the Formica
-    /// workers of `schema` share (see the file), run as a simple query before it.
+    /// `begin` and the wait for one of the turns the workers of `schema` share, sent before a
+    /// fetch (see the file). The locks' first key is a stable hash (FNV-1a) of `schema`.
     pub fn fetch_turn(schema: &str) -> String {
-        // The locks' first key: a stable hash of the schema (FNV-1a), so that workers of
-        // other schemas in the same database take turns of their own.
         let hash = schema.bytes().fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
         let key = i32::from_ne_bytes(hash.to_ne_bytes());
         include_str!("../queries/worker/fetch_turn.sql").replace(":TURNS_KEY", &key.to_string())
