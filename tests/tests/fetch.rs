@@ -117,7 +117,11 @@ async fn a_fetch_waits_its_turn_only_while_another_formica_worker_is_alive() {
     }
     let before = ran.load(Ordering::SeqCst);
     assert!(before < job, "a job waits with the fetch: {before} of {job} ran");
-    turns.pop().unwrap().batch_execute("commit").await.unwrap();
+    // A waiting fetch waits for one turn drawn at random (objid: the turn of a two-key lock);
+    // the test's first transaction holds turn 0, its second turn 1.
+    let awaited = "select objid::integer from pg_locks where locktype = 'advisory' and not granted";
+    let turn: i32 = client.query_one(awaited, &[]).await.unwrap().get(0);
+    turns.swap_remove(turn as usize).batch_execute("commit").await.unwrap();
     wait_until(rt.as_ref(), within, "given a turn, the fetch takes the jobs waiting", || {
         ran.load(Ordering::SeqCst) == job
     })

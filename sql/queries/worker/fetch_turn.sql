@@ -1,7 +1,7 @@
 -- Begins a fetch's transaction in one of the two turns the Formica workers of one schema
 -- share (advisory locks (:TURNS_KEY, 0) and (:TURNS_KEY, 1), held to the commit): the
--- first free one, else a wait for either. Sent, pipelined, before a fetch while other
--- Formica workers are alive. Why: a fetch's snapshot is taken when it starts, so the jobs
+-- first free one, else a wait for one drawn at random. Sent, pipelined, before a fetch
+-- while other Formica workers are alive. Why: a fetch's snapshot is taken when it starts, so the jobs
 -- another worker's fetch locked and committed since look free to it; FOR UPDATE SKIP
 -- LOCKED then follows each to its newest version, locks it (WAL), finds it taken and skips
 -- it, holding the lock until its commit. With at most two fetches at once, each starts
