@@ -263,7 +263,9 @@ impl Checker {
                         }
                         // A new lock on a job this worker still holds: absorbed (never started).
                         Some(_) => {}
+                        // A new hold: a cancel read in an earlier one (which ended it) is spent.
                         None => {
+                            inc.cancelled.remove(&job.id);
                             let key = (job.priority, job.run_at, job.id);
                             inc.grants.insert(job.id, Grant::Waiting { fetch, key });
                         }

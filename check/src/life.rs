@@ -50,7 +50,8 @@ pub(crate) struct Incarnation {
 
 impl Incarnation {
     /// Whether `failure` is that of a job cancelled here: for good, with the first reason
-    /// read (unless its task succeeded, a cancelled job fails so).
+    /// read since this worker last fetched it (unless its task succeeded, a cancelled job
+    /// fails so).
     pub(crate) fn cancelled_failure(&self, failure: &Failure) -> bool {
         let reason = self.cancelled.get(&failure.job_id);
         failure.permanent && reason.is_some_and(|r| failure.message == format!("cancelled: {r}"))
