@@ -382,3 +382,48 @@ async fn a_job_replaced_or_removed_while_held_is_not_revived_when_given_back() {
     assert_eq!(state(new), (0, true), "the replacement runs");
     assert!(rows.iter().all(|r| r.get::<_, Option<String>>("locked_by").is_none()), "all given back");
 }
+
+/// Under `use_local_time` a fetch is dated by the worker's clock, which may be behind the
+/// database's. Every fetch (plain, capped, rate limited) locks at the later of the two, so a
+/// job updated by the database's clock just before its lock (here: added) does not look
+/// "replaced while held", and is refunded when given back on its last attempt.
+#[tokio::test]
+async fn a_job_locked_by_a_worker_whose_clock_is_behind_is_refunded_when_given_back() {
+    use formica::statements::bind;
+    use formica_core::flow::{Cap, Limit};
+    use formica_core::worker::Statement;
+    let jobs = Jobs::new().await;
+    let behind: chrono::DateTime<chrono::Utc> = jobs.row("select now() - interval '1 minute'").await.get(0);
+    let cap = Cap { task: "t".into(), max_running: 10, partition: None };
+    let limit = Limit { task: "t".into(), max_starts: 10, period_ms: 60_000, partition: None };
+    for (fetch, caps, limits) in
+        [("plain", vec![], vec![]), ("capped", vec![cap], vec![]), ("limited", vec![], vec![limit])]
+    {
+        jobs.exec("delete from graphile_worker._private_jobs").await;
+        jobs.add("'t', run_at => now() - interval '2 minutes', max_attempts => 1").await;
+        let statement = Statement::GetJobs {
+            worker_id: "w".into(),
+            task_identifiers: vec!["t".into()],
+            forbidden_flags: vec![],
+            accepted_flags: vec![],
+            limit: 10,
+            now: Some(behind),
+            excluded_queues: vec![],
+            caps,
+            limits,
+            walk_priorities: false,
+        };
+        let bound = bind(statement);
+        let sql = formica_sql::render(bound.template, "graphile_worker");
+        let fetched = jobs.client.query(&sql, &bound.values()).await.expect("fetch");
+        let id: i64 = fetched.first().unwrap_or_else(|| panic!("{fetch}: the job is locked")).get("id");
+        let bound = bind(Statement::ReturnJobs { worker_id: "w".into(), ids: vec![id] });
+        let sql = formica_sql::render(bound.template, "graphile_worker");
+        jobs.client.query(&sql, &bound.values()).await.expect("return");
+        let row = jobs
+            .row(&format!("select attempts, is_available from graphile_worker._private_jobs where id = {id}"))
+            .await;
+        let state = (row.get::<_, i16>("attempts"), row.get::<_, bool>("is_available"));
+        assert_eq!(state, (0, true), "{fetch}: refunded on its last attempt");
+    }
+}

@@ -337,12 +337,9 @@ impl Db {
             .take(limit)
             .collect();
         let chosen: Vec<(i64, Option<Limit>)> = chosen.into_iter().map(|(id, l)| (id, l.cloned())).collect();
-        // As the statements: the plain fetch locks at the later of its time and the
-        // database's (sql/queries/worker/get_jobs.sql); the capped and limited ones at its time.
-        let lock_time = match caps.is_empty() && limits.is_empty() {
-            true => now.max(self.now),
-            false => now,
-        };
+        // As the statements, every fetch locks at the later of its time and the database's
+        // (sql/queries/worker/get_jobs.sql, records migration 12).
+        let lock_time = now.max(self.now);
         let mut out = Vec::new();
         for (id, rate) in chosen {
             let Some(job) = self.jobs.get_mut(&id) else { continue };
