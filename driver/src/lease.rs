@@ -18,7 +18,7 @@ use crate::statements::{bind, is_retryable};
 use formica_core::cron::CronItem;
 use formica_core::lease::{Keeper, KeeperEffect, KeeperInput, LEASE};
 use formica_core::worker::{DbError, Input, QueryId, Statement};
-use futures::channel::mpsc;
+use futures::channel::{mpsc, oneshot};
 use futures::future::{self, BoxFuture, Either};
 use futures::stream::{FuturesUnordered, StreamExt};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -42,13 +42,29 @@ pub(crate) struct LeaseKeeping {
     /// Set from each heartbeat's answer: another Formica worker is alive (the fetch then
     /// takes turns, see `FetchTurns`).
     pub others_alive: Arc<AtomicBool>,
+    /// The worker stopped cleanly: end the lease, then answer.
+    pub end: oneshot::Receiver<oneshot::Sender<()>>,
 }
 
-/// Keep the lease until the loop's inputs close (or this future is dropped: the loop
-/// ended).
+/// How long ending the lease may take: the heartbeats in flight, then the statement. Past
+/// it, the lease lapses by itself.
+const ENDING_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Keep the lease until the loop's inputs close, or end it when told (or stop when this
+/// future is dropped: the loop ended).
 pub(crate) async fn keep_lease(keeping: LeaseKeeping) {
-    let LeaseKeeping { runtime, clock, settings, schema, worker_id, watchdog, crontab, inputs, others_alive } =
-        keeping;
+    let LeaseKeeping {
+        runtime,
+        clock,
+        settings,
+        schema,
+        worker_id,
+        watchdog,
+        crontab,
+        inputs,
+        others_alive,
+        mut end,
+    } = keeping;
     let mut keeper = Keeper::new(&*worker_id, watchdog, clock.now());
     // The connection between heartbeats; a second heartbeat while one hangs opens another.
     let idle: Arc<Mutex<Option<Client>>> = Arc::default();
@@ -86,9 +102,16 @@ pub(crate) async fn keep_lease(keeping: LeaseKeeping) {
             true => Either::Left(future::pending()),
             false => Either::Right(beats.select_next_some()),
         };
-        let input = match future::select(beat, timer).await {
-            Either::Left(((id, result), _)) => KeeperInput::HeartbeatDone { id, result },
-            Either::Right(((), _)) => {
+        let input = match future::select(future::select(beat, timer), &mut end).await {
+            Either::Right((Ok(answer), _)) => {
+                let on = Connection { runtime: runtime.clone(), settings, schema, idle };
+                end_lease(on, beats, &worker_id).await;
+                let _ = answer.send(());
+                return;
+            }
+            Either::Right((Err(_), _)) => return,
+            Either::Left((Either::Left(((id, result), _)), _)) => KeeperInput::HeartbeatDone { id, result },
+            Either::Left((Either::Right(((), _)), _)) => {
                 let now = clock.now();
                 keeper.handle(KeeperInput::LoopTurned { at: clock.last_turn() }, now).ok();
                 KeeperInput::Timeout
@@ -97,6 +120,30 @@ pub(crate) async fn keep_lease(keeping: LeaseKeeping) {
         if let Err(e) = keeper.handle(input, clock.now()) {
             tracing::error!(worker_id = &*worker_id, "internal error in the lease's keeper: {e}");
         }
+    }
+}
+
+/// End the lease of `worker_id`, which stopped cleanly (`end_lease.sql`), so the other
+/// workers stop counting it alive at once; after the `beats` in flight, which would renew
+/// it if answered after. Within [`ENDING_WITHIN`], else it lapses by itself.
+async fn end_lease(
+    on: Connection,
+    beats: FuturesUnordered<BoxFuture<'static, (QueryId, Result<(), DbError>)>>,
+    worker_id: &str,
+) {
+    let runtime = on.runtime.clone();
+    let ending = async {
+        beats.for_each(|_| future::ready(())).await;
+        let sql = formica_sql::render(formica_sql::worker::END_LEASE, &on.schema);
+        on.client().await?.execute(&sql, &[&worker_id]).await?;
+        Ok::<_, Error>(())
+    };
+    let outcome = match future::select(Box::pin(ending), runtime.sleep(ENDING_WITHIN)).await {
+        Either::Left((outcome, _)) => outcome,
+        Either::Right(((), _)) => Err(Error::TimedOut(format!("no answer within {ENDING_WITHIN:?}"))),
+    };
+    if let Err(e) = outcome {
+        tracing::debug!(worker_id, "the lease was not ended (it lapses by itself): {e}");
     }
 }
 
@@ -114,6 +161,17 @@ struct Connection {
     idle: Arc<Mutex<Option<Client>>>,
 }
 
+impl Connection {
+    /// The connection idle between heartbeats, or a new one.
+    async fn client(&self) -> Result<Client, Error> {
+        let open = self.idle.lock().unwrap_or_else(PoisonError::into_inner).take().filter(|c| !c.is_closed());
+        match open {
+            Some(client) => Ok(client),
+            None => connect_watched(self.runtime.clone(), &self.settings).await,
+        }
+    }
+}
+
 /// Run `statement` on the keeper's connection (opening one if none is idle), within the
 /// lease: an answer later than that renews nothing the next heartbeat would not. The
 /// worker's `crontab` is recorded in the same round trip, after it; failing to record it
@@ -123,22 +181,17 @@ async fn heartbeat(
     statement: Statement,
     crontab: Option<(Arc<str>, Arc<str>)>,
 ) -> Result<bool, Error> {
-    let Connection { runtime, settings, schema, idle } = on;
-    let timeout = runtime.sleep(LEASE.to_std().unwrap_or_default());
+    let timeout = on.runtime.sleep(LEASE.to_std().unwrap_or_default());
     let beat = async move {
-        let open = idle.lock().unwrap_or_else(PoisonError::into_inner).take().filter(|c| !c.is_closed());
-        let client = match open {
-            Some(client) => client,
-            None => connect_watched(runtime.clone(), &settings).await?,
-        };
+        let client = on.client().await?;
         let bound = bind(statement);
-        let sql = formica_sql::render(bound.template, &schema);
+        let sql = formica_sql::render(bound.template, &on.schema);
         let params = bound.typed();
         let beat = client.query_typed(&sql, &params);
         let rows = match &crontab {
             // Pipelined: the update is sent behind the heartbeat, which may insert the row.
             Some((worker_id, text)) => {
-                let sql = formica_sql::render(formica_sql::worker::RECORD_CRONTAB, &schema);
+                let sql = formica_sql::render(formica_sql::worker::RECORD_CRONTAB, &on.schema);
                 let (id, text): (&str, &str) = (worker_id, text);
                 let params: [(&(dyn ToSql + Sync), Type); 2] = [(&id, Type::TEXT), (&text, Type::TEXT)];
                 let (beat, recorded) = future::join(beat, client.query_typed(&sql, &params)).await;
@@ -152,7 +205,7 @@ async fn heartbeat(
             }
             None => beat.await?,
         };
-        idle.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert(client);
+        on.idle.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert(client);
         Ok(rows.first().and_then(|row| row.try_get(0).ok()).unwrap_or(false))
     };
     match future::select(Box::pin(beat), timeout).await {

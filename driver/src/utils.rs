@@ -251,8 +251,9 @@ impl WorkerUtils {
     /// workers can take them at once instead of after their lease lapses (graphile-worker's:
     /// the four-hour stale-lock period). Refused, releasing nothing, with
     /// [`Error::WorkersAlive`] if one of them holds a live lease: a Formica worker renewing
-    /// it may be running those jobs, which would then run twice. A worker killed moments ago
-    /// keeps its lease until it expires: see [`Self::force_unlock_workers_even_if_alive`].
+    /// it may be running those jobs, which would then run twice. A worker that stopped
+    /// cleanly ended its lease; one killed moments ago keeps it until it expires: see
+    /// [`Self::force_unlock_workers_even_if_alive`].
     pub async fn force_unlock_workers(&self, worker_ids: &[&str]) -> Result<(), Error> {
         let client = self.pool.get().await?;
         self.jobs().force_unlock_workers(&*client, worker_ids, false).await

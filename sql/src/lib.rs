@@ -63,8 +63,7 @@ pub const RECORDS_STEPS: &[Step] = &[
     Step { id: 12, sql: &[include_str!("../records/000012.sql")] },
 ];
 
-/// The claims of unique jobs not to add again within a period, finished or not (records
-/// migration 9).
+/// Claims of unique jobs not to add again within a period, finished or not (records step 9).
 pub const UNIQUE_CLAIMS: &str = include_str!("../records/000009.sql");
 
 /// The records' table of cancel requests for held jobs (records migration 2).
@@ -319,15 +318,14 @@ pub mod utils {
 /// Statements of the worker loop. Each takes the worker (pool) id as `$1` where it locks or
 /// releases jobs, so a worker never touches a job another one holds.
 pub mod worker {
-    /// `$1` worker, `$2` task identifiers, `$3` forbidden flags, `$4` now or null, `$5` limit,
-    /// `$6` accepted flags (empty: any).
+    /// `$1` worker, `$2` tasks, `$3` flags refused, `$4` now or null, `$5` limit, `$6` flags
+    /// one of which is required (empty: none).
     pub const GET_JOBS: &str = include_str!("../queries/worker/get_jobs.sql");
     /// The candidates of [`GET_JOBS`] found one priority at a time (see the file).
     const GET_JOBS_WALK: &str = include_str!("../queries/worker/get_jobs_walk.sql");
 
     /// The fetch `get_jobs` ([`GET_JOBS`], before its other forms are made of it) walking
-    /// the priorities present (`sql/queries/worker/get_jobs_walk.sql`): the same parameters
-    /// and jobs.
+    /// the priorities present (`sql/queries/worker/get_jobs_walk.sql`): the same jobs.
     pub fn walking(get_jobs: &str) -> String {
         let Some((head, rest)) = get_jobs.split_once("with candidates as (") else {
             return get_jobs.to_owned();
@@ -351,6 +349,8 @@ pub mod worker {
     /// `$1` worker, `$2` lease in milliseconds: the worker is alive that long. One row:
     /// whether another Formica worker is alive.
     pub const HEARTBEAT: &str = include_str!("../queries/worker/heartbeat.sql");
+    /// `$1` worker, which stopped: its lease lapses now (see the file).
+    pub const END_LEASE: &str = include_str!("../queries/worker/end_lease.sql");
     /// `begin` and the wait for one of the turns the workers of `schema` share, sent before a
     /// fetch (see the file). The locks' first key is a stable hash (FNV-1a) of `schema`.
     pub fn fetch_turn(schema: &str) -> String {

@@ -260,6 +260,40 @@ async fn force_unlock_workers_refuses_a_worker_with_a_live_lease_unless_even_if_
     assert_eq!(db.count(queues).await, 0);
 }
 
+/// A worker that stops cleanly (here: gracefully, with its job run) ends its lease at once
+/// rather than leaving it to lapse: the other workers stop counting it alive (their fetches
+/// stop taking turns) and `force_unlock_workers` takes it. The row stays for the recovery
+/// sweep, which forgets it after its grace.
+#[tokio::test]
+async fn a_worker_that_stops_cleanly_ends_its_lease_at_once() {
+    use formica_tests::{sleep, Running};
+    let db = TestDb::migrated().await;
+    let rt = db.runtime.clone();
+    let running =
+        Running::listening(&rt, db.worker_options().define_raw_job("t", |_, _| async { Ok(()) })).await;
+    let worker_id = running.worker_id().to_owned();
+    let live = "select count(*) from formica_graphile_worker.leases where expires_at > now()";
+    for _ in 0..500 {
+        if db.count(live).await == 1 {
+            break;
+        }
+        sleep(rt.as_ref(), std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(db.count(live).await, 1, "the running worker holds a live lease");
+    db.utils().add_raw_job("t", json!({}), JobSpec::default()).await.unwrap();
+    let jobs = "select count(*) from graphile_worker._private_jobs";
+    for _ in 0..500 {
+        if db.count(jobs).await == 0 {
+            break;
+        }
+        sleep(rt.as_ref(), std::time::Duration::from_millis(10)).await;
+    }
+    running.stop(std::time::Duration::from_secs(10)).await;
+    assert_eq!(db.count(live).await, 0, "no live lease once it stopped");
+    assert_eq!(db.count("select count(*) from formica_graphile_worker.leases").await, 1, "left to the sweep");
+    db.utils().force_unlock_workers(&[&worker_id]).await.expect("not alive any more");
+}
+
 #[tokio::test]
 async fn force_unlock_workers_waits_for_a_lease_renewal_in_flight_and_then_refuses() {
     use formica_tests::spoiled::{lease, lock};

@@ -89,6 +89,7 @@ impl Worker {
         let Worker { shared, mut config, inputs, receiver, threads } = self;
         config.run_once = once;
         let clock = Arc::new(Clock::new(threads.tasks.clone()));
+        let (end_lease, ending_lease) = futures::channel::oneshot::channel();
         let keeping = LeaseKeeping {
             runtime: threads.lease.clone(),
             clock: clock.clone(),
@@ -99,6 +100,7 @@ impl Worker {
             crontab: crontab_text(&config.crontab),
             inputs: inputs.clone(),
             others_alive: shared.executor.turns.others_alive.clone(),
+            end: ending_lease,
         };
         let keeper = spawn_abortable(threads.lease.as_ref(), keep_lease(keeping));
         let _pruner = crate::history::spawn_pruner(&shared.utils, &shared.history).map(Stop);
@@ -114,6 +116,7 @@ impl Worker {
             starts,
             io: threads.io.clone(),
             keeper: Stop(keeper),
+            end_lease,
         };
         let worker = spawn_abortable(threads.io.as_ref(), async move {
             let _ = done.send(turning.run().await);

@@ -33,7 +33,7 @@ use crate::listener::listen;
 use crate::log::log_event;
 use crate::runtime::Runtime;
 use formica_core::worker::{self as machine, Effect, Event, Input, QueryResult, Statement, TaskOutcome};
-use futures::channel::mpsc;
+use futures::channel::{mpsc, oneshot};
 use futures::future::{AbortHandle, Abortable, BoxFuture, Either, FutureExt};
 use futures::stream::FuturesUnordered;
 use futures::StreamExt;
@@ -61,6 +61,9 @@ pub(super) struct Turning {
     pub(super) starts: mpsc::UnboundedSender<Vec<BoxFuture<'static, ()>>>,
     /// Stops the lease's keeper when the loop ends, however it ends.
     pub(super) keeper: Stop,
+    /// Tells the lease's keeper to end the lease (the worker stopped cleanly), and is
+    /// answered once it did or gave up.
+    pub(super) end_lease: oneshot::Sender<oneshot::Sender<()>>,
 }
 
 /// The loop turns at least this often, idle or not, so the lease's keeper can tell an idle
@@ -69,8 +72,17 @@ const TURN_AT_LEAST_EVERY: chrono::Duration = chrono::Duration::seconds(1);
 
 impl Turning {
     pub(super) async fn run(self) -> Result<(), Error> {
-        let Turning { shared, config, inputs, mut receiver, clock, io: runtime, starts, keeper: _keeper } =
-            self;
+        let Turning {
+            shared,
+            config,
+            inputs,
+            mut receiver,
+            clock,
+            io: runtime,
+            starts,
+            keeper: _keeper,
+            end_lease,
+        } = self;
         let mut machine = machine::Worker::new(config, clock.now());
         let mut running: HashMap<i64, Running> = HashMap::new();
         let mut listener: Option<AbortHandle> = None;
@@ -157,6 +169,12 @@ impl Turning {
                     Effect::Stopped => {
                         for task in listener.take().into_iter().chain(sampler) {
                             task.abort();
+                        }
+                        if failure.is_none() {
+                            let (ended, answer) = oneshot::channel();
+                            if end_lease.send(ended).is_ok() {
+                                let _ = answer.await;
+                            }
                         }
                         return failure.map_or(Ok(()), Err);
                     }
