@@ -17,6 +17,7 @@ use formica_core::protocol::{Input, CHANNELS};
 use futures::channel::mpsc::UnboundedSender;
 use futures::future::{self, Either};
 use futures::StreamExt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_postgres::{AsyncMessage, Client};
@@ -24,13 +25,26 @@ use tokio_postgres::{AsyncMessage, Client};
 /// The longest time between two checks that the LISTEN connection still answers.
 pub const PING_INTERVAL: Duration = Duration::from_secs(30);
 
+/// Where a heartbeat that made a lease tells the listening workers (`heartbeat.sql`): the
+/// payload is the worker that started. Heard by the driver, not the core: it only tells the
+/// fetches to take turns (`FetchTurns`).
+const WORKERS: &str = "formica:workers";
+
+/// Another Formica worker started: who this worker is, and the flag that makes its fetches
+/// take turns (the lease's keeper sets it with each heartbeat's answer).
+pub(crate) struct Starts {
+    pub worker_id: Arc<str>,
+    pub others_alive: Arc<AtomicBool>,
+}
+
 /// Connect, LISTEN, and forward what arrives until the connection ends.
 pub(crate) async fn listen(
     runtime: Arc<dyn Runtime>,
     settings: ConnectionSettings,
     inputs: UnboundedSender<Input>,
+    starts: Starts,
 ) {
-    let error = match run(&runtime, &settings, &inputs).await {
+    let error = match run(&runtime, &settings, &inputs, &starts).await {
         Ok(()) => "the connection closed".to_owned(),
         Err(e) => e.to_string(),
     };
@@ -41,6 +55,7 @@ async fn run(
     runtime: &Arc<dyn Runtime>,
     settings: &ConnectionSettings,
     inputs: &UnboundedSender<Input>,
+    starts: &Starts,
 ) -> Result<(), crate::Error> {
     let (client, mut connection) = connect_raw_watched(runtime.clone(), settings).await?;
     // Without a watch the ping still gets an answer within this, or the connection is
@@ -63,7 +78,7 @@ async fn run(
         Ok(())
     };
     let listen = async {
-        let sql: String = CHANNELS.iter().map(|c| format!("LISTEN \"{c}\";")).collect();
+        let sql: String = CHANNELS.iter().chain([&WORKERS]).map(|c| format!("LISTEN \"{c}\";")).collect();
         client.batch_execute(&sql).await?;
         let _ = inputs.unbounded_send(Input::ListenerUp);
         let mut tick = runtime.sleep(ping_every);
@@ -78,6 +93,12 @@ async fn run(
                 }
             };
             if let AsyncMessage::Notification(n) = message {
+                if n.channel() == WORKERS {
+                    if n.payload() != &*starts.worker_id {
+                        starts.others_alive.store(true, Ordering::Relaxed);
+                    }
+                    continue;
+                }
                 tracing::trace!(target: "formica::latency", channel = n.channel(), "notification received");
                 let _ = inputs.unbounded_send(Input::Notification {
                     channel: n.channel().to_owned(),

@@ -128,3 +128,62 @@ async fn a_fetch_waits_its_turn_only_while_another_formica_worker_is_alive() {
     .await;
     running.stop(within).await;
 }
+
+/// A worker alone learns that another started at once, not at its next heartbeat: the new
+/// worker's first heartbeat tells the listening workers (`heartbeat.sql`), so a fleet
+/// started together takes turns from its first fetch. The test holds both turns, starts the
+/// second worker just after the first one's heartbeat, and sees both fetches wait well
+/// before the first one's next heartbeat (3 s later).
+#[tokio::test]
+async fn a_worker_alone_takes_turns_as_soon_as_another_starts() {
+    use formica_tests::{sleep, Running};
+    use std::time::{Duration, Instant};
+    let db = TestDb::migrated().await;
+    let rt = db.runtime.clone();
+    let mut turns = Vec::new();
+    for _ in 0..2 {
+        let client = db.client().await;
+        client.batch_execute(&sql::worker::fetch_turn("graphile_worker")).await.unwrap();
+        client.batch_execute("set local idle_in_transaction_session_timeout = 0").await.unwrap();
+        turns.push(client);
+    }
+    let options = || db.worker_options().define_raw_job("t", |_, _| async { Ok(()) });
+    let first = Running::listening(&rt, options()).await;
+    let (utils, client) = (db.utils(), db.client().await);
+    let beat = format!(
+        "select heartbeat_at::text from formica_graphile_worker.leases where worker_id = '{}'",
+        first.worker_id()
+    );
+    let heartbeat =
+        || async { client.query_opt(&beat, &[]).await.unwrap().map(|row| row.get::<_, String>(0)) };
+    let mut last = heartbeat().await;
+    while last.is_none() {
+        sleep(rt.as_ref(), Duration::from_millis(10)).await;
+        last = heartbeat().await;
+    }
+    // Just after the first worker's heartbeat (which found it alone), the second starts.
+    while heartbeat().await == last {
+        sleep(rt.as_ref(), Duration::from_millis(10)).await;
+    }
+    let beaten = Instant::now();
+    let second = Running::listening(&rt, options()).await;
+    for _ in 0..2 {
+        utils.add_raw_job("t", serde_json::json!({}), Default::default()).await.unwrap();
+    }
+    let waiting = "select count(*) from pg_locks where locktype = 'advisory' and not granted";
+    while db.count(waiting).await < 2 {
+        let waited = beaten.elapsed();
+        assert!(waited < Duration::from_millis(2500), "both fetches wait their turn within {waited:?}");
+        sleep(rt.as_ref(), Duration::from_millis(10)).await;
+    }
+    for turn in turns {
+        turn.batch_execute("commit").await.unwrap();
+    }
+    let left = "select count(*) from graphile_worker._private_jobs";
+    while db.count(left).await > 0 {
+        assert!(beaten.elapsed() < Duration::from_secs(10), "the jobs run once the turns are free");
+        sleep(rt.as_ref(), Duration::from_millis(10)).await;
+    }
+    second.stop(Duration::from_secs(10)).await;
+    first.stop(Duration::from_secs(10)).await;
+}

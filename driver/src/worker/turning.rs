@@ -29,7 +29,7 @@ use super::threads::Stop;
 use super::turn::{Source, Turn, YieldNow};
 use crate::clock::Clock;
 use crate::error::{Error, MigrateError};
-use crate::listener::listen;
+use crate::listener::{listen, Starts};
 use crate::log::log_event;
 use crate::runtime::Runtime;
 use formica_core::worker::{self as machine, Effect, Event, Input, QueryResult, Statement, TaskOutcome};
@@ -152,7 +152,11 @@ impl Turning {
                             old.abort();
                         }
                         let settings = shared.utils.pool().settings().clone();
-                        let task = listen(runtime.clone(), settings, inputs.clone());
+                        let starts = Starts {
+                            worker_id: shared.worker_id.clone(),
+                            others_alive: shared.executor.turns.others_alive.clone(),
+                        };
+                        let task = listen(runtime.clone(), settings, inputs.clone(), starts);
                         runtime.spawn(Box::pin(Abortable::new(task, registration).map(|_| ())));
                     }
                     Effect::Emit(event) => {
