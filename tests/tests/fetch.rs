@@ -66,6 +66,19 @@ async fn the_fetch_takes_due_jobs_in_priority_order_across_many_priorities_and_n
     }
 }
 
+/// Both fetch turns of the schema, each held by a transaction of the test's own (turn 0,
+/// then turn 1), idle for as long as the test takes.
+async fn hold_both_turns(db: &TestDb) -> Vec<tokio_postgres::Client> {
+    let mut turns = Vec::new();
+    for _ in 0..2 {
+        let client = db.client().await;
+        client.batch_execute(&sql::worker::fetch_turn("graphile_worker")).await.unwrap();
+        client.batch_execute("set local idle_in_transaction_session_timeout = 0").await.unwrap();
+        turns.push(client);
+    }
+    turns
+}
+
 /// While another Formica worker is alive (its lease says so), a worker's fetch waits for one
 /// of the two turns the workers of its schema share (`fetch_turn.sql`); alone, it takes
 /// none. The test holds both turns from two transactions of its own.
@@ -76,14 +89,7 @@ async fn a_fetch_waits_its_turn_only_while_another_formica_worker_is_alive() {
     use std::sync::Arc;
     let db = TestDb::migrated().await;
     let rt = db.runtime.clone();
-    let mut turns = Vec::new();
-    for _ in 0..2 {
-        let client = db.client().await;
-        client.batch_execute(&sql::worker::fetch_turn("graphile_worker")).await.unwrap();
-        // Held idle for as long as the test takes.
-        client.batch_execute("set local idle_in_transaction_session_timeout = 0").await.unwrap();
-        turns.push(client);
-    }
+    let mut turns = hold_both_turns(&db).await;
     let ran = Arc::new(AtomicUsize::new(0));
     let counter = ran.clone();
     let options = db.worker_options().define_raw_job("t", move |_, _| {
@@ -117,8 +123,7 @@ async fn a_fetch_waits_its_turn_only_while_another_formica_worker_is_alive() {
     }
     let before = ran.load(Ordering::SeqCst);
     assert!(before < job, "a job waits with the fetch: {before} of {job} ran");
-    // A waiting fetch waits for one turn drawn at random (objid: the turn of a two-key lock);
-    // the test's first transaction holds turn 0, its second turn 1.
+    // A waiting fetch waits for one turn drawn at random (objid: the turn of a two-key lock).
     let awaited = "select objid::integer from pg_locks where locktype = 'advisory' and not granted";
     let turn: i32 = client.query_one(awaited, &[]).await.unwrap().get(0);
     turns.swap_remove(turn as usize).batch_execute("commit").await.unwrap();
@@ -140,13 +145,7 @@ async fn a_worker_alone_takes_turns_as_soon_as_another_starts() {
     use std::time::{Duration, Instant};
     let db = TestDb::migrated().await;
     let rt = db.runtime.clone();
-    let mut turns = Vec::new();
-    for _ in 0..2 {
-        let client = db.client().await;
-        client.batch_execute(&sql::worker::fetch_turn("graphile_worker")).await.unwrap();
-        client.batch_execute("set local idle_in_transaction_session_timeout = 0").await.unwrap();
-        turns.push(client);
-    }
+    let turns = hold_both_turns(&db).await;
     let options = || db.worker_options().define_raw_job("t", |_, _| async { Ok(()) });
     let first = Running::listening(&rt, options()).await;
     let (utils, client) = (db.utils(), db.client().await);
