@@ -6,7 +6,8 @@
 //!
 //! Beside each heartbeat it records the worker's crontab on the lease row (when it differs),
 //! so that whoever reads the leases (the dashboard's Cron page) sees what the live workers
-//! run; a heartbeat that made the row anew (after a sweep) gets it back at once.
+//! run; a heartbeat that made the row anew (after a sweep) gets it back at once. When the
+//! worker stops cleanly, the keeper ends the lease, so that no one counts it alive after.
 
 use crate::clock::Clock;
 use crate::db::connect_watched;
