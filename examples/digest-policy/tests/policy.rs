@@ -205,6 +205,9 @@ fn clocks(world: &World) -> impl Iterator<Item = DateTime<Utc>> + '_ {
 /// everything ran (past the four-hour lock sweep if need be).
 fn run(case: &Case, decide: Policy) -> Result<(), String> {
     let mut world = World::new(WorldConfig { seed: case.seed, ..WorldConfig::default() });
+    // The crontab is first known at the start: no minute before it is ever due, even to a
+    // worker whose clock jumped back past it.
+    let start = world.now();
     world.set_script(|job, rng| {
         let after = Duration::milliseconds(rng.between(100, 3000));
         match job.attempts < 3 && rng.chance(200) {
@@ -218,7 +221,7 @@ fn run(case: &Case, decide: Policy) -> Result<(), String> {
     let mut app = Digests::new(decide);
     let outcome = run_ops(&mut world, &case.ops, &mut app).and_then(|()| {
         heal(&mut world);
-        let from = clocks(&world).max().unwrap_or(world.now());
+        let from = clocks(&world).max().unwrap_or(world.now()).max(start);
         run_checked(&mut world, Duration::minutes(20), |w| app.check(w))?;
         settle(&mut world, Duration::hours(6), |w| unfinished(w).next().is_none(), |w| app.check(w))?;
         let to = clocks(&world).min().unwrap_or(world.now());
