@@ -5,6 +5,7 @@
 //! the index, and the walk over the priorities present that follows a slow short fetch.
 
 use chrono::{Duration, Utc};
+use formica_core::job::Job;
 use formica_core::worker::{QueryResult, Statement};
 use formica_sql as sql;
 use formica_tests::TestDb;
@@ -44,26 +45,75 @@ async fn the_fetch_takes_due_jobs_in_priority_order_across_many_priorities_and_n
     for (limit, walk_priorities) in [3, 2 * 33 + 1, 1000].into_iter().flat_map(|l| [(l, false), (l, true)]) {
         let mut client = db.client().await;
         let tx = client.transaction().await.unwrap();
-        let statement = Statement::GetJobs {
-            worker_id: "w".into(),
-            task_identifiers: vec!["t".into()],
-            forbidden_flags: vec![],
-            accepted_flags: vec![],
-            limit,
-            now: Some(Utc::now() + Duration::seconds(1)),
-            excluded_queues: vec![],
-            caps: vec![],
-            limits: vec![],
-            walk_priorities,
-        };
-        let bound = formica::statements::bind(statement);
-        let rows = tx.query(&sql::render(bound.template, "graphile_worker"), &bound.values()).await.unwrap();
-        let QueryResult::Jobs { jobs, .. } = bound.answer(&rows).unwrap() else { panic!("not jobs") };
+        let jobs = fetch(&tx, limit, walk_priorities).await;
         let fetched: Vec<(i16, i64)> = jobs.iter().map(|j| (j.priority, j.id)).collect();
         let expected = &due[..limit.min(due.len())];
         assert_eq!(fetched, expected, "limit {limit}, walking the priorities: {walk_priorities}");
         tx.rollback().await.unwrap();
     }
+}
+
+/// The rows the worker's fetch (by worker `w`, of task `t`) locks in `tx`, in one of its
+/// two shapes.
+async fn fetch(tx: &tokio_postgres::Transaction<'_>, limit: usize, walk_priorities: bool) -> Vec<Job> {
+    let statement = Statement::GetJobs {
+        worker_id: "w".into(),
+        task_identifiers: vec!["t".into()],
+        forbidden_flags: vec![],
+        accepted_flags: vec![],
+        limit,
+        now: Some(Utc::now() + Duration::seconds(1)),
+        excluded_queues: vec![],
+        caps: vec![],
+        limits: vec![],
+        walk_priorities,
+    };
+    let bound = formica::statements::bind(statement);
+    let rows = tx.query(&sql::render(bound.template, "graphile_worker"), &bound.values()).await.unwrap();
+    let QueryResult::Jobs { jobs, .. } = bound.answer(&rows).unwrap() else { panic!("not jobs") };
+    jobs
+}
+
+/// A fetch reads which named queues are free without locking them, then locks only the
+/// queues of the jobs it chose, skipping one another fetch is locking (a queue runs one job
+/// at a time): it leaves that queue's jobs as they are and takes the others'. The test
+/// holds queue `busy`'s row as a fetch does between choosing and marking it.
+#[tokio::test]
+async fn a_fetch_leaves_the_jobs_of_a_queue_another_fetch_is_taking() {
+    let db = TestDb::migrated().await;
+    let client = db.client().await;
+    client
+        .batch_execute(
+            "select graphile_worker.add_job('t', '{}', queue_name => q, run_at => now() - i * interval '1 minute')
+             from unnest(array['busy', 'busy', 'free', null]) with ordinality as jobs(q, i)",
+        )
+        .await
+        .unwrap();
+    let mut holder = db.client().await;
+    let holding = holder.transaction().await.unwrap();
+    holding
+        .execute(
+            "select 1 from graphile_worker._private_job_queues where queue_name = 'busy' for update",
+            &[],
+        )
+        .await
+        .unwrap();
+    let queue_of = |job: &Job| job.queue_name.clone();
+    for walk_priorities in [false, true] {
+        let mut client = db.client().await;
+        let tx = client.transaction().await.unwrap();
+        let taken: Vec<_> = fetch(&tx, 10, walk_priorities).await.iter().map(queue_of).collect();
+        assert_eq!(taken, [None, Some("free".to_owned())], "walking the priorities: {walk_priorities}");
+        let marked = "select queue_name from graphile_worker._private_job_queues where locked_by = 'w'";
+        let marked: Vec<String> = tx.query(marked, &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
+        assert_eq!(marked, ["free"]);
+        tx.rollback().await.unwrap();
+    }
+    holding.rollback().await.unwrap();
+    let mut client = db.client().await;
+    let tx = client.transaction().await.unwrap();
+    let taken: Vec<_> = fetch(&tx, 10, false).await.iter().map(queue_of).collect();
+    assert_eq!(taken, [None, Some("free".to_owned()), Some("busy".to_owned())], "one job of each queue");
 }
 
 /// Both fetch turns of the schema, each held by a transaction of the test's own (turn 0,

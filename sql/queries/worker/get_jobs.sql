@@ -2,7 +2,10 @@
 -- clock), of the task identifiers $2 (their ids looked up once per statement, so a task
 -- row deleted and added again is still found), without any of the flags $3, with one of
 -- the flags $6 unless $6 is empty (a job without flags has none of them), and in a
--- named queue only if no one holds that queue; at most one job per named queue. Each
+-- named queue only if no one holds that queue; at most one job per named queue. The
+-- candidates read which queues are free without locking them; only the queues of the
+-- jobs chosen are locked (skip locked, so a queue another fetch took meanwhile is left to
+-- it, with its job): locking every free queue would cost a row lock each per fetch. Each
 -- job's attempts count the attempt now starting; it is locked at the later of $4 and the
 -- database clock, so that no write after the lock is dated before it (return_jobs.sql
 -- compares updated_at with it). Rows: _private_jobs columns plus task_identifier and
@@ -19,8 +22,7 @@ with candidates as (
       select tasks.id from :SCHEMA._private_tasks as tasks where tasks.identifier = any($2::text[])))
     and (jobs.job_queue_id is null or jobs.job_queue_id in (
       select job_queues.id from :SCHEMA._private_job_queues as job_queues
-      where job_queues.is_available = true /*:QUEUE_FILTER*/
-      for update skip locked))
+      where job_queues.is_available = true /*:QUEUE_FILTER*/))
     and (jobs.flags ?| $3::text[]) is not true
     and (cardinality($6::text[]) = 0 or (jobs.flags ?| $6::text[]) is true)
   order by jobs.priority asc, jobs.run_at asc
@@ -35,16 +37,22 @@ chosen as (
   order by candidates.job_queue_id, case when candidates.job_queue_id is null then candidates.id end,
     candidates.priority, candidates.run_at
 ),
+taken_queues as (
+  select job_queues.id from :SCHEMA._private_job_queues as job_queues
+  where job_queues.id in (select chosen.job_queue_id from chosen) and job_queues.is_available = true
+  for update skip locked
+),
 locked_queues as (
   update :SCHEMA._private_job_queues as job_queues
   set locked_by = $1::text, locked_at = greatest($4::timestamptz, now())
-  from chosen
-  where job_queues.id = chosen.job_queue_id
+  where job_queues.id in (select taken_queues.id from taken_queues)
 ),
 locked as (
   update :SCHEMA._private_jobs as jobs
   set attempts = jobs.attempts + 1, locked_by = $1::text, locked_at = greatest($4::timestamptz, now())
-  where jobs.ctid = any(array(select chosen.ctid from chosen))
+  where jobs.ctid = any(array(
+    select chosen.ctid from chosen
+    where chosen.job_queue_id is null or chosen.job_queue_id in (select taken_queues.id from taken_queues)))
   returning jobs.*
 )
 select locked.*, tasks.identifier as task_identifier, job_queues.queue_name /*:TRACE_COLUMNS*/

@@ -15,7 +15,6 @@ with recursive tasks as (
 free_queues as (
   select job_queues.id from :SCHEMA._private_job_queues as job_queues
   where job_queues.is_available = true /*:QUEUE_FILTER*/
-  for update skip locked
 ),
 priorities (priority, rank) as (
   (select jobs.priority, 1 from :SCHEMA._private_jobs as jobs
