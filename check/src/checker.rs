@@ -77,10 +77,10 @@ impl Checker {
                 }
             }
             let now = world.machine(worker).now();
-            if now != inc.clock.0 {
+            if now != inc.fed {
                 return Err(format!(
                     "worker {}: machine clock {now}, latest input {}",
-                    inc.worker_id, inc.clock.0
+                    inc.worker_id, inc.fed
                 ));
             }
             if let Some(before) = self.seen_clock.insert(life, now) {
@@ -139,6 +139,7 @@ impl Checker {
                     alive: true,
                     stopped: false,
                     clock: (entry.at, entry.elapsed),
+                    fed: entry.at,
                     pending: BTreeMap::new(),
                     grants: BTreeMap::new(),
                     in_write: BTreeSet::new(),
@@ -156,8 +157,16 @@ impl Checker {
                 Ok(())
             }
             Traced::ClockJumped(_) | Traced::Lease(_) => Ok(()),
-            // The keeper's heartbeats run on a connection of their own, beside the machine.
+            Traced::ClockRead => {
+                self.life(worker)?.read_clock(entry);
+                Ok(())
+            }
+            // The keeper's heartbeats run on a connection of their own, beside the machine;
+            // the keeper reads the worker's clock as it takes the answer.
             Traced::Heartbeat { statement, result } => {
+                if let Ok(inc) = self.life(worker) {
+                    inc.read_clock(entry);
+                }
                 if let QueryResult::Err(_) = result {
                     return Ok(());
                 }
@@ -178,11 +187,8 @@ impl Checker {
         if inc.stopped {
             return Err("input fed after Stopped".into());
         }
-        // The machine's clock: the wall clock, unless it went back; then the time last fed
-        // plus the time elapsed since (as the driver does).
-        let (fed, fed_at) = inc.clock;
-        inc.clock = (at.max(fed + (entry.elapsed - fed_at)), entry.elapsed);
-        let clock = inc.clock.0;
+        let clock = inc.read_clock(entry);
+        inc.fed = clock;
         // Anything but the answer to a fetch may make a job runnable or free a slot.
         let fetch_answer = matches!(input, Input::QueryDone { id, result: QueryResult::Jobs { .. } } if inc.pending.contains_key(id));
         if !fetch_answer {

@@ -3,6 +3,7 @@
 
 use chrono::{DateTime, Duration, Utc};
 use formica_core::job::Job;
+use formica_core::sim::TraceEntry;
 use formica_core::worker::{Config, Failure, QueryId, Statement, TaskOutcome};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -29,7 +30,11 @@ pub(crate) struct Incarnation {
     pub(crate) config: Config,
     pub(crate) alive: bool,
     pub(crate) stopped: bool,
+    /// The worker's clock: its last reading (by the machine's input or the lease keeper)
+    /// and the elapsed time then.
     pub(crate) clock: (DateTime<Utc>, Duration),
+    /// The time the machine was last fed: its clock.
+    pub(crate) fed: DateTime<Utc>,
     pub(crate) pending: BTreeMap<QueryId, Statement>,
     pub(crate) grants: BTreeMap<i64, Grant>,
     pub(crate) in_write: BTreeSet<i64>,
@@ -49,6 +54,15 @@ pub(crate) struct Incarnation {
 }
 
 impl Incarnation {
+    /// The worker's clock read at `entry`, as the driver reads it: the wall clock, unless it
+    /// went back; then the time last read plus the time elapsed since. The machine's
+    /// inputs and its lease keeper read the same clock.
+    pub(crate) fn read_clock(&mut self, entry: &TraceEntry) -> DateTime<Utc> {
+        let (read, read_at) = self.clock;
+        self.clock = (entry.at.max(read + (entry.elapsed - read_at)), entry.elapsed);
+        self.clock.0
+    }
+
     /// Whether `failure` is that of a job cancelled here: for good, with the first reason
     /// read since this worker last fetched it (unless its task succeeded, a cancelled job
     /// fails so).

@@ -9,7 +9,7 @@ use formica_core::worker::{Statement, TaskOutcome};
 pub(crate) fn sent(inc: &mut Incarnation, statement: &Statement) -> Result<(), String> {
     match statement {
         Statement::GetJobs { now, worker_id, limit, .. } => {
-            let want = inc.config.use_local_time.then_some(inc.clock.0);
+            let want = inc.config.use_local_time.then_some(inc.fed);
             if *now != want || *worker_id != inc.worker_id {
                 return Err(format!("fetch with now {now:?} by {worker_id}, expected {want:?}"));
             }

@@ -221,6 +221,7 @@ fn describe(what: &Traced) -> String {
         Traced::Crashed => "CRASHED".into(),
         Traced::ClockJumped(by) => format!("CLOCK JUMPED {:+}s", by.num_seconds()),
         Traced::Lease(event) => format!("lease: {}", variant(event)),
+        Traced::ClockRead => "clock read".into(),
         Traced::Heartbeat { result, .. } => format!("lease: heartbeat {}", result_text(result)),
         Traced::Input(input) => match input {
             Input::QueryDone { id, result } => format!("<- query {id:?}: {}", result_text(result)),

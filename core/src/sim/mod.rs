@@ -233,6 +233,10 @@ pub enum Traced {
     },
     /// What the worker's lease keeper reported ([`Event::LoopWedged`], [`Event::LoopResumed`]).
     Lease(Event),
+    /// The worker's clock was read outside an input (its lease keeper's timer, a stall's
+    /// start): the loop and the keeper share it, so the time its next input is fed moves on
+    /// from this reading.
+    ClockRead,
 }
 
 /// What one [`World::step`] did.

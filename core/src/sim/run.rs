@@ -210,6 +210,7 @@ impl World {
     /// Fire worker `w`'s keeper timer, telling it first when the loop last turned: now, as
     /// the driver's loop turns at least once a second, unless it stalls.
     pub(super) fn keeper_timeout(&mut self, w: WorkerIndex) {
+        self.record(Some(w), Traced::ClockRead);
         let now = self.worker_now(w);
         let worker = &mut self.workers[w];
         let turned = if worker.stalled_until > self.mono { worker.stalled_since } else { now };

@@ -189,6 +189,7 @@ impl World {
     /// then (its timers, task ends, answers and notifications wait), while its tasks and
     /// its lease's keeper go on. A stall longer than `Config::watchdog` costs the lease.
     pub fn stall_loop(&mut self, w: WorkerIndex, by: Duration) {
+        self.record(Some(w), Traced::ClockRead);
         let now = self.worker_now(w);
         let worker = &mut self.workers[w];
         if worker.stalled_until <= self.mono {
