@@ -7,6 +7,7 @@ use crate::sending::sent;
 use chrono::{DateTime, Utc};
 use formica_core::sim::faults::LOST_ANSWER;
 use formica_core::sim::{TraceEntry, Traced, World};
+use formica_core::time::FeedClock;
 use formica_core::worker::{Config, Effect, Event, Input, QueryId, QueryResult, Statement, TaskOutcome};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -138,7 +139,7 @@ impl Checker {
                     config,
                     alive: true,
                     stopped: false,
-                    clock: (entry.at, entry.elapsed),
+                    clock: FeedClock::new(entry.at, entry.elapsed),
                     fed: entry.at,
                     pending: BTreeMap::new(),
                     grants: BTreeMap::new(),
@@ -158,14 +159,14 @@ impl Checker {
             }
             Traced::ClockJumped(_) | Traced::Lease(_) => Ok(()),
             Traced::ClockRead => {
-                self.life(worker)?.read_clock(entry);
+                self.life(worker)?.clock.now(entry.at, entry.elapsed);
                 Ok(())
             }
             // The keeper's heartbeats run on a connection of their own, beside the machine;
             // the keeper reads the worker's clock as it takes the answer.
             Traced::Heartbeat { statement, result } => {
                 if let Ok(inc) = self.life(worker) {
-                    inc.read_clock(entry);
+                    inc.clock.now(entry.at, entry.elapsed);
                 }
                 if let QueryResult::Err(_) = result {
                     return Ok(());
@@ -187,7 +188,7 @@ impl Checker {
         if inc.stopped {
             return Err("input fed after Stopped".into());
         }
-        let clock = inc.read_clock(entry);
+        let clock = inc.clock.now(entry.at, entry.elapsed);
         inc.fed = clock;
         // Anything but the answer to a fetch may make a job runnable or free a slot.
         let fetch_answer = matches!(input, Input::QueryDone { id, result: QueryResult::Jobs { .. } } if inc.pending.contains_key(id));

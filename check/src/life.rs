@@ -1,9 +1,9 @@
 //! What the checker knows of one worker process (an incarnation: a restart begins a new
 //! one), read off the trace: the jobs granted to it and where each stands.
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Utc};
 use formica_core::job::Job;
-use formica_core::sim::TraceEntry;
+use formica_core::time::FeedClock;
 use formica_core::worker::{Config, Failure, QueryId, Statement, TaskOutcome};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -30,9 +30,9 @@ pub(crate) struct Incarnation {
     pub(crate) config: Config,
     pub(crate) alive: bool,
     pub(crate) stopped: bool,
-    /// The worker's clock: its last reading (by the machine's input or the lease keeper)
-    /// and the elapsed time then.
-    pub(crate) clock: (DateTime<Utc>, Duration),
+    /// The worker's clock, as the driver reads it (`driver/src/clock.rs`): read by the
+    /// machine's inputs and by its lease keeper, at each trace entry's wall and elapsed time.
+    pub(crate) clock: FeedClock,
     /// The time the machine was last fed: its clock.
     pub(crate) fed: DateTime<Utc>,
     pub(crate) pending: BTreeMap<QueryId, Statement>,
@@ -54,15 +54,6 @@ pub(crate) struct Incarnation {
 }
 
 impl Incarnation {
-    /// The worker's clock read at `entry`, as the driver reads it: the wall clock, unless it
-    /// went back; then the time last read plus the time elapsed since. The machine's
-    /// inputs and its lease keeper read the same clock.
-    pub(crate) fn read_clock(&mut self, entry: &TraceEntry) -> DateTime<Utc> {
-        let (read, read_at) = self.clock;
-        self.clock = (entry.at.max(read + (entry.elapsed - read_at)), entry.elapsed);
-        self.clock.0
-    }
-
     /// Whether `failure` is that of a job cancelled here: for good, with the first reason
     /// read since this worker last fetched it (unless its task succeeded, a cancelled job
     /// fails so).
