@@ -259,23 +259,33 @@ pub(crate) struct Executor {
     pub(crate) turns: FetchTurns,
 }
 
-/// Whether and how a fetch waits its turn: while another Formica worker is alive (the
-/// lease's keeper learns it with each heartbeat, the listener as soon as one starts),
-/// fetches begin in one of two turns the
-/// workers share, so that they do not lock each other's jobs (`sql/queries/worker/fetch_turn.sql`).
-/// With 8 worker processes on the bench's 2 cores, PostgreSQL's CPU a job fell from 27-33 to
-/// 18 us and the rate from 25,000-40,000 to 55,000-58,000 jobs/s (docs/performance.md,
-/// "fetches take turns"); alone, a worker sends nothing more.
+/// How a fetch's transaction begins (`sql/queries/worker/fetch_begin.sql`: the plan settings
+/// that keep a fetch fast when a burst of jobs follows a quiet spell), and whether it waits
+/// its turn: while another Formica worker is alive (the lease's keeper learns it with each
+/// heartbeat, the listener as soon as one starts), fetches begin in one of two turns the
+/// workers share, so that they do not lock each other's jobs (`fetch_turn.sql`). With 8
+/// worker processes on the bench's 2 cores, PostgreSQL's CPU a job fell from 27-33 to 18 us
+/// and the rate from 25,000-40,000 to 55,000-58,000 jobs/s (docs/performance.md, "fetches
+/// take turns").
 pub(crate) struct FetchTurns {
-    /// The statements beginning a fetch's transaction in its turn.
-    pub(crate) begin: String,
+    /// The statements beginning a fetch's transaction: alone, and in its turn.
+    pub(crate) alone: String,
+    pub(crate) in_turn: String,
     /// Set by the lease's keeper: another Formica worker is alive.
     pub(crate) others_alive: Arc<AtomicBool>,
 }
 
 impl FetchTurns {
     pub(crate) fn new(schema: &str) -> Self {
-        FetchTurns { begin: sql::worker::fetch_turn(schema), others_alive: Arc::default() }
+        FetchTurns {
+            alone: sql::worker::fetch_begin(schema, false),
+            in_turn: sql::worker::fetch_begin(schema, true),
+            others_alive: Arc::default(),
+        }
+    }
+
+    fn begin(&self) -> &str {
+        if self.others_alive.load(Ordering::Relaxed) { &self.in_turn } else { &self.alone }
     }
 }
 
@@ -307,9 +317,8 @@ impl Executor {
         }
         let sql = sql::render(bound.template, &self.schema);
         let mut client = self.pool.get().await?;
-        let turns = &self.turns;
-        let turn = (fetch && turns.others_alive.load(Ordering::Relaxed)).then_some(turns.begin.as_str());
-        let rows = client.query_params(&sql, &bound.params, self.prepared, turn).await?;
+        let begin = fetch.then(|| self.turns.begin());
+        let rows = client.query_params(&sql, &bound.params, self.prepared, begin).await?;
         if let (Some(outputs), Some(history)) = (&self.outputs, history) {
             outputs.forget(&history.carried);
         }

@@ -351,12 +351,15 @@ pub mod worker {
     pub const HEARTBEAT: &str = include_str!("../queries/worker/heartbeat.sql");
     /// `$1` worker, which stopped: its lease lapses now (see the file).
     pub const END_LEASE: &str = include_str!("../queries/worker/end_lease.sql");
-    /// `begin` and the wait for one of the turns the workers of `schema` share, sent before a
-    /// fetch (see the file). The locks' first key is a stable hash (FNV-1a) of `schema`.
-    pub fn fetch_turn(schema: &str) -> String {
+    /// What begins a fetch's transaction, sent before it (`fetch_begin.sql`), and with
+    /// `taking_turns` the wait for one of the turns the workers of `schema` share
+    /// (`fetch_turn.sql`), whose locks' first key is a stable hash (FNV-1a) of `schema`.
+    pub fn fetch_begin(schema: &str, taking_turns: bool) -> String {
+        let begin = include_str!("../queries/worker/fetch_begin.sql");
         let hash = schema.bytes().fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
-        let key = i32::from_ne_bytes(hash.to_ne_bytes());
-        include_str!("../queries/worker/fetch_turn.sql").replace(":TURNS_KEY", &key.to_string())
+        let key = i32::from_ne_bytes(hash.to_ne_bytes()).to_string();
+        let turn = include_str!("../queries/worker/fetch_turn.sql").replace(":TURNS_KEY", &key);
+        if taking_turns { begin.to_owned() + &turn } else { begin.to_owned() }
     }
     /// `$1` worker runs the crontab `$2` (canonical text): recorded on its lease.
     pub const RECORD_CRONTAB: &str = include_str!("../queries/worker/record_crontab.sql");
@@ -504,10 +507,11 @@ mod tests {
 
     #[test]
     fn each_schema_has_turns_of_its_own() {
-        let (a, b) = (worker::fetch_turn("graphile_worker"), worker::fetch_turn("other"));
-        assert!(a.contains("begin;") && !a.contains(":TURNS_KEY"), "{a}");
+        let (a, b) = (worker::fetch_begin("graphile_worker", true), worker::fetch_begin("other", true));
+        assert!(a.starts_with(worker::fetch_begin("other", false).as_str()), "{a}");
+        assert!(a.contains("pg_advisory_xact_lock") && !a.contains(":TURNS_KEY"), "{a}");
         assert_ne!(a, b);
-        assert_eq!(a, worker::fetch_turn("graphile_worker"), "stable");
+        assert_eq!(a, worker::fetch_begin("graphile_worker", true), "stable");
     }
 
     #[test]

@@ -122,7 +122,7 @@ async fn hold_both_turns(db: &TestDb) -> Vec<tokio_postgres::Client> {
     let mut turns = Vec::new();
     for _ in 0..2 {
         let client = db.client().await;
-        client.batch_execute(&sql::worker::fetch_turn("graphile_worker")).await.unwrap();
+        client.batch_execute(&sql::worker::fetch_begin("graphile_worker", true)).await.unwrap();
         client.batch_execute("set local idle_in_transaction_session_timeout = 0").await.unwrap();
         turns.push(client);
     }
@@ -235,4 +235,67 @@ async fn a_worker_alone_takes_turns_as_soon_as_another_starts() {
     }
     second.stop(Duration::from_secs(10)).await;
     first.stop(Duration::from_secs(10)).await;
+}
+
+/// A fetch's plan suits a table of any size (`fetch_begin.sql`, which begins every fetch's
+/// transaction): after a quiet spell of fetches on a small table, a burst of jobs is read
+/// through graphile-worker's main index, not scanned and sorted whole. Left to itself,
+/// PostgreSQL may cache a generic plan after five fetches (as it did in the benchmark of
+/// `fetch_begin.sql`); made on the small table, that plan scans the whole table once it is
+/// large (the control: a session whose fetches begin by choosing the generic plan). The
+/// burst is added in the transaction that explains the fetch, so that no analyze of the
+/// table by autovacuum in between can change either plan.
+#[tokio::test]
+async fn a_fetch_reads_the_index_when_a_burst_of_jobs_follows_a_quiet_spell() {
+    let db = TestDb::migrated().await;
+    let statement = Statement::GetJobs {
+        worker_id: "w".into(),
+        task_identifiers: vec!["t".into()],
+        forbidden_flags: vec![],
+        accepted_flags: vec![],
+        limit: 10,
+        now: None,
+        excluded_queues: vec![],
+        caps: vec![],
+        limits: vec![],
+        walk_priorities: false,
+    };
+    let fetch = sql::render(formica::statements::bind(statement).template, "graphile_worker");
+    let execute = "execute get_jobs('w', array['t'], array[]::text[], null, 10, array[]::text[])";
+    let settings = sql::worker::fetch_begin("graphile_worker", false);
+    let generic = "begin; set local plan_cache_mode = force_generic_plan";
+    for (begin, seq_scan) in [(settings.as_str(), false), (generic, true)] {
+        let client = db.client().await;
+        client
+            .batch_execute(&format!("prepare get_jobs(text, text[], text[], timestamptz, int, text[]) as {fetch}"))
+            .await
+            .unwrap();
+        for _ in 0..8 {
+            client.batch_execute(begin).await.unwrap();
+            client.batch_execute("select graphile_worker.add_job('t', '{}')").await.unwrap();
+            assert_eq!(client.query(execute, &[]).await.unwrap().len(), 1);
+            client.batch_execute("commit").await.unwrap();
+        }
+        client.batch_execute(begin).await.unwrap();
+        client
+            .batch_execute(
+                "select graphile_worker.add_jobs(array(select json_populate_record(null::graphile_worker.job_spec,
+                   '{\"identifier\": \"t\"}') from generate_series(1, 20000)))",
+            )
+            .await
+            .unwrap();
+        let plan: Vec<String> = client
+            .query(&format!("explain (costs off) {execute}"), &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        let plan = plan.join("\n");
+        assert_eq!(plan.contains("Seq Scan on _private_jobs"), seq_scan, "begun with {begin:?}:\n{plan}");
+        assert_eq!(plan.contains("Index Scan using jobs_main_index"), !seq_scan, "{plan}");
+        let fetched = client.query(execute, &[]).await.unwrap();
+        assert_eq!(fetched.len(), 10, "begun with {begin:?}");
+        client.batch_execute("rollback").await.unwrap();
+    }
 }

@@ -58,14 +58,14 @@ impl PooledClient {
 
     /// The rows of `sql` with `params`: prepared (see [`PooledClient::prepared`]) if
     /// `prepare` and the pool has not found its server sessions shared, else unnamed (see
-    /// the module docs). With a `turn` (statements beginning a transaction), in that
-    /// transaction: see [`in_turn`].
+    /// the module docs). With `begin` (statements beginning a transaction), in that
+    /// transaction: see [`in_transaction`].
     pub(crate) async fn query_params(
         &mut self,
         sql: &str,
         params: &[Param],
         prepare: bool,
-        turn: Option<&str>,
+        begin: Option<&str>,
     ) -> Result<Vec<Row>, Error> {
         let mut replanned = false;
         while prepare && !self.sessions_shared().load(Ordering::Relaxed) {
@@ -83,7 +83,7 @@ impl PooledClient {
             };
             let values: Vec<&(dyn ToSql + Sync)> =
                 params.iter().map(|(v, _)| v.as_ref() as &(dyn ToSql + Sync)).collect();
-            match in_turn(self, turn, self.query(&statement, &values)).await {
+            match in_transaction(self, begin, self.query(&statement, &values)).await {
                 Err(e) if refused_by_pooler(&e) => self.note_shared_sessions(&describe(&e)),
                 Err(e) if plan_changed(&e) && !replanned => {
                     replanned = true;
@@ -92,7 +92,7 @@ impl PooledClient {
                 result => return Ok(result?),
             }
         }
-        Ok(in_turn(self, turn, self.query_typed(sql, &typed(params))).await?)
+        Ok(in_transaction(self, begin, self.query_typed(sql, &typed(params))).await?)
     }
 
     /// What shows that this connection's session is not its own, looked at once, before it
@@ -125,18 +125,18 @@ impl PooledClient {
     }
 }
 
-/// `query` between `turn` (statements beginning a transaction) and a commit, all sent at
+/// `query` between `begin` (statements beginning a transaction) and a commit, all sent at
 /// once: one round trip, and the transaction ends on the server even if this future is
 /// dropped once polled (a failed statement makes the commit a rollback).
-async fn in_turn<T>(
+async fn in_transaction<T>(
     client: &tokio_postgres::Client,
-    turn: Option<&str>,
+    begin: Option<&str>,
     query: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
 ) -> Result<T, tokio_postgres::Error> {
-    let Some(turn) = turn else { return query.await };
+    let Some(begin) = begin else { return query.await };
     // Polled in this order, so sent in this order.
     let (begun, result, ended) =
-        futures::join!(client.batch_execute(turn), query, client.batch_execute("commit"));
+        futures::join!(client.batch_execute(begin), query, client.batch_execute("commit"));
     begun?;
     let result = result?;
     ended?;
