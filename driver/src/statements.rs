@@ -285,7 +285,11 @@ impl FetchTurns {
     }
 
     fn begin(&self) -> &str {
-        if self.others_alive.load(Ordering::Relaxed) { &self.in_turn } else { &self.alone }
+        if self.others_alive.load(Ordering::Relaxed) {
+            &self.in_turn
+        } else {
+            &self.alone
+        }
     }
 }
 

@@ -351,15 +351,12 @@ pub mod worker {
     pub const HEARTBEAT: &str = include_str!("../queries/worker/heartbeat.sql");
     /// `$1` worker, which stopped: its lease lapses now (see the file).
     pub const END_LEASE: &str = include_str!("../queries/worker/end_lease.sql");
-    /// What begins a fetch's transaction, sent before it (`fetch_begin.sql`), and with
-    /// `taking_turns` the wait for one of the turns the workers of `schema` share
-    /// (`fetch_turn.sql`), whose locks' first key is a stable hash (FNV-1a) of `schema`.
+    /// Sent before a fetch (`fetch_begin.sql`), with a turn's wait if `taking_turns` (`fetch_turn.sql`).
     pub fn fetch_begin(schema: &str, taking_turns: bool) -> String {
-        let begin = include_str!("../queries/worker/fetch_begin.sql");
         let hash = schema.bytes().fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
-        let key = i32::from_ne_bytes(hash.to_ne_bytes()).to_string();
+        let key = i32::from_ne_bytes(hash.to_ne_bytes()).to_string(); // FNV-1a: stable, one per schema
         let turn = include_str!("../queries/worker/fetch_turn.sql").replace(":TURNS_KEY", &key);
-        if taking_turns { begin.to_owned() + &turn } else { begin.to_owned() }
+        include_str!("../queries/worker/fetch_begin.sql").to_owned() + if taking_turns { &turn } else { "" }
     }
     /// `$1` worker runs the crontab `$2` (canonical text): recorded on its lease.
     pub const RECORD_CRONTAB: &str = include_str!("../queries/worker/record_crontab.sql");

@@ -267,7 +267,9 @@ async fn a_fetch_reads_the_index_when_a_burst_of_jobs_follows_a_quiet_spell() {
     for (begin, seq_scan) in [(settings.as_str(), false), (generic, true)] {
         let client = db.client().await;
         client
-            .batch_execute(&format!("prepare get_jobs(text, text[], text[], timestamptz, int, text[]) as {fetch}"))
+            .batch_execute(&format!(
+                "prepare get_jobs(text, text[], text[], timestamptz, int, text[]) as {fetch}"
+            ))
             .await
             .unwrap();
         for _ in 0..8 {
