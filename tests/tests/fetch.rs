@@ -56,22 +56,27 @@ async fn the_fetch_takes_due_jobs_in_priority_order_across_many_priorities_and_n
 /// The rows the worker's fetch (by worker `w`, of task `t`) locks in `tx`, in one of its
 /// two shapes.
 async fn fetch(tx: &tokio_postgres::Transaction<'_>, limit: usize, walk_priorities: bool) -> Vec<Job> {
-    let statement = Statement::GetJobs {
+    let bound =
+        formica::statements::bind(get_jobs(limit, Some(Utc::now() + Duration::seconds(1)), walk_priorities));
+    let rows = tx.query(&sql::render(bound.template, "graphile_worker"), &bound.values()).await.unwrap();
+    let QueryResult::Jobs { jobs, .. } = bound.answer(&rows).unwrap() else { panic!("not jobs") };
+    jobs
+}
+
+/// The worker's fetch by worker `w` of task `t`, due by `now` (`None`: the database clock).
+fn get_jobs(limit: usize, now: Option<chrono::DateTime<Utc>>, walk_priorities: bool) -> Statement {
+    Statement::GetJobs {
         worker_id: "w".into(),
         task_identifiers: vec!["t".into()],
         forbidden_flags: vec![],
         accepted_flags: vec![],
         limit,
-        now: Some(Utc::now() + Duration::seconds(1)),
+        now,
         excluded_queues: vec![],
         caps: vec![],
         limits: vec![],
         walk_priorities,
-    };
-    let bound = formica::statements::bind(statement);
-    let rows = tx.query(&sql::render(bound.template, "graphile_worker"), &bound.values()).await.unwrap();
-    let QueryResult::Jobs { jobs, .. } = bound.answer(&rows).unwrap() else { panic!("not jobs") };
-    jobs
+    }
 }
 
 /// A fetch reads which named queues are free without locking them, then locks only the
@@ -115,6 +120,11 @@ async fn a_fetch_leaves_the_jobs_of_a_queue_another_fetch_is_taking() {
     let taken: Vec<_> = fetch(&tx, 10, false).await.iter().map(queue_of).collect();
     assert_eq!(taken, [None, Some("free".to_owned()), Some("busy".to_owned())], "one job of each queue");
 }
+
+/// The advisory locks waited for in the test's own database (`pg_locks` shows every
+/// database's, and the tests run side by side).
+const OUR_WAITS: &str = "locktype = 'advisory' and not granted
+    and database = (select oid from pg_database where datname = current_database())";
 
 /// Both fetch turns of the schema, each held by a transaction of the test's own (turn 0,
 /// then turn 1), idle for as long as the test takes.
@@ -163,19 +173,24 @@ async fn a_fetch_waits_its_turn_only_while_another_formica_worker_is_alive() {
         .await
         .unwrap();
     // The next heartbeat (within 3 s) tells the worker; its next fetch then waits its turn.
-    let waiting = "select count(*) from pg_locks where locktype = 'advisory' and not granted";
+    let waiting = format!("select count(*) from pg_locks where {OUR_WAITS}");
     let mut job = 1;
-    while db.count(waiting).await == 0 {
+    while db.count(&waiting).await == 0 {
         assert!(job < 20, "no fetch waited for a turn");
         utils.add_raw_job("t", serde_json::json!({}), Default::default()).await.unwrap();
         job += 1;
         formica_tests::sleep(rt.as_ref(), std::time::Duration::from_millis(500)).await;
     }
+    // The fetch waiting may be one that finds nothing (the one after a job ran): a job added
+    // now waits with it, as a worker has one fetch out at a time.
+    utils.add_raw_job("t", serde_json::json!({}), Default::default()).await.unwrap();
+    job += 1;
+    formica_tests::sleep(rt.as_ref(), std::time::Duration::from_millis(500)).await;
     let before = ran.load(Ordering::SeqCst);
     assert!(before < job, "a job waits with the fetch: {before} of {job} ran");
     // A waiting fetch waits for one turn drawn at random (objid: the turn of a two-key lock).
-    let awaited = "select objid::integer from pg_locks where locktype = 'advisory' and not granted";
-    let turn: i32 = client.query_one(awaited, &[]).await.unwrap().get(0);
+    let awaited = format!("select objid::integer from pg_locks where {OUR_WAITS}");
+    let turn: i32 = client.query_one(&awaited, &[]).await.unwrap().get(0);
     turns.swap_remove(turn as usize).batch_execute("commit").await.unwrap();
     wait_until(rt.as_ref(), within, "given a turn, the fetch takes the jobs waiting", || {
         ran.load(Ordering::SeqCst) == job
@@ -219,8 +234,8 @@ async fn a_worker_alone_takes_turns_as_soon_as_another_starts() {
     for _ in 0..2 {
         utils.add_raw_job("t", serde_json::json!({}), Default::default()).await.unwrap();
     }
-    let waiting = "select count(*) from pg_locks where locktype = 'advisory' and not granted";
-    while db.count(waiting).await < 2 {
+    let waiting = format!("select count(*) from pg_locks where {OUR_WAITS}");
+    while db.count(&waiting).await < 2 {
         let waited = beaten.elapsed();
         assert!(waited < Duration::from_millis(2500), "both fetches wait their turn within {waited:?}");
         sleep(rt.as_ref(), Duration::from_millis(10)).await;
@@ -248,19 +263,7 @@ async fn a_worker_alone_takes_turns_as_soon_as_another_starts() {
 #[tokio::test]
 async fn a_fetch_reads_the_index_when_a_burst_of_jobs_follows_a_quiet_spell() {
     let db = TestDb::migrated().await;
-    let statement = Statement::GetJobs {
-        worker_id: "w".into(),
-        task_identifiers: vec!["t".into()],
-        forbidden_flags: vec![],
-        accepted_flags: vec![],
-        limit: 10,
-        now: None,
-        excluded_queues: vec![],
-        caps: vec![],
-        limits: vec![],
-        walk_priorities: false,
-    };
-    let fetch = sql::render(formica::statements::bind(statement).template, "graphile_worker");
+    let fetch = sql::render(formica::statements::bind(get_jobs(10, None, false)).template, "graphile_worker");
     let execute = "execute get_jobs('w', array['t'], array[]::text[], null, 10, array[]::text[])";
     let settings = sql::worker::fetch_begin("graphile_worker", false);
     let generic = "begin; set local plan_cache_mode = force_generic_plan";
