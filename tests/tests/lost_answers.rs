@@ -10,6 +10,7 @@ use formica_tests::proxy::Proxy;
 use formica_tests::{wait_until, Running, TestDb};
 use serde_json::json;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,7 +20,7 @@ async fn jobs_locked_by_a_fetch_whose_answer_was_lost_are_given_back_and_run() {
     let db = TestDb::migrated_on(rt.clone()).await;
     let (proxy, url) = Proxy::in_front_of(&db.url);
     let runs: Arc<Mutex<HashMap<i64, usize>>> = Arc::default();
-    let fetch_errors = Arc::new(Mutex::new(0));
+    let fetch_errors = Arc::new(AtomicUsize::new(0));
     let (counted, errors) = (runs.clone(), fetch_errors.clone());
     let worker = formica::WorkerOptions::<()>::with_runtime(rt.clone())
         .database_url(&url)
@@ -33,7 +34,7 @@ async fn jobs_locked_by_a_fetch_whose_answer_was_lost_are_given_back_and_run() {
         })
         .on_event(move |e: &Event| {
             if matches!(e, Event::DatabaseError { statement: "fetch jobs", .. }) {
-                *errors.lock().unwrap() += 1;
+                errors.fetch_add(1, Ordering::SeqCst);
             }
         })
         .init()
@@ -52,13 +53,18 @@ async fn jobs_locked_by_a_fetch_whose_answer_was_lost_are_given_back_and_run() {
         proxy.lost_answers() == 1
     })
     .await;
-    assert_eq!(*fetch_errors.lock().unwrap(), 1, "the worker saw its fetch fail");
+    // The proxy counts the answer lost as it cuts; the worker learns it a moment later.
+    wait_until(rt.as_ref(), Duration::from_secs(10), "the worker saw its fetch fail", || {
+        fetch_errors.load(Ordering::SeqCst) > 0
+    })
+    .await;
     wait_until(rt.as_ref(), Duration::from_secs(10), "the jobs ran on the live worker", || {
         runs.lock().unwrap().len() == ids.len()
     })
     .await;
     db.wait_for_count("select count(*) from graphile_worker.jobs", 0, Duration::from_secs(5)).await;
     assert!(runs.lock().unwrap().values().all(|n| *n == 1), "each ran once: {runs:?}");
+    assert_eq!(fetch_errors.load(Ordering::SeqCst), 1, "only the fetch whose answer was lost failed");
     running.stop(Duration::from_secs(10)).await;
     drop(proxy);
 }
