@@ -153,6 +153,37 @@ fn the_batch_grows_only_when_the_slots_ran_dry_and_shrinks_when_jobs_go_back() {
 }
 
 #[test]
+fn a_short_fetch_of_named_queue_jobs_asks_next_for_what_it_got() {
+    // One job a queue: a short fetch of queue jobs got about as many as there were free
+    // queues. A short fetch of jobs in no queue (the table drained) keeps the batch.
+    for (queue, next) in [(Some("q"), 3), (None, 4)] {
+        let (mut hand, effects) =
+            Hand::started(Config { concurrency: 2, local_queue_size: Some(30), ..config() });
+        let (fetch, _) = fetches(&effects)[0];
+        let effects = hand.jobs(fetch, jobs_of(1..=2));
+        let [(fetch, 2)] = fetches(&effects)[..] else { panic!("{effects:?}") };
+        hand.finish(1, TaskOutcome::Ok);
+        hand.finish(2, TaskOutcome::Ok);
+        let effects = hand.jobs(fetch, jobs_of(3..=4));
+        let [(fetch, 4)] = fetches(&effects)[..] else { panic!("the batch doubled: {effects:?}") };
+        let effects = hand.jobs(fetch, (5..=7).map(|id| job(id, queue, 1, 25)).collect());
+        assert!(fetches(&effects).is_empty(), "short: no prefetch: {effects:?}");
+        let mut limits = Vec::new();
+        for id in 3..=7 {
+            let mut effects = hand.finish(id, TaskOutcome::Ok);
+            for (write, _) in writes(&effects) {
+                effects.extend(hand.done(write));
+            }
+            limits.extend(fetches(&effects).into_iter().map(|(_, limit)| limit));
+            if !limits.is_empty() {
+                break;
+            }
+        }
+        assert_eq!(limits, vec![next], "queue {queue:?}");
+    }
+}
+
+#[test]
 fn a_short_fetch_leaves_the_worker_idle_until_woken() {
     let (mut hand, effects) = Hand::started(config());
     let (fetch, _) = fetches(&effects)[0];
