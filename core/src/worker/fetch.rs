@@ -240,8 +240,9 @@ impl Fetcher {
         }
         // A fetch takes one job a named queue, and came back short: about as many queues were
         // free as it got jobs from. Asking for more only makes its scan lock those queues'
-        // later jobs to leave them (`QUEUES=1000 bench/drain-cpu`: 4.0 row locks a job and
-        // 25-29k jobs/s at batches of 1,667, 3.0 and 33-36k at 300-500).
+        // later jobs to leave them (`QUEUES=1000 STATEMENTS=1 bench/drain-cpu 100000` before
+        // this: 4.0 row locks a job and 25-29k jobs/s with LOCAL_QUEUE_SIZE=5000, batches up
+        // to 1,667; 3.0 and 33-36k with 1500 or 900, batches up to 500 or 300).
         if self.short && jobs.iter().any(|job| job.queue_name.is_some()) {
             self.batch = got;
         }
