@@ -26,8 +26,7 @@
 //!
 //! The batch adapts: it starts at `concurrency` and doubles (up to [`batch_cap`])
 //! only when the slots ran dry and a full batch arrives to find them idle; it falls back to
-//! one (`concurrency` at least) after a give-back, and to what a short fetch got when that
-//! held jobs of named queues (one a queue: about as many were free).
+//! one (`concurrency` at least) after a give-back, and to what a short fetch of named-queue jobs got.
 
 use super::config::Config;
 use super::refetch::Refetch;
@@ -238,11 +237,8 @@ impl Fetcher {
         if accepting {
             self.refetch.fetched(got, limit, now);
         }
-        // A fetch takes one job a named queue, and came back short: about as many queues were
-        // free as it got jobs from. Asking for more only makes its scan lock those queues'
-        // later jobs to leave them (`QUEUES=1000 STATEMENTS=1 bench/drain-cpu 100000` before
-        // this: 4.0 row locks a job and 25-29k jobs/s with LOCAL_QUEUE_SIZE=5000, batches up
-        // to 1,667; 3.0 and 33-36k with 1500 or 900, batches up to 500 or 300).
+        // A fetch takes one job a named queue, so a short one of theirs got about as many as were free;
+        // a bigger batch only locks their later jobs to leave them (`QUEUES=1000 bench/drain-cpu`).
         if self.short && jobs.iter().any(|job| job.queue_name.is_some()) {
             self.batch = got;
         }
@@ -420,9 +416,8 @@ impl Fetcher {
         if self.ttl_at.is_none_or(|at| at > now) {
             return Vec::new();
         }
-        self.ttl_at = None;
         // Held too long: give them back, and fetch less at a time from now on.
-        let expired = self.drain();
+        let expired = self.give_back();
         self.batch = 1;
         self.gave_back |= !expired.is_empty();
         expired
@@ -448,7 +443,8 @@ impl Fetcher {
     /// The ids of the jobs waiting here, to give back (they leave the queue).
     pub fn give_back(&mut self) -> Vec<i64> {
         self.ttl_at = None;
-        self.drain()
+        let early = std::mem::take(&mut self.early);
+        self.queue.drain(..).chain(early).map(|j| j.id).collect()
     }
 
     /// Shutdown: disarm both deadlines and return the ids of the jobs never started.
@@ -456,11 +452,6 @@ impl Fetcher {
         self.refetch.stop();
         self.poll_at = None;
         self.give_back()
-    }
-
-    fn drain(&mut self) -> Vec<i64> {
-        let early = std::mem::take(&mut self.early);
-        self.queue.drain(..).chain(early).map(|j| j.id).collect()
     }
 
     fn arm_poll(&mut self, now: Timestamp, accepting: bool) {
