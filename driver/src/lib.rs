@@ -126,4 +126,4 @@ pub use workflows::{
     AddedWorkflow, BatchReport, Callback, CancelledWorkflow, OnDependencyFailure, RetriedWorkflow, Workflow,
     WorkflowError, WorkflowJob,
 };
-pub use {chrono, formica_sql as sql, serde_json, tokio_postgres};
+pub use {chrono, chrono_tz, formica_sql as sql, serde_json, tokio_postgres};
