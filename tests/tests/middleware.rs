@@ -217,6 +217,58 @@ async fn add_layers_fill_and_check_fields_and_refuse_jobs(rt: Arc<dyn Runtime>) 
     assert_eq!(flags, json!({"from-a-job": true}));
 }
 
+/// `docs/guide/middleware.md`'s add layers, word for word (indented): run on PostgreSQL,
+/// they put an account's jobs in the queue named after it.
+mod guide_add_layers {
+    use formica_tokio::serde_json::json;
+    use formica_tokio::{Error, JobSpec, WorkerUtils};
+
+    async fn add(utils: WorkerUtils) -> Result<(), Error> {
+        let utils = utils
+            .before_add(|job| match job.payload.get("account") {
+                Some(account) if account.is_string() => Ok(()),
+                _ => Err("every job names its account".into()),
+            })
+            .before_add(|job| {
+                // One queue per account: an account's jobs run one at a time. (`as_str`: the
+                // account's name, not its JSON text, which has quotes.)
+                let account = job.payload["account"].as_str().unwrap_or_default();
+                job.spec.queue_name.get_or_insert_with(|| format!("account-{account}"));
+                Ok(())
+            });
+        let job = utils.add_raw_job("report", json!({ "account": "acme" }), JobSpec::default()).await?;
+        assert_eq!(job.queue_name.as_deref(), Some("account-acme"));
+        let refused = utils.add_raw_job("report", json!({}), JobSpec::default()).await;
+        assert!(matches!(refused, Err(Error::Refused { .. })));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn the_guide_s_add_layers_name_each_account_s_queue_after_it() {
+        let db = formica_tests::TestDb::migrated().await;
+        add(db.utils()).await.unwrap();
+        let queues: Vec<String> = db
+            .client()
+            .await
+            .query("select queue_name from graphile_worker.jobs", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        assert_eq!(queues, ["account-acme"]);
+
+        let guide = include_str!("../../docs/guide/middleware.md");
+        let blocks = guide.split("```rust\n").skip(1).map(|b| &b[..b.find("```").expect("the block ends")]);
+        let shown = blocks.into_iter().find(|b| b.contains(".before_add(")).expect("the guide's block");
+        let indented: String = shown
+            .lines()
+            .map(|l| if l.is_empty() { "\n".to_owned() } else { format!("    {l}\n") })
+            .collect();
+        assert!(include_str!("middleware.rs").contains(&indented), "the guide's block is not this module's");
+    }
+}
+
 on_both_runtimes!(
     run_layers_nest_in_order_and_change_the_context_and_the_payload,
     a_layer_skips_a_job_which_is_completed_unrun_and_reported,
