@@ -57,6 +57,26 @@ pub struct FlowControlDoctests;
 #[doc = include_str!("../../docs/guide/workflows.md")]
 pub struct WorkflowsDoctests;
 
+/// `docs/guide/cron-time-zones.md`'s blocks (see `ReadmeDoctests`).
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/guide/cron-time-zones.md")]
+pub struct CronTimeZonesDoctests;
+
+/// `docs/guide/runtime-schedules.md`'s blocks (see `ReadmeDoctests`).
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/guide/runtime-schedules.md")]
+pub struct RuntimeSchedulesDoctests;
+
+/// `docs/guide/dashboard.md`'s blocks (none is Rust yet; included so one would be compiled).
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/guide/dashboard.md")]
+pub struct DashboardDoctests;
+
+/// `docs/guide/deploying.md`'s blocks (none is Rust yet; included so one would be compiled).
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/guide/deploying.md")]
+pub struct DeployingDoctests;
+
 pub mod certs;
 pub mod cluster;
 pub mod dashboard;

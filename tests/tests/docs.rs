@@ -114,18 +114,22 @@ fn each_cited_test_exists_at_its_full_path() {
 /// (`ReadmeDoctests` and its siblings) and the crates' front pages.
 const DOCTEST_HOSTS: [&str; 3] = ["tests/src/lib.rs", "core/src/lib.rs", "adapter-tokio/src/lib.rs"];
 
+/// Every guide, and every other page with Rust blocks, is included as doctests somewhere: a
+/// guide that gains a Rust block is compiled from then on.
 #[test]
-fn each_page_with_rust_blocks_is_compiled_as_doctests() {
+fn each_guide_and_each_page_with_rust_blocks_is_compiled_as_doctests() {
     let root = repo_root();
     let hosts: Vec<String> = DOCTEST_HOSTS.iter().map(|host| read(&root.join(host))).collect();
+    let mut guides = 0;
     for page in doc_pages() {
-        let text = read(&page);
-        if !text.lines().any(|l| l.starts_with("```rust")) {
+        let relative = page.strip_prefix(&root).unwrap_or(&page).display().to_string();
+        let guide = relative.starts_with("docs/guide/");
+        guides += usize::from(guide);
+        if !guide && !code_blocks(&read(&page)).iter().any(|block| block.is_rust()) {
             continue;
         }
         // A crate includes a guide through a link of the same name inside its own folder
         // (what `cargo publish` packages), so the file name is what the include names.
-        let relative = page.strip_prefix(&root).unwrap_or(&page).display().to_string();
         let name = page.file_name().and_then(|n| n.to_str()).expect("a file name");
         let include = |host: &String| {
             host.lines().any(|l| {
@@ -134,9 +138,186 @@ fn each_page_with_rust_blocks_is_compiled_as_doctests() {
         };
         assert!(
             hosts.iter().any(include),
-            "{relative} has Rust blocks but no `include_str!` in {DOCTEST_HOSTS:?} compiles them"
+            "{relative} is not compiled as doctests: no `include_str!` of it in {DOCTEST_HOSTS:?}"
         );
     }
+    assert!(guides > 10, "only {guides} guides found under docs/guide");
+}
+
+/// A fenced block of a page: its opening line's info string, where it opens, and its lines.
+struct CodeBlock<'a> {
+    info: &'a str,
+    line: usize,
+    code: Vec<&'a str>,
+}
+
+/// What rustdoc reads in an info string besides a language: a block with only these is Rust.
+const RUSTDOC_ATTRIBUTES: [&str; 7] =
+    ["ignore", "no_run", "should_panic", "compile_fail", "edition2018", "edition2021", "edition2024"];
+
+impl CodeBlock<'_> {
+    fn tags(&self) -> impl Iterator<Item = &str> {
+        self.info.split([',', ' ', '\t']).filter(|t| !t.is_empty())
+    }
+
+    /// Whether rustdoc takes the block for Rust (and so for a doctest): no tag, `rust`, or
+    /// only its own attributes.
+    fn is_rust(&self) -> bool {
+        self.tags().all(|t| t == "rust" || RUSTDOC_ATTRIBUTES.contains(&t))
+    }
+}
+
+/// The fenced blocks of `text` (a fence may be indented, inside a list).
+fn code_blocks(text: &str) -> Vec<CodeBlock<'_>> {
+    let mut blocks = Vec::new();
+    let mut open: Option<CodeBlock> = None;
+    for (n, line) in text.lines().enumerate() {
+        let fence = line.trim_start();
+        match (fence.strip_prefix("```"), open.take()) {
+            (Some(info), None) => open = Some(CodeBlock { info: info.trim(), line: n + 1, code: Vec::new() }),
+            (Some(_), Some(block)) => blocks.push(block),
+            (None, Some(mut block)) => {
+                block.code.push(line);
+                open = Some(block);
+            }
+            (None, None) => {}
+        }
+    }
+    blocks
+}
+
+/// The lines of `code` at its top level (outside any bracket) that begin no item: the
+/// statements of a fragment, which a reader would have to wrap in a function of their own.
+fn loose_statements<'a>(code: &[&'a str]) -> Vec<&'a str> {
+    const ITEMS: [&str; 18] = [
+        "use ",
+        "pub ",
+        "fn ",
+        "async fn ",
+        "const ",
+        "static ",
+        "struct ",
+        "enum ",
+        "impl ",
+        "impl<",
+        "trait ",
+        "mod ",
+        "type ",
+        "#[",
+        "#![",
+        "//",
+        "extern ",
+        "macro_rules!",
+    ];
+    let mut depth = 0i32;
+    let mut loose = Vec::new();
+    for line in code {
+        // (A hidden line's code is what rustdoc compiles: another test rejects its `# `.)
+        let text = line.trim().strip_prefix("# ").unwrap_or(line.trim());
+        let opens_an_item = ITEMS.iter().any(|item| text.starts_with(item));
+        if depth == 0 && !text.is_empty() && !opens_an_item && !text.starts_with(['}', ')', ']']) {
+            loose.push(*line);
+        }
+        // Brackets outside string literals and comments (enough for the guides' code).
+        let mut in_string = false;
+        let mut chars = text.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' if in_string => {
+                    chars.next();
+                }
+                '"' => in_string = !in_string,
+                '/' if !in_string && chars.peek() == Some(&'/') => break,
+                '(' | '[' | '{' if !in_string => depth += 1,
+                ')' | ']' | '}' if !in_string => depth -= 1,
+                _ => {}
+            }
+        }
+    }
+    loose
+}
+
+/// Every Rust block of the guides and READMEs compiles as the reader sees it: none is
+/// `ignore`d (but the README's program, which `examples/worker-app` builds and checks against
+/// the copy), none hides lines (`# `) the reader would have to add, none is a fragment of
+/// loose statements; and no block that is Rust is tagged as something else.
+#[test]
+fn each_rust_block_compiles_as_the_reader_sees_it() {
+    let root = repo_root();
+    let worker_app = include_str!("../../examples/worker-app/src/main.rs");
+    let mut wrong = Vec::new();
+    let mut rust_blocks = 0;
+    for page in doc_pages() {
+        let relative = page.strip_prefix(&root).unwrap_or(&page).display().to_string();
+        let text = read(&page);
+        for block in code_blocks(&text) {
+            let at = format!("{relative}:{} (```{})", block.line, block.info);
+            if block.info.is_empty() {
+                wrong.push(format!(
+                    "{at}: a block with no tag is Rust to rustdoc: tag it `rust` or its language"
+                ));
+                continue;
+            }
+            if !block.is_rust() {
+                let rust = block.code.iter().map(|l| l.trim()).find(|l| {
+                    (l.starts_with("use ") && l.contains("::") && l.ends_with(';'))
+                        || ["fn ", "async fn ", "impl ", "let "].iter().any(|k| l.starts_with(k))
+                });
+                if let Some(line) = rust {
+                    wrong.push(format!(
+                        "{at}: Rust (`{line}`) in a block rustdoc does not compile: tag it `rust`"
+                    ));
+                }
+                continue;
+            }
+            rust_blocks += 1;
+            let the_worker_app = relative == "README.md"
+                && block.code.iter().map(|l| format!("{l}\n")).collect::<String>() == worker_app;
+            if block.tags().any(|t| t == "ignore") && !the_worker_app {
+                wrong.push(format!("{at}: `ignore`d: compile it (`no_run` if it needs a database)"));
+            }
+            if block.tags().any(|t| t == "compile_fail" || t == "should_panic") {
+                wrong.push(format!("{at}: a guide shows code that works"));
+            }
+            if let Some(hidden) =
+                block.code.iter().find(|l| l.trim() == "#" || l.trim_start().starts_with("# "))
+            {
+                wrong.push(format!("{at}: a hidden line (`{hidden}`): show what the reader must write"));
+            }
+            if let Some(loose) = loose_statements(&block.code).first() {
+                wrong.push(format!(
+                    "{at}: `{}` outside any function: put the statements in one",
+                    loose.trim()
+                ));
+            }
+        }
+    }
+    assert!(rust_blocks > 20, "only {rust_blocks} Rust blocks found: is the parser still reading the pages?");
+    assert!(wrong.is_empty(), "blocks that do not compile as shown:\n{}", wrong.join("\n"));
+}
+
+/// Until the crates are published, a manifest that names a Formica crate by version alone
+/// does not build: every `toml` block takes it from a clone, by `path`.
+#[test]
+fn the_pages_manifests_take_formica_from_a_clone() {
+    let root = repo_root();
+    let mut wrong = Vec::new();
+    let mut named = 0;
+    for page in doc_pages() {
+        let relative = page.strip_prefix(&root).unwrap_or(&page).display().to_string();
+        let text = read(&page);
+        for block in code_blocks(&text).into_iter().filter(|block| block.info == "toml") {
+            for line in block.code.iter().filter(|l| l.trim_start().starts_with("formica")) {
+                named += 1;
+                let dependency = line.split('#').next().unwrap_or(line);
+                if !dependency.contains("path = ") {
+                    wrong.push(format!("{relative}:{}: `{}`", block.line, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(named > 3, "only {named} Formica dependencies found: is the parser still reading them?");
+    assert!(wrong.is_empty(), "dependencies on unpublished crates by version alone:\n{}", wrong.join("\n"));
 }
 
 /// A crate reaches a guide through `src/docs/<guide>.md`, a symbolic link to

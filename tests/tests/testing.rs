@@ -3,18 +3,17 @@
 //! fail on the right jobs and say what they saw, `drain`, and a schema per test.
 
 use chrono::{Duration, Utc};
-use formica::{JobSpec, Runtime};
+use formica::Runtime;
 use formica_tests::{on_both_runtimes, TestDb};
+use formica_tokio::testing::{Expected, Outcome, TestJob};
 use serde_json::json;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
 
 // guide: the handler
-use formica_tokio::testing::{Expected, Outcome, TestJob};
-use formica_tokio::{JobContext, Task, TaskHandler, TaskResult};
+use formica_tokio::{JobContext, JobSpec, Task, TaskHandler, TaskResult};
 use serde::{Deserialize, Serialize};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// A paid order: charge it, then mail its receipt (another job, in the `mail` queue, once
 /// per order).
@@ -65,30 +64,37 @@ impl TaskHandler for PlaceOrder {
 // guide: end
 
 // guide: the unit test
-#[tokio::test]
-async fn an_order_is_charged_and_its_receipt_queued() {
-    let payments = Payments::default();
-    let order = PlaceOrder { order: 42, email: "ada@example.com".into() };
-    let ran = TestJob::new(&order).extension(payments.clone()).run::<PlaceOrder>().await;
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use formica_tokio::serde_json::json;
+    use formica_tokio::testing::{Expected, Outcome, TestJob};
 
-    assert_eq!(ran.outcome, Outcome::Completed);
-    assert_eq!(*payments.charged.lock().unwrap(), [42]);
-    ran.assert_added(
-        &Expected::of::<SendReceipt>()
-            .payload(json!({ "order": 42, "to": "ada@example.com" }))
-            .queue("mail")
-            .key("receipt:42"),
-    );
-}
+    #[tokio::test]
+    async fn an_order_is_charged_and_its_receipt_queued() {
+        let payments = Payments::default();
+        let order = PlaceOrder { order: 42, email: "ada@example.com".into() };
+        let ran = TestJob::new(&order).extension(payments.clone()).run::<PlaceOrder>().await;
 
-#[tokio::test]
-async fn a_declined_order_fails_and_mails_nothing() {
-    let payments = Payments { declines: vec![13], ..Payments::default() };
-    let order = PlaceOrder { order: 13, email: "ada@example.com".into() };
-    let ran = TestJob::new(&order).extension(payments).run::<PlaceOrder>().await;
+        assert_eq!(ran.outcome, Outcome::Completed);
+        assert_eq!(*payments.charged.lock().unwrap(), [42]);
+        ran.assert_added(
+            &Expected::of::<SendReceipt>()
+                .payload(json!({ "order": 42, "to": "ada@example.com" }))
+                .queue("mail")
+                .key("receipt:42"),
+        );
+    }
 
-    assert_eq!(ran.outcome, Outcome::Failed { error: "card declined for order 13".into() });
-    ran.refute_added(&Expected::of::<SendReceipt>());
+    #[tokio::test]
+    async fn a_declined_order_fails_and_mails_nothing() {
+        let payments = Payments { declines: vec![13], ..Payments::default() };
+        let order = PlaceOrder { order: 13, email: "ada@example.com".into() };
+        let ran = TestJob::new(&order).extension(payments).run::<PlaceOrder>().await;
+
+        assert_eq!(ran.outcome, Outcome::Failed { error: "card declined for order 13".into() });
+        ran.refute_added(&Expected::of::<SendReceipt>());
+    }
 }
 // guide: end
 
@@ -354,20 +360,24 @@ async fn drain_wants_a_handler_for_each_task(runtime: Arc<dyn Runtime>) {
     schema.remove().await.unwrap();
 }
 
-/// The guide's blocks are this file's, word for word: what the guide shows is what runs here.
+/// The guide's first two Rust blocks, the handler and its unit test, are this file's, word
+/// for word: what the guide shows is what runs here.
 #[test]
 fn the_guide_s_unit_test_is_this_one() {
     let guide = include_str!("../../docs/guide/testing.md");
     let source = include_str!("testing.rs");
-    let mut blocks = 0;
-    for (start, _) in guide.match_indices("```rust ignore\n") {
-        let block = &guide[start + "```rust ignore\n".len()..];
-        let block = &block[..block.find("```\n").expect("the block ends")];
+    let blocks: Vec<&str> = guide
+        .split("```rust\n")
+        .skip(1)
+        .take(2)
+        .map(|block| &block[..block.find("```\n").expect("the block ends")])
+        .collect();
+    assert!(blocks[0].contains("impl TaskHandler for PlaceOrder"), "the handler first:\n{}", blocks[0]);
+    assert!(blocks[1].contains("mod tests"), "then its unit test:\n{}", blocks[1]);
+    for block in blocks {
         assert!(
             source.contains(block),
             "docs/guide/testing.md shows a block that is not tests/tests/testing.rs's:\n{block}"
         );
-        blocks += 1;
     }
-    assert_eq!(blocks, 2, "the handler and its unit tests");
 }
