@@ -2,84 +2,11 @@
 //! the server named by `DATABASE_URL` (set by `scripts/test`), so tests run in parallel
 //! and never see each other's jobs.
 
-/// The Rust blocks of the README and of the guides no crate's docs include, as doctests:
-/// `cargo test --workspace` compiles each (and runs those not marked `no_run`), so the docs
-/// cannot show code that does not build. They need this crate's dependencies (sqlx,
-/// tracing-subscriber), which the published crates do not have. Blocks marked `ignore` are
-/// whole files of example crates, built there and checked against the copy by a test.
-#[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-pub struct ReadmeDoctests;
-
-/// `docs/guide/adding-jobs.md`'s blocks (see `ReadmeDoctests`).
-#[cfg(doctest)]
-#[doc = include_str!("../../docs/guide/adding-jobs.md")]
-pub struct AddingJobsDoctests;
-
-/// `docs/guide/testing.md`'s blocks (see `ReadmeDoctests`; its unit test is
-/// `tests/testing.rs`'s own, which checks the copy).
-#[cfg(doctest)]
-#[doc = include_str!("../../docs/guide/testing.md")]
-pub struct TestingDoctests;
-
-/// `docs/guide/observability.md`'s blocks (see `ReadmeDoctests`).
-#[cfg(doctest)]
-#[doc = include_str!("../../docs/guide/observability.md")]
-pub struct ObservabilityDoctests;
-
-/// `docs/guide/middleware.md`'s blocks (see `ReadmeDoctests`).
-#[cfg(doctest)]
-#[doc = include_str!("../../docs/guide/middleware.md")]
-pub struct MiddlewareDoctests;
-
-/// `docs/guide/bulk-actions.md`'s blocks (see `ReadmeDoctests`).
-#[cfg(doctest)]
-#[doc = include_str!("../../docs/guide/bulk-actions.md")]
-pub struct BulkActionsDoctests;
-
-/// `docs/guide/snooze-and-retries.md`'s blocks (see `ReadmeDoctests`).
-#[cfg(doctest)]
-#[doc = include_str!("../../docs/guide/snooze-and-retries.md")]
-pub struct SnoozeAndRetriesDoctests;
-
-/// `docs/guide/unique-jobs.md`'s blocks (see `ReadmeDoctests`).
-#[cfg(doctest)]
-#[doc = include_str!("../../docs/guide/unique-jobs.md")]
-pub struct UniqueJobsDoctests;
-
-/// `docs/guide/flow-control.md`'s blocks (see `ReadmeDoctests`).
-#[cfg(doctest)]
-#[doc = include_str!("../../docs/guide/flow-control.md")]
-pub struct FlowControlDoctests;
-
-/// `docs/guide/workflows.md`'s blocks (see `ReadmeDoctests`).
-#[cfg(doctest)]
-#[doc = include_str!("../../docs/guide/workflows.md")]
-pub struct WorkflowsDoctests;
-
-/// `docs/guide/cron-time-zones.md`'s blocks (see `ReadmeDoctests`).
-#[cfg(doctest)]
-#[doc = include_str!("../../docs/guide/cron-time-zones.md")]
-pub struct CronTimeZonesDoctests;
-
-/// `docs/guide/runtime-schedules.md`'s blocks (see `ReadmeDoctests`).
-#[cfg(doctest)]
-#[doc = include_str!("../../docs/guide/runtime-schedules.md")]
-pub struct RuntimeSchedulesDoctests;
-
-/// `docs/guide/dashboard.md`'s blocks (none is Rust yet; included so one would be compiled).
-#[cfg(doctest)]
-#[doc = include_str!("../../docs/guide/dashboard.md")]
-pub struct DashboardDoctests;
-
-/// `docs/guide/deploying.md`'s blocks (none is Rust yet; included so one would be compiled).
-#[cfg(doctest)]
-#[doc = include_str!("../../docs/guide/deploying.md")]
-pub struct DeployingDoctests;
-
 pub mod certs;
 pub mod cluster;
 pub mod dashboard;
+#[cfg(doctest)]
+pub mod doctests;
 pub mod node;
 pub mod otlp;
 pub mod pgbouncer;

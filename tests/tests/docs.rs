@@ -111,8 +111,8 @@ fn each_cited_test_exists_at_its_full_path() {
 }
 
 /// The files whose `include_str!`s make docs pages doctests: this crate's
-/// (`ReadmeDoctests` and its siblings) and the crates' front pages.
-const DOCTEST_HOSTS: [&str; 3] = ["tests/src/lib.rs", "core/src/lib.rs", "adapter-tokio/src/lib.rs"];
+/// (`src/doctests.rs`) and the crates' front pages.
+const DOCTEST_HOSTS: [&str; 3] = ["tests/src/doctests.rs", "core/src/lib.rs", "adapter-tokio/src/lib.rs"];
 
 /// Every guide, and every other page with Rust blocks, is included as doctests somewhere: a
 /// guide that gains a Rust block is compiled from then on.

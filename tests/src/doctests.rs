@@ -1,0 +1,64 @@
+//! The Rust blocks of the README and of the guides no crate's docs include, as doctests:
+//! `cargo test --workspace` compiles each (and runs those not marked `no_run`), so the docs
+//! cannot show code that does not build. They need this crate's dependencies (sqlx,
+//! tracing-subscriber, opentelemetry), which the published crates do not have. The one
+//! block marked `ignore` is the README's program, `examples/worker-app`, built there and
+//! checked against the copy by a test. `tests/tests/docs.rs` checks that every guide is
+//! included here or by a crate, and that no block hides what a reader must write.
+
+/// `README.md`'s blocks.
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
+
+/// `docs/guide/adding-jobs.md`'s blocks.
+#[doc = include_str!("../../docs/guide/adding-jobs.md")]
+pub struct AddingJobsDoctests;
+
+/// `docs/guide/testing.md`'s blocks (its handler and unit test are `tests/tests/testing.rs`'s
+/// own, which runs them and checks the copy).
+#[doc = include_str!("../../docs/guide/testing.md")]
+pub struct TestingDoctests;
+
+/// `docs/guide/observability.md`'s blocks.
+#[doc = include_str!("../../docs/guide/observability.md")]
+pub struct ObservabilityDoctests;
+
+/// `docs/guide/middleware.md`'s blocks.
+#[doc = include_str!("../../docs/guide/middleware.md")]
+pub struct MiddlewareDoctests;
+
+/// `docs/guide/bulk-actions.md`'s blocks.
+#[doc = include_str!("../../docs/guide/bulk-actions.md")]
+pub struct BulkActionsDoctests;
+
+/// `docs/guide/snooze-and-retries.md`'s blocks.
+#[doc = include_str!("../../docs/guide/snooze-and-retries.md")]
+pub struct SnoozeAndRetriesDoctests;
+
+/// `docs/guide/unique-jobs.md`'s blocks.
+#[doc = include_str!("../../docs/guide/unique-jobs.md")]
+pub struct UniqueJobsDoctests;
+
+/// `docs/guide/flow-control.md`'s blocks.
+#[doc = include_str!("../../docs/guide/flow-control.md")]
+pub struct FlowControlDoctests;
+
+/// `docs/guide/workflows.md`'s blocks.
+#[doc = include_str!("../../docs/guide/workflows.md")]
+pub struct WorkflowsDoctests;
+
+/// `docs/guide/cron-time-zones.md`'s blocks.
+#[doc = include_str!("../../docs/guide/cron-time-zones.md")]
+pub struct CronTimeZonesDoctests;
+
+/// `docs/guide/runtime-schedules.md`'s blocks.
+#[doc = include_str!("../../docs/guide/runtime-schedules.md")]
+pub struct RuntimeSchedulesDoctests;
+
+/// `docs/guide/dashboard.md`'s blocks (none is Rust yet; included so one would be compiled).
+#[doc = include_str!("../../docs/guide/dashboard.md")]
+pub struct DashboardDoctests;
+
+/// `docs/guide/deploying.md`'s blocks (none is Rust yet; included so one would be compiled).
+#[doc = include_str!("../../docs/guide/deploying.md")]
+pub struct DeployingDoctests;
