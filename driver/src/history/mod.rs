@@ -155,3 +155,14 @@ pub(crate) async fn check_writable(
         ))),
     }
 }
+
+/// A history read refused for want of select: say what to grant (the dashboard's role is
+/// the usual one to lack it, docs/guide/deploying.md).
+pub(crate) fn read_refused(schema: &str) -> impl FnOnce(tokio_postgres::Error) -> crate::Error + '_ {
+    move |e| {
+        crate::Error::or_denied(e, || {
+            let table = formica_sql::render(":RECORDS.job_history", schema);
+            format!("grant select on {table} to this role to read the history")
+        })
+    }
+}
