@@ -8,6 +8,7 @@ mod bulk;
 mod crontab;
 mod embedded;
 mod flow;
+mod history;
 mod metrics;
 mod output;
 mod rate_limit;
