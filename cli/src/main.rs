@@ -287,7 +287,13 @@ async fn run_worker(url: &str, schema: &str, run: RunArgs, found: exec::Discover
             async move { task.run(ctx, payload).await }
         });
     }
-    let worker = options.init().await?;
+    let worker = options.init().await.map_err(|e| match e {
+        // The library's message names its option; a command line user has a flag.
+        Error::HistoryNotWritable { table } => Failure::Command(format!(
+            "history is on but this role cannot insert into {table}: grant it insert, or run with --no-history"
+        )),
+        e => e.into(),
+    })?;
     if let Some(probe) = &probe {
         probe.ready_for(worker.create_utils(), worker.worker_id());
     }

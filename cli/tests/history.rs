@@ -169,3 +169,44 @@ async fn finished_jobs_are_shown_by_job_and_history_and_jobs_filter_by_state() {
     assert!(stderr.contains("invalid value 'done'") && stderr.contains("permanently_failed"), "{stderr}");
     let _ = std::fs::remove_dir_all(&tasks);
 }
+
+/// A worker whose role may not write the history is refused naming the command's flag
+/// (`--no-history`), not the library's option; with it, the worker runs, and at the default
+/// level it logs no routine flow line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_role_that_cannot_write_the_history_is_told_to_run_with_no_history() {
+    let db = TestDb::migrated().await;
+    let client = db.client().await;
+    let role = format!("cli_no_history_{}", std::process::id());
+    client
+        .batch_execute(&format!(
+            "drop role if exists {role}; create role {role} login password 'pw'; \
+             grant usage on schema graphile_worker, formica_graphile_worker to {role}; \
+             grant all on all tables in schema graphile_worker, formica_graphile_worker to {role}; \
+             grant usage on all sequences in schema graphile_worker to {role}; \
+             grant execute on all functions in schema graphile_worker to {role}; \
+             revoke insert on formica_graphile_worker.job_history from {role}"
+        ))
+        .await
+        .unwrap();
+    let words =
+        db.url.split_whitespace().filter(|kv| !kv.starts_with("user=") && !kv.starts_with("password="));
+    let url = format!("{} user={role} password=pw", words.collect::<Vec<_>>().join(" "));
+    let tasks = std::env::temp_dir().join(format!("formica-history-refused-{}", std::process::id()));
+    write_task(&tasks, "#!/bin/sh\nexit 0\n");
+    let run = |flags: &[&str]| {
+        let mut command = common::worker_command(&url, &tasks, &[&["--once"], flags].concat());
+        common::output_within_60s(command.env("RUST_LOG", "info"))
+    };
+    let refused = run(&[]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    let expected = "cannot insert into \"formica_graphile_worker\".job_history: grant it insert, or run with --no-history";
+    assert!(!refused.status.success() && stderr.contains(expected), "{stderr}");
+    assert!(!stderr.contains("WorkerOptions"), "{stderr}");
+    let ran = run(&["--no-history"]);
+    let stderr = String::from_utf8_lossy(&ran.stderr);
+    assert!(ran.status.success() && stderr.contains("worker started"), "{stderr}");
+    assert!(!stderr.contains("nothing paused"), "routine, at DEBUG: {stderr}");
+    client.batch_execute(&format!("drop owned by {role}; drop role {role}")).await.unwrap();
+    let _ = std::fs::remove_dir_all(&tasks);
+}

@@ -41,6 +41,16 @@ pub enum Error {
     /// that cannot be installed).
     #[error("invalid configuration: {0}")]
     Options(String),
+    /// History is on but the worker's role cannot insert into the history table: the
+    /// worker did not start.
+    #[error(
+        "history is on but this role cannot insert into {table}: grant it insert, or turn history \
+         off with WorkerOptions::history(HistoryOptions::off())"
+    )]
+    HistoryNotWritable {
+        /// The history table, as SQL names it.
+        table: String,
+    },
     /// A crontab could not be read or parsed.
     #[error("crontab {origin}: {source}")]
     Crontab {

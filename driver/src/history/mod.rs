@@ -149,10 +149,7 @@ pub(crate) async fn check_writable(
     let writable: bool = client.query_typed(sql, &[(&table, Type::TEXT)]).await?[0].try_get(0)?;
     match writable {
         true => Ok(()),
-        false => Err(crate::Error::Options(format!(
-            "history is on but this role cannot insert into {table}: grant it insert, or turn history \
-             off with WorkerOptions::history(HistoryOptions::off())"
-        ))),
+        false => Err(crate::Error::HistoryNotWritable { table }),
     }
 }
 
