@@ -48,6 +48,12 @@ async fn pause_resume_and_paused_from_the_command_line() {
     assert!(!both.status.success(), "one target at a time");
     let none = formica(&db, &["pause"]);
     assert!(!none.status.success(), "a target is required");
+    for scope in ["--task", "--queue"] {
+        let empty = formica(&db, &["pause", scope, ""]);
+        let stderr = String::from_utf8_lossy(&empty.stderr);
+        assert!(!empty.status.success() && stderr.contains("needs its name, not \"\""), "{scope}: {stderr}");
+    }
+    assert_eq!(db.utils().paused().await.unwrap().len(), 1, "nothing more was stored");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -49,6 +49,10 @@ impl WorkerUtils {
         reason: Option<&str>,
         by: Option<&str>,
     ) -> Result<DateTime<Utc>, Error> {
+        if pause.scope != Scope::All && pause.name.trim().is_empty() {
+            let scope = pause.scope.as_str();
+            return Err(Error::Control(format!("a pause of a {scope} needs its name, not {:?}", pause.name)));
+        }
         let params = vec![
             param(pause.scope.as_str().to_owned(), Type::TEXT),
             param(pause.name.clone(), Type::TEXT),
@@ -58,7 +62,7 @@ impl WorkerUtils {
         let client = self.pool().get().await?;
         let sql = sql::render(sql::flow::PAUSE, self.schema());
         let rows = client.query_typed(&sql, &typed(&params)).await?;
-        let row = rows.first().ok_or_else(|| Error::Config("the pause was not recorded".into()))?;
+        let row = rows.first().ok_or_else(|| Error::Row("the pause was not recorded".into()))?;
         Ok(row.try_get(0)?)
     }
 
@@ -221,7 +225,7 @@ impl WorkerUtils {
         ];
         let client = self.pool().get().await?;
         let rows = client.query_typed(&sql::render(sql::flow::CAP, self.schema()), &typed(&params)).await?;
-        let row = rows.first().ok_or_else(|| Error::Config("the cap was not recorded".into()))?;
+        let row = rows.first().ok_or_else(|| Error::Row("the cap was not recorded".into()))?;
         Ok(row.try_get(0)?)
     }
 

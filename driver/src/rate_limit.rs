@@ -48,7 +48,7 @@ impl WorkerUtils {
         ];
         let client = self.pool().get().await?;
         let rows = client.query_typed(&sql::render(sql::flow::LIMIT, self.schema()), &typed(&params)).await?;
-        let row = rows.first().ok_or_else(|| Error::Config("the rate limit was not recorded".into()))?;
+        let row = rows.first().ok_or_else(|| Error::Row("the rate limit was not recorded".into()))?;
         Ok(row.try_get(0)?)
     }
 
