@@ -15,11 +15,14 @@ pub enum Admin {
     Add(AddArgs),
     /// List jobs (one line each; `formica job ID` shows one whole).
     Jobs(JobsArgs),
-    /// Show one job whole: payload, full last error, lock.
+    /// Show one job whole: payload, full last error, lock; a finished one from the history
+    /// (outcome, output).
     Job {
         /// The job id.
         id: i64,
     },
+    /// Jobs that ended for good, newest first, from the history (docs/guide/history.md).
+    History(crate::history::HistoryArgs),
     /// Job counts per task and queue, every worker (by its lease, lapsed ones marked, or its
     /// locks), and the schema version.
     Status,
@@ -220,6 +223,10 @@ pub struct JobsArgs {
     /// Only jobs a worker holds.
     #[arg(long)]
     locked: bool,
+    /// Only jobs in this state: ready (may run now), scheduled (waiting for its first run),
+    /// running, failed (waiting to retry), permanently_failed (out of attempts).
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(inspect::JOB_STATES))]
+    state: Option<String>,
     /// At most this many jobs.
     #[arg(long, default_value_t = 100)]
     limit: i64,
@@ -273,6 +280,7 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
                 queue: a.queue,
                 failed: a.failed,
                 locked: a.locked,
+                state: a.state,
                 limit: a.limit,
             };
             print_listing(out, &utils.list_jobs(&filter).await?);
@@ -282,12 +290,18 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
             Some(Err(bad)) => {
                 return Err(Failure::Command(format!("cannot read {}", inspect::describe(&bad))));
             }
-            None => {
-                return Err(Failure::Command(format!(
-                    "no job {id}: it completed, was removed, or never existed"
-                )))
-            }
+            // A finished job left the queue: its history row tells how it ended.
+            None => match utils.job_outcome(id).await? {
+                Some(run) => crate::history::print_outcome(out, &run),
+                None => {
+                    return Err(Failure::Command(format!(
+                        "no job {id}: it is not in the queue, and the history has no run of it \
+                         (it never existed, or finished with history off or pruned)"
+                    )))
+                }
+            },
         },
+        Admin::History(a) => crate::history::list(a, utils, out).await?,
         Admin::Ui(a) => serve_ui(a, utils).await?,
         Admin::Schedule(command) => crate::schedule::run(command, utils, out).await?,
         Admin::Pause(a) => crate::flow::pause(a, utils, out).await?,

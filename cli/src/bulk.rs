@@ -82,16 +82,24 @@ impl Selection {
 
 /// A time given as how long ago (`90s`, `30m`, `1h`, `2d`) or as RFC 3339.
 fn parse_when(text: &str) -> Result<DateTime<Utc>, String> {
-    let ago = |n: &str, unit: fn(i64) -> Duration| n.parse::<i64>().ok().map(|n| Utc::now() - unit(n));
+    // Checked all the way: a time ago beyond chrono's range is refused, not a panic.
+    let ago = |n: &str, unit: fn(i64) -> Option<Duration>| {
+        let n = n.parse::<i64>().ok()?;
+        Some(
+            unit(n)
+                .and_then(|span| Utc::now().checked_sub_signed(span))
+                .ok_or_else(|| format!("{text:?} is further back than any time a job can have been added")),
+        )
+    };
     let relative = match text.char_indices().last() {
-        Some((at, 's')) => ago(&text[..at], Duration::seconds),
-        Some((at, 'm')) => ago(&text[..at], Duration::minutes),
-        Some((at, 'h')) => ago(&text[..at], Duration::hours),
-        Some((at, 'd')) => ago(&text[..at], Duration::days),
+        Some((at, 's')) => ago(&text[..at], Duration::try_seconds),
+        Some((at, 'm')) => ago(&text[..at], Duration::try_minutes),
+        Some((at, 'h')) => ago(&text[..at], Duration::try_hours),
+        Some((at, 'd')) => ago(&text[..at], Duration::try_days),
         _ => None,
     };
     match relative {
-        Some(at) => Ok(at),
+        Some(at) => at,
         None => text.parse().map_err(|_| {
             format!("expected a time ago such as 30m, 1h or 2d, or an RFC 3339 time such as 2030-01-31T09:30:00Z, not {text:?}")
         }),
@@ -142,5 +150,8 @@ mod tests {
         assert_eq!(parse_when("2030-01-31T09:30:00Z").unwrap().to_rfc3339(), "2030-01-31T09:30:00+00:00");
         assert!(parse_when("soon").unwrap_err().contains("30m"));
         assert!(parse_when("h").is_err());
+        for huge in ["100000000d", "200000000000d", "9223372036854775807s", "-9223372036854775808m"] {
+            assert!(parse_when(huge).unwrap_err().contains(huge), "{huge}");
+        }
     }
 }

@@ -46,7 +46,8 @@ impl Embedded {
         // Released when this function returns, whatever it returns.
         let _starting = lock::exclusive(&dir.join("start.lock"))?;
         let data = programs.data();
-        if !data.join("PG_VERSION").exists() {
+        let created = !data.join("PG_VERSION").exists();
+        if created {
             programs.initdb().map_err(|e| format!("creating the private database in .formica/: {e}"))?;
         }
         // Waits while a leaving user stops the cluster.
@@ -61,11 +62,15 @@ impl Embedded {
             start.arg("start");
             run(start, "starting the private database (see .formica/server.log)")?;
         }
-        tracing::info!(
-            folder = %dir.display(),
-            reused = running,
-            "no connection given: using the private PostgreSQL database in .formica/ (Unix socket only)"
-        );
+        // Said once, when it is created; its starts and stops on each command are routine.
+        if created {
+            tracing::info!(
+                folder = %dir.display(),
+                "no connection given: created a private PostgreSQL database in .formica/ (Unix socket \
+                 only), which every formica command in this folder uses"
+            );
+        }
+        tracing::debug!(folder = %dir.display(), reused = running, "using the private database");
         let url = format!("host={} port=5432 user=postgres dbname=postgres", dir.display());
         Ok((Embedded { programs, user }, url))
     }
@@ -82,13 +87,13 @@ impl Embedded {
             }
         };
         let Some(_alone) = alone else {
-            tracing::info!("the private database is left running for the other formica processes using it");
+            tracing::debug!("the private database is left running for the other formica processes using it");
             return;
         };
         let mut stop = self.programs.command("pg_ctl");
         stop.arg("-D").arg(self.programs.data()).args(["-m", "fast", "-w", "stop"]);
         match run(stop, "stopping the private database") {
-            Ok(()) => tracing::info!("stopped the private database"),
+            Ok(()) => tracing::debug!("stopped the private database"),
             Err(e) => tracing::warn!("{e}"),
         }
     }

@@ -8,6 +8,7 @@ mod bulk;
 mod crontab;
 mod embedded;
 mod flow;
+mod history;
 mod metrics;
 mod output;
 mod rate_limit;
@@ -286,7 +287,13 @@ async fn run_worker(url: &str, schema: &str, run: RunArgs, found: exec::Discover
             async move { task.run(ctx, payload).await }
         });
     }
-    let worker = options.init().await?;
+    let worker = options.init().await.map_err(|e| match e {
+        // The library's message names its option; a command line user has a flag.
+        Error::HistoryNotWritable { table } => Failure::Command(format!(
+            "history is on but this role cannot insert into {table}: grant it insert, or run with --no-history"
+        )),
+        e => e.into(),
+    })?;
     if let Some(probe) = &probe {
         probe.ready_for(worker.create_utils(), worker.worker_id());
     }
@@ -365,10 +372,15 @@ async fn run_command(
 }
 
 /// Parse the command line, refusing a flag of the worker or `--schema-only` beside a
-/// subcommand (`formica --once jobs`), which would otherwise be ignored.
-fn parse() -> Cli {
+/// subcommand (`formica --once jobs`), which would otherwise be ignored. Every conversion of
+/// a value (times, periods, counts) happens here, before any database is touched.
+fn parse_from<I, T>(args: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
     use clap::{parser::ValueSource, Args, CommandFactory, FromArgMatches};
-    let matches = Cli::command().get_matches();
+    let matches = Cli::command().try_get_matches_from(args)?;
     if let Some(subcommand) = matches.subcommand_name() {
         let worker = RunArgs::augment_args(clap::Command::new("formica"))
             .arg(clap::Arg::new("schema_only").long("schema-only"));
@@ -377,21 +389,17 @@ fn parse() -> Cli {
             .find(|arg| matches.value_source(arg.get_id().as_str()) == Some(ValueSource::CommandLine));
         if let Some(arg) = given {
             let flag = arg.get_long().map_or_else(|| arg.get_id().to_string(), |long| format!("--{long}"));
-            Cli::command()
-                .error(
-                    clap::error::ErrorKind::ArgumentConflict,
-                    format!(
-                        "{flag} applies without a subcommand: it cannot be used with `formica {subcommand}`"
-                    ),
-                )
-                .exit();
+            return Err(Cli::command().error(
+                clap::error::ErrorKind::ArgumentConflict,
+                format!("{flag} applies without a subcommand: it cannot be used with `formica {subcommand}`"),
+            ));
         }
     }
-    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    Cli::from_arg_matches(&matches)
 }
 
 fn main() -> ExitCode {
-    let mut cli = parse();
+    let mut cli = parse_from(std::env::args_os()).unwrap_or_else(|e| e.exit());
     let admin = match cli.command.take() {
         Some(Command::Crontab(command)) => {
             return match crontab::run(command, chrono::Utc::now()) {
@@ -421,6 +429,110 @@ fn main() -> ExitCode {
                 ExitCode::from(EXIT_NEWER_SCHEMA)
             } else {
                 ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    // Tests fail by panicking.
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use clap::CommandFactory;
+    use proptest::prelude::*;
+
+    /// Every subcommand's path (`[]` for the worker, `["schedule", "put"]`) with the long
+    /// flags it takes (its own and the global ones).
+    fn commands() -> Vec<(Vec<String>, Vec<String>)> {
+        fn walk(
+            command: &clap::Command,
+            path: Vec<String>,
+            global: &[String],
+            out: &mut Vec<(Vec<String>, Vec<String>)>,
+        ) {
+            let mut flags: Vec<String> = global.to_vec();
+            flags.extend(command.get_arguments().filter_map(|a| a.get_long()).map(|l| format!("--{l}")));
+            out.push((path.clone(), flags.clone()));
+            for sub in command.get_subcommands() {
+                let mut path = path.clone();
+                path.push(sub.get_name().to_owned());
+                walk(sub, path, &flags, out);
+            }
+        }
+        let mut out = Vec::new();
+        walk(&Cli::command(), Vec::new(), &[], &mut out);
+        out
+    }
+
+    /// Values that have broken parsers: huge and negative numbers with every unit, empty
+    /// text, odd Unicode, times at chrono's edges.
+    fn value() -> impl Strategy<Value = String> {
+        let units = prop::sample::select(vec!["", "s", "m", "h", "d", "ms", "µs", "S", "e9"]);
+        let numbers = prop_oneof![
+            any::<i64>().prop_map(|n| n.to_string()),
+            any::<u64>().prop_map(|n| n.to_string()),
+            any::<i128>().prop_map(|n| n.to_string()),
+            Just("100000000".to_owned()),
+            Just("200000000000".to_owned()),
+            Just("0".to_owned()),
+        ];
+        prop_oneof![
+            4 => (numbers, units).prop_map(|(n, unit)| format!("{n}{unit}")),
+            1 => Just(String::new()),
+            1 => "\\PC{0,12}",
+            1 => any::<String>(),
+            1 => prop::sample::select(vec![
+                "-262144-01-01T00:00:00Z", "+262143-12-31T23:59:59Z", "9999-12-31T23:59:59Z",
+                "2030-01-31 09:30:00Z", "1970-01-01T00:00:00+23:59", "{}", "[1,", "null",
+                "replace", "a,b,,c", ",", "-", "--", "127.0.0.1:99999", "::", "\u{0}", "🐜",
+                "GC_JOB_QUEUES", "ready,scheduled,bogus",
+            ])
+            .prop_map(str::to_owned),
+        ]
+    }
+
+    /// An argument list: a subcommand, then flags of it with or without values, and bare
+    /// values (ids, keys, tasks).
+    fn arguments() -> impl Strategy<Value = Vec<String>> {
+        let commands = commands();
+        (0..commands.len()).prop_flat_map(move |at| {
+            let (path, flags) = commands[at].clone();
+            // Parsing stops at the first refused value: the tokens are few, mostly a flag
+            // with a value.
+            let token = prop_oneof![
+                1 => prop::sample::select(flags.clone()).prop_map(|f| vec![f]),
+                4 => (prop::sample::select(flags), value()).prop_map(|(f, v)| vec![f, v]),
+                1 => value().prop_map(|v| vec![v]),
+            ];
+            prop::collection::vec(token, 0..4).prop_map(move |tokens| {
+                let mut args = vec!["formica".to_owned()];
+                args.extend(path.iter().cloned());
+                args.extend(tokens.into_iter().flatten());
+                args
+            })
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// No argument list makes `formica` panic (exit 101) while its arguments are parsed
+        /// and converted: a bad value is a clap error naming it.
+        #[test]
+        fn no_argument_list_makes_the_parser_panic(args in arguments()) {
+            let given = args.clone();
+            let parsed = std::panic::catch_unwind(move || parse_from(given).map(|_| ()));
+            prop_assert!(parsed.is_ok(), "formica panicked parsing {args:?}");
+        }
+    }
+
+    #[test]
+    fn a_time_ago_beyond_the_calendar_is_an_error_naming_it() {
+        for huge in ["100000000d", "200000000000d", "9223372036854775807s"] {
+            for verb in ["retry", "delete", "cancel", "reschedule"] {
+                let e = parse_from(["formica", verb, "--since", huge]).map(|_| ()).unwrap_err();
+                assert!(e.to_string().contains(huge), "{verb} --since {huge}: {e}");
             }
         }
     }

@@ -114,7 +114,8 @@ pub fn print_listing(out: Output, listing: &Decoded) {
     print_undecodable(out, &listing.undecodable);
 }
 
-fn short(text: &str, max: usize) -> String {
+/// The first line of `text`, at most `max` characters, with `…` if anything was left out.
+pub fn short(text: &str, max: usize) -> String {
     let first = text.lines().next().unwrap_or_default();
     if first.chars().count() > max || first.len() < text.len() {
         first.chars().take(max).collect::<String>() + "…"

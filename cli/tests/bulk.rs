@@ -117,3 +117,15 @@ async fn no_filter_is_refused_unless_all_is_given() {
     assert_eq!(json(&db, &["delete", "--all", "--batch-size", "1"])["jobs"], 3);
     assert_eq!(count(&db, "true").await, 0);
 }
+
+/// A time ago beyond the calendar is refused naming it, before any database is touched (it
+/// made the command panic, exit 101).
+#[test]
+fn a_time_ago_beyond_the_calendar_is_refused_naming_it() {
+    for verb in ["retry", "delete", "cancel", "reschedule"] {
+        let out = common::formica("postgres://localhost:1/none", &[verb, "--since", "100000000d"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{verb}: a usage error, not a panic (101): {stderr}");
+        assert!(stderr.contains("invalid value '100000000d' for '--since <SINCE>'"), "{verb}: {stderr}");
+    }
+}

@@ -48,6 +48,12 @@ async fn pause_resume_and_paused_from_the_command_line() {
     assert!(!both.status.success(), "one target at a time");
     let none = formica(&db, &["pause"]);
     assert!(!none.status.success(), "a target is required");
+    for scope in ["--task", "--queue"] {
+        let empty = formica(&db, &["pause", scope, ""]);
+        let stderr = String::from_utf8_lossy(&empty.stderr);
+        assert!(!empty.status.success() && stderr.contains("needs its name, not \"\""), "{scope}: {stderr}");
+    }
+    assert_eq!(db.utils().paused().await.unwrap().len(), 1, "nothing more was stored");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -77,4 +83,27 @@ async fn cap_uncap_and_caps_from_the_command_line() {
     let both =
         formica(&db, &["cap", "--task", "x", "--max", "1", "--per-field", "a", "--per-key-prefix", ":"]);
     assert!(!both.status.success(), "one partition at a time");
+}
+
+/// Each bad value of a cap is refused naming it, as a flow control (not as a connection
+/// setting), and nothing is stored.
+#[tokio::test]
+async fn a_bad_cap_is_refused_naming_the_value() {
+    let db = TestDb::migrated().await;
+    let cases: [(&[&str], &str); 4] = [
+        (&["--task", "", "--max", "1"], r#"invalid flow control: a cap needs a task identifier, not """#),
+        (&["--task", " ", "--max", "1"], r#"a cap needs a task identifier, not " ""#),
+        (&["--task", "x", "--max", "0"], r#"max 0: the cap of "x" takes 1 to 2147483647"#),
+        (
+            &["--task", "x", "--max", "1", "--per-field", ""],
+            r#"the cap of "x" per field needs its payload field, not """#,
+        ),
+    ];
+    for (args, expected) in cases {
+        let out = formica(&db, &[&["cap"], args].concat());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && out.status.code() != Some(101), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected) && !stderr.contains("connection settings"), "{args:?}: {stderr}");
+    }
+    assert!(db.utils().caps().await.unwrap().is_empty(), "nothing was stored");
 }

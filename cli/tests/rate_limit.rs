@@ -52,3 +52,29 @@ async fn limit_unlimit_and_limits_from_the_command_line() {
         "no such unit"
     );
 }
+
+/// Each bad value of a rate limit is refused naming it, as a flow control (not as a
+/// connection setting), and nothing is stored.
+#[tokio::test]
+async fn a_bad_rate_limit_is_refused_naming_the_value() {
+    let db = TestDb::migrated().await;
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["--task", "", "--max", "1"],
+            r#"invalid flow control: a rate limit needs a task identifier, not """#,
+        ),
+        (&["--task", "x", "--max", "0"], r#"max 0: the rate limit of "x" takes 1 to 2147483647"#),
+        (&["--task", "x", "--max", "3000000000"], "max 3000000000: "),
+        (
+            &["--task", "x", "--max", "1", "--per-key-prefix", ""],
+            r#"per key_prefix needs its separator, not """#,
+        ),
+    ];
+    for (args, expected) in cases {
+        let out = formica(&db, &[&["limit"], args].concat());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && out.status.code() != Some(101), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected) && !stderr.contains("connection settings"), "{args:?}: {stderr}");
+    }
+    assert!(db.utils().rate_limits().await.unwrap().is_empty(), "nothing was stored");
+}

@@ -161,6 +161,14 @@ async fn the_guide_s_grants_let_a_worker_and_a_dashboard_role_work_without_creat
 
     assert_eq!(ddl_issued(&client).await, Vec::<String>::new(), "no DDL once the schema is current");
     client.batch_execute("drop event trigger log_ddl").await.unwrap();
+    // A role without select on the history is told what to grant, labelled once.
+    let revoke = format!("revoke select on formica_graphile_worker.job_history from {}_dashboard", db.name);
+    client.batch_execute(&revoke).await.unwrap();
+    let history = ui_get(&dashboard, &["--read-only"], "/history").expect("the dashboard serves");
+    let expected = "permission denied for table job_history: grant select on \
+                    &quot;formica_graphile_worker&quot;.job_history to this role";
+    assert!(history.starts_with("HTTP/1.1 500") && history.contains(expected), "{history}");
+    assert!(!history.contains("database error"), "{history}");
     drop(client);
     let admin = db.client().await;
     let _ = admin

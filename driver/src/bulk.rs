@@ -78,11 +78,8 @@ impl BulkFilter {
 
     /// The filter's parameters of `matching.sql` ($4 to $14), or why it is wrong.
     fn params(&self) -> Result<Vec<Param>, Error> {
-        if let Some(state) = self.states.iter().find(|s| !sql::JOB_STATES.contains(&s.as_str())) {
-            return Err(Error::Filter(format!(
-                "unknown state {state:?}: expected one of {}",
-                sql::JOB_STATES.join(", ")
-            )));
+        for state in &self.states {
+            crate::inspect::check_state(state)?;
         }
         let text = |v: &Option<String>| param(v.clone(), Type::TEXT);
         let int = |v: Option<i16>| param(v.map(i32::from), Type::INT4);

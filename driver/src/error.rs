@@ -41,6 +41,16 @@ pub enum Error {
     /// that cannot be installed).
     #[error("invalid configuration: {0}")]
     Options(String),
+    /// History is on but the worker's role cannot insert into the history table: the
+    /// worker did not start.
+    #[error(
+        "history is on but this role cannot insert into {table}: grant it insert, or turn history \
+         off with WorkerOptions::history(HistoryOptions::off())"
+    )]
+    HistoryNotWritable {
+        /// The history table, as SQL names it.
+        table: String,
+    },
     /// A crontab could not be read or parsed.
     #[error("crontab {origin}: {source}")]
     Crontab {
@@ -90,6 +100,14 @@ pub enum Error {
     /// thread it needs.
     #[error("internal error: {0}")]
     Internal(String),
+    /// A flow control's values are wrong (a cap or rate limit naming no task, allowing no
+    /// job, or a partition naming no field or separator): nothing was stored.
+    #[error("invalid flow control: {0}")]
+    Control(String),
+    /// The connected role lacks a privilege the operation needs: PostgreSQL's message, then
+    /// what to grant.
+    #[error("{0}")]
+    Denied(String),
     /// A bulk action's filter or values are wrong (an unknown state, a reschedule that
     /// changes nothing): nothing was changed.
     #[error("invalid bulk action: {0}")]
@@ -147,6 +165,17 @@ fn describe_sqlx(e: &sqlx::Error) -> String {
 }
 
 impl Error {
+    /// `e`, or if PostgreSQL refused it for want of a privilege, [`Error::Denied`] saying
+    /// `grant` (such as "grant select on formica_x.job_history to this role").
+    pub(crate) fn or_denied(e: tokio_postgres::Error, grant: impl FnOnce() -> String) -> Self {
+        match e.as_db_error() {
+            Some(db) if *db.code() == tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE => {
+                Error::Denied(format!("{}: {}", db.message(), grant()))
+            }
+            _ => Error::Db(e),
+        }
+    }
+
     pub(crate) fn connect(address: &Address, message: impl std::fmt::Display) -> Self {
         Error::Connect { address: address.to_string(), message: message.to_string() }
     }

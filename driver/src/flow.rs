@@ -49,6 +49,10 @@ impl WorkerUtils {
         reason: Option<&str>,
         by: Option<&str>,
     ) -> Result<DateTime<Utc>, Error> {
+        if pause.scope != Scope::All && pause.name.trim().is_empty() {
+            let scope = pause.scope.as_str();
+            return Err(Error::Control(format!("a pause of a {scope} needs its name, not {:?}", pause.name)));
+        }
         let params = vec![
             param(pause.scope.as_str().to_owned(), Type::TEXT),
             param(pause.name.clone(), Type::TEXT),
@@ -58,7 +62,7 @@ impl WorkerUtils {
         let client = self.pool().get().await?;
         let sql = sql::render(sql::flow::PAUSE, self.schema());
         let rows = client.query_typed(&sql, &typed(&params)).await?;
-        let row = rows.first().ok_or_else(|| Error::Config("the pause was not recorded".into()))?;
+        let row = rows.first().ok_or_else(|| Error::Row("the pause was not recorded".into()))?;
         Ok(row.try_get(0)?)
     }
 
@@ -161,6 +165,38 @@ pub(crate) fn cap_params(caps: Vec<Cap>) -> [crate::params::Param; 4] {
     ]
 }
 
+/// Refuse a cap or rate limit (`kind`) that names no task, whose `count` (its name and
+/// value) allows no job or exceeds the column, or whose partition names no field or
+/// separator; else the count as stored. Each message names the value refused.
+pub(crate) fn check_control(
+    kind: &str,
+    task: &str,
+    count: (&str, u32),
+    partition: Option<&Partition>,
+) -> Result<i32, Error> {
+    if task.trim().is_empty() {
+        return Err(Error::Control(format!("a {kind} needs a task identifier, not {task:?}")));
+    }
+    let (name, value) = count;
+    let Some(stored) = i32::try_from(value).ok().filter(|n| *n > 0) else {
+        return Err(Error::Control(format!(
+            "{name} {value}: the {kind} of {task:?} takes 1 to {}",
+            i32::MAX
+        )));
+    };
+    if let Some(partition) = partition.filter(|p| p.argument().is_empty()) {
+        return Err(Error::Control(format!(
+            "the {kind} of {task:?} per {} needs its {}, not \"\"",
+            partition.kind(),
+            match partition {
+                Partition::Field(_) => "payload field",
+                Partition::KeyPrefix(_) => "separator",
+            }
+        )));
+    }
+    Ok(stored)
+}
+
 /// A cap in force, as [`WorkerUtils::caps`] lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CapSet {
@@ -179,22 +215,17 @@ impl WorkerUtils {
     /// counting every job of the task locked by anyone. Jobs already running above a
     /// lowered cap finish. Returns when it was set.
     pub async fn set_cap(&self, cap: &Cap, by: Option<&str>) -> Result<DateTime<Utc>, Error> {
-        if cap.max_running == 0 || cap.partition.as_ref().is_some_and(|p| p.argument().is_empty()) {
-            return Err(Error::Config(format!(
-                "a cap of {} must allow at least one job and name its partition's field or separator",
-                cap.task
-            )));
-        }
+        let max_running = check_control("cap", &cap.task, ("max", cap.max_running), cap.partition.as_ref())?;
         let params = vec![
             param(cap.task.clone(), Type::TEXT),
-            param(i32::try_from(cap.max_running).unwrap_or(i32::MAX), Type::INT4),
+            param(max_running, Type::INT4),
             param(cap.partition.as_ref().map(|p| p.kind().to_owned()), Type::TEXT),
             param(cap.partition.as_ref().map(|p| p.argument().to_owned()), Type::TEXT),
             param(by.map(str::to_owned), Type::TEXT),
         ];
         let client = self.pool().get().await?;
         let rows = client.query_typed(&sql::render(sql::flow::CAP, self.schema()), &typed(&params)).await?;
-        let row = rows.first().ok_or_else(|| Error::Config("the cap was not recorded".into()))?;
+        let row = rows.first().ok_or_else(|| Error::Row("the cap was not recorded".into()))?;
         Ok(row.try_get(0)?)
     }
 

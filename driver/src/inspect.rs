@@ -31,6 +31,9 @@ pub use cron::{cron, CronItems, CronRow, CrontabSource, NEXT_RUNS};
 use formica_core::job::Job;
 pub use formica_core::protocol::Undecodable;
 use formica_sql as sql;
+/// The states a job is in, one at a time, in the order people read them (`jobs`' and the
+/// bulk filters' `state`).
+pub use formica_sql::JOB_STATES;
 pub use lease::{readiness, LeaseSeen};
 use query::{get, read};
 use serde::Serialize;
@@ -48,15 +51,28 @@ pub(crate) async fn list_jobs(
     mut session: impl Session,
     filter: &JobFilter,
 ) -> Result<Decoded, Error> {
+    if let Some(state) = &filter.state {
+        check_state(state)?;
+    }
     let params = vec![
         param(filter.task.clone(), Type::TEXT),
         param(filter.queue.clone(), Type::TEXT),
         param(filter.failed, Type::BOOL),
         param(filter.locked, Type::BOOL),
         param(filter.limit, Type::INT8),
+        param(filter.state.clone(), Type::TEXT),
     ];
-    let query = Query { sql: sql::render(sql::inspect::LIST_JOBS, schema), params };
+    let sql = sql::render(&sql::with_job_state(sql::inspect::LIST_JOBS), schema);
+    let query = Query { sql, params };
     decode_rows(&session.query(query).await?)
+}
+
+/// Refuse a state that is not one of [`JOB_STATES`], naming it.
+pub(crate) fn check_state(state: &str) -> Result<(), Error> {
+    if JOB_STATES.contains(&state) {
+        return Ok(());
+    }
+    Err(Error::Filter(format!("unknown state {state:?}: expected one of {}", JOB_STATES.join(", "))))
 }
 
 impl WorkerUtils {

@@ -36,13 +36,15 @@ pub struct JobFilter {
     pub failed: bool,
     /// Only jobs a worker holds.
     pub locked: bool,
+    /// Only jobs in this state (one of [`crate::inspect::JOB_STATES`]).
+    pub state: Option<String>,
     /// At most this many, oldest first.
     pub limit: i64,
 }
 
 impl Default for JobFilter {
     fn default() -> Self {
-        JobFilter { task: None, queue: None, failed: false, locked: false, limit: 100 }
+        JobFilter { task: None, queue: None, failed: false, locked: false, state: None, limit: 100 }
     }
 }
 

@@ -141,7 +141,8 @@ pub(crate) fn log_event(event: &Event, worker_id: &str) {
         Event::ListenerUp => tracing::debug!(worker_id, "LISTEN connection up"),
         Event::FlowChanged { paused, capped } if paused.is_empty() => {
             let capped = capped.join(", ");
-            tracing::info!(worker_id, capped, "nothing paused: fetching every task this worker runs")
+            // Every start reads the flow controls: only a pause is news at INFO.
+            tracing::debug!(worker_id, capped, "nothing paused: fetching every task this worker runs")
         }
         Event::FlowChanged { paused, capped } => {
             let (paused, capped) = (paused.join(", "), capped.join(", "));

@@ -33,20 +33,11 @@ impl WorkerUtils {
     /// replacing its limit; by `by` (`None`: the database role). Workers obey it within a
     /// second. Returns when it was set.
     pub async fn set_rate_limit(&self, limit: &Limit, by: Option<&str>) -> Result<DateTime<Utc>, Error> {
-        let positive = |n: u32| i32::try_from(n).ok().filter(|n| *n > 0);
-        let (Some(max_starts), Some(period_ms)) = (positive(limit.max_starts), positive(limit.period_ms))
-        else {
-            return Err(Error::Config(format!(
-                "a rate limit of {} must allow a start per period",
-                limit.task
-            )));
-        };
-        if limit.partition.as_ref().is_some_and(|p| p.argument().is_empty()) {
-            return Err(Error::Config(format!(
-                "the rate limit of {} must name its partition's field or separator",
-                limit.task
-            )));
-        }
+        let partition = limit.partition.as_ref();
+        let max_starts =
+            crate::flow::check_control("rate limit", &limit.task, ("max", limit.max_starts), partition)?;
+        let period_ms =
+            crate::flow::check_control("rate limit", &limit.task, ("period_ms", limit.period_ms), None)?;
         let params = vec![
             param(limit.task.clone(), Type::TEXT),
             param(max_starts, Type::INT4),
@@ -57,7 +48,7 @@ impl WorkerUtils {
         ];
         let client = self.pool().get().await?;
         let rows = client.query_typed(&sql::render(sql::flow::LIMIT, self.schema()), &typed(&params)).await?;
-        let row = rows.first().ok_or_else(|| Error::Config("the rate limit was not recorded".into()))?;
+        let row = rows.first().ok_or_else(|| Error::Row("the rate limit was not recorded".into()))?;
         Ok(row.try_get(0)?)
     }
 

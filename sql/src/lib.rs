@@ -408,8 +408,8 @@ pub mod inspect {
     pub const LEASE_HOLDS: &str = include_str!("../queries/inspect/lease_holds.sql");
     /// The crontab of each live worker that runs one.
     pub const LIVE_CRONTABS: &str = include_str!("../queries/inspect/live_crontabs.sql");
-    /// `list_jobs`: `$1` task, `$2` queue, `$3` failed only, `$4` locked only, `$5` limit;
-    /// `_private_jobs` columns plus `task_identifier` and `queue_name`.
+    /// `list_jobs`: `$1` task, `$2` queue, `$3` failed only, `$4` locked only, `$5` limit, `$6`
+    /// state (uses `:JOB_STATE`); `_private_jobs` columns, `task_identifier`, `queue_name`.
     pub const LIST_JOBS: &str = include_str!("../queries/inspect/list_jobs.sql");
     /// The newest migration applied.
     pub const SCHEMA_VERSION: &str = include_str!("../queries/inspect/schema_version.sql");

@@ -50,6 +50,16 @@ async fn the_flow_page_pauses_caps_and_shows_why_jobs_wait() {
     assert!(page.body.contains("<td>3</td>"), "the 3 ready jobs it holds back: {}", page.body);
     assert!(page.body.contains("capped: import at most 2 running per field customer"), "{}", page.body);
 
+    // A bad value is the request's fault, named, not a database error.
+    for (body, expected) in [
+        (json!({ "task": " ", "max": 1 }), r#"a cap needs a task identifier, not \"\""#),
+        (json!({ "task": "x", "max": 0 }), r#"max 0: the cap of \"x\" takes 1 to"#),
+        (json!({ "task": "x", "max": 1, "per": "field" }), "per field needs its payload field"),
+    ] {
+        let r = ui.action("/api/flow/cap", body).await;
+        assert_eq!(r.status, 400, "{}", r.body);
+        assert!(r.body.contains(expected) && !r.body.contains("database error"), "{}", r.body);
+    }
     let r = ui.action("/api/flow/pause", json!({ "scope": "task", "name": " " })).await;
     assert_eq!(r.status, 400, "a pause names what it pauses: {}", r.body);
     let r = ui.action("/api/flow/resume", json!({ "scope": "task", "name": "send_email" })).await;
@@ -93,6 +103,10 @@ async fn the_flow_page_rate_limits_and_says_why_jobs_wait() {
     let r =
         ui.action("/api/flow/limit", json!({ "task": "x", "max": 1, "period_ms": 1, "per": "nope" })).await;
     assert_eq!(r.status, 400, "{}", r.body);
+    let r = ui.action("/api/flow/limit", json!({ "task": "x", "max": 1, "period_ms": 0 })).await;
+    assert_eq!(r.status, 400, "a bad value is the request's fault: {}", r.body);
+    assert!(r.body.contains(r#"period_ms 0: the rate limit of \"x\" takes 1 to"#), "{}", r.body);
+    assert_eq!(utils.rate_limits().await.unwrap().len(), 1, "nothing more was stored");
     let r = ui.action("/api/flow/unlimit", json!({ "task": "send_email" })).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(utils.rate_limits().await.unwrap().is_empty());

@@ -32,7 +32,10 @@ pub fn routes() -> Router<State> {
 }
 
 fn answer(value: impl serde::Serialize) -> Answer {
-    Ok(Json(serde_json::to_value(value).map_err(|e| Error::Database(e.to_string()))?))
+    Ok(Json(
+        serde_json::to_value(value)
+            .map_err(|e| Error::Database(format!("cannot write the answer as JSON: {e}")))?,
+    ))
 }
 
 async fn overview(Ext(s): Ext<State>) -> Answer {

@@ -194,9 +194,6 @@ async fn cap(Ext(s): Ext<State>, Json(body): Json<CapBody>) -> Result<Json<Value
         "key_prefix" => Some(Partition::KeyPrefix(body.argument.clone())),
         other => return Err(Error::BadRequest(format!("unknown partition {other:?}: field or key_prefix"))),
     };
-    if body.task.trim().is_empty() {
-        return Err(Error::BadRequest("name the task to cap".into()));
-    }
     let cap = Cap { task: body.task.trim().to_owned(), max_running: body.max, partition };
     let since = s.utils.set_cap(&cap, Some(crate::AUTHOR)).await?;
     Ok(Json(json!({ "capped": cap.task, "since": since })))

@@ -95,20 +95,21 @@ pub enum Error {
     Unauthorized,
     /// The action found nothing to change, e.g. the job is running (409).
     Conflict(String),
-    /// The database failed (500).
+    /// The database failed (500); the message says so (labelled once, by the driver).
     Database(String),
 }
 
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Error::BadRequest(m) | Error::NotFound(m) | Error::Forbidden(m) | Error::Conflict(m) => {
-                f.write_str(m)
-            }
+            Error::BadRequest(m)
+            | Error::NotFound(m)
+            | Error::Forbidden(m)
+            | Error::Conflict(m)
+            | Error::Database(m) => f.write_str(m),
             Error::Unauthorized => {
                 f.write_str("a token is required: open the dashboard's address with ?token=<token>")
             }
-            Error::Database(m) => write!(f, "database error: {m}"),
         }
     }
 }
@@ -128,7 +129,7 @@ impl Error {
 
 impl From<formica::Error> for Error {
     fn from(e: formica::Error) -> Self {
-        if let formica::Error::Spec(_) | formica::Error::Crontab { .. } = e {
+        if let formica::Error::Spec(_) | formica::Error::Crontab { .. } | formica::Error::Control(_) = e {
             Error::BadRequest(e.to_string())
         } else if let formica::Error::Filter(e) = e {
             Error::BadRequest(e)
@@ -140,7 +141,7 @@ impl From<formica::Error> for Error {
 
 impl From<formica::tokio_postgres::Error> for Error {
     fn from(e: formica::tokio_postgres::Error) -> Self {
-        Error::Database(e.to_string())
+        formica::Error::from(e).into()
     }
 }
 

@@ -73,9 +73,6 @@ async fn limit(Ext(s): Ext<State>, Json(body): Json<LimitBody>) -> Result<Json<V
         "key_prefix" => Some(Partition::KeyPrefix(body.argument.clone())),
         other => return Err(Error::BadRequest(format!("unknown partition {other:?}: field or key_prefix"))),
     };
-    if body.task.trim().is_empty() {
-        return Err(Error::BadRequest("name the task to limit".into()));
-    }
     let limit = Limit {
         task: body.task.trim().to_owned(),
         max_starts: body.max,

@@ -149,9 +149,17 @@ pub(crate) async fn check_writable(
     let writable: bool = client.query_typed(sql, &[(&table, Type::TEXT)]).await?[0].try_get(0)?;
     match writable {
         true => Ok(()),
-        false => Err(crate::Error::Options(format!(
-            "history is on but this role cannot insert into {table}: grant it insert, or turn history \
-             off with WorkerOptions::history(HistoryOptions::off())"
-        ))),
+        false => Err(crate::Error::HistoryNotWritable { table }),
+    }
+}
+
+/// A history read refused for want of select: say what to grant (the dashboard's role is
+/// the usual one to lack it, docs/guide/deploying.md).
+pub(crate) fn read_refused(schema: &str) -> impl FnOnce(tokio_postgres::Error) -> crate::Error + '_ {
+    move |e| {
+        crate::Error::or_denied(e, || {
+            let table = formica_sql::render(":RECORDS.job_history", schema);
+            format!("grant select on {table} to this role to read the history")
+        })
     }
 }

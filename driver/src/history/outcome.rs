@@ -88,6 +88,6 @@ pub(super) async fn outcome_on(
     id: i64,
 ) -> Result<Option<JobOutcome>, Error> {
     let sql = formica_sql::render(formica_sql::history::OUTCOME, schema);
-    let rows = client.query_typed(&sql, &[(&id, Type::INT8)]).await?;
+    let rows = client.query_typed(&sql, &[(&id, Type::INT8)]).await.map_err(super::read_refused(schema))?;
     rows.first().map(JobOutcome::from_row).transpose()
 }

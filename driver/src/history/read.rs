@@ -56,7 +56,8 @@ impl WorkerUtils {
                     (&limit, Type::INT4),
                 ],
             )
-            .await?;
+            .await
+            .map_err(super::read_refused(self.schema()))?;
         rows.iter().map(JobOutcome::from_row).collect()
     }
 
@@ -71,7 +72,10 @@ impl WorkerUtils {
         let sql = formica_sql::render(formica_sql::history::BUCKETS, self.schema());
         let seconds = |d: Duration| i32::try_from(d.as_secs().max(1)).unwrap_or(i32::MAX);
         let (span, bucket) = (seconds(span), seconds(bucket));
-        let rows = client.query_typed(&sql, &[(&span, Type::INT4), (&bucket, Type::INT4)]).await?;
+        let rows = client
+            .query_typed(&sql, &[(&span, Type::INT4), (&bucket, Type::INT4)])
+            .await
+            .map_err(super::read_refused(self.schema()))?;
         rows.iter()
             .map(|r| {
                 Ok(HistoryBucket {
