@@ -31,7 +31,7 @@ pub use cron::{cron, CronItems, CronRow, CrontabSource, NEXT_RUNS};
 use formica_core::job::Job;
 pub use formica_core::protocol::Undecodable;
 use formica_sql as sql;
-pub use lease::{readiness, LeaseSeen};
+pub use lease::{readiness, LeaseSeen, Liveness};
 use query::{get, read};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -411,6 +411,19 @@ pub struct WorkerSeen {
     pub alive_until: Option<DateTime<Utc>>,
     /// Its lease, live or lapsed and not yet swept (`None`: it has none).
     pub lease: Option<LeaseSeen>,
+}
+
+impl WorkerSeen {
+    /// What its lease says of it.
+    pub fn liveness(&self) -> Liveness {
+        Liveness::of(self.lease.as_ref())
+    }
+
+    /// Whether an operator may want to unlock it: it holds something and is not alive (a
+    /// live worker's jobs, unlocked, would run twice; a stopped one normally holds nothing).
+    pub fn unlockable(&self) -> bool {
+        self.liveness() != Liveness::Alive && self.jobs + self.queues > 0
+    }
 }
 
 /// Every worker with a lease, live or lapsed, and every worker holding locks, by id.

@@ -47,6 +47,7 @@ pub mod pages;
 mod probes;
 mod rate_limit;
 mod schedules;
+mod workers;
 mod workflow;
 
 use axum::http::StatusCode;

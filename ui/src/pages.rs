@@ -28,7 +28,7 @@ pub(crate) fn routes() -> Router<State> {
         .route("/jobs", get(jobs))
         .route("/jobs/{id}", get(job))
         .route("/queues", get(queues))
-        .route("/workers", get(workers))
+        .route("/workers", get(crate::workers::page_of_workers))
         .route("/cron", get(cron))
         .route("/assets/style.css", get(|| async { ([(header::CONTENT_TYPE, "text/css")], STYLE) }))
         .route("/assets/app.js", get(|| async { ([(header::CONTENT_TYPE, "text/javascript")], SCRIPT) }))
@@ -299,75 +299,6 @@ async fn queues(Ext(s): Ext<State>) -> Response {
         })
         .collect();
     page(&s, "Queues", &table(&["queue", "held by", "since"], &rows))
-}
-
-async fn workers(Ext(s): Ext<State>) -> Response {
-    let workers = match inspect::workers(&s.utils).await {
-        Ok(w) => w,
-        Err(e) => return error_page(&s, e),
-    };
-    let rows: Vec<Vec<String>> = workers
-        .iter()
-        .map(|w| {
-            let body = serde_json::json!({ "worker_id": w.worker_id }).to_string();
-            let confirm = format!(
-                "Is worker {} dead? Its jobs and queues will be released for others to run.",
-                w.worker_id
-            );
-            let mut actions = button(&s, "Unlock", "/api/workers/unlock", &confirm, &[("body", &body)]);
-            // A live lease refuses the plain unlock: forcing it is a second, separate choice.
-            if let Some(until) = &w.alive_until {
-                let body = serde_json::json!({ "worker_id": w.worker_id, "even_if_alive": true });
-                let confirm = format!(
-                    "Worker {} is alive until {} by its lease. Unlock it anyway? If it is alive, the jobs it is running will run twice.",
-                    w.worker_id,
-                    time(until)
-                );
-                let label = "Unlock even if alive (its jobs may run twice)";
-                actions += &button(&s, label, "/api/workers/unlock", &confirm, &[("body", &body.to_string())]);
-            }
-            let lease = w.lease.as_ref();
-            let text = |v: Option<String>| v.map_or("-".to_owned(), |v| esc(&v));
-            let state = match lease {
-                None => "no lease".to_owned(),
-                Some(l) if l.lapsed => format!("<b>lapsed</b> at {}", time(&l.expires_at)),
-                Some(l) => format!("alive until {}", time(&l.expires_at)),
-            };
-            vec![
-                esc(&w.worker_id),
-                text(lease.and_then(|l| l.host.clone())),
-                text(lease.and_then(|l| l.pid).map(|p| p.to_string())),
-                lease.map_or("-".to_owned(), |l| time(&l.started_at)),
-                lease.map_or("-".to_owned(), |l| time(&l.heartbeat_at)),
-                state,
-                w.jobs.to_string(),
-                w.queues.to_string(),
-                w.since.as_ref().map_or("-".to_owned(), time),
-                lease.and_then(|l| l.cron_items).map_or("-".to_owned(), |n| format!(r#"<a href="/cron">{n}</a>"#)),
-                text(lease.and_then(|l| l.version.clone())),
-                actions,
-            ]
-        })
-        .collect();
-    let headers = [
-        "worker",
-        "host",
-        "pid",
-        "started",
-        "last heartbeat",
-        "lease",
-        "locked jobs",
-        "locked queues",
-        "holding since",
-        "cron items",
-        "version",
-        "",
-    ];
-    let html = format!(
-        "<p>Every Formica worker by its lease (renewed every few seconds; a lapsed one stopped renewing, and a live worker's next sweep frees what it holds), and every other worker holding jobs or queues.</p>{}",
-        table(&headers, &rows)
-    );
-    page(&s, "Workers", &html)
 }
 
 async fn cron(Ext(s): Ext<State>) -> Response {
