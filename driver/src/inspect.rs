@@ -395,6 +395,13 @@ pub async fn queues(utils: &WorkerUtils) -> Result<Vec<Queue>, Error> {
         .collect()
 }
 
+/// The database's clock now (what the dashboard counts relative times from).
+pub async fn database_now(utils: &WorkerUtils) -> Result<DateTime<Utc>, Error> {
+    let rows = read(utils, "select now()", &[]).await?;
+    let row = rows.first().ok_or_else(|| Error::Config("select now() answered no row".into()))?;
+    get(row, "now")
+}
+
 /// A worker seen through its lease (Formica's) or the locks it holds.
 #[derive(Debug, Clone, Serialize)]
 pub struct WorkerSeen {
