@@ -154,11 +154,11 @@ pub(crate) async fn page_of_runs(s: &State, id: i64) -> Response {
 /// and each bar's total above it where there is room (else the tallest bar's).
 fn chart(id: &str, title: &str, buckets: &[HistoryBucket], width: Duration, count: i64) -> String {
     const W: f64 = 640.0;
-    const H: f64 = 170.0;
+    const H: f64 = 178.0;
     // The plot's margins: labels left, right and below, room for a value above a bar.
     const L: f64 = 40.0;
     const R: f64 = 48.0;
-    const T: f64 = 16.0;
+    const T: f64 = 24.0;
     const B: f64 = 30.0;
     let (pw, ph) = (W - L - R, H - T - B);
     let step = width.as_secs().max(1) as i64;

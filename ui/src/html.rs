@@ -59,7 +59,7 @@ pub(crate) async fn database_now(
 pub(crate) fn time(at: &DateTime<Utc>) -> String {
     let absolute = stamp(at);
     match NOW.try_with(|now| *now) {
-        Ok(now) => format!(r#"{absolute} <span class="ago">({})</span>"#, relative(at, &now)),
+        Ok(now) => format!(r#"<time>{absolute}</time> <span class="ago">({})</span>"#, relative(at, &now)),
         Err(_) => absolute,
     }
 }

@@ -29,7 +29,7 @@ pub(crate) async fn page_of_workers(Ext(s): Ext<State>) -> Response {
         "",
     ];
     let html = format!(
-        "<p>Every Formica worker by its lease (renewed every few seconds): alive, stopped (it stopped cleanly and holds nothing), or lapsed (it stopped renewing without stopping: it died or is cut off, and a live worker's next sweep frees what it holds); and every other worker holding jobs or queues. A stopped or lapsed worker is forgotten a little after.</p>{}",
+        r#"<p>Every Formica worker by its lease (renewed every few seconds): alive, stopped (it stopped cleanly and holds nothing), or lapsed (it stopped renewing without stopping: it died or is cut off, and a live worker's next sweep frees what it holds); and every other worker holding jobs or queues. A stopped or lapsed worker is forgotten a little after.</p><div class="wide">{}</div>"#,
         table(&headers, &rows)
     );
     page(&s, "Workers", &html)
