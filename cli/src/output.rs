@@ -3,7 +3,7 @@
 //! (ESC starts a command): every human-readable line goes through [`visible`] (or
 //! [`visible_lines`]), and JSON through [`json_text`].
 
-use formica_tokio::inspect::{self, Counts, Decoded, JobDetail, Overview, Undecodable, WorkerSeen};
+use formica_tokio::inspect::{self, Counts, Decoded, JobDetail, Liveness, Overview, Undecodable, WorkerSeen};
 use formica_tokio::sql::JOB_STATES;
 use formica_tokio::Job;
 use serde_json::{json, Value};
@@ -198,10 +198,13 @@ pub fn print_job(out: Output, detail: &JobDetail) {
 fn worker_row(w: &WorkerSeen) -> Vec<String> {
     let lease = w.lease.as_ref();
     let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
-    let state = match lease {
-        None => "no lease".into(),
-        Some(l) if l.lapsed => format!("lapsed at {}", seconds(&l.expires_at)),
-        Some(l) => format!("alive until {}", seconds(&l.expires_at)),
+    let state = match (w.liveness(), lease) {
+        (Liveness::Alive, Some(l)) => format!("alive until {}", seconds(&l.expires_at)),
+        (Liveness::Stopped, Some(l)) => {
+            format!("stopped at {}", l.stopped_at.as_ref().map_or("-".into(), seconds))
+        }
+        (Liveness::Lapsed, Some(l)) => format!("lapsed at {}", seconds(&l.expires_at)),
+        _ => "no lease".into(),
     };
     vec![
         w.worker_id.clone(),

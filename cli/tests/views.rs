@@ -140,3 +140,24 @@ async fn unlock_refuses_a_worker_with_a_live_lease_unless_even_if_alive() {
     assert_eq!(json(&db, &["unlock", "alive", "--even-if-alive"])["unlocked"][0]["jobs"], 1);
     assert_eq!(db.count(locked).await, 0);
 }
+
+/// `formica status` tells a worker that stopped cleanly (its lease ended by end_lease.sql,
+/// as a stopping worker's keeper does) from one that died (its lease lapsed) and a live one.
+#[tokio::test]
+async fn status_tells_a_stopped_worker_from_a_dead_one_and_a_live_one() {
+    let db = TestDb::migrated().await;
+    for (worker, seconds) in [("stopped", 60), ("dead", -1), ("live", 60)] {
+        lease(&db, worker, seconds).await;
+    }
+    let end = formica_tokio::sql::render(formica_tokio::sql::worker::END_LEASE, "graphile_worker");
+    db.client().await.execute(&end, &[&"stopped"]).await.unwrap();
+    let status = ok(&db, &["status"]);
+    let line =
+        |worker: &str| status.lines().find(|l| l.starts_with(worker)).unwrap_or_else(|| panic!("{status}"));
+    assert!(line("stopped ").contains("stopped at") && !line("stopped ").contains("lapsed"), "{status}");
+    assert!(line("dead ").contains("lapsed at"), "{status}");
+    assert!(line("live ").contains("alive until"), "{status}");
+    let workers = json(&db, &["status"])["workers"].clone();
+    let stopped = workers.as_array().unwrap().iter().find(|w| w["worker"] == "stopped").unwrap();
+    assert!(stopped["lease"]["stopped_at"].is_string() && stopped["lease"]["lapsed"] == false, "{stopped}");
+}

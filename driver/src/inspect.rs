@@ -34,7 +34,7 @@ use formica_sql as sql;
 /// The states a job is in, one at a time, in the order people read them (`jobs`' and the
 /// bulk filters' `state`).
 pub use formica_sql::JOB_STATES;
-pub use lease::{readiness, LeaseSeen};
+pub use lease::{readiness, LeaseSeen, Liveness};
 use query::{get, read};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -411,6 +411,13 @@ pub async fn queues(utils: &WorkerUtils) -> Result<Vec<Queue>, Error> {
         .collect()
 }
 
+/// The database's clock now (what the dashboard counts relative times from).
+pub async fn database_now(utils: &WorkerUtils) -> Result<DateTime<Utc>, Error> {
+    let rows = read(utils, "select now()", &[]).await?;
+    let row = rows.first().ok_or_else(|| Error::Config("select now() answered no row".into()))?;
+    get(row, "now")
+}
+
 /// A worker seen through its lease (Formica's) or the locks it holds.
 #[derive(Debug, Clone, Serialize)]
 pub struct WorkerSeen {
@@ -427,6 +434,19 @@ pub struct WorkerSeen {
     pub alive_until: Option<DateTime<Utc>>,
     /// Its lease, live or lapsed and not yet swept (`None`: it has none).
     pub lease: Option<LeaseSeen>,
+}
+
+impl WorkerSeen {
+    /// What its lease says of it.
+    pub fn liveness(&self) -> Liveness {
+        Liveness::of(self.lease.as_ref())
+    }
+
+    /// Whether an operator may want to unlock it: it holds something and is not alive (a
+    /// live worker's jobs, unlocked, would run twice; a stopped one normally holds nothing).
+    pub fn unlockable(&self) -> bool {
+        self.liveness() != Liveness::Alive && self.jobs + self.queues > 0
+    }
 }
 
 /// Every worker with a lease, live or lapsed, and every worker holding locks, by id.

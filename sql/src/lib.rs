@@ -13,8 +13,7 @@
 //! replaces with the quoted schema name each time the driver sends the statement (a string
 //! replace, small beside the round trip), and Formica's own records (worker leases) through
 //! `:RECORDS`: the schema [`records_schema`] names, kept apart so that graphile-worker's
-//! schema and ledger stay exactly its own. Nothing here runs SQL or decides anything: the
-//! driver does, so the text stays readable as plain `.sql` files.
+//! schema and ledger stay exactly its own. The driver runs the SQL; the text stays plain.
 //!
 //! The ledger in `migrations` holds ids 1 to 20 with the same `breaking` flags as
 //! graphile-worker 0.18, so a database migrated by either is accepted by the other. A
@@ -61,6 +60,7 @@ pub const RECORDS_STEPS: &[Step] = &[
     Step { id: 10, sql: &[flow::RATE_LIMITS] },
     Step { id: 11, sql: &[workflows::TABLES] },
     Step { id: 12, sql: &[include_str!("../records/000012.sql")] },
+    Step { id: 13, sql: &[include_str!("../records/000013.sql")] },
 ];
 
 /// Claims of unique jobs not to add again within a period, finished or not (records step 9).

@@ -643,9 +643,8 @@ async fn unlocking_a_worker_with_a_live_lease_is_refused_unless_forced() {
     let workers = ui.get("/api/workers").await.json();
     assert!(workers[0]["alive_until"].is_string() && workers[1]["alive_until"].is_null(), "{workers}");
     let page = ui.get("/workers").await.body;
-    let forced = "Unlock even if alive (its jobs may run twice)";
-    assert_eq!(page.matches(forced).count(), 1, "offered for the live worker only: {page}");
-    assert!(page.contains("will run twice"), "its confirmation names the risk: {page}");
+    assert!(!page.contains("even if alive"), "the page never offers to unlock a live worker: {page}");
+    assert_eq!(page.matches(">Unlock</button>").count(), 1, "offered for the graphile worker only: {page}");
 
     let r = ui.action("/api/workers/unlock", json!({ "worker_id": "alive" })).await;
     assert_eq!(r.status, 409, "{}", r.body);
@@ -658,6 +657,54 @@ async fn unlocking_a_worker_with_a_live_lease_is_refused_unless_forced() {
     let r = ui.action("/api/workers/unlock", json!({ "worker_id": "alive", "even_if_alive": true })).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(db.count(locked).await, 0);
+}
+
+/// A worker that stopped cleanly shows as stopped, holding nothing, with nothing to unlock;
+/// one that died (its lease lapsed, its job still held) as lapsed, with Unlock; a live one
+/// with no Unlock at all (its jobs, unlocked, would run twice). `formica status` reads the
+/// same rows (`cli/tests/workers.rs`).
+#[tokio::test]
+async fn the_workers_page_tells_a_stopped_worker_from_a_dead_one_and_a_live_one() {
+    use formica_tests::spoiled::{lease, lock};
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let stopping = Running::spawn(&db.runtime, db.worker_options().init().await.expect("init"));
+    let stopped = stopping.worker_id().to_owned();
+    let ui = Dashboard::start(utils.clone(), Options::default()).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !ui.get("/workers").await.body.contains(&stopped) {
+        assert!(Instant::now() < deadline, "the worker's lease within 10 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stopping.stop(Duration::from_secs(10)).await;
+    let (dead_job, live_job) = (
+        add(&utils, "t", json!({}), JobSpec::default()).await,
+        add(&utils, "t", json!({}), JobSpec::default()).await,
+    );
+    lease(&db, "dead", -1).await;
+    lock(&db, dead_job, "dead").await;
+    lease(&db, "live", 60).await;
+    lock(&db, live_job, "live").await;
+
+    let workers = ui.get("/api/workers").await.json();
+    let seen = |id: &str| workers.as_array().unwrap().iter().find(|w| w["worker_id"] == id).cloned().unwrap();
+    let (stopped_seen, dead_seen) = (seen(&stopped), seen("dead"));
+    assert!(stopped_seen["lease"]["stopped_at"].is_string(), "{stopped_seen}");
+    assert_eq!(stopped_seen["lease"]["lapsed"], false, "stopped, not lapsed: {stopped_seen}");
+    assert_eq!((stopped_seen["jobs"].as_i64(), stopped_seen["queues"].as_i64()), (Some(0), Some(0)));
+    assert_eq!(dead_seen["lease"]["lapsed"], true, "{dead_seen}");
+    assert!(dead_seen["lease"]["stopped_at"].is_null(), "{dead_seen}");
+
+    let page = ui.get("/workers").await.body;
+    let row = |id: &str| {
+        let start = page.find(&format!("<td>{id}</td>")).unwrap_or_else(|| panic!("{id}'s row: {page}"));
+        page[start..].split("</tr>").next().unwrap().to_owned()
+    };
+    let (stopped_row, dead_row, live_row) = (row(&stopped), row("dead"), row("live"));
+    assert!(stopped_row.contains("stopped at") && !stopped_row.contains("lapsed"), "{stopped_row}");
+    assert!(!stopped_row.contains("<button"), "nothing to unlock: {stopped_row}");
+    assert!(dead_row.contains("<b>lapsed</b>") && dead_row.contains(">Unlock</button>"), "{dead_row}");
+    assert!(live_row.contains("alive until") && !live_row.contains("<button"), "{live_row}");
 }
 
 #[test]

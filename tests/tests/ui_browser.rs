@@ -175,8 +175,13 @@ async fn operate_a_failed_job_in_a_browser() {
     // Run now, confirmed: the worker runs it and it is gone.
     allowed.store(true, Ordering::SeqCst);
     let runs_before = runs.load(Ordering::SeqCst);
+    browser.execute("window.__before_run_now = 1", vec![]).await.unwrap();
     browser.find(Locator::Css("button[data-action$='/run_now']")).await.unwrap().click().await.unwrap();
     browser.accept_alert().await.unwrap();
+    // The page reloads itself once the action is answered: let it, or the refresh below
+    // races that navigation.
+    let reloaded = "window.__before_run_now === undefined && document.readyState === 'complete'";
+    assert!(wait_for(&browser, reloaded, Duration::from_secs(10)).await, "the page reloads after the action");
     let gone = format!("select count(*) from graphile_worker._private_jobs where id = {}", flaky.id);
     db.wait_for_count(&gone, 0, Duration::from_secs(20)).await;
     assert_eq!(runs.load(Ordering::SeqCst), runs_before + 1, "run once, by the button");
@@ -418,4 +423,136 @@ async fn the_history_page_lists_filters_and_charts_finished_jobs() {
     assert_eq!(text(&browser, "#outcome").await, "failed");
     assert!(text(&browser, "main").await.contains("no customer <b>"), "markup stays text");
     browser.close().await.unwrap();
+}
+
+/// The guide's screenshots (`docs/ui-*.png`, shown by docs/guide/dashboard.md), of a demo
+/// queue: jobs in every state, a paused queue holding ready jobs, a capped task, a failed
+/// job with a long error, a day of history, a live worker running a job, one that stopped
+/// and one that died holding a job. `scripts/ui-screenshots` runs it, writing into `docs/`
+/// (`FORMICA_SCREENSHOTS`; else `target/ui-screenshots/`); each picture stays under 200 KB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "writes the guide's screenshots: scripts/ui-screenshots"]
+async fn regenerate_the_guide_s_screenshots() {
+    use formica::flow::{Cap, Pause};
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let client = db.client().await;
+    // A day of history: a few jobs finished each hour, more in the last one, some failed.
+    client
+        .batch_execute(
+            "insert into formica_graphile_worker.job_history (job_id, task_identifier, queue_name, payload, attempts, max_attempts, outcome, last_error, added_at, started_at, finished_at)
+             select 100000 + n, (array['send_email', 'build_report', 'import_orders'])[1 + n % 3], null, '{}',
+               1 + (n % 5 = 0)::int, 25, case when n % 13 = 0 then 'failed' else 'completed' end,
+               case when n % 13 = 0 then 'Error: upstream answered 503' end,
+               at - (0.2 + random() * 2) * interval '1 second', at, at
+             from generate_series(1, 600) as n,
+               lateral (select now() - case when n <= 180 then random() * 3600 else random() ^ 2 * 86000 end
+                 * interval '1 second' as at) as t
+             order by at",
+        )
+        .await
+        .unwrap();
+    // The stopped worker: a real one, stopped cleanly.
+    let stopping = Running::spawn(&db.runtime, db.worker_options().init().await.unwrap());
+    db.wait_for_count("select count(*) from formica_graphile_worker.leases", 1, Duration::from_secs(10))
+        .await;
+    stopping.stop(Duration::from_secs(10)).await;
+
+    let later = Some(Utc::now() + ChronoDuration::minutes(40));
+    for n in 0..4 {
+        let spec = JobSpec { queue_name: Some("outbox".into()), ..Default::default() };
+        utils.add_raw_job("send_email", json!({ "to": format!("user{n}@example.com") }), spec).await.unwrap();
+    }
+    for n in 0..3 {
+        let spec = JobSpec { run_at: later, ..Default::default() };
+        utils.add_raw_job("build_report", json!({ "month": n + 1 }), spec).await.unwrap();
+    }
+    let spec = JobSpec { job_key: Some("orders-2026-12-05".into()), ..Default::default() };
+    let failed =
+        utils.add_raw_job("import_orders", json!({ "day": "2026-12-05", "shop": 42 }), spec).await.unwrap();
+    let error = "Error: import of shop 42 failed: the payments API answered 429 Too Many Requests after 3 retries (retry-after: 120 s); 1,204 of 5,310 orders imported, resuming from order 1,205 on the next attempt\n    at fetchPage (import_orders.rs:88)\n    at importDay (import_orders.rs:41)\nCaused by: rate limit of 100 requests a minute exceeded for API key …f3a9";
+    client
+        .execute(
+            "update graphile_worker._private_jobs set attempts = 3, last_error = $2, run_at = now() + interval '8 minutes', created_at = now() - interval '26 minutes', updated_at = now() - interval '2 minutes' where id = $1",
+            &[&failed.id, &error],
+        )
+        .await
+        .unwrap();
+    let gave_up =
+        utils.add_raw_job("build_report", json!({ "month": 11 }), JobSpec::default()).await.unwrap();
+    utils.permanently_fail_jobs(&[gave_up.id], Some("Error: template monthly.html missing")).await.unwrap();
+    // The dead worker: its lease lapsed with a job held.
+    let held = utils
+        .add_raw_job("import_orders", json!({ "day": "2026-12-04", "shop": 7 }), JobSpec::default())
+        .await
+        .unwrap();
+    formica_tests::spoiled::lease(&db, "formica-7f3c2a91d04e5b68", -20).await;
+    formica_tests::spoiled::lock(&db, held.id, "formica-7f3c2a91d04e5b68").await;
+    client
+        .execute(
+            "update formica_graphile_worker.leases set host = 'worker-2', pid = 4121, version = '0.1.0', started_at = now() - interval '3 hours', heartbeat_at = now() - interval '30 seconds' where worker_id = 'formica-7f3c2a91d04e5b68'",
+            &[],
+        )
+        .await
+        .unwrap();
+    utils.pause(&Pause::queue("outbox"), Some("SMTP provider down"), Some("ops")).await.unwrap();
+    utils
+        .set_cap(&Cap { task: "import_orders".into(), max_running: 1, partition: None }, Some("ops"))
+        .await
+        .unwrap();
+    // A ready import waits for the cap: the dead worker holds the one import it allows.
+    utils
+        .add_raw_job("import_orders", json!({ "day": "2026-12-06", "shop": 9 }), JobSpec::default())
+        .await
+        .unwrap();
+
+    // The live worker, running a video until the end.
+    let release = Arc::new(AtomicBool::new(false));
+    let go = release.clone();
+    let options = db.worker_options().define_raw_job("encode_video", move |ctx: formica::JobContext, _| {
+        let (go, rt) = (go.clone(), ctx.utils().pool().runtime().clone());
+        Box::pin(async move {
+            while !go.load(Ordering::SeqCst) {
+                formica_tests::sleep(rt.as_ref(), Duration::from_millis(50)).await;
+            }
+            Ok(())
+        })
+    });
+    let running = Running::listening(&db.runtime, options).await;
+    utils.add_raw_job("encode_video", json!({ "video": 981 }), JobSpec::default()).await.unwrap();
+    db.wait_for_count(
+        "select count(*) from graphile_worker.jobs where task_identifier = 'encode_video' and locked_at is not null",
+        1,
+        Duration::from_secs(10),
+    )
+    .await;
+
+    let ui = Dashboard::start(utils.clone(), formica_ui::Options::default()).await;
+    // The overview counts completions since its first sample: a few, seconds after it.
+    for n in 0..6 {
+        let done =
+            utils.add_raw_job("send_receipt", json!({ "order": n }), JobSpec::default()).await.unwrap();
+        utils.complete_jobs(&[done.id]).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let driver = Driver::start().await;
+    let browser = driver.browser().await;
+    let dir = std::env::var_os("FORMICA_SCREENSHOTS").map(PathBuf::from).unwrap_or_else(screenshots);
+    let pages = [
+        ("ui-overview.png", "/".to_owned()),
+        ("ui-job.png", format!("/jobs/{}", failed.id)),
+        ("ui-jobs.png", "/jobs".to_owned()),
+        ("ui-flow.png", "/flow".to_owned()),
+        ("ui-history.png", "/history".to_owned()),
+        ("ui-workers.png", "/workers".to_owned()),
+    ];
+    for (name, path) in pages {
+        browser.goto(&ui.url(&path)).await.unwrap();
+        let png = browser.screenshot().await.unwrap();
+        assert!(png.len() < 200_000, "{name}: {} bytes", png.len());
+        std::fs::write(dir.join(name), png).unwrap();
+    }
+    browser.close().await.unwrap();
+    release.store(true, Ordering::SeqCst);
+    running.stop(Duration::from_secs(10)).await;
 }

@@ -2,7 +2,7 @@
 //! hour and day drawn as inline SVG; a finished job's runs; and the overview's counts of the
 //! last hour, from the history (so they survive the dashboard's restarts).
 
-use crate::html::{error_page, first_line, opt_time, page, select, table, time, url};
+use crate::html::{error_cell, error_page, opt_time, page, select, table, time, url};
 use crate::pages::esc;
 use crate::State;
 use axum::extract::{Path, Query, State as Ext};
@@ -94,7 +94,7 @@ fn row(o: &JobOutcome) -> Vec<String> {
         format!("{} of {}", o.attempts, o.max_attempts),
         waited.unwrap_or_default(),
         time(&o.finished_at),
-        esc(&first_line(o.last_error.as_deref().unwrap_or(""), 80)),
+        error_cell(o.last_error.as_deref()),
     ]
 }
 
@@ -149,17 +149,26 @@ pub(crate) async fn page_of_runs(s: &State, id: i64) -> Response {
 }
 
 /// An SVG bar chart of `buckets` (`count` of `width` each, ending now): jobs completed,
-/// failed and cancelled stacked, and the mean wait as a line, each to its own scale.
+/// failed and cancelled stacked, and the mean wait as a line, each to its own scale: the
+/// jobs on the left axis, the wait on the right, the time (before now) along the bottom,
+/// and each bar's total above it where there is room (else the tallest bar's).
 fn chart(id: &str, title: &str, buckets: &[HistoryBucket], width: Duration, count: i64) -> String {
-    const W: f64 = 600.0;
-    const H: f64 = 120.0;
+    const W: f64 = 640.0;
+    const H: f64 = 178.0;
+    // The plot's margins: labels left, right and below, room for a value above a bar.
+    const L: f64 = 40.0;
+    const R: f64 = 48.0;
+    const T: f64 = 24.0;
+    const B: f64 = 30.0;
+    let (pw, ph) = (W - L - R, H - T - B);
     let step = width.as_secs().max(1) as i64;
     let now = chrono::Utc::now().timestamp();
     let first = (now / step - (count - 1)) * step;
-    let slot = W / count as f64;
-    let top = buckets.iter().map(|b| b.completed + b.failed + b.cancelled).max().unwrap_or(0).max(1) as f64;
+    let slot = pw / count as f64;
+    let total = |b: &HistoryBucket| b.completed + b.failed + b.cancelled;
+    let top = buckets.iter().map(total).max().unwrap_or(0).max(1);
     let longest = buckets.iter().filter_map(|b| b.wait_seconds).fold(0.0, f64::max).max(0.001);
-    let (mut bars, mut wait) = (String::new(), Vec::new());
+    let (mut bars, mut values, mut wait) = (String::new(), String::new(), Vec::new());
     let (mut done, mut failed) = (0, 0);
     for b in buckets {
         let i = (b.start.timestamp() - first) / step;
@@ -168,10 +177,10 @@ fn chart(id: &str, title: &str, buckets: &[HistoryBucket], width: Duration, coun
         }
         done += b.completed;
         failed += b.failed + b.cancelled;
-        let x = i as f64 * slot;
-        let mut y = H;
+        let x = L + i as f64 * slot;
+        let mut y = T + ph;
         for (n, class) in [(b.completed, "completed"), (b.failed, "failed"), (b.cancelled, "cancelled")] {
-            let h = n as f64 / top * H;
+            let h = n as f64 / top as f64 * ph;
             y -= h;
             if n > 0 {
                 let _ = write!(
@@ -181,15 +190,52 @@ fn chart(id: &str, title: &str, buckets: &[HistoryBucket], width: Duration, coun
                 );
             }
         }
-        if let Some(s) = b.wait_seconds {
-            wait.push(format!("{:.1},{:.1}", x + slot / 2.0, H - s / longest * H));
+        let n = total(b);
+        if n > 0 && (slot >= 16.0 || n == top) {
+            let _ = write!(
+                values,
+                r#"<text class="value" x="{:.1}" y="{:.1}">{n}</text>"#,
+                x + slot / 2.0,
+                y - 3.0
+            );
         }
+        if let Some(s) = b.wait_seconds {
+            wait.push(format!("{:.1},{:.1}", x + slot / 2.0, T + ph - s / longest * ph));
+        }
+    }
+    let (bottom, right) = (T + ph, L + pw);
+    let mut axes = format!(
+        r#"<path class="axis" d="M{L},{T} V{bottom} H{right} V{T}"/><text class="axis-title" x="2" y="10">jobs</text><text class="axis-title end" x="{W}" y="10">mean wait</text><text class="axis-title" x="{:.1}" y="{}">time before now</text>"#,
+        L + pw / 2.0 - 40.0,
+        H - 2.0
+    );
+    for n in [0, top / 2, top].into_iter().collect::<std::collections::BTreeSet<_>>() {
+        let y = bottom - n as f64 / top as f64 * ph;
+        let _ = write!(axes, r#"<text class="tick end" x="{}" y="{:.1}">{n}</text>"#, L - 4.0, y + 3.0);
+    }
+    for (w, y) in [(0.0, bottom), (longest, T)] {
+        let _ = write!(axes, r#"<text class="tick" x="{}" y="{:.1}">{w:.1} s</text>"#, right + 4.0, y + 3.0);
+    }
+    for i in (0..=4).map(|q| q * count / 4) {
+        let ago = (count - i) * step;
+        let label = if ago == 0 { "now".to_owned() } else { format!("-{}", age_label(ago)) };
+        let _ = write!(
+            axes,
+            r#"<text class="tick middle" x="{:.1}" y="{}">{label}</text>"#,
+            L + i as f64 * slot,
+            bottom + 12.0
+        );
     }
     format!(
         r#"<figure class="chart" id="{id}"><figcaption>{title}: <b class="completed-count">{done}</b> completed, <b class="failed-count">{failed}</b> failed or cancelled; line: mean wait from add to start (max {longest:.1} s)</figcaption>
-<svg viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="{title}">{bars}<polyline class="wait" points="{}"/></svg></figure>"#,
+<svg viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="{title}">{axes}{bars}{values}<polyline class="wait" points="{}"/></svg></figure>"#,
         wait.join(" ")
     )
+}
+
+/// A span of `seconds` on a chart's time axis: `15 min`, `6 h`.
+fn age_label(seconds: i64) -> String {
+    crate::html::age(seconds).replace(' ', "\u{a0}")
 }
 
 /// The overview's line of the last hour from the history, or nothing if it has none.

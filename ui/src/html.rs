@@ -34,8 +34,49 @@ pub(crate) fn url(text: &str) -> String {
         .collect()
 }
 
+tokio::task_local! {
+    /// The database's clock when the page being rendered began: relative times count from
+    /// it (set by [`database_now`] around each page).
+    static NOW: DateTime<Utc>;
+}
+
+/// Render the page of `request` knowing the database's clock (one `select now()`), so its
+/// times say how long ago they were by the same clock that wrote them. A page whose read
+/// of the clock fails shows absolute times only (its own reads report the failure).
+pub(crate) async fn database_now(
+    axum::extract::State(s): axum::extract::State<State>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    match formica::inspect::database_now(&s.utils).await {
+        Ok(now) => NOW.scope(now, next.run(request)).await,
+        Err(_) => next.run(request).await,
+    }
+}
+
+/// `at` as an operator reads it: the absolute time, and beside it how long ago (or how
+/// soon) by the database's clock, when the page knows it.
 pub(crate) fn time(at: &DateTime<Utc>) -> String {
+    let absolute = stamp(at);
+    match NOW.try_with(|now| *now) {
+        Ok(now) => format!(r#"<time>{absolute}</time> <span class="ago">({})</span>"#, relative(at, &now)),
+        Err(_) => absolute,
+    }
+}
+
+/// `at`, absolute only (for attributes and form fields).
+pub(crate) fn stamp(at: &DateTime<Utc>) -> String {
     at.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// How long before `now` `at` was, or how long after it `at` is: `3 min ago`, `in 8 s`.
+pub(crate) fn relative(at: &DateTime<Utc>, now: &DateTime<Utc>) -> String {
+    let seconds = (*now - *at).num_seconds();
+    match seconds {
+        0 => "now".to_owned(),
+        s if s > 0 => format!("{} ago", age(s)),
+        s => format!("in {}", age(-s)),
+    }
 }
 
 pub(crate) fn opt_time(at: &Option<DateTime<Utc>>) -> String {
@@ -116,6 +157,21 @@ pub(crate) fn age(seconds: i64) -> String {
         s if s < 172_800 => format!("{} h", s / 3600),
         s => format!("{} days", s / 86_400),
     }
+}
+
+/// A `last_error` in a list: its first line (cut at 100 characters); if that is not all of
+/// it, the whole text a click away.
+pub(crate) fn error_cell(text: Option<&str>) -> String {
+    let Some(text) = text else { return String::new() };
+    let line = first_line(text, 100);
+    if line == text {
+        return esc(text);
+    }
+    format!(
+        r#"<details class="error-text"><summary>{}</summary><pre>{}</pre></details>"#,
+        esc(&line),
+        esc(text)
+    )
 }
 
 pub(crate) fn first_line(text: &str, max: usize) -> String {

@@ -41,12 +41,14 @@ mod bulk;
 pub mod data;
 mod flow;
 mod guard;
+mod held;
 mod history;
 mod html;
 pub mod pages;
 mod probes;
 mod rate_limit;
 mod schedules;
+mod workers;
 mod workflow;
 
 use axum::http::StatusCode;
@@ -171,11 +173,15 @@ pub fn router(utils: WorkerUtils, options: Options) -> Router {
 
 fn build(utils: WorkerUtils, options: Options) -> (Router, State) {
     let state: State = Arc::new(Shared { utils, options, throughput: data::Throughput::default() });
-    let router = Router::new()
+    let pages = Router::new()
         .merge(pages::routes())
         .merge(history::routes())
         .merge(flow::page_routes())
         .merge(workflow::page_routes())
+        .layer(axum::middleware::from_fn_with_state(state.clone(), html::database_now));
+    let router = Router::new()
+        .merge(pages)
+        .merge(pages::asset_routes())
         .nest(
             "/api",
             api::routes()

@@ -4,9 +4,10 @@
 //! calls the API's actions, and refreshes a page's `<main>` in place when asked to.
 
 use crate::data::{self, JobQuery};
+use crate::held::Holds;
 pub use crate::html::esc;
 use crate::html::{
-    age, button, error_page, first_line, opt_time, page, select, table, time, unreadable, url,
+    age, button, error_cell, error_page, opt_time, page, select, stamp, table, time, unreadable, url,
 };
 use crate::State;
 use axum::extract::{Path, Query, State as Ext};
@@ -28,8 +29,13 @@ pub(crate) fn routes() -> Router<State> {
         .route("/jobs", get(jobs))
         .route("/jobs/{id}", get(job))
         .route("/queues", get(queues))
-        .route("/workers", get(workers))
+        .route("/workers", get(crate::workers::page_of_workers))
         .route("/cron", get(cron))
+}
+
+/// The stylesheet and the script, served without reading the database's clock.
+pub(crate) fn asset_routes() -> Router<State> {
+    Router::new()
         .route("/assets/style.css", get(|| async { ([(header::CONTENT_TYPE, "text/css")], STYLE) }))
         .route("/assets/app.js", get(|| async { ([(header::CONTENT_TYPE, "text/javascript")], SCRIPT) }))
 }
@@ -49,18 +55,23 @@ async fn overview(Ext(s): Ext<State>) -> Response {
         );
     }
     html.push_str("</div>");
-    let minutes = (Utc::now() - o.completed_since).num_minutes();
+    // The count is of the deletions since the dashboard's oldest sample of PostgreSQL's
+    // counter kept (at most an hour old): at its first sample there is no window yet.
+    let window = (Utc::now() - o.completed_since).num_seconds();
+    let completed = match window {
+        w if w >= 3540 => format!(r#"<b id="completed">{}</b> jobs completed or removed in the last hour"#, o.completed),
+        w if w >= 1 => format!(
+            r#"<b id="completed">{}</b> jobs completed or removed in the last {} (since the dashboard's first sample)"#,
+            o.completed,
+            age(w)
+        ),
+        _ => r#"jobs completed or removed: <b id="completed">counting from now</b> (the dashboard just took its first sample; reload to see the count)"#.to_owned(),
+    };
     let _ = write!(
         html,
-        r#"<ul class="facts"><li><b id="completed">{}</b> jobs completed or removed in the last {}</li>
+        r#"<ul class="facts"><li>{completed}</li>
 <li><b id="failed-last-hour">{}</b> jobs failed in the last hour</li>
 <li>oldest ready job: <b id="oldest-ready">{}</b></li></ul>"#,
-        o.completed,
-        if minutes >= 59 {
-            "hour".to_owned()
-        } else {
-            format!("{minutes} min (since the dashboard started)")
-        },
         o.queue.failed_last_hour,
         o.queue.oldest_ready_age_seconds.map_or("none".to_owned(), |s| format!("waiting {}", age(s))),
     );
@@ -94,7 +105,7 @@ async fn overview(Ext(s): Ext<State>) -> Response {
     page(&s, "Overview", &html)
 }
 
-fn job_rows(jobs: &[JobRow]) -> Vec<Vec<String>> {
+fn job_rows(jobs: &[JobRow], holds: &Holds) -> Vec<Vec<String>> {
     jobs.iter()
         .map(|r| {
             let j = &r.job;
@@ -103,16 +114,12 @@ fn job_rows(jobs: &[JobRow]) -> Vec<Vec<String>> {
                 format!(r#"<a href="/jobs/{}">{}</a>"#, j.id, j.id),
                 esc(&j.task_identifier),
                 esc(j.queue_name.as_deref().unwrap_or("")),
-                format!(
-                    r#"<span class="state {}">{}</span>"#,
-                    esc(&r.state),
-                    esc(&r.state.replace('_', " "))
-                ),
+                holds.state(&r.state, &j.task_identifier, j.queue_name.as_deref(), None),
                 time(&j.run_at),
                 format!("{}/{}", j.attempts, j.max_attempts),
                 j.priority.to_string(),
                 esc(j.key.as_deref().unwrap_or("")),
-                esc(&j.last_error.as_deref().map(|e| first_line(e, 80)).unwrap_or_default()),
+                error_cell(j.last_error.as_deref()),
             ]
         })
         .collect()
@@ -156,7 +163,11 @@ async fn jobs(Ext(s): Ext<State>, Query(query): Query<JobQuery>) -> Response {
     html.push_str(&crate::bulk::bar(&s, &query));
     let headers = ["", "id", "task", "queue", "state", "run_at", "attempts", "priority", "key", "last_error"];
     html.push_str(&unreadable(&result.undecodable.iter().map(inspect::describe).collect::<Vec<_>>()));
-    html.push_str(&table(&headers, &job_rows(&result.jobs)));
+    let holds = match Holds::read(&s, result.jobs.iter().map(|r| r.state.as_str())).await {
+        Ok(holds) => holds,
+        Err(e) => return error_page(&s, e),
+    };
+    html.push_str(&table(&headers, &job_rows(&result.jobs, &holds)));
     if let Some(next) = &result.next {
         let next_query = JobQuery { after: Some(next.clone()), ..query.clone() };
         let qs = serde_urlencoded(&next_query);
@@ -210,8 +221,13 @@ async fn job(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
         (Some(by), at) => format!(" (queue held by {} since {})", esc(by), opt_time(at)),
         _ => String::new(),
     };
+    let holds = match Holds::read(&s, std::iter::once(detail.row.state.as_str())).await {
+        Ok(holds) => holds,
+        Err(e) => return error_page(&s, e),
+    };
+    let state = holds.state(&detail.row.state, &j.task_identifier, j.queue_name.as_deref(), Some("state"));
     let facts = [
-        ("state", format!(r#"<span class="state {0}" id="state">{0}</span>"#, esc(&detail.row.state))),
+        ("state", state),
         ("task", esc(&j.task_identifier)),
         ("queue", format!("{}{queue_lock}", esc(j.queue_name.as_deref().unwrap_or("(none)")))),
         ("run_at", time(&j.run_at)),
@@ -250,7 +266,7 @@ async fn job(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
                 &format!("Delete job {id}? It will not run."),
                 &[]
             ),
-            time(&Utc::now()),
+            stamp(&Utc::now()),
             button(
                 &s,
                 "Reschedule",
@@ -299,75 +315,6 @@ async fn queues(Ext(s): Ext<State>) -> Response {
         })
         .collect();
     page(&s, "Queues", &table(&["queue", "held by", "since"], &rows))
-}
-
-async fn workers(Ext(s): Ext<State>) -> Response {
-    let workers = match inspect::workers(&s.utils).await {
-        Ok(w) => w,
-        Err(e) => return error_page(&s, e),
-    };
-    let rows: Vec<Vec<String>> = workers
-        .iter()
-        .map(|w| {
-            let body = serde_json::json!({ "worker_id": w.worker_id }).to_string();
-            let confirm = format!(
-                "Is worker {} dead? Its jobs and queues will be released for others to run.",
-                w.worker_id
-            );
-            let mut actions = button(&s, "Unlock", "/api/workers/unlock", &confirm, &[("body", &body)]);
-            // A live lease refuses the plain unlock: forcing it is a second, separate choice.
-            if let Some(until) = &w.alive_until {
-                let body = serde_json::json!({ "worker_id": w.worker_id, "even_if_alive": true });
-                let confirm = format!(
-                    "Worker {} is alive until {} by its lease. Unlock it anyway? If it is alive, the jobs it is running will run twice.",
-                    w.worker_id,
-                    time(until)
-                );
-                let label = "Unlock even if alive (its jobs may run twice)";
-                actions += &button(&s, label, "/api/workers/unlock", &confirm, &[("body", &body.to_string())]);
-            }
-            let lease = w.lease.as_ref();
-            let text = |v: Option<String>| v.map_or("-".to_owned(), |v| esc(&v));
-            let state = match lease {
-                None => "no lease".to_owned(),
-                Some(l) if l.lapsed => format!("<b>lapsed</b> at {}", time(&l.expires_at)),
-                Some(l) => format!("alive until {}", time(&l.expires_at)),
-            };
-            vec![
-                esc(&w.worker_id),
-                text(lease.and_then(|l| l.host.clone())),
-                text(lease.and_then(|l| l.pid).map(|p| p.to_string())),
-                lease.map_or("-".to_owned(), |l| time(&l.started_at)),
-                lease.map_or("-".to_owned(), |l| time(&l.heartbeat_at)),
-                state,
-                w.jobs.to_string(),
-                w.queues.to_string(),
-                w.since.as_ref().map_or("-".to_owned(), time),
-                lease.and_then(|l| l.cron_items).map_or("-".to_owned(), |n| format!(r#"<a href="/cron">{n}</a>"#)),
-                text(lease.and_then(|l| l.version.clone())),
-                actions,
-            ]
-        })
-        .collect();
-    let headers = [
-        "worker",
-        "host",
-        "pid",
-        "started",
-        "last heartbeat",
-        "lease",
-        "locked jobs",
-        "locked queues",
-        "holding since",
-        "cron items",
-        "version",
-        "",
-    ];
-    let html = format!(
-        "<p>Every Formica worker by its lease (renewed every few seconds; a lapsed one stopped renewing, and a live worker's next sweep frees what it holds), and every other worker holding jobs or queues.</p>{}",
-        table(&headers, &rows)
-    );
-    page(&s, "Workers", &html)
 }
 
 async fn cron(Ext(s): Ext<State>) -> Response {

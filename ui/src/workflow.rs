@@ -226,7 +226,7 @@ fn job_row(j: &WorkflowJobSeen) -> Vec<String> {
         esc(&policy),
         opt_time(&j.released_at),
         opt_time(&j.finished_at),
-        esc(&j.last_error.as_deref().map(|e| first_line(e, 80)).unwrap_or_default()),
+        crate::html::error_cell(j.last_error.as_deref()),
     ]
 }
 

@@ -25,8 +25,10 @@ pub struct LeaseSeen {
     pub heartbeat_at: DateTime<Utc>,
     /// Until when it is alive unless it renews.
     pub expires_at: DateTime<Utc>,
-    /// It expired: the worker stopped renewing (killed, wedged, cut off, or stopped) and
-    /// the next sweep of a live worker frees what it holds.
+    /// When the worker stopped cleanly, ending its lease (`None`: it runs, or died).
+    pub stopped_at: Option<DateTime<Utc>>,
+    /// It expired without the worker stopping: it stopped renewing (killed, wedged or cut
+    /// off) and the next sweep of a live worker frees what it holds.
     pub lapsed: bool,
     /// How many items its crontab has (`None`: it records none, running no crontab or
     /// predating records migration 4); the items are on the Cron page.
@@ -46,9 +48,35 @@ impl LeaseSeen {
             started_at: row.read(get("started_at")?)?,
             heartbeat_at: row.read(get("heartbeat_at")?)?,
             expires_at,
+            stopped_at: row.read(get("stopped_at")?)?,
             lapsed: row.read(get("lapsed")?)?,
             cron_items: row.read::<Option<String>>(get("crontab")?)?.map(|text| text.lines().count()),
         }))
+    }
+}
+
+/// What a worker's lease says of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Liveness {
+    /// Its lease is live: it runs (unlocking its jobs would run them twice).
+    Alive,
+    /// It stopped cleanly and ended its lease; the sweep forgets it after its grace.
+    Stopped,
+    /// Its lease expired without its stopping: it died, or is cut off or wedged.
+    Lapsed,
+    /// It has no lease (graphile-worker's workers): only the locks it holds are seen.
+    NoLease,
+}
+
+impl Liveness {
+    /// Of a worker with `lease`.
+    pub fn of(lease: Option<&LeaseSeen>) -> Liveness {
+        match lease {
+            None => Liveness::NoLease,
+            Some(l) if l.lapsed => Liveness::Lapsed,
+            Some(l) if l.stopped_at.is_some() => Liveness::Stopped,
+            Some(_) => Liveness::Alive,
+        }
     }
 }
 

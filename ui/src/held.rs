@@ -1,0 +1,97 @@
+//! Why a ready job waits: the flow controls (docs/guide/flow-control.md) that hold it back,
+//! shown beside its state on the job and jobs pages ("ready — held: queue mail paused").
+//! The pauses, caps and rate limits are read once per page, and only if it shows a ready
+//! job; each job's reasons are then found in memory.
+
+use crate::html::esc;
+use crate::{Error, State};
+use formica::flow::{CapSet, Paused};
+use formica::inspect;
+use formica::rate_limit::LimitSet;
+use std::collections::HashMap;
+
+/// The flow controls in force, as a page reads them once.
+#[derive(Default)]
+pub(crate) struct Holds {
+    pauses: Vec<Paused>,
+    caps: Vec<CapSet>,
+    limits: Vec<LimitSet>,
+    /// Jobs of each capped task locked now (only for caps over the whole task).
+    running: HashMap<String, i64>,
+}
+
+impl Holds {
+    /// The controls in force, if any of `states` is `ready` (else none is read).
+    pub(crate) async fn read<'a>(
+        s: &State,
+        mut states: impl Iterator<Item = &'a str>,
+    ) -> Result<Holds, Error> {
+        if !states.any(|state| state == "ready") {
+            return Ok(Holds::default());
+        }
+        let (pauses, caps, limits) =
+            tokio::try_join!(s.utils.paused(), s.utils.caps(), s.utils.rate_limits())?;
+        let mut running = HashMap::new();
+        if caps.iter().any(|c| c.cap.partition.is_none()) {
+            for counts in inspect::overview(&s.utils).await?.counts {
+                let n = counts.states.get("running").copied().unwrap_or(0);
+                *running.entry(counts.task).or_default() += n;
+            }
+        }
+        Ok(Holds { pauses, caps, limits, running })
+    }
+
+    /// What holds a ready job of `task` in `queue` for sure (pauses, a cap reached), and
+    /// what may (a cap per partition, a rate limit: whether its job's partition or period
+    /// is full is not read), one phrase each.
+    pub(crate) fn of(&self, task: &str, queue: Option<&str>) -> (Vec<String>, Vec<String>) {
+        let mut why: Vec<String> = self
+            .pauses
+            .iter()
+            .filter_map(|p| match p.scope.as_str() {
+                "all" => Some("everything paused".to_owned()),
+                "task" if p.name == task => Some(format!("task {task} paused")),
+                "queue" if Some(p.name.as_str()) == queue => Some(format!("queue {} paused", p.name)),
+                _ => None,
+            })
+            .collect();
+        let mut may = Vec::new();
+        for c in self.caps.iter().filter(|c| c.cap.task == task) {
+            let max = c.cap.max_running;
+            match &c.cap.partition {
+                // Over the whole task: held only while the cap is reached.
+                None => {
+                    let running = self.running.get(task).copied().unwrap_or(0);
+                    if running >= i64::from(max) {
+                        why.push(format!("task {task} capped ({running} running, at most {max})"));
+                    }
+                }
+                Some(p) => {
+                    may.push(format!("task {task} capped ({max} at once per {} {})", p.kind(), p.argument()))
+                }
+            }
+        }
+        for l in self.limits.iter().filter(|l| l.limit.task == task) {
+            may.push(format!("rate limit {}", l.limit.label()));
+        }
+        (why, may)
+    }
+
+    /// A job's state as a page shows it: the state, and for a ready job what holds it.
+    pub(crate) fn state(&self, state: &str, task: &str, queue: Option<&str>, id: Option<&str>) -> String {
+        let id = id.map(|id| format!(r#" id="{id}""#)).unwrap_or_default();
+        let shown =
+            format!(r#"<span class="state {0}"{id}>{1}</span>"#, esc(state), esc(&state.replace('_', " ")));
+        if state != "ready" {
+            return shown;
+        }
+        let (held, may) = self.of(task, queue);
+        let mut html = shown;
+        for (label, why) in [("held", held), ("may wait", may)] {
+            if !why.is_empty() {
+                html += &format!(r#" <span class="held">— {label}: {}</span>"#, esc(&why.join("; ")));
+            }
+        }
+        html
+    }
+}
