@@ -43,9 +43,9 @@ mod writes;
 
 pub use self::config::{Config, DEFAULT_LOCAL_QUEUE_SIZE, MIN_POLL_INTERVAL};
 pub use self::fetch::SLOW_SHORT_FETCH;
-pub use self::lease::{HEARTBEAT_INTERVAL, LEASE, RECOVERY_PERIOD, SUSPICION_GRACE};
+pub use self::lease::{lapsed_error, HEARTBEAT_INTERVAL, LEASE, RECOVERY_PERIOD, SUSPICION_GRACE};
 pub use self::refetch::RefetchDelay;
-pub use self::sweep::{FIRST_SWEEP_WITHIN, LOCK_SWEEP_INTERVAL, STALE_LOCK_AGE};
+pub use self::sweep::{stale_error, FIRST_SWEEP_WITHIN, LOCK_SWEEP_INTERVAL, STALE_LOCK_AGE};
 pub use self::writes::WRITES_GRACE;
 pub use crate::protocol::{
     DbError, Effect, Event, Failure, Fenced, Input, MisuseError, QueryId, QueryResult, Snooze, Statement,
