@@ -471,7 +471,9 @@ impl Worker {
         if self.retry_at.is_some_and(|at| at <= now) {
             self.retry_at = None;
         }
-        self.flow.handle_timeout(now);
+        if self.flow.handle_timeout(now) {
+            self.fetcher.wake();
+        }
     }
 }
 
