@@ -45,8 +45,10 @@ impl Model {
     }
 
     /// The recovery's part, before it frees the jobs of `lapsed`: settle the requests of
-    /// jobs no one holds, and mark the jobs about to be freed that have one as cancelled.
-    pub(crate) fn settle_cancels(&mut self, lapsed: &[String]) {
+    /// jobs no one holds, and mark the jobs about to be freed that have one as cancelled
+    /// (returned).
+    pub(crate) fn settle_cancels(&mut self, lapsed: &[String]) -> Vec<i64> {
+        let mut freed_cancelled = Vec::new();
         let requests: Vec<(i64, String)> = self.cancel_requests.clone().into_iter().collect();
         for (id, reason) in requests {
             let Some(row) = self.rows.get_mut(&id) else {
@@ -61,8 +63,10 @@ impl Model {
             } else if row.locked_by.as_ref().is_some_and(|w| lapsed.contains(w)) {
                 // Freed just after: fails for good; the request goes at the next sweep.
                 cancel(row, &reason);
+                freed_cancelled.push(id);
             }
         }
+        freed_cancelled
     }
 
     /// Whether the simulated database holds the same requests.

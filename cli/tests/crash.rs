@@ -431,3 +431,81 @@ async fn formica_cancel_fails_a_waiting_job_and_aborts_a_running_one() {
     assert!(w.0.wait().unwrap().success());
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// A job on its last attempt (max_attempts 1) whose worker is SIGKILLed mid-run: the live
+/// worker's recovery frees it out of attempts, and the lost attempt leaves the trace of a
+/// failure: `last_error` names the attempt and the dead worker, its history row says it
+/// failed, and it is among the failed jobs that `formica jobs --failed` lists and
+/// `formica retry --state permanently_failed` (and `--all`) picks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_whose_last_attempt_dies_with_its_worker_fails_for_good_with_a_trace() {
+    let db = TestDb::migrated().await;
+    let root: PathBuf = std::env::temp_dir().join(format!("formica-lost-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    write_task(
+        &root,
+        "long.sh",
+        "#!/bin/sh\necho \"$GRAPHILE_WORKER_JOB_ID\" >> \"$(dirname \"$0\")/started\"\nsleep 300\n",
+    );
+    let spec = formica_tokio::JobSpec::builder().max_attempts(1).build();
+    let job = db.utils().add_raw_job("long", serde_json::json!({}), spec).await.unwrap().id;
+    let mut a = worker(&db, &root);
+    wait_until(Duration::from_secs(15), "the task started", || lines(&root.join("started")).len() == 1).await;
+    let client = db.client().await;
+    let dead: String = client
+        .query_one("select locked_by from graphile_worker._private_jobs where id = $1", &[&job])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(Command::new("kill").args(["-KILL", &a.0.id().to_string()]).status().unwrap().success());
+    a.0.wait().unwrap();
+    // Another worker, whose task would record a run: there must be none.
+    let second = root.join("second");
+    write_task(&second, "long.sh", "#!/bin/sh\necho ran >> \"$(dirname \"$0\")/ran\"\n");
+    let mut b = worker(&db, &second);
+    let freed =
+        format!("select count(*) from graphile_worker._private_jobs where id = {job} and locked_at is null");
+    db.wait_for_count(&freed, 1, recovery_bound()).await;
+
+    let row = client
+        .query_one(
+            "select attempts, max_attempts, last_error from graphile_worker._private_jobs where id = $1",
+            &[&job],
+        )
+        .await
+        .unwrap();
+    let (attempts, max_attempts, last_error): (i16, i16, Option<String>) =
+        (row.get(0), row.get(1), row.get(2));
+    assert_eq!((attempts, max_attempts), (1, 1), "the lost attempt counts");
+    assert_eq!(last_error, Some(formica_core::worker::lapsed_error(&dead, 1)));
+    let history = client
+        .query(
+            "select outcome, worker_id, attempts, last_error, started_at is not null \
+             from formica_graphile_worker.job_history where job_id = $1",
+            &[&job],
+        )
+        .await
+        .unwrap();
+    assert_eq!(history.len(), 1, "one history row");
+    let (outcome, worker_id, attempts, error, started): (String, Option<String>, i16, Option<String>, bool) =
+        (history[0].get(0), history[0].get(1), history[0].get(2), history[0].get(3), history[0].get(4));
+    assert_eq!(
+        (outcome.as_str(), worker_id.as_deref(), attempts, started),
+        ("failed", Some(dead.as_str()), 1, true)
+    );
+    assert_eq!(error, last_error);
+
+    let failed: serde_json::Value =
+        serde_json::from_str(&formica(&db, &["jobs", "--failed", "--json"])).unwrap();
+    let listed: Vec<i64> = failed.as_array().unwrap().iter().map(|j| j["id"].as_i64().unwrap()).collect();
+    assert_eq!(listed, vec![job], "formica jobs --failed lists it");
+    for filter in [&["--state", "permanently_failed"][..], &["--all"][..]] {
+        let args = [&["retry"][..], filter, &["--dry-run", "--json"][..]].concat();
+        let counted: serde_json::Value = serde_json::from_str(&formica(&db, &args)).unwrap();
+        assert_eq!(counted["jobs"], 1, "formica {args:?} counts it: {counted}");
+    }
+    assert!(lines(&second.join("ran")).is_empty(), "out of attempts, it did not run again");
+    assert!(Command::new("kill").args(["-TERM", &b.0.id().to_string()]).status().unwrap().success());
+    assert!(b.0.wait().unwrap().success());
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -248,6 +248,17 @@ impl FlowState {
         self.limits.iter().filter(|limit| tasks.contains(&limit.task)).cloned().collect()
     }
 
+    /// Whether any rate limit is in force.
+    pub fn has_limits(&self) -> bool {
+        !self.limits.is_empty()
+    }
+
+    /// How long a start of `task` counts against its rate limit, if it has one.
+    pub fn period_of(&self, task: &str) -> Option<chrono::Duration> {
+        let limit = self.limits.iter().find(|limit| limit.task == task)?;
+        Some(chrono::Duration::milliseconds(i64::from(limit.period_ms)))
+    }
+
     /// The caps, as labels (`send_email<=3`, `imports<=1 per field customer`), by task.
     pub fn capped(&self) -> Vec<String> {
         let per = |p: &Partition| format!(" per {} {}", p.kind(), p.argument());

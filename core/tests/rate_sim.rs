@@ -193,3 +193,42 @@ fn a_rate_limited_drain_takes_the_periods_the_limit_needs_and_no_more() {
         );
     }
 }
+
+/// Room returning wakes the worker, not its poll: one worker polling every 10 s drains 12
+/// jobs limited to 2 a second in the 5 periods the limit needs (and a little work each),
+/// where it took 18.6 s waiting for its poll and flow reads.
+#[test]
+fn a_rate_limited_worker_fetches_when_room_returns_not_at_its_poll() {
+    for seed in 0..10u64 {
+        let limit = Limit { task: "r".into(), max_starts: 2, period_ms: 1_000, partition: None };
+        let mut world = World::new(WorldConfig { seed, ..WorldConfig::default() });
+        world.set_script(|_, _| TaskPlan::finish(Duration::milliseconds(10), TaskOutcome::Ok));
+        world.db_mut().set_rate_limit(limit.clone());
+        world.add_worker(Config {
+            worker_id: "w".into(),
+            task_identifiers: vec!["r".into()],
+            concurrency: 4,
+            poll_interval: Duration::seconds(10),
+            flow_control: true,
+            ..Config::default()
+        });
+        for _ in 0..12 {
+            world.db_mut().add_job(&RawJob::new("r", serde_json::json!({}), JobSpec::default())).unwrap();
+        }
+        let start = world.elapsed();
+        let mut locks = Locks::default();
+        while world.db().jobs().count() > 0 && world.elapsed() < start + Duration::seconds(120) {
+            if world.step().is_none() {
+                break;
+            }
+            locks.observe(&world, &limit);
+        }
+        let took = world.elapsed() - start;
+        locks.check(&limit).unwrap();
+        assert_eq!(world.db().jobs().count(), 0, "seed {seed}: every job ran");
+        assert!(
+            took >= Duration::seconds(5) && took <= Duration::milliseconds(6_500),
+            "seed {seed}: drained in {took}, 5 s implied"
+        );
+    }
+}

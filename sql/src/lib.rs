@@ -162,43 +162,7 @@ pub mod workflows;
 
 /// Job history (the worker's option `history`): the table of finished jobs, the completion
 /// and failure statements that write it, and what reads and prunes it.
-pub mod history {
-    /// The history table, its waiters and its pruner (records migration 7).
-    pub const JOB_HISTORY: &str = include_str!("../records/000007.sql");
-    /// `worker::COMPLETE_JOBS` writing history: `$3` job ids and `$4` their outputs (JSON text).
-    pub fn complete(plain: &str) -> String {
-        with_history(plain, COMPLETE_COLUMNS, include_str!("../queries/history/complete.sql"))
-            .replace(crate::workflows::OUTPUT_MARK, crate::workflows::OUTPUT)
-    }
-    /// `worker::FAIL_JOBS` writing history for the jobs it leaves out of attempts.
-    pub fn fail(plain: &str) -> String {
-        with_history(plain, FAIL_COLUMNS, include_str!("../queries/history/fail.sql"))
-    }
-    const COMPLETE_COLUMNS: &str = ", jobs.task_id, jobs.key, jobs.payload, jobs.attempts, \
-        jobs.max_attempts, jobs.last_error, jobs.created_at, jobs.locked_at";
-    const FAIL_COLUMNS: &str = ", jobs.task_id, jobs.key, jobs.payload, jobs.attempts, \
-        jobs.max_attempts, jobs.last_error, jobs.created_at, u.permanent";
-    fn with_history(plain: &str, columns: &str, cte: &str) -> String {
-        plain.replace("/*:HISTORY_COLUMNS*/", columns).replace("/*:HISTORY*/", cte)
-    }
-    /// `$1` job id: its newest history row (the columns of `job_history`).
-    pub const OUTCOME: &str = include_str!("../queries/history/outcome.sql");
-    /// `$1` job id: whether its job is still to finish (its row exists, not out of
-    /// attempts), after waiting for any statement writing it to commit.
-    pub const PENDING: &str = include_str!("../queries/history/pending.sql");
-    /// `$1` as of (null: the database clock), `$2`..`$4` the retentions of completed, failed
-    /// and cancelled jobs (null: for ever), `$5` rows deleted at most, `$6` lock wait: one
-    /// pass of the pruner (see `prune_history` in the migration).
-    pub const PRUNE: &str = "select dropped, deleted from :RECORDS.prune_history(\
-        coalesce($1::timestamptz, now()), $2::interval, $3::interval, $4::interval, $5::int, $6::text)";
-    /// History rows, newest first, by filters (see the file).
-    pub const LIST: &str = include_str!("../queries/history/list.sql");
-    /// Counts and wait times of the recent history, by time bucket (see the file).
-    pub const BUCKETS: &str = include_str!("../queries/history/buckets.sql");
-    /// The channel a history write notifies when a job someone waits for finished (payload:
-    /// the job ids, comma-separated).
-    pub const FINISHED: &str = "formica:finished";
-}
+pub mod history;
 
 /// Runtime schedules (records migration 8): see `records/000008.sql`.
 pub mod schedules {
@@ -533,6 +497,8 @@ mod tests {
         for (sql, plain) in [
             (history::complete(worker::COMPLETE_JOBS), worker::COMPLETE_JOBS),
             (history::fail(worker::FAIL_JOBS), worker::FAIL_JOBS),
+            (history::recover(worker::RECOVER_LAPSED), worker::RECOVER_LAPSED),
+            (history::recover(worker::RESET_LOCKED), worker::RESET_LOCKED),
         ] {
             assert!(plain.contains("/*:HISTORY*/") && plain.contains("/*:HISTORY_COLUMNS*/"), "{plain}");
             assert!(!sql.contains("/*:HISTORY") && sql.contains("insert into :RECORDS.job_history"), "{sql}");

@@ -304,3 +304,57 @@ async fn a_fetch_reads_the_index_when_a_burst_of_jobs_follows_a_quiet_spell() {
         client.batch_execute("rollback").await.unwrap();
     }
 }
+
+/// Jobs of one named queue sharing their `run_at` (as one `add_jobs` call adds them): the
+/// head, fetched and given back, is the queue's head again at the next fetch of every shape
+/// (plain, walking the priorities, capped, rate limited), though giving it back moved its
+/// row behind the others in graphile-worker's index (by priority and run_at only): ties go
+/// by id. graphile-worker 0.18 runs it last.
+#[tokio::test]
+async fn a_queue_s_head_given_back_is_its_head_again_among_jobs_sharing_its_run_at() {
+    use formica_core::flow::{Cap, Limit};
+    let db = TestDb::migrated().await;
+    let client = db.client().await;
+    client
+        .batch_execute(
+            "select graphile_worker.add_jobs(array(select ('t', json_build_object('n', n), 'q', now(),
+               null, null, null, null)::graphile_worker.job_spec from generate_series(1, 5) as n))",
+        )
+        .await
+        .unwrap();
+    let run = |statement: Statement| {
+        let client = &client;
+        async move {
+            let bound = formica::statements::bind(statement);
+            let rows =
+                client.query(&sql::render(bound.template, "graphile_worker"), &bound.values()).await.unwrap();
+            bound.answer(&rows).unwrap()
+        }
+    };
+    let head: i64 = client.query_one("select min(id) from graphile_worker.jobs", &[]).await.unwrap().get(0);
+    let with_flow = |caps: Vec<Cap>, limits: Vec<Limit>| {
+        let mut statement = get_jobs(10, None, false);
+        if let Statement::GetJobs { caps: c, limits: l, .. } = &mut statement {
+            (*c, *l) = (caps, limits);
+        }
+        statement
+    };
+    let shapes = [
+        ("plain", get_jobs(10, None, false)),
+        ("walking the priorities", get_jobs(10, None, true)),
+        ("capped", with_flow(vec![Cap { task: "t".into(), max_running: 10, partition: None }], vec![])),
+        (
+            "rate limited",
+            with_flow(
+                vec![],
+                vec![Limit { task: "t".into(), max_starts: 1000, period_ms: 1000, partition: None }],
+            ),
+        ),
+    ];
+    for (shape, fetch) in [("plain", get_jobs(10, None, false))].into_iter().chain(shapes) {
+        let QueryResult::Jobs { jobs, .. } = run(fetch).await else { panic!("not jobs") };
+        let ids: Vec<i64> = jobs.iter().map(|j| j.id).collect();
+        assert_eq!(ids, [head], "{shape}: the queue's head, once given back");
+        run(Statement::ReturnJobs { worker_id: "w".into(), ids }).await;
+    }
+}

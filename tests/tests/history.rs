@@ -216,6 +216,54 @@ async fn a_job_given_back_leaves_no_row_until_it_finishes_on_its_next_run_then_e
     assert_eq!(db.count(HISTORY).await, 1);
 }
 
+/// The four-hour sweep frees jobs a worker without a lease (graphile-worker's) locked
+/// long ago; each lost attempt leaves its error, and a job out of attempts so ends for good
+/// with its history row, as a recovered one does (cli/tests/crash.rs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_four_hour_sweep_leaves_the_lost_attempt_s_error_and_a_row_for_a_job_out_of_attempts() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let last = utils.add_raw_job("other", json!({}), once()).await.unwrap().id;
+    let more =
+        utils.add_raw_job("other", json!({}), JobSpec::builder().max_attempts(3).build()).await.unwrap().id;
+    let client = db.client().await;
+    client
+        .execute(
+            "update graphile_worker._private_jobs set attempts = 1, locked_by = 'gw-old', \
+             locked_at = now() - interval '5 hours'",
+            &[],
+        )
+        .await
+        .unwrap();
+    let options = db
+        .worker_options()
+        .lock_sweep_interval(Duration::from_secs(1))
+        .define_raw_job("unused", |_: JobContext, _| async { Ok(()) });
+    let running = Running::listening(&db.runtime, options).await;
+    db.wait_for_count(
+        "select count(*) from graphile_worker._private_jobs where locked_at is null",
+        2,
+        Duration::from_secs(20),
+    )
+    .await;
+    running.stop(Duration::from_secs(10)).await;
+    let lost = formica_core::worker::stale_error(Some("gw-old"), 1);
+    for id in [last, more] {
+        let row = client
+            .query_one("select last_error from graphile_worker._private_jobs where id = $1", &[&id])
+            .await
+            .unwrap();
+        assert_eq!(row.get::<_, Option<String>>(0).as_deref(), Some(lost.as_str()), "job {id}");
+    }
+    let rows = client
+        .query("select job_id, outcome, worker_id, last_error from formica_graphile_worker.job_history", &[])
+        .await
+        .unwrap();
+    let rows: Vec<(i64, String, Option<String>, Option<String>)> =
+        rows.iter().map(|r| (r.get(0), r.get(1), r.get(2), r.get(3))).collect();
+    assert_eq!(rows, vec![(last, "failed".to_owned(), Some("gw-old".to_owned()), Some(lost))]);
+}
+
 /// A history row of `outcome` finished `ago` before now, by SQL.
 async fn finished(client: &tokio_postgres::Client, job_id: i64, outcome: &str, ago: &str) {
     client

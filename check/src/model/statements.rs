@@ -187,8 +187,8 @@ impl Model {
                 (QueryResult::Done, vec![])
             }
             // Recovery: a lapsed lease becomes suspected; every lock of a worker suspected
-            // for more than `grace` is freed, keeping its run_at with its attempt counted,
-            // and the worker forgotten.
+            // for more than `grace` is freed, keeping its run_at with its attempt counted
+            // as lost (last_error says so, unless it was cancelled), and the worker forgotten.
             Statement::RecoverLapsed { grace } => {
                 let lapsed: Vec<String> = self
                     .leases
@@ -206,7 +206,12 @@ impl Model {
                 for worker in &lapsed {
                     self.leases.remove(worker);
                 }
-                self.settle_cancels(&lapsed);
+                let cancelled = self.settle_cancels(&lapsed);
+                for row in self.rows.values_mut().filter(|r| !cancelled.contains(&r.id)) {
+                    if let Some(worker) = row.locked_by.as_ref().filter(|w| lapsed.contains(w)) {
+                        row.last_error = Some(formica_core::worker::lapsed_error(worker, row.attempts));
+                    }
+                }
                 let released = self.force_unlock(&lapsed);
                 (QueryResult::Done, released)
             }
@@ -220,6 +225,8 @@ impl Model {
                 let mut released = Vec::new();
                 for row in self.rows.values_mut() {
                     if row.locked_at.is_some_and(|at| at < cutoff) {
+                        row.last_error =
+                            Some(formica_core::worker::stale_error(row.locked_by.as_deref(), row.attempts));
                         row.locked_at = None;
                         row.locked_by = None;
                         row.run_at = row.run_at.max(db_now);

@@ -158,7 +158,8 @@ pub enum Statement {
         known: Vec<i64>,
     },
     /// Free jobs and queues locked before `locked_before` (`None`: four hours before the
-    /// database clock). Answer: `Done`.
+    /// database clock), each job's lost attempt counted and recorded in `last_error`
+    /// ([`crate::worker::stale_error`]). Answer: `Done`.
     ResetLocked {
         /// The cut-off.
         locked_before: Option<Timestamp>,
@@ -173,8 +174,9 @@ pub enum Statement {
     },
     /// By the database clock: mark the leases that lapsed as suspected, and free the jobs
     /// and named queues of the workers whose lease was suspected more than `grace` ago and
-    /// not renewed since, forgetting those workers; the attempt counts and each job keeps its
-    /// `run_at` (its place in its queue). Workers that never heartbeat are not touched.
+    /// not renewed since, forgetting those workers; the attempt counts, recorded in
+    /// `last_error` ([`crate::worker::lapsed_error`]), and each job keeps its `run_at` (its
+    /// place in its queue). Workers that never heartbeat are not touched.
     /// Settles the cancel requests no worker will carry out: a freed job, or one released
     /// since with attempts left, fails for good as cancelled; requests of released and gone
     /// jobs are forgotten. Answer: `Done`.

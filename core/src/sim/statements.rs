@@ -55,10 +55,12 @@ impl Db {
             let requested = self.requested(id);
             let Some(job) = self.jobs.get_mut(&id) else { continue };
             job.locked_at = None;
-            job.locked_by = None;
+            let worker = job.locked_by.take();
             if let Some(reason) = requested {
                 job.last_error = Some(format!("cancelled: {reason}"));
                 job.attempts = job.max_attempts;
+            } else if let Some(worker) = &worker {
+                job.last_error = Some(crate::worker::lapsed_error(worker, job.attempts));
             }
         }
         for queue in self.queues.values_mut().filter(|q| of_lapsed(&q.locked_by)) {
@@ -224,6 +226,7 @@ impl Db {
                 let now = self.now;
                 let cutoff = locked_before.unwrap_or(now - STALE_LOCK_AGE);
                 for job in self.jobs.values_mut().filter(|j| j.locked_at.is_some_and(|at| at < cutoff)) {
+                    job.last_error = Some(crate::worker::stale_error(job.locked_by.as_deref(), job.attempts));
                     job.locked_at = None;
                     job.locked_by = None;
                     job.run_at = job.run_at.max(now);

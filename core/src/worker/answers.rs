@@ -39,8 +39,16 @@ impl Worker {
                 };
                 // Jobs locked when the lease may have lapsed are given back too.
                 let accepting = self.taking_jobs();
+                // The rate limits' starts: every job locked counts, whatever becomes of it.
+                let tasks: Vec<String> = match self.flow.state().has_limits() {
+                    false => Vec::new(),
+                    true => {
+                        jobs.iter().chain(&again).chain(&paused).map(|j| j.task_identifier.clone()).collect()
+                    }
+                };
                 let mut back =
                     self.fetcher.fetched(id, rows, jobs, &held, self.slots.len(), accepting, self.now);
+                self.flow.fetched(tasks.iter().map(String::as_str), self.fetcher.is_drained(), self.now);
                 back.extend(again.iter().chain(&paused).map(|job| job.id));
                 self.writes.give_back(back, self.now);
                 // An unreadable row fails its attempt as a task's error would: its lock is

@@ -1,6 +1,13 @@
 //! `Flow`: the flow controls as this worker last read them, and when to read them again
 //! (see [`crate::flow`]). Off unless [`Config::flow_control`](super::Config::flow_control):
 //! the machine then never reads and fetches as it always did.
+//!
+//! It also knows when a rate limit has room again: the limited fetch logs each of its
+//! starts in the database, where they count for the limit's period. After a short fetch
+//! (perhaps held back by a limit), the worker fetches again as soon as the oldest start its
+//! own fetches made leaves its period, not at the next poll: a limit of N a period drains at
+//! N a period. Other workers' starts it does not see: their room is found by the poll (or
+//! the next start of its own leaving).
 
 use crate::flow::{Cap, Controls, FlowState, Limit, NOTHING_PAUSED};
 use crate::time::Timestamp;
@@ -29,11 +36,25 @@ pub(super) struct Flow {
     /// The next read by the poll: the fallback when notifications are lost.
     read_at: Option<Timestamp>,
     interval: Duration,
+    /// When each start of a limited task that this worker's fetches took leaves its
+    /// period (by the time their answers came: the database logged them before).
+    starts_leave: Vec<Timestamp>,
+    /// After a short fetch with limits in force: when the oldest of those leaves.
+    room_at: Option<Timestamp>,
 }
 
 impl Flow {
     pub fn new(enabled: bool, interval: Duration) -> Self {
-        Flow { enabled, state: None, wanted: enabled, reading: false, read_at: None, interval }
+        Flow {
+            enabled,
+            state: None,
+            wanted: enabled,
+            reading: false,
+            read_at: None,
+            interval,
+            starts_leave: Vec::new(),
+            room_at: None,
+        }
     }
 
     /// Whether the worker may fetch: flow control is off, or its state has been read.
@@ -99,20 +120,46 @@ impl Flow {
         self.read_at = Some(now + self.interval);
     }
 
-    pub fn handle_timeout(&mut self, now: Timestamp) {
+    /// A fetch answered at `now` with jobs of `tasks` (each once or more), `short` (it got
+    /// fewer than it asked for): its starts of limited tasks are logged, and a short one
+    /// sets when room returns.
+    pub fn fetched<'a>(&mut self, tasks: impl Iterator<Item = &'a str>, short: bool, now: Timestamp) {
+        let Some(state) = self.state.as_ref().filter(|state| state.has_limits()) else {
+            self.room_at = None;
+            return;
+        };
+        self.starts_leave.retain(|at| *at > now);
+        let mut logged: Vec<&str> = Vec::new();
+        for task in tasks {
+            if let (Some(period), false) = (state.period_of(task), logged.contains(&task)) {
+                logged.push(task);
+                self.starts_leave.push(now + period);
+            }
+        }
+        self.room_at = if short { self.starts_leave.iter().min().copied() } else { None };
+    }
+
+    /// At `now`: reads the poll owes; whether a rate limit has room again (fetch then).
+    pub fn handle_timeout(&mut self, now: Timestamp) -> bool {
         if self.read_at.is_some_and(|at| at <= now) {
             self.read_at = None;
             self.want();
         }
+        let room = self.room_at.is_some_and(|at| at <= now);
+        if room {
+            self.room_at = None;
+        }
+        room
     }
 
     /// The worker no longer fetches: no more reads.
     pub fn stop(&mut self) {
         self.wanted = false;
         self.read_at = None;
+        self.room_at = None;
     }
 
     pub fn deadline(&self) -> Option<Timestamp> {
-        self.read_at
+        self.read_at.into_iter().chain(self.room_at).min()
     }
 }

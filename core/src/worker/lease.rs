@@ -40,6 +40,12 @@ use chrono::Duration;
 /// up to a third, jittered).
 pub const RECOVERY_PERIOD: Duration = Duration::seconds(3);
 
+/// The `last_error` the recovery leaves on a job freed from `worker_id`, whose attempt
+/// `attempt` was lost with it (the wording of `sql/queries/worker/recover_lapsed.sql`).
+pub fn lapsed_error(worker_id: &str, attempt: i16) -> String {
+    format!("attempt {attempt} lost: worker {worker_id} stopped renewing its lease")
+}
+
 /// A timer with at most one statement in flight (the recovery sweep).
 #[derive(Debug, Clone, Copy, Default)]
 struct Beat {

@@ -43,9 +43,9 @@ mod writes;
 
 pub use self::config::{Config, DEFAULT_LOCAL_QUEUE_SIZE, MIN_POLL_INTERVAL};
 pub use self::fetch::SLOW_SHORT_FETCH;
-pub use self::lease::{HEARTBEAT_INTERVAL, LEASE, RECOVERY_PERIOD, SUSPICION_GRACE};
+pub use self::lease::{lapsed_error, HEARTBEAT_INTERVAL, LEASE, RECOVERY_PERIOD, SUSPICION_GRACE};
 pub use self::refetch::RefetchDelay;
-pub use self::sweep::{FIRST_SWEEP_WITHIN, LOCK_SWEEP_INTERVAL, STALE_LOCK_AGE};
+pub use self::sweep::{stale_error, FIRST_SWEEP_WITHIN, LOCK_SWEEP_INTERVAL, STALE_LOCK_AGE};
 pub use self::writes::WRITES_GRACE;
 pub use crate::protocol::{
     DbError, Effect, Event, Failure, Fenced, Input, MisuseError, QueryId, QueryResult, Snooze, Statement,
@@ -471,7 +471,9 @@ impl Worker {
         if self.retry_at.is_some_and(|at| at <= now) {
             self.retry_at = None;
         }
-        self.flow.handle_timeout(now);
+        if self.flow.handle_timeout(now) {
+            self.fetcher.wake();
+        }
     }
 }
 

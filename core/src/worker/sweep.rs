@@ -15,6 +15,12 @@ use chrono::Duration;
 /// Locks older than this belong to dead workers (graphile-worker's "4 hour rule").
 pub const STALE_LOCK_AGE: Duration = Duration::hours(4);
 
+/// The `last_error` the sweep leaves on a job freed from `worker_id` (`unknown` if none is
+/// named), whose attempt `attempt` was lost (the wording of `sql/queries/worker/reset_locked.sql`).
+pub fn stale_error(worker_id: Option<&str>, attempt: i16) -> String {
+    format!("attempt {attempt} lost: worker {} held it over four hours", worker_id.unwrap_or("unknown"))
+}
+
 /// The first sweep comes at a random time within this long of a worker's start (graphile-worker's
 /// `rand * min(60000, maxResetLockedInterval)` ms).
 pub const FIRST_SWEEP_WITHIN: Duration = Duration::seconds(60);

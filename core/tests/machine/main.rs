@@ -9,6 +9,7 @@
 mod cancel;
 mod clock;
 mod fetch;
+mod flow;
 mod lease;
 mod link;
 mod observe;

@@ -107,12 +107,17 @@ impl Outputs {
         }
     }
 
-    /// How `statement` writes history, if it ends jobs.
+    /// How `statement` writes history, if it ends jobs (a worker's own, or, freeing them, a dead
+    /// worker's: so a job is recorded if the worker that ends it writes history).
     pub(crate) fn bind(&self, statement: &Statement) -> Option<HistoryBinding> {
         static COMPLETE: LazyLock<String> =
             LazyLock::new(|| formica_sql::history::complete(formica_sql::worker::COMPLETE_JOBS));
         static FAIL: LazyLock<String> =
             LazyLock::new(|| formica_sql::history::fail(formica_sql::worker::FAIL_JOBS));
+        static RECOVER: LazyLock<String> =
+            LazyLock::new(|| formica_sql::history::recover(formica_sql::worker::RECOVER_LAPSED));
+        static RESET: LazyLock<String> =
+            LazyLock::new(|| formica_sql::history::recover(formica_sql::worker::RESET_LOCKED));
         match statement {
             Statement::CompleteJobs { ids, .. } => {
                 let outputs = self.0.lock().unwrap_or_else(|e| e.into_inner());
@@ -123,6 +128,14 @@ impl Outputs {
             }
             Statement::FailJobs { .. } => {
                 Some(HistoryBinding { template: &FAIL, params: Vec::new(), carried: Vec::new() })
+            }
+            // A job whose lost attempt (its worker died) was its last ends there: the worker
+            // that frees it writes its row, as it would for a failure of its own.
+            Statement::RecoverLapsed { .. } => {
+                Some(HistoryBinding { template: &RECOVER, params: Vec::new(), carried: Vec::new() })
+            }
+            Statement::ResetLocked { .. } => {
+                Some(HistoryBinding { template: &RESET, params: Vec::new(), carried: Vec::new() })
             }
             _ => None,
         }

@@ -7,6 +7,13 @@
 -- kept, so a freed job keeps its place in its queue (a named queue runs in order), and
 -- listening workers are woken if any was freed.
 --
+-- Every freed job's last_error says its attempt was lost and whose it was (the core's
+-- wording, formica_core::worker::lapsed_error): the attempt counts as a failed one, so it
+-- leaves the trace a failure leaves. Without it a job whose last attempt died with its
+-- worker (SIGKILL, OOM) would be out of attempts with no error: failed for good, yet not
+-- among the failed jobs that listings and `retry` pick (they go by last_error). With history
+-- on, sql/queries/history/recover.sql is added where marked: a job so ended gets its row.
+--
 -- Cancel requests (:RECORDS.cancel_requests) whose job no worker will carry out are settled
 -- here: a freed job with one fails for good as cancelled instead of running again; a job
 -- released since the request (returned, failed, unlocked by hand) fails for good as
@@ -41,11 +48,12 @@ jobs_freed as (
     last_error = coalesce(
       (select 'cancelled: ' || requests.reason from :RECORDS.cancel_requests as requests
        where requests.job_id = jobs.id),
-      jobs.last_error)
+      'attempt ' || jobs.attempts || ' lost: worker ' || lapsed.worker_id || ' stopped renewing its lease')
   from lapsed
   where jobs.locked_by = lapsed.worker_id
-  returning jobs.id
+  returning jobs.id /*:HISTORY_COLUMNS*/
 ),
+/*:HISTORY*/
 queues_freed as (
   update :SCHEMA._private_job_queues as job_queues
   set locked_at = null, locked_by = null

@@ -1,0 +1,45 @@
+//! Job history (the worker's option `history`): the table of finished jobs, the statements
+//! that write it as they end jobs, and what reads and prunes it.
+
+/// The history table, its waiters and its pruner (records migration 7).
+pub const JOB_HISTORY: &str = include_str!("../records/000007.sql");
+/// `worker::COMPLETE_JOBS` writing history: `$3` job ids and `$4` their outputs (JSON text).
+pub fn complete(plain: &str) -> String {
+    with_history(plain, COMPLETE_COLUMNS, include_str!("../queries/history/complete.sql"))
+        .replace(crate::workflows::OUTPUT_MARK, crate::workflows::OUTPUT)
+}
+/// `worker::FAIL_JOBS` writing history for the jobs it leaves out of attempts.
+pub fn fail(plain: &str) -> String {
+    with_history(plain, FAIL_COLUMNS, include_str!("../queries/history/fail.sql"))
+}
+/// `worker::RECOVER_LAPSED` or `worker::RESET_LOCKED` writing history for the jobs whose
+/// lost attempt was their last.
+pub fn recover(plain: &str) -> String {
+    with_history(plain, RECOVER_COLUMNS, include_str!("../queries/history/recover.sql"))
+}
+const COMPLETE_COLUMNS: &str = ", jobs.task_id, jobs.key, jobs.payload, jobs.attempts, \
+    jobs.max_attempts, jobs.last_error, jobs.created_at, jobs.locked_at";
+const FAIL_COLUMNS: &str = ", jobs.task_id, jobs.key, jobs.payload, jobs.attempts, \
+    jobs.max_attempts, jobs.last_error, jobs.created_at, u.permanent";
+const RECOVER_COLUMNS: &str = ", jobs.task_id, jobs.job_queue_id, jobs.key, jobs.payload, \
+    jobs.attempts, jobs.max_attempts, jobs.last_error, jobs.created_at";
+fn with_history(plain: &str, columns: &str, cte: &str) -> String {
+    plain.replace("/*:HISTORY_COLUMNS*/", columns).replace("/*:HISTORY*/", cte)
+}
+/// `$1` job id: its newest history row (the columns of `job_history`).
+pub const OUTCOME: &str = include_str!("../queries/history/outcome.sql");
+/// `$1` job id: whether its job is still to finish (its row exists, not out of
+/// attempts), after waiting for any statement writing it to commit.
+pub const PENDING: &str = include_str!("../queries/history/pending.sql");
+/// `$1` as of (null: the database clock), `$2`..`$4` the retentions of completed, failed
+/// and cancelled jobs (null: for ever), `$5` rows deleted at most, `$6` lock wait: one
+/// pass of the pruner (see `prune_history` in the migration).
+pub const PRUNE: &str = "select dropped, deleted from :RECORDS.prune_history(\
+    coalesce($1::timestamptz, now()), $2::interval, $3::interval, $4::interval, $5::int, $6::text)";
+/// History rows, newest first, by filters (see the file).
+pub const LIST: &str = include_str!("../queries/history/list.sql");
+/// Counts and wait times of the recent history, by time bucket (see the file).
+pub const BUCKETS: &str = include_str!("../queries/history/buckets.sql");
+/// The channel a history write notifies when a job someone waits for finished (payload:
+/// the job ids, comma-separated).
+pub const FINISHED: &str = "formica:finished";
