@@ -14,41 +14,61 @@
 //!   cluster and joins the users, keeps two newcomers from both starting it.
 //!
 //! A cluster whose last user crashed keeps running until the next user leaves.
+//!
+//! As root, the server runs as `postgres` (PostgreSQL refuses root), which may not be able to
+//! enter the project (root's home, anything under a `0700` folder), and whose socket, which
+//! lets anyone who reaches it in as the superuser, must not sit where other users may reach
+//! it. So root's clusters live outside the project, in [`ROOT_CLUSTERS`]`/<folder>-<hash of
+//! the project's path>`, a folder `postgres` owns with mode `0700`, and `.formica/cluster`
+//! points there (the locks stay in `.formica/`). A cluster made in `.formica/` before stays
+//! there. Nothing along the project's path is opened up to `postgres`.
 
-use formica_cli::server_programs::{run, ServerPrograms};
+use formica_cli::server_programs::{is_root, run, ServerPrograms};
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// Where root's private clusters live, one folder each (see the module docs).
+pub const ROOT_CLUSTERS: &str = "/var/lib/formica";
 
 /// This process's use of the cluster, until [`Embedded::stop`].
 pub struct Embedded {
     programs: ServerPrograms,
+    /// `.formica/`, where the locks are.
+    dir: PathBuf,
     /// The shared lock on `users.lock` that counts this process as a user.
     user: File,
 }
 
 impl Embedded {
-    /// Start (or join) the cluster in `<cwd>/.formica` and return it with its connection
+    /// Start (or join) the cluster of `<cwd>/.formica` and return it with its connection
     /// string.
     pub fn start() -> Result<(Embedded, String), String> {
-        let dir = std::env::current_dir().map_err(|e| e.to_string())?.join(".formica");
-        let socket = dir.join(".s.PGSQL.5432");
+        let project = std::env::current_dir().map_err(|e| e.to_string())?;
+        let dir = project.join(".formica");
+        let cluster = cluster_folder(&project)?;
+        let socket = cluster.join(".s.PGSQL.5432");
         if socket.as_os_str().len() > 100 {
             return Err(format!(
                 "the private database's socket path {} is too long for a Unix socket: run formica from a shorter path or pass -c",
                 socket.display()
             ));
         }
-        let programs = ServerPrograms::find(None, &dir).ok_or(
+        let programs = ServerPrograms::find(None, &cluster).ok_or(
             "no database given (-c, DATABASE_URL or PG* variables) and no PostgreSQL server binaries found \
              to start a private one: install them (Debian/Ubuntu: apt-get install postgresql) or pass -c <connection>",
         )?;
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         // Released when this function returns, whatever it returns.
         let _starting = lock::exclusive(&dir.join("start.lock"))?;
+        if cluster != dir {
+            outside::prepare(&cluster, &dir.join("cluster"))?;
+        }
         let data = programs.data();
         let created = !data.join("PG_VERSION").exists();
         if created {
-            programs.initdb().map_err(|e| format!("creating the private database in .formica/: {e}"))?;
+            programs
+                .initdb()
+                .map_err(|e| format!("creating the private database in {}: {e}", cluster.display()))?;
         }
         // Waits while a leaving user stops the cluster.
         let user = lock::shared(&dir.join("users.lock"))?;
@@ -56,29 +76,30 @@ impl Embedded {
         status.arg("-D").arg(&data).arg("status");
         let running = status.output().is_ok_and(|o| o.status.success());
         if !running {
+            let log = cluster.join("server.log");
             let mut start = programs.command("pg_ctl");
-            start.arg("-D").arg(&data).arg("-l").arg(dir.join("server.log")).args(["-w", "-t", "60", "-o"]);
-            start.arg(format!("-c listen_addresses='' -k {}", dir.display()));
+            start.arg("-D").arg(&data).arg("-l").arg(&log).args(["-w", "-t", "60", "-o"]);
+            start.arg(format!("-c listen_addresses='' -k {}", cluster.display()));
             start.arg("start");
-            run(start, "starting the private database (see .formica/server.log)")?;
+            run(start, &format!("starting the private database (see {})", log.display()))?;
         }
         // Said once, when it is created; its starts and stops on each command are routine.
         if created {
             tracing::info!(
-                folder = %dir.display(),
-                "no connection given: created a private PostgreSQL database in .formica/ (Unix socket \
+                folder = %cluster.display(),
+                "no connection given: created the private PostgreSQL database of .formica/ (Unix socket \
                  only), which every formica command in this folder uses"
             );
         }
-        tracing::debug!(folder = %dir.display(), reused = running, "using the private database");
-        let url = format!("host={} port=5432 user=postgres dbname=postgres", dir.display());
-        Ok((Embedded { programs, user }, url))
+        tracing::debug!(folder = %cluster.display(), reused = running, "using the private database");
+        let url = format!("host={} port=5432 user=postgres dbname=postgres", cluster.display());
+        Ok((Embedded { programs, dir, user }, url))
     }
 
     /// Leave the cluster, stopping it if no other process uses it.
     pub fn stop(self) {
         drop(self.user);
-        let users = self.programs.dir().join("users.lock");
+        let users = self.dir.join("users.lock");
         let alone = match lock::try_exclusive(&users) {
             Ok(alone) => alone,
             Err(e) => {
@@ -96,6 +117,65 @@ impl Embedded {
             Ok(()) => tracing::debug!("stopped the private database"),
             Err(e) => tracing::warn!("{e}"),
         }
+    }
+}
+
+/// The folder of the cluster of `project`: its `.formica/`, or as root (unless a cluster is
+/// there already) a folder of [`ROOT_CLUSTERS`] named after the project's path.
+fn cluster_folder(project: &Path) -> Result<PathBuf, String> {
+    let dir = project.join(".formica");
+    if dir.join("data").exists() || !is_root() {
+        return Ok(dir);
+    }
+    let path =
+        std::fs::canonicalize(project).map_err(|e| format!("cannot resolve {}: {e}", project.display()))?;
+    let name: String = path
+        .file_name()
+        .map(|n| {
+            n.to_string_lossy()
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || "_-".contains(*c))
+                .take(32)
+                .collect()
+        })
+        .unwrap_or_default();
+    // FNV-1a: the same path gives the same folder with every build.
+    let hash = path
+        .as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
+    Ok(Path::new(ROOT_CLUSTERS).join(format!("{name}-{hash:016x}")))
+}
+
+/// Root's clusters outside the project (see the module docs).
+#[cfg(unix)]
+mod outside {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// Make [`ROOT_CLUSTERS`] traversable (not listable) by `postgres`, and `pointer` a link
+    /// to `cluster` (initdb makes `cluster` itself, `postgres`'s, `0700`).
+    pub fn prepare(cluster: &Path, pointer: &Path) -> Result<(), String> {
+        let parent = cluster.parent().unwrap_or(cluster);
+        std::fs::create_dir_all(parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+        std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o711))
+            .map_err(|e| format!("cannot set the mode of {}: {e}", parent.display()))?;
+        if std::fs::read_link(pointer).is_ok_and(|target| target == cluster) {
+            return Ok(());
+        }
+        let _ = std::fs::remove_file(pointer);
+        std::os::unix::fs::symlink(cluster, pointer)
+            .map_err(|e| format!("cannot link {} to {}: {e}", pointer.display(), cluster.display()))
+    }
+}
+
+#[cfg(not(unix))]
+mod outside {
+    use super::*;
+
+    pub fn prepare(_: &Path, _: &Path) -> Result<(), String> {
+        Err("the private database needs a Unix system: pass -c <connection>".into())
     }
 }
 

@@ -35,7 +35,8 @@ fn find_bindir() -> Option<PathBuf> {
     versions.pop().map(|(_, bin)| bin)
 }
 
-fn is_root() -> bool {
+/// Whether this process runs as root (the server programs then run as `postgres`).
+pub fn is_root() -> bool {
     // `id -u` is the portable way to ask without unsafe code.
     Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.trim_ascii() == b"0")
 }
@@ -69,8 +70,9 @@ impl ServerPrograms {
         self.dir.join("data")
     }
 
-    /// Create the folder (as root, giving it to `postgres`) and a cluster in it whose
-    /// superuser `postgres` needs no password.
+    /// Create the folder (as root, giving it to `postgres`, mode `0700`: its socket lets
+    /// anyone who reaches it in) and a cluster in it whose superuser `postgres` needs no
+    /// password.
     pub fn initdb(&self) -> Result<(), String> {
         std::fs::create_dir_all(&self.dir)
             .map_err(|e| format!("cannot create {}: {e}", self.dir.display()))?;
@@ -78,6 +80,9 @@ impl ServerPrograms {
             let mut chown = Command::new("chown");
             chown.arg("postgres").arg(&self.dir);
             run(chown, "giving the cluster's folder to the postgres user")?;
+            let mut chmod = Command::new("chmod");
+            chmod.arg("0700").arg(&self.dir);
+            run(chmod, "making the cluster's folder its owner's only")?;
         }
         let mut initdb = self.command("initdb");
         initdb.arg("-D").arg(self.data()).args(["-U", "postgres", "-A", "trust", "--no-sync"]);

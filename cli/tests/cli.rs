@@ -496,9 +496,24 @@ fn private(dir: &std::path::Path) -> Command {
     command
 }
 
+/// Where the private database of `dir` lives: `.formica/`, or as root the folder
+/// `.formica/cluster` points to.
+fn private_cluster(dir: &std::path::Path) -> std::path::PathBuf {
+    std::fs::read_link(dir.join(".formica/cluster")).unwrap_or_else(|_| dir.join(".formica"))
+}
+
 /// Whether the private database of `dir` is running (its server holds the pid file).
 fn private_server_runs(dir: &std::path::Path) -> bool {
-    dir.join(".formica/data/postmaster.pid").exists()
+    private_cluster(dir).join("data/postmaster.pid").exists()
+}
+
+/// Remove `dir` and its private database (as root, outside it).
+fn remove_private(dir: &std::path::Path) {
+    let cluster = private_cluster(dir);
+    if !cluster.starts_with(dir) {
+        let _ = std::fs::remove_dir_all(cluster);
+    }
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// A `formica` process, killed if the test fails before stopping it.
@@ -594,7 +609,7 @@ fn formica_processes_in_one_folder_share_the_private_database_and_the_last_one_s
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("reused=true"));
     assert!(!private_server_runs(&dir), "the next user, the last to leave, stopped it");
-    let _ = std::fs::remove_dir_all(dir);
+    remove_private(&dir);
 }
 
 #[test]
@@ -608,16 +623,54 @@ fn with_nothing_configured_a_private_database_is_started_reused_and_stopped() {
         (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
     };
     let (_, logs) = run(&["add", "hello", r#"{"n":1}"#]);
-    assert!(logs.contains("created a private PostgreSQL database in .formica/"), "{logs}");
-    assert!(dir.join(".formica/data/PG_VERSION").exists());
+    assert!(logs.contains("created the private PostgreSQL database of .formica/"), "{logs}");
+    assert!(private_cluster(&dir).join("data/PG_VERSION").exists());
     // The second run finds the job the first one added: the same database, reused, quietly
     // (at the default level, INFO: starting and stopping it is routine).
     let (jobs, logs) = run(&["jobs", "--json"]);
     assert_eq!(logs, "", "nothing the user must know");
     let jobs: Value = serde_json::from_str(&jobs).unwrap();
     assert_eq!(jobs[0]["task_identifier"], "hello");
-    assert!(!dir.join(".formica/data/postmaster.pid").exists(), "the server was stopped");
-    let _ = std::fs::remove_dir_all(dir);
+    assert!(!private_server_runs(&dir), "the server was stopped");
+    remove_private(&dir);
+}
+
+/// As root, the server runs as `postgres`, which cannot enter a project under a `0700`
+/// folder (root's home): the cluster lives in a folder `postgres` owns outside the project,
+/// `0700`, named after the project's path and pointed to by `.formica/cluster`; the
+/// project's folders keep their modes.
+#[test]
+fn as_root_a_private_database_works_in_a_folder_the_postgres_user_cannot_enter() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    if Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.trim_ascii() != b"0") {
+        return; // Only root runs the server as another user.
+    }
+    let parent = std::env::temp_dir().join(format!("formica-private-0700-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&parent);
+    let dir = parent.join("project");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let modes = || [&parent, &dir].map(|d| std::fs::metadata(d).unwrap().mode() & 0o777);
+    let before = modes();
+    let run = |args: &[&str]| {
+        let out = output_within_60s(private(&dir).args(args));
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    run(&["add", "hello", r#"{"n":1}"#]);
+    let jobs: Value = serde_json::from_str(&run(&["jobs", "--json"])).unwrap();
+    assert_eq!(jobs[0]["task_identifier"], "hello", "the second run found the first one's job");
+    let cluster = private_cluster(&dir);
+    assert!(!cluster.starts_with(&parent), "outside the project: {}", cluster.display());
+    let postgres = Command::new("id").args(["-u", "postgres"]).output().unwrap().stdout;
+    let postgres: u32 = String::from_utf8_lossy(&postgres).trim().parse().unwrap();
+    let meta = std::fs::metadata(&cluster).unwrap();
+    assert_eq!((meta.uid(), meta.mode() & 0o777), (postgres, 0o700), "{}", cluster.display());
+    assert!(!private_server_runs(&dir), "the server was stopped");
+    assert_eq!(modes(), before, "the project's folders were left as they were");
+    assert_eq!(before[0], 0o700);
+    remove_private(&dir);
+    let _ = std::fs::remove_dir_all(&parent);
 }
 
 #[test]

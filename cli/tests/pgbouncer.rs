@@ -185,3 +185,57 @@ async fn a_running_job_is_cancelled_through_pgbouncer_and_the_command_says_recor
     handle.stop();
     tokio::time::timeout(Duration::from_secs(10), run).await.unwrap().unwrap().unwrap();
 }
+
+/// Without `--no-prepared-statements`, the worker finds at start that a pooler answers in the
+/// server's place, and sends its statements unnamed before any is named (saying so once at
+/// WARN): 50 jobs run once each, none is left, and no statement is refused. pgBouncer
+/// discards each server session's statements as the session goes back to its pool, so a
+/// session never shows another's statements: the worker must find the pooler without them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_without_the_flag_falls_back_to_unnamed_statements_at_start_and_runs_each_job_once() {
+    let bouncer = PgBouncer::start_with("server_reset_query_always = 1");
+    let db = TestDb::new().await;
+    let url = bouncer.url(&db.name);
+    ok(&url, &["--schema-only"]);
+    let dir = std::env::temp_dir().join(format!("formica-pgbouncer-prepared-{}", db.name));
+    let _ = std::fs::remove_dir_all(&dir);
+    let runs = dir.join("runs");
+    common::write_task(
+        &dir.join("tasks"),
+        "note",
+        &format!("#!/bin/sh\necho \"$GRAPHILE_WORKER_JOB_ID\" >> {}\n", runs.display()),
+    );
+    db.client()
+        .await
+        .batch_execute("select graphile_worker.add_job('note', json_build_object('n', n)) from generate_series(1, 50) as n")
+        .await
+        .unwrap();
+    let tasks = dir.join("tasks").display().to_string();
+    let out = common::output_within_60s(
+        Command::new(env!("CARGO_BIN_EXE_formica"))
+            .args(["-c", &url, "--once", "-j", "4", "--tasks", &tasks])
+            .env("RUST_LOG", "warn"),
+    );
+    let log = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{log}");
+    let mut ran: Vec<i64> =
+        std::fs::read_to_string(&runs).unwrap_or_default().lines().map(|l| l.parse().unwrap()).collect();
+    ran.sort_unstable();
+    let before = ran.len();
+    ran.dedup();
+    assert_eq!((before, ran.len()), (50, 50), "every job ran once: {ran:?}\n{log}");
+    assert_eq!(db.count("select count(*) from graphile_worker._private_jobs").await, 0, "{log}");
+    assert_eq!(log.matches("falling back to unnamed statements").count(), 1, "warned once: {log}");
+    assert!(!log.contains("does not exist"), "found before any job was touched: {log}");
+    // Connected directly, the worker keeps its statements named and says nothing.
+    db.client().await.batch_execute("select graphile_worker.add_job('note', '{}')").await.unwrap();
+    let direct = common::output_within_60s(
+        Command::new(env!("CARGO_BIN_EXE_formica"))
+            .args(["-c", &db.url, "--once", "--tasks", &tasks])
+            .env("RUST_LOG", "warn"),
+    );
+    let log = String::from_utf8_lossy(&direct.stderr).into_owned();
+    assert!(direct.status.success() && !log.contains("falling back"), "{log}");
+    assert_eq!(std::fs::read_to_string(&runs).unwrap_or_default().lines().count(), 51);
+    let _ = std::fs::remove_dir_all(&dir);
+}

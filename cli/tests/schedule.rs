@@ -36,8 +36,16 @@ async fn schedule_put_list_remove_and_a_worker_that_takes_runtime_schedules() {
     assert_eq!(json(&db, &["schedule", "put", "@every 1s beat {from: 'cli', v: 2}"])["added"], false);
     let listed = json(&db, &["schedule", "list"]);
     assert_eq!(listed[0]["line"], r#"@every 1s beat {"from":"cli","v":2}"#, "{listed}");
-    let bad = formica(&db, &["schedule", "put", "@every 0s beat"]);
-    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("period"), "{bad:?}");
+    for (line, says) in
+        [("@every 0s beat", "period"), ("@every 1w beat", "period"), ("@every 1s beat ?tz=UTC", "'tz'")]
+    {
+        let bad = formica(&db, &["schedule", "put", line]);
+        assert!(
+            !bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains(says),
+            "{line}: {bad:?}"
+        );
+    }
+    assert_eq!(json(&db, &["schedule", "list"]).as_array().map(Vec::len), Some(1), "nothing bad stored");
 
     let dir = std::env::temp_dir().join(format!("formica-schedule-{}", db.name));
     std::fs::create_dir_all(dir.join("tasks")).unwrap();

@@ -148,6 +148,13 @@ pub(crate) fn log_event(event: &Event, worker_id: &str) {
             let (paused, capped) = (paused.join(", "), capped.join(", "));
             tracing::warn!(worker_id, paused, capped, "paused: starting none of these jobs until resumed")
         }
+        Event::ScheduleUnreadable { identifier, line, error } => tracing::warn!(
+            worker_id,
+            schedule = identifier,
+            line,
+            error,
+            "runtime schedule '{identifier}' cannot be read, not scheduling it (put it again): {error}"
+        ),
         Event::JobsGivenBack { count } => tracing::debug!(worker_id, count, "giving jobs back unrun"),
         Event::LockSweep { .. } => tracing::debug!(worker_id, "freeing locks of dead workers"),
         Event::CronSchedule { at, backfilled, jobs } => {

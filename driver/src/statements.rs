@@ -336,14 +336,19 @@ impl Executor {
 /// Failures worth trying again: lost or hung connections, serialization failures,
 /// deadlocks, a statement cancelled or timed out, a lock not granted in time, a server
 /// starting up or shutting down, short of resources (connections, memory, disk), or read-only
-/// (a failover not finished). A statement the server rejects as wrong is not: the core then
-/// isolates the job it is about instead of retrying it forever; so a success refused only
-/// for a while must not land there, or the job would run again.
+/// (a failover not finished), or a named statement a pooler refused. A statement the server
+/// rejects as wrong is not: the core then isolates the job it is about instead of retrying
+/// it forever; so a success refused only for a while must not land there, or the job would
+/// run again.
 pub(crate) fn is_retryable(e: &Error) -> bool {
     // A pool exhausted by clients held elsewhere frees up when they are released.
     let Error::Db(db) = e else {
         return matches!(e, Error::Connect { .. } | Error::TimedOut(_) | Error::PoolExhausted(_));
     };
+    // A named statement a pooler refused did not run, and the pool sends it unnamed next.
+    if crate::db::refused_by_pooler(db) {
+        return true;
+    }
     db.code().is_none_or(|code| {
         let code = code.code();
         code.starts_with("08")

@@ -24,6 +24,12 @@ impl PgBouncer {
     /// Start one in front of the server of `DATABASE_URL`. Panics with the reason if it
     /// cannot.
     pub fn start() -> PgBouncer {
+        Self::start_with("")
+    }
+
+    /// [`PgBouncer::start`], with `settings` (lines of `key = value`) added to its
+    /// `[pgbouncer]` section.
+    pub fn start_with(settings: &str) -> PgBouncer {
         let server: tokio_postgres::Config = std::env::var("DATABASE_URL")
             .expect("DATABASE_URL (run through scripts/test)")
             .parse()
@@ -60,7 +66,8 @@ impl PgBouncer {
              max_client_conn = 1000\n\
              max_db_connections = 8\n\
              logfile = {dir}/log\n\
-             pidfile = {dir}/pid\n",
+             pidfile = {dir}/pid\n\
+             {settings}\n",
             dir = dir.display()
         );
         std::fs::write(dir.join("pgbouncer.ini"), ini).expect("write pgbouncer.ini");

@@ -3,7 +3,8 @@
 //!
 //! - database faults: the server restarted mid-run (a private cluster, see
 //!   `formica_tests::cluster`), every backend of the worker terminated, connections that
-//!   hang behind a proxy (`formica_tests::proxy`);
+//!   hang behind a proxy (`formica_tests::proxy`), a server that refuses new connections
+//!   (its role's connection limit taken);
 //! - liveness: a LISTEN connection that silently died, a flood of notifications, a task
 //!   that never returns, and (ignored, long) memory over 200,000 jobs.
 //!
@@ -610,6 +611,112 @@ async fn a_statement_given_up_on_is_cancelled_on_the_server(rt: Arc<dyn Runtime>
     holder.batch_execute("commit").await.unwrap();
 }
 
+// ---------------------------------------------------------------------------------------
+// 1e. The server refuses new connections after the worker started (SQLSTATE 53300).
+
+/// The worker's role may open no more connections (its `CONNECTION LIMIT` is taken by
+/// connections held elsewhere, as `max_connections` is by other clients), and its own are
+/// terminated: it stays up, retrying with backoff (its pool, listener and lease keeper), its
+/// lease said lapsing, not silently; once connections are released it runs the jobs added
+/// meanwhile, and stops cleanly. A worker that meets the limit as it starts stops with an
+/// error that says what to change.
+async fn a_worker_refused_new_connections_after_start_stays_up_and_runs_jobs_once_released(
+    rt: Arc<dyn Runtime>,
+) {
+    let db = TestDb::new_on(rt.clone()).await;
+    let role = format!("{}_limited", db.name);
+    let admin = db.client().await;
+    admin
+        .batch_execute(&format!("create role {role} login; grant create on database {} to {role}", db.name))
+        .await
+        .unwrap();
+    let url = format!("{} user={role}", db.url.split(" user=").next().unwrap());
+    let pool = formica::Pool::from_url(rt.clone(), &url, 2).unwrap();
+    formica::WorkerUtils::new(pool, "graphile_worker").migrate().await.expect("migrate as the role");
+    let options = formica::WorkerOptions::<()>::with_runtime(rt.clone())
+        .database_url(&url)
+        .max_pool_size(4)
+        .poll_interval(Duration::from_millis(200));
+    let lease_events = Events::default();
+    let seen = lease_events.clone();
+    let options = options.on_event(move |e| {
+        if matches!(e, Event::LeaseLapsing | Event::LeaseRenewed) {
+            seen.lock().unwrap().push((Instant::now(), e.clone()));
+        }
+    });
+    let (runs, events, running) = run_counting(&rt, options, 0).await;
+    wait_for_listener(rt.as_ref(), &events).await;
+    add_jobs(&db.utils(), "count", 5).await;
+    wait_until(rt.as_ref(), Duration::from_secs(10), "jobs ran", || distinct_runs(&runs) == 5).await;
+
+    // Connections of the role held elsewhere take its limit; the worker's are terminated.
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(formica_tests::connect(rt.as_ref(), &url).await);
+    }
+    admin.batch_execute(&format!("alter role {role} connection limit 3")).await.unwrap();
+    let terminate = format!(
+        "select count(pg_terminate_backend(pid)) from pg_stat_activity where usename = '{role}' \
+         and pid <> all($1::int[])"
+    );
+    let mut pids = Vec::new();
+    for client in &held {
+        pids.push(client.query_one("select pg_backend_pid()", &[]).await.unwrap().get::<_, i32>(0));
+    }
+    let killed: i64 = admin.query_one(&terminate, &[&pids]).await.unwrap().get(0);
+    assert!(killed >= 2, "the worker's connections were terminated ({killed})");
+    let ids = add_jobs(&db.utils(), "count", 20).await;
+    // Longer than the lease: its heartbeats are refused too.
+    sleep(rt.as_ref(), formica::LEASE.to_std().unwrap() + Duration::from_secs(3)).await;
+    let refused = count_events(
+        &events,
+        |e| matches!(e, Event::DatabaseError { error, .. } if error.contains("too many connections")),
+    );
+    assert!(refused >= 1, "the refusals were reported: {:?}", events.lock().unwrap());
+    assert_eq!(distinct_runs(&runs), 5, "nothing ran without a connection");
+    let lapsing = count_events(&lease_events, |e| matches!(e, Event::LeaseLapsing));
+    assert_eq!(lapsing, 1, "the lease was said lapsing: {:?}", lease_events.lock().unwrap());
+
+    // Released: the held connections close and the limit no longer binds (under a limit the
+    // worker's pool cannot reach, its writes would back off up to 25.6 s between tries).
+    drop(held);
+    admin.batch_execute(&format!("alter role {role} connection limit -1")).await.unwrap();
+    wait_until(rt.as_ref(), Duration::from_secs(30), "the jobs added meanwhile ran", || {
+        distinct_runs(&runs) == 25
+    })
+    .await;
+    let renewed = count_events(&lease_events, |e| matches!(e, Event::LeaseRenewed));
+    assert_eq!(renewed, 1, "the lease was renewed: {:?}", lease_events.lock().unwrap());
+    running.stop(Duration::from_secs(20)).await;
+    let (lost, repeated) = lost_and_repeated(&runs, &ids);
+    assert!(lost.is_empty() && repeated.is_empty(), "lost {lost:?}, repeated {repeated:?}");
+    // A start that meets the limit stops, saying why and what to change.
+    admin.batch_execute(&format!("alter role {role} connection limit 0")).await.unwrap();
+    let start = formica::WorkerOptions::<()>::with_runtime(rt.clone())
+        .database_url(&url)
+        .define_raw_job("count", |_, _| async { Ok(()) })
+        .init()
+        .await;
+    let error = start.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(
+        error.contains("SQLSTATE 53300")
+            && error.contains("no connection left")
+            && error.contains("max_pool_size"),
+        "{error}"
+    );
+    let _ = admin
+        .batch_execute(&format!("drop owned by {role}; drop schema if exists graphile_worker cascade"))
+        .await;
+    let server = formica_tests::connect(
+        rt.as_ref(),
+        &db.url.replace(&format!("dbname={}", db.name), "dbname=postgres"),
+    )
+    .await;
+    let _ = server
+        .batch_execute(&format!("revoke all on database {} from {role}; drop role {role}", db.name))
+        .await;
+}
+
 on_both_runtimes!(
     terminated_backends_lose_no_job,
     hung_connections_are_given_up_and_the_worker_recovers,
@@ -617,6 +724,7 @@ on_both_runtimes!(
     a_flood_of_notifications_does_not_starve_task_completion,
     a_task_that_never_returns_does_not_block_other_slots,
     a_statement_given_up_on_is_cancelled_on_the_server,
+    a_worker_refused_new_connections_after_start_stays_up_and_runs_jobs_once_released,
 );
 
 // ---------------------------------------------------------------------------------------

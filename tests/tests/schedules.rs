@@ -158,3 +158,47 @@ async fn the_cron_page_lists_puts_and_removes_runtime_schedules() {
     assert_eq!(ui.action("/api/schedules/report/remove", serde_json::json!({})).await.status, 404);
     assert!(db.utils().schedules().await.unwrap().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_the_parser_refuses_is_not_put_and_a_stored_one_is_reported_once_and_not_scheduled() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    for bad in ["@every 1w weekly", "@every 1s2m odd", "@every 30s zoned ?tz=Europe/Paris"] {
+        let error = utils.put_schedule(bad).await.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(error.contains("@every") || error.contains("'tz'"), "{bad}: {error:?}");
+    }
+    assert!(utils.schedules().await.unwrap().is_empty(), "none stored");
+    // Rows stored by hand (or before the parser refused their text).
+    utils.put_schedule("@every 1s good").await.unwrap();
+    db.client()
+        .await
+        .batch_execute(
+            "insert into formica_graphile_worker.schedules (identifier, line) values
+               ('weekly', '@every 1w weekly'), ('zoned', '@every 30s zoned ?tz=Europe/Paris')",
+        )
+        .await
+        .unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    let worker = WorkerOptions::<()>::with_runtime(std::sync::Arc::new(formica_tokio::TokioRuntime))
+        .database_url(&db.url)
+        .max_pool_size(3)
+        .define_raw_job("unrelated", |_, _| async { Ok(()) })
+        .with_runtime_schedules(Duration::from_millis(200))
+        .on_event(move |event| {
+            if let formica::Event::ScheduleUnreadable { identifier, error, .. } = event {
+                record.lock().unwrap().push((identifier.clone(), error.clone()));
+            }
+        })
+        .init()
+        .await
+        .expect("init");
+    running(vec![worker], tokio::time::sleep(Duration::from_secs(2))).await;
+    let mut seen = seen.lock().unwrap().clone();
+    seen.sort();
+    let names: Vec<_> = seen.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(names, ["weekly", "zoned"], "once each over about ten reads: {seen:?}");
+    assert!(seen[0].1.contains("invalid period") && seen[1].1.contains("'tz'"), "{seen:?}");
+    assert!(slots(&db, "good").await.len() >= 2, "the readable schedule runs");
+    assert!(slots(&db, "weekly").await.is_empty() && slots(&db, "zoned").await.is_empty());
+}

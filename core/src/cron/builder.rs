@@ -190,6 +190,9 @@ impl Cron {
             .interval
             .map(|p| interval::check_period(p).map_err(|e| mistake(format!("invalid period: {e}"))))
             .transpose()?;
+        if interval.is_some() && options.time_zone.is_some() {
+            return Err(mistake(interval::INTERVAL_ZONE.to_owned()));
+        }
         Ok(CronItem {
             identifier,
             task: self.task,

@@ -219,9 +219,12 @@ impl CronItem {
         (!unknown.is_empty()).then(|| format!("unknown option: {}", unknown.join(", ")))
     }
 
-    /// The item, read in `zone` (if any) unless it names its own: a default zone.
+    /// The item, read in `zone` (if any) unless it names its own: a default zone. An
+    /// interval stays without one (its slots know no zone).
     pub fn in_zone_by_default(mut self, zone: Option<Tz>) -> Self {
-        self.options.time_zone = self.options.time_zone.or(zone);
+        if self.interval.is_none() {
+            self.options.time_zone = self.options.time_zone.or(zone);
+        }
         self
     }
 
@@ -312,7 +315,7 @@ fn floor_minute(ts: DateTime<Utc>) -> DateTime<Utc> {
 impl fmt::Display for CronItem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let Some(period) = self.interval {
-            write!(f, "{} {} ", interval::EVERY, rules::phrase(period))?;
+            write!(f, "{} {} ", interval::EVERY, interval::period_text(period))?;
             return self.fmt_rest(f);
         }
         let fields = [

@@ -5,7 +5,7 @@
 //! (a query string without whitespace) and optionally a `{...}` JSON5 payload. Every check
 //! reports the byte offset where it failed so that errors carry a line and column.
 
-use super::interval::{check_period, EVERY};
+use super::interval::{period_phrase, EVERY, INTERVAL_ZONE};
 use super::json5::{self, is_js_space};
 use super::rules::{
     check_id, check_job_key, check_max_attempts, check_priority, check_queue, digits_u64, integer,
@@ -51,8 +51,8 @@ pub(super) fn crontab(text: &str) -> Result<Crontab, CrontabError> {
             zone = Some(z);
             continue;
         }
-        let Some((mut item, identifier_at)) = item_line(line).map_err(at)? else { continue };
-        item.options.time_zone = item.options.time_zone.or(zone);
+        let Some((item, identifier_at)) = item_line(line).map_err(at)? else { continue };
+        let item = item.in_zone_by_default(zone);
         if let Some(first) = first_line.insert(item.identifier.clone(), number) {
             return Err(at(Problem::new(identifier_at, duplicate_message(&item.identifier, first))));
         }
@@ -133,6 +133,9 @@ fn item_line(line: &str) -> Check<Option<(CronItem, usize)>> {
             return Err(Problem::new(pos, "expected options after '?', such as '?fill=1h'"));
         }
         opts = options(&text[opts_at..end]).map_err(|p| p.shift(opts_at))?;
+        if let (Some(at), Some(_)) = (opts.tz_at, interval) {
+            return Err(Problem::new(opts_at + at, INTERVAL_ZONE));
+        }
         pos = skip_space(text, end);
         expected = "expected a JSON5 object payload starting with '{' after the options";
     }
@@ -172,8 +175,7 @@ fn every(text: &str, start: usize) -> Check<Option<(std::time::Duration, usize)>
     }
     let at = skip_space(text, end);
     let phrase_end = token_end(text, at);
-    let period = time_phrase(&text[at..phrase_end])
-        .and_then(check_period)
+    let period = period_phrase(&text[at..phrase_end])
         .map_err(|expected| Problem::new(at, format!("invalid period after '{EVERY}': {expected}")))?;
     Ok(Some((period, skip_space(text, phrase_end))))
 }
@@ -362,6 +364,8 @@ pub(super) fn check_task(task: &str) -> Check<()> {
 struct Opts {
     /// The `id` and its offset in the options text.
     id: Option<(String, usize)>,
+    /// The offset of the `tz` option in the options text.
+    tz_at: Option<usize>,
     options: CronOptions,
 }
 
@@ -398,7 +402,10 @@ fn options(text: &str) -> Check<Opts> {
             "queue" => o.queue_name = Some(check_queue(&value).map_err(invalid)?),
             "jobKey" => o.job_key = Some(check_job_key(&value).map_err(invalid)?),
             "jobKeyMode" => o.job_key_mode = Some(job_key_mode(&value).map_err(invalid)?),
-            "tz" => o.time_zone = Some(check_zone(&value).map_err(invalid)?),
+            "tz" => {
+                o.time_zone = Some(check_zone(&value).map_err(invalid)?);
+                opts.tz_at = Some(here);
+            }
             _ => o.priority = Some(check_priority(integer(&value)).map_err(invalid)?),
         }
         seen.push(key);

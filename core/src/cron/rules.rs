@@ -119,11 +119,12 @@ pub(super) fn time_phrase(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs(total))
 }
 
-/// The canonical time phrase of a non-zero period in whole seconds, largest units first.
-pub(super) fn phrase(period: Duration) -> String {
+/// The canonical time phrase of a non-zero period in whole seconds, in `units`, largest
+/// first.
+pub(super) fn phrase(period: Duration, units: &[(char, u64)]) -> String {
     let mut left = period.as_secs();
     let mut text = String::new();
-    for (unit, seconds) in PHRASE_UNITS {
+    for &(unit, seconds) in units {
         if left >= seconds {
             text.push_str(&format!("{}{unit}", left / seconds));
             left %= seconds;
@@ -141,7 +142,7 @@ pub(super) fn option_pairs(item: &CronItem) -> Vec<(&'static str, String)> {
         pairs.push(("id", item.identifier.clone()));
     }
     if !o.backfill_period.is_zero() {
-        pairs.push(("fill", phrase(o.backfill_period)));
+        pairs.push(("fill", phrase(o.backfill_period, &PHRASE_UNITS)));
     }
     pairs.extend(o.max_attempts.map(|n| ("max", n.to_string())));
     pairs.extend(o.queue_name.clone().map(|q| ("queue", q)));

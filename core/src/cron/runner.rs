@@ -10,6 +10,7 @@
 
 pub use super::batch::{CronBatch, CronJob, KnownCrontab, ScheduleRow};
 use super::interval::first_slot;
+pub use super::runtime::Unreadable;
 use super::runtime::{schedule_items, Reads};
 use super::schedule::{following_second, round_up, round_up_to_minute};
 use super::{CronItem, Slot};
@@ -36,6 +37,8 @@ pub struct CronRunner {
     runtime: Vec<(CronItem, DateTime<Utc>)>,
     /// Present when the worker takes runtime schedules.
     reads: Option<Reads>,
+    /// The rows last read that could not be taken (each was reported once).
+    unreadable: Vec<ScheduleRow>,
     start: DateTime<Utc>,
     phase: Phase,
     /// The next instant not yet looked at (a whole second: intervals have one a second).
@@ -60,6 +63,7 @@ impl CronRunner {
             items,
             runtime: Vec::new(),
             reads: None,
+            unreadable: Vec::new(),
             start,
             phase: Phase::Unregistered,
             next: round_up(start, TimeDelta::seconds(1)),
@@ -150,14 +154,19 @@ impl CronRunner {
 
     /// The runtime schedules were read at `now`: take them in place of the last ones.
     /// A schedule removed or changed loses its jobs not yet sent; one added fires from the
-    /// cursor on (it is new to this worker: nothing before is owed).
-    pub fn schedules_read(&mut self, rows: &[ScheduleRow], now: DateTime<Utc>) {
-        let Some(reads) = &mut self.reads else { return };
+    /// cursor on (it is new to this worker: nothing before is owed). Returns the rows it
+    /// cannot take that it had not already found so (a row once per text).
+    pub fn schedules_read(&mut self, rows: &[ScheduleRow], now: DateTime<Utc>) -> Vec<Unreadable> {
+        let Some(reads) = &mut self.reads else { return Vec::new() };
         // The schedules known at start are known since the start, as the crontab is.
         let since = if reads.answered { now } else { self.start };
         reads.answered(now);
+        let (items, mut unreadable) = schedule_items(rows, &self.items);
+        let known =
+            std::mem::replace(&mut self.unreadable, unreadable.iter().map(|u| u.row.clone()).collect());
+        unreadable.retain(|u| !known.contains(&u.row));
         let old = std::mem::take(&mut self.runtime);
-        for item in schedule_items(rows, &self.items) {
+        for item in items {
             let kept = old.iter().find(|(known, _)| *known == item).map(|(_, since)| *since);
             self.runtime.push((item, kept.unwrap_or(since)));
         }
@@ -173,6 +182,7 @@ impl CronRunner {
             }
             self.queue.retain(|batch| !batch.jobs.is_empty());
         }
+        unreadable
     }
 
     /// A notification said the runtime schedules changed at `now`: read them again.
@@ -450,6 +460,35 @@ mod tests {
         assert!(drain(&mut r, at(10, 0, 48)).is_empty(), "fast's 10:00:47 and :48 dropped");
         r.tick(at(10, 0, 50));
         assert_eq!(drain(&mut r, at(10, 0, 50)), vec![(at(10, 0, 50), false, 1)]);
+    }
+
+    #[test]
+    fn a_row_that_cannot_be_taken_is_reported_once_per_text_and_the_others_are_taken() {
+        let start = at(10, 0, 30);
+        let mut r = runner("0 * * * * hourly", start).with_runtime_schedules(Some(Duration::seconds(60)));
+        let raw =
+            |identifier: &str, line: &str| ScheduleRow { identifier: identifier.into(), line: line.into() };
+        let rows = [
+            raw("weekly", "@every 1w weekly"),
+            raw("zoned", "@every 30s zoned ?tz=Europe/Paris"),
+            raw("other", "@every 30s beat"),
+            raw("hourly", "not even a line"),
+            row("@every 10s beat"),
+        ];
+        let reported =
+            |u: Vec<Unreadable>| u.into_iter().map(|u| (u.row.identifier, u.error)).collect::<Vec<_>>();
+        let first = reported(r.schedules_read(&rows, start));
+        let names: Vec<_> = first.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(names, ["weekly", "zoned", "other"], "the crontab's own identifier is ignored: {first:?}");
+        assert!(first[0].1.contains("invalid period after '@every'"), "{first:?}");
+        assert!(first[1].1.contains("takes no 'tz' option"), "{first:?}");
+        assert!(first[2].1.contains("identifier is 'beat'"), "{first:?}");
+        let (ids, _) = r.registration(start).expect("registered");
+        assert_eq!(ids, ["hourly", "beat"], "the readable schedule is taken");
+        assert!(r.schedules_read(&rows, at(10, 1, 0)).is_empty(), "each row and text once");
+        let edited = [raw("weekly", "@every 2w weekly"), rows[1].clone()];
+        assert_eq!(reported(r.schedules_read(&edited, at(10, 2, 0))).len(), 1, "a new text is reported");
+        assert!(r.schedules_read(&edited, at(10, 3, 0)).is_empty());
     }
 
     #[test]

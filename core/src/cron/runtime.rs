@@ -70,16 +70,37 @@ impl Reads {
     }
 }
 
-/// The items of the rows read: each row's line parsed, kept when it parses to one item
-/// whose identifier is the row's (a row edited by hand into something else is skipped, as
-/// are identifiers of the worker's own crontab, which wins).
-pub fn schedule_items(rows: &[ScheduleRow], crontab: &[CronItem]) -> Vec<CronItem> {
-    rows.iter()
+/// What a worker makes of the rows read: the items it takes, and the rows it cannot take,
+/// each with why. A row must parse to one item whose identifier is the row's (a row
+/// edited by hand into something else, or stored before the parser refused its text, is
+/// not taken); rows whose identifier is an item of the worker's own crontab are ignored,
+/// as the crontab wins.
+pub(super) fn schedule_items(rows: &[ScheduleRow], crontab: &[CronItem]) -> (Vec<CronItem>, Vec<Unreadable>) {
+    let mut unreadable = Vec::new();
+    let items = rows
+        .iter()
         .filter(|row| crontab.iter().all(|item| item.identifier() != row.identifier))
         .filter_map(|row| {
-            let mut items = parse(&row.line).ok()?.into_items();
-            let item = items.pop().filter(|item| items.is_empty() && item.identifier() == row.identifier)?;
-            Some(item)
+            let taken = parse(&row.line).map_err(|e| e.to_string()).and_then(|crontab| {
+                let mut items = crontab.into_items();
+                match (items.pop(), items.is_empty()) {
+                    (Some(item), true) if item.identifier() == row.identifier => Ok(item),
+                    (Some(item), true) => Err(format!("its line's identifier is '{}'", item.identifier())),
+                    _ => Err("expected exactly one cron or '@every' line".to_owned()),
+                }
+            });
+            taken.map_err(|error| unreadable.push(Unreadable { row: row.clone(), error })).ok()
         })
-        .collect()
+        .collect();
+    (items, unreadable)
+}
+
+/// A stored schedule that a worker cannot take (reported once per row and text, as
+/// [`Event::ScheduleUnreadable`](crate::protocol::Event::ScheduleUnreadable)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreadable {
+    /// The row.
+    pub row: ScheduleRow,
+    /// Why it cannot be taken.
+    pub error: String,
 }

@@ -168,6 +168,17 @@ pub enum Event {
         /// How many items are due that minute.
         jobs: usize,
     },
+    /// A runtime schedule's stored row cannot be taken (its line does not parse, or is not
+    /// one item with the row's identifier): the worker does not schedule it. Reported once
+    /// per row and text; a put with a valid line replaces it.
+    ScheduleUnreadable {
+        /// The row's identifier.
+        identifier: String,
+        /// Its stored line.
+        line: String,
+        /// Why it cannot be taken.
+        error: String,
+    },
     /// A statement failed; it is retried.
     DatabaseError {
         /// What failed.

@@ -3,6 +3,7 @@
 
 use super::part::Part;
 use super::{Phase, Worker};
+use crate::cron::runner::Unreadable;
 use crate::job::Job;
 use crate::protocol::{DbError, Event, Failure, Fenced, MisuseError, QueryId, QueryResult, Undecodable};
 use crate::time::Timestamp;
@@ -78,8 +79,13 @@ impl Worker {
                 }
             }
             QueryResult::Schedules(rows) => {
-                if let Some(cron) = &mut self.cron {
-                    cron.schedules_read(&rows, self.now);
+                let unreadable = self.cron.as_mut().map(|cron| cron.schedules_read(&rows, self.now));
+                for Unreadable { row, error } in unreadable.unwrap_or_default() {
+                    self.emit(Event::ScheduleUnreadable {
+                        identifier: row.identifier,
+                        line: row.line,
+                        error,
+                    });
                 }
             }
             QueryResult::Fenced(fenced) => {

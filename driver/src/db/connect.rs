@@ -11,7 +11,7 @@ use futures::StreamExt;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_postgres::config::Host;
-use tokio_postgres::error::{DbError, Severity};
+use tokio_postgres::error::{DbError, Severity, SqlState};
 use tokio_postgres::{AsyncMessage, CancelToken, Client, Config, Connection};
 
 /// How long opening a connection may take when the settings give no `connect_timeout`.
@@ -136,12 +136,21 @@ fn prepare(
 }
 
 /// What went wrong while connecting, in words: tokio-postgres's refusal when the server
-/// offers no TLS names neither the cause nor the setting.
+/// offers no TLS names neither the cause nor the setting, and a server out of connections
+/// (SQLSTATE 53300) says what to change.
 fn explain(e: &tokio_postgres::Error, tls: &Tls, address: &Address) -> String {
     if let Some(text) = tls.explain(e, address) {
         return text;
     }
     let text = describe(e);
+    if e.code() == Some(&SqlState::TOO_MANY_CONNECTIONS) {
+        return format!(
+            "{text}: the server has no connection left for this client (other clients hold them all, \
+             up to max_connections or the role's or database's CONNECTION LIMIT); a running worker \
+             waits and retries, a starting one stops. Raise the limit, give workers smaller pools \
+             (max_pool_size, formica -m), or put a connection pooler in front"
+        );
+    }
     if text.contains("server does not support TLS") {
         let mode = tls.mode().word();
         return format!(

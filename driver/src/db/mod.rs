@@ -36,4 +36,5 @@ pub use self::connect::{
     addresses, connect, connect_raw, connect_raw_watched, connect_watched, response_timeout, RawConnection,
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT,
 };
+pub(crate) use self::named::refused_by_pooler;
 pub use self::pool::{Pool, PoolStatus, PooledClient, DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_IDLE_TIMEOUT};

@@ -8,23 +8,32 @@
 //! as tokio-postgres names statements `s0`, `s1`, ... in every process, another process's
 //! statement of the same name may be there already (`... already exists`, 42P05; or
 //! `bind message supplies 2 parameters, but prepared statement "s3" requires 1`, 08P01).
-//! Each refusal comes at Parse or Bind, so the statement did not run.
-//! [`PooledClient::query_params`] takes the first as the sign, warns once, and sends every
-//! statement of the pool unnamed from then on, the refused one first. Before a connection
-//! prepares anything it also looks whether its session holds prepared statements already (a
-//! session of its own holds none), which catches most poolers before a name is used.
 //!
-//! Why it matters: the worker took such a refusal of `complete` for a job's failure, and
-//! ran the job again.
+//! So before a connection prepares anything, the pool looks whether a pooler sits between
+//! it and the server: the server process that runs its statements (`pg_backend_pid()`) is
+//! the one the server announced when the connection opened (its `BackendKeyData`) unless a
+//! pooler answered the startup in the server's place (pgBouncer, in any mode, announces a
+//! random key of its own). A pooler found, it warns once and sends every statement of the
+//! pool unnamed from then on, before any statement was named: nothing of a job is touched
+//! by a statement that could be refused or replaced. The same look also counts the prepared
+//! statements the session holds already (a session of its own holds none).
 //!
-//! What detection cannot prevent: until the first sign, a statement of another process with
-//! the same name and parameters of compatible types runs silently in place of ours (`return`
-//! where `complete` was meant runs the job again). Behind such a pooler, turn prepared
+//! Should a refusal come all the same (a pooler that passes the server's key on), each
+//! comes at Parse or Bind, so the statement did not run: [`PooledClient::query_params`]
+//! takes the first as the sign, warns once, and sends the refused statement unnamed, and
+//! every statement after it. A refusal that reaches the worker all the same is retryable
+//! (`crate::statements::is_retryable`): the worker retries it, and never takes it for the
+//! job's failure (it took such a refusal of `complete` for one, and ran the job again).
+//!
+//! What detection cannot prevent: behind a pooler that passes the server's key on, until the
+//! first sign, a statement of another process with the same name and parameters of
+//! compatible types runs silently in place of ours. Behind such a pooler, turn prepared
 //! statements off (`--no-prepared-statements`, `WorkerOptions::prepared_statements(false)`),
-//! or let the pooler track them (pgBouncer 1.21+, `max_prepared_statements`). A task that
-//! leaves a named statement on its client (tokio-postgres keeps its lookups of custom types)
-//! makes the check above see a session not its own: the pool then sends unnamed statements,
-//! as safe, planned each time.
+//! which also saves the look. A pooler that keeps named statements working (pgBouncer
+//! 1.21+ with `max_prepared_statements`, or session mode) is found all the same, and gets
+//! unnamed statements, planned each time: safe, a little slower. A task that leaves a named
+//! statement on its client (tokio-postgres keeps its lookups of custom types) makes the
+//! count above see a session not its own: the pool then sends unnamed statements too.
 //!
 //! A change to a table a cached plan reads (a column added to `_private_jobs`) makes the
 //! server refuse the statement at Bind with `cached plan must not change result type`
@@ -34,10 +43,15 @@
 use super::pool::PooledClient;
 use crate::error::{describe, Error};
 use crate::params::{typed, Param};
+use std::io;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_postgres::error::SqlState;
+use tokio_postgres::tls::{ChannelBinding, TlsConnect, TlsStream};
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Row, Statement};
+use tokio_postgres::{CancelToken, Row, Statement};
 
 impl PooledClient {
     /// `sql` prepared on this connection, once per connection. Its parameter types are
@@ -96,15 +110,24 @@ impl PooledClient {
     }
 
     /// What shows that this connection's session is not its own, looked at once, before it
-    /// prepares anything: a session of its own holds no prepared statements.
+    /// prepares anything: a server process other than the one announced at startup, or
+    /// prepared statements already there (see the module docs).
     async fn foreign_statements(&mut self) -> Result<Option<String>, Error> {
         let conn = self.conn();
         if conn.probed {
             return Ok(None);
         }
-        let sql = "select count(*) from pg_catalog.pg_prepared_statements";
-        let found: i64 = conn.client.query_typed_one(sql, &[]).await?.try_get(0)?;
+        let announced = announced_pid(&conn.client.cancel_token()).await;
+        let sql = "select count(*), pg_backend_pid() from pg_catalog.pg_prepared_statements";
+        let row = conn.client.query_typed_one(sql, &[]).await?;
+        let (found, pid): (i64, i32) = (row.try_get(0)?, row.try_get(1)?);
         conn.probed = true;
+        if let Some(announced) = announced.filter(|announced| *announced != pid) {
+            return Ok(Some(format!(
+                "the server process running this connection's statements (pid {pid}) is not the one \
+                 announced when it opened ({announced}): a connection pooler answered in its place"
+            )));
+        }
         Ok((found > 0)
             .then(|| format!("a new connection's server session holds {found} prepared statements already")))
     }
@@ -115,11 +138,10 @@ impl PooledClient {
         if !self.sessions_shared().swap(true, Ordering::Relaxed) {
             tracing::warn!(
                 cause,
-                "the server's sessions are shared with other clients (a connection pooler in transaction \
-                 mode, such as pgBouncer), which breaks prepared statements: falling back to unnamed \
-                 statements. Turn prepared statements off behind such a pooler \
-                 (--no-prepared-statements, WorkerOptions::prepared_statements(false)): until this was \
-                 noticed, another client's statement of the same name could have run in place of ours"
+                "the server's sessions may be shared with other clients (a connection pooler in \
+                 transaction mode, such as pgBouncer), which breaks prepared statements: falling back \
+                 to unnamed statements. Behind such a pooler, turn prepared statements off \
+                 (--no-prepared-statements, WorkerOptions::prepared_statements(false))"
             );
         }
     }
@@ -145,7 +167,7 @@ async fn in_transaction<T>(
 
 /// Whether `e` is a refusal of a named statement that a pooler sharing server sessions
 /// causes. Each comes at Parse or Bind: the statement did not run.
-fn refused_by_pooler(e: &tokio_postgres::Error) -> bool {
+pub(crate) fn refused_by_pooler(e: &tokio_postgres::Error) -> bool {
     let Some(db) = e.as_db_error() else { return false };
     let code = db.code();
     // `prepared statement "s3" does not exist` / `... already exists`.
@@ -165,4 +187,65 @@ fn plan_changed(e: &tokio_postgres::Error) -> bool {
         *db.code() == SqlState::FEATURE_NOT_SUPPORTED
             && db.message() == "cached plan must not change result type"
     })
+}
+
+/// The server process a connection announced at startup (its `BackendKeyData`), which
+/// tokio-postgres keeps only in the connection's cancel token: read back from the cancel
+/// request the token writes, here into memory (nothing is sent anywhere).
+async fn announced_pid(token: &CancelToken) -> Option<i32> {
+    let mut request = Recorder::default();
+    token.cancel_query_raw(&mut request, Unencrypted).await.ok()?;
+    // The cancel request ends what was written: length, code, process id, secret key.
+    let at = request.written.len().checked_sub(8)?;
+    let pid = request.written.get(at..at + 4)?.try_into().ok()?;
+    Some(i32::from_be_bytes(pid))
+}
+
+/// A stream that keeps what is written to it and answers `S` (go ahead) to a TLS request.
+#[derive(Default)]
+struct Recorder {
+    written: Vec<u8>,
+}
+
+impl AsyncRead for Recorder {
+    fn poll_read(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        if buf.remaining() > 0 {
+            buf.put_slice(b"S");
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for Recorder {
+    fn poll_write(mut self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.written.extend_from_slice(buf);
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// A "TLS" that leaves the [`Recorder`] as it is, whatever the connection's `sslmode`.
+struct Unencrypted;
+
+impl<'a> TlsConnect<&'a mut Recorder> for Unencrypted {
+    type Stream = &'a mut Recorder;
+    type Error = io::Error;
+    type Future = std::future::Ready<io::Result<&'a mut Recorder>>;
+
+    fn connect(self, stream: &'a mut Recorder) -> Self::Future {
+        std::future::ready(Ok(stream))
+    }
+}
+
+impl TlsStream for &mut Recorder {
+    fn channel_binding(&self) -> ChannelBinding {
+        ChannelBinding::none()
+    }
 }
