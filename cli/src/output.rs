@@ -3,7 +3,7 @@
 //! (ESC starts a command): every human-readable line goes through [`visible`] (or
 //! [`visible_lines`]), and JSON through [`json_text`].
 
-use formica_tokio::inspect::{self, Counts, Decoded, JobDetail, Liveness, Overview, Undecodable, WorkerSeen};
+use formica_tokio::inspect::{self, Counts, Decoded, JobDetail, Overview, Undecodable, WorkerSeen};
 use formica_tokio::sql::JOB_STATES;
 use formica_tokio::Job;
 use serde_json::{json, Value};
@@ -192,20 +192,11 @@ pub fn print_job(out: Output, detail: &JobDetail) {
     println!("last_error:\n{}", visible_lines(j.last_error.as_deref().unwrap_or("(none)")));
 }
 
-/// Print `formica status`: counts per task, queue and state, the workers holding locks, and
-/// the schema version.
 /// A worker's line of `status`: who and where it is, its lease, and what it holds.
 fn worker_row(w: &WorkerSeen) -> Vec<String> {
     let lease = w.lease.as_ref();
     let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
-    let state = match (w.liveness(), lease) {
-        (Liveness::Alive, Some(l)) => format!("alive until {}", seconds(&l.expires_at)),
-        (Liveness::Stopped, Some(l)) => {
-            format!("stopped at {}", l.stopped_at.as_ref().map_or("-".into(), seconds))
-        }
-        (Liveness::Lapsed, Some(l)) => format!("lapsed at {}", seconds(&l.expires_at)),
-        _ => "no lease".into(),
-    };
+    let state = lease.map_or("no lease".into(), |l| l.state(seconds));
     vec![
         w.worker_id.clone(),
         or_dash(lease.and_then(|l| l.host.clone())),
@@ -219,6 +210,8 @@ fn worker_row(w: &WorkerSeen) -> Vec<String> {
     ]
 }
 
+/// Print `formica status`: counts per task, queue and state, the workers holding locks, and
+/// the schema version.
 pub fn print_status(out: Output, overview: &Overview, workers: &[WorkerSeen], version: Option<i32>) {
     // Every state, in JOB_STATES' order (the read model gives each count, zeros included).
     let by_state = |c: &Counts| -> Vec<i64> {

@@ -6,7 +6,7 @@ use crate::html::{button, error_page, page, table, time};
 use crate::State;
 use axum::extract::State as Ext;
 use axum::response::Response;
-use formica::inspect::{self, Liveness, WorkerSeen};
+use formica::inspect::{self, WorkerSeen};
 
 pub(crate) async fn page_of_workers(Ext(s): Ext<State>) -> Response {
     let workers = match inspect::workers(&s.utils).await {
@@ -48,13 +48,10 @@ fn row(s: &State, w: &WorkerSeen) -> Vec<String> {
     };
     let lease = w.lease.as_ref();
     let text = |v: Option<String>| v.map_or("-".to_owned(), |v| crate::html::esc(&v));
-    let state = match (w.liveness(), lease) {
-        (Liveness::Alive, Some(l)) => format!("alive until {}", time(&l.expires_at)),
-        (Liveness::Stopped, Some(l)) => {
-            format!("stopped at {}", l.stopped_at.as_ref().map_or("-".to_owned(), time))
-        }
-        (Liveness::Lapsed, Some(l)) => format!("<b>lapsed</b> at {}", time(&l.expires_at)),
-        _ => "no lease".to_owned(),
+    let state = lease.map_or("no lease".to_owned(), |l| l.state(time));
+    let state = match state.strip_prefix("lapsed") {
+        Some(rest) => format!("<b>lapsed</b>{rest}"),
+        None => state,
     };
     vec![
         crate::html::esc(&w.worker_id),

@@ -68,6 +68,20 @@ pub enum Liveness {
     NoLease,
 }
 
+impl LeaseSeen {
+    /// How the lease stands, in the words `formica status` and the Workers page both use,
+    /// its moment written by `at`: "alive until …", "stopped at …" or "lapsed at …".
+    pub fn state(&self, at: impl Fn(&DateTime<Utc>) -> String) -> String {
+        match Liveness::of(Some(self)) {
+            Liveness::Stopped => {
+                format!("stopped at {}", self.stopped_at.as_ref().map_or("-".to_owned(), &at))
+            }
+            Liveness::Lapsed => format!("lapsed at {}", at(&self.expires_at)),
+            Liveness::Alive | Liveness::NoLease => format!("alive until {}", at(&self.expires_at)),
+        }
+    }
+}
+
 impl Liveness {
     /// Of a worker with `lease`.
     pub fn of(lease: Option<&LeaseSeen>) -> Liveness {
