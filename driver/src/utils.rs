@@ -14,7 +14,7 @@ use crate::db::Pool;
 use crate::error::Error;
 use crate::jobs::{raw_jobs_of, Jobs};
 pub use crate::jobs::{Cancelled, CleanupTask, JobFilter, Recorded};
-use crate::middleware::AddLayers;
+use crate::middleware::add::AddLayers;
 use crate::migrate::{check, migrate, MigrationReport};
 use crate::traces::TraceTable;
 use formica_core::job::{Job, JobSpec, Task};

@@ -5,7 +5,7 @@
 
 use crate::data::{self, JobQuery};
 use crate::held::Holds;
-pub use crate::html::esc;
+use crate::html::esc;
 use crate::html::{
     age, button, error_cell, error_page, opt_time, page, select, stamp, table, time, unreadable, url,
 };

@@ -36,8 +36,7 @@ use serde_json::Value;
 use std::future::Future;
 use std::sync::Arc;
 
-mod add;
-pub(crate) use self::add::AddLayers;
+pub(crate) mod add;
 
 /// A run layer, erased.
 type RunLayer = Arc<dyn Fn(JobContext, Next) -> BoxFuture<'static, TaskOutcome> + Send + Sync>;
