@@ -162,7 +162,7 @@ pub async fn overview(utils: &WorkerUtils) -> Result<Overview, Error> {
         counts,
         totals,
         oldest_ready_at,
-        oldest_ready_age_seconds: oldest_ready_at.map(|at| (Utc::now() - at).num_seconds().max(0)),
+        oldest_ready_age_seconds: oldest_ready_at.map(|at| (utils.pool().runtime().now() - at).num_seconds().max(0)),
         failed_last_hour,
         unreadable,
     })

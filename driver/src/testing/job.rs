@@ -54,6 +54,7 @@ impl TestJob {
     /// a payload it does not expect, say).
     pub fn raw(task: impl Into<String>, payload: Value) -> Self {
         // A unit test has no runtime to ask: the wall clock, unless `now` sets the time.
+        #[allow(clippy::disallowed_methods)]
         let now = Utc::now();
         let job = Job {
             id: 1,
