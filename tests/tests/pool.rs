@@ -142,7 +142,7 @@ async fn an_idle_worker_holds_few_connections_named_by_its_worker_id() {
         db.name
     );
     // Past the idle timeout (10 s) and a few polls.
-    sleep(rt.as_ref(), formica::db::DEFAULT_IDLE_TIMEOUT + Duration::from_secs(4)).await;
+    sleep(rt.as_ref(), formica::DEFAULT_IDLE_TIMEOUT + Duration::from_secs(4)).await;
     let client = db.client().await;
     let count = |sql: String| {
         let client = &client;

@@ -121,7 +121,7 @@ async fn client_for(rt: &dyn Runtime, url: &str) -> tokio_postgres::Client {
     let settings = formica::ConnectionSettings::parse(url).expect("valid connection string");
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        match formica::db::connect(rt, &settings).await {
+        match formica::connect(rt, &settings).await {
             Ok(client) => return client,
             Err(e) => {
                 assert!(Instant::now() < deadline, "cannot connect to {url}: {e}");

@@ -44,7 +44,7 @@ pub fn addresses(config: &Config) -> Result<Vec<Address>, Error> {
     };
     let hosts = config.get_hosts();
     if hosts.is_empty() {
-        return Err(Error::Config("no host given (set host= or a URL with a host)".into()));
+        return Err(Error::Settings("no host given (set host= or a URL with a host)".into()));
     }
     Ok(hosts
         .iter()
@@ -113,7 +113,7 @@ async fn open(
             Err(e) => last = Some(e),
         }
     }
-    Err(last.unwrap_or_else(|| Error::Config("no address to connect to".into())))
+    Err(last.unwrap_or_else(|| Error::Settings("no address to connect to".into())))
 }
 
 /// The settings and the TLS handshake for connecting to `address`.
@@ -131,7 +131,7 @@ fn prepare(
             "localhost"
         }
     };
-    let tls = settings.tls().connector(host, watch).map_err(Error::Config)?;
+    let tls = settings.tls().connector(host, watch).map_err(Error::Settings)?;
     Ok((config, tls))
 }
 

@@ -33,7 +33,7 @@ mod named;
 mod pool;
 
 pub use self::connect::{
-    addresses, connect, connect_raw, connect_raw_watched, connect_watched, response_timeout, RawConnection,
+    connect, connect_raw, connect_raw_watched, connect_watched, response_timeout, RawConnection,
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT,
 };
 pub(crate) use self::named::refused_by_pooler;
