@@ -272,12 +272,12 @@ async fn run_worker(url: &str, schema: &str, run: RunArgs, found: exec::Discover
     match run.crontab.or_else(|| default_crontab.is_file().then_some(default_crontab)) {
         Some(file) => {
             tracing::info!(file = %file.display(), "crontab");
-            options = options.with_cron(file);
+            options = options.cron(file);
         }
         None => tracing::info!("no crontab file: cron is disabled"),
     }
     if run.runtime_schedules {
-        options = options.with_runtime_schedules(formica_tokio::DEFAULT_SCHEDULES_POLL);
+        options = options.runtime_schedules(formica_tokio::DEFAULT_SCHEDULES_POLL);
     }
     for task in found.tasks.values() {
         tracing::info!(task = %task.identifier, file = %task.path.display(), "task");

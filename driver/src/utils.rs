@@ -50,7 +50,7 @@ impl WorkerUtils {
 
     /// Give jobs without a `run_at` the application's clock rather than the database's
     /// `now()` (useful when the two disagree, or in tests that control time).
-    pub fn with_use_local_time(mut self, yes: bool) -> Self {
+    pub fn use_local_time(mut self, yes: bool) -> Self {
         self.use_local_time = yes;
         self
     }

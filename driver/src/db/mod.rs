@@ -16,7 +16,7 @@
 //!   error the worker retries on a fresh connection. TCP keepalives cannot do this: a
 //!   proxy or a pooler that hangs still acknowledges TCP. The timeout is `tcp_user_timeout`
 //!   of the connection settings (tokio-postgres reads it in seconds; `0` turns the watch
-//!   off), else [`DEFAULT_RESPONSE_TIMEOUT`]; [`Pool::with_response_timeout`] sets it in
+//!   off), else [`DEFAULT_RESPONSE_TIMEOUT`]; [`Pool::response_timeout`] sets it in
 //!   code. A statement that legitimately runs longer than this without sending a row (a
 //!   long report inside a task, through the worker's pool) needs a longer timeout. The
 //!   watch itself is in the `watch` module; over TLS it watches inside the encryption. When

@@ -223,7 +223,7 @@ impl Pool {
     /// the module docs). It is kept in the settings as `tcp_user_timeout`, so the worker's
     /// LISTEN connection, made from [`Pool::settings`], follows it too. Call it before the
     /// pool is used.
-    pub fn with_response_timeout(self, timeout: Option<Duration>) -> Self {
+    pub fn response_timeout(self, timeout: Option<Duration>) -> Self {
         self.rebuild(|settings, _| {
             settings.config_mut().tcp_user_timeout(timeout.unwrap_or(Duration::ZERO));
         })
@@ -231,19 +231,19 @@ impl Pool {
 
     /// The same pool, waiting at most `timeout` for a free connection (default
     /// [`DEFAULT_ACQUIRE_TIMEOUT`]). Call it before the pool is used.
-    pub fn with_acquire_timeout(self, timeout: Duration) -> Self {
+    pub fn acquire_timeout(self, timeout: Duration) -> Self {
         self.rebuild(|_, options| options.acquire_timeout = timeout)
     }
 
     /// The same pool, closing connections unused for `timeout` (`None`: never; default
     /// [`DEFAULT_IDLE_TIMEOUT`]). Call it before the pool is used.
-    pub fn with_idle_timeout(self, timeout: Option<Duration>) -> Self {
+    pub fn idle_timeout(self, timeout: Option<Duration>) -> Self {
         self.rebuild(|_, options| options.idle_timeout = timeout)
     }
 
     /// The same pool, keeping `reserved` connections (at most `max_size - 1`) out of the
     /// reach of clients held by tasks. Call it before the pool is used.
-    pub fn with_reserved(self, reserved: usize) -> Self {
+    pub fn reserved(self, reserved: usize) -> Self {
         self.rebuild(|_, options| options.reserved = reserved.min(options.max_size - 1))
     }
 

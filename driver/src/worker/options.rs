@@ -110,13 +110,13 @@ impl<R> WorkerOptions<R> {
     /// [`CronSource`]); may be called several times. A mistake fails [`Self::init`] with
     /// the line and column. Each (item, minute) is scheduled once across all workers that
     /// share the database; `run_once` does not schedule.
-    pub fn with_cron(mut self, source: impl Into<CronSource>) -> Self {
+    pub fn cron(mut self, source: impl Into<CronSource>) -> Self {
         self.crontabs.push(source.into());
         self
     }
     /// The zone whose wall clock cron items read their fields in when they name none
     /// (`?tz=` or a `CRON_TZ=` line); default UTC. See [`cron::zone`] for the DST rule.
-    pub fn with_cron_time_zone(mut self, zone: cron::Tz) -> Self {
+    pub fn cron_time_zone(mut self, zone: cron::Tz) -> Self {
         self.cron_zone = Some(zone);
         self
     }
@@ -415,7 +415,7 @@ impl<R> WorkerOptions<R> {
         // Identifiers must be unique across every source.
         let crontab = Crontab::from_items(crontab).map_err(crontab_error("sources together"))?;
         let utils = WorkerUtils::new(pool, self.schema)
-            .with_use_local_time(self.config.use_local_time)
+            .use_local_time(self.config.use_local_time)
             .with_add_layers(self.add_layers);
         if self.migrate {
             utils.migrate().await?;
