@@ -228,7 +228,7 @@ pub enum TestOutcome {
     /// (within its task's snooze window).
     Snoozed {
         /// How long.
-        delay: chrono::Duration,
+        delay: std::time::Duration,
     },
 }
 
@@ -243,7 +243,7 @@ impl TestOutcome {
             TaskOutcome::Aborted | TaskOutcome::Unstoppable => {
                 TestOutcome::Failed { error: "aborted".into() }
             }
-            TaskOutcome::Snoozed(delay) => TestOutcome::Snoozed { delay },
+            TaskOutcome::Snoozed(delay) => TestOutcome::Snoozed { delay: delay.to_std().unwrap_or_default() },
         }
     }
 }
