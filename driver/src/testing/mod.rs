@@ -15,7 +15,7 @@
 //! The guide `docs/guide/testing.md` in the repository walks through them.
 //!
 //! ```
-//! use formica::testing::{Expected, TestOutcome, TestJob};
+//! use formica::testing::{Expected, TestJob, TestOutcome};
 //! use formica::{JobContext, JobSpec, Task, TaskHandler, TaskResult};
 //!
 //! #[derive(serde::Serialize, serde::Deserialize)]
