@@ -56,7 +56,7 @@ impl WorkerUtils {
     }
 
     /// Pass every job these utilities add through `layer` first, after the layers given
-    /// before (see [`crate::middleware`]): it may fill or check the job's fields, or refuse
+    /// before (see [`Next`](crate::Next)): it may fill or check the job's fields, or refuse
     /// it with a reason, which fails the add with [`Error::Refused`] and stores nothing (for
     /// `add_jobs`, none of the batch).
     ///
@@ -93,7 +93,7 @@ impl WorkerUtils {
         &self.pool
     }
 
-    /// Install or upgrade the schema (see [`crate::migrate`]); a current schema is only read.
+    /// Install or upgrade the schema beside any other migrator; a current schema is only read.
     pub async fn migrate(&self) -> Result<MigrationReport, Error> {
         let mut client = self.pool.get().await?;
         Ok(migrate(&mut client, &self.schema).await?)

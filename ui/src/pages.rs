@@ -1,5 +1,5 @@
 //! The HTML pages, rendered on the server from the same data as the API (built of
-//! `html`'s pieces: every value from the database or the request goes through [`esc`] on
+//! `html`'s pieces: every value from the database or the request goes through `html::esc` on
 //! its way into the HTML); the pages' script (`assets/app.js`) asks for confirmation and
 //! calls the API's actions, and refreshes a page's `<main>` in place when asked to.
 

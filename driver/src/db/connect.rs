@@ -18,7 +18,7 @@ use tokio_postgres::{AsyncMessage, CancelToken, Client, Config, Connection};
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long a watched connection may owe a response while receiving nothing, when the
-/// settings give no `tcp_user_timeout` (see the module docs).
+/// settings give no `tcp_user_timeout` (see [`Pool`](crate::Pool)).
 pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The response timeout `config` asks for: `tcp_user_timeout` if set (`None` when it is
@@ -68,7 +68,7 @@ pub async fn connect_raw(
 }
 
 /// [`connect_raw`], and the connection is closed when it owes a response and receives
-/// nothing for [`response_timeout`]`(config)` (see the module docs).
+/// nothing for the settings' `tcp_user_timeout` (see [`Pool`](crate::Pool)).
 pub async fn connect_raw_watched(
     rt: Arc<dyn Runtime>,
     settings: &ConnectionSettings,

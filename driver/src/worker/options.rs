@@ -277,7 +277,7 @@ impl<R> WorkerOptions<R> {
         self
     }
     /// Wrap every job's run in `layer`, inside the layers given before (see
-    /// [`crate::middleware`]): it gets the job's context and the rest of the chain, and
+    /// [`Next`](crate::Next)): it gets the job's context and the rest of the chain, and
     /// returns how the job ended, after running the rest with [`Next::run`] or without
     /// (`TaskOutcome::Skipped(reason)` completes the job unrun and reports it).
     pub fn around_run<F, Fut>(mut self, layer: F) -> Self
