@@ -451,6 +451,12 @@ fn the_circle_finder_sees_a_circle_and_a_group() {
     let crate_root = BTreeMap::from([("Error".to_owned(), vec!["error".to_owned(), "Error".to_owned()])]);
     let reexports = BTreeMap::from([(vec![], crate_root)]);
     assert_eq!(defining_module(vec!["Error".into()], &modules, &reexports), vec!["error".to_owned()]);
+    // `crate::middleware::Next` names middleware/mod.rs, whatever file defines `Next`.
+    let modules = BTreeMap::from([
+        (vec!["middleware".into()], PathBuf::from("middleware/mod.rs")),
+        (vec!["middleware".into(), "add".into()], PathBuf::from("middleware/add.rs")),
+    ]);
+    assert_eq!(named_module(&["middleware".into(), "Next".into()], &modules), vec!["middleware".to_owned()]);
     assert_eq!(
         absolute("super::config::Config", &["worker".into(), "fetch".into()]),
         Some(vec!["worker".into(), "config".into(), "Config".into()])
