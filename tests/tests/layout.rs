@@ -48,6 +48,15 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// Every source file of the workspace's crates, with its text.
+fn source_files() -> Vec<(PathBuf, String)> {
+    let mut files = Vec::new();
+    for src in crate_sources() {
+        rust_files(&src, &mut files);
+    }
+    files.into_iter().map(|f| (f.clone(), std::fs::read_to_string(&f).expect("read a source file"))).collect()
+}
+
 /// The module path of a file under `src` (`src/worker/mod.rs` and `src/worker.rs` are
 /// `worker`; `src/lib.rs`, `src/main.rs` and `src/bin/*.rs` are crate roots).
 fn module_of(src: &Path, file: &Path) -> Option<Vec<String>> {
@@ -343,18 +352,13 @@ fn no_file_imports_a_file_that_imports_it_back() {
 #[test]
 fn source_files_over_500_lines_outside_their_tests_are_listed() {
     let mut long = Vec::new();
-    for src in crate_sources() {
-        let mut files = Vec::new();
-        rust_files(&src, &mut files);
-        for file in files {
-            let text = std::fs::read_to_string(&file).expect("read a source file");
-            let lines: Vec<&str> = text.lines().collect();
-            let end = (lines.windows(2))
-                .position(|w| w[0].trim() == "#[cfg(test)]" && w[1].starts_with("mod "))
-                .unwrap_or(lines.len());
-            if end > LONG_FILE {
-                long.push(format!("{}: {end} lines", shown(&file)));
-            }
+    for (file, text) in source_files() {
+        let lines: Vec<&str> = text.lines().collect();
+        let end = (lines.windows(2))
+            .position(|w| w[0].trim() == "#[cfg(test)]" && w[1].starts_with("mod "))
+            .unwrap_or(lines.len());
+        if end > LONG_FILE {
+            long.push(format!("{}: {end} lines", shown(&file)));
         }
     }
     if !long.is_empty() {
@@ -368,15 +372,10 @@ fn source_files_over_500_lines_outside_their_tests_are_listed() {
 #[test]
 fn every_source_file_opens_with_a_doc_naming_its_concern() {
     let mut bare = Vec::new();
-    for src in crate_sources() {
-        let mut files = Vec::new();
-        rust_files(&src, &mut files);
-        for file in files {
-            let text = std::fs::read_to_string(&file).expect("read a source file");
-            let first = text.lines().next().unwrap_or_default();
-            if first.strip_prefix("//!").is_none_or(|doc| doc.trim().is_empty()) {
-                bare.push(shown(&file));
-            }
+    for (file, text) in source_files() {
+        let first = text.lines().next().unwrap_or_default();
+        if first.strip_prefix("//!").is_none_or(|doc| doc.trim().is_empty()) {
+            bare.push(shown(&file));
         }
     }
     assert!(
