@@ -43,8 +43,8 @@
 //! - [`inspect`]: the queue as people see it (counts, jobs, workers, cron items,
 //!   workflows), the read model of the dashboard and the `formica` command.
 //! - [`rows`]: result rows read into [`Job`]s, for readers with queries of their own.
-//! - [`cron`] (graphile-worker's crontab format), [`text`] (text made storable),
-//!   [`backoff`], [`policy`], [`unique`]: the core's modules of the same names.
+//! - [`cron`] (graphile-worker's crontab format: [`cron::Crontab`], [`cron::Cron`]),
+//!   [`text`] (text made storable), [`unique`] (unique jobs' keys): the core's modules.
 //! - [`flow`], [`rate_limit`]: flow controls (pauses, caps, rate limits).
 //! - with the `sqlx` feature, `sqlx`: adding and managing jobs inside a caller's sqlx
 //!   transaction.
@@ -143,10 +143,10 @@ mod params;
 mod traces;
 mod watch;
 
-pub use formica_core::backoff::{self, Backoff};
-pub use formica_core::cron::{self, Cron, CronItem, Crontab, CrontabError};
+pub use formica_core::backoff::Backoff;
+pub use formica_core::cron;
 pub use formica_core::job::{Job, JobKeyMode, JobSpec, JobSpecBuilder, JobSpecError, Payload, Task};
-pub use formica_core::policy::{self, TaskPolicy};
+pub use formica_core::policy::TaskPolicy;
 pub use formica_core::text;
 pub use formica_core::unique::{self, Unique};
 pub use formica_core::worker::{

@@ -4,7 +4,8 @@
 //! yields a job a second.
 
 use chrono::{DateTime, Utc};
-use formica::{Cron, WorkerOptions};
+use formica::cron::Cron;
+use formica::WorkerOptions;
 use formica_tests::TestDb;
 use std::time::Duration;
 
