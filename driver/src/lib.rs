@@ -148,7 +148,12 @@ pub use formica_core::cron;
 pub use formica_core::job::{Job, JobKeyMode, JobSpec, JobSpecBuilder, JobSpecError, Payload, Task};
 pub use formica_core::policy::TaskPolicy;
 pub use formica_core::text;
-pub use formica_core::unique::{self, Unique};
+pub use formica_core::unique::Unique;
+/// Unique jobs' keys and periods, as the claimed add computes them: for an application
+/// that computes or tests a key itself.
+pub mod unique {
+    pub use formica_core::unique::{bucket, key, BadPeriod};
+}
 pub use formica_core::worker::{
     Event, RefetchDelay, HEARTBEAT_INTERVAL, LEASE, LOCK_SWEEP_INTERVAL, RECOVERY_PERIOD, SUSPICION_GRACE,
 };
