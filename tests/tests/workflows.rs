@@ -8,7 +8,7 @@
 // Tests fail by panicking, and match only the variants they look for.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
 
-use formica::workflows::BatchReport;
+use formica::BatchReport;
 use formica::{
     Callback, Error, JobContext, JobSpec, OnDependencyFailure, OutputTaskHandler, Task, Workflow,
     WorkflowError, WorkflowJob,

@@ -28,7 +28,7 @@
 //!   form cannot send and a cross-site script cannot without a CORS approval that is
 //!   never given; a request whose `Origin` or `Sec-Fetch-Site` says it is cross-site is
 //!   refused too;
-//! - every value is escaped where it is put into HTML ([`pages::esc`]);
+//! - every value is escaped where it is put into HTML (`html::esc`);
 //! - reads never lock rows (see [`formica::inspect`]).
 //!
 //! `/healthz` and `/readyz` (the database answers) are served to anyone, for a

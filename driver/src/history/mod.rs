@@ -13,7 +13,7 @@ mod prune;
 mod read;
 mod wait;
 
-pub use outcome::{JobOutcome, Outcome};
+pub use outcome::{FinalState, JobOutcome};
 pub(crate) use output::settle;
 pub use output::OutputTaskHandler;
 pub(crate) use prune::spawn_pruner;

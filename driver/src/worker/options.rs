@@ -9,7 +9,8 @@ use crate::error::Error;
 use crate::extensions::Extensions;
 use crate::log::Hook;
 use crate::metrics::Metrics;
-use crate::middleware::{AddLayers, Next, RunLayers, TaskOutcome};
+use crate::middleware::add::AddLayers;
+use crate::middleware::{Next, RunLayers, TaskOutcome};
 use crate::runtime::Runtime;
 use crate::settings::ConnectionSettings;
 use crate::statements::{Executor, FlagsFn};
@@ -109,13 +110,13 @@ impl<R> WorkerOptions<R> {
     /// [`CronSource`]); may be called several times. A mistake fails [`Self::init`] with
     /// the line and column. Each (item, minute) is scheduled once across all workers that
     /// share the database; `run_once` does not schedule.
-    pub fn with_cron(mut self, source: impl Into<CronSource>) -> Self {
+    pub fn cron(mut self, source: impl Into<CronSource>) -> Self {
         self.crontabs.push(source.into());
         self
     }
     /// The zone whose wall clock cron items read their fields in when they name none
     /// (`?tz=` or a `CRON_TZ=` line); default UTC. See [`cron::zone`] for the DST rule.
-    pub fn with_cron_time_zone(mut self, zone: cron::Tz) -> Self {
+    pub fn cron_time_zone(mut self, zone: cron::Tz) -> Self {
         self.cron_zone = Some(zone);
         self
     }
@@ -276,7 +277,7 @@ impl<R> WorkerOptions<R> {
         self
     }
     /// Wrap every job's run in `layer`, inside the layers given before (see
-    /// [`crate::middleware`]): it gets the job's context and the rest of the chain, and
+    /// [`Next`](crate::Next)): it gets the job's context and the rest of the chain, and
     /// returns how the job ended, after running the rest with [`Next::run`] or without
     /// (`TaskOutcome::Skipped(reason)` completes the job unrun and reports it).
     pub fn around_run<F, Fut>(mut self, layer: F) -> Self
@@ -414,7 +415,7 @@ impl<R> WorkerOptions<R> {
         // Identifiers must be unique across every source.
         let crontab = Crontab::from_items(crontab).map_err(crontab_error("sources together"))?;
         let utils = WorkerUtils::new(pool, self.schema)
-            .with_use_local_time(self.config.use_local_time)
+            .use_local_time(self.config.use_local_time)
             .with_add_layers(self.add_layers);
         if self.migrate {
             utils.migrate().await?;

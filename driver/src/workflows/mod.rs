@@ -9,7 +9,7 @@
 //! graphile-worker's workers ran).
 //!
 //! ```no_run
-//! use formica::workflows::{Workflow, WorkflowJob};
+//! use formica::{Workflow, WorkflowJob};
 //! # async fn add(utils: &formica::WorkerUtils) -> Result<(), formica::Error> {
 //! let payload = serde_json::json!({});
 //! let workflow = Workflow::new("report")
