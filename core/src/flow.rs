@@ -427,7 +427,10 @@ mod tests {
             ..Controls::default()
         });
         assert!(!state.is_empty() && state.pauses_nothing() && state.has_limits());
-        assert_eq!(state.controls_of(ControlKind::RateLimit, &["b".into(), "c".into()]), vec![limit("b", 250)]);
+        assert_eq!(
+            state.controls_of(ControlKind::RateLimit, &["b".into(), "c".into()]),
+            vec![limit("b", 250)]
+        );
         assert_eq!(state.labels(), vec!["a 100/1ms".to_owned(), "b 100/250ms".to_owned()]);
     }
 

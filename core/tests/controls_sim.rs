@@ -223,7 +223,14 @@ proptest! {
 
 /// Drains `jobs` jobs of `limit`'s task with `workers` workers polling every `poll`, and
 /// answers how long it took; every lock kept to the limit.
-fn drain(seed: u64, limit: &Control, workers: usize, poll: Duration, jobs: usize, within: Duration) -> Duration {
+fn drain(
+    seed: u64,
+    limit: &Control,
+    workers: usize,
+    poll: Duration,
+    jobs: usize,
+    within: Duration,
+) -> Duration {
     let mut world = World::new(WorldConfig { seed, ..WorldConfig::default() });
     world.set_script(|_, _| TaskPlan::finish(Duration::milliseconds(10), TaskOutcome::Ok));
     world.db_mut().set_control(limit.clone());

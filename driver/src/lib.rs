@@ -61,10 +61,11 @@
 
 pub mod bulk;
 mod clock;
+pub mod controls;
 pub mod db;
 mod error;
 mod extensions;
-pub mod flow;
+mod flow;
 pub mod history;
 pub mod identity;
 pub mod inspect;
@@ -76,7 +77,7 @@ mod metrics;
 pub mod middleware;
 pub mod migrate;
 mod params;
-pub mod rate_limit;
+mod rate_limit;
 pub mod rows;
 pub mod runtime;
 pub mod schedules;

@@ -339,7 +339,8 @@ impl Db {
             })
             .take(limit)
             .collect();
-        let chosen: Vec<(i64, Option<Control>)> = chosen.into_iter().map(|(id, l)| (id, l.cloned())).collect();
+        let chosen: Vec<(i64, Option<Control>)> =
+            chosen.into_iter().map(|(id, l)| (id, l.cloned())).collect();
         // As the statements, every fetch locks at the later of its time and the database's
         // (sql/queries/worker/get_jobs.sql, records migration 12).
         let lock_time = now.max(self.now);
