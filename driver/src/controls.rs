@@ -159,11 +159,11 @@ impl WorkerUtils {
             };
             for row in &client.query_typed(&sql::render(sql, self.schema()), &[]).await? {
                 // Both lists: task, max, (period_ms,) partition kind and argument, by, at.
-                let max = stored(row.try_get(1)?);
+                let max = crate::flow::stored(row.try_get(1)?);
                 let (limit, next) = match kind {
                     ControlKind::Cap => (ControlLimit::Running { max }, 2),
                     ControlKind::RateLimit => {
-                        (ControlLimit::Starts { max, period_ms: stored(row.try_get(2)?) }, 3)
+                        (ControlLimit::Starts { max, period_ms: crate::flow::stored(row.try_get(2)?) }, 3)
                     }
                 };
                 let partition = crate::flow::partition_at(row, next)?.unwrap_or(None);
@@ -177,11 +177,6 @@ impl WorkerUtils {
         }
         Ok(controls)
     }
-}
-
-/// A count as stored (a positive `int4`, by the table's check), as the core counts it.
-pub(crate) fn stored(count: i32) -> u32 {
-    u32::try_from(count).unwrap_or(1)
 }
 
 /// Refuse a control that names no task, whose max or period allows no job or exceeds the

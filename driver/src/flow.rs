@@ -21,14 +21,19 @@ pub(crate) fn read_controls(rows: &[tokio_postgres::Row]) -> Result<Controls, to
             continue;
         }
         let Ok(partition) = partition_at(row, 4)? else { continue };
-        let max = crate::controls::stored(row.try_get(3)?);
+        let max = stored(row.try_get(3)?);
         let limit = match kind.as_str() {
-            "limit" => ControlLimit::Starts { max, period_ms: crate::controls::stored(row.try_get(6)?) },
+            "limit" => ControlLimit::Starts { max, period_ms: stored(row.try_get(6)?) },
             _ => ControlLimit::Running { max },
         };
         controls.controls.push(Control { task: name, partition, limit });
     }
     Ok(controls)
+}
+
+/// A count as stored (a positive `int4`, by the table's check), as the core counts it.
+pub(crate) fn stored(count: i32) -> u32 {
+    u32::try_from(count).unwrap_or(1)
 }
 
 /// The partition in columns `at` (its kind) and `at + 1` (its argument) of `row`: none if
