@@ -5,13 +5,12 @@
 
 mod admin;
 mod bulk;
+mod controls;
 mod crontab;
 mod embedded;
-mod flow;
 mod history;
 mod metrics;
 mod output;
-mod rate_limit;
 mod schedule;
 mod traces;
 mod workflow;

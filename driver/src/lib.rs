@@ -45,7 +45,7 @@
 //! - [`rows`]: result rows read into [`Job`]s, for readers with queries of their own.
 //! - [`cron`] (graphile-worker's crontab format: [`cron::Crontab`], [`cron::Cron`]),
 //!   [`text`] (text made storable), [`unique`] (unique jobs' keys): the core's modules.
-//! - [`flow`], [`rate_limit`]: flow controls (pauses, caps, rate limits).
+//! - [`controls`]: flow controls: pauses, and caps and rate limits as one [`controls::Control`].
 //! - with the `sqlx` feature, `sqlx`: adding and managing jobs inside a caller's sqlx
 //!   transaction.
 //! - with the `testing` feature, `testing`: a handler's unit test without a database,
@@ -121,9 +121,8 @@ pub use workflows::{
     WorkflowError, WorkflowJob, DEFAULT_RESOLVE_EVERY,
 };
 
-pub mod flow;
+pub mod controls;
 pub mod inspect;
-pub mod rate_limit;
 pub mod rows;
 #[cfg(feature = "sqlx")]
 pub mod sqlx;
@@ -133,6 +132,7 @@ pub mod statements;
 pub mod testing;
 
 mod clock;
+mod flow;
 pub(crate) mod identity;
 mod jobs;
 mod lease;
@@ -140,6 +140,7 @@ mod listener;
 mod log;
 mod metrics;
 mod params;
+mod rate_limit;
 mod traces;
 mod watch;
 

@@ -92,7 +92,7 @@ fn worker_config(index: usize, b: &mut Bytes<'_>) -> Config {
         latest_migration: 20,
         refetch_delay: None,
         // Off: the fuzzed database keeps no flow controls (core/tests/flow_sim.rs and
-        // caps_sim.rs check them), and reading more bytes would change the corpora.
+        // controls_sim.rs check them), and reading more bytes would change the corpora.
         flow_control: false,
         task_concurrency: Default::default(),
     };

@@ -247,11 +247,11 @@ pub enum Event {
     },
     /// The flow controls this worker obeys changed (read at start, then on each change):
     /// what is paused now, as `all`, `task:<name>`, `queue:<name>` (empty: nothing), and
-    /// capped, as `<task><=<max>` (with ` per field <f>` or ` per key_prefix <sep>`).
+    /// the caps and rate limits, as labels ([`crate::flow::Control::label`]).
     FlowChanged {
         /// The pauses in force.
         paused: Vec<String>,
-        /// The caps in force.
+        /// The caps and rate limits in force.
         capped: Vec<String>,
     },
 }

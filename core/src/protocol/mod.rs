@@ -26,7 +26,7 @@ pub use event::Event;
 
 pub use crate::cron::batch::ScheduleRow;
 use crate::cron::batch::{CronBatch, KnownCrontab};
-use crate::flow::{Cap, Controls, Limit};
+use crate::flow::{Control, Controls};
 use crate::job::Job;
 use crate::time::Timestamp;
 
@@ -106,14 +106,14 @@ pub enum Statement {
         /// Named queues whose jobs are not taken (paused: [`crate::flow`]). Empty: the
         /// plain statement, exactly as without flow control.
         excluded_queues: Vec<String>,
-        /// The caps of the tasks fetched ([`crate::flow::Cap`]): their jobs are locked only
-        /// within the room each cap leaves, counting every job of the task locked by anyone.
-        /// Empty: no capped fetch (the plain statement).
-        caps: Vec<Cap>,
-        /// The rate limits of the tasks fetched ([`crate::flow::Limit`]): their jobs are
-        /// locked only within the starts each limit has left in its period, and each lock
-        /// is logged as a start. Empty: no limited fetch.
-        limits: Vec<Limit>,
+        /// The caps of the tasks fetched (each a [`Control`] on running jobs): their jobs
+        /// are locked only within the room each cap leaves, counting every job of the task
+        /// locked by anyone. Empty: no capped fetch (the plain statement).
+        caps: Vec<Control>,
+        /// The rate limits of the tasks fetched (each a [`Control`] on starts): their jobs
+        /// are locked only within the starts each limit has left in its period, and each
+        /// lock is logged as a start. Empty: no limited fetch.
+        limits: Vec<Control>,
         /// Find the due jobs one priority at a time (an index range each) rather than in one
         /// scan of the index, which reads every job scheduled for later whenever fewer are
         /// due than asked: sent after a short fetch was slow

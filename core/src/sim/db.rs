@@ -12,7 +12,7 @@
 //! `cancel_requests` tables) are kept beside the job tables.
 
 use crate::cron::runner::KnownCrontab;
-use crate::flow::{Cap, Limit, Pause};
+use crate::flow::{Control, ControlKind, Pause};
 use crate::job::{Job, JobKeyMode, RawJob, RescheduleJobOptions, DEFAULT_MAX_ATTEMPTS};
 use crate::job_key::{self, Decision, ExistingJob, NewJob};
 use crate::protocol::{DbError, JOBS_INSERT};
@@ -63,10 +63,8 @@ pub struct Db {
     pub(super) schedules: BTreeMap<String, String>,
     /// `formica_<schema>.pauses` (see `flow.rs`).
     pub(super) pauses: BTreeSet<Pause>,
-    /// `formica_<schema>.caps`, by task.
-    pub(super) caps: BTreeMap<String, Cap>,
-    /// `formica_<schema>.rate_limits`, by task (see `rate.rs`).
-    pub(super) limits: BTreeMap<String, Limit>,
+    /// `formica_<schema>.caps` and `rate_limits`, by task and kind (see `flow.rs`).
+    pub(super) controls: BTreeMap<(String, ControlKind), Control>,
     /// `formica_<schema>.rate_starts`: (task, partition, started_at).
     pub(super) rate_starts: Vec<(String, String, Timestamp)>,
     /// `formica_<schema>.workflows` and their jobs (see `workflow_rows.rs`).
@@ -96,8 +94,7 @@ impl Db {
             cancel_requests: BTreeMap::new(),
             schedules: BTreeMap::new(),
             pauses: BTreeSet::new(),
-            caps: BTreeMap::new(),
-            limits: BTreeMap::new(),
+            controls: BTreeMap::new(),
             rate_starts: Vec::new(),
             workflows: Default::default(),
         }

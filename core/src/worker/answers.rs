@@ -126,7 +126,7 @@ impl Worker {
     /// The flow controls were read: say what changed, and look for jobs a resume freed.
     fn flow_read(&mut self, controls: &crate::flow::Controls) {
         if let Some(state) = self.flow.read(controls, self.now) {
-            let (paused, capped) = (state.paused(), state.capped());
+            let (paused, capped) = (state.paused(), state.labels());
             self.emit(Event::FlowChanged { paused, capped });
             self.hold_back_paused();
             self.fetcher.wake();

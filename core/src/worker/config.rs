@@ -126,7 +126,7 @@ pub struct Config {
     /// `concurrency`): a task at its limit is left out of fetches, and its jobs already
     /// fetched wait in the local queue while other jobs start. At least 1 each. Tasks not
     /// named share `concurrency` freely. Global limits across workers are caps
-    /// ([`crate::flow::Cap`]).
+    /// ([`crate::flow::Control`]).
     pub task_concurrency: BTreeMap<String, usize>,
 }
 

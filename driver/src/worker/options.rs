@@ -156,7 +156,7 @@ impl<R> WorkerOptions<R> {
     }
     /// At most `n` jobs of `task` running at once in this worker (within `concurrency`;
     /// at least 1, or `init` refuses it). Across every worker, use a cap
-    /// (`WorkerUtils::set_cap`).
+    /// (`WorkerUtils::set_control`).
     pub fn task_concurrency(mut self, task: &str, n: usize) -> Self {
         self.config.task_concurrency.insert(task.to_owned(), n);
         self
