@@ -34,6 +34,10 @@ enum Answer {
     Fenced,
     /// `(identifier, line)` rows of the runtime schedules.
     Schedules,
+    /// The `(dropped, deleted)` row of a pruner's pass.
+    Pruned,
+    /// The jobs a resolver's pass settled (null: another pass was running, so none).
+    Resolved,
 }
 
 /// A statement bound to its SQL and parameters.
@@ -85,6 +89,14 @@ impl Bound {
                     .collect::<Result<_, tokio_postgres::Error>>()?,
             ),
             Answer::Flow => QueryResult::Flow(crate::flow::read_controls(rows)?),
+            Answer::Pruned => {
+                let row = rows.first().ok_or_else(|| Error::Row("prune_history returned no row".into()))?;
+                QueryResult::Pruned { dropped: row.try_get(0)?, deleted: row.try_get(1)? }
+            }
+            Answer::Resolved => {
+                let settled: Option<i64> = rows.first().map(|row| row.try_get(0)).transpose()?.flatten();
+                QueryResult::Resolved { settled: settled.map_or(0, |n| u64::try_from(n).unwrap_or(0)) }
+            }
             Answer::Done => QueryResult::Done,
             Answer::Fenced if rows.is_empty() => QueryResult::Done,
             Answer::Fenced => {
@@ -199,6 +211,10 @@ pub fn bind(statement: Statement) -> Bound {
             (sql::worker::READ_CANCELS, vec![param(worker_id, Type::TEXT)], Answer::Cancels)
         }
         Statement::ReadSchedules => (sql::schedules::READ, vec![], Answer::Schedules),
+        Statement::PruneHistory { retention, at } => {
+            (sql::history::PRUNE, crate::history::prune_params(&retention, at), Answer::Pruned)
+        }
+        Statement::ResolveWorkflows => (sql::workflows::RESOLVE, vec![], Answer::Resolved),
         Statement::RegisterCrontabs { identifiers, known_since } => (
             sql::worker::REGISTER_CRONTABS,
             vec![param(identifiers, Type::TEXT_ARRAY), param(known_since, Type::TIMESTAMPTZ)],

@@ -29,6 +29,7 @@ use crate::cron::batch::{CronBatch, KnownCrontab};
 use crate::flow::{Cap, Controls, Limit};
 use crate::job::Job;
 use crate::time::Timestamp;
+use crate::worker::Retention;
 
 /// The channel graphile-worker notifies when jobs are added (payload: [`crate::notify`]).
 pub const JOBS_INSERT: &str = "jobs:insert";
@@ -213,6 +214,21 @@ pub enum Statement {
     ReadSchedules,
     /// The flow controls in force ([`crate::flow`]). Answer: `Flow`.
     ReadFlow,
+    /// One pass of the history pruner as of `at` (`None`: the database clock): create the
+    /// day partitions ahead, drop the days past their outcome's retention, delete rows past
+    /// it from the default partitions (a batch at most). Does nothing while another pass
+    /// runs. Answer: `Pruned`.
+    PruneHistory {
+        /// What to keep.
+        retention: Retention,
+        /// The time the retentions count back from.
+        at: Option<Timestamp>,
+    },
+    /// One pass of the workflows' resolver: settle the released workflow jobs that left the
+    /// jobs table without a Formica worker's statement saying so ([`crate::workflow`]),
+    /// releasing or cancelling their dependents. Does nothing while another pass runs.
+    /// Answer: `Resolved`.
+    ResolveWorkflows,
 }
 
 /// A locked job whose row could not be read (a payload nested too deep, a number out of range...).
@@ -275,6 +291,18 @@ pub enum QueryResult {
     Schedules(Vec<ScheduleRow>),
     /// The flow controls in force, for `ReadFlow`.
     Flow(Controls),
+    /// What a `PruneHistory` pass removed.
+    Pruned {
+        /// Day partitions dropped.
+        dropped: i32,
+        /// Rows deleted from the default partitions.
+        deleted: i64,
+    },
+    /// The workflow jobs a `ResolveWorkflows` pass settled.
+    Resolved {
+        /// How many.
+        settled: u64,
+    },
 }
 
 /// How a task ended.
@@ -418,11 +446,15 @@ pub enum TimerKind {
     GiveUpWrites,
     /// Read the flow controls again: the fallback when their notification is lost.
     Flow,
+    /// Prune the job history.
+    PruneHistory,
+    /// Settle the workflow jobs that other workers ran.
+    ResolveWorkflows,
 }
 
 impl TimerKind {
     /// Every kind, in the order ties between deadlines are broken.
-    pub const ALL: [TimerKind; 13] = [
+    pub const ALL: [TimerKind; 15] = [
         TimerKind::Poll,
         TimerKind::Flush,
         TimerKind::Listener,
@@ -436,6 +468,8 @@ impl TimerKind {
         TimerKind::Cron,
         TimerKind::GiveUpWrites,
         TimerKind::Flow,
+        TimerKind::PruneHistory,
+        TimerKind::ResolveWorkflows,
     ];
 }
 

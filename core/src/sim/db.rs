@@ -71,6 +71,8 @@ pub struct Db {
     pub(super) rate_starts: Vec<(String, String, Timestamp)>,
     /// `formica_<schema>.workflows` and their jobs (see `workflow_rows.rs`).
     pub(super) workflows: super::workflow_rows::Workflows,
+    /// `formica_<schema>.job_history`, as its pruner sees it (see `history.rs`).
+    pub(super) history: Vec<super::history::HistoryRow>,
 }
 
 pub(super) fn constraint(name: &str) -> DbError {
@@ -100,6 +102,7 @@ impl Db {
             limits: BTreeMap::new(),
             rate_starts: Vec::new(),
             workflows: Default::default(),
+            history: Vec::new(),
         }
     }
 
@@ -505,6 +508,8 @@ mod tests {
             | QueryResult::Done
             | QueryResult::Fenced(_)
             | QueryResult::Schedules(_)
+            | QueryResult::Pruned { .. }
+            | QueryResult::Resolved { .. }
             | QueryResult::Err(_)) => panic!("{other:?}"),
         }
     }

@@ -111,6 +111,7 @@ mod cancel;
 mod db;
 pub mod faults;
 mod flow;
+mod history;
 mod process;
 mod rate;
 mod run;
@@ -126,6 +127,7 @@ pub use crate::rng::SplitMix;
 pub use cancel::CancelOutcome;
 pub use db::{Db, Notification, Queue};
 pub use faults::{App, Fault, Op};
+pub use history::HistoryRow;
 pub use workflow_rows::{Release, SimWorkflow, WorkflowJob};
 pub use world::World;
 

@@ -16,7 +16,7 @@ mod wait;
 pub use outcome::{JobOutcome, Outcome};
 pub(crate) use output::settle;
 pub use output::OutputTaskHandler;
-pub(crate) use prune::spawn_pruner;
+pub(crate) use prune::{prune_params, MIN_PRUNE_EVERY};
 pub use prune::Pruned;
 pub use read::{HistoryBucket, HistoryFilter};
 
