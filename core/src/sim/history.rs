@@ -46,7 +46,8 @@ impl Db {
             Outcome::Failed => retention.failed,
             Outcome::Cancelled => retention.cancelled,
         };
-        let past = |row: &HistoryRow| kept(row.outcome).is_some_and(|keep| day_end(row.finished_at) <= at - keep);
+        let past =
+            |row: &HistoryRow| kept(row.outcome).is_some_and(|keep| day_end(row.finished_at) <= at - keep);
         let days: BTreeSet<(u8, Timestamp)> = self
             .history
             .iter()

@@ -470,7 +470,9 @@ impl Worker {
             let locked_before = self.local_now().map(|now| now - STALE_LOCK_AGE);
             self.query(Part::Sweep, Statement::ResetLocked { locked_before });
         }
-        if let Some(Pruning { retention, .. }) = self.config.prune_history.filter(|_| self.pruner.handle_timeout(now)) {
+        if let (true, Some(Pruning { retention, .. })) =
+            (self.pruner.handle_timeout(now), self.config.prune_history)
+        {
             self.query(Part::Prune, Statement::PruneHistory { retention, at: None });
         }
         if self.resolver.handle_timeout(now) {

@@ -35,7 +35,8 @@ pub struct Pruned {
 impl Retention {
     /// As the core's statement carries it.
     pub(crate) fn to_core(&self) -> core::Retention {
-        let chrono = |d: Option<Duration>| d.map(|d| chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX));
+        let chrono =
+            |d: Option<Duration>| d.map(|d| chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX));
         core::Retention {
             completed: chrono(self.completed),
             failed: chrono(self.failed),

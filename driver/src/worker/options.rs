@@ -120,8 +120,9 @@ impl<R> WorkerOptions<R> {
         self
     }
     /// How often this worker settles the workflow jobs that graphile-worker's workers ran
-    /// (default 2 s, at least 100 ms): see [`WorkerUtils::resolve_workflows`]. One pass runs
-    /// at a time across workers.
+    /// (default 2 s, at least 100 ms; less up to a quarter, jittered; after a failed pass,
+    /// twice as long as the one before up to a minute): see [`WorkerUtils::resolve_workflows`].
+    /// One pass runs at a time across workers.
     pub fn workflow_resolve_every(mut self, every: Duration) -> Self {
         self.workflow_resolve_every = every;
         self
