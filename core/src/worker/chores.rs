@@ -117,8 +117,9 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
+    /// The sim's start.
     fn t0() -> Timestamp {
-        Timestamp::from_timestamp(1_704_067_200, 0).unwrap()
+        crate::sim::WorldConfig::default().start
     }
 
     #[test]

@@ -18,8 +18,8 @@
 //! The machine composes small parts, each owning its state and its deadline and knowing no
 //! effect: `fetch` (when and how much to fetch, the local queue), `writes` (outcomes on
 //! their way to the database), `link` (the LISTEN connection), `lease` (whether the lease
-//! that [`crate::lease::Keeper`] renews holds, and the recovery of dead workers' jobs), `sweep` (the four-hour rule), `chores` (the history pruner's and the
-//! workflows' resolver's passes), `cancel`
+//! that [`crate::lease::Keeper`] renews holds, and the recovery of dead workers' jobs), `sweep` (the four-hour rule),
+//! `chores` (the history pruner's and the workflows' resolver's passes), `cancel`
 //! (cancelled and timed out tasks, and the read of cancel requests), `slots` and the cron runner; `answers` routes each
 //! database answer to its part (`part`), `deadlines` reads their deadlines. Only the
 //! worker makes [`Effect`]s.
