@@ -107,17 +107,6 @@ impl WorkerUtils {
         Ok(check(&client, &self.schema).await?)
     }
 
-    /// Run one of the worker's statements (a chore's pass) here, unnamed, as a worker binds it.
-    pub(crate) async fn run_statement(
-        &self,
-        statement: formica_core::worker::Statement,
-    ) -> Result<formica_core::worker::QueryResult, Error> {
-        let bound = crate::statements::bind(statement);
-        let sql = formica_sql::render(bound.template, &self.schema);
-        let client = self.pool.get().await?;
-        bound.answer(&client.query_typed(&sql, &bound.typed()).await?)
-    }
-
     /// The operations on this schema, dating jobs without a `run_at` by the chosen clock.
     pub(crate) fn jobs(&self) -> Jobs<'_> {
         Jobs {

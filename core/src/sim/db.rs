@@ -72,7 +72,18 @@ pub struct Db {
     /// `formica_<schema>.workflows` and their jobs (see `workflow_rows.rs`).
     pub(super) workflows: super::workflow_rows::Workflows,
     /// `formica_<schema>.job_history`, as its pruner sees it (see `history.rs`).
-    pub(super) history: Vec<super::history::HistoryRow>,
+    pub(super) history: Vec<HistoryRow>,
+}
+
+/// One row of `job_history`, as the pruner reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryRow {
+    /// The job.
+    pub job_id: i64,
+    /// How it ended.
+    pub outcome: crate::workflow::Outcome,
+    /// When.
+    pub finished_at: Timestamp,
 }
 
 pub(super) fn constraint(name: &str) -> DbError {

@@ -3,23 +3,12 @@
 //! records migration 7's rule. Rows live in day partitions, dropped whole once the day
 //! ended its outcome's retention before the pass's time.
 
-use super::db::Db;
+use super::db::{Db, HistoryRow};
 use crate::time::Timestamp;
 use crate::worker::Retention;
 use crate::workflow::Outcome;
 use chrono::{Duration, NaiveTime};
 use std::collections::BTreeSet;
-
-/// One row of `job_history`, as the pruner reads it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HistoryRow {
-    /// The job.
-    pub job_id: i64,
-    /// How it ended.
-    pub outcome: Outcome,
-    /// When.
-    pub finished_at: Timestamp,
-}
 
 /// When the UTC day of `at` ends.
 fn day_end(at: Timestamp) -> Timestamp {

@@ -125,9 +125,8 @@ mod world;
 
 pub use crate::rng::SplitMix;
 pub use cancel::CancelOutcome;
-pub use db::{Db, Notification, Queue};
+pub use db::{Db, HistoryRow, Notification, Queue};
 pub use faults::{App, Fault, Op};
-pub use history::HistoryRow;
 pub use workflow_rows::{Release, SimWorkflow, WorkflowJob};
 pub use world::World;
 

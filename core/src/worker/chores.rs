@@ -117,9 +117,8 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    /// The sim's start.
     fn t0() -> Timestamp {
-        crate::sim::WorldConfig::default().start
+        Timestamp::from_timestamp(1_704_067_200, 0).unwrap()
     }
 
     #[test]

@@ -95,9 +95,7 @@ pub struct Worker {
     /// Present when the worker schedules a crontab.
     cron: Option<CronRunner>,
     sweeper: Sweeper,
-    /// The history pruner's passes (never due with history off).
     pruner: Chore,
-    /// The workflows' resolver's passes.
     resolver: Chore,
     lease: Lease,
     cancels: Cancels,
@@ -146,8 +144,7 @@ impl Worker {
             worker.link.connect();
             worker.effects.push_back(Effect::ConnectListener);
             worker.sweeper = Sweeper::start(now, worker.config.lock_sweep_interval, &mut worker.rng);
-            let prune_every = worker.config.prune_history.map(|p| p.every);
-            worker.pruner = Chore::start(now, prune_every, &mut worker.rng);
+            worker.pruner = Chore::start(now, worker.config.prune_history.map(|p| p.every), &mut worker.rng);
             worker.resolver = Chore::start(now, worker.config.resolve_workflows, &mut worker.rng);
         }
         worker

@@ -17,7 +17,7 @@ pub use outcome::{JobOutcome, Outcome};
 pub(crate) use output::settle;
 pub use output::OutputTaskHandler;
 pub use prune::Pruned;
-pub(crate) use prune::{prune_params, MIN_PRUNE_EVERY};
+pub(crate) use prune::MIN_PRUNE_EVERY;
 pub use read::{HistoryBucket, HistoryFilter};
 
 use crate::params::{param, Param};

@@ -1,23 +1,16 @@
-//! The pruner's pass: its parameters, for the worker's [`Statement::PruneHistory`] (each
-//! worker writing history sends one at start and every
+//! The history pruner's pass by hand ([`WorkerUtils::prune_history`]), and what a worker's
+//! own passes keep: each worker writing history sends a [`Statement::PruneHistory`] within a
+//! second of its start and every
 //! [`HistoryOptions::prune_every`](super::HistoryOptions::prune_every), as the core's chores
-//! schedule them) and for [`WorkerUtils::prune_history`]. Passes never
-//! overlap across workers (an advisory lock).
+//! schedule them (its SQL and parameters: `crate::statements`). Passes never overlap across
+//! workers (an advisory lock).
 
 use super::Retention;
 use crate::error::Error;
-use crate::params::{param, Param};
 use crate::utils::WorkerUtils;
 use chrono::{DateTime, Utc};
 use formica_core::worker::{self as core, QueryResult, Statement};
 use std::time::Duration;
-use tokio_postgres::types::Type;
-
-/// Rows the pruner deletes at most from a default partition each pass and outcome (the
-/// rows of days that had no partition yet: few, unless the pruner did not run for days).
-const BATCH: i32 = 10_000;
-/// The longest a pass's DDL waits for its lock: completions queue behind it meanwhile.
-const LOCK_WAIT: &str = "100ms";
 
 /// The shortest time between passes, whatever `prune_every` says (a pass is cheap, but not
 /// free: a loop of them would hold the advisory lock and do DDL without pause).
@@ -45,19 +38,6 @@ impl Retention {
     }
 }
 
-/// The parameters of `prune_history` for a pass as of `at` (`None`: the database clock).
-pub(crate) fn prune_params(retention: &core::Retention, at: Option<DateTime<Utc>>) -> Vec<Param> {
-    let interval = |d: Option<chrono::Duration>| d.map(|d| format!("{} milliseconds", d.num_milliseconds()));
-    vec![
-        param(at, Type::TIMESTAMPTZ),
-        param(interval(retention.completed), Type::TEXT),
-        param(interval(retention.failed), Type::TEXT),
-        param(interval(retention.cancelled), Type::TEXT),
-        param(BATCH, Type::INT4),
-        param(LOCK_WAIT, Type::TEXT),
-    ]
-}
-
 impl WorkerUtils {
     /// One pass of the history pruner as of `at` (`None`: the database clock): create the day
     /// partitions ahead, drop the days past `retention`, delete older rows from the default
@@ -68,7 +48,7 @@ impl WorkerUtils {
         at: Option<DateTime<Utc>>,
     ) -> Result<Pruned, Error> {
         let statement = Statement::PruneHistory { retention: retention.to_core(), at };
-        match self.run_statement(statement).await? {
+        match crate::statements::bind(statement).run_unnamed(self.pool(), self.schema()).await? {
             QueryResult::Pruned { dropped, deleted } => Ok(Pruned { dropped, deleted }),
             other => Err(Error::Row(format!("prune_history answered {other:?}"))),
         }

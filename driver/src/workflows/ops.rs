@@ -164,7 +164,10 @@ impl WorkerUtils {
     /// every [`WorkerOptions::workflow_resolve_every`](crate::WorkerOptions::workflow_resolve_every)
     /// or a little less, as the core's chores schedule them.
     pub async fn resolve_workflows(&self) -> Result<u64, Error> {
-        match self.run_statement(Statement::ResolveWorkflows).await? {
+        match crate::statements::bind(Statement::ResolveWorkflows)
+            .run_unnamed(self.pool(), self.schema())
+            .await?
+        {
             QueryResult::Resolved { settled } => Ok(settled),
             other => Err(Error::Row(format!("resolve_workflows answered {other:?}"))),
         }
