@@ -29,7 +29,6 @@ use crate::cron::batch::{CronBatch, KnownCrontab};
 use crate::flow::{Cap, Controls, Limit};
 use crate::job::Job;
 use crate::time::Timestamp;
-use crate::worker::Retention;
 
 /// The channel graphile-worker notifies when jobs are added (payload: [`crate::notify`]).
 pub const JOBS_INSERT: &str = "jobs:insert";
@@ -80,6 +79,17 @@ pub struct Snooze {
     pub delay: chrono::Duration,
     /// When to run again by the worker's clock (`None`: the database's `now()` plus `delay`).
     pub run_at: Option<Timestamp>,
+}
+
+/// How long the job history keeps each outcome (`None`: for ever).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    /// Completed jobs.
+    pub completed: Option<chrono::Duration>,
+    /// Jobs that failed for good.
+    pub failed: Option<chrono::Duration>,
+    /// Cancelled jobs.
+    pub cancelled: Option<chrono::Duration>,
 }
 
 /// A statement for the driver to run, with its parameters. Each answers with the

@@ -10,6 +10,7 @@
 //! Passes of different workers may overlap: each statement takes an advisory lock, and a
 //! pass that finds another running does nothing.
 
+use crate::protocol::Retention;
 use crate::rng::SplitMix;
 use crate::time::Timestamp;
 use chrono::Duration;
@@ -23,17 +24,6 @@ pub const CHORE_BACKOFF_LIMIT: Duration = Duration::minutes(1);
 /// The longest period a chore keeps (a longer one counts as this): the machine adds it to
 /// its clock.
 pub const MAX_CHORE_PERIOD: Duration = Duration::days(365);
-
-/// How long the job history keeps each outcome (`None`: for ever).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Retention {
-    /// Completed jobs.
-    pub completed: Option<Duration>,
-    /// Jobs that failed for good.
-    pub failed: Option<Duration>,
-    /// Cancelled jobs.
-    pub cancelled: Option<Duration>,
-}
 
 /// A worker's history pruner: what it keeps, and how often it looks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

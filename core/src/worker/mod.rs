@@ -43,7 +43,7 @@ mod sweep;
 mod task_limits;
 mod writes;
 
-pub use self::chores::{Pruning, Retention, CHORE_BACKOFF_LIMIT, FIRST_PASS_WITHIN, MAX_CHORE_PERIOD};
+pub use self::chores::{Pruning, CHORE_BACKOFF_LIMIT, FIRST_PASS_WITHIN, MAX_CHORE_PERIOD};
 pub use self::config::{Config, DEFAULT_LOCAL_QUEUE_SIZE, MIN_POLL_INTERVAL};
 pub use self::fetch::SLOW_SHORT_FETCH;
 pub use self::lease::{lapsed_error, HEARTBEAT_INTERVAL, LEASE, RECOVERY_PERIOD, SUSPICION_GRACE};
@@ -51,8 +51,8 @@ pub use self::refetch::RefetchDelay;
 pub use self::sweep::{stale_error, FIRST_SWEEP_WITHIN, LOCK_SWEEP_INTERVAL, STALE_LOCK_AGE};
 pub use self::writes::WRITES_GRACE;
 pub use crate::protocol::{
-    DbError, Effect, Event, Failure, Fenced, Input, MisuseError, QueryId, QueryResult, Snooze, Statement,
-    TaskOutcome, TimerKind, Undecodable,
+    DbError, Effect, Event, Failure, Fenced, Input, MisuseError, QueryId, QueryResult, Retention, Snooze,
+    Statement, TaskOutcome, TimerKind, Undecodable,
 };
 pub use crate::time::Timestamp;
 
