@@ -281,6 +281,29 @@ async fn finished(client: &tokio_postgres::Client, job_id: i64, outcome: &str, a
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_worker_prunes_the_history_itself_soon_after_its_start() {
+    let db = TestDb::migrated().await;
+    let client = db.client().await;
+    db.utils().prune_history(&Retention::default(), None).await.unwrap();
+    finished(&client, 1, "completed", "10 days").await;
+    finished(&client, 2, "completed", "1 second").await;
+    let errors = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = errors.clone();
+    // The worker prepares its statements (the default): the pass must bind as prepared too.
+    let options = db.worker_options().on_event(move |event| {
+        if let formica::Event::DatabaseError { statement, error } = event {
+            seen.lock().unwrap().push(format!("{statement}: {error}"));
+        }
+    });
+    let running = Running::listening(&db.runtime, options).await;
+    let old = "select count(*) from formica_graphile_worker.job_history where job_id = 1";
+    db.wait_for_count(old, 0, Duration::from_secs(10)).await;
+    running.stop(Duration::from_secs(10)).await;
+    assert_eq!(db.count(HISTORY).await, 1, "the recent row is kept");
+    assert_eq!(*errors.lock().unwrap(), Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pruner_removes_rows_past_their_outcome_s_retention_and_keeps_the_rest() {
     let db = TestDb::migrated().await;
     let utils = db.utils();

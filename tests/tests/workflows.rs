@@ -503,6 +503,27 @@ async fn jobs_settled_outside_a_formica_worker_are_settled_by_the_resolver() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_worker_s_resolver_settles_a_job_completed_outside_it_and_releases_its_dependent() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let added = utils
+        .add_workflow(&Workflow::new("outside").job(step("a")).job(step("b").depends_on(["a"])))
+        .await
+        .unwrap();
+    utils.complete_jobs(&[added.released[0].1]).await.unwrap();
+    // A worker running no task of the workflow: only its resolver acts on it.
+    let options = db.worker_options().workflow_resolve_every(Duration::from_millis(200));
+    let running = Running::listening(&db.runtime, options).await;
+    let released = format!(
+        "select count(*) from formica_graphile_worker.workflow_jobs where workflow_id = {} and state = 'released'",
+        added.id
+    );
+    db.wait_for_count(&released, 1, Duration::from_secs(10)).await;
+    running.stop(WITHIN).await;
+    assert_eq!(states(&db, added.id).await, named(&[("a", "completed"), ("b", "released")]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_role_with_the_deploying_guide_s_grants_runs_every_workflow_operation() {
     let db = TestDb::new().await;
     let [as_superuser, as_owner] = db.deploying_guide_grants();

@@ -179,6 +179,18 @@ pub enum Event {
         /// Why it cannot be taken.
         error: String,
     },
+    /// A pass of the history pruner removed something.
+    HistoryPruned {
+        /// Day partitions dropped.
+        dropped: i32,
+        /// Rows deleted from the default partitions.
+        deleted: i64,
+    },
+    /// A pass of the workflows' resolver settled workflow jobs other workers ran.
+    WorkflowsResolved {
+        /// How many.
+        settled: u64,
+    },
     /// A statement failed; it is retried.
     DatabaseError {
         /// What failed.

@@ -69,6 +69,19 @@ pub struct Db {
     pub(super) rate_starts: Vec<(String, String, Timestamp)>,
     /// `formica_<schema>.workflows` and their jobs (see `workflow_rows.rs`).
     pub(super) workflows: super::workflow_rows::Workflows,
+    /// `formica_<schema>.job_history`, as its pruner sees it (see `history.rs`).
+    pub(super) history: Vec<HistoryRow>,
+}
+
+/// One row of `job_history`, as the pruner reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryRow {
+    /// The job.
+    pub job_id: i64,
+    /// How it ended.
+    pub outcome: crate::workflow::Outcome,
+    /// When.
+    pub finished_at: Timestamp,
 }
 
 pub(super) fn constraint(name: &str) -> DbError {
@@ -97,6 +110,7 @@ impl Db {
             controls: BTreeMap::new(),
             rate_starts: Vec::new(),
             workflows: Default::default(),
+            history: Vec::new(),
         }
     }
 
@@ -502,6 +516,8 @@ mod tests {
             | QueryResult::Done
             | QueryResult::Fenced(_)
             | QueryResult::Schedules(_)
+            | QueryResult::Pruned { .. }
+            | QueryResult::Resolved { .. }
             | QueryResult::Err(_)) => panic!("{other:?}"),
         }
     }

@@ -1,6 +1,7 @@
 //! The worker's statements on the simulated database: [`Db::execute`] answers each as the
 //! driver would from PostgreSQL (fetching, completing, failing, snoozing, giving back, the leases'
-//! heartbeats and recovery, crontab registration).
+//! heartbeats and recovery, crontab registration, the history pruner's and the workflows'
+//! resolver's passes).
 
 use super::db::Db;
 use crate::backoff;
@@ -89,6 +90,11 @@ impl Db {
                 QueryResult::KnownCrontabs(before)
             }
             Statement::ReadSchedules => QueryResult::Schedules(self.schedule_rows()),
+            Statement::PruneHistory { retention, at } => {
+                let (dropped, deleted) = self.prune_history(retention, at.unwrap_or(self.now));
+                QueryResult::Pruned { dropped, deleted }
+            }
+            Statement::ResolveWorkflows => QueryResult::Resolved { settled: self.resolve_workflows() },
             Statement::ScheduleCron(batch) => {
                 for job in &batch.jobs {
                     let known =

@@ -20,7 +20,7 @@ use formica_core::cron::{self, Crontab};
 use formica_core::job::Payload;
 use formica_core::job::RawJob;
 use formica_core::policy::TaskPolicy;
-use formica_core::worker::{self as machine, Event};
+use formica_core::worker::{self as machine, Event, Pruning};
 use futures::channel::mpsc;
 use futures::future::FutureExt;
 mod cron_source;
@@ -121,8 +121,9 @@ impl<R> WorkerOptions<R> {
         self
     }
     /// How often this worker settles the workflow jobs that graphile-worker's workers ran
-    /// (default 2 s, at least 100 ms): see [`WorkerUtils::resolve_workflows`]. One pass runs
-    /// at a time across workers.
+    /// (default 2 s, at least 100 ms; less up to a quarter, jittered; after a failed pass,
+    /// twice as long as the one before up to a minute): see [`WorkerUtils::resolve_workflows`].
+    /// One pass runs at a time across workers.
     pub fn workflow_resolve_every(mut self, every: Duration) -> Self {
         self.workflow_resolve_every = every;
         self
@@ -428,8 +429,16 @@ impl<R> WorkerOptions<R> {
         config.task_identifiers = self.handlers.0.keys().cloned().collect();
         self.run_layers.wrap(&mut self.handlers);
         config.latest_migration = formica_sql::LATEST;
-        // The records schema is migrated with the schema: obey its pauses.
+        // The records schema is migrated with the schema: obey its pauses, run its chores.
         config.flow_control = true;
+        config.prune_history = self.history.enabled.then(|| Pruning {
+            retention: self.history.retention.to_core(),
+            every: to_chrono(self.history.prune_every.max(crate::history::MIN_PRUNE_EVERY)),
+        });
+        let resolve_every = self.workflow_resolve_every.max(crate::workflows::MIN_RESOLVE_EVERY);
+        config.resolve_workflows = Some(to_chrono(resolve_every));
+        // Each worker its own jitter: workers started together spread their sweeps and chores.
+        config.seed = seed_of(&config.worker_id);
         let (inputs, receiver) = mpsc::unbounded();
         let metrics = Metrics::new(utils.pool(), &config.worker_id);
         Ok(Worker {
@@ -449,8 +458,6 @@ impl<R> WorkerOptions<R> {
                 hooks: self.hooks,
                 metrics,
                 queue_depth_interval: self.queue_depth_interval,
-                history: self.history,
-                workflow_resolve_every: self.workflow_resolve_every,
                 worker_id: config.worker_id.clone().into(),
             }),
             config,
@@ -459,6 +466,14 @@ impl<R> WorkerOptions<R> {
             threads,
         })
     }
+}
+
+/// A seed drawn from `worker_id` (stable: the same id jitters the same way).
+fn seed_of(worker_id: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::hash::DefaultHasher::new();
+    worker_id.hash(&mut hasher);
+    hasher.finish()
 }
 
 fn to_chrono(d: Duration) -> chrono::Duration {
