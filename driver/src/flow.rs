@@ -10,8 +10,8 @@ use crate::error::Error;
 use crate::params::{param, typed};
 use crate::utils::WorkerUtils;
 use chrono::{DateTime, Utc};
+use formica_core::flow::Scope;
 pub use formica_core::flow::{Cap, Partition, Pause};
-use formica_core::flow::{Controls, Limit, Scope};
 use formica_sql as sql;
 use tokio_postgres::types::Type;
 
@@ -91,78 +91,6 @@ impl WorkerUtils {
         });
         Ok(paused.collect::<Result<_, tokio_postgres::Error>>()?)
     }
-}
-
-/// The controls a worker's read answered (`sql/queries/worker/read_flow.sql`'s rows). A
-/// scope or partition this Formica does not know (written by a newer one) is skipped
-/// rather than failing every read.
-pub(crate) fn read_controls(rows: &[tokio_postgres::Row]) -> Result<Controls, tokio_postgres::Error> {
-    let mut controls = Controls::default();
-    for row in rows {
-        let (kind, name): (String, String) = (row.try_get(0)?, row.try_get(2)?);
-        if kind == "pause" {
-            let scope: String = row.try_get(1)?;
-            if let Some(scope) = Scope::parse(&scope) {
-                controls.pauses.push(Pause { scope, name });
-            }
-            continue;
-        }
-        let max_running: i32 = row.try_get(3)?;
-        let max_running = u32::try_from(max_running).unwrap_or(1);
-        let partition = match (row.try_get::<_, Option<String>>(4)?, row.try_get::<_, Option<String>>(5)?) {
-            (Some(kind), Some(argument)) => match Partition::parse(&kind, argument) {
-                Some(partition) => Some(partition),
-                None => continue,
-            },
-            _ => None,
-        };
-        if kind == "limit" {
-            let period_ms: i32 = row.try_get(6)?;
-            let period_ms = u32::try_from(period_ms).unwrap_or(1);
-            controls.limits.push(Limit { task: name, max_starts: max_running, period_ms, partition });
-            continue;
-        }
-        controls.caps.push(Cap { task: name, max_running, partition });
-    }
-    Ok(controls)
-}
-
-/// The fetch leaving out the named queues of its parameter `$7`: see
-/// [`formica_sql::flow::excluding_queues`].
-pub(crate) fn get_jobs_excluding_queues(walk: bool) -> &'static str {
-    static FORMS: std::sync::LazyLock<[String; 2]> = std::sync::LazyLock::new(|| {
-        [false, true].map(|walk| sql::flow::excluding_queues(crate::traces::get_jobs(walk)))
-    });
-    &FORMS[usize::from(walk)]
-}
-
-/// The fetch keeping within caps ([`formica_sql::flow::GET_JOBS_CAPPED`]), with each job's
-/// trace context when traces are on.
-pub(crate) fn get_jobs_capped() -> &'static str {
-    #[cfg(feature = "traces")]
-    {
-        static TRACED: std::sync::LazyLock<String> =
-            std::sync::LazyLock::new(|| sql::traces::fetch(sql::flow::GET_JOBS_CAPPED));
-        &TRACED
-    }
-    #[cfg(not(feature = "traces"))]
-    sql::flow::GET_JOBS_CAPPED
-}
-
-/// The parameters `$8` to `$11` of the capped fetch: the caps, column by column.
-pub(crate) fn cap_params(caps: Vec<Cap>) -> [crate::params::Param; 4] {
-    let max: Vec<i32> = caps.iter().map(|c| i32::try_from(c.max_running).unwrap_or(i32::MAX)).collect();
-    let kinds: Vec<Option<&str>> = caps.iter().map(|c| c.partition.as_ref().map(Partition::kind)).collect();
-    let kinds: Vec<Option<String>> = kinds.into_iter().map(|k| k.map(str::to_owned)).collect();
-    let args: Vec<Option<String>> =
-        caps.iter().map(|c| c.partition.as_ref().map(|p| p.argument().to_owned())).collect();
-    let tasks: Vec<String> = caps.into_iter().map(|c| c.task).collect();
-    [
-        param(tasks, Type::TEXT_ARRAY),
-        param(max, Type::INT4_ARRAY),
-        param(kinds, Type::TEXT_ARRAY),
-        param(args, Type::TEXT_ARRAY),
-    ]
 }
 
 /// Refuse a cap or rate limit (`kind`) that names no task, whose `count` (its name and

@@ -14,6 +14,7 @@
 //! `FORMICA_DIFF_CASES` the number of sequences, 32 by default).
 
 use chrono::{DateTime, Duration, Utc};
+use formica::statements::{bind, Catalog};
 use formica_check::{Action, NewJob, Pick};
 use formica_core::flow::{Cap, Partition};
 use formica_core::job::{Job, JobKeyMode};
@@ -315,8 +316,10 @@ fn sim_rows(result: Result<Vec<Job>, DbError>) -> Outcome {
 
 /// Runs a worker statement on PostgreSQL bound exactly as the driver binds it.
 async fn pg_statement(tx: &Transaction<'_>, statement: Statement) -> QueryResult {
-    let bound = formica::statements::bind(statement);
-    let rows = tx.query(&sql::render(bound.template, SCHEMA), &bound.values()).await.expect("statement");
+    static CATALOG: std::sync::LazyLock<Catalog> =
+        std::sync::LazyLock::new(|| Catalog::new(SCHEMA, false).expect("the worker's SQL"));
+    let bound = bind(&CATALOG, statement, &[]);
+    let rows = tx.query(bound.sql, &bound.values()).await.expect("statement");
     bound.answer(&rows).expect("decoding the rows")
 }
 

@@ -12,7 +12,7 @@ use crate::metrics::Metrics;
 use crate::middleware::{AddLayers, Next, RunLayers, TaskOutcome};
 use crate::runtime::Runtime;
 use crate::settings::ConnectionSettings;
-use crate::statements::{Executor, FlagsFn};
+use crate::statements::{Catalog, Executor, FlagsFn};
 use crate::task::{BatchResult, BatchTaskHandler, Handlers, JobContext, TaskHandler, TaskResult};
 use crate::utils::{WorkerUtils, DEFAULT_SCHEMA};
 use formica_core::cron::{self, Crontab};
@@ -429,18 +429,19 @@ impl<R> WorkerOptions<R> {
         config.latest_migration = formica_sql::LATEST;
         // The records schema is migrated with the schema: obey its pauses.
         config.flow_control = true;
+        let catalog = Catalog::new(utils.schema(), self.history.enabled)?;
         let (inputs, receiver) = mpsc::unbounded();
         let metrics = Metrics::new(utils.pool(), &config.worker_id);
         Ok(Worker {
             shared: Arc::new(Shared {
                 executor: Executor {
                     pool: utils.pool().clone(),
-                    schema: utils.schema().to_owned(),
+                    catalog: Arc::new(catalog),
                     prepared: self.prepared_statements,
                     flags_fn: self.flags_fn,
                     parents: Default::default(),
                     outputs: crate::history::outputs(&self.history),
-                    turns: crate::statements::FetchTurns::new(utils.schema()),
+                    turns: Default::default(),
                 },
                 utils,
                 handlers: self.handlers,

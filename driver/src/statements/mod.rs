@@ -1,0 +1,254 @@
+//! The worker's statements: the one place where a `Statement` meets SQL.
+//!
+//! [`bind`] is pure: it turns a statement into its SQL, picked from the worker's [`Catalog`]
+//! (every form rendered once), typed parameters and the kind of answer its rows make. It is
+//! the only chooser of a statement's SQL: the `Executor` runs what `bind` gives on the pool,
+//! and the differential tests run the very same binding inside their own transactions, so
+//! "as the driver binds them" is one piece of code, not two that must agree.
+
+mod catalog;
+mod executor;
+mod fetch;
+mod forms;
+
+pub use catalog::Catalog;
+pub(crate) use executor::{is_retryable, Executor};
+pub(crate) use fetch::read_controls;
+
+use crate::error::Error;
+pub use crate::params::Param;
+use crate::params::{param, typed};
+use crate::rows::{decode_rows, Decoded};
+use formica_core::cron::runner::{KnownCrontab, ScheduleRow};
+use formica_core::worker::{Fenced, QueryResult, Statement};
+use futures::future::BoxFuture;
+use std::sync::Arc;
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::Row;
+
+/// A function that gives the flags to refuse, evaluated before every fetch.
+pub type FlagsFn = Arc<dyn Fn() -> BoxFuture<'static, Vec<String>> + Send + Sync>;
+
+/// What the rows of a statement answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    Jobs,
+    KnownCrontabs,
+    Cancels,
+    Flow,
+    Done,
+    /// `(job id, holder)` rows of the jobs a write left out.
+    Fenced,
+    /// `(identifier, line)` rows of the runtime schedules.
+    Schedules,
+}
+
+/// A statement bound to its SQL and parameters.
+pub struct Bound<'c> {
+    /// The SQL, rendered for the catalog's schema.
+    pub sql: &'c str,
+    /// The parameters, in order.
+    pub params: Vec<Param>,
+    answer: Answer,
+}
+
+impl Bound<'_> {
+    /// The parameters as tokio-postgres takes them for a prepared statement.
+    pub fn values(&self) -> Vec<&(dyn ToSql + Sync)> {
+        self.params.iter().map(|(v, _)| v.as_ref() as &(dyn ToSql + Sync)).collect()
+    }
+
+    /// The parameters with their types, for an unprepared statement.
+    pub fn typed(&self) -> Vec<(&(dyn ToSql + Sync), Type)> {
+        typed(&self.params)
+    }
+
+    /// The core's result, from the statement's rows.
+    pub fn answer(&self, rows: &[Row]) -> Result<QueryResult, Error> {
+        Ok(match self.answer {
+            Answer::Jobs => {
+                let Decoded { jobs, undecodable } = decode_rows(rows)?;
+                QueryResult::Jobs { jobs, undecodable }
+            }
+            Answer::KnownCrontabs => QueryResult::KnownCrontabs(
+                rows.iter()
+                    .map(|r| {
+                        Ok(KnownCrontab {
+                            identifier: r.try_get(0)?,
+                            known_since: r.try_get(1)?,
+                            last_execution: r.try_get(2)?,
+                        })
+                    })
+                    .collect::<Result<_, tokio_postgres::Error>>()?,
+            ),
+            Answer::Cancels => QueryResult::Cancels(
+                rows.iter()
+                    .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+                    .collect::<Result<_, tokio_postgres::Error>>()?,
+            ),
+            Answer::Schedules => QueryResult::Schedules(
+                rows.iter()
+                    .map(|r| Ok(ScheduleRow { identifier: r.try_get(0)?, line: r.try_get(1)? }))
+                    .collect::<Result<_, tokio_postgres::Error>>()?,
+            ),
+            Answer::Flow => QueryResult::Flow(read_controls(rows)?),
+            Answer::Done => QueryResult::Done,
+            Answer::Fenced if rows.is_empty() => QueryResult::Done,
+            Answer::Fenced => {
+                let mut fenced = rows
+                    .iter()
+                    .map(|r| Ok(Fenced { job_id: r.try_get(0)?, holder: r.try_get(1)? }))
+                    .collect::<Result<Vec<_>, tokio_postgres::Error>>()?;
+                fenced.sort_by_key(|f| f.job_id);
+                fenced.dedup_by_key(|f| f.job_id);
+                QueryResult::Fenced(fenced)
+            }
+        })
+    }
+}
+
+/// The SQL of `statement` as `catalog`'s worker sends it, and its parameters (their order is
+/// each file's header). `outputs` are the outputs that the handlers of a completion's jobs
+/// returned, by job, which it stores in the history (none without history, nor for other
+/// statements).
+pub fn bind<'c>(catalog: &'c Catalog, statement: Statement, outputs: &[(i64, String)]) -> Bound<'c> {
+    let (sql, params, answer): (&str, _, _) = match statement {
+        Statement::GetJobs {
+            worker_id,
+            task_identifiers,
+            forbidden_flags,
+            accepted_flags,
+            limit,
+            now,
+            excluded_queues,
+            caps,
+            limits,
+            walk_priorities,
+        } => {
+            let mut params = vec![
+                param(worker_id, Type::TEXT),
+                param(task_identifiers, Type::TEXT_ARRAY),
+                param(forbidden_flags, Type::TEXT_ARRAY),
+                param(now, Type::TIMESTAMPTZ),
+                param(i32::try_from(limit).unwrap_or(i32::MAX), Type::INT4),
+                param(accepted_flags, Type::TEXT_ARRAY),
+            ];
+            // Nothing paused, capped or limited: the plain fetch, without more parameters.
+            let (controlled, excluding) =
+                (!caps.is_empty() || !limits.is_empty(), !excluded_queues.is_empty());
+            if controlled || excluding {
+                params.push(param(excluded_queues, Type::TEXT_ARRAY));
+            }
+            let sql = match controlled {
+                true => {
+                    params.extend(fetch::cap_params(caps));
+                    params.extend(fetch::limit_params(limits));
+                    catalog.fetches.controlled.as_str()
+                }
+                false => catalog.fetches.plain(walk_priorities, excluding),
+            };
+            (sql, params, Answer::Jobs)
+        }
+        Statement::CompleteJobs { worker_id, ids, settles_workflow_jobs } => {
+            let mut params = vec![param(worker_id, Type::TEXT), param(ids, Type::INT8_ARRAY)];
+            if catalog.history() {
+                let (carried, values): (Vec<i64>, Vec<String>) = outputs.iter().cloned().unzip();
+                params.extend([param(carried, Type::INT8_ARRAY), param(values, Type::TEXT_ARRAY)]);
+            }
+            (catalog.endings.complete(settles_workflow_jobs), params, Answer::Fenced)
+        }
+        Statement::FailJobs { worker_id, failures, settles_workflow_jobs } => {
+            let ids: Vec<i64> = failures.iter().map(|f| f.job_id).collect();
+            let run_ats: Vec<_> = failures.iter().map(|f| f.run_at).collect();
+            let permanent: Vec<bool> = failures.iter().map(|f| f.permanent).collect();
+            let payloads: Vec<Option<String>> =
+                failures.iter().map(|f| f.payload.as_ref().map(|p| p.to_string())).collect();
+            let delays: Vec<Option<i64>> =
+                failures.iter().map(|f| f.delay.map(|d| d.num_microseconds().unwrap_or(i64::MAX))).collect();
+            let messages: Vec<String> = failures.into_iter().map(|f| f.message).collect();
+            let params = vec![
+                param(worker_id, Type::TEXT),
+                param(ids, Type::INT8_ARRAY),
+                param(messages, Type::TEXT_ARRAY),
+                param(run_ats, Type::TIMESTAMPTZ_ARRAY),
+                param(permanent, Type::BOOL_ARRAY),
+                param(payloads, Type::TEXT_ARRAY),
+                param(delays, Type::INT8_ARRAY),
+            ];
+            (catalog.endings.fail(settles_workflow_jobs), params, Answer::Fenced)
+        }
+        Statement::ReturnJobs { worker_id, ids } => (
+            &catalog.return_jobs,
+            vec![param(worker_id, Type::TEXT), param(ids, Type::INT8_ARRAY)],
+            Answer::Done,
+        ),
+        Statement::ReturnUnknown { worker_id, known } => (
+            &catalog.return_unknown,
+            vec![param(worker_id, Type::TEXT), param(known, Type::INT8_ARRAY)],
+            Answer::Done,
+        ),
+        Statement::ResetLocked { locked_before } => {
+            (&catalog.endings.reset_locked, vec![param(locked_before, Type::TIMESTAMPTZ)], Answer::Done)
+        }
+        Statement::Heartbeat { worker_id, lease } => {
+            // The process's identity comes from the driver: the core knows only the worker id.
+            let me = crate::identity::process_identity();
+            let params = vec![
+                param(worker_id, Type::TEXT),
+                param(lease.num_milliseconds(), Type::INT8),
+                param(me.host.clone(), Type::TEXT),
+                param(me.pid, Type::INT4),
+                param(me.version.to_owned(), Type::TEXT),
+            ];
+            (&catalog.heartbeat, params, Answer::Done)
+        }
+        Statement::RecoverLapsed { grace } => {
+            (&catalog.endings.recover_lapsed, vec![param(grace.num_milliseconds(), Type::INT8)], Answer::Done)
+        }
+        Statement::ReadFlow => (&catalog.read_flow, vec![], Answer::Flow),
+        Statement::ReadCancels { worker_id } => {
+            (&catalog.read_cancels, vec![param(worker_id, Type::TEXT)], Answer::Cancels)
+        }
+        Statement::ReadSchedules => (&catalog.read_schedules, vec![], Answer::Schedules),
+        Statement::RegisterCrontabs { identifiers, known_since } => (
+            &catalog.register_crontabs,
+            vec![param(identifiers, Type::TEXT_ARRAY), param(known_since, Type::TIMESTAMPTZ)],
+            Answer::KnownCrontabs,
+        ),
+        Statement::ScheduleCron(batch) => {
+            let jobs: Vec<serde_json::Value> = batch
+                .jobs
+                .iter()
+                .map(|job| {
+                    serde_json::json!({
+                        "identifier": job.identifier,
+                        "task": job.task,
+                        "payload": job.payload,
+                        "queue_name": job.spec.queue_name,
+                        "max_attempts": job.spec.max_attempts,
+                        "priority": job.spec.priority,
+                        "job_key": job.spec.job_key,
+                        "job_key_mode": job.spec.job_key_mode.map(|m| m.as_str()),
+                    })
+                })
+                .collect();
+            let params =
+                vec![param(serde_json::Value::Array(jobs), Type::JSON), param(batch.at, Type::TIMESTAMPTZ)];
+            (&catalog.schedule_crontabs, params, Answer::Done)
+        }
+        Statement::SnoozeJobs { worker_id, snoozes } => {
+            let ids: Vec<i64> = snoozes.iter().map(|s| s.job_id).collect();
+            let delays: Vec<i64> =
+                snoozes.iter().map(|s| s.delay.num_microseconds().unwrap_or(i64::MAX)).collect();
+            let run_ats: Vec<_> = snoozes.iter().map(|s| s.run_at).collect();
+            let params = vec![
+                param(worker_id, Type::TEXT),
+                param(ids, Type::INT8_ARRAY),
+                param(delays, Type::INT8_ARRAY),
+                param(run_ats, Type::TIMESTAMPTZ_ARRAY),
+            ];
+            (&catalog.snooze_jobs, params, Answer::Fenced)
+        }
+    };
+    Bound { sql, params, answer }
+}
