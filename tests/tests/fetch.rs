@@ -361,3 +361,37 @@ async fn a_queue_s_head_given_back_is_its_head_again_among_jobs_sharing_its_run_
         run(Statement::ReturnJobs { worker_id: "w".into(), ids }).await;
     }
 }
+
+/// A Formica worker older than records migration 14, still running during a rollout, fetches
+/// a capped task through `lock_jobs_capped`, now a call of the one controlled fetch function
+/// (`lock_jobs_limited`): it keeps within the cap, counting what the newer workers hold.
+#[tokio::test]
+async fn an_older_worker_s_capped_fetch_keeps_within_the_cap() {
+    let db = TestDb::migrated().await;
+    let client = db.client().await;
+    client
+        .batch_execute(
+            "select graphile_worker.add_jobs(array(select ('t', json_build_object('n', n), null, null,
+               null, null, null, null)::graphile_worker.job_spec from generate_series(1, 5) as n))",
+        )
+        .await
+        .unwrap();
+    let old = "select id from formica_graphile_worker.lock_jobs_capped('old', array['t'], '{}', null, 10,
+        '{}', '{}', array['t'], array[3], array[null]::text[], array[null]::text[])";
+    client
+        .execute(
+            "update graphile_worker._private_jobs set locked_by = 'new', locked_at = now() \
+        where id = (select min(id) from graphile_worker._private_jobs)",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(client.query(old, &[]).await.unwrap().len(), 2, "a cap of 3 with one job held elsewhere");
+    assert_eq!(client.query(old, &[]).await.unwrap().len(), 0, "the cap is full");
+    let locked: i64 = client
+        .query_one("select count(*) from graphile_worker._private_jobs where locked_by = 'old'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(locked, 2);
+}
