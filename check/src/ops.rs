@@ -191,8 +191,10 @@ pub enum Action {
         now_s: Option<i64>,
         /// Named queues left out (paused).
         excluded: Vec<String>,
-        /// Caps of the tasks asked for (the capped fetch).
+        /// Caps of the tasks asked for (the controlled fetch).
         caps: Vec<formica_core::flow::Control>,
+        /// Rate limits of the tasks asked for (the controlled fetch).
+        limits: Vec<formica_core::flow::Control>,
     },
     /// A worker completes the jobs it holds that `mask` selects (bit `i % 64` for the i-th);
     /// with bit 63, also the first job it does not hold (fenced off).

@@ -182,7 +182,7 @@ pub(crate) async fn count(
     let (sql_action, _) = action.sql()?;
     let query = statement(
         schema,
-        sql::bulk::count(sql_action),
+        sql::bulk::count(sql_action)?,
         (i64::MIN, i64::MAX, None),
         filter.params()?,
         Vec::new(),
@@ -221,7 +221,7 @@ impl WorkerUtils {
         // Parameters are boxed values: made again for each batch (checked once here).
         let (sql_action, _) = action.sql()?;
         filter.params()?;
-        let batch_sql = sql::bulk::batch(sql_action);
+        let batch_sql = sql::bulk::batch(sql_action)?;
         let limit = i64::from(batch_size.max(1));
         let client = self.pool().get().await?;
         let last_id = Query { sql: sql::render(sql::bulk::LAST_ID, self.schema()), params: Vec::new() };

@@ -159,14 +159,14 @@ impl WorkerUtils {
             };
             for row in &client.query_typed(&sql::render(sql, self.schema()), &[]).await? {
                 // Both lists: task, max, (period_ms,) partition kind and argument, by, at.
-                let max = crate::flow::stored(row.try_get(1)?);
+                let max = crate::statements::stored(row.try_get(1)?);
                 let (limit, next) = match kind {
                     ControlKind::Cap => (ControlLimit::Running { max }, 2),
                     ControlKind::RateLimit => {
-                        (ControlLimit::Starts { max, period_ms: crate::flow::stored(row.try_get(2)?) }, 3)
+                        (ControlLimit::Starts { max, period_ms: crate::statements::stored(row.try_get(2)?) }, 3)
                     }
                 };
-                let partition = crate::flow::partition_at(row, next)?.unwrap_or(None);
+                let partition = crate::statements::partition_at(row, next)?.unwrap_or(None);
                 let control = Control { task: row.try_get(0)?, partition, limit };
                 controls.push(ControlSet {
                     control,

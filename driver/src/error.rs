@@ -127,6 +127,14 @@ pub enum Error {
     WorkflowCancelled(i64),
 }
 
+/// A statement's template that does not fit its parts (`formica_sql::fill`): a bug in
+/// Formica's SQL, which any test that makes the form finds.
+impl From<formica_sql::FillError> for Error {
+    fn from(e: formica_sql::FillError) -> Self {
+        Error::Internal(format!("Formica's SQL: {e}"))
+    }
+}
+
 /// "worker a is alive until 2030-01-01T00:00:00Z (its lease), ..."
 fn alive_until(workers: &[(String, chrono::DateTime<chrono::Utc>)]) -> String {
     let each = workers.iter().map(|(id, until)| {

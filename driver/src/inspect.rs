@@ -62,7 +62,7 @@ pub(crate) async fn list_jobs(
         param(filter.limit, Type::INT8),
         param(filter.state.clone(), Type::TEXT),
     ];
-    let sql = sql::render(&sql::with_job_state(sql::inspect::LIST_JOBS), schema);
+    let sql = sql::render(sql::inspect::LIST_JOBS, schema);
     let query = Query { sql, params };
     decode_rows(&session.query(query).await?)
 }

@@ -152,15 +152,20 @@ impl Jobs<'_> {
 
     /// The add statement `template` with `params`, recording the trace context it runs in
     /// with its jobs when there is one (see `crate::traces`).
-    fn add_query(&self, template: &str, mut params: Vec<Param>, parent: Option<Parent>) -> Query {
-        match parent {
+    fn add_query(
+        &self,
+        template: &str,
+        mut params: Vec<Param>,
+        parent: Option<Parent>,
+    ) -> Result<Query, Error> {
+        Ok(match parent {
             None => self.query(template, params),
             Some(parent) => {
-                let traced = sql::traces::add(template, params.len());
+                let traced = sql::traces::add(template, params.len())?;
                 params.extend(parent.params());
                 self.query(&traced, params)
             }
-        }
+        })
     }
 
     /// The trace context a job added now records: none outside a span, and none while the
@@ -211,7 +216,7 @@ impl Jobs<'_> {
         let rows = match within {
             None => {
                 let parent = self.parent(&mut session).await?;
-                session.query(self.add_query(sql::utils::ADD_JOB, params, parent)).await?
+                session.query(self.add_query(sql::utils::ADD_JOB, params, parent)?).await?
             }
             // A claim is its own data-modifying statement: no trace context is recorded.
             Some(within) => {
@@ -267,7 +272,7 @@ impl Jobs<'_> {
         }
         let parent = self.parent(&mut session).await?;
         if jobs.iter().all(|job| job.spec.job_key.is_none() && job.spec.queue_name.is_none()) {
-            let rows = session.query(self.plain(jobs, parent.clone())).await?;
+            let rows = session.query(self.plain(jobs, parent.clone())?).await?;
             // All or none: none when a task is not registered yet (add_jobs registers it).
             if !rows.is_empty() {
                 return plain_jobs(jobs, &rows);
@@ -287,7 +292,7 @@ impl Jobs<'_> {
             }));
         }
         let params = vec![param(Value::Array(specs), Type::JSON), param(preserve_run_at, Type::BOOL)];
-        let rows = session.query(self.add_query(sql::utils::ADD_JOBS, params, parent)).await?;
+        let rows = session.query(self.add_query(sql::utils::ADD_JOBS, params, parent)?).await?;
         let mut names = Names::of(&rows)?;
         if !names.missing_tasks.is_empty() || !names.missing_queues.is_empty() {
             let params = vec![
@@ -303,7 +308,7 @@ impl Jobs<'_> {
 
     /// The statement adding jobs that have no key and no queue, column by column in binary:
     /// no JSON spec to build and parse, no conflict check per row.
-    fn plain(&self, jobs: &[RawJob], parent: Option<Parent>) -> Query {
+    fn plain(&self, jobs: &[RawJob], parent: Option<Parent>) -> Result<Query, Error> {
         let mut identifiers: Vec<String> = Vec::new();
         let tasks: Vec<i32> = jobs
             .iter()

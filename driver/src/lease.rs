@@ -15,7 +15,7 @@ use crate::error::Error;
 use crate::log::log_event;
 use crate::runtime::Runtime;
 use crate::settings::ConnectionSettings;
-use crate::statements::{bind, is_retryable};
+use crate::statements::{bind, is_retryable, Catalog};
 use formica_core::cron::CronItem;
 use formica_core::lease::{Keeper, KeeperEffect, KeeperInput, LEASE};
 use formica_core::worker::{DbError, Input, QueryId, Statement};
@@ -33,7 +33,8 @@ pub(crate) struct LeaseKeeping {
     pub runtime: Arc<dyn Runtime>,
     pub clock: Arc<Clock>,
     pub settings: ConnectionSettings,
-    pub schema: String,
+    /// The worker's SQL.
+    pub catalog: Arc<Catalog>,
     pub worker_id: Arc<str>,
     pub watchdog: chrono::Duration,
     /// The worker's crontab in canonical text (see [`crontab_text`]), if it runs one.
@@ -58,7 +59,7 @@ pub(crate) async fn keep_lease(keeping: LeaseKeeping) {
         runtime,
         clock,
         settings,
-        schema,
+        catalog,
         worker_id,
         watchdog,
         crontab,
@@ -78,7 +79,7 @@ pub(crate) async fn keep_lease(keeping: LeaseKeeping) {
                     let on = Connection {
                         runtime: runtime.clone(),
                         settings: settings.clone(),
-                        schema: schema.clone(),
+                        catalog: catalog.clone(),
                         idle: idle.clone(),
                     };
                     let crontab = crontab.clone().map(|text| (worker_id.clone(), text));
@@ -105,7 +106,7 @@ pub(crate) async fn keep_lease(keeping: LeaseKeeping) {
         };
         let input = match future::select(future::select(beat, timer), &mut end).await {
             Either::Right((Ok(answer), _)) => {
-                let on = Connection { runtime: runtime.clone(), settings, schema, idle };
+                let on = Connection { runtime: runtime.clone(), settings, catalog, idle };
                 end_lease(on, beats, &worker_id).await;
                 let _ = answer.send(());
                 return;
@@ -135,8 +136,7 @@ async fn end_lease(
     let runtime = on.runtime.clone();
     let ending = async {
         beats.for_each(|_| future::ready(())).await;
-        let sql = formica_sql::render(formica_sql::worker::END_LEASE, &on.schema);
-        on.client().await?.execute(&sql, &[&worker_id]).await?;
+        on.client().await?.execute(on.catalog.end_lease(), &[&worker_id]).await?;
         Ok::<_, Error>(())
     };
     let outcome = match future::select(Box::pin(ending), runtime.sleep(ENDING_WITHIN)).await {
@@ -158,7 +158,7 @@ pub(crate) fn crontab_text(items: &[CronItem]) -> Option<Arc<str>> {
 struct Connection {
     runtime: Arc<dyn Runtime>,
     settings: ConnectionSettings,
-    schema: String,
+    catalog: Arc<Catalog>,
     idle: Arc<Mutex<Option<Client>>>,
 }
 
@@ -185,17 +185,16 @@ async fn heartbeat(
     let timeout = on.runtime.sleep(LEASE.to_std().unwrap_or_default());
     let beat = async move {
         let client = on.client().await?;
-        let bound = bind(statement);
-        let sql = formica_sql::render(bound.template, &on.schema);
+        let bound = bind(&on.catalog, statement, &[]);
         let params = bound.typed();
-        let beat = client.query_typed(&sql, &params);
+        let beat = client.query_typed(bound.sql, &params);
         let rows = match &crontab {
             // Pipelined: the update is sent behind the heartbeat, which may insert the row.
             Some((worker_id, text)) => {
-                let sql = formica_sql::render(formica_sql::worker::RECORD_CRONTAB, &on.schema);
                 let (id, text): (&str, &str) = (worker_id, text);
                 let params: [(&(dyn ToSql + Sync), Type); 2] = [(&id, Type::TEXT), (&text, Type::TEXT)];
-                let (beat, recorded) = future::join(beat, client.query_typed(&sql, &params)).await;
+                let (beat, recorded) =
+                    future::join(beat, client.query_typed(on.catalog.record_crontab(), &params)).await;
                 if let Err(e) = recorded {
                     tracing::warn!(
                         worker_id = &**worker_id,

@@ -132,7 +132,6 @@ pub mod statements;
 pub mod testing;
 
 mod clock;
-mod flow;
 pub(crate) mod identity;
 mod jobs;
 mod lease;
@@ -140,7 +139,6 @@ mod listener;
 mod log;
 mod metrics;
 mod params;
-mod rate_limit;
 mod traces;
 mod watch;
 

@@ -178,20 +178,6 @@ pub(crate) struct Parents(
     #[cfg(feature = "traces")] std::sync::Mutex<std::collections::HashMap<i64, Parent>>,
 );
 
-/// The fetch: `get_jobs`, walking the priorities present if `walk`
-/// ([`formica_sql::worker::walking`]), with each job's context when traces are on.
-pub(crate) fn get_jobs(walk: bool) -> &'static str {
-    static FORMS: std::sync::LazyLock<[String; 2]> = std::sync::LazyLock::new(|| {
-        let plain = formica_sql::worker::GET_JOBS;
-        [plain.to_owned(), formica_sql::worker::walking(plain)].map(|fetch| {
-            #[cfg(feature = "traces")]
-            let fetch = formica_sql::traces::fetch(&fetch);
-            fetch
-        })
-    });
-    &FORMS[usize::from(walk)]
-}
-
 #[cfg(not(feature = "traces"))]
 impl Parents {
     pub(crate) fn remember(&self, _: &[tokio_postgres::Row]) {}
@@ -207,7 +193,7 @@ const MAX_PARENTS: usize = 1 << 16;
 
 #[cfg(feature = "traces")]
 impl Parents {
-    /// The contexts in the rows of a fetch ([`get_jobs`]).
+    /// The contexts in the rows of a fetch (its traced form, `crate::statements`).
     pub(crate) fn remember(&self, rows: &[tokio_postgres::Row]) {
         let mut parents = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if parents.len() > MAX_PARENTS {

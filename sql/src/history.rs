@@ -3,19 +3,19 @@
 
 /// The history table, its waiters and its pruner (records migration 7).
 pub const JOB_HISTORY: &str = include_str!("../records/000007.sql");
-/// `worker::COMPLETE_JOBS` writing history: `$3` job ids and `$4` their outputs (JSON text).
-pub fn complete(plain: &str) -> String {
-    with_history(plain, COMPLETE_COLUMNS, include_str!("../queries/history/complete.sql"))
-        .replace(crate::workflows::OUTPUT_MARK, crate::workflows::OUTPUT)
+/// The parts of `worker::COMPLETE_JOBS` that write history (`on`), or none.
+pub(crate) fn complete_parts(on: bool) -> [(&'static str, &'static str); 2] {
+    parts(on, COMPLETE_COLUMNS, include_str!("../queries/history/complete.sql"))
 }
-/// `worker::FAIL_JOBS` writing history for the jobs it leaves out of attempts.
-pub fn fail(plain: &str) -> String {
-    with_history(plain, FAIL_COLUMNS, include_str!("../queries/history/fail.sql"))
+/// The parts of `worker::FAIL_JOBS` that write history for the jobs it leaves out of
+/// attempts (`on`), or none.
+pub(crate) fn fail_parts(on: bool) -> [(&'static str, &'static str); 2] {
+    parts(on, FAIL_COLUMNS, include_str!("../queries/history/fail.sql"))
 }
-/// `worker::RECOVER_LAPSED` or `worker::RESET_LOCKED` writing history for the jobs whose
-/// lost attempt was their last.
-pub fn recover(plain: &str) -> String {
-    with_history(plain, RECOVER_COLUMNS, include_str!("../queries/history/recover.sql"))
+/// The parts of `worker::RECOVER_LAPSED` or `worker::RESET_LOCKED` that write history for
+/// the jobs whose lost attempt was their last (`on`), or none.
+pub(crate) fn recover_parts(on: bool) -> [(&'static str, &'static str); 2] {
+    parts(on, RECOVER_COLUMNS, include_str!("../queries/history/recover.sql"))
 }
 const COMPLETE_COLUMNS: &str = ", jobs.task_id, jobs.key, jobs.payload, jobs.attempts, \
     jobs.max_attempts, jobs.last_error, jobs.created_at, jobs.locked_at";
@@ -23,8 +23,11 @@ const FAIL_COLUMNS: &str = ", jobs.task_id, jobs.key, jobs.payload, jobs.attempt
     jobs.max_attempts, jobs.last_error, jobs.created_at, u.permanent";
 const RECOVER_COLUMNS: &str = ", jobs.task_id, jobs.job_queue_id, jobs.key, jobs.payload, \
     jobs.attempts, jobs.max_attempts, jobs.last_error, jobs.created_at";
-fn with_history(plain: &str, columns: &str, cte: &str) -> String {
-    plain.replace("/*:HISTORY_COLUMNS*/", columns).replace("/*:HISTORY*/", cte)
+fn parts(on: bool, columns: &'static str, cte: &'static str) -> [(&'static str, &'static str); 2] {
+    match on {
+        true => [("HISTORY_COLUMNS", columns), ("HISTORY", cte)],
+        false => [("HISTORY_COLUMNS", ""), ("HISTORY", "")],
+    }
 }
 /// `$1` job id: its newest history row (the columns of `job_history`).
 pub const OUTCOME: &str = include_str!("../queries/history/outcome.sql");

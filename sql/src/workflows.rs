@@ -1,25 +1,30 @@
 //! Workflows: jobs that wait for other jobs of their set (docs/guide/workflows.md).
 
+use crate::fill::{fill, FillError};
+
 /// The workflows, their jobs and dependencies, and their states (records migration 11).
 pub const TABLES: &str = include_str!("../records/000011.sql");
-/// `worker::COMPLETE_JOBS` or `worker::FAIL_JOBS` (before history's form is made of it)
-/// settling the workflow jobs among the jobs it ends: for statements that end some (a
-/// job released by a workflow carries the flag `formica:workflow`), so the others stay plain.
-pub fn settling(plain: &str) -> String {
-    let (columns, cte) = match plain.contains("with completed as") {
-        true => ("", include_str!("../queries/workflows/complete.sql")),
-        false => (
-            ", jobs.attempts >= jobs.max_attempts as exhausted, jobs.last_error as error",
-            include_str!("../queries/workflows/fail.sql"),
-        ),
-    };
-    plain.replace("/*:WORKFLOW_COLUMNS*/", columns).replace("/*:WORKFLOW*/", cte)
+/// The part of `worker::COMPLETE_JOBS` that settles the workflow jobs it completes; with
+/// history, storing each one's output too (history's `$3` and `$4`).
+pub(crate) fn complete_part(history: bool) -> Result<String, FillError> {
+    const OUTPUT: &str = ", output = (select outputs.output::json \
+        from unnest($3::bigint[], $4::text[]) as outputs (id, output) where outputs.id = completed.id)";
+    let output = if history { OUTPUT } else { "" };
+    fill(include_str!("../queries/workflows/complete.sql"), &[("WORKFLOW_OUTPUT", output)])
 }
-/// Where `worker::COMPLETE_JOBS` sets a completed workflow job's columns: history's
-/// form stores the output there too.
-pub(crate) const OUTPUT_MARK: &str = "/*:WORKFLOW_OUTPUT*/";
-pub(crate) const OUTPUT: &str = ", output = (select outputs.output::json \
-    from unnest($3::bigint[], $4::text[]) as outputs (id, output) where outputs.id = completed.id)";
+/// The parts of `worker::FAIL_JOBS` that settle the workflow jobs it fails (`on`), or none.
+pub(crate) fn fail_parts(on: bool) -> [(&'static str, &'static str); 2] {
+    match on {
+        true => [
+            (
+                "WORKFLOW_COLUMNS",
+                ", jobs.attempts >= jobs.max_attempts as exhausted, jobs.last_error as error",
+            ),
+            ("WORKFLOW", include_str!("../queries/workflows/fail.sql")),
+        ],
+        false => [("WORKFLOW_COLUMNS", ""), ("WORKFLOW", "")],
+    }
+}
 /// `$1` name, `$2` the jobs (JSON, see `add_workflow` in the migration): rows of the
 /// workflow's id, and each job released's name and job id.
 pub const ADD: &str = include_str!("../queries/workflows/add.sql");

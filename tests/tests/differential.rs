@@ -14,6 +14,7 @@
 //! `FORMICA_DIFF_CASES` the number of sequences, 32 by default).
 
 use chrono::{DateTime, Duration, Utc};
+use formica::statements::{bind, Catalog};
 use formica_check::{Action, NewJob, Pick};
 use formica_core::flow::{Control, Partition};
 use formica_core::job::{Job, JobKeyMode};
@@ -111,6 +112,15 @@ impl Gen {
         }
     }
 
+    /// No partition, or one by payload field or key prefix.
+    fn partition(&mut self) -> Option<Partition> {
+        match self.rng.below(3) {
+            0 => None,
+            1 => Some(Partition::Field("n".into())),
+            _ => Some(Partition::KeyPrefix("1".into())),
+        }
+    }
+
     fn offset(&mut self) -> i64 {
         match self.rng.below(10) {
             0 => -6 * 3600,
@@ -201,13 +211,17 @@ impl Gen {
                 excluded: self.maybe(200, |g| vec![format!("q{}", g.rng.below(2))]).unwrap_or_default(),
                 caps: self
                     .maybe(300, |g| {
-                        let partition = match g.rng.below(3) {
-                            0 => None,
-                            1 => Some(Partition::Field("n".into())),
-                            _ => Some(Partition::KeyPrefix("1".into())),
-                        };
-                        let task = g.pick(&TASKS).to_owned();
+                        let (task, partition) = (g.pick(&TASKS).to_owned(), g.partition());
                         vec![Control { partition, ..Control::cap(task, g.rng.between(1, 3) as u32) }]
+                    })
+                    .unwrap_or_default(),
+                limits: self
+                    .maybe(500, |g| {
+                        let (task, partition) = (g.pick(&TASKS).to_owned(), g.partition());
+                        // Periods from a second to a minute, against fetch times tens of
+                        // seconds apart: starts both inside and outside the period count.
+                        let period_ms = 1000 * g.rng.between(1, 60) as u32;
+                        vec![Control { partition, ..Control::rate_limit(task, g.rng.between(1, 2) as u32, period_ms) }]
                     })
                     .unwrap_or_default(),
             },
@@ -315,8 +329,10 @@ fn sim_rows(result: Result<Vec<Job>, DbError>) -> Outcome {
 
 /// Runs a worker statement on PostgreSQL bound exactly as the driver binds it.
 async fn pg_statement(tx: &Transaction<'_>, statement: Statement) -> QueryResult {
-    let bound = formica::statements::bind(statement);
-    let rows = tx.query(&sql::render(bound.template, SCHEMA), &bound.values()).await.expect("statement");
+    static CATALOG: std::sync::LazyLock<Catalog> =
+        std::sync::LazyLock::new(|| Catalog::new(SCHEMA, false).expect("the worker's SQL"));
+    let bound = bind(&CATALOG, statement, &[]);
+    let rows = tx.query(bound.sql, &bound.values()).await.expect("statement");
     bound.answer(&rows).expect("decoding the rows")
 }
 
@@ -486,8 +502,13 @@ impl Both {
                     .expect("force_unlock_workers");
                 (Outcome::Nothing, Outcome::Nothing)
             }
-            Action::Fetch { worker_id, tasks, forbidden, accepted, limit, now_s, excluded, caps } => {
+            Action::Fetch { worker_id, tasks, forbidden, accepted, limit, now_s, excluded, caps, limits } => {
                 self.serial += 1;
+                let limits: Vec<Control> = limits.iter().filter(|l| tasks.contains(&l.task)).cloned().collect();
+                // A limited fetch logs its starts at its own time, else at the database's clock
+                // once its locks are held (clock_timestamp(), past the transaction's now()
+                // that the sim reads): given its time, both sides log the same instant.
+                let now_s = now_s.or_else(|| (!limits.is_empty()).then_some(0));
                 let fetch_now = now_s.map(|s| at(now, s, self.serial));
                 let statement = Statement::GetJobs {
                     worker_id: worker_id.clone(),
@@ -498,7 +519,7 @@ impl Both {
                     now: fetch_now,
                     excluded_queues: excluded.clone(),
                     caps: caps.iter().filter(|c| tasks.contains(&c.task)).cloned().collect(),
-                    limits: vec![],
+                    limits,
                     // Every other fetch in the walking shape: the same jobs either way.
                     walk_priorities: self.serial % 2 == 0,
                 };

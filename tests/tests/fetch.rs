@@ -5,6 +5,7 @@
 //! the index, and the walk over the priorities present that follows a slow short fetch.
 
 use chrono::{Duration, Utc};
+use formica::statements::{bind, Catalog};
 use formica_core::job::Job;
 use formica_core::worker::{QueryResult, Statement};
 use formica_sql as sql;
@@ -56,9 +57,10 @@ async fn the_fetch_takes_due_jobs_in_priority_order_across_many_priorities_and_n
 /// The rows the worker's fetch (by worker `w`, of task `t`) locks in `tx`, in one of its
 /// two shapes.
 async fn fetch(tx: &tokio_postgres::Transaction<'_>, limit: usize, walk_priorities: bool) -> Vec<Job> {
+    let catalog = Catalog::new("graphile_worker", false).unwrap();
     let bound =
-        formica::statements::bind(get_jobs(limit, Some(Utc::now() + Duration::seconds(1)), walk_priorities));
-    let rows = tx.query(&sql::render(bound.template, "graphile_worker"), &bound.values()).await.unwrap();
+        bind(&catalog, get_jobs(limit, Some(Utc::now() + Duration::seconds(1)), walk_priorities), &[]);
+    let rows = tx.query(bound.sql, &bound.values()).await.unwrap();
     let QueryResult::Jobs { jobs, .. } = bound.answer(&rows).unwrap() else { panic!("not jobs") };
     jobs
 }
@@ -132,7 +134,7 @@ async fn hold_both_turns(db: &TestDb) -> Vec<tokio_postgres::Client> {
     let mut turns = Vec::new();
     for _ in 0..2 {
         let client = db.client().await;
-        client.batch_execute(&sql::worker::fetch_begin("graphile_worker", true)).await.unwrap();
+        client.batch_execute(&sql::worker::fetch_begin("graphile_worker", true).unwrap()).await.unwrap();
         client.batch_execute("set local idle_in_transaction_session_timeout = 0").await.unwrap();
         turns.push(client);
     }
@@ -263,9 +265,10 @@ async fn a_worker_alone_takes_turns_as_soon_as_another_starts() {
 #[tokio::test]
 async fn a_fetch_reads_the_index_when_a_burst_of_jobs_follows_a_quiet_spell() {
     let db = TestDb::migrated().await;
-    let fetch = sql::render(formica::statements::bind(get_jobs(10, None, false)).template, "graphile_worker");
+    let catalog = Catalog::new("graphile_worker", false).unwrap();
+    let fetch = bind(&catalog, get_jobs(10, None, false), &[]).sql.to_owned();
     let execute = "execute get_jobs('w', array['t'], array[]::text[], null, 10, array[]::text[])";
-    let settings = sql::worker::fetch_begin("graphile_worker", false);
+    let settings = sql::worker::fetch_begin("graphile_worker", false).unwrap();
     let generic = "begin; set local plan_cache_mode = force_generic_plan";
     for (begin, seq_scan) in [(settings.as_str(), false), (generic, true)] {
         let client = db.client().await;
@@ -322,12 +325,12 @@ async fn a_queue_s_head_given_back_is_its_head_again_among_jobs_sharing_its_run_
         )
         .await
         .unwrap();
+    let catalog = Catalog::new("graphile_worker", false).unwrap();
     let run = |statement: Statement| {
-        let client = &client;
+        let (client, catalog) = (&client, &catalog);
         async move {
-            let bound = formica::statements::bind(statement);
-            let rows =
-                client.query(&sql::render(bound.template, "graphile_worker"), &bound.values()).await.unwrap();
+            let bound = bind(catalog, statement, &[]);
+            let rows = client.query(bound.sql, &bound.values()).await.unwrap();
             bound.answer(&rows).unwrap()
         }
     };
@@ -351,4 +354,38 @@ async fn a_queue_s_head_given_back_is_its_head_again_among_jobs_sharing_its_run_
         assert_eq!(ids, [head], "{shape}: the queue's head, once given back");
         run(Statement::ReturnJobs { worker_id: "w".into(), ids }).await;
     }
+}
+
+/// A Formica worker older than records migration 14, still running during a rollout, fetches
+/// a capped task through `lock_jobs_capped`, now a call of the one controlled fetch function
+/// (`lock_jobs_limited`): it keeps within the cap, counting what the newer workers hold.
+#[tokio::test]
+async fn an_older_worker_s_capped_fetch_keeps_within_the_cap() {
+    let db = TestDb::migrated().await;
+    let client = db.client().await;
+    client
+        .batch_execute(
+            "select graphile_worker.add_jobs(array(select ('t', json_build_object('n', n), null, null,
+               null, null, null, null)::graphile_worker.job_spec from generate_series(1, 5) as n))",
+        )
+        .await
+        .unwrap();
+    let old = "select id from formica_graphile_worker.lock_jobs_capped('old', array['t'], '{}', null, 10,
+        '{}', '{}', array['t'], array[3], array[null]::text[], array[null]::text[])";
+    client
+        .execute(
+            "update graphile_worker._private_jobs set locked_by = 'new', locked_at = now() \
+        where id = (select min(id) from graphile_worker._private_jobs)",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(client.query(old, &[]).await.unwrap().len(), 2, "a cap of 3 with one job held elsewhere");
+    assert_eq!(client.query(old, &[]).await.unwrap().len(), 0, "the cap is full");
+    let locked: i64 = client
+        .query_one("select count(*) from graphile_worker._private_jobs where locked_by = 'old'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(locked, 2);
 }

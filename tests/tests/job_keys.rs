@@ -330,13 +330,13 @@ async fn remove_job_deletes_an_unlocked_job_and_detaches_a_locked_one() {
 /// one on its last attempt too.
 #[tokio::test]
 async fn a_job_replaced_or_removed_while_held_is_not_revived_when_given_back() {
-    use formica::statements::bind;
+    use formica::statements::{bind, Catalog};
     use formica_core::worker::{Snooze, Statement};
     let jobs = Jobs::new().await;
+    let catalog = Catalog::new("graphile_worker", false).unwrap();
     let run = |statement: Statement| {
-        let bound = bind(statement);
-        let sql = formica_sql::render(bound.template, "graphile_worker");
-        let client = &jobs.client;
+        let bound = bind(&catalog, statement, &[]);
+        let (sql, client) = (bound.sql.to_owned(), &jobs.client);
         async move { client.query(&sql, &bound.values()).await.expect("statement") }
     };
     for args in [
@@ -389,10 +389,11 @@ async fn a_job_replaced_or_removed_while_held_is_not_revived_when_given_back() {
 /// "replaced while held", and is refunded when given back on its last attempt.
 #[tokio::test]
 async fn a_job_locked_by_a_worker_whose_clock_is_behind_is_refunded_when_given_back() {
-    use formica::statements::bind;
+    use formica::statements::{bind, Catalog};
     use formica_core::flow::Control;
     use formica_core::worker::Statement;
     let jobs = Jobs::new().await;
+    let catalog = Catalog::new("graphile_worker", false).unwrap();
     let behind: chrono::DateTime<chrono::Utc> = jobs.row("select now() - interval '1 minute'").await.get(0);
     let (cap, limit) = (Control::cap("t", 10), Control::rate_limit("t", 10, 60_000));
     for (fetch, caps, limits) in
@@ -412,13 +413,11 @@ async fn a_job_locked_by_a_worker_whose_clock_is_behind_is_refunded_when_given_b
             limits,
             walk_priorities: false,
         };
-        let bound = bind(statement);
-        let sql = formica_sql::render(bound.template, "graphile_worker");
-        let fetched = jobs.client.query(&sql, &bound.values()).await.expect("fetch");
+        let bound = bind(&catalog, statement, &[]);
+        let fetched = jobs.client.query(bound.sql, &bound.values()).await.expect("fetch");
         let id: i64 = fetched.first().unwrap_or_else(|| panic!("{fetch}: the job is locked")).get("id");
-        let bound = bind(Statement::ReturnJobs { worker_id: "w".into(), ids: vec![id] });
-        let sql = formica_sql::render(bound.template, "graphile_worker");
-        jobs.client.query(&sql, &bound.values()).await.expect("return");
+        let bound = bind(&catalog, Statement::ReturnJobs { worker_id: "w".into(), ids: vec![id] }, &[]);
+        jobs.client.query(bound.sql, &bound.values()).await.expect("return");
         let row = jobs
             .row(&format!("select attempts, is_available from graphile_worker._private_jobs where id = {id}"))
             .await;

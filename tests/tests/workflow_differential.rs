@@ -9,11 +9,14 @@
 // Tests fail by panicking, and match only the variants they look for.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
 
+use formica::statements::{bind, Catalog};
 use formica::BatchReport;
 use formica::{Callback, OnDependencyFailure, Workflow, WorkflowJob};
+use formica_core::worker::{Failure, Statement};
 use formica_core::workflow::{Change, Graph, JobState, Outcome, Progress};
 use formica_tests::TestDb;
 use serde_json::{json, Value};
+use std::sync::LazyLock;
 use tokio_postgres::Client;
 
 /// A small deterministic generator (xorshift): a failing case is replayed by its seed.
@@ -87,32 +90,36 @@ async fn compare(client: &Client, workflow: i64, progress: &Progress, seed: u64,
 }
 
 /// Settle the graphile_worker jobs `ids` with `outcome` through the worker's own statement,
-/// as a worker holding them would (history's form, writing an output, now and then).
+/// bound as the driver binds it for jobs a workflow released (the settling form), as a worker
+/// holding them would (with history, writing an output, now and then).
 async fn settle_by_worker(client: &Client, ids: &[i64], outcome: Outcome, with_history: bool) {
+    static CATALOGS: LazyLock<[Catalog; 2]> = LazyLock::new(|| {
+        [false, true].map(|history| Catalog::new("graphile_worker", history).expect("the worker's SQL"))
+    });
     let lock = "update graphile_worker._private_jobs set locked_by = 'w', locked_at = now(), \
         attempts = attempts + 1 where id = any($1)";
     client.execute(lock, &[&ids]).await.unwrap();
-    let render = |sql: &str| formica_sql::render(sql, "graphile_worker");
-    // The settling forms, which the driver sends for jobs a workflow released.
-    let complete = formica_sql::workflows::settling(formica_sql::worker::COMPLETE_JOBS);
-    let fail = formica_sql::workflows::settling(formica_sql::worker::FAIL_JOBS);
-    if outcome == Outcome::Completed {
-        if with_history {
-            let outputs: Vec<String> = ids.iter().map(|id| id.to_string()).collect();
-            let sql = render(&formica_sql::history::complete(&complete));
-            client.execute(&sql, &[&"w", &ids, &ids, &outputs]).await.unwrap();
-        } else {
-            client.execute(&render(&complete), &[&"w", &ids]).await.unwrap();
+    let (worker_id, ids) = ("w".to_owned(), ids.to_vec());
+    let outputs: Vec<(i64, String)> = ids.iter().map(|id| (*id, id.to_string())).collect();
+    let statement = match outcome {
+        Outcome::Completed => Statement::CompleteJobs { worker_id, ids, settles_workflow_jobs: true },
+        _ => {
+            let message = if outcome == Outcome::Cancelled { "cancelled: by the test" } else { "boom" };
+            let failures = (ids.iter())
+                .map(|&job_id| Failure {
+                    job_id,
+                    message: message.to_owned(),
+                    run_at: None,
+                    permanent: true,
+                    payload: None,
+                    delay: None,
+                })
+                .collect();
+            Statement::FailJobs { worker_id, failures, settles_workflow_jobs: true }
         }
-        return;
-    }
-    let message = if outcome == Outcome::Cancelled { "cancelled: by the test" } else { "boom" };
-    let n = ids.len();
-    let sql = if with_history { render(&formica_sql::history::fail(&fail)) } else { render(&fail) };
-    let (messages, run_ats, permanent) =
-        (vec![message; n], vec![None::<chrono::DateTime<chrono::Utc>>; n], vec![true; n]);
-    let (payloads, delays) = (vec![None::<String>; n], vec![None::<i64>; n]);
-    client.execute(&sql, &[&"w", &ids, &messages, &run_ats, &permanent, &payloads, &delays]).await.unwrap();
+    };
+    let bound = bind(&CATALOGS[usize::from(with_history)], statement, &outputs);
+    client.execute(bound.sql, &bound.values()).await.unwrap();
 }
 
 /// Check the batch each callback released in `changes` got against the model's counts.

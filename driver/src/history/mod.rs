@@ -20,10 +20,9 @@ pub use prune::Pruned;
 pub(crate) use prune::MIN_PRUNE_EVERY;
 pub use read::{HistoryBucket, HistoryFilter};
 
-use crate::params::{param, Param};
 use formica_core::worker::Statement;
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_postgres::types::Type;
 
@@ -84,14 +83,6 @@ pub(crate) struct Outputs(Mutex<HashMap<i64, String>>);
 /// that gave up on its writes) are forgotten all at once.
 const MAX_OUTPUTS: usize = 1 << 16;
 
-/// The history form of a completion or failure: its statement, extra parameters, and the
-/// jobs whose outputs it carries (forgotten once it ran).
-pub(crate) struct HistoryBinding {
-    pub(crate) template: &'static str,
-    pub(crate) params: Vec<Param>,
-    pub(crate) carried: Vec<i64>,
-}
-
 impl Outputs {
     pub(crate) fn keep(&self, job_id: i64, output: String) {
         let mut outputs = self.0.lock().unwrap_or_else(|e| e.into_inner());
@@ -101,45 +92,19 @@ impl Outputs {
         outputs.insert(job_id, output);
     }
 
-    pub(crate) fn forget(&self, ids: &[i64]) {
+    pub(crate) fn forget(&self, ids: impl IntoIterator<Item = i64>) {
         let mut outputs = self.0.lock().unwrap_or_else(|e| e.into_inner());
         for id in ids {
-            outputs.remove(id);
+            outputs.remove(&id);
         }
     }
 
-    /// How `statement` writes history, if it ends jobs (a worker's own, or, freeing them, a dead
-    /// worker's: so a job is recorded if the worker that ends it writes history).
-    pub(crate) fn bind(&self, statement: &Statement) -> Option<HistoryBinding> {
-        static COMPLETE: LazyLock<String> =
-            LazyLock::new(|| formica_sql::history::complete(formica_sql::worker::COMPLETE_JOBS));
-        static FAIL: LazyLock<String> =
-            LazyLock::new(|| formica_sql::history::fail(formica_sql::worker::FAIL_JOBS));
-        static RECOVER: LazyLock<String> =
-            LazyLock::new(|| formica_sql::history::recover(formica_sql::worker::RECOVER_LAPSED));
-        static RESET: LazyLock<String> =
-            LazyLock::new(|| formica_sql::history::recover(formica_sql::worker::RESET_LOCKED));
-        match statement {
-            Statement::CompleteJobs { ids, .. } => {
-                let outputs = self.0.lock().unwrap_or_else(|e| e.into_inner());
-                let (carried, values): (Vec<i64>, Vec<String>) =
-                    ids.iter().filter_map(|id| Some((*id, outputs.get(id)?.clone()))).unzip();
-                let params = vec![param(carried.clone(), Type::INT8_ARRAY), param(values, Type::TEXT_ARRAY)];
-                Some(HistoryBinding { template: &COMPLETE, params, carried })
-            }
-            Statement::FailJobs { .. } => {
-                Some(HistoryBinding { template: &FAIL, params: Vec::new(), carried: Vec::new() })
-            }
-            // A job whose lost attempt (its worker died) was its last ends there: the worker
-            // that frees it writes its row, as it would for a failure of its own.
-            Statement::RecoverLapsed { .. } => {
-                Some(HistoryBinding { template: &RECOVER, params: Vec::new(), carried: Vec::new() })
-            }
-            Statement::ResetLocked { .. } => {
-                Some(HistoryBinding { template: &RESET, params: Vec::new(), carried: Vec::new() })
-            }
-            _ => None,
-        }
+    /// The outputs a completion `statement` carries to its jobs' history rows, by job (none
+    /// for other statements). Its form is the catalog's (`crate::statements`).
+    pub(crate) fn carried(&self, statement: &Statement) -> Vec<(i64, String)> {
+        let Statement::CompleteJobs { ids, .. } = statement else { return Vec::new() };
+        let outputs = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        ids.iter().filter_map(|id| Some((*id, outputs.get(id)?.clone()))).collect()
     }
 }
 

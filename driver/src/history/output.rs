@@ -82,6 +82,6 @@ impl<R> WorkerOptions<R> {
 /// What a task's end leaves: the output of a run that did not complete is not kept.
 pub(crate) fn settle(outputs: Option<&Outputs>, job_id: i64, outcome: &TaskOutcome) {
     if let (Some(outputs), false) = (outputs, matches!(outcome, TaskOutcome::Ok)) {
-        outputs.forget(&[job_id]);
+        outputs.forget([job_id]);
     }
 }

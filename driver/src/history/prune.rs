@@ -48,7 +48,7 @@ impl WorkerUtils {
         at: Option<DateTime<Utc>>,
     ) -> Result<Pruned, Error> {
         let statement = Statement::PruneHistory { retention: retention.to_core(), at };
-        match crate::statements::bind(statement).run_unnamed(self.pool(), self.schema()).await? {
+        match crate::statements::run_by_hand(self.pool(), self.schema(), statement).await? {
             QueryResult::Pruned { dropped, deleted } => Ok(Pruned { dropped, deleted }),
             other => Err(Error::Row(format!("prune_history answered {other:?}"))),
         }

@@ -13,14 +13,14 @@ pub(crate) fn get<'a, T: FromSql<'a>>(row: &'a Row, name: &str) -> Result<T, Err
     row.read(row.column(name)?)
 }
 
-/// Run the read-only statement `template` (rendered for the schema, `:JOB_STATE` filled in)
+/// Run the read-only statement `template` (rendered for the schema)
 /// with `params` and their types.
 pub(crate) async fn read(
     utils: &WorkerUtils,
     template: &str,
     params: &[(&(dyn ToSql + Sync), Type)],
 ) -> Result<Vec<Row>, Error> {
-    let text = sql::render(&sql::with_job_state(template), utils.schema());
+    let text = sql::render(template, utils.schema());
     let client = utils.pool().get().await?;
     Ok(client.query_typed(&text, params).await?)
 }

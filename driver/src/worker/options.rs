@@ -13,7 +13,7 @@ use crate::middleware::add::AddLayers;
 use crate::middleware::{Next, RunLayers, TaskOutcome};
 use crate::runtime::Runtime;
 use crate::settings::ConnectionSettings;
-use crate::statements::{Executor, FlagsFn};
+use crate::statements::{Catalog, Executor, FlagsFn};
 use crate::task::{BatchResult, BatchTaskHandler, Handlers, JobContext, TaskHandler, TaskResult};
 use crate::utils::{WorkerUtils, DEFAULT_SCHEMA};
 use formica_core::cron::{self, Crontab};
@@ -439,18 +439,19 @@ impl<R> WorkerOptions<R> {
         config.resolve_workflows = Some(to_chrono(resolve_every));
         // Each worker its own jitter: workers started together spread their sweeps and chores.
         config.seed = seed_of(&config.worker_id);
+        let catalog = Catalog::new(utils.schema(), self.history.enabled)?;
         let (inputs, receiver) = mpsc::unbounded();
         let metrics = Metrics::new(utils.pool(), &config.worker_id);
         Ok(Worker {
             shared: Arc::new(Shared {
                 executor: Executor {
                     pool: utils.pool().clone(),
-                    schema: utils.schema().to_owned(),
+                    catalog: Arc::new(catalog),
                     prepared: self.prepared_statements,
                     flags_fn: self.flags_fn,
                     parents: Default::default(),
                     outputs: crate::history::outputs(&self.history),
-                    turns: crate::statements::FetchTurns::new(utils.schema()),
+                    turns: Default::default(),
                 },
                 utils,
                 handlers: self.handlers,

@@ -94,7 +94,7 @@ impl Worker {
             runtime: threads.lease.clone(),
             clock: clock.clone(),
             settings: shared.utils.pool().settings().clone(),
-            schema: shared.utils.schema().to_owned(),
+            catalog: shared.executor.catalog.clone(),
             worker_id: shared.worker_id.clone(),
             watchdog: config.watchdog,
             crontab: crontab_text(&config.crontab),

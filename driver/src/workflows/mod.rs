@@ -23,13 +23,11 @@
 
 mod build;
 mod ops;
-mod settle;
 
 pub use build::{AddedWorkflow, BatchReport, Workflow, WorkflowJob};
 pub use formica_core::workflow::{Callback, OnDependencyFailure, WorkflowError};
 pub(crate) use ops::MIN_RESOLVE_EVERY;
 pub use ops::{CancelledWorkflow, RetriedWorkflow};
-pub(crate) use settle::settling;
 
 use std::time::Duration;
 

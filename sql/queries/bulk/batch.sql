@@ -3,10 +3,10 @@
 -- action changes them through graphile-worker's own admin functions. Rows: how many it
 -- changed, and the last id of the batch (null: no job left), where the next batch starts.
 with batch as (
-  :MATCHING
+  /*:MATCHING*/
   for update of jobs skip locked
 ),
 changed as (
-  :CHANGE
+  /*:CHANGE*/
 )
 select (select count(*) from changed) as changed, (select max(batch.id) from batch) as last

@@ -25,6 +25,6 @@ where jobs.id > $1::bigint and jobs.id <= $2::bigint
   and ($12::int is null or jobs.attempts >= $12::int)
   and ($13::int is null or jobs.attempts <= $13::int)
   and ($14::text is null or jobs.key = $14::text)
-  and (:ELIGIBLE)
+  and (/*:ELIGIBLE*/)
 order by jobs.id
 limit $3::bigint

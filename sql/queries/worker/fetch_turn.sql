@@ -1,5 +1,5 @@
 -- Waits, in a fetch's transaction (after fetch_begin.sql), for one of the two turns the
--- Formica workers of one schema share (advisory locks (:TURNS_KEY, 0) and (:TURNS_KEY, 1),
+-- Formica workers of one schema share (advisory locks (key, 0) and (key, 1), the key one per schema,
 -- held to the commit): the first free one, else a wait for one drawn at random. Sent,
 -- pipelined, before a fetch while other Formica workers are alive. Why: a fetch's snapshot
 -- is taken when it starts, so the jobs another worker's fetch locked and committed since
@@ -10,5 +10,5 @@
 -- frees its jobs (fetch_begin.sql).
 select coalesce(
   (select true from generate_series(0, 1) as turns(turn)
-   where pg_try_advisory_xact_lock(:TURNS_KEY, turns.turn) limit 1),
-  pg_advisory_xact_lock(:TURNS_KEY, floor(random() * 2)::integer) is null)
+   where pg_try_advisory_xact_lock(/*:TURNS_KEY*/, turns.turn) limit 1),
+  pg_advisory_xact_lock(/*:TURNS_KEY*/, floor(random() * 2)::integer) is null)

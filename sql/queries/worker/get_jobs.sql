@@ -9,26 +9,11 @@
 -- job's attempts count the attempt now starting; it is locked at the later of $4 and the
 -- database clock, so that no write after the lock is dated before it (return_jobs.sql
 -- compares updated_at with it). Rows: _private_jobs columns plus task_identifier and
--- queue_name, in (priority, run_at, id) order. The comments of the last select mark where
--- the traced fetch (formica_sql::traces::fetch) adds each job's trace context; the one
--- in the queues' filter marks where the fetch that leaves paused queues out
--- (formica_sql::flow::excluding_queues) adds its condition.
-with candidates as (
-  select jobs.ctid, jobs.id, jobs.job_queue_id, jobs.priority, jobs.run_at
-  from :SCHEMA._private_jobs as jobs
-  where jobs.is_available = true
-    and jobs.run_at <= coalesce($4::timestamptz, now())
-    and jobs.task_id = any(array(
-      select tasks.id from :SCHEMA._private_tasks as tasks where tasks.identifier = any($2::text[])))
-    and (jobs.job_queue_id is null or jobs.job_queue_id in (
-      select job_queues.id from :SCHEMA._private_job_queues as job_queues
-      where job_queues.is_available = true /*:QUEUE_FILTER*/))
-    and (jobs.flags ?| $3::text[]) is not true
-    and (cardinality($6::text[]) = 0 or (jobs.flags ?| $6::text[]) is true)
-  order by jobs.priority asc, jobs.run_at asc
-  limit $5::int
-  for update skip locked
-),
+-- queue_name, in (priority, run_at, id) order. The candidates are found in one scan
+-- (get_jobs_scan.sql) or one priority at a time (get_jobs_walk.sql), put in place of the
+-- first marker; the comments of the last select mark where the traced fetch adds each job's
+-- trace context (formica_sql::worker::get_jobs fills them).
+/*:CANDIDATES*/,
 chosen as (
   -- A queue may hold several candidates: keep its first, leave the rest untouched. Ties go
   -- by id: a job given back (its row rewritten) sorts after its equals in the index, yet

@@ -1,5 +1,5 @@
--- The candidates of get_jobs.sql found one priority at a time (formica_sql::worker::walking
--- puts this in place of its `candidates`; the same parameters, the same jobs). The index
+-- The candidates of get_jobs.sql found one priority at a time (formica_sql::worker::get_jobs
+-- puts this in place of get_jobs_scan.sql; the same parameters, the same jobs). The index
 -- orders by (priority, run_at), so one priority's due jobs are a range of it that ends at
 -- its first job due later, where a single scan of all priorities reads every job scheduled
 -- for later before it knows it found all those due. The priorities present are walked with

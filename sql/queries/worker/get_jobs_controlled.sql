@@ -1,6 +1,7 @@
--- The fetch of a worker some of whose tasks are rate limited: see :RECORDS.lock_jobs_limited
--- (sql/records/000010.sql) for the parameters. Rows as worker/get_jobs.sql's; the comments
--- mark where the traced fetch (formica_sql::traces::fetch) adds each job's trace context.
+-- The fetch of a worker some of whose tasks are capped or rate limited (or both): see
+-- :RECORDS.lock_jobs_limited (sql/records/000010.sql) for the parameters ($12 to $16 empty
+-- when no task is limited). Rows as worker/get_jobs.sql's; the comments mark where the traced
+-- fetch adds each job's trace context.
 select locked.*, tasks.identifier as task_identifier, job_queues.queue_name /*:TRACE_COLUMNS*/
 from :RECORDS.lock_jobs_limited($1::text, $2::text[], $3::text[], $4::timestamptz, $5::int, $6::text[],
   $7::text[], $8::text[], $9::int[], $10::text[], $11::text[], $12::text[], $13::int[], $14::int[],

@@ -1,0 +1,34 @@
+//! Formica's records schema, `formica_<schema>`: its migrations, with a ledger of their own
+//! beside graphile-worker's, and the tables of the steps no feature module holds.
+
+use crate::migrate::Step;
+
+/// The migrations of Formica's records schema, in order (its own ledger, ids from 1).
+pub const RECORDS_STEPS: &[Step] = &[
+    Step { id: 1, sql: &[include_str!("../records/000001.sql")] },
+    Step { id: 2, sql: &[CANCEL_REQUESTS] },
+    Step { id: 3, sql: &[LEASE_IDENTITY] },
+    Step { id: 4, sql: &[LEASE_CRONTAB] },
+    Step { id: 5, sql: &[crate::traces::JOB_TRACES] },
+    Step { id: 6, sql: &[crate::flow::PAUSES] },
+    Step { id: 7, sql: &[crate::history::JOB_HISTORY] },
+    Step { id: 8, sql: &[crate::schedules::TABLE] },
+    Step { id: 9, sql: &[UNIQUE_CLAIMS] },
+    Step { id: 10, sql: &[crate::flow::RATE_LIMITS] },
+    Step { id: 11, sql: &[crate::workflows::TABLES] },
+    Step { id: 12, sql: &[include_str!("../records/000012.sql")] },
+    Step { id: 13, sql: &[include_str!("../records/000013.sql")] },
+    Step { id: 14, sql: &[include_str!("../records/000014.sql")] },
+];
+
+/// Claims of unique jobs not to add again within a period, finished or not (records step 9).
+pub const UNIQUE_CLAIMS: &str = include_str!("../records/000009.sql");
+
+/// The records' table of cancel requests for held jobs (records migration 2).
+pub const CANCEL_REQUESTS: &str = include_str!("../records/000002.sql");
+
+/// The leases' host, pid, version, start and last heartbeat (records migration 3).
+pub const LEASE_IDENTITY: &str = include_str!("../records/000003.sql");
+
+/// The crontab each worker runs, on its lease (records migration 4).
+pub const LEASE_CRONTAB: &str = include_str!("../records/000004.sql");
