@@ -2,7 +2,7 @@
 //! others, a file that imports it back (an import circle means a type lives in the wrong
 //! file), and no source file is over 500 lines outside its tests.
 //!
-//! `cargo test -p formica-tests --test layout` shows both. Imports are read from the text:
+//! `cargo test -p formica-tests --test it layout::` shows both. Imports are read from the text:
 //! `use` statements (groups expanded) and inline `crate::`/`super::`/`self::` paths, each
 //! resolved to the file of the longest module prefix it names, through `pub use`
 //! re-exports to the file that defines the item. A module declaring its
