@@ -95,6 +95,8 @@ pub(crate) fn written_ids(statement: &Statement) -> Vec<i64> {
         | Statement::RegisterCrontabs { .. }
         | Statement::ScheduleCron(_)
         | Statement::ReadSchedules
+        | Statement::PruneHistory { .. }
+        | Statement::ResolveWorkflows
         | Statement::ReturnUnknown { .. } => vec![],
     }
 }

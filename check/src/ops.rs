@@ -192,7 +192,7 @@ pub enum Action {
         /// Named queues left out (paused).
         excluded: Vec<String>,
         /// Caps of the tasks asked for (the capped fetch).
-        caps: Vec<formica_core::flow::Cap>,
+        caps: Vec<formica_core::flow::Control>,
     },
     /// A worker completes the jobs it holds that `mask` selects (bit `i % 64` for the i-th);
     /// with bit 63, also the first job it does not hold (fenced off).

@@ -1,6 +1,7 @@
 //! What the checker asks of each statement a worker sends: a fetch only with room and in
 //! turn, a failure's retry time as the backoff says, a give-back of a lost fetch's jobs never
-//! beside a fetch nor of a job the worker holds.
+//! beside a fetch nor of a job the worker holds, a chore's pass never beside another nor
+//! after a shutdown request.
 
 use crate::life::{Grant, Incarnation};
 use formica_core::worker::{Statement, TaskOutcome};
@@ -87,6 +88,13 @@ pub(crate) fn sent(inc: &mut Incarnation, statement: &Statement) -> Result<(), S
                         s.job_id, s.run_at, s.delay
                     ));
                 }
+            }
+        }
+        // The chores' promises: never two passes at once, none once the worker stops.
+        Statement::PruneHistory { .. } | Statement::ResolveWorkflows => {
+            let kind = std::mem::discriminant(statement);
+            if inc.pending.values().any(|s| std::mem::discriminant(s) == kind) || inc.shutting_down {
+                return Err(format!("{statement:?} sent while another was out or after a shutdown request"));
             }
         }
         Statement::RegisterCrontabs { .. }

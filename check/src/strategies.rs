@@ -7,7 +7,7 @@ use crate::ops::{for_workers, Action, NewJob, Op, Pick};
 use chrono::Duration;
 use formica_core::job::JobKeyMode;
 use formica_core::sim::Fault;
-use formica_core::worker::{Config, RefetchDelay, TaskOutcome};
+use formica_core::worker::{Config, Pruning, RefetchDelay, Retention, TaskOutcome};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
@@ -139,6 +139,12 @@ pub fn worker_config(index: usize) -> impl Strategy<Value = Config> {
                     max_listener_backoff: Duration::seconds(10),
                     seed,
                     crontab: Vec::new(),
+                    // Half the workers run the chores, at periods that come up in a run.
+                    prune_history: (seed % 4 < 2).then_some(Pruning {
+                        retention: Retention { completed: Some(Duration::days(7)), failed: None, cancelled: None },
+                        every: Duration::seconds(3),
+                    }),
+                    resolve_workflows: (seed % 4 < 2).then_some(Duration::seconds(2)),
                     runtime_schedules: None,
                     task_timeouts: Default::default(),
                     task_policies: Default::default(),

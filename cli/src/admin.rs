@@ -4,6 +4,7 @@ use crate::output::{print_job, print_jobs, print_listing, print_table, Output};
 use crate::Failure;
 use clap::{Args, Subcommand};
 use formica_tokio::chrono::{DateTime, Utc};
+use formica_tokio::controls::ControlKind;
 use formica_tokio::inspect;
 use formica_tokio::{BulkAction, Job, JobFilter, JobKeyMode, JobSpec, RescheduleJobOptions, WorkerUtils};
 use serde_json::{json, Value};
@@ -94,14 +95,14 @@ pub enum Admin {
     Schedule(crate::schedule::ScheduleCommand),
     /// Pause a task (--task), a named queue (--queue) or everything (--all): Formica workers
     /// start none of its jobs until resumed; running ones finish.
-    Pause(crate::flow::PauseArgs),
+    Pause(crate::controls::PauseArgs),
     /// Lift a pause (--task, --queue or --all).
-    Resume(crate::flow::ResumeArgs),
+    Resume(crate::controls::ResumeArgs),
     /// The pauses in force, with why, by whom and since when.
     Paused,
     /// Cap the jobs of a task running at once across every Formica worker (on the whole
     /// task, or per payload field or job key prefix); replaces its cap.
-    Cap(crate::flow::CapArgs),
+    Cap(crate::controls::CapArgs),
     /// Lift the cap of a task.
     Uncap {
         /// The task identifier.
@@ -113,7 +114,7 @@ pub enum Admin {
     /// Rate limit a task: at most --max of its jobs started per --per (`1s`, `1m`) across
     /// every Formica worker (on the whole task, or per payload field or job key prefix);
     /// replaces its limit.
-    Limit(crate::rate_limit::LimitArgs),
+    Limit(crate::controls::LimitArgs),
     /// Lift the rate limit of a task.
     Unlimit {
         /// The task identifier.
@@ -304,15 +305,15 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
         Admin::History(a) => crate::history::list(a, utils, out).await?,
         Admin::Ui(a) => serve_ui(a, utils).await?,
         Admin::Schedule(command) => crate::schedule::run(command, utils, out).await?,
-        Admin::Pause(a) => crate::flow::pause(a, utils, out).await?,
-        Admin::Resume(a) => crate::flow::resume(a, utils, out).await?,
-        Admin::Paused => crate::flow::paused(utils, out).await?,
-        Admin::Cap(a) => crate::flow::cap(a, utils, out).await?,
-        Admin::Uncap { task } => crate::flow::uncap(task, utils, out).await?,
-        Admin::Caps => crate::flow::caps(utils, out).await?,
-        Admin::Limit(a) => crate::rate_limit::limit(a, utils, out).await?,
-        Admin::Unlimit { task } => crate::rate_limit::unlimit(task, utils, out).await?,
-        Admin::Limits => crate::rate_limit::limits(utils, out).await?,
+        Admin::Pause(a) => crate::controls::pause(a, utils, out).await?,
+        Admin::Resume(a) => crate::controls::resume(a, utils, out).await?,
+        Admin::Paused => crate::controls::paused(utils, out).await?,
+        Admin::Cap(a) => crate::controls::cap(a, utils, out).await?,
+        Admin::Uncap { task } => crate::controls::remove(task, ControlKind::Cap, utils, out).await?,
+        Admin::Caps => crate::controls::list(ControlKind::Cap, utils, out).await?,
+        Admin::Limit(a) => crate::controls::limit(a, utils, out).await?,
+        Admin::Unlimit { task } => crate::controls::remove(task, ControlKind::RateLimit, utils, out).await?,
+        Admin::Limits => crate::controls::list(ControlKind::RateLimit, utils, out).await?,
         Admin::Workflows(a) => crate::workflow::list(a, utils, out).await?,
         Admin::Workflow(command) => crate::workflow::run(command, utils, out).await?,
         Admin::Status => {

@@ -1,11 +1,11 @@
 //! The bulk verbs: `formica retry`, `delete`, and `cancel`/`reschedule` given a filter, on
-//! every job the filter picks (`formica::bulk`), with `--dry-run` to say how many first.
+//! every job the filter picks (`formica::BulkFilter`), with `--dry-run` to say how many first.
 
 use crate::output::{print_json, Output};
 use crate::Failure;
 use clap::Args;
-use formica_tokio::bulk::DEFAULT_BATCH_SIZE;
 use formica_tokio::chrono::{DateTime, Duration, Utc};
+use formica_tokio::DEFAULT_BULK_BATCH_SIZE;
 use formica_tokio::{BulkAction, BulkFilter, WorkerUtils};
 use serde_json::json;
 
@@ -52,7 +52,7 @@ pub struct Selection {
     #[arg(long)]
     dry_run: bool,
     /// Jobs changed per statement (each its own short transaction).
-    #[arg(long, default_value_t = DEFAULT_BATCH_SIZE, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = DEFAULT_BULK_BATCH_SIZE, value_parser = clap::value_parser!(u32).range(1..))]
     batch_size: u32,
 }
 

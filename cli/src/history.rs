@@ -5,8 +5,8 @@ use crate::output::{print_json, print_table, short, visible, visible_lines, Outp
 use crate::Failure;
 use clap::Args;
 use formica_tokio::chrono::{DateTime, SecondsFormat, Utc};
-use formica_tokio::history::HistoryFilter;
-use formica_tokio::{JobOutcome, Outcome, WorkerUtils};
+use formica_tokio::HistoryFilter;
+use formica_tokio::{FinalState, JobOutcome, WorkerUtils};
 use serde_json::{json, Value};
 
 /// `formica history`.
@@ -17,7 +17,7 @@ pub struct HistoryArgs {
     task: Option<String>,
     /// Only jobs that ended so.
     #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(
-        [Outcome::Completed, Outcome::Failed, Outcome::Cancelled].map(Outcome::as_str)
+        [FinalState::Completed, FinalState::Failed, FinalState::Cancelled].map(FinalState::as_str)
     ))]
     outcome: Option<String>,
     /// At most this many rows.

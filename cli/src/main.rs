@@ -5,13 +5,12 @@
 
 mod admin;
 mod bulk;
+mod controls;
 mod crontab;
 mod embedded;
-mod flow;
 mod history;
 mod metrics;
 mod output;
-mod rate_limit;
 mod schedule;
 mod traces;
 mod workflow;
@@ -19,10 +18,10 @@ mod workflow;
 use clap::Parser;
 use formica_core::worker::{Config, DEFAULT_LOCAL_QUEUE_SIZE};
 use formica_tokio::exec;
-use formica_tokio::worker::{DEFAULT_MAX_POOL_SIZE, DEFAULT_QUEUE_DEPTH_INTERVAL};
 use formica_tokio::{
     CleanupTask, ConnectionSettings, Error, HistoryOptions, MigrateError, Pool, WorkerOptions, WorkerUtils,
 };
+use formica_tokio::{DEFAULT_MAX_POOL_SIZE, DEFAULT_QUEUE_DEPTH_INTERVAL};
 use output::Output;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -272,12 +271,12 @@ async fn run_worker(url: &str, schema: &str, run: RunArgs, found: exec::Discover
     match run.crontab.or_else(|| default_crontab.is_file().then_some(default_crontab)) {
         Some(file) => {
             tracing::info!(file = %file.display(), "crontab");
-            options = options.with_cron(file);
+            options = options.cron(file);
         }
         None => tracing::info!("no crontab file: cron is disabled"),
     }
     if run.runtime_schedules {
-        options = options.with_runtime_schedules(formica_tokio::worker::DEFAULT_SCHEDULES_POLL);
+        options = options.runtime_schedules(formica_tokio::DEFAULT_SCHEDULES_POLL);
     }
     for task in found.tasks.values() {
         tracing::info!(task = %task.identifier, file = %task.path.display(), "task");
@@ -314,7 +313,7 @@ async fn main_inner(cli: Cli, admin: Option<admin::Admin>) -> Result<(), Failure
         None if cleanup || !cli.schema_only => Some(discover_tasks(&cli.run.tasks)?),
         _ => None,
     };
-    let from_pg_env = || formica_tokio::settings::pg_env_is_set().then(String::new);
+    let from_pg_env = || formica_tokio::pg_env_is_set().then(String::new);
     let (embedded, url) = match cli.connection.clone().or_else(from_pg_env) {
         Some(url) => (None, url),
         None => {

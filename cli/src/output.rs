@@ -3,7 +3,8 @@
 //! (ESC starts a command): every human-readable line goes through [`visible`] (or
 //! [`visible_lines`]), and JSON through [`json_text`].
 
-use formica_tokio::inspect::{self, Counts, Decoded, JobDetail, Overview, Undecodable, WorkerSeen};
+use formica_tokio::inspect::{self, Counts, JobDetail, Overview, Undecodable, WorkerSeen};
+use formica_tokio::rows::Decoded;
 use formica_tokio::sql::JOB_STATES;
 use formica_tokio::Job;
 use serde_json::{json, Value};

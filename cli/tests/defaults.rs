@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use formica_core::worker::{Config, DEFAULT_LOCAL_QUEUE_SIZE};
-use formica_tokio::worker::{DEFAULT_MAX_POOL_SIZE, DEFAULT_QUEUE_DEPTH_INTERVAL};
+use formica_tokio::{DEFAULT_MAX_POOL_SIZE, DEFAULT_QUEUE_DEPTH_INTERVAL};
 use std::collections::BTreeMap;
 use std::process::Command;
 

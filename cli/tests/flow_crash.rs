@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use formica_tests::TestDb;
-use formica_tokio::flow::Cap;
+use formica_tokio::controls::Control;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -30,7 +30,7 @@ async fn a_sigkilled_worker_s_capped_slots_return_after_the_lease_bound_not_befo
     write_task(&first, "capped.sh", "#!/bin/sh\necho started >> \"$(dirname \"$0\")/started\"\nsleep 120\n");
     write_task(&second, "capped.sh", "#!/bin/sh\necho ran >> \"$(dirname \"$0\")/ran\"\n");
     let utils = db.utils();
-    utils.set_cap(&Cap { task: "capped".into(), max_running: 2, partition: None }, None).await.unwrap();
+    utils.set_control(&Control::cap("capped", 2), None).await.unwrap();
     for n in 0..4 {
         utils.add_raw_job("capped", serde_json::json!({ "n": n }), Default::default()).await.unwrap();
     }

@@ -68,7 +68,7 @@ async fn server_notices_are_logged_at_debug_and_warnings_at_warn_with_the_server
     tracing_subscriber::registry().with(captured.clone()).init();
 
     let settings = formica_tokio::ConnectionSettings::parse(&db.url).unwrap();
-    let client = formica_tokio::db::connect(db.runtime.as_ref(), &settings).await.unwrap();
+    let client = formica_tokio::connect(db.runtime.as_ref(), &settings).await.unwrap();
     client
         .batch_execute("do $$ begin raise notice 'just so you know'; raise warning 'careful now'; end $$")
         .await

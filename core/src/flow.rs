@@ -8,11 +8,14 @@
 //! queue is excluded by name, a pause of everything fetches nothing. Running jobs finish;
 //! jobs fetched before the pause was read are given back unstarted (attempt refunded).
 //!
-//! A [`Cap`] bounds the jobs of a task locked at once, by anyone (so graphile-worker's and
-//! a crashed worker's count until released), across the fleet, or per partition of the
-//! task. A worker whose tasks include a capped one sends its fetch with the caps
-//! ([`Statement::GetJobs`](crate::protocol::Statement::GetJobs)'s `caps`): the statement
-//! serializes the capped fetches of each task and locks at most the room left.
+//! A [`Control`] bounds the jobs of a task across the fleet, or per partition of the task:
+//! a cap on those locked at once, by anyone (so graphile-worker's and a crashed worker's
+//! count until released), or a rate limit on those locked (started) per period of the
+//! database clock. A worker whose tasks include a controlled one sends its fetch with the
+//! controls ([`Statement::GetJobs`](crate::protocol::Statement::GetJobs)'s `caps` and
+//! `limits`): the statement serializes the controlled fetches of each task and locks at
+//! most the room left. Pauses stay their own kind: they hold back by task, named queue or
+//! everything, in the worker as well as the fetch, and bound nothing by count.
 
 use std::collections::BTreeSet;
 
@@ -82,7 +85,7 @@ impl Pause {
     }
 }
 
-/// How a capped task's jobs are grouped, each group capped on its own.
+/// How a controlled task's jobs are grouped, each group held to the limit on its own.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Partition {
     /// By the text of this payload field (`payload->>'field'`; a job without it is in the
@@ -93,7 +96,23 @@ pub enum Partition {
     KeyPrefix(String),
 }
 
+/// A partition kind that is neither `field` nor `key_prefix`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown partition {0:?}: field or key_prefix")]
+pub struct UnknownPartition(pub String);
+
 impl Partition {
+    /// The partition of `kind` (`field` or `key_prefix`, as stored and as the dashboard's
+    /// and the command line's forms name it) over `argument` (the field or separator): the
+    /// one parser of a partition.
+    pub fn parse(kind: &str, argument: impl Into<String>) -> Result<Self, UnknownPartition> {
+        match kind {
+            "field" => Ok(Partition::Field(argument.into())),
+            "key_prefix" => Ok(Partition::KeyPrefix(argument.into())),
+            other => Err(UnknownPartition(other.to_owned())),
+        }
+    }
+
     /// The partition of a job with this payload and key.
     pub fn of(&self, payload: &serde_json::Value, key: Option<&str>) -> String {
         match self {
@@ -122,60 +141,120 @@ impl Partition {
             Partition::Field(arg) | Partition::KeyPrefix(arg) => arg,
         }
     }
+}
 
-    /// The partition stored as `kind` and `argument`, if the kind is one.
-    pub fn parse(kind: &str, argument: String) -> Option<Self> {
-        match kind {
-            "field" => Some(Partition::Field(argument)),
-            "key_prefix" => Some(Partition::KeyPrefix(argument)),
-            _ => None,
+/// What a [`Control`] bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ControlLimit {
+    /// At most `max` jobs of the task locked at once, by anyone (so graphile-worker's and a
+    /// crashed worker's count until released): a cap.
+    Running {
+        /// Most jobs locked at once.
+        max: u32,
+    },
+    /// At most `max` jobs of the task locked (started) in any `period_ms` milliseconds of
+    /// the database clock: a rate limit.
+    Starts {
+        /// Most jobs locked in one period.
+        max: u32,
+        /// The period, in milliseconds.
+        period_ms: u32,
+    },
+}
+
+/// The two kinds of [`Control`]: a task has at most one of each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ControlKind {
+    /// [`ControlLimit::Running`].
+    Cap,
+    /// [`ControlLimit::Starts`].
+    RateLimit,
+}
+
+impl ControlKind {
+    /// How messages name it: `cap` or `rate limit`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ControlKind::Cap => "cap",
+            ControlKind::RateLimit => "rate limit",
         }
     }
 }
 
-/// At most `max_running` jobs of `task` locked at once (per partition, if any).
+/// A bound on the jobs of `task` across the fleet (per partition, if any): a cap on those
+/// running, or a rate limit on those started per period.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Cap {
+pub struct Control {
     /// The task identifier.
     pub task: String,
-    /// Most jobs locked at once (per partition).
-    pub max_running: u32,
     /// How the jobs are grouped (`None`: all the task's jobs together).
     pub partition: Option<Partition>,
+    /// What is bounded, and how far.
+    pub limit: ControlLimit,
 }
 
-/// At most `max_starts` jobs of `task` locked (started) in any `period_ms` milliseconds of
-/// the database clock, across the fleet (per partition, if any): a rate limit.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Limit {
-    /// The task identifier.
-    pub task: String,
-    /// Most jobs locked in one period (per partition).
-    pub max_starts: u32,
-    /// The period, in milliseconds.
-    pub period_ms: u32,
-    /// How the jobs are grouped (`None`: all the task's jobs together).
-    pub partition: Option<Partition>,
-}
+impl Control {
+    /// At most `max` jobs of `task` running at once.
+    pub fn cap(task: impl Into<String>, max: u32) -> Self {
+        Control { task: task.into(), partition: None, limit: ControlLimit::Running { max } }
+    }
 
-impl Limit {
-    /// How logs and the dashboard name it: `send_email 100/min`, `imports 5/10s per field
-    /// customer`.
+    /// At most `max` jobs of `task` started in any `period_ms` milliseconds.
+    pub fn rate_limit(task: impl Into<String>, max: u32, period_ms: u32) -> Self {
+        Control { task: task.into(), partition: None, limit: ControlLimit::Starts { max, period_ms } }
+    }
+
+    /// The same control, per `partition`.
+    pub fn per(self, partition: Partition) -> Self {
+        Control { partition: Some(partition), ..self }
+    }
+
+    /// A cap or a rate limit.
+    pub fn kind(&self) -> ControlKind {
+        match self.limit {
+            ControlLimit::Running { .. } => ControlKind::Cap,
+            ControlLimit::Starts { .. } => ControlKind::RateLimit,
+        }
+    }
+
+    /// Most jobs running at once, or started in one period.
+    pub fn max(&self) -> u32 {
+        match self.limit {
+            ControlLimit::Running { max } | ControlLimit::Starts { max, .. } => max,
+        }
+    }
+
+    /// How long a start counts (`None`: a cap).
+    pub fn period(&self) -> Option<chrono::Duration> {
+        match self.limit {
+            ControlLimit::Running { .. } => None,
+            ControlLimit::Starts { period_ms, .. } => Some(chrono::Duration::milliseconds(period_ms.into())),
+        }
+    }
+
+    /// The partition of `job` (the empty text without one).
+    pub fn partition_of(&self, job: &crate::job::Job) -> String {
+        self.partition.as_ref().map(|p| p.of(&job.payload, job.key.as_deref())).unwrap_or_default()
+    }
+
+    /// How logs, the dashboard and the command line name it: `send_email<=3` (a cap),
+    /// `send_email 100/min` (a rate limit), with ` per field customer` or ` per key_prefix :`.
     pub fn label(&self) -> String {
-        let per = |p: &Partition| format!(" per {} {}", p.kind(), p.argument());
-        let period = match self.period_ms {
-            1_000 => "s".to_owned(),
-            60_000 => "min".to_owned(),
-            3_600_000 => "h".to_owned(),
-            ms if ms % 1_000 == 0 => format!("{}s", ms / 1_000),
-            ms => format!("{ms}ms"),
+        let per = self.partition.as_ref().map(|p| format!(" per {} {}", p.kind(), p.argument()));
+        let bound = match self.limit {
+            ControlLimit::Running { max } => format!("<={max}"),
+            ControlLimit::Starts { max, period_ms } => {
+                let period = match period_ms {
+                    1_000 => "s".to_owned(),
+                    60_000 => "min".to_owned(),
+                    3_600_000 => "h".to_owned(),
+                    ms if ms % 1_000 == 0 => format!("{}s", ms / 1_000),
+                    ms => format!("{ms}ms"),
+                };
+                format!(" {max}/{period}")
+            }
         };
-        format!(
-            "{} {}/{period}{}",
-            self.task,
-            self.max_starts,
-            self.partition.as_ref().map(per).unwrap_or_default()
-        )
+        format!("{}{bound}{}", self.task, per.unwrap_or_default())
     }
 }
 
@@ -184,10 +263,8 @@ impl Limit {
 pub struct Controls {
     /// The pauses.
     pub pauses: Vec<Pause>,
-    /// The caps, one per task at most.
-    pub caps: Vec<Cap>,
-    /// The rate limits, one per task at most.
-    pub limits: Vec<Limit>,
+    /// The caps and rate limits, one of each kind per task at most.
+    pub controls: Vec<Control>,
 }
 
 /// The flow controls in force, as a worker last read them.
@@ -196,33 +273,21 @@ pub struct FlowState {
     all: bool,
     tasks: BTreeSet<String>,
     queues: BTreeSet<String>,
-    caps: Vec<Cap>,
-    limits: Vec<Limit>,
+    /// By task then kind, one of each.
+    controls: Vec<Control>,
 }
 
 /// Nothing paused: the state of a worker without flow control.
-pub static NOTHING_PAUSED: FlowState = FlowState {
-    all: false,
-    tasks: BTreeSet::new(),
-    queues: BTreeSet::new(),
-    caps: Vec::new(),
-    limits: Vec::new(),
-};
+pub static NOTHING_PAUSED: FlowState =
+    FlowState { all: false, tasks: BTreeSet::new(), queues: BTreeSet::new(), controls: Vec::new() };
 
 impl FlowState {
     /// The state made of these controls (in any order, repeats harmless).
     pub fn new(controls: &Controls) -> Self {
-        let mut state = FlowState::default();
-        let mut caps = controls.caps.clone();
-        caps.sort();
-        caps.dedup_by(|a, b| a.task == b.task);
-        state.caps = caps;
-        let mut limits = controls.limits.clone();
-        limits.sort();
-        limits.dedup_by(|a, b| a.task == b.task);
-        state.limits = limits;
-        let pauses = &controls.pauses;
-        for pause in pauses {
+        let mut state = FlowState { controls: controls.controls.clone(), ..FlowState::default() };
+        state.controls.sort_by(|a, b| (&a.task, a.kind(), a).cmp(&(&b.task, b.kind(), b)));
+        state.controls.dedup_by(|a, b| (&a.task, a.kind()) == (&b.task, b.kind()));
+        for pause in &controls.pauses {
             match pause.scope {
                 Scope::All => state.all = true,
                 Scope::Task => _ = state.tasks.insert(pause.name.clone()),
@@ -235,47 +300,33 @@ impl FlowState {
     /// Nothing is paused, capped or limited: the worker fetches exactly as without flow
     /// control.
     pub fn is_empty(&self) -> bool {
-        self.pauses_nothing() && self.caps.is_empty() && self.limits.is_empty()
+        self.pauses_nothing() && self.controls.is_empty()
     }
 
-    /// The rate limits, as labels (`send_email 100/1s`), by task.
-    pub fn limited(&self) -> Vec<String> {
-        self.limits.iter().map(Limit::label).collect()
+    /// The caps and rate limits, as labels ([`Control::label`]), by task.
+    pub fn labels(&self) -> Vec<String> {
+        self.controls.iter().map(Control::label).collect()
     }
 
-    /// The rate limits of these tasks, by task.
-    pub fn limits_of(&self, tasks: &[String]) -> Vec<Limit> {
-        self.limits.iter().filter(|limit| tasks.contains(&limit.task)).cloned().collect()
+    /// The controls of `kind` on these tasks, by task.
+    pub fn controls_of(&self, kind: ControlKind, tasks: &[String]) -> Vec<Control> {
+        let of = |c: &&Control| c.kind() == kind && tasks.contains(&c.task);
+        self.controls.iter().filter(of).cloned().collect()
     }
 
     /// Whether any rate limit is in force.
     pub fn has_limits(&self) -> bool {
-        !self.limits.is_empty()
+        self.controls.iter().any(|c| c.kind() == ControlKind::RateLimit)
     }
 
     /// How long a start of `task` counts against its rate limit, if it has one.
     pub fn period_of(&self, task: &str) -> Option<chrono::Duration> {
-        let limit = self.limits.iter().find(|limit| limit.task == task)?;
-        Some(chrono::Duration::milliseconds(i64::from(limit.period_ms)))
-    }
-
-    /// The caps, as labels (`send_email<=3`, `imports<=1 per field customer`), by task.
-    pub fn capped(&self) -> Vec<String> {
-        let per = |p: &Partition| format!(" per {} {}", p.kind(), p.argument());
-        let label = |c: &Cap| {
-            format!("{}<={}{}", c.task, c.max_running, c.partition.as_ref().map(per).unwrap_or_default())
-        };
-        self.caps.iter().map(label).collect()
+        self.controls.iter().filter(|c| c.task == task).find_map(Control::period)
     }
 
     /// Nothing is paused (caps may be in force).
     pub fn pauses_nothing(&self) -> bool {
         !self.all && self.tasks.is_empty() && self.queues.is_empty()
-    }
-
-    /// The caps of these tasks, by task.
-    pub fn caps_of(&self, tasks: &[String]) -> Vec<Cap> {
-        self.caps.iter().filter(|cap| tasks.contains(&cap.task)).cloned().collect()
     }
 
     /// Of `tasks`, those whose jobs may be fetched.
@@ -328,11 +379,23 @@ mod tests {
         assert_eq!(prefix.of(&serde_json::json!({}), Some("c7:import:3")), "c7");
         assert_eq!(prefix.of(&serde_json::json!({}), Some("whole")), "whole");
         assert_eq!(prefix.of(&serde_json::json!({}), None), "");
-        assert_eq!(Partition::parse(prefix.kind(), ":".into()), Some(prefix));
-        let cap = |task: &str, max| Cap { task: task.into(), max_running: max, partition: None };
-        let state = FlowState::new(&Controls { caps: vec![cap("a", 3), cap("b", 1)], ..Controls::default() });
-        assert_eq!(state.caps_of(&["a".into(), "c".into()]), vec![cap("a", 3)]);
+        assert_eq!(Partition::parse(prefix.kind(), ":"), Ok(prefix));
+        assert_eq!(Partition::parse(field.kind(), "customer"), Ok(field));
+        let unknown = Partition::parse("hash", "x").unwrap_err();
+        assert_eq!(unknown.to_string(), "unknown partition \"hash\": field or key_prefix");
+    }
+
+    #[test]
+    fn a_cap_goes_with_its_task_s_fetch() {
+        let state = FlowState::new(&Controls {
+            controls: vec![Control::cap("a", 3), Control::cap("b", 1), Control::rate_limit("a", 9, 1_000)],
+            ..Controls::default()
+        });
+        let caps = state.controls_of(ControlKind::Cap, &["a".into(), "c".into()]);
+        assert_eq!(caps, vec![Control::cap("a", 3)]);
         assert!(!state.is_empty() && state.paused().is_empty());
+        assert_eq!(state.period_of("a"), Some(chrono::Duration::seconds(1)));
+        assert_eq!(state.period_of("b"), None);
     }
 
     #[test]
@@ -358,14 +421,26 @@ mod tests {
 
     #[test]
     fn a_limit_makes_the_state_non_empty_and_goes_with_its_task_s_fetch() {
-        let limit =
-            |task: &str, period_ms| Limit { task: task.into(), max_starts: 100, period_ms, partition: None };
+        let limit = |task: &str, period_ms| Control::rate_limit(task, 100, period_ms);
         let state = FlowState::new(&Controls {
-            limits: vec![limit("a", 60_000), limit("b", 250)],
+            controls: vec![limit("a", 60_000), limit("b", 250), limit("a", 1)],
             ..Controls::default()
         });
-        assert!(!state.is_empty() && state.pauses_nothing());
-        assert_eq!(state.limits_of(&["b".into(), "c".into()]), vec![limit("b", 250)]);
-        assert_eq!(state.limited(), vec!["a 100/min".to_owned(), "b 100/250ms".to_owned()]);
+        assert!(!state.is_empty() && state.pauses_nothing() && state.has_limits());
+        assert_eq!(
+            state.controls_of(ControlKind::RateLimit, &["b".into(), "c".into()]),
+            vec![limit("b", 250)]
+        );
+        assert_eq!(state.labels(), vec!["a 100/1ms".to_owned(), "b 100/250ms".to_owned()]);
+    }
+
+    #[test]
+    fn a_control_s_label_names_its_task_bound_and_partition() {
+        let per = Partition::Field("customer".into());
+        assert_eq!(Control::cap("imports", 1).per(per.clone()).label(), "imports<=1 per field customer");
+        assert_eq!(Control::rate_limit("mail", 100, 60_000).label(), "mail 100/min");
+        let limit = Control::rate_limit("imports", 5, 10_000).per(Partition::KeyPrefix(":".into()));
+        assert_eq!(limit.label(), "imports 5/10s per key_prefix :");
+        assert_eq!(Control::rate_limit("t", 1, 3_600_000).label(), "t 1/h");
     }
 }

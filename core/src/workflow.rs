@@ -383,6 +383,16 @@ mod tests {
         ])
     }
 
+    /// a and b, c needing both, d needing c.
+    fn two_then_a_chain() -> Graph {
+        graph(vec![
+            Node::new("a", NONE),
+            Node::new("b", NONE),
+            Node::new("c", ["a", "b"]),
+            Node::new("d", ["c"]),
+        ])
+    }
+
     fn states(progress: &Progress) -> Vec<JobState> {
         progress.states.clone()
     }
@@ -639,12 +649,7 @@ mod tests {
 
     #[test]
     fn retry_reruns_failed_jobs_and_brings_back_what_they_cancelled() {
-        let g = graph(vec![
-            Node::new("a", NONE),
-            Node::new("b", NONE),
-            Node::new("c", ["a", "b"]),
-            Node::new("d", ["c"]),
-        ]);
+        let g = two_then_a_chain();
         let (mut p, _) = Progress::start(&g);
         p.settle(&g, 1, Outcome::Completed);
         assert_eq!(p.settle(&g, 0, Outcome::Failed), vec![Change::Cancelled(2), Change::Cancelled(3)]);
@@ -676,12 +681,7 @@ mod tests {
     #[test]
     fn retry_leaves_what_formicas_cancel_cancelled_and_what_only_it_blocks() {
         // a was cancelled (Formica's cancel), b failed; c needs both, d needs c.
-        let g = graph(vec![
-            Node::new("a", NONE),
-            Node::new("b", NONE),
-            Node::new("c", ["a", "b"]),
-            Node::new("d", ["c"]),
-        ]);
+        let g = two_then_a_chain();
         let (mut p, _) = Progress::start(&g);
         assert_eq!(p.settle(&g, 0, Outcome::Cancelled), vec![Change::Cancelled(2), Change::Cancelled(3)]);
         p.settle(&g, 1, Outcome::Failed);

@@ -4,7 +4,8 @@
 //! seeds beside it (`<file>.proptest-regressions`) only while no `main.rs` or `lib.rs` sits
 //! in a folder above the file.
 
-mod caps_sim;
+mod chores_sim;
+mod controls_sim;
 mod cron;
 mod cron_props;
 mod cron_sim;
@@ -13,7 +14,6 @@ mod flow_sim;
 mod lost_answers_sim;
 #[path = "machine/main.rs"]
 mod machine;
-mod rate_sim;
 mod recovery_sim;
 mod schedules_sim;
 mod sim_faults;

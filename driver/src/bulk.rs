@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use tokio_postgres::types::Type;
 
 /// Jobs a batch changes unless told otherwise: each batch is one short statement.
-pub const DEFAULT_BATCH_SIZE: u32 = 1000;
+pub const DEFAULT_BULK_BATCH_SIZE: u32 = 1000;
 
 /// Which jobs a bulk action picks: those meeting every criterion given (`None`, empty or
 /// `false`: any). Jobs a worker holds are never picked.
@@ -200,10 +200,10 @@ impl WorkerUtils {
         count(self.schema(), &*client, action, filter).await
     }
 
-    /// Apply `action` to every job `filter` picks, in batches of [`DEFAULT_BATCH_SIZE`]:
+    /// Apply `action` to every job `filter` picks, in batches of [`DEFAULT_BULK_BATCH_SIZE`]:
     /// see [`Self::bulk_in_batches_of`]. Returns how many jobs it changed.
     pub async fn bulk(&self, action: &BulkAction, filter: &BulkFilter) -> Result<u64, Error> {
-        self.bulk_in_batches_of(action, filter, DEFAULT_BATCH_SIZE).await
+        self.bulk_in_batches_of(action, filter, DEFAULT_BULK_BATCH_SIZE).await
     }
 
     /// Apply `action` to every job `filter` picks, walking the ids in ascending order up to

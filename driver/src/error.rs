@@ -36,7 +36,7 @@ pub enum Error {
     /// The connection settings are malformed or name no server (a bad URL, an unknown
     /// `sslmode`, an unreadable certificate file).
     #[error("invalid connection settings: {0}")]
-    Config(String),
+    Settings(String),
     /// The worker's options do not make a worker (no database given, a signal handler
     /// that cannot be installed).
     #[error("invalid configuration: {0}")]

@@ -22,8 +22,8 @@ mod workflows;
 
 use crate::jobs::{JobFilter, Query, Session};
 use crate::params::param;
-pub use crate::rows::Decoded;
-use crate::rows::{decode_rows, row_error};
+
+use crate::rows::{decode_rows, row_error, Decoded};
 use crate::utils::WorkerUtils;
 use crate::Error;
 use chrono::{DateTime, Utc};
@@ -162,7 +162,8 @@ pub async fn overview(utils: &WorkerUtils) -> Result<Overview, Error> {
         counts,
         totals,
         oldest_ready_at,
-        oldest_ready_age_seconds: oldest_ready_at.map(|at| (Utc::now() - at).num_seconds().max(0)),
+        oldest_ready_age_seconds: oldest_ready_at
+            .map(|at| (utils.pool().runtime().now() - at).num_seconds().max(0)),
         failed_last_hour,
         unreadable,
     })
@@ -414,7 +415,7 @@ pub async fn queues(utils: &WorkerUtils) -> Result<Vec<Queue>, Error> {
 /// The database's clock now (what the dashboard counts relative times from).
 pub async fn database_now(utils: &WorkerUtils) -> Result<DateTime<Utc>, Error> {
     let rows = read(utils, "select now()", &[]).await?;
-    let row = rows.first().ok_or_else(|| Error::Config("select now() answered no row".into()))?;
+    let row = rows.first().ok_or_else(|| Error::Row("select now() answered no row".into()))?;
     get(row, "now")
 }
 

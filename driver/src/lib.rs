@@ -37,18 +37,15 @@
 //! }
 //! ```
 //!
-//! - [`runtime`]: what an adapter supplies.
-//! - [`db`]: connections and the pool.
-//! - [`settings`]: connection settings (URL, `key=value`, `PG*` variables, password file).
-//! - [`tls`]: TLS with libpq's `sslmode`.
-//! - [`migrate`]: installing and upgrading the `graphile_worker` schema.
-//! - [`utils`]: [`WorkerUtils`], adding and managing jobs.
-//! - [`task`]: [`TaskHandler`], [`BatchTaskHandler`] and what a running task can reach
-//!   (application state through [`JobContext::extension`]).
-//! - [`worker`]: [`WorkerOptions`] and [`Worker`], the loop that runs jobs.
-//! - [`middleware`]: layers around every job's run and before every job added.
-//! - [`workflows`]: jobs that wait for other jobs, and batches with a callback.
+//! The API is flat: the crate root holds every name an application uses, each at one
+//! path. A few modules are namespaces of their own:
+//!
+//! - [`inspect`]: the queue as people see it (counts, jobs, workers, cron items,
+//!   workflows), the read model of the dashboard and the `formica` command.
 //! - [`rows`]: result rows read into [`Job`]s, for readers with queries of their own.
+//! - [`cron`] (graphile-worker's crontab format: [`cron::Crontab`], [`cron::Cron`]),
+//!   [`text`] (text made storable), [`unique`] (unique jobs' keys): the core's modules.
+//! - [`controls`]: flow controls: pauses, and caps and rate limits as one [`controls::Control`].
 //! - with the `sqlx` feature, `sqlx`: adding and managing jobs inside a caller's sqlx
 //!   transaction.
 //! - with the `testing` feature, `testing`: a handler's unit test without a database,
@@ -56,74 +53,109 @@
 //! - with the `metrics` and `traces` features, OpenTelemetry metrics of the worker and a
 //!   span per job run, in the trace of the span the job was added in (see
 //!   `docs/guide/observability.md` in the repository).
+//!
+//! Spans of time a user sets or reads (timeouts, intervals, periods, delays) are
+//! [`std::time::Duration`]; `chrono` is for points in time ([`chrono::DateTime`]).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod bulk;
-mod clock;
-pub mod db;
+mod bulk;
+pub use bulk::{BulkAction, BulkFilter, DEFAULT_BULK_BATCH_SIZE};
+
+mod db;
+pub use db::{
+    connect, connect_raw, connect_raw_watched, connect_watched, Pool, PoolStatus, PooledClient,
+    RawConnection, DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_RESPONSE_TIMEOUT,
+};
+
 mod error;
+pub use error::{Error, MigrateError};
+
 mod extensions;
-pub mod flow;
-pub mod history;
-pub mod identity;
+pub use extensions::MissingExtension;
+
+mod history;
+pub use history::{
+    FinalState, HistoryBucket, HistoryFilter, HistoryOptions, JobOutcome, OutputTaskHandler, Pruned,
+    Retention,
+};
+
+mod middleware;
+pub use middleware::{Next, TaskOutcome};
+
+mod migrate;
+pub use migrate::MigrationReport;
+
+mod runtime;
+pub use runtime::{Address, Runtime, Socket};
+
+mod schedules;
+pub use schedules::{IntoSchedule, Schedule};
+
+mod settings;
+pub use settings::{pg_env_is_set, ConnectionSettings};
+
+mod task;
+pub use task::{
+    snooze, AbortSignal, BatchResult, BatchTaskHandler, JobContext, Snooze, TaskHandler, TaskResult,
+};
+
+mod tls;
+pub use tls::{RootCert, SslMode};
+
+mod utils;
+pub use utils::{
+    Cancelled, CleanupTask, JobFilter, RawJob, Recorded, RescheduleJobOptions, WorkerUtils, DEFAULT_SCHEMA,
+};
+
+mod worker;
+pub use worker::{
+    CronSource, FlagsFn, Hook, Worker, WorkerHandle, WorkerOptions, DEFAULT_MAX_POOL_SIZE,
+    DEFAULT_QUEUE_DEPTH_INTERVAL, DEFAULT_SCHEDULES_POLL,
+};
+
+mod workflows;
+pub use workflows::{
+    AddedWorkflow, BatchReport, Callback, CancelledWorkflow, OnDependencyFailure, RetriedWorkflow, Workflow,
+    WorkflowError, WorkflowJob, DEFAULT_RESOLVE_EVERY,
+};
+
+pub mod controls;
 pub mod inspect;
+pub mod rows;
+#[cfg(feature = "sqlx")]
+pub mod sqlx;
+#[doc(hidden)]
+pub mod statements;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+mod clock;
+mod flow;
+pub(crate) mod identity;
 mod jobs;
 mod lease;
 mod listener;
 mod log;
 mod metrics;
-pub mod middleware;
-pub mod migrate;
 mod params;
-pub mod rate_limit;
-pub mod rows;
-pub mod runtime;
-pub mod schedules;
-pub mod settings;
-#[cfg(feature = "sqlx")]
-pub mod sqlx;
-#[doc(hidden)]
-pub mod statements;
-pub mod task;
-#[cfg(feature = "testing")]
-pub mod testing;
-pub mod tls;
+mod rate_limit;
 mod traces;
-pub mod utils;
 mod watch;
-pub mod worker;
-pub mod workflows;
 
-pub use bulk::{BulkAction, BulkFilter};
-pub use db::{Pool, PoolStatus, PooledClient};
-pub use error::{Error, MigrateError};
-pub use extensions::MissingExtension;
-pub use formica_core::backoff::{self, Backoff};
-pub use formica_core::cron::{self, Cron, CronItem, Crontab, CrontabError};
+pub use formica_core::backoff::Backoff;
+pub use formica_core::cron;
 pub use formica_core::job::{Job, JobKeyMode, JobSpec, JobSpecBuilder, JobSpecError, Payload, Task};
-pub use formica_core::policy::{self, TaskPolicy};
+pub use formica_core::policy::TaskPolicy;
 pub use formica_core::text;
-pub use formica_core::unique::{self, Unique};
+pub use formica_core::unique::Unique;
+/// Unique jobs' keys and periods, as the claimed add computes them: for an application
+/// that computes or tests a key itself.
+pub mod unique {
+    pub use formica_core::unique::{bucket, key, BadPeriod};
+}
 pub use formica_core::worker::{
     Event, RefetchDelay, HEARTBEAT_INTERVAL, LEASE, LOCK_SWEEP_INTERVAL, RECOVERY_PERIOD, SUSPICION_GRACE,
-};
-pub use history::{HistoryOptions, JobOutcome, Outcome, OutputTaskHandler, Retention};
-pub use middleware::{Next, TaskOutcome};
-pub use migrate::MigrationReport;
-pub use runtime::{Address, Runtime, Socket};
-pub use schedules::Schedule;
-pub use settings::ConnectionSettings;
-pub use task::{
-    snooze, AbortSignal, BatchResult, BatchTaskHandler, JobContext, Snooze, TaskHandler, TaskResult,
-};
-pub use tls::{RootCert, SslMode};
-pub use utils::{
-    Cancelled, CleanupTask, JobFilter, RawJob, Recorded, RescheduleJobOptions, WorkerUtils, DEFAULT_SCHEMA,
-};
-pub use worker::{CronSource, FlagsFn, Hook, Worker, WorkerHandle, WorkerOptions};
-pub use workflows::{
-    AddedWorkflow, BatchReport, Callback, CancelledWorkflow, OnDependencyFailure, RetriedWorkflow, Workflow,
-    WorkflowError, WorkflowJob,
 };
 pub use {chrono, chrono_tz, formica_sql as sql, serde_json, tokio_postgres};

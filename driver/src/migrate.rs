@@ -22,7 +22,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Client;
 
-/// What [`migrate`] did.
+/// What [`WorkerUtils::migrate`](crate::WorkerUtils::migrate) did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MigrationReport {
     /// Ledger ids this call applied (others may have been applied concurrently).

@@ -1,7 +1,7 @@
 //! Runtime schedules through [`WorkerUtils`]: cron and `@every` interval items added,
 //! changed and removed while workers run, kept in Formica's `schedules` table (records
 //! migration 8) and scheduled by every worker started with
-//! [`WorkerOptions::with_runtime_schedules`](crate::WorkerOptions::with_runtime_schedules),
+//! [`WorkerOptions::runtime_schedules`](crate::WorkerOptions::runtime_schedules),
 //! each slot once across the fleet through graphile-worker's `known_crontabs` ledger, as
 //! crontab items are (the core's `cron::runtime` says how workers take them up). Every write
 //! notifies `formica:schedules`, so running workers read the change at once; they also

@@ -65,9 +65,9 @@ impl ConnectionSettings {
 
     /// [`ConnectionSettings::parse`] with `env` in place of the process environment.
     pub fn parse_with_env(text: &str, env: impl Fn(&str) -> Option<String>) -> Result<Self, Error> {
-        let mut words = words(text).map_err(Error::Config)?;
+        let mut words = words(text).map_err(Error::Settings)?;
         if words.iter().any(|(k, v)| k == "host" && v.split(',').any(str::is_empty)) {
-            return Err(Error::Config(
+            return Err(Error::Settings(
                 "an empty host: name a host, an IP address or a socket directory".into(),
             ));
         }
@@ -93,7 +93,7 @@ impl ConnectionSettings {
         };
         let mode = match take("sslmode", &mut words) {
             Some(word) => SslMode::parse(&word).ok_or_else(|| {
-                Error::Config(format!(
+                Error::Settings(format!(
                     "sslmode={word:?} is not one of disable, allow, prefer, require, verify-ca, verify-full"
                 ))
             })?,
@@ -111,13 +111,13 @@ impl ConnectionSettings {
         let client = match (cert, key) {
             (Some(cert), Some(key)) => Some((cert.into(), key.into())),
             (None, None) => None,
-            _ => return Err(Error::Config("sslcert and sslkey go together: give both files".into())),
+            _ => return Err(Error::Settings("sslcert and sslkey go together: give both files".into())),
         };
         let passfile = take("passfile", &mut words).map(PathBuf::from);
-        let tls = Tls::new(mode, roots, client).map_err(Error::Config)?;
+        let tls = Tls::new(mode, roots, client).map_err(Error::Settings)?;
         let mut config: Config = quote_words(&words)
             .parse()
-            .map_err(|e: tokio_postgres::Error| Error::Config(crate::error::describe(&e)))?;
+            .map_err(|e: tokio_postgres::Error| Error::Settings(crate::error::describe(&e)))?;
         config.ssl_mode(match mode {
             SslMode::Disable => tokio_postgres::config::SslMode::Disable,
             SslMode::Prefer => tokio_postgres::config::SslMode::Prefer,

@@ -147,7 +147,7 @@ impl SqlxUtils {
         &self,
         conn: &mut PgConnection,
         filter: &JobFilter,
-    ) -> Result<crate::inspect::Decoded, Error> {
+    ) -> Result<crate::rows::Decoded, Error> {
         crate::inspect::list_jobs(&self.schema, Sqlx(conn), filter).await
     }
 

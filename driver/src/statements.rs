@@ -11,7 +11,7 @@ pub use crate::params::Param;
 use crate::params::{param, typed};
 use crate::rows::{decode_rows, Decoded};
 use formica_core::cron::runner::{KnownCrontab, ScheduleRow};
-use formica_core::worker::{DbError, Fenced, QueryResult, Statement};
+use formica_core::worker::{DbError, Fenced, QueryResult, Retention, Statement, Timestamp};
 use formica_sql as sql;
 use futures::future::BoxFuture;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,6 +34,10 @@ enum Answer {
     Fenced,
     /// `(identifier, line)` rows of the runtime schedules.
     Schedules,
+    /// The `(dropped, deleted)` row of a pruner's pass.
+    Pruned,
+    /// The jobs a resolver's pass settled (null: another pass was running, so none).
+    Resolved,
 }
 
 /// A statement bound to its SQL and parameters.
@@ -54,6 +58,13 @@ impl Bound {
     /// The parameters with their types, for an unprepared statement.
     pub fn typed(&self) -> Vec<(&(dyn ToSql + Sync), Type)> {
         typed(&self.params)
+    }
+
+    /// Run it once on `pool`, in `schema`, unnamed: a worker's statement called by hand
+    /// (`WorkerUtils::prune_history`, `resolve_workflows`).
+    pub(crate) async fn run_unnamed(self, pool: &Pool, schema: &str) -> Result<QueryResult, Error> {
+        let client = pool.get().await?;
+        self.answer(&client.query_typed(&sql::render(self.template, schema), &self.typed()).await?)
     }
 
     /// The core's result, from the statement's rows.
@@ -85,6 +96,14 @@ impl Bound {
                     .collect::<Result<_, tokio_postgres::Error>>()?,
             ),
             Answer::Flow => QueryResult::Flow(crate::flow::read_controls(rows)?),
+            Answer::Pruned => {
+                let row = rows.first().ok_or_else(|| Error::Row("prune_history returned no row".into()))?;
+                QueryResult::Pruned { dropped: row.try_get(0)?, deleted: row.try_get(1)? }
+            }
+            Answer::Resolved => {
+                let settled: Option<i64> = rows.first().map(|row| row.try_get(0)).transpose()?.flatten();
+                QueryResult::Resolved { settled: settled.map_or(0, |n| u64::try_from(n).unwrap_or(0)) }
+            }
             Answer::Done => QueryResult::Done,
             Answer::Fenced if rows.is_empty() => QueryResult::Done,
             Answer::Fenced => {
@@ -98,6 +117,24 @@ impl Bound {
             }
         })
     }
+}
+
+/// The parameters of a pass of the history pruner as of `at` (`None`: the database clock).
+fn prune_params(retention: &Retention, at: Option<Timestamp>) -> Vec<Param> {
+    // Rows deleted at most from a default partition each pass and outcome (the rows of days
+    // that had no partition yet: few, unless the pruner did not run for days).
+    const BATCH: i32 = 10_000;
+    // The longest a pass's DDL waits for its lock: completions queue behind it meanwhile.
+    const LOCK_WAIT: &str = "100ms";
+    let interval = |d: Option<chrono::Duration>| d.map(|d| format!("{} milliseconds", d.num_milliseconds()));
+    vec![
+        param(at, Type::TIMESTAMPTZ),
+        param(interval(retention.completed), Type::TEXT),
+        param(interval(retention.failed), Type::TEXT),
+        param(interval(retention.cancelled), Type::TEXT),
+        param(BATCH, Type::INT4),
+        param(LOCK_WAIT, Type::TEXT),
+    ]
 }
 
 /// The SQL and parameters of `statement` (the parameter order is each file's header).
@@ -199,6 +236,10 @@ pub fn bind(statement: Statement) -> Bound {
             (sql::worker::READ_CANCELS, vec![param(worker_id, Type::TEXT)], Answer::Cancels)
         }
         Statement::ReadSchedules => (sql::schedules::READ, vec![], Answer::Schedules),
+        Statement::PruneHistory { retention, at } => {
+            (sql::history::PRUNE, prune_params(&retention, at), Answer::Pruned)
+        }
+        Statement::ResolveWorkflows => (sql::workflows::RESOLVE, vec![], Answer::Resolved),
         Statement::RegisterCrontabs { identifiers, known_since } => (
             sql::worker::REGISTER_CRONTABS,
             vec![param(identifiers, Type::TEXT_ARRAY), param(known_since, Type::TIMESTAMPTZ)],

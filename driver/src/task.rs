@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// What a task returns: any error fails the job, and its text with its causes becomes
-/// `last_error` (see [`error_chain`]).
+/// `last_error`.
 pub type TaskResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
 /// A handler's answer "not now": returned as its error (`Err(Snooze(delay).into())`, or
@@ -239,7 +239,7 @@ impl JobContext {
         self.extensions.get::<T>()
     }
     /// This context with `value` as the extension of its type for this run alone (replacing
-    /// the worker's, if any): how a run layer ([`crate::middleware`]) hands the task
+    /// the worker's, if any): how a run layer ([`Next`](crate::Next)) hands the task
     /// something per job, such as a tenant's connection.
     pub fn with_extension<T: Send + Sync + 'static>(mut self, value: T) -> Self {
         Arc::make_mut(&mut self.extensions).insert(value);

@@ -120,8 +120,8 @@ impl Tls {
             mode = SslMode::VerifyCa;
         }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let verifier: Arc<dyn ServerCertVerifier> = match mode {
-            SslMode::Disable | SslMode::Prefer | SslMode::Require => Arc::new(Unchecked(provider.clone())),
+        let webpki = match mode {
+            SslMode::Disable | SslMode::Prefer | SslMode::Require => None,
             SslMode::VerifyCa | SslMode::VerifyFull => {
                 let Some(roots) = &roots else {
                     return Err(format!(
@@ -133,9 +133,10 @@ impl Tls {
                 let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(store), provider.clone())
                     .build()
                     .map_err(|e| format!("sslrootcert: {e}"))?;
-                Arc::new(Verified { webpki, trusted, check_name: mode == SslMode::VerifyFull })
+                Some(Checked { webpki, trusted, check_name: mode == SslMode::VerifyFull })
             }
         };
+        let verifier = Arc::new(Verifier { provider: provider.clone(), webpki });
         let builder = ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| format!("TLS setup: {e}"))?
@@ -199,47 +200,9 @@ fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, rustls::pki_t
     CertificateDer::pem_file_iter(path)?.collect()
 }
 
-/// Accepts any certificate (`prefer`, `require`), still checking that the server holds its
-/// key.
-#[derive(Debug)]
-struct Unchecked(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for Unchecked {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
-/// WebPKI verification against the roots; `verify-ca` forgives a name mismatch.
+/// The server's certificate check: any certificate under `prefer` and `require` (`webpki`
+/// none), WebPKI against the roots under `verify-ca` (which forgives a name mismatch) and
+/// `verify-full`. Either way the handshake's signature proves the server holds its key.
 ///
 /// As libpq (OpenSSL), a server certificate that is itself one of the `sslrootcert` file's
 /// certificates, byte for byte, is accepted: a self-signed one made with `openssl req -x509`
@@ -248,14 +211,20 @@ impl ServerCertVerifier for Unchecked {
 /// proves the server holds its private key, and WebPKI checked its validity period before
 /// refusing it (an expired one is refused as expired); `verify-full` still checks its names.
 #[derive(Debug)]
-struct Verified {
+struct Verifier {
+    provider: Arc<CryptoProvider>,
+    webpki: Option<Checked>,
+}
+
+#[derive(Debug)]
+struct Checked {
     webpki: Arc<WebPkiServerVerifier>,
     /// The `sslrootcert` file's certificates (none for the system's roots).
     trusted: Vec<CertificateDer<'static>>,
     check_name: bool,
 }
 
-impl ServerCertVerifier for Verified {
+impl ServerCertVerifier for Verifier {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -264,11 +233,12 @@ impl ServerCertVerifier for Verified {
         ocsp: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        match self.webpki.verify_server_cert(end_entity, intermediates, server_name, ocsp, now) {
+        let Some(checked) = &self.webpki else { return Ok(ServerCertVerified::assertion()) };
+        match checked.webpki.verify_server_cert(end_entity, intermediates, server_name, ocsp, now) {
             Err(rustls::Error::InvalidCertificate(CertificateError::Other(e)))
-                if is_ca_used_as_end_entity(&e) && self.trusted.contains(end_entity) =>
+                if is_ca_used_as_end_entity(&e) && checked.trusted.contains(end_entity) =>
             {
-                if self.check_name {
+                if checked.check_name {
                     let parsed = ParsedCertificate::try_from(end_entity)?;
                     verify_server_name(&parsed, server_name)?;
                 }
@@ -276,7 +246,7 @@ impl ServerCertVerifier for Verified {
             }
             Err(rustls::Error::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            )) if !self.check_name => Ok(ServerCertVerified::assertion()),
+            )) if !checked.check_name => Ok(ServerCertVerified::assertion()),
             other => other,
         }
     }
@@ -287,7 +257,7 @@ impl ServerCertVerifier for Verified {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.webpki.verify_tls12_signature(message, cert, dss)
+        verify_tls12_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
     }
 
     fn verify_tls13_signature(
@@ -296,11 +266,11 @@ impl ServerCertVerifier for Verified {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.webpki.verify_tls13_signature(message, cert, dss)
+        verify_tls13_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.webpki.supported_verify_schemes()
+        self.provider.signature_verification_algorithms.supported_schemes()
     }
 }
 

@@ -14,7 +14,7 @@ use crate::db::Pool;
 use crate::error::Error;
 use crate::jobs::{raw_jobs_of, Jobs};
 pub use crate::jobs::{Cancelled, CleanupTask, JobFilter, Recorded};
-use crate::middleware::AddLayers;
+use crate::middleware::add::AddLayers;
 use crate::migrate::{check, migrate, MigrationReport};
 use crate::traces::TraceTable;
 use formica_core::job::{Job, JobSpec, Task};
@@ -50,13 +50,13 @@ impl WorkerUtils {
 
     /// Give jobs without a `run_at` the application's clock rather than the database's
     /// `now()` (useful when the two disagree, or in tests that control time).
-    pub fn with_use_local_time(mut self, yes: bool) -> Self {
+    pub fn use_local_time(mut self, yes: bool) -> Self {
         self.use_local_time = yes;
         self
     }
 
     /// Pass every job these utilities add through `layer` first, after the layers given
-    /// before (see [`crate::middleware`]): it may fill or check the job's fields, or refuse
+    /// before (see [`Next`](crate::Next)): it may fill or check the job's fields, or refuse
     /// it with a reason, which fails the add with [`Error::Refused`] and stores nothing (for
     /// `add_jobs`, none of the batch).
     ///
@@ -93,7 +93,7 @@ impl WorkerUtils {
         &self.pool
     }
 
-    /// Install or upgrade the schema (see [`crate::migrate`]); a current schema is only read.
+    /// Install or upgrade the schema beside any other migrator; a current schema is only read.
     pub async fn migrate(&self) -> Result<MigrationReport, Error> {
         let mut client = self.pool.get().await?;
         Ok(migrate(&mut client, &self.schema).await?)

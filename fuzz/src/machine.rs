@@ -92,9 +92,13 @@ fn worker_config(index: usize, b: &mut Bytes<'_>) -> Config {
         latest_migration: 20,
         refetch_delay: None,
         // Off: the fuzzed database keeps no flow controls (core/tests/flow_sim.rs and
-        // caps_sim.rs check them), and reading more bytes would change the corpora.
+        // controls_sim.rs check them), and reading more bytes would change the corpora.
         flow_control: false,
         task_concurrency: Default::default(),
+        // Off: the fuzzed database keeps no history nor workflows (core/tests/chores_sim.rs
+        // checks the chores), and reading more bytes would change the corpora.
+        prune_history: None,
+        resolve_workflows: None,
     };
     // From bytes already read, so the committed corpora keep their meaning.
     if config.seed.is_multiple_of(3) {

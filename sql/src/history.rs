@@ -33,9 +33,10 @@ pub const OUTCOME: &str = include_str!("../queries/history/outcome.sql");
 pub const PENDING: &str = include_str!("../queries/history/pending.sql");
 /// `$1` as of (null: the database clock), `$2`..`$4` the retentions of completed, failed
 /// and cancelled jobs (null: for ever), `$5` rows deleted at most, `$6` lock wait: one
-/// pass of the pruner (see `prune_history` in the migration).
+/// pass of the pruner (see `prune_history` in the migration). The retentions are text, so a
+/// worker can prepare the statement (PostgreSQL then types each parameter by its first cast).
 pub const PRUNE: &str = "select dropped, deleted from :RECORDS.prune_history(\
-    coalesce($1::timestamptz, now()), $2::interval, $3::interval, $4::interval, $5::int, $6::text)";
+    coalesce($1::timestamptz, now()), $2::text::interval, $3::text::interval, $4::text::interval, $5::int, $6::text)";
 /// History rows, newest first, by filters (see the file).
 pub const LIST: &str = include_str!("../queries/history/list.sql");
 /// Counts and wait times of the recent history, by time bucket (see the file).

@@ -88,7 +88,7 @@ fn with_database(url: &str, db: &str) -> String {
 /// Connect with tokio-postgres directly (for assertions that must not go through Formica).
 pub async fn connect(runtime: &dyn Runtime, url: &str) -> Client {
     let settings = formica::ConnectionSettings::parse(url).expect("a valid connection string");
-    formica::db::connect(runtime, &settings).await.expect("connect to the test server")
+    formica::connect(runtime, &settings).await.expect("connect to the test server")
 }
 
 impl TestDb {
@@ -425,7 +425,7 @@ pub async fn listen(url: &str, channel: &str) -> (Client, futures::channel::mpsc
     use futures::StreamExt;
     let settings = formica::ConnectionSettings::parse(url).expect("a valid connection string");
     let (client, mut connection) =
-        formica::db::connect_raw(&formica_tokio::TokioRuntime, &settings).await.expect("connect");
+        formica::connect_raw(&formica_tokio::TokioRuntime, &settings).await.expect("connect");
     let (tx, rx) = futures::channel::mpsc::unbounded();
     tokio::spawn(async move {
         let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));

@@ -1,4 +1,4 @@
-//! Bulk actions by filter (`WorkerUtils::bulk`, `formica::bulk`): retry, reschedule, cancel
+//! Bulk actions by filter (`WorkerUtils::bulk`, `formica::BulkFilter`): retry, reschedule, cancel
 //! and delete the jobs a `BulkFilter` picks, in bounded batches, never a running job, each
 //! job at most once, and exactly as many as the dry run counted; and the dashboard's bulk
 //! action on the jobs page.

@@ -59,7 +59,7 @@ async fn cron_worker(db: &TestDb, clock: Arc<dyn Runtime>, crontab: &str) -> for
         .database_url(&db.url)
         .max_pool_size(3)
         .define_raw_job("unrelated", |_, _| async { Ok(()) })
-        .with_cron(crontab)
+        .cron(crontab)
         .init()
         .await
         .expect("init")
@@ -166,7 +166,7 @@ async fn a_new_item_is_not_backfilled(rt: Arc<dyn Runtime>) {
     assert_eq!(row.get::<_, Option<DateTime<Utc>>>(1), None);
 }
 
-/// `with_cron_time_zone` reads the crontab's items that name no zone in that zone: 11:00 in
+/// `cron_time_zone` reads the crontab's items that name no zone in that zone: 11:00 in
 /// Paris is 10:00 UTC in January; an item with `?tz=UTC` keeps its own.
 async fn a_default_zone_reads_the_items_that_name_none_in_that_zone(rt: Arc<dyn Runtime>) {
     let db = TestDb::migrated_on(rt.clone()).await;
@@ -175,8 +175,8 @@ async fn a_default_zone_reads_the_items_that_name_none_in_that_zone(rt: Arc<dyn 
         .database_url(&db.url)
         .max_pool_size(3)
         .define_raw_job("unrelated", |_, _| async { Ok(()) })
-        .with_cron("0 11 * * * tick\n0 11 * * * utc_eleven ?tz=UTC")
-        .with_cron_time_zone(paris)
+        .cron("0 11 * * * tick\n0 11 * * * utc_eleven ?tz=UTC")
+        .cron_time_zone(paris)
         .init()
         .await
         .expect("init");
@@ -190,7 +190,7 @@ async fn a_bad_crontab_fails_init_with_its_line_and_column(rt: Arc<dyn Runtime>)
     let error = db
         .worker_options()
         .define_raw_job("tick", |_, _| async { Ok(()) })
-        .with_cron("* * * * * tick\n61 * * * * tick ?id=other")
+        .cron("* * * * * tick\n61 * * * * tick ?id=other")
         .init()
         .await
         .err()

@@ -15,7 +15,7 @@
 
 use chrono::{DateTime, Duration, Utc};
 use formica_check::{Action, NewJob, Pick};
-use formica_core::flow::{Cap, Partition};
+use formica_core::flow::{Control, Partition};
 use formica_core::job::{Job, JobKeyMode};
 use formica_core::job::{RawJob, RescheduleJobOptions};
 use formica_core::sim::{CancelOutcome, Db, SplitMix};
@@ -207,7 +207,7 @@ impl Gen {
                             _ => Some(Partition::KeyPrefix("1".into())),
                         };
                         let task = g.pick(&TASKS).to_owned();
-                        vec![Cap { task, max_running: g.rng.between(1, 3) as u32, partition }]
+                        vec![Control { partition, ..Control::cap(task, g.rng.between(1, 3) as u32) }]
                     })
                     .unwrap_or_default(),
             },

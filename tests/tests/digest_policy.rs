@@ -108,7 +108,7 @@ async fn the_digest_policy_on_postgresql_does_what_the_simulation_says() {
     let worker = db
         .worker_options()
         .concurrency(4)
-        .with_cron(CRONTAB)
+        .cron(CRONTAB)
         .define_raw_job("record_payment", move |_, payload| {
             log.lock().unwrap().push(payload);
             async { Ok(()) }

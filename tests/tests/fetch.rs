@@ -312,7 +312,7 @@ async fn a_fetch_reads_the_index_when_a_burst_of_jobs_follows_a_quiet_spell() {
 /// by id. graphile-worker 0.18 runs it last.
 #[tokio::test]
 async fn a_queue_s_head_given_back_is_its_head_again_among_jobs_sharing_its_run_at() {
-    use formica_core::flow::{Cap, Limit};
+    use formica_core::flow::Control;
     let db = TestDb::migrated().await;
     let client = db.client().await;
     client
@@ -332,7 +332,7 @@ async fn a_queue_s_head_given_back_is_its_head_again_among_jobs_sharing_its_run_
         }
     };
     let head: i64 = client.query_one("select min(id) from graphile_worker.jobs", &[]).await.unwrap().get(0);
-    let with_flow = |caps: Vec<Cap>, limits: Vec<Limit>| {
+    let with_flow = |caps: Vec<Control>, limits: Vec<Control>| {
         let mut statement = get_jobs(10, None, false);
         if let Statement::GetJobs { caps: c, limits: l, .. } = &mut statement {
             (*c, *l) = (caps, limits);
@@ -342,14 +342,8 @@ async fn a_queue_s_head_given_back_is_its_head_again_among_jobs_sharing_its_run_
     let shapes = [
         ("plain", get_jobs(10, None, false)),
         ("walking the priorities", get_jobs(10, None, true)),
-        ("capped", with_flow(vec![Cap { task: "t".into(), max_running: 10, partition: None }], vec![])),
-        (
-            "rate limited",
-            with_flow(
-                vec![],
-                vec![Limit { task: "t".into(), max_starts: 1000, period_ms: 1000, partition: None }],
-            ),
-        ),
+        ("capped", with_flow(vec![Control::cap("t", 10)], vec![])),
+        ("rate limited", with_flow(vec![], vec![Control::rate_limit("t", 1000, 1000)])),
     ];
     for (shape, fetch) in [("plain", get_jobs(10, None, false))].into_iter().chain(shapes) {
         let QueryResult::Jobs { jobs, .. } = run(fetch).await else { panic!("not jobs") };

@@ -11,7 +11,7 @@
 // Tests fail by panicking, and match only the variants they look for.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
 
-use formica::flow::Pause;
+use formica::controls::Pause;
 use formica::{JobContext, JobSpec, RawJob, Runtime};
 use formica_tests::{Running, TestDb};
 use serde_json::json;

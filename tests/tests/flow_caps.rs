@@ -1,4 +1,4 @@
-//! Global concurrency caps on real PostgreSQL (`WorkerUtils::set_cap`; docs/guide/flow-control.md).
+//! Global concurrency caps on real PostgreSQL (`WorkerUtils::set_control` with a `Control::cap`; docs/guide/flow-control.md).
 //!
 //! - 6 workers (each its own pool and worker id), a cap of 3 on a task with slow jobs: over
 //!   2,000 jobs the number running at once, sampled from the database and counted by the
@@ -10,7 +10,7 @@
 // Tests fail by panicking, and match only the variants they look for.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
 
-use formica::flow::{Cap, Partition};
+use formica::controls::{Control, ControlKind, Partition};
 use formica::{JobContext, JobSpec, RawJob, Runtime};
 use formica_tests::{Running, TestDb};
 use serde_json::json;
@@ -105,12 +105,12 @@ async fn add(db: &TestDb, n: usize, customers: usize) {
 async fn drain(
     rt: &Arc<dyn Runtime>,
     db: &TestDb,
-    cap: &Cap,
+    cap: &Control,
     n: usize,
     customers: usize,
     ms: u64,
 ) -> (BTreeMap<String, i64>, BTreeMap<String, usize>) {
-    db.utils().set_cap(cap, Some("test")).await.unwrap();
+    db.utils().set_control(cap, Some("test")).await.unwrap();
     add(db, n, customers).await;
     let seen = Arc::new(Mutex::new(Seen::default()));
     let mut workers = Vec::new();
@@ -138,18 +138,18 @@ async fn drain(
 
 async fn a_global_cap_of_3_holds_across_6_workers_over_2000_jobs(rt: Arc<dyn Runtime>) {
     let db = TestDb::migrated_on(rt.clone()).await;
-    let cap = Cap { task: "c".into(), max_running: 3, partition: None };
+    let cap = Control::cap("c", 3);
     let (sampled, seen) = drain(&rt, &db, &cap, 2000, 1, 10).await;
     eprintln!("at most {} locked (database), {} running (tasks)", sampled[""], seen[""]);
     assert!(sampled[""] <= 3, "{} jobs locked at once", sampled[""]);
     assert_eq!(seen[""], 3, "the tasks ran at most 3 at once, and used the 3 slots");
-    let caps = db.utils().caps().await.unwrap();
-    assert_eq!((caps.len(), &caps[0].cap, caps[0].set_by.as_str()), (1, &cap, "test"));
+    let caps = db.utils().controls().await.unwrap();
+    assert_eq!((caps.len(), &caps[0].control, caps[0].set_by.as_str()), (1, &cap, "test"));
 }
 
 async fn a_cap_per_customer_holds_for_each_and_uses_each_slot(rt: Arc<dyn Runtime>) {
     let db = TestDb::migrated_on(rt.clone()).await;
-    let cap = Cap { task: "c".into(), max_running: 1, partition: Some(Partition::Field("customer".into())) };
+    let cap = Control::cap("c", 1).per(Partition::Field("customer".into()));
     let (sampled, seen) = drain(&rt, &db, &cap, 400, 20, 30).await;
     eprintln!("at most {} locked and {} running at once over 20 customers", sampled[""], seen[""]);
     for customer in (0..20).map(|k| format!("k{k}")) {
@@ -165,17 +165,20 @@ async fn a_cap_set_and_lifted_at_runtime_reaches_running_workers(rt: Arc<dyn Run
     let seen = Arc::new(Mutex::new(Seen::default()));
     let worker = Running::listening(&rt, options(&db, &seen, 100)).await;
     let utils = db.utils();
-    utils.set_cap(&Cap { task: "c".into(), max_running: 1, partition: None }, None).await.unwrap();
+    utils.set_control(&Control::cap("c", 1), None).await.unwrap();
     formica_tests::sleep(rt.as_ref(), Duration::from_millis(300)).await;
     add(&db, 20, 1).await;
     formica_tests::sleep(rt.as_ref(), Duration::from_millis(500)).await;
     assert_eq!(seen.lock().unwrap().most.get(""), Some(&1), "the cap reached the running worker");
-    assert!(utils.remove_cap("c").await.unwrap());
-    assert!(!utils.remove_cap("c").await.unwrap(), "nothing left to lift");
+    assert!(utils.remove_control("c", ControlKind::Cap).await.unwrap());
+    assert!(!utils.remove_control("c", ControlKind::Cap).await.unwrap(), "nothing left to lift");
     db.wait_for_count(LEFT, 0, Duration::from_secs(10)).await;
     assert_eq!(seen.lock().unwrap().most.get(""), Some(&4), "lifted, the worker used its 4 slots");
-    let refused = utils.set_cap(&Cap { task: "c".into(), max_running: 0, partition: None }, None).await;
-    assert!(refused.is_err(), "a cap of 0 would stop the task: pause it instead");
+    let refused = utils.set_control(&Control::cap("c", 0), None).await;
+    assert!(
+        matches!(refused, Err(formica::Error::Control(_))),
+        "a cap of 0 would stop the task: pause it instead"
+    );
     worker.stop(Duration::from_secs(10)).await;
 }
 

@@ -1,4 +1,4 @@
-//! Rate limits on real PostgreSQL (`WorkerUtils::set_rate_limit`; docs/guide/flow-control.md).
+//! Rate limits on real PostgreSQL (`WorkerUtils::set_control` with a `Control::rate_limit`; docs/guide/flow-control.md).
 //!
 //! - a limit of 50 per second, 4 workers, 2,000 quick jobs: no sliding one-second window of
 //!   the tasks' own start times holds more than 50 plus the documented burst, every job
@@ -10,8 +10,7 @@
 // Tests fail by panicking, and match only the variants they look for.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
 
-use formica::flow::Partition;
-use formica::rate_limit::Limit;
+use formica::controls::{Control, ControlKind, ControlLimit, Partition};
 use formica::{JobContext, JobSpec, RawJob, Runtime};
 use formica_tests::{Running, TestDb};
 use serde_json::json;
@@ -62,8 +61,8 @@ fn most_in_window(times: &[Instant], period: Duration) -> usize {
 
 async fn a_limit_of_50_per_second_holds_across_4_workers_over_2000_jobs(rt: Arc<dyn Runtime>) {
     let db = TestDb::migrated_on(rt.clone()).await;
-    let limit = Limit { task: "r".into(), max_starts: 50, period_ms: 1_000, partition: None };
-    db.utils().set_rate_limit(&limit, Some("test")).await.unwrap();
+    let limit = Control::rate_limit("r", 50, 1_000);
+    db.utils().set_control(&limit, Some("test")).await.unwrap();
     add(&db, 2000, 1).await;
     let starts: Starts = Arc::default();
     let mut workers = Vec::new();
@@ -87,8 +86,8 @@ async fn a_limit_of_50_per_second_holds_across_4_workers_over_2000_jobs(rt: Arc<
     );
     assert!(most <= 50 + BURST, "{most} starts in one second, limit 50 + burst {BURST}");
     assert!((drain - 39.0).abs() <= 3.9, "drained in {drain:.2} s, 39 s implied");
-    let limits = db.utils().rate_limits().await.unwrap();
-    assert_eq!((limits.len(), &limits[0].limit, limits[0].set_by.as_str()), (1, &limit, "test"));
+    let limits = db.utils().controls().await.unwrap();
+    assert_eq!((limits.len(), &limits[0].control, limits[0].set_by.as_str()), (1, &limit, "test"));
 }
 
 /// The burst over the limit documented for the tasks' own start times
@@ -101,20 +100,20 @@ async fn a_limit_set_and_lifted_at_runtime_reaches_a_running_worker(rt: Arc<dyn 
     let starts: Starts = Arc::default();
     let worker = Running::listening(&rt, options(&db, &starts)).await;
     let utils = db.utils();
-    let limit = Limit { task: "r".into(), max_starts: 2, period_ms: 60_000, partition: None };
-    utils.set_rate_limit(&limit, None).await.unwrap();
+    let limit = Control::rate_limit("r", 2, 60_000);
+    utils.set_control(&limit, None).await.unwrap();
     formica_tests::sleep(rt.as_ref(), Duration::from_millis(300)).await;
     add(&db, 10, 1).await;
     formica_tests::sleep(rt.as_ref(), Duration::from_millis(1_000)).await;
     assert_eq!(starts.lock().unwrap().len(), 2, "the limit reached the running worker");
     assert_eq!(db.count("select count(*) from graphile_worker._private_jobs where attempts > 0").await, 0);
-    assert!(utils.remove_rate_limit("r").await.unwrap());
-    assert!(!utils.remove_rate_limit("r").await.unwrap(), "nothing left to lift");
+    assert!(utils.remove_control("r", ControlKind::RateLimit).await.unwrap());
+    assert!(!utils.remove_control("r", ControlKind::RateLimit).await.unwrap(), "nothing left to lift");
     db.wait_for_count(LEFT, 0, Duration::from_secs(10)).await;
     assert_eq!(starts.lock().unwrap().len(), 10, "lifted, the rest ran");
-    let zero = Limit { max_starts: 0, ..limit };
+    let zero = Control { limit: ControlLimit::Starts { max: 0, period_ms: 60_000 }, ..limit };
     assert!(
-        utils.set_rate_limit(&zero, None).await.is_err(),
+        matches!(utils.set_control(&zero, None).await, Err(formica::Error::Control(_))),
         "a limit of 0 would stop the task: pause it instead"
     );
     worker.stop(Duration::from_secs(10)).await;
@@ -122,9 +121,8 @@ async fn a_limit_set_and_lifted_at_runtime_reaches_a_running_worker(rt: Arc<dyn 
 
 async fn a_limit_per_customer_holds_for_each_customer(rt: Arc<dyn Runtime>) {
     let db = TestDb::migrated_on(rt.clone()).await;
-    let per = Some(Partition::Field("customer".into()));
-    let limit = Limit { task: "r".into(), max_starts: 3, period_ms: 60_000, partition: per };
-    db.utils().set_rate_limit(&limit, None).await.unwrap();
+    let limit = Control::rate_limit("r", 3, 60_000).per(Partition::Field("customer".into()));
+    db.utils().set_control(&limit, None).await.unwrap();
     add(&db, 50, 5).await;
     let starts: Starts = Arc::default();
     let workers = [
@@ -148,8 +146,8 @@ async fn a_limit_per_customer_holds_for_each_customer(rt: Arc<dyn Runtime>) {
 /// next poll (at whose pace the 12 jobs took 18.5 s).
 async fn a_limit_of_2_per_second_drains_at_2_per_second_between_polls(rt: Arc<dyn Runtime>) {
     let db = TestDb::migrated_on(rt.clone()).await;
-    let limit = Limit { task: "r".into(), max_starts: 2, period_ms: 1_000, partition: None };
-    db.utils().set_rate_limit(&limit, None).await.unwrap();
+    let limit = Control::rate_limit("r", 2, 1_000);
+    db.utils().set_control(&limit, None).await.unwrap();
     add(&db, 12, 1).await;
     let starts: Starts = Arc::default();
     let worker = Running::listening(&rt, options(&db, &starts).poll_interval(Duration::from_secs(5))).await;

@@ -283,13 +283,13 @@ async fn formica_s_recovery_leaves_graphile_worker_s_locks_alone() {
 #[tokio::test]
 #[ignore = "needs graphile-worker from npm: scripts/compat-graphile-worker"]
 async fn graphile_worker_ignores_a_pause_and_a_cap_in_force() {
-    use formica_tokio::flow::{Cap, Pause};
+    use formica_tokio::controls::{Control, Pause};
     let db = TestDb::migrated().await;
     let client = db.client().await;
     client.batch_execute("create table done (n int)").await.unwrap();
     let utils = db.utils();
     utils.pause(&Pause::task("record"), Some("compat"), None).await.unwrap();
-    utils.set_cap(&Cap { task: "record".into(), max_running: 1, partition: None }, None).await.unwrap();
+    utils.set_control(&Control::cap("record", 1), None).await.unwrap();
     for n in 0..5 {
         utils.add_raw_job("record", json!({ "n": n }), JobSpec::default()).await.expect("add");
     }

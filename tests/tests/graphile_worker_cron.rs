@@ -80,7 +80,7 @@ async fn graphile_worker_and_formica_with_one_crontab_schedule_each_minute_once(
     let worker = db
         .worker_options()
         .define_raw_job("other", |_, _| async { Ok(()) })
-        .with_cron(crontab)
+        .cron(crontab)
         .init()
         .await
         .unwrap();

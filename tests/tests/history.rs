@@ -6,7 +6,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
 
 use formica::{
-    Error, HistoryOptions, JobContext, JobSpec, Outcome, OutputTaskHandler, RawJob, Retention, Runtime, Task,
+    Error, FinalState, HistoryOptions, JobContext, JobSpec, OutputTaskHandler, RawJob, Retention, Runtime,
+    Task,
 };
 use formica_tests::{on_both_runtimes, Running, TestDb};
 use serde::{Deserialize, Serialize};
@@ -62,7 +63,7 @@ async fn a_handler_s_output_round_trips_through_wait_for_job_and_job_outcome(rt:
     };
     let (waited_ok, waited_bad, running) = futures::join!(waited_ok, waited_bad, start);
     let done = waited_ok.unwrap().expect("a history row");
-    assert_eq!(done.outcome, Outcome::Completed);
+    assert_eq!(done.outcome, FinalState::Completed);
     let summary = Summary { customer: 42, lines: vec!["paid".into(), "nul \u{0} kept".into()] };
     assert_eq!(done.output_as::<Summary>().unwrap(), Some(summary));
     assert_eq!(utils.job_outcome(ok.id).await.unwrap(), Some(done.clone()), "the same row");
@@ -74,7 +75,7 @@ async fn a_handler_s_output_round_trips_through_wait_for_job_and_job_outcome(rt:
     let failed = waited_bad.unwrap().expect("a history row");
     assert_eq!(
         (failed.outcome, failed.last_error.as_deref(), failed.output),
-        (Outcome::Failed, Some("no data for customer 7"), None)
+        (FinalState::Failed, Some("no data for customer 7"), None)
     );
     // A job that will not run in time: the wait says so.
     let later = JobSpec::builder().run_at(chrono::Utc::now() + chrono::Duration::hours(1)).build();
@@ -211,7 +212,7 @@ async fn a_job_given_back_leaves_no_row_until_it_finishes_on_its_next_run_then_e
     let options = db.worker_options().define_raw_job("hang", |_: JobContext, _| async { Ok(()) });
     let running = Running::listening(&db.runtime, options).await;
     let done = utils.wait_for_job(job.id, Duration::from_secs(20)).await.unwrap().expect("a row");
-    assert_eq!((done.outcome, done.attempts), (Outcome::Completed, 1), "the aborted attempt was refunded");
+    assert_eq!((done.outcome, done.attempts), (FinalState::Completed, 1), "the aborted attempt was refunded");
     running.stop(Duration::from_secs(10)).await;
     assert_eq!(db.count(HISTORY).await, 1);
 }
@@ -277,6 +278,29 @@ async fn finished(client: &tokio_postgres::Client, job_id: i64, outcome: &str, a
         )
         .await
         .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_worker_prunes_the_history_itself_soon_after_its_start() {
+    let db = TestDb::migrated().await;
+    let client = db.client().await;
+    db.utils().prune_history(&Retention::default(), None).await.unwrap();
+    finished(&client, 1, "completed", "10 days").await;
+    finished(&client, 2, "completed", "1 second").await;
+    let errors = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = errors.clone();
+    // The worker prepares its statements (the default): the pass must bind as prepared too.
+    let options = db.worker_options().on_event(move |event| {
+        if let formica::Event::DatabaseError { statement, error } = event {
+            seen.lock().unwrap().push(format!("{statement}: {error}"));
+        }
+    });
+    let running = Running::listening(&db.runtime, options).await;
+    let old = "select count(*) from formica_graphile_worker.job_history where job_id = 1";
+    db.wait_for_count(old, 0, Duration::from_secs(10)).await;
+    running.stop(Duration::from_secs(10)).await;
+    assert_eq!(db.count(HISTORY).await, 1, "the recent row is kept");
+    assert_eq!(*errors.lock().unwrap(), Vec::<String>::new());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -447,7 +471,7 @@ async fn waiters_registering_while_a_drain_ends_their_jobs_each_hear_of_it_witho
     });
     for (id, waited) in futures::future::join_all(waits).await {
         let outcome = waited.unwrap().unwrap_or_else(|| panic!("job {id} has history"));
-        assert_eq!((outcome.job_id, outcome.outcome), (id, Outcome::Completed));
+        assert_eq!((outcome.job_id, outcome.outcome), (id, FinalState::Completed));
     }
     assert!(
         started.elapsed() < Duration::from_secs(30),

@@ -390,12 +390,11 @@ async fn a_job_replaced_or_removed_while_held_is_not_revived_when_given_back() {
 #[tokio::test]
 async fn a_job_locked_by_a_worker_whose_clock_is_behind_is_refunded_when_given_back() {
     use formica::statements::bind;
-    use formica_core::flow::{Cap, Limit};
+    use formica_core::flow::Control;
     use formica_core::worker::Statement;
     let jobs = Jobs::new().await;
     let behind: chrono::DateTime<chrono::Utc> = jobs.row("select now() - interval '1 minute'").await.get(0);
-    let cap = Cap { task: "t".into(), max_running: 10, partition: None };
-    let limit = Limit { task: "t".into(), max_starts: 10, period_ms: 60_000, partition: None };
+    let (cap, limit) = (Control::cap("t", 10), Control::rate_limit("t", 10, 60_000));
     for (fetch, caps, limits) in
         [("plain", vec![], vec![]), ("capped", vec![cap], vec![]), ("limited", vec![], vec![limit])]
     {

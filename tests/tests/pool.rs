@@ -54,8 +54,7 @@ async fn tasks_holding_clients_and_adding_jobs_finish_at_the_default_sizes(rt: A
 
 async fn an_exhausted_pool_fails_naming_the_holders(rt: Arc<dyn Runtime>) {
     let db = TestDb::new_on(rt.clone()).await;
-    let pool =
-        Pool::from_url(rt.clone(), &db.url, 2).unwrap().with_acquire_timeout(Duration::from_millis(300));
+    let pool = Pool::from_url(rt.clone(), &db.url, 2).unwrap().acquire_timeout(Duration::from_millis(300));
     let held_by_task = pool.get_for_task("job 7").await.unwrap();
     // Tasks may hold 1 of 2: the other is reserved for statements.
     let e = pool.get_for_task("job 8").await.err().expect("a second task client times out").to_string();
@@ -92,8 +91,7 @@ async fn an_exhausted_pool_fails_naming_the_holders(rt: Arc<dyn Runtime>) {
 async fn idle_connections_close(rt: Arc<dyn Runtime>) {
     let db = TestDb::new_on(rt.clone()).await;
     let url = format!("{} application_name=idle_close_test", db.url);
-    let pool =
-        Pool::from_url(rt.clone(), &url, 5).unwrap().with_idle_timeout(Some(Duration::from_millis(300)));
+    let pool = Pool::from_url(rt.clone(), &url, 5).unwrap().idle_timeout(Some(Duration::from_millis(300)));
     let clients = futures::future::try_join_all((0..3).map(|_| pool.get())).await.unwrap();
     drop(clients);
     assert_eq!((pool.status().size, pool.status().idle), (3, 3));
@@ -142,7 +140,7 @@ async fn an_idle_worker_holds_few_connections_named_by_its_worker_id() {
         db.name
     );
     // Past the idle timeout (10 s) and a few polls.
-    sleep(rt.as_ref(), formica::db::DEFAULT_IDLE_TIMEOUT + Duration::from_secs(4)).await;
+    sleep(rt.as_ref(), formica::DEFAULT_IDLE_TIMEOUT + Duration::from_secs(4)).await;
     let client = db.client().await;
     let count = |sql: String| {
         let client = &client;

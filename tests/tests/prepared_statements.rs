@@ -1,5 +1,5 @@
 //! Prepared statements that the server refuses although the statement is right, and the
-//! worker's way around each (`formica::db`'s `named` module):
+//! worker's way around each (the driver's `db/named.rs`):
 //!
 //! - through a real pgBouncer in transaction mode (see `formica_tests::pgbouncer`), server
 //!   sessions are shared between clients, so a statement prepared on one is missing on the

@@ -121,7 +121,7 @@ async fn client_for(rt: &dyn Runtime, url: &str) -> tokio_postgres::Client {
     let settings = formica::ConnectionSettings::parse(url).expect("valid connection string");
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        match formica::db::connect(rt, &settings).await {
+        match formica::connect(rt, &settings).await {
             Ok(client) => return client,
             Err(e) => {
                 assert!(Instant::now() < deadline, "cannot connect to {url}: {e}");
@@ -392,7 +392,7 @@ fn without_a_response_timeout_a_hung_connection_stalls_the_worker() {
         let rt: Arc<dyn Runtime> = Arc::new(formica_tokio::TokioRuntime);
         let db = TestDb::migrated_on(rt.clone()).await;
         let (proxy, url) = Proxy::in_front_of(&db.url);
-        let pool = formica::Pool::from_url(rt.clone(), &url, 1).unwrap().with_response_timeout(None);
+        let pool = formica::Pool::from_url(rt.clone(), &url, 1).unwrap().response_timeout(None);
         let options = formica::WorkerOptions::with_runtime(rt.clone())
             .pool(pool)
             .poll_interval(Duration::from_millis(200));
@@ -595,9 +595,8 @@ async fn a_statement_given_up_on_is_cancelled_on_the_server(rt: Arc<dyn Runtime>
     holder.batch_execute("create table t (id int primary key); insert into t values (1)").await.unwrap();
     holder.batch_execute("begin; select * from t for update").await.unwrap();
     let url = format!("{} application_name=given_up", db.url);
-    let pool = formica::Pool::from_url(rt.clone(), &url, 1)
-        .unwrap()
-        .with_response_timeout(Some(Duration::from_secs(2)));
+    let pool =
+        formica::Pool::from_url(rt.clone(), &url, 1).unwrap().response_timeout(Some(Duration::from_secs(2)));
     let client = pool.get().await.unwrap();
     let error = client.execute("update t set id = id where id = 1", &[]).await.expect_err("given up");
     assert!(client.is_closed(), "the connection is closed: {error:?}");

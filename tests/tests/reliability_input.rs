@@ -589,14 +589,14 @@ async fn a_refused_write_fails_only_the_job_it_is_about() {
 #[tokio::test]
 async fn crontab_and_payload_errors_name_their_concern_and_keep_their_source() {
     let db = TestDb::migrated().await;
-    let Err(e) = db.worker_options().with_cron("not a crontab line").init().await else {
+    let Err(e) = db.worker_options().cron("not a crontab line").init().await else {
         panic!("a bad crontab is refused")
     };
     assert!(matches!(e, formica::Error::Crontab { .. }), "{e:?}");
     assert!(e.to_string().starts_with("crontab text: "), "{e}");
     assert!(std::error::Error::source(&e).is_some());
     let missing = std::path::PathBuf::from("/nonexistent/crontab");
-    let Err(e) = db.worker_options().with_cron(missing).init().await else {
+    let Err(e) = db.worker_options().cron(missing).init().await else {
         panic!("a missing crontab is refused")
     };
     assert!(e.to_string().starts_with("crontab file /nonexistent/crontab: "), "{e}");

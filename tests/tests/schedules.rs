@@ -4,7 +4,8 @@
 //! yields a job a second.
 
 use chrono::{DateTime, Utc};
-use formica::{Cron, WorkerOptions};
+use formica::cron::Cron;
+use formica::WorkerOptions;
 use formica_tests::TestDb;
 use std::time::Duration;
 
@@ -15,7 +16,7 @@ async fn worker(db: &TestDb, poll: Duration) -> formica::Worker {
         .database_url(&db.url)
         .max_pool_size(3)
         .define_raw_job("unrelated", |_, _| async { Ok(()) })
-        .with_runtime_schedules(poll)
+        .runtime_schedules(poll)
         .init()
         .await
         .expect("init")
@@ -184,7 +185,7 @@ async fn a_line_the_parser_refuses_is_not_put_and_a_stored_one_is_reported_once_
         .database_url(&db.url)
         .max_pool_size(3)
         .define_raw_job("unrelated", |_, _| async { Ok(()) })
-        .with_runtime_schedules(Duration::from_millis(200))
+        .runtime_schedules(Duration::from_millis(200))
         .on_event(move |event| {
             if let formica::Event::ScheduleUnreadable { identifier, error, .. } = event {
                 record.lock().unwrap().push((identifier.clone(), error.clone()));

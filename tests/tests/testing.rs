@@ -5,7 +5,7 @@
 use chrono::{Duration, Utc};
 use formica::Runtime;
 use formica_tests::{on_both_runtimes, TestDb};
-use formica_tokio::testing::{Expected, Outcome, TestJob};
+use formica_tokio::testing::{Expected, TestJob, TestOutcome};
 use serde_json::json;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -68,7 +68,7 @@ impl TaskHandler for PlaceOrder {
 mod tests {
     use super::*;
     use formica_tokio::serde_json::json;
-    use formica_tokio::testing::{Expected, Outcome, TestJob};
+    use formica_tokio::testing::{Expected, TestJob, TestOutcome};
 
     #[tokio::test]
     async fn an_order_is_charged_and_its_receipt_queued() {
@@ -76,7 +76,7 @@ mod tests {
         let order = PlaceOrder { order: 42, email: "ada@example.com".into() };
         let ran = TestJob::new(&order).extension(payments.clone()).run::<PlaceOrder>().await;
 
-        assert_eq!(ran.outcome, Outcome::Completed);
+        assert_eq!(ran.outcome, TestOutcome::Completed);
         assert_eq!(*payments.charged.lock().unwrap(), [42]);
         ran.assert_added(
             &Expected::of::<SendReceipt>()
@@ -92,7 +92,7 @@ mod tests {
         let order = PlaceOrder { order: 13, email: "ada@example.com".into() };
         let ran = TestJob::new(&order).extension(payments).run::<PlaceOrder>().await;
 
-        assert_eq!(ran.outcome, Outcome::Failed { error: "card declined for order 13".into() });
+        assert_eq!(ran.outcome, TestOutcome::Failed { error: "card declined for order 13".into() });
         ran.refute_added(&Expected::of::<SendReceipt>());
     }
 }
@@ -132,7 +132,7 @@ impl TaskHandler for PlaceOrderWrongly {
 async fn the_unit_test_fails_when_the_handler_queues_the_wrong_receipt() {
     let order = PlaceOrderWrongly { order: 42, email: "ada@example.com".into() };
     let ran = TestJob::new(&order).run::<PlaceOrderWrongly>().await;
-    assert_eq!(ran.outcome, Outcome::Completed);
+    assert_eq!(ran.outcome, TestOutcome::Completed);
     let receipt = Expected::of::<SendReceipt>()
         .payload(json!({ "order": 42, "to": "ada@example.com" }))
         .queue("mail")
@@ -191,13 +191,13 @@ async fn a_test_job_carries_its_fields_and_the_jobs_added_are_as_stored() {
     let now = Utc::now() - Duration::days(3);
     let job = TestJob::new(&Probe).id(9).attempts(3).max_attempts(5).key("k").queue("q");
     let ran = job.priority(-2).flags(["vip"]).now(now).run::<Probe>().await;
-    assert_eq!(ran.outcome, Outcome::Completed);
+    assert_eq!(ran.outcome, TestOutcome::Completed);
     // A job added without `run_at` is due at the run's time, as the database would date it.
     let due_then = Expected::of::<Probe>().priority(4).run_at_between(now, now);
     assert_eq!(ran.assert_added(&due_then).len(), 1);
     // A payload the task does not take fails as the worker fails it.
     let ran = TestJob::raw("probe", json!(17)).run::<Probe>().await;
-    let Outcome::Failed { error } = ran.outcome else { panic!("{:?}", ran.outcome) };
+    let TestOutcome::Failed { error } = ran.outcome else { panic!("{:?}", ran.outcome) };
     assert!(error.starts_with("payload does not match task \"probe\""), "{error}");
 }
 
@@ -216,7 +216,7 @@ async fn a_batch_handler_s_failed_items_are_the_ones_kept() {
         }
     }
     let ran = TestJob::batch(&[Notify { user: 1 }, Notify { user: 2 }]).run_batch::<Notify>().await;
-    let Outcome::ItemsFailed { error, items } = ran.outcome else { panic!("{:?}", ran.outcome) };
+    let TestOutcome::ItemsFailed { error, items } = ran.outcome else { panic!("{:?}", ran.outcome) };
     assert_eq!(items, json!([{ "user": 2 }]));
     assert!(error.contains("payload[1]: no device"), "{error}");
 }

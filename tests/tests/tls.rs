@@ -19,7 +19,7 @@ async fn ssl_in_use(
 ) -> Result<bool, String> {
     let text = format!("host={host} port={} user=postgres dbname=postgres {settings}", cluster.port());
     let settings = ConnectionSettings::parse(&text).map_err(|e| e.to_string())?;
-    let client = formica::db::connect(rt, &settings).await.map_err(|e| e.to_string())?;
+    let client = formica::connect(rt, &settings).await.map_err(|e| e.to_string())?;
     let row = client
         .query_one("select ssl from pg_stat_ssl where pid = pg_backend_pid()", &[])
         .await
@@ -60,7 +60,7 @@ async fn each_sslmode_against_a_tls_server() {
     );
     // The URL form and node-postgres's `ssl=true`.
     let url = format!("postgres://postgres@127.0.0.1:{}/postgres?ssl=true", cluster.port());
-    let client = formica::db::connect(&rt, &ConnectionSettings::parse(&url).unwrap()).await.unwrap();
+    let client = formica::connect(&rt, &ConnectionSettings::parse(&url).unwrap()).await.unwrap();
     let row =
         client.query_one("select ssl from pg_stat_ssl where pid = pg_backend_pid()", &[]).await.unwrap();
     assert!(row.get::<_, bool>(0));
@@ -93,15 +93,14 @@ async fn each_sslmode_against_a_tls_server() {
     assert_eq!(ssl_in_use(&rt, &cluster, &socket, "sslmode=require").await, Ok(false));
 
     // A client certificate where pg_hba.conf demands one.
-    let admin = formica::db::connect(&rt, &ConnectionSettings::parse(&cluster.url("postgres")).unwrap())
-        .await
-        .unwrap();
+    let admin =
+        formica::connect(&rt, &ConnectionSettings::parse(&cluster.url("postgres")).unwrap()).await.unwrap();
     admin.batch_execute("create database certonly").await.unwrap();
     let certonly = |extra: String| {
         format!("host=127.0.0.1 port={} user=postgres dbname=certonly sslmode=verify-full sslrootcert={ca} {extra}", cluster.port())
     };
     let without = ConnectionSettings::parse(&certonly(String::new())).unwrap();
-    let Err(e) = formica::db::connect(&rt, &without).await else {
+    let Err(e) = formica::connect(&rt, &without).await else {
         panic!("refused without a client certificate")
     };
     assert!(e.to_string().contains("certificate"), "{e}");
@@ -111,7 +110,7 @@ async fn each_sslmode_against_a_tls_server() {
         certs.path("client.key").display()
     )))
     .unwrap();
-    let client = formica::db::connect(&rt, &with).await.expect("a client certificate is accepted");
+    let client = formica::connect(&rt, &with).await.expect("a client certificate is accepted");
     let name: String = client.query_one("select current_database()", &[]).await.unwrap().get(0);
     assert_eq!(name, "certonly");
 }
@@ -120,7 +119,7 @@ async fn each_sslmode_against_a_tls_server() {
 async fn require_against_a_server_without_tls_says_so() {
     let db = formica_tests::TestDb::new().await;
     let settings = ConnectionSettings::parse(&format!("{} sslmode=require", db.url)).unwrap();
-    let Err(e) = formica::db::connect(db.runtime.as_ref(), &settings).await else { panic!("refused") };
+    let Err(e) = formica::connect(db.runtime.as_ref(), &settings).await else { panic!("refused") };
     assert!(e.to_string().contains("the server does not offer TLS"), "{e}");
 }
 
@@ -178,7 +177,7 @@ formica_tests::on_both_runtimes!(worker_drains_jobs_over_tls);
 async fn check_watch(rt: Arc<dyn Runtime>, url: &str, extra: &str, expect_ssl: bool) {
     let (proxy, through) = formica_tests::proxy::Proxy::in_front_of(url);
     let settings = ConnectionSettings::parse(&format!("{through} {extra} tcp_user_timeout=1")).unwrap();
-    let client = formica::db::connect_watched(rt.clone(), &settings).await.unwrap();
+    let client = formica::connect_watched(rt.clone(), &settings).await.unwrap();
     let ssl: bool = client
         .query_one("select ssl from pg_stat_ssl where pid = pg_backend_pid()", &[])
         .await

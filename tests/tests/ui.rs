@@ -402,7 +402,7 @@ async fn the_cron_page_shows_the_crontab_of_the_running_workers() {
         .worker_options()
         .define_raw_job("nightly_task", |_, _| async { Ok(()) })
         .define_raw_job("poll", |_, _| async { Ok(()) })
-        .with_cron("0 3 * * * nightly_task ?id=nightly\n*/5 * * * * poll ?max=3\n");
+        .cron("0 3 * * * nightly_task ?id=nightly\n*/5 * * * * poll ?max=3\n");
     let worker = Running::listening(&db.runtime, options).await;
     let id = worker.worker_id().to_owned();
     let deadline = Instant::now() + Duration::from_secs(10);

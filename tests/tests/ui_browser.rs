@@ -433,7 +433,7 @@ async fn the_history_page_lists_filters_and_charts_finished_jobs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "writes the guide's screenshots: scripts/ui-screenshots"]
 async fn regenerate_the_guide_s_screenshots() {
-    use formica::flow::{Cap, Pause};
+    use formica::controls::{Control, Pause};
     let db = TestDb::migrated().await;
     let utils = db.utils();
     let client = db.client().await;
@@ -496,10 +496,7 @@ async fn regenerate_the_guide_s_screenshots() {
         .await
         .unwrap();
     utils.pause(&Pause::queue("outbox"), Some("SMTP provider down"), Some("ops")).await.unwrap();
-    utils
-        .set_cap(&Cap { task: "import_orders".into(), max_running: 1, partition: None }, Some("ops"))
-        .await
-        .unwrap();
+    utils.set_control(&Control::cap("import_orders", 1), Some("ops")).await.unwrap();
     // A ready import waits for the cap: the dead worker holds the one import it allows.
     utils
         .add_raw_job("import_orders", json!({ "day": "2026-12-06", "shop": 9 }), JobSpec::default())

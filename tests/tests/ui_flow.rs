@@ -5,7 +5,7 @@
 // Tests fail by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use formica::flow::{Cap, Partition, Pause};
+use formica::controls::{Control, ControlKind, Partition, Pause};
 use formica::JobSpec;
 use formica_tests::dashboard::Dashboard;
 use formica_tests::TestDb;
@@ -39,9 +39,8 @@ async fn the_flow_page_pauses_caps_and_shows_why_jobs_wait() {
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
-    let cap =
-        Cap { task: "import".into(), max_running: 2, partition: Some(Partition::Field("customer".into())) };
-    assert_eq!(utils.caps().await.unwrap()[0].cap, cap);
+    let cap = Control::cap("import", 2).per(Partition::Field("customer".into()));
+    assert_eq!(utils.controls().await.unwrap()[0].control, cap);
 
     let page = ui.get("/flow").await;
     assert_eq!(page.status, 200);
@@ -69,7 +68,7 @@ async fn the_flow_page_pauses_caps_and_shows_why_jobs_wait() {
     assert_eq!(r.status, 409, "resuming what is not paused: {}", r.body);
     let r = ui.action("/api/flow/uncap", json!({ "task": "import" })).await;
     assert_eq!(r.status, 200, "{}", r.body);
-    assert!(utils.caps().await.unwrap().is_empty());
+    assert!(utils.controls().await.unwrap().is_empty());
 
     let read_only = Dashboard::start(utils.clone(), Options { read_only: true, ..Default::default() }).await;
     let r = read_only.action("/api/flow/pause", json!({ "scope": "all" })).await;
@@ -88,14 +87,9 @@ async fn the_flow_page_rate_limits_and_says_why_jobs_wait() {
     let r =
         ui.action("/api/flow/limit", json!({ "task": "send_email", "max": 100, "period_ms": 60_000 })).await;
     assert_eq!(r.status, 200, "{}", r.body);
-    let limit = formica::rate_limit::Limit {
-        task: "send_email".into(),
-        max_starts: 100,
-        period_ms: 60_000,
-        partition: None,
-    };
-    let limits = utils.rate_limits().await.unwrap();
-    assert_eq!((&limits[0].limit, limits[0].set_by.as_str()), (&limit, "dashboard"));
+    let limit = Control::rate_limit("send_email", 100, 60_000);
+    let limits = utils.controls().await.unwrap();
+    assert_eq!((&limits[0].control, limits[0].set_by.as_str()), (&limit, "dashboard"));
     let page = ui.get("/flow").await;
     assert_eq!(page.status, 200);
     assert!(page.body.contains("rate limited: send_email 100/min"), "{}", page.body);
@@ -106,10 +100,10 @@ async fn the_flow_page_rate_limits_and_says_why_jobs_wait() {
     let r = ui.action("/api/flow/limit", json!({ "task": "x", "max": 1, "period_ms": 0 })).await;
     assert_eq!(r.status, 400, "a bad value is the request's fault: {}", r.body);
     assert!(r.body.contains(r#"period_ms 0: the rate limit of \"x\" takes 1 to"#), "{}", r.body);
-    assert_eq!(utils.rate_limits().await.unwrap().len(), 1, "nothing more was stored");
+    assert_eq!(utils.controls().await.unwrap().len(), 1, "nothing more was stored");
     let r = ui.action("/api/flow/unlimit", json!({ "task": "send_email" })).await;
     assert_eq!(r.status, 200, "{}", r.body);
-    assert!(utils.rate_limits().await.unwrap().is_empty());
+    assert!(utils.controls().await.unwrap().iter().all(|c| c.control.kind() != ControlKind::RateLimit));
     let r = ui.action("/api/flow/unlimit", json!({ "task": "send_email" })).await;
     assert_eq!(r.status, 409, "lifting what is not limited: {}", r.body);
 }

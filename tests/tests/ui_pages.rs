@@ -7,8 +7,7 @@
 // Tests fail by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use formica::flow::{Cap, Pause};
-use formica::rate_limit::Limit;
+use formica::controls::{Control, Pause};
 use formica::{JobSpec, WorkerUtils};
 use formica_tests::dashboard::Dashboard;
 use formica_tests::TestDb;
@@ -39,9 +38,8 @@ async fn a_ready_job_says_what_holds_it_on_the_job_and_jobs_pages() {
     let free = add(&utils, "free", None).await;
     formica_tests::spoiled::lock(&db, running, "w").await;
     utils.pause(&Pause::queue("outbox"), Some("smtp down"), None).await.unwrap();
-    utils.set_cap(&Cap { task: "report".into(), max_running: 1, partition: None }, None).await.unwrap();
-    let limit = Limit { task: "import".into(), max_starts: 5, period_ms: 60_000, partition: None };
-    utils.set_rate_limit(&limit, None).await.unwrap();
+    utils.set_control(&Control::cap("report", 1), None).await.unwrap();
+    utils.set_control(&Control::rate_limit("import", 5, 60_000), None).await.unwrap();
     let ui = Dashboard::start(utils.clone(), Options::default()).await;
 
     let page = ui.get("/jobs").await;

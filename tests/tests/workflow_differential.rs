@@ -9,7 +9,7 @@
 // Tests fail by panicking, and match only the variants they look for.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
 
-use formica::workflows::BatchReport;
+use formica::BatchReport;
 use formica::{Callback, OnDependencyFailure, Workflow, WorkflowJob};
 use formica_core::workflow::{Change, Graph, JobState, Outcome, Progress};
 use formica_tests::TestDb;

@@ -112,7 +112,7 @@ async fn graphile_worker_runs_a_workflow_s_jobs_each_released_within_the_resolve
     // Each job ran once, on graphile-worker (a Formica worker writes history; none here),
     // as the job it was released as, after what it waits for ended; and it was released
     // within the interval of the last of those ending.
-    let every = formica::workflows::DEFAULT_RESOLVE_EVERY;
+    let every = formica::DEFAULT_RESOLVE_EVERY;
     let mut latest = Duration::ZERO;
     for (workflow, on) in &dependencies {
         let rows = client

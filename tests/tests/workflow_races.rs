@@ -11,7 +11,7 @@
 // Tests fail by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use formica::workflows::BatchReport;
+use formica::BatchReport;
 use formica::{
     Callback, JobContext, JobSpec, OnDependencyFailure, OutputTaskHandler, Runtime, Task, Workflow,
     WorkflowJob,

@@ -8,7 +8,7 @@
 // Tests fail by panicking, and match only the variants they look for.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
 
-use formica::workflows::BatchReport;
+use formica::BatchReport;
 use formica::{
     Callback, Error, JobContext, JobSpec, OnDependencyFailure, OutputTaskHandler, Task, Workflow,
     WorkflowError, WorkflowJob,
@@ -500,6 +500,27 @@ async fn jobs_settled_outside_a_formica_worker_are_settled_by_the_resolver() {
         ])
     );
     assert_eq!(utils.resolve_workflows().await.unwrap(), 0, "each settles once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_worker_s_resolver_settles_a_job_completed_outside_it_and_releases_its_dependent() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let added = utils
+        .add_workflow(&Workflow::new("outside").job(step("a")).job(step("b").depends_on(["a"])))
+        .await
+        .unwrap();
+    utils.complete_jobs(&[added.released[0].1]).await.unwrap();
+    // A worker running no task of the workflow: only its resolver acts on it.
+    let options = db.worker_options().workflow_resolve_every(Duration::from_millis(200));
+    let running = Running::listening(&db.runtime, options).await;
+    let released = format!(
+        "select count(*) from formica_graphile_worker.workflow_jobs where workflow_id = {} and state = 'released'",
+        added.id
+    );
+    db.wait_for_count(&released, 1, Duration::from_secs(10)).await;
+    running.stop(WITHIN).await;
+    assert_eq!(states(&db, added.id).await, named(&[("a", "completed"), ("b", "released")]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

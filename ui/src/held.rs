@@ -5,17 +5,15 @@
 
 use crate::html::esc;
 use crate::{Error, State};
-use formica::flow::{CapSet, Paused};
+use formica::controls::{ControlLimit, ControlSet, Paused};
 use formica::inspect;
-use formica::rate_limit::LimitSet;
 use std::collections::HashMap;
 
 /// The flow controls in force, as a page reads them once.
 #[derive(Default)]
 pub(crate) struct Holds {
     pauses: Vec<Paused>,
-    caps: Vec<CapSet>,
-    limits: Vec<LimitSet>,
+    controls: Vec<ControlSet>,
     /// Jobs of each capped task locked now (only for caps over the whole task).
     running: HashMap<String, i64>,
 }
@@ -29,16 +27,16 @@ impl Holds {
         if !states.any(|state| state == "ready") {
             return Ok(Holds::default());
         }
-        let (pauses, caps, limits) =
-            tokio::try_join!(s.utils.paused(), s.utils.caps(), s.utils.rate_limits())?;
+        let (pauses, controls) = tokio::try_join!(s.utils.paused(), s.utils.controls())?;
         let mut running = HashMap::new();
-        if caps.iter().any(|c| c.cap.partition.is_none()) {
+        let whole_cap = |c: &ControlSet| c.control.partition.is_none() && c.control.period().is_none();
+        if controls.iter().any(whole_cap) {
             for counts in inspect::overview(&s.utils).await?.counts {
                 let n = counts.states.get("running").copied().unwrap_or(0);
                 *running.entry(counts.task).or_default() += n;
             }
         }
-        Ok(Holds { pauses, caps, limits, running })
+        Ok(Holds { pauses, controls, running })
     }
 
     /// What holds a ready job of `task` in `queue` for sure (pauses, a cap reached), and
@@ -56,23 +54,20 @@ impl Holds {
             })
             .collect();
         let mut may = Vec::new();
-        for c in self.caps.iter().filter(|c| c.cap.task == task) {
-            let max = c.cap.max_running;
-            match &c.cap.partition {
+        for c in self.controls.iter().map(|c| &c.control).filter(|c| c.task == task) {
+            match (c.limit, &c.partition) {
                 // Over the whole task: held only while the cap is reached.
-                None => {
+                (ControlLimit::Running { max }, None) => {
                     let running = self.running.get(task).copied().unwrap_or(0);
                     if running >= i64::from(max) {
                         why.push(format!("task {task} capped ({running} running, at most {max})"));
                     }
                 }
-                Some(p) => {
+                (ControlLimit::Running { max }, Some(p)) => {
                     may.push(format!("task {task} capped ({max} at once per {} {})", p.kind(), p.argument()))
                 }
+                (ControlLimit::Starts { .. }, _) => may.push(format!("rate limit {}", c.label())),
             }
-        }
-        for l in self.limits.iter().filter(|l| l.limit.task == task) {
-            may.push(format!("rate limit {}", l.limit.label()));
         }
         (why, may)
     }

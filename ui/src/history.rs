@@ -2,15 +2,14 @@
 //! hour and day drawn as inline SVG; a finished job's runs; and the overview's counts of the
 //! last hour, from the history (so they survive the dashboard's restarts).
 
-use crate::html::{error_cell, error_page, opt_time, page, select, table, time, url};
-use crate::pages::esc;
+use crate::html::{error_cell, error_page, esc, opt_time, page, select, table, time, url};
 use crate::State;
 use axum::extract::{Path, Query, State as Ext};
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
-use formica::history::{HistoryBucket, HistoryFilter};
 use formica::JobOutcome;
+use formica::{HistoryBucket, HistoryFilter};
 use serde::Deserialize;
 use std::fmt::Write;
 use std::time::Duration;

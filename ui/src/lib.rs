@@ -28,7 +28,7 @@
 //!   form cannot send and a cross-site script cannot without a CORS approval that is
 //!   never given; a request whose `Origin` or `Sec-Fetch-Site` says it is cross-site is
 //!   refused too;
-//! - every value is escaped where it is put into HTML ([`pages::esc`]);
+//! - every value is escaped where it is put into HTML (`html::esc`);
 //! - reads never lock rows (see [`formica::inspect`]).
 //!
 //! `/healthz` and `/readyz` (the database answers) are served to anyone, for a
@@ -38,15 +38,14 @@
 
 mod api;
 mod bulk;
+mod controls;
 pub mod data;
-mod flow;
 mod guard;
 mod held;
 mod history;
 mod html;
 pub mod pages;
 mod probes;
-mod rate_limit;
 mod schedules;
 mod workers;
 mod workflow;
@@ -176,7 +175,7 @@ fn build(utils: WorkerUtils, options: Options) -> (Router, State) {
     let pages = Router::new()
         .merge(pages::routes())
         .merge(history::routes())
-        .merge(flow::page_routes())
+        .merge(controls::page_routes())
         .merge(workflow::page_routes())
         .layer(axum::middleware::from_fn_with_state(state.clone(), html::database_now));
     let router = Router::new()
@@ -186,8 +185,7 @@ fn build(utils: WorkerUtils, options: Options) -> (Router, State) {
             "/api",
             api::routes()
                 .merge(schedules::routes())
-                .merge(flow::api_routes())
-                .merge(rate_limit::api_routes())
+                .merge(controls::api_routes())
                 .merge(workflow::api_routes()),
         )
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard::guard))

@@ -1,11 +1,11 @@
 //! The HTML pages, rendered on the server from the same data as the API (built of
-//! `html`'s pieces: every value from the database or the request goes through [`esc`] on
+//! `html`'s pieces: every value from the database or the request goes through `html::esc` on
 //! its way into the HTML); the pages' script (`assets/app.js`) asks for confirmation and
 //! calls the API's actions, and refreshes a page's `<main>` in place when asked to.
 
 use crate::data::{self, JobQuery};
 use crate::held::Holds;
-pub use crate::html::esc;
+use crate::html::esc;
 use crate::html::{
     age, button, error_cell, error_page, opt_time, page, select, stamp, table, time, unreadable, url,
 };

@@ -217,6 +217,9 @@ impl Model {
             }
             // The model keeps no pauses.
             Statement::ReadFlow => (QueryResult::Flow(Default::default()), vec![]),
+            // Nor history (the checked workers write none) nor workflows (no operation adds one).
+            Statement::PruneHistory { .. } => (QueryResult::Pruned { dropped: 0, deleted: 0 }, vec![]),
+            Statement::ResolveWorkflows => (QueryResult::Resolved { settled: 0 }, vec![]),
             Statement::ReadCancels { worker_id } => {
                 (QueryResult::Cancels(self.read_cancels(worker_id)), vec![])
             }

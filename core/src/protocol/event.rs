@@ -179,6 +179,18 @@ pub enum Event {
         /// Why it cannot be taken.
         error: String,
     },
+    /// A pass of the history pruner removed something.
+    HistoryPruned {
+        /// Day partitions dropped.
+        dropped: i32,
+        /// Rows deleted from the default partitions.
+        deleted: i64,
+    },
+    /// A pass of the workflows' resolver settled workflow jobs other workers ran.
+    WorkflowsResolved {
+        /// How many.
+        settled: u64,
+    },
     /// A statement failed; it is retried.
     DatabaseError {
         /// What failed.
@@ -247,11 +259,11 @@ pub enum Event {
     },
     /// The flow controls this worker obeys changed (read at start, then on each change):
     /// what is paused now, as `all`, `task:<name>`, `queue:<name>` (empty: nothing), and
-    /// capped, as `<task><=<max>` (with ` per field <f>` or ` per key_prefix <sep>`).
+    /// the caps and rate limits, as labels ([`crate::flow::Control::label`]).
     FlowChanged {
         /// The pauses in force.
         paused: Vec<String>,
-        /// The caps in force.
+        /// The caps and rate limits in force.
         capped: Vec<String>,
     },
 }

@@ -26,7 +26,7 @@ pub use event::Event;
 
 pub use crate::cron::batch::ScheduleRow;
 use crate::cron::batch::{CronBatch, KnownCrontab};
-use crate::flow::{Cap, Controls, Limit};
+use crate::flow::{Control, Controls};
 use crate::job::Job;
 use crate::time::Timestamp;
 
@@ -81,6 +81,17 @@ pub struct Snooze {
     pub run_at: Option<Timestamp>,
 }
 
+/// How long the job history keeps each outcome (`None`: for ever).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    /// Completed jobs.
+    pub completed: Option<chrono::Duration>,
+    /// Jobs that failed for good.
+    pub failed: Option<chrono::Duration>,
+    /// Cancelled jobs.
+    pub cancelled: Option<chrono::Duration>,
+}
+
 /// A statement for the driver to run, with its parameters. Each answers with the
 /// [`QueryResult`] variant named in its doc, or [`QueryResult::Err`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,14 +117,14 @@ pub enum Statement {
         /// Named queues whose jobs are not taken (paused: [`crate::flow`]). Empty: the
         /// plain statement, exactly as without flow control.
         excluded_queues: Vec<String>,
-        /// The caps of the tasks fetched ([`crate::flow::Cap`]): their jobs are locked only
-        /// within the room each cap leaves, counting every job of the task locked by anyone.
-        /// Empty: no capped fetch (the plain statement).
-        caps: Vec<Cap>,
-        /// The rate limits of the tasks fetched ([`crate::flow::Limit`]): their jobs are
-        /// locked only within the starts each limit has left in its period, and each lock
-        /// is logged as a start. Empty: no limited fetch.
-        limits: Vec<Limit>,
+        /// The caps of the tasks fetched (each a [`Control`] on running jobs): their jobs
+        /// are locked only within the room each cap leaves, counting every job of the task
+        /// locked by anyone. Empty: no capped fetch (the plain statement).
+        caps: Vec<Control>,
+        /// The rate limits of the tasks fetched (each a [`Control`] on starts): their jobs
+        /// are locked only within the starts each limit has left in its period, and each
+        /// lock is logged as a start. Empty: no limited fetch.
+        limits: Vec<Control>,
         /// Find the due jobs one priority at a time (an index range each) rather than in one
         /// scan of the index, which reads every job scheduled for later whenever fewer are
         /// due than asked: sent after a short fetch was slow
@@ -213,6 +224,21 @@ pub enum Statement {
     ReadSchedules,
     /// The flow controls in force ([`crate::flow`]). Answer: `Flow`.
     ReadFlow,
+    /// One pass of the history pruner as of `at` (`None`: the database clock): create the
+    /// day partitions ahead, drop the days past their outcome's retention, delete rows past
+    /// it from the default partitions (a batch at most). Does nothing while another pass
+    /// runs. Answer: `Pruned`.
+    PruneHistory {
+        /// What to keep.
+        retention: Retention,
+        /// The time the retentions count back from.
+        at: Option<Timestamp>,
+    },
+    /// One pass of the workflows' resolver: settle the released workflow jobs that left the
+    /// jobs table without a Formica worker's statement saying so ([`crate::workflow`]),
+    /// releasing or cancelling their dependents. Does nothing while another pass runs.
+    /// Answer: `Resolved`.
+    ResolveWorkflows,
 }
 
 /// A locked job whose row could not be read (a payload nested too deep, a number out of range...).
@@ -275,6 +301,18 @@ pub enum QueryResult {
     Schedules(Vec<ScheduleRow>),
     /// The flow controls in force, for `ReadFlow`.
     Flow(Controls),
+    /// What a `PruneHistory` pass removed.
+    Pruned {
+        /// Day partitions dropped.
+        dropped: i32,
+        /// Rows deleted from the default partitions.
+        deleted: i64,
+    },
+    /// The workflow jobs a `ResolveWorkflows` pass settled.
+    Resolved {
+        /// How many.
+        settled: u64,
+    },
 }
 
 /// How a task ended.
@@ -418,11 +456,15 @@ pub enum TimerKind {
     GiveUpWrites,
     /// Read the flow controls again: the fallback when their notification is lost.
     Flow,
+    /// Prune the job history.
+    PruneHistory,
+    /// Settle the workflow jobs that other workers ran.
+    ResolveWorkflows,
 }
 
 impl TimerKind {
     /// Every kind, in the order ties between deadlines are broken.
-    pub const ALL: [TimerKind; 13] = [
+    pub const ALL: [TimerKind; 15] = [
         TimerKind::Poll,
         TimerKind::Flush,
         TimerKind::Listener,
@@ -436,6 +478,8 @@ impl TimerKind {
         TimerKind::Cron,
         TimerKind::GiveUpWrites,
         TimerKind::Flow,
+        TimerKind::PruneHistory,
+        TimerKind::ResolveWorkflows,
     ];
 }
 

@@ -12,7 +12,7 @@
 //! `cancel_requests` tables) are kept beside the job tables.
 
 use crate::cron::runner::KnownCrontab;
-use crate::flow::{Cap, Limit, Pause};
+use crate::flow::{Control, ControlKind, Pause};
 use crate::job::{Job, JobKeyMode, RawJob, RescheduleJobOptions, DEFAULT_MAX_ATTEMPTS};
 use crate::job_key::{self, Decision, ExistingJob, NewJob};
 use crate::protocol::{DbError, JOBS_INSERT};
@@ -63,14 +63,25 @@ pub struct Db {
     pub(super) schedules: BTreeMap<String, String>,
     /// `formica_<schema>.pauses` (see `flow.rs`).
     pub(super) pauses: BTreeSet<Pause>,
-    /// `formica_<schema>.caps`, by task.
-    pub(super) caps: BTreeMap<String, Cap>,
-    /// `formica_<schema>.rate_limits`, by task (see `rate.rs`).
-    pub(super) limits: BTreeMap<String, Limit>,
+    /// `formica_<schema>.caps` and `rate_limits`, by task and kind (see `flow.rs`).
+    pub(super) controls: BTreeMap<(String, ControlKind), Control>,
     /// `formica_<schema>.rate_starts`: (task, partition, started_at).
     pub(super) rate_starts: Vec<(String, String, Timestamp)>,
     /// `formica_<schema>.workflows` and their jobs (see `workflow_rows.rs`).
     pub(super) workflows: super::workflow_rows::Workflows,
+    /// `formica_<schema>.job_history`, as its pruner sees it (see `history.rs`).
+    pub(super) history: Vec<HistoryRow>,
+}
+
+/// One row of `job_history`, as the pruner reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryRow {
+    /// The job.
+    pub job_id: i64,
+    /// How it ended.
+    pub outcome: crate::workflow::Outcome,
+    /// When.
+    pub finished_at: Timestamp,
 }
 
 pub(super) fn constraint(name: &str) -> DbError {
@@ -96,10 +107,10 @@ impl Db {
             cancel_requests: BTreeMap::new(),
             schedules: BTreeMap::new(),
             pauses: BTreeSet::new(),
-            caps: BTreeMap::new(),
-            limits: BTreeMap::new(),
+            controls: BTreeMap::new(),
             rate_starts: Vec::new(),
             workflows: Default::default(),
+            history: Vec::new(),
         }
     }
 
@@ -505,6 +516,8 @@ mod tests {
             | QueryResult::Done
             | QueryResult::Fenced(_)
             | QueryResult::Schedules(_)
+            | QueryResult::Pruned { .. }
+            | QueryResult::Resolved { .. }
             | QueryResult::Err(_)) => panic!("{other:?}"),
         }
     }

@@ -288,7 +288,9 @@ fn statement_text(statement: &Statement) -> String {
         | Statement::RegisterCrontabs { .. }
         | Statement::ReadCancels { .. }
         | Statement::ReadSchedules
-        | Statement::ReadFlow) => variant(other),
+        | Statement::ReadFlow
+        | Statement::PruneHistory { .. }
+        | Statement::ResolveWorkflows) => variant(other),
     }
 }
 
@@ -309,6 +311,8 @@ fn result_text(result: &QueryResult) -> String {
         QueryResult::Cancels(requests) => format!("cancel requests {requests:?}"),
         QueryResult::Schedules(rows) => format!("{} runtime schedules", rows.len()),
         QueryResult::Flow(controls) => format!("flow controls {controls:?}"),
+        QueryResult::Pruned { dropped, deleted } => format!("pruned {dropped} days, {deleted} rows"),
+        QueryResult::Resolved { settled } => format!("resolved {settled} workflow jobs"),
         other @ (QueryResult::KnownCrontabs(_) | QueryResult::Done) => variant(other),
     }
 }

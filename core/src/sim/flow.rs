@@ -1,9 +1,9 @@
-//! Pauses on the simulated database, as the SQL keeps them (`sql/records/000006.sql`,
-//! `sql/queries/flow_pause.sql`, `flow_resume.sql`, `worker/read_flow.sql`): the reason and
-//! who/when are left out, no worker statement reads them.
+//! Flow controls on the simulated database, as the SQL keeps them (`sql/records/000006.sql`,
+//! `000010.sql`, `sql/queries/flow_*.sql`, `worker/read_flow.sql`): pauses, caps and rate
+//! limits; the reason and who/when are left out, no worker statement reads them.
 
 use super::db::{Db, Notification};
-use crate::flow::{Cap, Controls, Pause, Scope};
+use crate::flow::{Control, ControlKind, Controls, Pause, Scope};
 use crate::protocol::FLOW;
 
 impl Db {
@@ -27,16 +27,20 @@ impl Db {
         self.pauses.iter().cloned().collect()
     }
 
-    /// Cap `cap.task` (replacing its cap, if any) and wake the workers.
-    pub fn set_cap(&mut self, cap: Cap) {
-        self.caps.insert(cap.task.clone(), cap);
+    /// Set `control` (replacing its task's control of its kind, if any) and wake the workers.
+    pub fn set_control(&mut self, control: Control) {
+        self.controls.insert((control.task.clone(), control.kind()), control);
         self.notify_flow();
     }
 
-    /// Lift the cap of `task`; wakes the workers if there was one. Whether there was.
-    pub fn remove_cap(&mut self, task: &str) -> bool {
-        let lifted = self.caps.remove(task).is_some();
+    /// Lift the `kind` control of `task` (a rate limit's starts are forgotten with it); wakes
+    /// the workers if there was one. Whether there was.
+    pub fn remove_control(&mut self, task: &str, kind: ControlKind) -> bool {
+        let lifted = self.controls.remove(&(task.to_owned(), kind)).is_some();
         if lifted {
+            if kind == ControlKind::RateLimit {
+                self.rate_starts.retain(|(t, _, _)| t != task);
+            }
             self.notify_flow();
         }
         lifted
@@ -44,26 +48,17 @@ impl Db {
 
     /// What `ReadFlow` answers.
     pub(super) fn controls(&self) -> Controls {
-        Controls {
-            pauses: self.pauses(),
-            caps: self.caps.values().cloned().collect(),
-            limits: self.limits.values().cloned().collect(),
-        }
+        Controls { pauses: self.pauses(), controls: self.controls.values().cloned().collect() }
     }
 
     /// Jobs of `cap`'s task locked now, by anyone, in `partition`.
-    pub fn locked_in(&self, cap: &Cap, partition: &str) -> usize {
+    pub fn locked_in(&self, cap: &Control, partition: &str) -> usize {
         self.jobs
             .values()
             .filter(|j| j.task_identifier == cap.task && j.locked_at.is_some())
-            .filter(|j| cap_partition(cap, j) == partition)
+            .filter(|j| cap.partition_of(j) == partition)
             .count()
     }
-}
-
-/// The partition of `job` under `cap` (the empty text for an unpartitioned cap).
-pub(super) fn cap_partition(cap: &Cap, job: &crate::job::Job) -> String {
-    cap.partition.as_ref().map(|p| p.of(&job.payload, job.key.as_deref())).unwrap_or_default()
 }
 
 impl Db {

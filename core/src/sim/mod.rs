@@ -111,6 +111,7 @@ mod cancel;
 mod db;
 pub mod faults;
 mod flow;
+mod history;
 mod process;
 mod rate;
 mod run;
@@ -124,7 +125,7 @@ mod world;
 
 pub use crate::rng::SplitMix;
 pub use cancel::CancelOutcome;
-pub use db::{Db, Notification, Queue};
+pub use db::{Db, HistoryRow, Notification, Queue};
 pub use faults::{App, Fault, Op};
 pub use workflow_rows::{Release, SimWorkflow, WorkflowJob};
 pub use world::World;

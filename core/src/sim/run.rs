@@ -148,7 +148,9 @@ impl World {
                     | QueryResult::KnownCrontabs(_)
                     | QueryResult::Cancels(_)
                     | QueryResult::Schedules(_)
-                    | QueryResult::Flow(_) => Ok(()),
+                    | QueryResult::Flow(_)
+                    | QueryResult::Pruned { .. }
+                    | QueryResult::Resolved { .. } => Ok(()),
                 };
                 self.record(Some(worker), Traced::Heartbeat { statement, result: answer });
                 let now = self.worker_now(worker);

@@ -1,11 +1,12 @@
 //! The worker's statements on the simulated database: [`Db::execute`] answers each as the
 //! driver would from PostgreSQL (fetching, completing, failing, snoozing, giving back, the leases'
-//! heartbeats and recovery, crontab registration).
+//! heartbeats and recovery, crontab registration, the history pruner's and the workflows'
+//! resolver's passes).
 
 use super::db::Db;
 use crate::backoff;
 use crate::cron::runner::KnownCrontab;
-use crate::flow::{Cap, Limit};
+use crate::flow::Control;
 use crate::job::Job;
 use crate::job::RawJob;
 use crate::protocol::{Failure, Fenced, QueryResult, Snooze, Statement};
@@ -89,6 +90,11 @@ impl Db {
                 QueryResult::KnownCrontabs(before)
             }
             Statement::ReadSchedules => QueryResult::Schedules(self.schedule_rows()),
+            Statement::PruneHistory { retention, at } => {
+                let (dropped, deleted) = self.prune_history(retention, at.unwrap_or(self.now));
+                QueryResult::Pruned { dropped, deleted }
+            }
+            Statement::ResolveWorkflows => QueryResult::Resolved { settled: self.resolve_workflows() },
             Statement::ScheduleCron(batch) => {
                 for job in &batch.jobs {
                     let known =
@@ -317,20 +323,20 @@ impl Db {
             .collect();
         // Both ranks are counted over every queue's first candidate, as the statement's
         // window functions count them, whatever the other control decides.
-        let chosen: Vec<(i64, Option<&Limit>)> = queue_firsts
+        let chosen: Vec<(i64, Option<&Control>)> = queue_firsts
             .into_iter()
             .filter_map(|j| {
                 let within_cap = cap_of(j).is_none_or(|cap| {
-                    let partition = super::flow::cap_partition(cap, j);
-                    let room = (cap.max_running as usize).saturating_sub(self.locked_in(cap, &partition));
+                    let partition = cap.partition_of(j);
+                    let room = (cap.max() as usize).saturating_sub(self.locked_in(cap, &partition));
                     let taken = taken_in.entry((cap.task.clone(), partition)).or_default();
                     *taken += 1;
                     *taken <= room
                 });
                 let rate = limit_of(j);
                 let within_rate = rate.is_none_or(|l| {
-                    let partition = super::rate::rate_partition(l, j);
-                    let room = (l.max_starts as usize).saturating_sub(self.started_in(l, &partition, now));
+                    let partition = l.partition_of(j);
+                    let room = (l.max() as usize).saturating_sub(self.started_in(l, &partition, now));
                     let taken = started_in.entry((l.task.clone(), partition)).or_default();
                     *taken += 1;
                     *taken <= room
@@ -339,7 +345,8 @@ impl Db {
             })
             .take(limit)
             .collect();
-        let chosen: Vec<(i64, Option<Limit>)> = chosen.into_iter().map(|(id, l)| (id, l.cloned())).collect();
+        let chosen: Vec<(i64, Option<Control>)> =
+            chosen.into_iter().map(|(id, l)| (id, l.cloned())).collect();
         // As the statements, every fetch locks at the later of its time and the database's
         // (sql/queries/worker/get_jobs.sql, records migration 12).
         let lock_time = now.max(self.now);
@@ -371,8 +378,8 @@ pub(super) struct Fetch<'a> {
     task_identifiers: &'a [String],
     excluded_queues: &'a [String],
     flags: Flags<'a>,
-    caps: &'a [Cap],
-    limits: &'a [Limit],
+    caps: &'a [Control],
+    limits: &'a [Control],
 }
 
 /// The flags a fetch refuses and, if any, the ones it requires one of.

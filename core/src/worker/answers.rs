@@ -71,6 +71,18 @@ impl Worker {
                     );
                 }
             }
+            QueryResult::Pruned { dropped, deleted } => {
+                self.pruner.ended(self.now, true, &mut self.rng);
+                (dropped > 0 || deleted > 0).then(|| self.emit(Event::HistoryPruned { dropped, deleted }));
+            }
+            QueryResult::Resolved { settled } => {
+                self.resolver.ended(self.now, true, &mut self.rng);
+                // Released dependents may be ours to run.
+                (settled > 0).then(|| {
+                    self.emit(Event::WorkflowsResolved { settled });
+                    self.fetcher.wake();
+                });
+            }
             QueryResult::Cancels(requests) => self.cancels_read(requests),
             QueryResult::Flow(controls) => self.flow_read(&controls),
             QueryResult::KnownCrontabs(known) => {
@@ -117,7 +129,7 @@ impl Worker {
                     self.fetcher.wake();
                 }
                 Part::Reclaim => self.fetcher.reclaim_ended(false),
-                Part::Fetch | Part::Cancels | Part::Flow => {}
+                Part::Fetch | Part::Cancels | Part::Flow | Part::Prune | Part::Resolve => {}
             },
         }
         Ok(())
@@ -126,7 +138,7 @@ impl Worker {
     /// The flow controls were read: say what changed, and look for jobs a resume freed.
     fn flow_read(&mut self, controls: &crate::flow::Controls) {
         if let Some(state) = self.flow.read(controls, self.now) {
-            let (paused, capped) = (state.paused(), state.capped());
+            let (paused, capped) = (state.paused(), state.labels());
             self.emit(Event::FlowChanged { paused, capped });
             self.hold_back_paused();
             self.fetcher.wake();
@@ -134,7 +146,8 @@ impl Worker {
     }
 
     /// Every failure is retried: a write (by [`Writes`], never dropped), a fetch after
-    /// `poll_interval`, a sweep at the next sweep, cron by its runner.
+    /// `poll_interval`, a sweep at the next sweep, a chore's pass after its back-off, cron by
+    /// its runner.
     fn query_failed(&mut self, id: QueryId, part: Part, error: DbError) {
         let statement = self.writes.name(id).unwrap_or(part.statement());
         // Nothing is fetched before the flow controls are read.
@@ -151,6 +164,9 @@ impl Worker {
             }
             // The poll reads again (a fetch waits for a first read).
             Part::Flow => self.flow.ended(self.now),
+            // A failed pass backs off.
+            Part::Prune => self.pruner.ended(self.now, false, &mut self.rng),
+            Part::Resolve => self.resolver.ended(self.now, false, &mut self.rng),
             Part::Write | Part::Sweep | Part::Cron | Part::Recovery | Part::Cancels => {}
         }
         if gave_up {
@@ -170,7 +186,7 @@ impl Worker {
             Part::Cancels => {
                 self.cancels.read_ended();
             }
-            Part::Flow => {}
+            Part::Flow | Part::Prune | Part::Resolve => {}
             Part::Cron => {
                 if let Some(cron) = &mut self.cron {
                     cron.failed(self.now, self.config.poll_interval);

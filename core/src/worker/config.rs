@@ -1,6 +1,7 @@
 //! How a worker behaves: [`Config`], its defaults, and the bounds [`Config::validate`]
 //! holds it to.
 
+use super::chores::Pruning;
 use super::lease::{LEASE, RECOVERY_PERIOD};
 use super::refetch::RefetchDelay;
 use super::sweep::{LOCK_SWEEP_INTERVAL, STALE_LOCK_AGE};
@@ -126,8 +127,15 @@ pub struct Config {
     /// `concurrency`): a task at its limit is left out of fetches, and its jobs already
     /// fetched wait in the local queue while other jobs start. At least 1 each. Tasks not
     /// named share `concurrency` freely. Global limits across workers are caps
-    /// ([`crate::flow::Cap`]).
+    /// ([`crate::flow::Control`]).
     pub task_concurrency: BTreeMap<String, usize>,
+    /// Prune the job history this often, keeping what its retention says (`None`: no
+    /// pruner; the driver sets it with history on). Not in `run_once` mode. A period is at
+    /// most [`MAX_CHORE_PERIOD`](super::MAX_CHORE_PERIOD) (longer counts as that).
+    pub prune_history: Option<Pruning>,
+    /// Run the workflows' resolver this often (`None`: not; the driver sets it). Not in
+    /// `run_once` mode; at most [`MAX_CHORE_PERIOD`](super::MAX_CHORE_PERIOD).
+    pub resolve_workflows: Option<Duration>,
 }
 
 impl Default for Config {
@@ -160,6 +168,8 @@ impl Default for Config {
             task_policies: BTreeMap::new(),
             flow_control: false,
             task_concurrency: BTreeMap::new(),
+            prune_history: None,
+            resolve_workflows: None,
         }
     }
 }

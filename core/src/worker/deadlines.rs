@@ -28,6 +28,8 @@ impl Worker {
             TimerKind::Retry => self.retry_at,
             TimerKind::GiveUpWrites => self.writes.give_up_deadline(),
             TimerKind::Flow => self.flow.deadline(),
+            TimerKind::PruneHistory => self.pruner.deadline(),
+            TimerKind::ResolveWorkflows => self.resolver.deadline(),
             TimerKind::Cron => {
                 self.cron.as_ref().filter(|_| self.phase == Phase::Running).and_then(CronRunner::deadline)
             }

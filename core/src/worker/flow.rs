@@ -9,7 +9,7 @@
 //! N a period. Other workers' starts it does not see: their room is found by the poll (or
 //! the next start of its own leaving).
 
-use crate::flow::{Cap, Controls, FlowState, Limit, NOTHING_PAUSED};
+use crate::flow::{Control, ControlKind, Controls, FlowState, NOTHING_PAUSED};
 use crate::time::Timestamp;
 use chrono::Duration;
 
@@ -20,9 +20,9 @@ pub(super) struct FetchPlan {
     /// The paused named queues.
     pub excluded_queues: Vec<String>,
     /// The caps of the tasks fetched.
-    pub caps: Vec<Cap>,
+    pub caps: Vec<Control>,
     /// The rate limits of the tasks fetched.
-    pub limits: Vec<Limit>,
+    pub limits: Vec<Control>,
 }
 
 #[derive(Debug, Clone)]
@@ -75,8 +75,8 @@ impl Flow {
             });
         }
         let task_identifiers = flow.fetchable(tasks);
-        let caps = flow.caps_of(&task_identifiers);
-        let limits = flow.limits_of(&task_identifiers);
+        let caps = flow.controls_of(ControlKind::Cap, &task_identifiers);
+        let limits = flow.controls_of(ControlKind::RateLimit, &task_identifiers);
         (!task_identifiers.is_empty()).then(|| FetchPlan {
             task_identifiers,
             excluded_queues: flow.paused_queues(),

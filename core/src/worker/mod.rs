@@ -18,13 +18,15 @@
 //! The machine composes small parts, each owning its state and its deadline and knowing no
 //! effect: `fetch` (when and how much to fetch, the local queue), `writes` (outcomes on
 //! their way to the database), `link` (the LISTEN connection), `lease` (whether the lease
-//! that [`crate::lease::Keeper`] renews holds, and the recovery of dead workers' jobs), `sweep` (the four-hour rule), `cancel`
+//! that [`crate::lease::Keeper`] renews holds, and the recovery of dead workers' jobs), `sweep` (the four-hour rule),
+//! `chores` (the history pruner's and the workflows' resolver's passes), `cancel`
 //! (cancelled and timed out tasks, and the read of cancel requests), `slots` and the cron runner; `answers` routes each
 //! database answer to its part (`part`), `deadlines` reads their deadlines. Only the
 //! worker makes [`Effect`]s.
 
 mod answers;
 mod cancel;
+mod chores;
 mod config;
 mod deadlines;
 mod fetch;
@@ -41,6 +43,7 @@ mod sweep;
 mod task_limits;
 mod writes;
 
+pub use self::chores::{Pruning, CHORE_BACKOFF_LIMIT, FIRST_PASS_WITHIN, MAX_CHORE_PERIOD};
 pub use self::config::{Config, DEFAULT_LOCAL_QUEUE_SIZE, MIN_POLL_INTERVAL};
 pub use self::fetch::SLOW_SHORT_FETCH;
 pub use self::lease::{lapsed_error, HEARTBEAT_INTERVAL, LEASE, RECOVERY_PERIOD, SUSPICION_GRACE};
@@ -48,12 +51,13 @@ pub use self::refetch::RefetchDelay;
 pub use self::sweep::{stale_error, FIRST_SWEEP_WITHIN, LOCK_SWEEP_INTERVAL, STALE_LOCK_AGE};
 pub use self::writes::WRITES_GRACE;
 pub use crate::protocol::{
-    DbError, Effect, Event, Failure, Fenced, Input, MisuseError, QueryId, QueryResult, Snooze, Statement,
-    TaskOutcome, TimerKind, Undecodable,
+    DbError, Effect, Event, Failure, Fenced, Input, MisuseError, QueryId, QueryResult, Retention, Snooze,
+    Statement, TaskOutcome, TimerKind, Undecodable,
 };
 pub use crate::time::Timestamp;
 
 use self::cancel::Cancels;
+use self::chores::Chore;
 use self::fetch::Fetcher;
 use self::flow::{FetchPlan, Flow};
 use self::lease::Lease;
@@ -91,6 +95,8 @@ pub struct Worker {
     /// Present when the worker schedules a crontab.
     cron: Option<CronRunner>,
     sweeper: Sweeper,
+    pruner: Chore,
+    resolver: Chore,
     lease: Lease,
     cancels: Cancels,
     /// The pauses this worker obeys.
@@ -124,6 +130,8 @@ impl Worker {
             pending: BTreeMap::new(),
             writes: Writes::default(),
             sweeper: Sweeper::default(),
+            pruner: Chore::default(),
+            resolver: Chore::default(),
             cancels: Cancels::default(),
             retry_at: None,
             effects: VecDeque::new(),
@@ -136,6 +144,8 @@ impl Worker {
             worker.link.connect();
             worker.effects.push_back(Effect::ConnectListener);
             worker.sweeper = Sweeper::start(now, worker.config.lock_sweep_interval, &mut worker.rng);
+            worker.pruner = Chore::start(now, worker.config.prune_history.map(|p| p.every), &mut worker.rng);
+            worker.resolver = Chore::start(now, worker.config.resolve_workflows, &mut worker.rng);
         }
         worker
     }
@@ -404,6 +414,8 @@ impl Worker {
             self.phase = Phase::Draining;
             self.link.off();
             self.sweeper.stop();
+            self.pruner.stop();
+            self.resolver.stop();
             self.lease.stop_recovery();
             self.flow.stop();
             // Prefetched jobs never started: back without using an attempt.
@@ -454,6 +466,14 @@ impl Worker {
         if self.sweeper.handle_timeout(now, &mut self.rng) {
             let locked_before = self.local_now().map(|now| now - STALE_LOCK_AGE);
             self.query(Part::Sweep, Statement::ResetLocked { locked_before });
+        }
+        if let (true, Some(Pruning { retention, .. })) =
+            (self.pruner.handle_timeout(now), self.config.prune_history)
+        {
+            self.query(Part::Prune, Statement::PruneHistory { retention, at: None });
+        }
+        if self.resolver.handle_timeout(now) {
+            self.query(Part::Resolve, Statement::ResolveWorkflows);
         }
         for (job_id, timeout) in self.slots.expired(now) {
             self.cancels.timed_out(job_id, timeout);

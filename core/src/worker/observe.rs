@@ -23,6 +23,8 @@ pub(crate) fn sending(statement: &Statement) -> Option<Event> {
         | Statement::ReadCancels { .. }
         | Statement::SnoozeJobs { .. }
         | Statement::ReadSchedules
-        | Statement::ReadFlow => None,
+        | Statement::ReadFlow
+        | Statement::PruneHistory { .. }
+        | Statement::ResolveWorkflows => None,
     }
 }

@@ -17,6 +17,10 @@ pub(crate) enum Part {
     Cancels,
     /// Reading the flow controls.
     Flow,
+    /// A pass of the history pruner.
+    Prune,
+    /// A pass of the workflows' resolver.
+    Resolve,
 }
 
 impl Part {
@@ -35,6 +39,8 @@ impl Part {
                 | (QueryResult::Cancels(_), Part::Cancels)
                 | (QueryResult::Schedules(_), Part::Cron)
                 | (QueryResult::Flow(_), Part::Flow)
+                | (QueryResult::Pruned { .. }, Part::Prune)
+                | (QueryResult::Resolved { .. }, Part::Resolve)
         )
     }
 
@@ -49,6 +55,8 @@ impl Part {
             Part::Reclaim => "give back jobs a lost fetch locked",
             Part::Cancels => "read cancel requests",
             Part::Flow => "read the flow controls",
+            Part::Prune => "prune the job history",
+            Part::Resolve => "resolve workflows",
         }
     }
 }

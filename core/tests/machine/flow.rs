@@ -1,7 +1,7 @@
 //! Flow control (`core/src/worker/flow.rs`): a rate limit's room returning wakes the fetch.
 
 use super::*;
-use formica_core::flow::{Controls, Limit};
+use formica_core::flow::{Control, Controls};
 
 /// A limit of 2 a second, the worker polling every 10 s: a short fetch of the limited task
 /// fetches again as soon as its oldest start leaves the second (room returns), not at the
@@ -10,7 +10,7 @@ use formica_core::flow::{Controls, Limit};
 fn a_short_fetch_under_a_rate_limit_fetches_again_when_its_oldest_start_leaves_the_period() {
     let config = Config { flow_control: true, poll_interval: Duration::seconds(10), ..config() };
     let mut hand = Hand::new(config);
-    let limits = vec![Limit { task: "t".into(), max_starts: 2, period_ms: 1000, partition: None }];
+    let limits = vec![Control::rate_limit("t", 2, 1000)];
     let mut effects = hand.drain();
     if hand.machine.poll_timeout().is_some_and(|(at, _)| at <= t0()) {
         effects.extend(hand.fire_raw().1);
@@ -18,7 +18,7 @@ fn a_short_fetch_under_a_rate_limit_fetches_again_when_its_oldest_start_leaves_t
     for (id, statement) in queries(&effects) {
         match statement {
             Statement::ReadFlow => {
-                let controls = Controls { limits: limits.clone(), ..Default::default() };
+                let controls = Controls { controls: limits.clone(), ..Default::default() };
                 hand.feed(Input::QueryDone { id, result: QueryResult::Flow(controls) });
             }
             _ => {

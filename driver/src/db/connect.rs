@@ -18,7 +18,7 @@ use tokio_postgres::{AsyncMessage, CancelToken, Client, Config, Connection};
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long a watched connection may owe a response while receiving nothing, when the
-/// settings give no `tcp_user_timeout` (see the module docs).
+/// settings give no `tcp_user_timeout` (see [`Pool`](crate::Pool)).
 pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The response timeout `config` asks for: `tcp_user_timeout` if set (`None` when it is
@@ -44,7 +44,7 @@ pub fn addresses(config: &Config) -> Result<Vec<Address>, Error> {
     };
     let hosts = config.get_hosts();
     if hosts.is_empty() {
-        return Err(Error::Config("no host given (set host= or a URL with a host)".into()));
+        return Err(Error::Settings("no host given (set host= or a URL with a host)".into()));
     }
     Ok(hosts
         .iter()
@@ -68,7 +68,7 @@ pub async fn connect_raw(
 }
 
 /// [`connect_raw`], and the connection is closed when it owes a response and receives
-/// nothing for [`response_timeout`]`(config)` (see the module docs).
+/// nothing for the settings' `tcp_user_timeout` (see [`Pool`](crate::Pool)).
 pub async fn connect_raw_watched(
     rt: Arc<dyn Runtime>,
     settings: &ConnectionSettings,
@@ -113,7 +113,7 @@ async fn open(
             Err(e) => last = Some(e),
         }
     }
-    Err(last.unwrap_or_else(|| Error::Config("no address to connect to".into())))
+    Err(last.unwrap_or_else(|| Error::Settings("no address to connect to".into())))
 }
 
 /// The settings and the TLS handshake for connecting to `address`.
@@ -131,7 +131,7 @@ fn prepare(
             "localhost"
         }
     };
-    let tls = settings.tls().connector(host, watch).map_err(Error::Config)?;
+    let tls = settings.tls().connector(host, watch).map_err(Error::Settings)?;
     Ok((config, tls))
 }
 

@@ -38,6 +38,26 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// tokio (or pick a runtime by feature flag), while the driver runs on whatever
 /// [`Runtime`] the adapter supplies, and neither has the reserve above. The state is a
 /// short critical section under one lock; waiters are served first come, first served.
+///
+/// Two limits keep a broken network from leaving a worker silently idle:
+///
+/// - opening a connection gives up after `connect_timeout` (from the connection settings,
+///   else [`DEFAULT_CONNECT_TIMEOUT`](crate::DEFAULT_CONNECT_TIMEOUT)), so a server that accepts and never answers is an
+///   error, not a hang;
+/// - the connections of a pool and the worker's LISTEN connection are *watched*: one
+///   that owes a response (a statement was sent, its `ReadyForQuery` has not come) and has
+///   received nothing for the response timeout is closed, so the statement fails with an
+///   error the worker retries on a fresh connection. TCP keepalives cannot do this: a
+///   proxy or a pooler that hangs still acknowledges TCP. The timeout is `tcp_user_timeout`
+///   of the connection settings (tokio-postgres reads it in seconds; `0` turns the watch
+///   off), else [`DEFAULT_RESPONSE_TIMEOUT`](crate::DEFAULT_RESPONSE_TIMEOUT); [`Pool::response_timeout`] sets it in
+///   code. A statement that legitimately runs longer than this without sending a row (a
+///   long report inside a task, through the worker's pool) needs a longer timeout. The
+///   watch itself is in the `watch` module; over TLS it watches inside the encryption. When
+///   a pooled connection ends with an error (the watch gave up on it, say), whatever it was
+///   running is also cancelled on the server (a cancel request on a new connection to the
+///   same address): a backend waiting on a lock does not notice its client is gone, and
+///   would otherwise go on waiting, holding its connection slot.
 #[derive(Clone)]
 pub struct Pool(Arc<PoolInner>);
 
@@ -220,10 +240,10 @@ impl Pool {
 
     /// The same pool with connections watched for `timeout` (`None`: not watched): a
     /// connection that owes a response and receives nothing for that long is closed (see
-    /// the module docs). It is kept in the settings as `tcp_user_timeout`, so the worker's
+    /// [`Pool`]). It is kept in the settings as `tcp_user_timeout`, so the worker's
     /// LISTEN connection, made from [`Pool::settings`], follows it too. Call it before the
     /// pool is used.
-    pub fn with_response_timeout(self, timeout: Option<Duration>) -> Self {
+    pub fn response_timeout(self, timeout: Option<Duration>) -> Self {
         self.rebuild(|settings, _| {
             settings.config_mut().tcp_user_timeout(timeout.unwrap_or(Duration::ZERO));
         })
@@ -231,19 +251,19 @@ impl Pool {
 
     /// The same pool, waiting at most `timeout` for a free connection (default
     /// [`DEFAULT_ACQUIRE_TIMEOUT`]). Call it before the pool is used.
-    pub fn with_acquire_timeout(self, timeout: Duration) -> Self {
+    pub fn acquire_timeout(self, timeout: Duration) -> Self {
         self.rebuild(|_, options| options.acquire_timeout = timeout)
     }
 
     /// The same pool, closing connections unused for `timeout` (`None`: never; default
     /// [`DEFAULT_IDLE_TIMEOUT`]). Call it before the pool is used.
-    pub fn with_idle_timeout(self, timeout: Option<Duration>) -> Self {
+    pub fn idle_timeout(self, timeout: Option<Duration>) -> Self {
         self.rebuild(|_, options| options.idle_timeout = timeout)
     }
 
     /// The same pool, keeping `reserved` connections (at most `max_size - 1`) out of the
     /// reach of clients held by tasks. Call it before the pool is used.
-    pub fn with_reserved(self, reserved: usize) -> Self {
+    pub fn reserved(self, reserved: usize) -> Self {
         self.rebuild(|_, options| options.reserved = reserved.min(options.max_size - 1))
     }
 

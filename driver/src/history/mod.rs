@@ -13,11 +13,11 @@ mod prune;
 mod read;
 mod wait;
 
-pub use outcome::{JobOutcome, Outcome};
+pub use outcome::{FinalState, JobOutcome};
 pub(crate) use output::settle;
 pub use output::OutputTaskHandler;
-pub(crate) use prune::spawn_pruner;
 pub use prune::Pruned;
+pub(crate) use prune::MIN_PRUNE_EVERY;
 pub use read::{HistoryBucket, HistoryFilter};
 
 use crate::params::{param, Param};
@@ -54,7 +54,8 @@ pub struct HistoryOptions {
     pub enabled: bool,
     /// What its pruner keeps.
     pub retention: Retention,
-    /// How often its pruner runs (default an hour, at least a second; the first pass at start).
+    /// How often its pruner runs (default an hour, at least a second; less up to a quarter,
+    /// jittered; the first pass within a second of start).
     pub prune_every: Duration,
 }
 

@@ -8,7 +8,9 @@ use serde_json::Value;
 use tokio_postgres::types::Type;
 use tokio_postgres::Row;
 
-pub use formica_core::workflow::Outcome;
+/// How a job ended for good (completed, failed, cancelled), as its history row and its
+/// workflow record it.
+pub use formica_core::workflow::Outcome as FinalState;
 
 /// One run of a job that ended for good, from the history.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,7 +30,7 @@ pub struct JobOutcome {
     /// Its attempts allowed.
     pub max_attempts: i16,
     /// How it ended.
-    pub outcome: Outcome,
+    pub outcome: FinalState,
     /// The error that ended it; for a completed job, its last failed attempt's, if any.
     pub last_error: Option<String>,
     /// When it was added.
@@ -60,7 +62,8 @@ impl JobOutcome {
             max_attempts: row.try_get("max_attempts")?,
             outcome: {
                 let text: &str = row.try_get("outcome")?;
-                Outcome::parse(text).ok_or_else(|| Error::Row(format!("unknown history outcome {text:?}")))?
+                FinalState::parse(text)
+                    .ok_or_else(|| Error::Row(format!("unknown history outcome {text:?}")))?
             },
             last_error: row.try_get("last_error")?,
             added_at: row.try_get("added_at")?,

@@ -74,7 +74,7 @@ pub async fn cron(utils: &WorkerUtils, given: Option<&Crontab>) -> Result<CronIt
     for r in &read(utils, sql::inspect::CRONTABS, &[]).await? {
         known.insert(get(r, "identifier")?, (get(r, "known_since")?, get(r, "last_execution")?));
     }
-    let now = Utc::now();
+    let now = utils.pool().runtime().now();
     let mut items: Vec<CronRow> = listed
         .into_iter()
         .map(|(item, workers)| {

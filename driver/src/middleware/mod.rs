@@ -1,32 +1,6 @@
 //! Middleware: what the application puts around every job's run and before every job it
 //! adds, for the concerns that cut across tasks (a tenant's connection, a metrics label,
 //! skipping the work of a disabled account, a field every job must carry).
-//!
-//! Run layers ([`WorkerOptions::around_run`](crate::WorkerOptions::around_run)) nest: the
-//! first given is the outermost. Each gets the job's [`JobContext`] and [`Next`], the rest
-//! of the chain down to the task. It may change the context (an extension for this run
-//! only, [`JobContext::with_extension`]) or the payload ([`Next::payload_mut`]), run the
-//! rest with [`Next::run`] and turn its outcome into another, or return without running
-//! it. [`TaskOutcome::Skipped`] is how a layer skips a job: the job is completed, as
-//! after a success, and the worker reports [`Event::JobSkipped`](crate::Event::JobSkipped)
-//! with the reason (logged at INFO), so a skipped job is never lost silently. Completing
-//! rather than failing it: a skip is the application's decision that the work is moot, not
-//! an error to retry or alert on; a layer that wants a failure returns
-//! [`TaskOutcome::Err`]. A layer's panic fails the attempt as a task's does.
-//!
-//! Add layers ([`WorkerUtils::before_add`](crate::WorkerUtils::before_add), also given to
-//! a worker's utilities with
-//! [`WorkerOptions::before_add`](crate::WorkerOptions::before_add)) see each job, in the
-//! order given, before it is stored: they may fill or check its fields and refuse it with a
-//! reason, which fails the add with [`Error::Refused`](crate::Error::Refused) and stores
-//! nothing (for a batch of jobs: none of the batch). They apply to what [`WorkerUtils`](crate::WorkerUtils) adds,
-//! including from within a job ([`JobContext::add_job`]); not to jobs added by SQL, by
-//! graphile-worker, by cron, or through `SqlxUtils`.
-//!
-//! With no layer given, nothing here runs: the run layers are wrapped around each handler
-//! once, when the worker is built, so without them a job's run is its handler's call
-//! exactly as without middleware (no test, no allocation, no dynamic call per job); and an
-//! add is stored as given (one test of an empty list).
 
 use crate::task::{Handler, Handlers, JobContext};
 use formica_core::job::Payload;
@@ -36,8 +10,7 @@ use serde_json::Value;
 use std::future::Future;
 use std::sync::Arc;
 
-mod add;
-pub(crate) use self::add::AddLayers;
+pub(crate) mod add;
 
 /// A run layer, erased.
 type RunLayer = Arc<dyn Fn(JobContext, Next) -> BoxFuture<'static, TaskOutcome> + Send + Sync>;
@@ -79,6 +52,32 @@ impl RunLayers {
 }
 
 /// The rest of the chain a run layer wraps: the layers inside it, then the task.
+///
+/// Run layers ([`WorkerOptions::around_run`](crate::WorkerOptions::around_run)) nest: the
+/// first given is the outermost. Each gets the job's [`JobContext`] and [`Next`], the rest
+/// of the chain down to the task. It may change the context (an extension for this run
+/// only, [`JobContext::with_extension`]) or the payload ([`Next::payload_mut`]), run the
+/// rest with [`Next::run`] and turn its outcome into another, or return without running
+/// it. [`TaskOutcome::Skipped`] is how a layer skips a job: the job is completed, as
+/// after a success, and the worker reports [`Event::JobSkipped`](crate::Event::JobSkipped)
+/// with the reason (logged at INFO), so a skipped job is never lost silently. Completing
+/// rather than failing it: a skip is the application's decision that the work is moot, not
+/// an error to retry or alert on; a layer that wants a failure returns
+/// [`TaskOutcome::Err`]. A layer's panic fails the attempt as a task's does.
+///
+/// Add layers ([`WorkerUtils::before_add`](crate::WorkerUtils::before_add), also given to
+/// a worker's utilities with
+/// [`WorkerOptions::before_add`](crate::WorkerOptions::before_add)) see each job, in the
+/// order given, before it is stored: they may fill or check its fields and refuse it with a
+/// reason, which fails the add with [`Error::Refused`](crate::Error::Refused) and stores
+/// nothing (for a batch of jobs: none of the batch). They apply to what [`WorkerUtils`](crate::WorkerUtils) adds,
+/// including from within a job ([`JobContext::add_job`]); not to jobs added by SQL, by
+/// graphile-worker, by cron, or through `SqlxUtils`.
+///
+/// With no layer given, nothing here runs: the run layers are wrapped around each handler
+/// once, when the worker is built, so without them a job's run is its handler's call
+/// exactly as without middleware (no test, no allocation, no dynamic call per job); and an
+/// add is stored as given (one test of an empty list).
 pub struct Next {
     layers: Arc<[RunLayer]>,
     /// The next layer to call (past the last: the task).

@@ -19,7 +19,7 @@ use tracing::Instrument;
 /// and the application state the handler reaches with [`JobContext::extension`].
 ///
 /// [`TestJob::run`] (or [`TestJob::run_batch`]) runs the handler as a worker would: the
-/// payload decoded as the task's type, the result turned into an [`Outcome`]. Its context
+/// payload decoded as the task's type, the result turned into a [`TestOutcome`]. Its context
 /// has no database: the jobs the handler adds with [`JobContext::add_job`] are recorded
 /// and returned in [`Ran::added`] (a job key replaces nothing there); [`JobContext::client`]
 /// is an error and [`JobContext::utils`] panics. The abort signal never fires. A panic of
@@ -54,6 +54,7 @@ impl TestJob {
     /// a payload it does not expect, say).
     pub fn raw(task: impl Into<String>, payload: Value) -> Self {
         // A unit test has no runtime to ask: the wall clock, unless `now` sets the time.
+        #[allow(clippy::disallowed_methods)]
         let now = Utc::now();
         let job = Job {
             id: 1,
@@ -190,7 +191,7 @@ impl TestJob {
             outputs: None,
         };
         let outcome = handler(ctx, payload).instrument(span).await;
-        Ran { outcome: Outcome::of(outcome), added: recorder.take() }
+        Ran { outcome: TestOutcome::of(outcome), added: recorder.take() }
     }
 }
 
@@ -201,7 +202,7 @@ fn as_json<T: Serialize + ?Sized>(payload: &T) -> Value {
 /// How a handler's run ended, as the worker would record it.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
-pub enum Outcome {
+pub enum TestOutcome {
     /// It succeeded: the job would be completed.
     Completed,
     /// The attempt failed with `error`, the job's `last_error` (the error and its causes,
@@ -227,20 +228,22 @@ pub enum Outcome {
     /// (within its task's snooze window).
     Snoozed {
         /// How long.
-        delay: chrono::Duration,
+        delay: std::time::Duration,
     },
 }
 
-impl Outcome {
+impl TestOutcome {
     fn of(outcome: TaskOutcome) -> Self {
         match outcome {
-            TaskOutcome::Ok => Outcome::Completed,
-            TaskOutcome::Skipped(reason) => Outcome::Skipped { reason },
-            TaskOutcome::ItemsFailed { error, items } => Outcome::ItemsFailed { error, items },
-            TaskOutcome::Err(error) | TaskOutcome::Panicked(error) => Outcome::Failed { error },
+            TaskOutcome::Ok => TestOutcome::Completed,
+            TaskOutcome::Skipped(reason) => TestOutcome::Skipped { reason },
+            TaskOutcome::ItemsFailed { error, items } => TestOutcome::ItemsFailed { error, items },
+            TaskOutcome::Err(error) | TaskOutcome::Panicked(error) => TestOutcome::Failed { error },
             // A test run is never aborted.
-            TaskOutcome::Aborted | TaskOutcome::Unstoppable => Outcome::Failed { error: "aborted".into() },
-            TaskOutcome::Snoozed(delay) => Outcome::Snoozed { delay },
+            TaskOutcome::Aborted | TaskOutcome::Unstoppable => {
+                TestOutcome::Failed { error: "aborted".into() }
+            }
+            TaskOutcome::Snoozed(delay) => TestOutcome::Snoozed { delay: delay.to_std().unwrap_or_default() },
         }
     }
 }
@@ -250,7 +253,7 @@ impl Outcome {
 #[non_exhaustive]
 pub struct Ran {
     /// How it ended.
-    pub outcome: Outcome,
+    pub outcome: TestOutcome,
     /// The jobs the handler added through its context, in order, as the database would
     /// have stored them (ids from 1; `run_at` the run's time if not given).
     pub added: Vec<Job>,

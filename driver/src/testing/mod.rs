@@ -15,7 +15,7 @@
 //! The guide `docs/guide/testing.md` in the repository walks through them.
 //!
 //! ```
-//! use formica::testing::{Expected, Outcome, TestJob};
+//! use formica::testing::{Expected, TestJob, TestOutcome};
 //! use formica::{JobContext, JobSpec, Task, TaskHandler, TaskResult};
 //!
 //! #[derive(serde::Serialize, serde::Deserialize)]
@@ -35,7 +35,7 @@
 //!
 //! # futures::executor::block_on(async {
 //! let ran = TestJob::new(&Signup { user: 7 }).run::<Signup>().await;
-//! assert_eq!(ran.outcome, Outcome::Completed);
+//! assert_eq!(ran.outcome, TestOutcome::Completed);
 //! ran.assert_added(&Expected::of::<Welcome>().payload(serde_json::json!({ "user": 7 })));
 //! # });
 //! ```
@@ -48,5 +48,5 @@ mod schema;
 
 pub use drain::{drain, Drained, Ended};
 pub use expected::{assert_enqueued, contains, describe, enqueued, refute_enqueued, Expected};
-pub use job::{Outcome, Ran, TestJob};
+pub use job::{Ran, TestJob, TestOutcome};
 pub use schema::TestSchema;

@@ -78,7 +78,7 @@ impl Drop for TestSchema {
         // has one, which ends once the drop is done.
         let source = self.utils.pool();
         let Some(Ok(thread)) = source.runtime().dedicated("formica-test-schema") else { return };
-        let pool = Pool::new(thread.clone(), source.settings().clone(), 1).with_idle_timeout(None);
+        let pool = Pool::new(thread.clone(), source.settings().clone(), 1).idle_timeout(None);
         let sql = formica_sql::render(DROP, self.name());
         thread.spawn(Box::pin(async move {
             if let Ok(client) = pool.get().await {

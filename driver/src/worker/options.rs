@@ -9,7 +9,8 @@ use crate::error::Error;
 use crate::extensions::Extensions;
 use crate::log::Hook;
 use crate::metrics::Metrics;
-use crate::middleware::{AddLayers, Next, RunLayers, TaskOutcome};
+use crate::middleware::add::AddLayers;
+use crate::middleware::{Next, RunLayers, TaskOutcome};
 use crate::runtime::Runtime;
 use crate::settings::ConnectionSettings;
 use crate::statements::{Executor, FlagsFn};
@@ -19,7 +20,7 @@ use formica_core::cron::{self, Crontab};
 use formica_core::job::Payload;
 use formica_core::job::RawJob;
 use formica_core::policy::TaskPolicy;
-use formica_core::worker::{self as machine, Event};
+use formica_core::worker::{self as machine, Event, Pruning};
 use futures::channel::mpsc;
 use futures::future::FutureExt;
 mod cron_source;
@@ -109,19 +110,20 @@ impl<R> WorkerOptions<R> {
     /// [`CronSource`]); may be called several times. A mistake fails [`Self::init`] with
     /// the line and column. Each (item, minute) is scheduled once across all workers that
     /// share the database; `run_once` does not schedule.
-    pub fn with_cron(mut self, source: impl Into<CronSource>) -> Self {
+    pub fn cron(mut self, source: impl Into<CronSource>) -> Self {
         self.crontabs.push(source.into());
         self
     }
     /// The zone whose wall clock cron items read their fields in when they name none
     /// (`?tz=` or a `CRON_TZ=` line); default UTC. See [`cron::zone`] for the DST rule.
-    pub fn with_cron_time_zone(mut self, zone: cron::Tz) -> Self {
+    pub fn cron_time_zone(mut self, zone: cron::Tz) -> Self {
         self.cron_zone = Some(zone);
         self
     }
     /// How often this worker settles the workflow jobs that graphile-worker's workers ran
-    /// (default 2 s, at least 100 ms): see [`WorkerUtils::resolve_workflows`]. One pass runs
-    /// at a time across workers.
+    /// (default 2 s, at least 100 ms; less up to a quarter, jittered; after a failed pass,
+    /// twice as long as the one before up to a minute): see [`WorkerUtils::resolve_workflows`].
+    /// One pass runs at a time across workers.
     pub fn workflow_resolve_every(mut self, every: Duration) -> Self {
         self.workflow_resolve_every = every;
         self
@@ -155,7 +157,7 @@ impl<R> WorkerOptions<R> {
     }
     /// At most `n` jobs of `task` running at once in this worker (within `concurrency`;
     /// at least 1, or `init` refuses it). Across every worker, use a cap
-    /// (`WorkerUtils::set_cap`).
+    /// (`WorkerUtils::set_control`).
     pub fn task_concurrency(mut self, task: &str, n: usize) -> Self {
         self.config.task_concurrency.insert(task.to_owned(), n);
         self
@@ -276,7 +278,7 @@ impl<R> WorkerOptions<R> {
         self
     }
     /// Wrap every job's run in `layer`, inside the layers given before (see
-    /// [`crate::middleware`]): it gets the job's context and the rest of the chain, and
+    /// [`Next`](crate::Next)): it gets the job's context and the rest of the chain, and
     /// returns how the job ended, after running the rest with [`Next::run`] or without
     /// (`TaskOutcome::Skipped(reason)` completes the job unrun and reports it).
     pub fn around_run<F, Fut>(mut self, layer: F) -> Self
@@ -414,7 +416,7 @@ impl<R> WorkerOptions<R> {
         // Identifiers must be unique across every source.
         let crontab = Crontab::from_items(crontab).map_err(crontab_error("sources together"))?;
         let utils = WorkerUtils::new(pool, self.schema)
-            .with_use_local_time(self.config.use_local_time)
+            .use_local_time(self.config.use_local_time)
             .with_add_layers(self.add_layers);
         if self.migrate {
             utils.migrate().await?;
@@ -427,8 +429,16 @@ impl<R> WorkerOptions<R> {
         config.task_identifiers = self.handlers.0.keys().cloned().collect();
         self.run_layers.wrap(&mut self.handlers);
         config.latest_migration = formica_sql::LATEST;
-        // The records schema is migrated with the schema: obey its pauses.
+        // The records schema is migrated with the schema: obey its pauses, run its chores.
         config.flow_control = true;
+        config.prune_history = self.history.enabled.then(|| Pruning {
+            retention: self.history.retention.to_core(),
+            every: to_chrono(self.history.prune_every.max(crate::history::MIN_PRUNE_EVERY)),
+        });
+        let resolve_every = self.workflow_resolve_every.max(crate::workflows::MIN_RESOLVE_EVERY);
+        config.resolve_workflows = Some(to_chrono(resolve_every));
+        // Each worker its own jitter: workers started together spread their sweeps and chores.
+        config.seed = seed_of(&config.worker_id);
         let (inputs, receiver) = mpsc::unbounded();
         let metrics = Metrics::new(utils.pool(), &config.worker_id);
         Ok(Worker {
@@ -448,8 +458,6 @@ impl<R> WorkerOptions<R> {
                 hooks: self.hooks,
                 metrics,
                 queue_depth_interval: self.queue_depth_interval,
-                history: self.history,
-                workflow_resolve_every: self.workflow_resolve_every,
                 worker_id: config.worker_id.clone().into(),
             }),
             config,
@@ -458,6 +466,14 @@ impl<R> WorkerOptions<R> {
             threads,
         })
     }
+}
+
+/// A seed drawn from `worker_id` (stable: the same id jitters the same way).
+fn seed_of(worker_id: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::hash::DefaultHasher::new();
+    worker_id.hash(&mut hasher);
+    hasher.finish()
 }
 
 fn to_chrono(d: Duration) -> chrono::Duration {

@@ -103,8 +103,6 @@ impl Worker {
             end: ending_lease,
         };
         let keeper = spawn_abortable(threads.lease.as_ref(), keep_lease(keeping));
-        let _pruner = crate::history::spawn_pruner(&shared.utils, &shared.history).map(Stop);
-        let _resolver = Stop(crate::workflows::spawn_resolver(&shared.utils, shared.workflow_resolve_every));
         let (starts, mut to_start) = mpsc::unbounded();
         let (done, mut finished) = futures::channel::oneshot::channel();
         let turning = Turning {

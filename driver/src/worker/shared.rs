@@ -19,6 +19,4 @@ pub(super) struct Shared {
     pub(super) metrics: Metrics,
     pub(super) queue_depth_interval: Duration,
     pub(super) worker_id: Arc<str>,
-    pub(super) history: crate::history::HistoryOptions,
-    pub(super) workflow_resolve_every: Duration,
 }

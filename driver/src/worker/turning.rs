@@ -271,6 +271,8 @@ fn fetched(result: &QueryResult) -> Option<usize> {
         | QueryResult::Done
         | QueryResult::Fenced(_)
         | QueryResult::Schedules(_)
+        | QueryResult::Pruned { .. }
+        | QueryResult::Resolved { .. }
         | QueryResult::Err(_) => None,
     }
 }

@@ -9,7 +9,7 @@
 //! graphile-worker's workers ran).
 //!
 //! ```no_run
-//! use formica::workflows::{Workflow, WorkflowJob};
+//! use formica::{Workflow, WorkflowJob};
 //! # async fn add(utils: &formica::WorkerUtils) -> Result<(), formica::Error> {
 //! let payload = serde_json::json!({});
 //! let workflow = Workflow::new("report")
@@ -27,7 +27,7 @@ mod settle;
 
 pub use build::{AddedWorkflow, BatchReport, Workflow, WorkflowJob};
 pub use formica_core::workflow::{Callback, OnDependencyFailure, WorkflowError};
-pub(crate) use ops::spawn_resolver;
+pub(crate) use ops::MIN_RESOLVE_EVERY;
 pub use ops::{CancelledWorkflow, RetriedWorkflow};
 pub(crate) use settle::settling;
 

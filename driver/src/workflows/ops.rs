@@ -1,17 +1,17 @@
-//! `WorkerUtils`'s workflow operations (add, cancel, retry, resolve), and the resolver each
-//! worker runs beside its loop.
+//! `WorkerUtils`'s workflow operations (add, cancel, retry, resolve), and how often a
+//! worker resolves.
 
 use super::build::{AddedWorkflow, Workflow};
 use crate::error::Error;
 use crate::jobs::Cancelled;
 use crate::utils::WorkerUtils;
-use futures::future::{AbortHandle, Abortable, FutureExt};
+use formica_core::worker::{QueryResult, Statement};
 use std::time::Duration;
 use tokio_postgres::types::Type;
 use tokio_postgres::GenericClient;
 
 /// The shortest time between resolver passes, whatever the option says.
-const MIN_RESOLVE_EVERY: Duration = Duration::from_millis(100);
+pub(crate) const MIN_RESOLVE_EVERY: Duration = Duration::from_millis(100);
 
 /// How often `cancel_workflow` is tried again when PostgreSQL broke a deadlock with it (a
 /// job released the moment the workflow was cancelled, completing at once: see the guide).
@@ -160,32 +160,16 @@ impl WorkerUtils {
     /// Formica's history has it failed or cancelled; a job out of attempts failed (or was
     /// cancelled: its error begins `cancelled: `). Their dependents are released or
     /// cancelled in the same transaction. Returns the jobs settled (0 when another worker's
-    /// pass was running: it settles them). Each worker runs it every
-    /// [`WorkerOptions::workflow_resolve_every`](crate::WorkerOptions::workflow_resolve_every).
+    /// pass was running: it settles them). Each worker sends one ([`Statement::ResolveWorkflows`])
+    /// every [`WorkerOptions::workflow_resolve_every`](crate::WorkerOptions::workflow_resolve_every)
+    /// or a little less, as the core's chores schedule them.
     pub async fn resolve_workflows(&self) -> Result<u64, Error> {
-        let client = self.pool().get().await?;
-        let sql = formica_sql::render(formica_sql::workflows::RESOLVE, self.schema());
-        let rows = client.query_typed(&sql, &[]).await?;
-        let settled: Option<i64> = rows.first().map(|row| row.try_get(0)).transpose()?.flatten();
-        Ok(settled.map_or(0, |n| u64::try_from(n).unwrap_or(0)))
-    }
-}
-
-/// Run the workflows' resolver of `utils` every `every` beside the worker until aborted.
-pub(crate) fn spawn_resolver(utils: &WorkerUtils, every: Duration) -> AbortHandle {
-    let (handle, registration) = AbortHandle::new_pair();
-    let utils = utils.clone();
-    let runtime = utils.pool().runtime().clone();
-    let resolving = async move {
-        loop {
-            match utils.resolve_workflows().await {
-                Ok(0) => {}
-                Ok(settled) => tracing::debug!(settled, "settled workflow jobs graphile-worker ran"),
-                Err(e) => tracing::warn!(error = %e, "could not resolve workflows; trying again next pass"),
-            }
-            utils.pool().runtime().sleep(every.max(MIN_RESOLVE_EVERY)).await;
+        match crate::statements::bind(Statement::ResolveWorkflows)
+            .run_unnamed(self.pool(), self.schema())
+            .await?
+        {
+            QueryResult::Resolved { settled } => Ok(settled),
+            other => Err(Error::Row(format!("resolve_workflows answered {other:?}"))),
         }
-    };
-    runtime.spawn(Box::pin(Abortable::new(resolving, registration).map(|_| ())));
-    handle
+    }
 }

@@ -1,6 +1,6 @@
 //! A scheduling policy written as data: on each event, which jobs to add. Production
 //! turns each `Decision` into `utils.add_raw_job(task, payload, spec)` and gives `CRONTAB`
-//! to `WorkerOptions::with_cron`; the tests give both to `formica_core::sim` and check
+//! to `WorkerOptions::cron`; the tests give both to `formica_core::sim` and check
 //! them under faults (`tests/readme.rs`, `tests/policy.rs`).
 
 use chrono::{DateTime, Duration, Utc};

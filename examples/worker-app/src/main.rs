@@ -1,3 +1,5 @@
+//! An example application: a worker with one task, stopped by a signal.
+
 use formica_tokio::{stop_on_signals, JobContext, Task, TaskHandler, TaskResult, WorkerOptions};
 
 #[derive(serde::Serialize, serde::Deserialize)]

@@ -1,11 +1,11 @@
-//! The crontab sources of [`WorkerOptions::with_cron`](super::WorkerOptions::with_cron):
+//! The crontab sources of [`WorkerOptions::cron`](super::WorkerOptions::cron):
 //! text, a file, or typed items, each read into items by `init`.
 
 use crate::error::Error;
 use formica_core::cron::{self, Cron, CronItem, Crontab};
 use std::path::{Path, PathBuf};
 
-/// Recurring jobs for [`WorkerOptions::with_cron`](super::WorkerOptions::with_cron): crontab text (`&str`, `String`), a
+/// Recurring jobs for [`WorkerOptions::cron`](super::WorkerOptions::cron): crontab text (`&str`, `String`), a
 /// crontab file (`&Path`, `PathBuf`), or typed items ([`Cron`], `Vec<Cron>`).
 #[derive(Debug, Clone)]
 pub enum CronSource {

@@ -1,4 +1,4 @@
-//! [`WorkerOptions::with_runtime_schedules`]: a worker that schedules the runtime
+//! [`WorkerOptions::runtime_schedules`]: a worker that schedules the runtime
 //! schedules too (see `crate::schedules`).
 
 use super::WorkerOptions;
@@ -13,7 +13,7 @@ impl<R> WorkerOptions<R> {
     /// ([`DEFAULT_SCHEDULES_POLL`] is a fair choice). Needs records migration 8.
     ///
     /// [`WorkerUtils::put_schedule`]: crate::WorkerUtils::put_schedule
-    pub fn with_runtime_schedules(mut self, poll: Duration) -> Self {
+    pub fn runtime_schedules(mut self, poll: Duration) -> Self {
         self.config.runtime_schedules =
             Some(chrono::Duration::from_std(poll).unwrap_or(chrono::Duration::MAX));
         self

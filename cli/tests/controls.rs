@@ -1,12 +1,14 @@
 //! `formica pause`, `resume` and `paused`: a pause from the command line is listed with its
 //! reason and author, and resuming what is not paused is refused; `formica cap`, `uncap`
-//! and `caps` likewise.
+//! and `caps`, and `limit`, `unlimit` and `limits` likewise for the two kinds of control,
+//! each listed with its partition (and a rate limit with its period), each bad value
+//! refused naming it.
 
 // Tests fail by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use formica_tests::TestDb;
-use formica_tokio::flow::Pause;
+use formica_tokio::controls::{Control, ControlKind, Partition, Pause};
 use serde_json::Value;
 use std::process::Output;
 
@@ -19,6 +21,12 @@ fn formica(db: &TestDb, args: &[&str]) -> Output {
 fn json(out: &Output) -> Value {
     assert!(out.status.success(), "formica: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The controls of `kind` in force, through `WorkerUtils`.
+async fn controls(db: &TestDb, kind: ControlKind) -> Vec<Control> {
+    let all = db.utils().controls().await.unwrap().into_iter().map(|c| c.control);
+    all.filter(|c| c.kind() == kind).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -64,6 +72,9 @@ async fn cap_uncap_and_caps_from_the_command_line() {
         &["cap", "--task", "import", "--max", "2", "--per-field", "customer_id", "--by", "ops"],
     ));
     assert_eq!((&set["task"], &set["max"]), (&"import".into(), &2.into()));
+    // The answer names the partition, as `limit`'s does.
+    assert_eq!(set["capped"], "import<=2 per field customer_id");
+    assert_eq!(set["partition"], serde_json::json!({ "kind": "field", "argument": "customer_id" }));
     json(&formica(&db, &["cap", "--task", "mail", "--max", "5", "--per-key-prefix", ":"]));
     let caps = json(&formica(&db, &["caps"]));
     let caps = caps.as_array().unwrap();
@@ -71,9 +82,8 @@ async fn cap_uncap_and_caps_from_the_command_line() {
     assert_eq!(caps[0]["partition"], serde_json::json!({ "kind": "field", "argument": "customer_id" }));
     assert_eq!(caps[0]["set_by"], "ops");
     assert_eq!(caps[1]["partition"]["kind"], "key_prefix");
-    let through_utils: Vec<formica_tokio::flow::Cap> =
-        db.utils().caps().await.unwrap().into_iter().map(|c| c.cap).collect();
-    assert_eq!(through_utils[1].partition, Some(formica_tokio::flow::Partition::KeyPrefix(":".into())));
+    let through_utils = controls(&db, ControlKind::Cap).await;
+    assert_eq!(through_utils[1].partition, Some(Partition::KeyPrefix(":".into())));
     assert_eq!(json(&formica(&db, &["uncap", "--task", "mail"]))["uncapped"], "mail");
     let again = formica(&db, &["uncap", "--task", "mail"]);
     assert!(
@@ -85,25 +95,76 @@ async fn cap_uncap_and_caps_from_the_command_line() {
     assert!(!both.status.success(), "one partition at a time");
 }
 
-/// Each bad value of a cap is refused naming it, as a flow control (not as a connection
-/// setting), and nothing is stored.
-#[tokio::test]
-async fn a_bad_cap_is_refused_naming_the_value() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limit_unlimit_and_limits_from_the_command_line() {
     let db = TestDb::migrated().await;
-    let cases: [(&[&str], &str); 4] = [
-        (&["--task", "", "--max", "1"], r#"invalid flow control: a cap needs a task identifier, not """#),
-        (&["--task", " ", "--max", "1"], r#"a cap needs a task identifier, not " ""#),
-        (&["--task", "x", "--max", "0"], r#"max 0: the cap of "x" takes 1 to 2147483647"#),
+    let set =
+        json(&formica(&db, &["limit", "--task", "send_email", "--max", "100", "--per", "1m", "--by", "ops"]));
+    assert_eq!(set["limited"], "send_email 100/min");
+    json(&formica(&db, &["limit", "--task", "import", "--max", "2", "--per-field", "customer_id"]));
+    let limits = json(&formica(&db, &["limits"]));
+    let limits = limits.as_array().unwrap();
+    assert_eq!(limits.len(), 2, "{limits:?}");
+    assert_eq!((&limits[0]["task"], &limits[0]["period_ms"]), (&"import".into(), &1_000.into()));
+    assert_eq!(limits[0]["partition"], serde_json::json!({ "kind": "field", "argument": "customer_id" }));
+    assert_eq!(limits[1]["set_by"], "ops");
+    let through_utils = controls(&db, ControlKind::RateLimit).await;
+    assert_eq!(through_utils[0].partition, Some(Partition::Field("customer_id".into())));
+    assert_eq!(json(&formica(&db, &["unlimit", "--task", "import"]))["unlimited"], "import");
+    let again = formica(&db, &["unlimit", "--task", "import"]);
+    assert!(
+        !again.status.success()
+            && String::from_utf8_lossy(&again.stderr).contains("import was not rate limited")
+    );
+    assert!(
+        !formica(&db, &["limit", "--task", "x", "--max", "0"]).status.success(),
+        "a limit of 0 is refused"
+    );
+    assert!(
+        !formica(&db, &["limit", "--task", "x", "--max", "1", "--per", "1d"]).status.success(),
+        "no such unit"
+    );
+}
+
+/// Each bad value of a cap or rate limit is refused naming it, as a flow control (not as a
+/// connection setting), and nothing is stored.
+#[tokio::test]
+async fn a_bad_control_is_refused_naming_the_value() {
+    let db = TestDb::migrated().await;
+    let cases: [(&str, &[&str], &str); 8] = [
         (
+            "cap",
+            &["--task", "", "--max", "1"],
+            r#"invalid flow control: a cap needs a task identifier, not """#,
+        ),
+        ("cap", &["--task", " ", "--max", "1"], r#"a cap needs a task identifier, not " ""#),
+        ("cap", &["--task", "x", "--max", "0"], r#"max 0: the cap of "x" takes 1 to 2147483647"#),
+        (
+            "cap",
             &["--task", "x", "--max", "1", "--per-field", ""],
             r#"the cap of "x" per field needs its payload field, not """#,
         ),
+        (
+            "limit",
+            &["--task", "", "--max", "1"],
+            r#"invalid flow control: a rate limit needs a task identifier, not """#,
+        ),
+        ("limit", &["--task", "x", "--max", "0"], r#"max 0: the rate limit of "x" takes 1 to 2147483647"#),
+        ("limit", &["--task", "x", "--max", "3000000000"], "max 3000000000: "),
+        (
+            "limit",
+            &["--task", "x", "--max", "1", "--per-key-prefix", ""],
+            r#"per key_prefix needs its separator, not """#,
+        ),
     ];
-    for (args, expected) in cases {
-        let out = formica(&db, &[&["cap"], args].concat());
+    for (verb, args, expected) in cases {
+        let out = formica(&db, &[&[verb], args].concat());
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success() && out.status.code() != Some(101), "{args:?}: {stderr}");
-        assert!(stderr.contains(expected) && !stderr.contains("connection settings"), "{args:?}: {stderr}");
+        assert!(!out.status.success() && out.status.code() != Some(101), "{verb} {args:?}: {stderr}");
+        assert!(
+            stderr.contains(expected) && !stderr.contains("connection settings"),
+            "{verb} {args:?}: {stderr}"
+        );
     }
-    assert!(db.utils().caps().await.unwrap().is_empty(), "nothing was stored");
+    assert!(db.utils().controls().await.unwrap().is_empty(), "nothing was stored");
 }

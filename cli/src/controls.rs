@@ -1,0 +1,258 @@
+//! `formica pause`, `resume` and `paused`, `cap`, `uncap` and `caps`, `limit`, `unlimit`
+//! and `limits`: flow control from the command line (docs/guide/flow-control.md). A cap and
+//! a rate limit are one kind of control (`formica::controls::Control`): each verb pair
+//! sets, lifts and lists one kind.
+
+use crate::output::{print_table, Output};
+use crate::Failure;
+use clap::Args;
+use formica_tokio::controls::{Control, ControlKind, ControlLimit, Partition, Pause, Paused};
+use formica_tokio::WorkerUtils;
+use serde_json::{json, Value};
+
+/// What `pause` and `resume` apply to: exactly one of a task, a named queue, or everything.
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+pub struct Target {
+    /// A task identifier.
+    #[arg(long)]
+    task: Option<String>,
+    /// A named queue.
+    #[arg(long)]
+    queue: Option<String>,
+    /// Every job.
+    #[arg(long)]
+    all: bool,
+}
+
+impl Target {
+    fn pause(self) -> Pause {
+        match (self.task, self.queue) {
+            (Some(task), _) => Pause::task(task),
+            (None, Some(queue)) => Pause::queue(queue),
+            (None, None) => Pause::all(),
+        }
+    }
+}
+
+/// `formica pause`.
+#[derive(Debug, Args)]
+pub struct PauseArgs {
+    #[command(flatten)]
+    target: Target,
+    /// Why (shown by `formica paused` and the dashboard).
+    #[arg(long)]
+    reason: Option<String>,
+    /// Who pauses (default: the database role).
+    #[arg(long)]
+    by: Option<String>,
+}
+
+/// `formica resume`.
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    #[command(flatten)]
+    target: Target,
+}
+
+/// What `cap` and `limit` share: the task, the most jobs, the partition and the author.
+#[derive(Debug, Args)]
+pub struct ControlArgs {
+    /// The task identifier.
+    #[arg(long)]
+    task: String,
+    /// Most jobs of the task running at once (`cap`) or started per period (`limit`)
+    /// across every Formica worker (per partition).
+    #[arg(long)]
+    max: u32,
+    /// Count each value of this payload field on its own (`customer_id`).
+    #[arg(long, conflicts_with = "per_key_prefix")]
+    per_field: Option<String>,
+    /// Count each job key prefix on its own: the key's text before the first occurrence of
+    /// this separator (`:`).
+    #[arg(long)]
+    per_key_prefix: Option<String>,
+    /// Who sets it (default: the database role).
+    #[arg(long)]
+    by: Option<String>,
+}
+
+/// `formica cap`.
+#[derive(Debug, Args)]
+pub struct CapArgs {
+    #[command(flatten)]
+    control: ControlArgs,
+}
+
+/// `formica limit`.
+#[derive(Debug, Args)]
+pub struct LimitArgs {
+    #[command(flatten)]
+    control: ControlArgs,
+    /// The period: a number and a unit, `ms`, `s`, `m` or `h` (`1s`, `500ms`, `1m`).
+    #[arg(long, default_value = "1s", value_parser = period_ms)]
+    per: u32,
+}
+
+/// `1s`, `500ms`, `1m`, `1h` in milliseconds.
+fn period_ms(text: &str) -> Result<u32, String> {
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u32 = number.parse().map_err(|_| format!("{text}: a number then ms, s, m or h"))?;
+    let scale = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        _ => return Err(format!("{text}: the unit is ms, s, m or h")),
+    };
+    number
+        .checked_mul(scale)
+        .filter(|ms| *ms > 0 && *ms <= i32::MAX as u32)
+        .ok_or_else(|| format!("{text}: out of range"))
+}
+
+impl ControlArgs {
+    /// The control of `limit` on the task, per the partition given; and who sets it.
+    fn control(self, limit: ControlLimit) -> (Control, Option<String>) {
+        let partition = match (self.per_field, self.per_key_prefix) {
+            (Some(field), _) => Some(Partition::Field(field)),
+            (None, Some(separator)) => Some(Partition::KeyPrefix(separator)),
+            (None, None) => None,
+        };
+        (Control { task: self.task, partition, limit }, self.by)
+    }
+}
+
+/// How answers name a kind: (set, lifted, not-set phrase, list header).
+fn words(kind: ControlKind) -> (&'static str, &'static str, &'static str, &'static str) {
+    match kind {
+        ControlKind::Cap => ("capped", "uncapped", "capped", "cap"),
+        ControlKind::RateLimit => ("limited", "unlimited", "rate limited", "limit"),
+    }
+}
+
+/// `control` as JSON: task, max, the period of a rate limit, and the partition.
+fn control_json(control: &Control) -> Value {
+    let mut json = json!({
+        "task": control.task, "max": control.max(),
+        "partition": control.partition.as_ref().map(|p| json!({ "kind": p.kind(), "argument": p.argument() })),
+    });
+    if let ControlLimit::Starts { period_ms, .. } = control.limit {
+        json["period_ms"] = period_ms.into();
+    }
+    json
+}
+
+/// `formica cap`: set a cap, and say so (with its partition).
+pub async fn cap(args: CapArgs, utils: &WorkerUtils, out: Output) -> Result<(), Failure> {
+    let max = args.control.max;
+    set(args.control.control(ControlLimit::Running { max }), utils, out).await
+}
+
+/// `formica limit`: set a rate limit, and say so.
+pub async fn limit(args: LimitArgs, utils: &WorkerUtils, out: Output) -> Result<(), Failure> {
+    let max = args.control.max;
+    set(args.control.control(ControlLimit::Starts { max, period_ms: args.per }), utils, out).await
+}
+
+async fn set(
+    (control, by): (Control, Option<String>),
+    utils: &WorkerUtils,
+    out: Output,
+) -> Result<(), Failure> {
+    let since = utils.set_control(&control, by.as_deref()).await?;
+    let set = words(control.kind()).0;
+    let mut json = control_json(&control);
+    json[set] = control.label().into();
+    json["since"] = json!(since);
+    print_table(out, &[set, "since"], vec![vec![control.label(), since.to_rfc3339()]], json);
+    Ok(())
+}
+
+/// `formica uncap` and `unlimit`: lift a control; refused if there was none.
+pub async fn remove(
+    task: String,
+    kind: ControlKind,
+    utils: &WorkerUtils,
+    out: Output,
+) -> Result<(), Failure> {
+    let (_, lifted, set, _) = words(kind);
+    if !utils.remove_control(&task, kind).await? {
+        return Err(Failure::Command(format!("{task} was not {set}")));
+    }
+    print_table(out, &[lifted], vec![vec![task.clone()]], json!({ lifted: task }));
+    Ok(())
+}
+
+/// `formica caps` and `limits`: the controls of `kind` in force.
+pub async fn list(kind: ControlKind, utils: &WorkerUtils, out: Output) -> Result<(), Failure> {
+    let controls: Vec<_> = utils.controls().await?.into_iter().filter(|c| c.control.kind() == kind).collect();
+    let rows =
+        controls.iter().map(|c| vec![c.control.label(), c.set_by.clone(), c.set_at.to_rfc3339()]).collect();
+    let json: Vec<_> = controls
+        .iter()
+        .map(|c| {
+            let mut json = control_json(&c.control);
+            (json["set_by"], json["set_at"]) = (c.set_by.clone().into(), json!(c.set_at));
+            json
+        })
+        .collect();
+    print_table(out, &[words(kind).3, "by", "since"], rows, json!(json));
+    Ok(())
+}
+
+/// `formica pause`: pause, and say so.
+pub async fn pause(args: PauseArgs, utils: &WorkerUtils, out: Output) -> Result<(), Failure> {
+    let pause = args.target.pause();
+    let since = utils.pause(&pause, args.reason.as_deref(), args.by.as_deref()).await?;
+    let json = json!({ "paused": pause.label(), "since": since });
+    print_table(out, &["paused", "since"], vec![vec![pause.label(), since.to_rfc3339()]], json);
+    Ok(())
+}
+
+/// `formica resume`: resume; refused if it was not paused (a typo would otherwise pass
+/// unnoticed).
+pub async fn resume(args: ResumeArgs, utils: &WorkerUtils, out: Output) -> Result<(), Failure> {
+    let pause = args.target.pause();
+    if !utils.resume(&pause).await? {
+        return Err(Failure::Command(format!("{} was not paused", pause.label())));
+    }
+    print_table(out, &["resumed"], vec![vec![pause.label()]], json!({ "resumed": pause.label() }));
+    Ok(())
+}
+
+/// `formica paused`: the pauses in force.
+pub async fn paused(utils: &WorkerUtils, out: Output) -> Result<(), Failure> {
+    let paused = utils.paused().await?;
+    let label = |p: &Paused| p.pause().map_or_else(|| format!("{}:{}", p.scope, p.name), |p| p.label());
+    let rows = paused
+        .iter()
+        .map(|p| {
+            vec![
+                label(p),
+                p.reason.clone().unwrap_or_default(),
+                p.paused_by.clone(),
+                p.paused_at.to_rfc3339(),
+            ]
+        })
+        .collect();
+    print_table(out, &["paused", "reason", "by", "since"], rows, json!(paused));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_period_is_a_number_and_a_unit() {
+        assert_eq!(super::period_ms("1s"), Ok(1_000));
+        assert_eq!(super::period_ms("250ms"), Ok(250));
+        assert_eq!(super::period_ms("2m"), Ok(120_000));
+        assert_eq!(super::period_ms("1h"), Ok(3_600_000));
+        assert!(
+            super::period_ms("0s").is_err()
+                && super::period_ms("5").is_err()
+                && super::period_ms("s").is_err()
+        );
+    }
+}

@@ -1,0 +1,211 @@
+//! Flow control from an application: pause and resume a task, a named queue or everything
+//! (`WorkerUtils::pause`, `resume`, `paused`), and set, lift and list the caps and rate
+//! limits (`WorkerUtils::set_control`, `remove_control`, `controls`); guide:
+//! docs/guide/flow-control.md.
+//!
+//! Each is a row of Formica's records schema. Every Formica worker reads them before its
+//! first fetch, when notified on `formica:flow` (sent by these methods, at commit) and
+//! every poll interval: from then on it starts no paused job, and fetches a controlled
+//! task's jobs with the statement that keeps to the caps and rate limits. Running jobs
+//! finish. graphile-worker's workers do not read them.
+
+use crate::error::Error;
+use crate::params::{param, typed};
+use crate::utils::WorkerUtils;
+use chrono::{DateTime, Utc};
+pub use formica_core::flow::{Control, ControlKind, ControlLimit, Partition, Pause, Scope, UnknownPartition};
+use formica_sql as sql;
+use tokio_postgres::types::Type;
+
+/// A pause in force, as [`WorkerUtils::paused`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Paused {
+    /// `task`, `queue` or `all`.
+    pub scope: String,
+    /// The task identifier or queue name (empty for `all`).
+    pub name: String,
+    /// Why, as given.
+    pub reason: Option<String>,
+    /// Who paused it (as given, else the database role).
+    pub paused_by: String,
+    /// When, by the database clock.
+    pub paused_at: DateTime<Utc>,
+}
+
+impl Paused {
+    /// What is paused (`None`: a scope a newer Formica wrote).
+    pub fn pause(&self) -> Option<Pause> {
+        Some(Pause { scope: Scope::parse(&self.scope)?, name: self.name.clone() })
+    }
+}
+
+/// A cap or rate limit in force, as [`WorkerUtils::controls`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControlSet {
+    /// The control.
+    pub control: Control,
+    /// Who set it (as given, else the database role).
+    pub set_by: String,
+    /// When, by the database clock.
+    pub set_at: DateTime<Utc>,
+}
+
+impl WorkerUtils {
+    /// Pause `pause` (a task, a named queue, or everything) for `reason`, by `by` (`None`:
+    /// the database role). Within a second every running Formica worker starts none of its
+    /// jobs (its running jobs finish), and a worker started later obeys it too, until
+    /// [`resume`](Self::resume). Pausing what is paused replaces the reason and author and
+    /// keeps the time. Returns when the pause began.
+    pub async fn pause(
+        &self,
+        pause: &Pause,
+        reason: Option<&str>,
+        by: Option<&str>,
+    ) -> Result<DateTime<Utc>, Error> {
+        if pause.scope != Scope::All && pause.name.trim().is_empty() {
+            let scope = pause.scope.as_str();
+            return Err(Error::Control(format!("a pause of a {scope} needs its name, not {:?}", pause.name)));
+        }
+        let params = vec![
+            param(pause.scope.as_str().to_owned(), Type::TEXT),
+            param(pause.name.clone(), Type::TEXT),
+            param(reason.map(str::to_owned), Type::TEXT),
+            param(by.map(str::to_owned), Type::TEXT),
+        ];
+        let client = self.pool().get().await?;
+        let sql = sql::render(sql::flow::PAUSE, self.schema());
+        let rows = client.query_typed(&sql, &typed(&params)).await?;
+        let row = rows.first().ok_or_else(|| Error::Row("the pause was not recorded".into()))?;
+        Ok(row.try_get(0)?)
+    }
+
+    /// Lift the pause `pause`: workers start its jobs again within a second. Returns whether
+    /// it was paused.
+    pub async fn resume(&self, pause: &Pause) -> Result<bool, Error> {
+        let params =
+            vec![param(pause.scope.as_str().to_owned(), Type::TEXT), param(pause.name.clone(), Type::TEXT)];
+        let client = self.pool().get().await?;
+        let sql = sql::render(sql::flow::RESUME, self.schema());
+        Ok(!client.query_typed(&sql, &typed(&params)).await?.is_empty())
+    }
+
+    /// The pauses in force, oldest first.
+    pub async fn paused(&self) -> Result<Vec<Paused>, Error> {
+        let client = self.pool().get().await?;
+        let rows = client.query_typed(&sql::render(sql::flow::PAUSED, self.schema()), &[]).await?;
+        let paused = rows.iter().map(|row| {
+            Ok(Paused {
+                scope: row.try_get(0)?,
+                name: row.try_get(1)?,
+                reason: row.try_get(2)?,
+                paused_by: row.try_get(3)?,
+                paused_at: row.try_get(4)?,
+            })
+        });
+        Ok(paused.collect::<Result<_, tokio_postgres::Error>>()?)
+    }
+
+    /// Set `control` on the jobs of `control.task` across every Formica worker (per
+    /// partition, if any), replacing the task's control of its kind; by `by` (`None`: the
+    /// database role). Workers obey it within a second. A cap
+    /// ([`ControlLimit::Running`]): their fetches of the task lock at most the room the cap
+    /// leaves, counting every job of the task locked by anyone; jobs already running above
+    /// a lowered cap finish. A rate limit ([`ControlLimit::Starts`]): they lock at most
+    /// `max` jobs of the task in any `period_ms` of the database clock. Refused with
+    /// [`Error::Control`], nothing stored, if it names no task, allows no job, or its
+    /// partition names no field or separator. Returns when it was set.
+    pub async fn set_control(&self, control: &Control, by: Option<&str>) -> Result<DateTime<Utc>, Error> {
+        let (max, period_ms) = check_control(control)?;
+        let mut params = vec![param(control.task.clone(), Type::TEXT), param(max, Type::INT4)];
+        params.extend(period_ms.map(|ms| param(ms, Type::INT4)));
+        params.extend([
+            param(control.partition.as_ref().map(|p| p.kind().to_owned()), Type::TEXT),
+            param(control.partition.as_ref().map(|p| p.argument().to_owned()), Type::TEXT),
+            param(by.map(str::to_owned), Type::TEXT),
+        ]);
+        let kind = control.kind();
+        let sql = match kind {
+            ControlKind::Cap => sql::flow::CAP,
+            ControlKind::RateLimit => sql::flow::LIMIT,
+        };
+        let client = self.pool().get().await?;
+        let rows = client.query_typed(&sql::render(sql, self.schema()), &typed(&params)).await?;
+        let row =
+            rows.first().ok_or_else(|| Error::Row(format!("the {} was not recorded", kind.as_str())))?;
+        Ok(row.try_get(0)?)
+    }
+
+    /// Lift the `kind` control of `task` (its cap or its rate limit). Returns whether there
+    /// was one.
+    pub async fn remove_control(&self, task: &str, kind: ControlKind) -> Result<bool, Error> {
+        let sql = match kind {
+            ControlKind::Cap => sql::flow::UNCAP,
+            ControlKind::RateLimit => sql::flow::UNLIMIT,
+        };
+        let params = vec![param(task.to_owned(), Type::TEXT)];
+        let client = self.pool().get().await?;
+        Ok(!client.query_typed(&sql::render(sql, self.schema()), &typed(&params)).await?.is_empty())
+    }
+
+    /// The caps and rate limits in force: the caps by task, then the rate limits by task.
+    /// A partition this Formica does not know (written by a newer one) reads as none.
+    pub async fn controls(&self) -> Result<Vec<ControlSet>, Error> {
+        let client = self.pool().get().await?;
+        let mut controls = Vec::new();
+        for kind in [ControlKind::Cap, ControlKind::RateLimit] {
+            let sql = match kind {
+                ControlKind::Cap => sql::flow::CAPS,
+                ControlKind::RateLimit => sql::flow::LIMITS,
+            };
+            for row in &client.query_typed(&sql::render(sql, self.schema()), &[]).await? {
+                // Both lists: task, max, (period_ms,) partition kind and argument, by, at.
+                let max = crate::flow::stored(row.try_get(1)?);
+                let (limit, next) = match kind {
+                    ControlKind::Cap => (ControlLimit::Running { max }, 2),
+                    ControlKind::RateLimit => {
+                        (ControlLimit::Starts { max, period_ms: crate::flow::stored(row.try_get(2)?) }, 3)
+                    }
+                };
+                let partition = crate::flow::partition_at(row, next)?.unwrap_or(None);
+                let control = Control { task: row.try_get(0)?, partition, limit };
+                controls.push(ControlSet {
+                    control,
+                    set_by: row.try_get(next + 2)?,
+                    set_at: row.try_get(next + 3)?,
+                });
+            }
+        }
+        Ok(controls)
+    }
+}
+
+/// Refuse a control that names no task, whose max or period allows no job or exceeds the
+/// column, or whose partition names no field or separator; else its max and period (a rate
+/// limit's) as stored. Each message names the value refused.
+fn check_control(control: &Control) -> Result<(i32, Option<i32>), Error> {
+    let (kind, task) = (control.kind().as_str(), &control.task);
+    if task.trim().is_empty() {
+        return Err(Error::Control(format!("a {kind} needs a task identifier, not {task:?}")));
+    }
+    let column = |name: &str, value: u32| {
+        i32::try_from(value).ok().filter(|n| *n > 0).ok_or_else(|| {
+            Error::Control(format!("{name} {value}: the {kind} of {task:?} takes 1 to {}", i32::MAX))
+        })
+    };
+    let max = column("max", control.max())?;
+    if let Some(partition) = control.partition.as_ref().filter(|p| p.argument().is_empty()) {
+        let needs = match partition {
+            Partition::Field(_) => "payload field",
+            Partition::KeyPrefix(_) => "separator",
+        };
+        return Err(Error::Control(format!(
+            "the {kind} of {task:?} per {} needs its {needs}, not \"\"",
+            partition.kind()
+        )));
+    }
+    let period_ms = match control.limit {
+        ControlLimit::Running { .. } => None,
+        ControlLimit::Starts { period_ms, .. } => Some(column("period_ms", period_ms)?),
+    };
+    Ok((max, period_ms))
+}

@@ -1,0 +1,247 @@
+//! The Flow page and its actions (docs/guide/flow-control.md): the pauses, caps and rate
+//! limits in force, with who set them and when, why jobs wait (how many ready jobs each
+//! holds back), and forms to pause, resume, cap, rate limit and lift, each one
+//! `WorkerUtils` call as in the `formica` command. The dashboard is the author of what it
+//! sets (`dashboard`).
+
+use crate::html::{button, error_page, esc, page, select, table, time};
+use crate::{Error, State};
+use axum::extract::State as Ext;
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use formica::controls::{Control, ControlKind, ControlLimit, ControlSet, Partition, Pause};
+use formica::inspect::{self, Overview};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+/// The page.
+pub fn page_routes() -> Router<State> {
+    Router::new().route("/flow", get(flow))
+}
+
+/// The actions, under `/api`.
+pub fn api_routes() -> Router<State> {
+    Router::new()
+        .route("/flow/pause", post(pause))
+        .route("/flow/resume", post(resume))
+        .route("/flow/cap", post(|s, body| set(s, body, ControlKind::Cap)))
+        .route("/flow/uncap", post(|s, body| remove(s, body, ControlKind::Cap)))
+        .route("/flow/limit", post(|s, body| set(s, body, ControlKind::RateLimit)))
+        .route("/flow/unlimit", post(|s, body| remove(s, body, ControlKind::RateLimit)))
+}
+
+/// Ready jobs of `task` (any task if `None`) in `queue` (any queue if `None`).
+fn ready(overview: &Overview, task: Option<&str>, queue: Option<&str>) -> i64 {
+    overview
+        .counts
+        .iter()
+        .filter(|c| task.is_none_or(|t| c.task == t) && queue.is_none_or(|q| c.queue.as_deref() == Some(q)))
+        .map(|c| c.states.get("ready").copied().unwrap_or_default())
+        .sum()
+}
+
+/// How the page, the lift button and the answers name a kind: (set, lift path, lifted
+/// answer key, not-set phrase).
+fn words(kind: ControlKind) -> (&'static str, &'static str, &'static str, &'static str) {
+    match kind {
+        ControlKind::Cap => ("capped", "/api/flow/uncap", "uncapped", "capped"),
+        ControlKind::RateLimit => ("limited", "/api/flow/unlimit", "unlimited", "rate limited"),
+    }
+}
+
+/// A control's row: control, reason, by, since, ready jobs, and the Lift button.
+fn control_row(s: &State, set: &ControlSet, overview: &Overview) -> Vec<String> {
+    let c = &set.control;
+    let label = match c.limit {
+        ControlLimit::Running { max } => {
+            let per = c.partition.as_ref().map(|p| format!(" per {} {}", p.kind(), p.argument()));
+            format!("capped: {} at most {max} running{}", c.task, per.unwrap_or_default())
+        }
+        ControlLimit::Starts { .. } => format!("rate limited: {}", c.label()),
+    };
+    let body = json!({ "task": c.task }).to_string();
+    let confirm = format!("Lift the {} of {}?", c.kind().as_str(), c.task);
+    vec![
+        esc(&label),
+        "-".into(),
+        esc(&set.set_by),
+        time(&set.set_at),
+        ready(overview, Some(&c.task), None).to_string(),
+        button(s, "Lift", words(c.kind()).1, &confirm, &[("body", &body)]),
+    ]
+}
+
+/// The form setting a control of `kind`.
+fn control_form(s: &State, kind: ControlKind) -> String {
+    let per = select(
+        "per",
+        Some(""),
+        &[
+            ("", "the whole task"),
+            ("field", "per payload field"),
+            ("key_prefix", "per job key prefix (before the separator)"),
+        ],
+    );
+    let (title, id, max, period, action, path) = match kind {
+        ControlKind::Cap => ("Cap", "cap", "most running", "", "Set cap", "/api/flow/cap"),
+        ControlKind::RateLimit => (
+            "Rate limit",
+            "limit",
+            "most starts",
+            r#" per <input name="period_ms" type="number" min="1" value="1000"> ms"#,
+            "Set limit",
+            "/api/flow/limit",
+        ),
+    };
+    let confirm = format!("Set this {}? Formica workers keep to it within a second.", kind.as_str());
+    format!(
+        r#"<h2>{title}</h2><form id="{id}" class="inline"><input name="task" placeholder="task"> <input name="max" type="number" min="1" placeholder="{max}">{period} {per} <input name="argument" placeholder="field or separator"> {}</form>"#,
+        button(s, action, path, &confirm, &[("form", id)])
+    )
+}
+
+async fn flow(Ext(s): Ext<State>) -> Response {
+    let read = async {
+        Ok::<_, formica::Error>((
+            s.utils.paused().await?,
+            s.utils.controls().await?,
+            inspect::overview(&s.utils).await?,
+        ))
+    };
+    let (paused, controls, overview) = match read.await {
+        Ok(read) => read,
+        Err(e) => return error_page(&s, e),
+    };
+    let pause_rows = paused.iter().map(|p| {
+        let pause = p.pause();
+        let label = pause.as_ref().map_or_else(|| format!("{}:{}", p.scope, p.name), Pause::label);
+        let (task, queue) = match p.scope.as_str() {
+            "task" => (Some(p.name.as_str()), None),
+            "queue" => (None, Some(p.name.as_str())),
+            _ => (None, None),
+        };
+        let body = json!({ "scope": p.scope, "name": p.name }).to_string();
+        let confirm = format!("Resume {label}? Workers start its jobs again within a second.");
+        vec![
+            format!("paused: {}", esc(&label)),
+            esc(p.reason.as_deref().unwrap_or("-")),
+            esc(&p.paused_by),
+            time(&p.paused_at),
+            ready(&overview, task, queue).to_string(),
+            button(&s, "Resume", "/api/flow/resume", &confirm, &[("body", &body)]),
+        ]
+    });
+    let control_rows = controls.iter().map(|c| control_row(&s, c, &overview));
+    let rows: Vec<Vec<String>> = pause_rows.chain(control_rows).collect();
+    let mut body = String::from(
+        "<p>Why jobs wait: each pause, cap or rate limit in force, and the ready jobs it may hold back. \
+         Formica workers obey them within a second; graphile-worker's workers do not.</p>",
+    );
+    body += &table(&["control", "reason", "by", "since", "ready jobs", ""], &rows);
+    if !s.options.read_only {
+        let scope = select(
+            "scope",
+            Some("task"),
+            &[("task", "task"), ("queue", "named queue"), ("all", "everything")],
+        );
+        body += &format!(
+            r#"<h2>Pause</h2><form id="pause" class="inline">{scope} <input name="name" placeholder="task or queue name"> <input name="reason" placeholder="reason"> {}</form>"#,
+            button(
+                &s,
+                "Pause",
+                "/api/flow/pause",
+                "Pause it? Running jobs finish; no Formica worker starts another until resumed.",
+                &[("form", "pause")]
+            )
+        );
+        body += &control_form(&s, ControlKind::Cap);
+        body += &control_form(&s, ControlKind::RateLimit);
+    }
+    page(&s, "Flow", &body)
+}
+
+#[derive(Deserialize)]
+struct Target {
+    scope: String,
+    #[serde(default)]
+    name: String,
+    reason: Option<String>,
+}
+
+impl Target {
+    fn pause(&self) -> Result<Pause, Error> {
+        let name = self.name.trim();
+        match (self.scope.as_str(), name.is_empty()) {
+            ("all", _) => Ok(Pause::all()),
+            ("task", false) => Ok(Pause::task(name)),
+            ("queue", false) => Ok(Pause::queue(name)),
+            ("task" | "queue", true) => Err(Error::BadRequest(format!("name the {} to pause", self.scope))),
+            (other, _) => Err(Error::BadRequest(format!("unknown scope {other:?}: task, queue or all"))),
+        }
+    }
+}
+
+async fn pause(Ext(s): Ext<State>, Json(body): Json<Target>) -> Result<Json<Value>, Error> {
+    let pause = body.pause()?;
+    let since = s.utils.pause(&pause, body.reason.as_deref(), Some(crate::AUTHOR)).await?;
+    Ok(Json(json!({ "paused": pause.label(), "since": since })))
+}
+
+async fn resume(Ext(s): Ext<State>, Json(body): Json<Target>) -> Result<Json<Value>, Error> {
+    let pause = body.pause()?;
+    if !s.utils.resume(&pause).await? {
+        return Err(Error::Conflict(format!("{} was not paused", pause.label())));
+    }
+    Ok(Json(json!({ "resumed": pause.label() })))
+}
+
+/// A cap's or rate limit's form: `period_ms` only for a rate limit; `per` is empty (the
+/// whole task), `field` or `key_prefix`.
+#[derive(Deserialize)]
+struct ControlBody {
+    task: String,
+    max: u32,
+    #[serde(default)]
+    period_ms: u32,
+    #[serde(default)]
+    per: String,
+    #[serde(default)]
+    argument: String,
+}
+
+async fn set(
+    Ext(s): Ext<State>,
+    Json(body): Json<ControlBody>,
+    kind: ControlKind,
+) -> Result<Json<Value>, Error> {
+    let partition = match body.per.as_str() {
+        "" => None,
+        per => Some(Partition::parse(per, body.argument).map_err(|e| Error::BadRequest(e.to_string()))?),
+    };
+    let (task, max) = (body.task.trim(), body.max);
+    let control = match kind {
+        ControlKind::Cap => Control::cap(task, max),
+        ControlKind::RateLimit => Control::rate_limit(task, max, body.period_ms),
+    };
+    let control = Control { partition, ..control };
+    let since = s.utils.set_control(&control, Some(crate::AUTHOR)).await?;
+    let named = match kind {
+        ControlKind::Cap => control.task,
+        ControlKind::RateLimit => control.label(),
+    };
+    Ok(Json(json!({ words(kind).0: named, "since": since })))
+}
+
+#[derive(Deserialize)]
+struct Lift {
+    task: String,
+}
+
+async fn remove(Ext(s): Ext<State>, Json(body): Json<Lift>, kind: ControlKind) -> Result<Json<Value>, Error> {
+    let (_, _, lifted, set) = words(kind);
+    if !s.utils.remove_control(&body.task, kind).await? {
+        return Err(Error::Conflict(format!("{} was not {set}", body.task)));
+    }
+    Ok(Json(json!({ lifted: body.task })))
+}
