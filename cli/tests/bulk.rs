@@ -9,7 +9,7 @@ use formica_tests::TestDb;
 use serde_json::{json, Value};
 use std::process::Output;
 
-mod common;
+use crate::common;
 
 fn formica(db: &TestDb, args: &[&str]) -> Output {
     common::formica(&db.url, args)

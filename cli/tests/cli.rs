@@ -8,7 +8,7 @@ use serde_json::Value;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-mod common;
+use crate::common;
 use common::output_within_60s;
 
 fn formica(db: &TestDb, args: &[&str]) -> Output {

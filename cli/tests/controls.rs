@@ -12,7 +12,7 @@ use formica_tokio::controls::{Control, ControlKind, Partition, Pause};
 use serde_json::Value;
 use std::process::Output;
 
-mod common;
+use crate::common;
 
 fn formica(db: &TestDb, args: &[&str]) -> Output {
     common::formica(&db.url, &[&["--json"], args].concat())

@@ -57,7 +57,7 @@ async fn wait_until(within: Duration, what: &str, mut done: impl FnMut() -> bool
     }
 }
 
-mod common;
+use crate::common;
 use common::{write_task, Worker};
 
 fn formica(db: &TestDb, args: &[&str]) -> String {

@@ -10,7 +10,7 @@ use formica_tokio::controls::Control;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-mod common;
+use crate::common;
 use common::{write_task, Worker};
 
 fn worker(db: &TestDb, tasks: &Path) -> Worker {

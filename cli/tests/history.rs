@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-mod common;
+use crate::common;
 use common::Worker;
 
 fn worker(db: &TestDb, tasks: &Path) -> Worker {

@@ -14,7 +14,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-mod common;
+use crate::common;
 use common::ok;
 
 #[tokio::test]

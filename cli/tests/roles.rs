@@ -11,7 +11,7 @@ use formica_tests::TestDb;
 use std::io::{Read, Write};
 use std::process::Command;
 
-mod common;
+use crate::common;
 use common::{formica, ok};
 
 fn as_role(db: &TestDb, role: &str) -> String {

@@ -9,7 +9,7 @@ use serde_json::Value;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-mod common;
+use crate::common;
 
 fn formica(db: &TestDb, args: &[&str]) -> Output {
     common::formica(&db.url, args)

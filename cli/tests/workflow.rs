@@ -8,7 +8,7 @@
 use formica_tests::TestDb;
 use serde_json::{json, Value};
 
-mod common;
+use crate::common;
 
 /// The state of each job of `shown` (`formica workflow show --json`), by name.
 fn states(shown: &Value) -> Vec<(String, String)> {

@@ -14,7 +14,7 @@
 // Tests fail by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::{worker, write_task, Worker};
 use formica_tests::TestDb;

@@ -461,3 +461,26 @@ fn the_circle_finder_sees_a_circle_and_a_group() {
         Some(vec!["worker".into(), "config".into(), "Config".into()])
     );
 }
+
+/// Each crate's tests are one binary, `tests/it.rs` (`autotests = false`): a file beside it
+/// that it does not declare would be compiled by nothing, and its tests never run.
+#[test]
+fn each_test_file_is_a_module_of_its_crate_s_test_binary() {
+    for dir in ["core/tests", "cli/tests", "tests/tests"] {
+        let dir = workspace().join(dir);
+        let root = std::fs::read_to_string(dir.join("it.rs")).unwrap();
+        let declared: BTreeSet<&str> =
+            root.lines().filter_map(|line| line.strip_prefix("mod ")?.strip_suffix(';')).collect();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            if let Some(module) = name.strip_suffix(".rs").filter(|m| *m != "it") {
+                assert!(
+                    declared.contains(module),
+                    "{} is not declared in {}",
+                    module,
+                    dir.join("it.rs").display()
+                );
+            }
+        }
+    }
+}

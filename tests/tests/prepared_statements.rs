@@ -142,7 +142,13 @@ async fn two_processes_through_pgbouncer_run_every_job_once() {
     let bouncer_url = bouncer.url(&db.name);
     // The same program in a second process: its statements are named s0, s1, ... as ours.
     let child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--ignored", "--exact", "second_worker_process", "--nocapture", "--test-threads=1"])
+        .args([
+            "--ignored",
+            "--exact",
+            "prepared_statements::second_worker_process",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD_BOUNCER_URL, &bouncer_url)
         .env(CHILD_DIRECT_URL, &db.url)
         .stdout(std::process::Stdio::piped())

@@ -83,7 +83,14 @@ async fn coordinate() {
     let mut children: Vec<_> = (0..workers)
         .map(|_| {
             Command::new(&exe)
-                .args(["--ignored", "--exact", "soak_worker_process", "--nocapture", "--test-threads", "1"])
+                .args([
+                    "--ignored",
+                    "--exact",
+                    "reliability_soak::soak_worker_process",
+                    "--nocapture",
+                    "--test-threads",
+                    "1",
+                ])
                 .env("FORMICA_SOAK_ROLE", "worker")
                 .env("FORMICA_SOAK_URL", &db.url)
                 .stdin(Stdio::piped())

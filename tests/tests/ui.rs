@@ -3,7 +3,7 @@
 //! refusal of cross-site requests, and escaping in the pages.
 //!
 //! `ui_jobs_page_at_a_million_jobs` (ignored) measures the jobs page at 1,000,000 jobs:
-//! `scripts/with-postgres cargo test -p formica-tests --test ui -- --ignored --nocapture`.
+//! `scripts/with-postgres cargo test -p formica-tests --test it ui:: -- --ignored --nocapture`.
 
 use chrono::{Duration as ChronoDuration, Utc};
 use formica::{JobSpec, WorkerUtils};
@@ -721,7 +721,7 @@ fn binding_beyond_loopback_needs_a_token_or_read_only() {
 }
 
 /// Not a test: the jobs page's response time at 1,000,000 jobs, printed. Run with
-/// `scripts/with-postgres cargo test -p formica-tests --test ui -- --ignored --nocapture`.
+/// `scripts/with-postgres cargo test -p formica-tests --test it ui:: -- --ignored --nocapture`.
 #[tokio::test]
 #[ignore]
 async fn ui_jobs_page_at_a_million_jobs() {

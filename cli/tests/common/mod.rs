@@ -1,7 +1,6 @@
 //! Running the `formica` binary from the CLI's tests.
 
-// Each test file uses a part of this module.
-#![allow(dead_code, clippy::expect_used)]
+#![allow(clippy::expect_used)]
 
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};

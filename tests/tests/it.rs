@@ -1,0 +1,53 @@
+//! Formica's integration tests on a real PostgreSQL, one binary: a module per file beside
+//! this one, so the workspace links one binary for them, not one a file. Under `cargo nextest`
+//! (`scripts/test`) each test still runs in a process of its own.
+
+mod async_std_telemetry;
+mod bulk;
+mod cancel;
+mod cron;
+mod differential;
+mod digest_policy;
+mod docs;
+mod fetch;
+mod flags;
+mod flow;
+mod flow_caps;
+mod flow_rate;
+mod graphile_worker_compat;
+mod graphile_worker_cron;
+mod history;
+mod job_keys;
+mod layout;
+mod lease;
+mod lease_wedge;
+mod lifecycle;
+mod lost_answers;
+mod middleware;
+mod pool;
+mod prepared_statements;
+mod reliability;
+mod reliability_input;
+mod reliability_soak;
+mod roles;
+mod schedules;
+mod schema;
+mod snooze;
+mod sqlx;
+mod task_api;
+mod testing;
+mod tls;
+mod traces;
+mod ui;
+mod ui_browser;
+mod ui_flow;
+mod ui_pages;
+mod ui_workflow;
+mod unique;
+mod utils;
+mod views;
+mod worker;
+mod workflow_differential;
+mod workflow_graphile_worker;
+mod workflow_races;
+mod workflows;
