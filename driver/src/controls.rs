@@ -162,9 +162,10 @@ impl WorkerUtils {
                 let max = crate::statements::stored(row.try_get(1)?);
                 let (limit, next) = match kind {
                     ControlKind::Cap => (ControlLimit::Running { max }, 2),
-                    ControlKind::RateLimit => {
-                        (ControlLimit::Starts { max, period_ms: crate::statements::stored(row.try_get(2)?) }, 3)
-                    }
+                    ControlKind::RateLimit => (
+                        ControlLimit::Starts { max, period_ms: crate::statements::stored(row.try_get(2)?) },
+                        3,
+                    ),
                 };
                 let partition = crate::statements::partition_at(row, next)?.unwrap_or(None);
                 let control = Control { task: row.try_get(0)?, partition, limit };

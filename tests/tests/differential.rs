@@ -221,7 +221,10 @@ impl Gen {
                         // Periods from a second to a minute, against fetch times tens of
                         // seconds apart: starts both inside and outside the period count.
                         let period_ms = 1000 * g.rng.between(1, 60) as u32;
-                        vec![Control { partition, ..Control::rate_limit(task, g.rng.between(1, 2) as u32, period_ms) }]
+                        vec![Control {
+                            partition,
+                            ..Control::rate_limit(task, g.rng.between(1, 2) as u32, period_ms)
+                        }]
                     })
                     .unwrap_or_default(),
             },
@@ -504,7 +507,8 @@ impl Both {
             }
             Action::Fetch { worker_id, tasks, forbidden, accepted, limit, now_s, excluded, caps, limits } => {
                 self.serial += 1;
-                let limits: Vec<Control> = limits.iter().filter(|l| tasks.contains(&l.task)).cloned().collect();
+                let limits: Vec<Control> =
+                    limits.iter().filter(|l| tasks.contains(&l.task)).cloned().collect();
                 // A limited fetch logs its starts at its own time, else at the database's clock
                 // once its locks are held (clock_timestamp(), past the transaction's now()
                 // that the sim reads): given its time, both sides log the same instant.

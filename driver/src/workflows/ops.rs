@@ -164,8 +164,7 @@ impl WorkerUtils {
     /// every [`WorkerOptions::workflow_resolve_every`](crate::WorkerOptions::workflow_resolve_every)
     /// or a little less, as the core's chores schedule them.
     pub async fn resolve_workflows(&self) -> Result<u64, Error> {
-        match crate::statements::run_by_hand(self.pool(), self.schema(), Statement::ResolveWorkflows).await?
-        {
+        match crate::statements::run_by_hand(self.pool(), self.schema(), Statement::ResolveWorkflows).await? {
             QueryResult::Resolved { settled } => Ok(settled),
             other => Err(Error::Row(format!("resolve_workflows answered {other:?}"))),
         }
