@@ -13,9 +13,8 @@ use std::collections::BTreeMap;
 /// The default most jobs held in the local queue.
 ///
 /// Large, because it costs nothing where it is not used: the batch grows toward a third of
-/// it only while tasks are quick enough to drain it (see [`Config::local_queue_size`]). With
-/// it, untuned defaults drain no-op jobs at nine tenths of the benchmark's tuned `best`
-/// config's rate (`docs/performance.md`, with the command).
+/// it only while tasks are quick enough to drain it (see [`Config::local_queue_size`]), and
+/// with it untuned defaults drain no-op jobs about as fast as a tuned worker.
 pub const DEFAULT_LOCAL_QUEUE_SIZE: usize = 5000;
 
 /// The shortest poll interval [`Config::validate`] allows: shorter, an idle worker would look
@@ -52,8 +51,7 @@ pub struct Config {
     /// sent while another is out reads with a snapshot from before the other commits, so it
     /// tries to lock the rows the other just took; PostgreSQL locks each one's newest version
     /// before it finds it taken and keeps that lock to its commit, which costs WAL and CPU
-    /// and makes the owner's completion wait. Two in flight drained 63-71k jobs/s against
-    /// 79k with one, and 52-54k against 64k with 4 worker processes (docs/performance.md).
+    /// and makes the owner's completion wait (docs/performance.md, "Several worker processes").
     pub fetches_in_flight: usize,
     /// How long the local queue may hand out no job (every slot busy) before its jobs are
     /// given back, so another worker can run them. Short (5 s by default): under load the

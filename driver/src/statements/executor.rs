@@ -30,10 +30,8 @@ pub(crate) struct Executor {
 /// that keep a fetch fast when a burst of jobs follows a quiet spell), and whether it waits
 /// its turn: while another Formica worker is alive (the lease's keeper learns it with each
 /// heartbeat, the listener as soon as one starts), fetches begin in one of two turns the
-/// workers share, so that they do not lock each other's jobs (`fetch_turn.sql`). With 8
-/// worker processes on the bench's 2 cores, PostgreSQL's CPU a job fell from 27-33 to 18 us
-/// and the rate from 25,000-40,000 to 55,000-58,000 jobs/s (docs/performance.md, "fetches
-/// take turns").
+/// workers share, so that they do not lock each other's jobs (`fetch_turn.sql`; why two:
+/// docs/performance.md, "Several worker processes: one fetch out, two turns").
 #[derive(Default)]
 pub(crate) struct FetchTurns {
     /// Set by the lease's keeper: another Formica worker is alive.
