@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use formica_core::sim::faults::LOST_ANSWER;
 use formica_core::sim::{TraceEntry, Traced, World};
 use formica_core::time::FeedClock;
+use formica_core::worker::FetchRequest;
 use formica_core::worker::{Config, Effect, Event, Input, QueryId, QueryResult, Statement, TaskOutcome};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -255,7 +256,7 @@ impl Checker {
         let _ = released;
         let inc = self.life(worker)?;
         match (statement, result) {
-            (Statement::GetJobs { limit, .. }, QueryResult::Jobs { jobs, .. }) => {
+            (Statement::GetJobs(FetchRequest { limit, .. }), QueryResult::Jobs { jobs, .. }) => {
                 inc.last_fetch_short = jobs.len() < *limit;
                 for job in jobs {
                     let releasing = inc.pending.values().any(|s| match s {

@@ -4,12 +4,13 @@
 //! after a shutdown request.
 
 use crate::life::{Grant, Incarnation};
+use formica_core::worker::FetchRequest;
 use formica_core::worker::{Statement, TaskOutcome};
 
 /// Check `statement`, sent by the incarnation `inc`, before it is pending.
 pub(crate) fn sent(inc: &mut Incarnation, statement: &Statement) -> Result<(), String> {
     match statement {
-        Statement::GetJobs { now, worker_id, limit, .. } => {
+        Statement::GetJobs(FetchRequest { now, worker_id, limit, .. }) => {
             let want = inc.config.use_local_time.then_some(inc.fed);
             if *now != want || *worker_id != inc.worker_id {
                 return Err(format!("fetch with now {now:?} by {worker_id}, expected {want:?}"));
@@ -18,7 +19,7 @@ pub(crate) fn sent(inc: &mut Incarnation, statement: &Statement) -> Result<(), S
                 .pending
                 .values()
                 .filter_map(|s| match s {
-                    Statement::GetJobs { limit, .. } => Some(*limit),
+                    Statement::GetJobs(FetchRequest { limit, .. }) => Some(*limit),
                     _ => None,
                 })
                 .collect();

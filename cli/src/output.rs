@@ -260,17 +260,7 @@ pub fn print_status(out: Output, overview: &Overview, workers: &[WorkerSeen], ve
             }
             let rows: Vec<Vec<String>> = workers.iter().map(worker_row).collect();
             println!();
-            let headers = [
-                "worker",
-                "host",
-                "pid",
-                "started",
-                "last heartbeat",
-                "lease",
-                "locked jobs",
-                "locked queues",
-                "version",
-            ];
+            let headers: Vec<&str> = inspect::WORKER_COLUMNS.into_iter().chain(["version"]).collect();
             print!("{}", table(&headers, &rows));
         }
     }

@@ -198,10 +198,7 @@ impl Keeper {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-
-    fn t0() -> Timestamp {
-        Timestamp::from_timestamp(1_704_067_200, 0).unwrap()
-    }
+    use crate::time::t0;
 
     fn drain(keeper: &mut Keeper) -> Vec<KeeperEffect> {
         std::iter::from_fn(|| keeper.poll_effect()).collect()

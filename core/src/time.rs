@@ -41,6 +41,12 @@ impl FeedClock {
     }
 }
 
+/// A fixed instant for the unit tests' clocks: 2024-01-01T00:00:00Z.
+#[cfg(test)]
+pub(crate) fn t0() -> Timestamp {
+    Timestamp::from_timestamp(1_704_067_200, 0).unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

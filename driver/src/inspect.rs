@@ -419,6 +419,11 @@ pub async fn database_now(utils: &WorkerUtils) -> Result<DateTime<Utc>, Error> {
     get(row, "now")
 }
 
+/// The columns every table of workers starts with (the CLI's `status`, the dashboard's
+/// Workers page), in this order, before the ones of its own.
+pub const WORKER_COLUMNS: [&str; 8] =
+    ["worker", "host", "pid", "started", "last heartbeat", "lease", "locked jobs", "locked queues"];
+
 /// A worker seen through its lease (Formica's) or the locks it holds.
 #[derive(Debug, Clone, Serialize)]
 pub struct WorkerSeen {

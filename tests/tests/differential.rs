@@ -20,6 +20,7 @@ use formica_core::flow::{Control, Partition};
 use formica_core::job::{Job, JobKeyMode};
 use formica_core::job::{RawJob, RescheduleJobOptions};
 use formica_core::sim::{CancelOutcome, Db, SplitMix};
+use formica_core::worker::FetchRequest;
 use formica_core::worker::{DbError, Failure, QueryResult, Snooze, Statement};
 use formica_sql as sql;
 use formica_tests::TestDb;
@@ -514,7 +515,7 @@ impl Both {
                 // that the sim reads): given its time, both sides log the same instant.
                 let now_s = now_s.or_else(|| (!limits.is_empty()).then_some(0));
                 let fetch_now = now_s.map(|s| at(now, s, self.serial));
-                let statement = Statement::GetJobs {
+                let statement = Statement::GetJobs(FetchRequest {
                     worker_id: worker_id.clone(),
                     task_identifiers: tasks.clone(),
                     forbidden_flags: forbidden.clone(),
@@ -526,7 +527,7 @@ impl Both {
                     limits,
                     // Every other fetch in the walking shape: the same jobs either way.
                     walk_priorities: self.serial % 2 == 0,
-                };
+                });
                 let sim = match self.sim.execute(&statement) {
                     QueryResult::Jobs { jobs, .. } => Outcome::Rows(sorted(jobs.iter().map(cmp).collect())),
                     other => panic!("GetJobs answered {other:?}"),

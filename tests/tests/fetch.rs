@@ -7,6 +7,7 @@
 use chrono::{Duration, Utc};
 use formica::statements::{bind, Catalog};
 use formica_core::job::Job;
+use formica_core::worker::FetchRequest;
 use formica_core::worker::{QueryResult, Statement};
 use formica_sql as sql;
 use formica_tests::TestDb;
@@ -67,7 +68,7 @@ async fn fetch(tx: &tokio_postgres::Transaction<'_>, limit: usize, walk_prioriti
 
 /// The worker's fetch by worker `w` of task `t`, due by `now` (`None`: the database clock).
 fn get_jobs(limit: usize, now: Option<chrono::DateTime<Utc>>, walk_priorities: bool) -> Statement {
-    Statement::GetJobs {
+    Statement::GetJobs(FetchRequest {
         worker_id: "w".into(),
         task_identifiers: vec!["t".into()],
         forbidden_flags: vec![],
@@ -78,7 +79,7 @@ fn get_jobs(limit: usize, now: Option<chrono::DateTime<Utc>>, walk_priorities: b
         caps: vec![],
         limits: vec![],
         walk_priorities,
-    }
+    })
 }
 
 /// A fetch reads which named queues are free without locking them, then locks only the
@@ -337,7 +338,7 @@ async fn a_queue_s_head_given_back_is_its_head_again_among_jobs_sharing_its_run_
     let head: i64 = client.query_one("select min(id) from graphile_worker.jobs", &[]).await.unwrap().get(0);
     let with_flow = |caps: Vec<Control>, limits: Vec<Control>| {
         let mut statement = get_jobs(10, None, false);
-        if let Statement::GetJobs { caps: c, limits: l, .. } = &mut statement {
+        if let Statement::GetJobs(FetchRequest { caps: c, limits: l, .. }) = &mut statement {
             (*c, *l) = (caps, limits);
         }
         statement

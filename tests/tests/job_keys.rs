@@ -1,6 +1,7 @@
 //! The job-key algorithm of `add_job`/`add_jobs`, exercised through plain SQL as any client
 //! (a trigger, graphile-worker, Formica) would call it, case by case.
 
+use formica_core::worker::FetchRequest;
 use formica_tests::{listen, TestDb};
 use futures::channel::mpsc::UnboundedReceiver;
 use futures::StreamExt;
@@ -347,7 +348,7 @@ async fn a_job_replaced_or_removed_while_held_is_not_revived_when_given_back() {
         jobs.add(args).await;
     }
     jobs.add("'t', max_attempts => 1").await;
-    let fetched = run(Statement::GetJobs {
+    let fetched = run(Statement::GetJobs(FetchRequest {
         worker_id: "w".into(),
         task_identifiers: vec!["t".into()],
         forbidden_flags: vec![],
@@ -358,7 +359,7 @@ async fn a_job_replaced_or_removed_while_held_is_not_revived_when_given_back() {
         caps: vec![],
         limits: vec![],
         walk_priorities: false,
-    })
+    }))
     .await;
     let ids: Vec<i64> = fetched.iter().map(|r| r.get("id")).collect();
     let [replaced, removed, kept, last_attempt] = ids[..] else { panic!("four jobs locked: {ids:?}") };
@@ -401,7 +402,7 @@ async fn a_job_locked_by_a_worker_whose_clock_is_behind_is_refunded_when_given_b
     {
         jobs.exec("delete from graphile_worker._private_jobs").await;
         jobs.add("'t', run_at => now() - interval '2 minutes', max_attempts => 1").await;
-        let statement = Statement::GetJobs {
+        let statement = Statement::GetJobs(FetchRequest {
             worker_id: "w".into(),
             task_identifiers: vec!["t".into()],
             forbidden_flags: vec![],
@@ -412,7 +413,7 @@ async fn a_job_locked_by_a_worker_whose_clock_is_behind_is_refunded_when_given_b
             caps,
             limits,
             walk_priorities: false,
-        };
+        });
         let bound = bind(&catalog, statement, &[]);
         let fetched = jobs.client.query(bound.sql, &bound.values()).await.expect("fetch");
         let id: i64 = fetched.first().unwrap_or_else(|| panic!("{fetch}: the job is locked")).get("id");

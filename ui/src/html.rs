@@ -183,6 +183,14 @@ pub(crate) fn first_line(text: &str, max: usize) -> String {
     }
 }
 
+/// A filter form's text input `name`, holding `value`, with `hint` shown while empty.
+pub(crate) fn text_field(name: &str, value: &Option<String>, hint: &str) -> String {
+    format!(
+        r#"<label>{name} <input name="{name}" value="{}" placeholder="{hint}"></label>"#,
+        esc(value.as_deref().unwrap_or(""))
+    )
+}
+
 pub(crate) fn select(name: &str, current: Option<&str>, choices: &[(&str, &str)]) -> String {
     let mut html = format!(r#"<select name="{name}">"#);
     for (value, label) in choices {

@@ -7,7 +7,8 @@ use crate::data::{self, JobQuery};
 use crate::held::Holds;
 use crate::html::esc;
 use crate::html::{
-    age, button, error_cell, error_page, opt_time, page, select, stamp, table, time, unreadable, url,
+    age, button, error_cell, error_page, opt_time, page, select, stamp, table, text_field, time, unreadable,
+    url,
 };
 use crate::State;
 use axum::extract::{Path, Query, State as Ext};
@@ -135,21 +136,15 @@ async fn jobs(Ext(s): Ext<State>, Query(query): Query<JobQuery>) -> Response {
         Ok(r) => r,
         Err(e) => return error_page(&s, e),
     };
-    let field = |name: &str, value: &Option<String>, hint: &str| {
-        format!(
-            r#"<label>{name} <input name="{name}" value="{}" placeholder="{hint}"></label>"#,
-            esc(value.as_deref().unwrap_or(""))
-        )
-    };
     let mut states = vec![("", "any")];
     states.extend(JOB_STATES.iter().map(|s| (*s, *s)));
     let mut html = format!(
         r#"<form class="filters" method="get" action="/jobs">{}{}<label>state {}</label>{}{}<label>sort {}</label><button type="submit">Filter</button></form>"#,
-        field("task", &query.task, "any"),
-        field("queue", &query.queue, "any"),
+        text_field("task", &query.task, "any"),
+        text_field("queue", &query.queue, "any"),
         select("state", query.state.as_deref(), &states),
-        field("key", &query.key, "exact"),
-        field("error", &query.error, "text in last_error"),
+        text_field("key", &query.key, "exact"),
+        text_field("error", &query.error, "text in last_error"),
         select(
             "sort",
             query.sort.as_deref(),

@@ -14,20 +14,8 @@ pub(crate) async fn page_of_workers(Ext(s): Ext<State>) -> Response {
         Err(e) => return error_page(&s, e),
     };
     let rows: Vec<Vec<String>> = workers.iter().map(|w| row(&s, w)).collect();
-    let headers = [
-        "worker",
-        "host",
-        "pid",
-        "started",
-        "last heartbeat",
-        "lease",
-        "locked jobs",
-        "locked queues",
-        "holding since",
-        "cron items",
-        "version",
-        "",
-    ];
+    let headers: Vec<&str> =
+        inspect::WORKER_COLUMNS.into_iter().chain(["holding since", "cron items", "version", ""]).collect();
     let html = format!(
         r#"<p>Every Formica worker by its lease (renewed every few seconds): alive, stopped (it stopped cleanly and holds nothing), or lapsed (it stopped renewing without stopping: it died or is cut off, and a live worker's next sweep frees what it holds); and every other worker holding jobs or queues. A stopped or lapsed worker is forgotten a little after.</p><div class="wide">{}</div>"#,
         table(&headers, &rows)

@@ -51,39 +51,31 @@ impl Model {
                 }
                 (QueryResult::Done, vec![])
             }
-            Statement::GetJobs {
-                worker_id,
-                task_identifiers,
-                forbidden_flags,
-                accepted_flags,
-                limit,
-                now,
-                excluded_queues,
-                // Caps and limits come from `ReadFlow`, which answers none here.
-                ..
-            } => {
-                let now = now.unwrap_or(db_now);
+            // Caps and limits come from `ReadFlow`, which answers none here.
+            Statement::GetJobs(request) => {
+                let now = request.now.unwrap_or(db_now);
                 let mut candidates: Vec<&Row> = self
                     .rows
                     .values()
                     .filter(|r| r.locked_at.is_none() && r.attempts < r.max_attempts && r.run_at <= now)
-                    .filter(|r| task_identifiers.contains(&r.task_identifier))
+                    .filter(|r| request.task_identifiers.contains(&r.task_identifier))
                     .filter(|r| {
                         r.queue_name
                             .as_ref()
                             .is_none_or(|q| self.queues.get(q).is_some_and(|l| l.0.is_none()))
                     })
-                    .filter(|r| r.queue_name.as_ref().is_none_or(|q| !excluded_queues.contains(q)))
-                    .filter(|r| forbidden_flags.iter().all(|f| !r.flags.contains(f)))
+                    .filter(|r| r.queue_name.as_ref().is_none_or(|q| !request.excluded_queues.contains(q)))
+                    .filter(|r| request.forbidden_flags.iter().all(|f| !r.flags.contains(f)))
                     .filter(|r| {
-                        accepted_flags.is_empty() || accepted_flags.iter().any(|f| r.flags.contains(f))
+                        request.accepted_flags.is_empty()
+                            || request.accepted_flags.iter().any(|f| r.flags.contains(f))
                     })
                     .collect();
                 candidates.sort_by_key(|r| (r.priority, r.run_at, r.id));
                 let mut seen_queues = BTreeSet::new();
                 let chosen: Vec<i64> = candidates
                     .iter()
-                    .take(*limit)
+                    .take(request.limit)
                     .filter(|r| r.queue_name.as_ref().is_none_or(|q| seen_queues.insert(q.clone())))
                     .map(|r| r.id)
                     .collect();
@@ -94,10 +86,10 @@ impl Model {
                     let Some(row) = self.rows.get_mut(&id) else { continue };
                     row.attempts += 1;
                     row.locked_at = Some(locked_at);
-                    row.locked_by = Some(worker_id.clone());
+                    row.locked_by = Some(request.worker_id.clone());
                     let (queue, snapshot) = (row.queue_name.clone(), row.clone());
                     if let Some(q) = queue {
-                        self.queues.insert(q, (Some(locked_at), Some(worker_id.clone())));
+                        self.queues.insert(q, (Some(locked_at), Some(request.worker_id.clone())));
                     }
                     jobs.push(snapshot);
                 }

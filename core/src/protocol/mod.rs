@@ -92,45 +92,49 @@ pub struct Retention {
     pub cancelled: Option<chrono::Duration>,
 }
 
+/// What a fetch asks for ([`Statement::GetJobs`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchRequest {
+    /// The locker.
+    pub worker_id: String,
+    /// The tasks whose jobs to fetch, by identifier: the statement looks their ids up
+    /// each time, so a task row deleted and added again (`GC_TASK_IDENTIFIERS`, a schema
+    /// installed again) is still found.
+    pub task_identifiers: Vec<String>,
+    /// Flags to refuse.
+    pub forbidden_flags: Vec<String>,
+    /// If any, only jobs carrying at least one of these flags are taken (a job without
+    /// flags is then refused too). Forbidden flags still refuse a job that has both.
+    pub accepted_flags: Vec<String>,
+    /// Most jobs to lock.
+    pub limit: usize,
+    /// The time jobs must be due by (`None`: the database clock).
+    pub now: Option<Timestamp>,
+    /// Named queues whose jobs are not taken (paused: [`crate::flow`]). Empty: the
+    /// plain statement, exactly as without flow control.
+    pub excluded_queues: Vec<String>,
+    /// The caps of the tasks fetched (each a [`Control`] on running jobs): their jobs
+    /// are locked only within the room each cap leaves, counting every job of the task
+    /// locked by anyone. Empty: no capped fetch (the plain statement).
+    pub caps: Vec<Control>,
+    /// The rate limits of the tasks fetched (each a [`Control`] on starts): their jobs
+    /// are locked only within the starts each limit has left in its period, and each
+    /// lock is logged as a start. Empty: no limited fetch.
+    pub limits: Vec<Control>,
+    /// Find the due jobs one priority at a time (an index range each) rather than in one
+    /// scan of the index, which reads every job scheduled for later whenever fewer are
+    /// due than asked: sent after a short fetch was slow
+    /// ([`SLOW_SHORT_FETCH`](crate::worker::SLOW_SHORT_FETCH)). The same jobs either way.
+    pub walk_priorities: bool,
+}
+
 /// A statement for the driver to run, with its parameters. Each answers with the
 /// [`QueryResult`] variant named in its doc, or [`QueryResult::Err`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Statement {
     /// Lock up to `limit` runnable jobs for `worker_id` (at most one per named queue),
     /// incrementing their attempts. Answer: `Jobs`.
-    GetJobs {
-        /// The locker.
-        worker_id: String,
-        /// The tasks whose jobs to fetch, by identifier: the statement looks their ids up
-        /// each time, so a task row deleted and added again (`GC_TASK_IDENTIFIERS`, a schema
-        /// installed again) is still found.
-        task_identifiers: Vec<String>,
-        /// Flags to refuse.
-        forbidden_flags: Vec<String>,
-        /// If any, only jobs carrying at least one of these flags are taken (a job without
-        /// flags is then refused too). Forbidden flags still refuse a job that has both.
-        accepted_flags: Vec<String>,
-        /// Most jobs to lock.
-        limit: usize,
-        /// The time jobs must be due by (`None`: the database clock).
-        now: Option<Timestamp>,
-        /// Named queues whose jobs are not taken (paused: [`crate::flow`]). Empty: the
-        /// plain statement, exactly as without flow control.
-        excluded_queues: Vec<String>,
-        /// The caps of the tasks fetched (each a [`Control`] on running jobs): their jobs
-        /// are locked only within the room each cap leaves, counting every job of the task
-        /// locked by anyone. Empty: no capped fetch (the plain statement).
-        caps: Vec<Control>,
-        /// The rate limits of the tasks fetched (each a [`Control`] on starts): their jobs
-        /// are locked only within the starts each limit has left in its period, and each
-        /// lock is logged as a start. Empty: no limited fetch.
-        limits: Vec<Control>,
-        /// Find the due jobs one priority at a time (an index range each) rather than in one
-        /// scan of the index, which reads every job scheduled for later whenever fewer are
-        /// due than asked: sent after a short fetch was slow
-        /// ([`SLOW_SHORT_FETCH`](crate::worker::SLOW_SHORT_FETCH)). The same jobs either way.
-        walk_priorities: bool,
-    },
+    GetJobs(FetchRequest),
     /// Delete these jobs (still held by `worker_id`) and release their queues. Answer: `Done`,
     /// or `Fenced` naming the jobs it did not delete.
     CompleteJobs {
@@ -254,6 +258,22 @@ impl QueryResult {
     /// The answer to `GetJobs` when every row was read.
     pub fn jobs(jobs: Vec<Job>) -> Self {
         QueryResult::Jobs { jobs, undecodable: Vec::new() }
+    }
+
+    /// A fetch's jobs and how many of its rows could not be read (`None`: another answer).
+    pub fn fetched(&self) -> Option<(&[Job], usize)> {
+        match self {
+            QueryResult::Jobs { jobs, undecodable } => Some((jobs, undecodable.len())),
+            QueryResult::KnownCrontabs(_)
+            | QueryResult::Cancels(_)
+            | QueryResult::Flow(_)
+            | QueryResult::Done
+            | QueryResult::Fenced(_)
+            | QueryResult::Schedules(_)
+            | QueryResult::Pruned { .. }
+            | QueryResult::Resolved { .. }
+            | QueryResult::Err(_) => None,
+        }
     }
 }
 

@@ -484,7 +484,7 @@ mod tests {
     use super::*;
     use crate::backoff;
     use crate::job::JobSpec;
-    use crate::protocol::{Failure, QueryResult, Statement};
+    use crate::protocol::{Failure, FetchRequest, Statement};
     use serde_json::{json, Value};
 
     fn t(s: i64) -> Timestamp {
@@ -497,7 +497,7 @@ mod tests {
 
     fn fetch(db: &mut Db, worker: &str, limit: usize) -> Vec<Job> {
         let task_identifiers = db.tasks().map(|(_, identifier)| identifier.to_owned()).collect();
-        match db.execute(&Statement::GetJobs {
+        let result = db.execute(&Statement::GetJobs(FetchRequest {
             worker_id: worker.into(),
             task_identifiers,
             forbidden_flags: vec!["no".into()],
@@ -508,18 +508,8 @@ mod tests {
             caps: vec![],
             limits: vec![],
             walk_priorities: false,
-        }) {
-            QueryResult::Jobs { jobs, .. } => jobs,
-            other @ (QueryResult::KnownCrontabs(_)
-            | QueryResult::Cancels(_)
-            | QueryResult::Flow(_)
-            | QueryResult::Done
-            | QueryResult::Fenced(_)
-            | QueryResult::Schedules(_)
-            | QueryResult::Pruned { .. }
-            | QueryResult::Resolved { .. }
-            | QueryResult::Err(_)) => panic!("{other:?}"),
-        }
+        }));
+        result.fetched().unwrap_or_else(|| panic!("{result:?}")).0.to_vec()
     }
 
     #[test]

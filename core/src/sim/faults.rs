@@ -14,6 +14,7 @@
 //! `proptest`).
 
 use super::{TraceEntry, Traced, WorkerIndex, World};
+use crate::protocol::FetchRequest;
 use crate::worker::{Effect, Input, QueryResult, Statement, TaskOutcome};
 use chrono::Duration;
 use std::fmt;
@@ -266,7 +267,7 @@ fn describe(what: &Traced) -> String {
 
 fn statement_text(statement: &Statement) -> String {
     match statement {
-        Statement::GetJobs { limit, .. } => format!("fetch up to {limit} jobs"),
+        Statement::GetJobs(FetchRequest { limit, .. }) => format!("fetch up to {limit} jobs"),
         Statement::CompleteJobs { ids, .. } => format!("complete jobs {ids:?}"),
         Statement::ReturnJobs { ids, .. } => format!("return jobs {ids:?}"),
         Statement::ReturnUnknown { known, .. } => format!("return jobs other than {known:?}"),

@@ -116,22 +116,17 @@ impl Db {
                 }
                 QueryResult::Done
             }
-            Statement::GetJobs {
-                worker_id,
-                task_identifiers,
-                forbidden_flags,
-                accepted_flags,
-                limit,
-                now,
-                excluded_queues,
-                caps,
-                limits,
-                // The same jobs either way (tests/tests/fetch.rs checks both forms).
-                walk_priorities: _,
-            } => {
-                let flags = Flags { forbidden: forbidden_flags, accepted: accepted_flags };
-                let fetch = Fetch { task_identifiers, excluded_queues, flags, caps, limits };
-                QueryResult::jobs(self.get_jobs(worker_id, fetch, *limit, *now))
+            // The same jobs walking the priorities or not (tests/tests/fetch.rs checks both forms).
+            Statement::GetJobs(request) => {
+                let flags = Flags { forbidden: &request.forbidden_flags, accepted: &request.accepted_flags };
+                let fetch = Fetch {
+                    task_identifiers: &request.task_identifiers,
+                    excluded_queues: &request.excluded_queues,
+                    flags,
+                    caps: &request.caps,
+                    limits: &request.limits,
+                };
+                QueryResult::jobs(self.get_jobs(&request.worker_id, fetch, request.limit, request.now))
             }
             Statement::CompleteJobs { worker_id, ids, settles_workflow_jobs } => {
                 let fenced = self.fenced(ids.iter().copied(), worker_id);

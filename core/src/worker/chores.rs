@@ -106,10 +106,7 @@ impl Chore {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-
-    fn t0() -> Timestamp {
-        Timestamp::from_timestamp(1_704_067_200, 0).unwrap()
-    }
+    use crate::time::t0;
 
     #[test]
     fn one_pass_at_a_time_each_period_after_the_last_ended_and_none_after_stop() {

@@ -136,10 +136,7 @@ impl Lease {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-
-    fn t0() -> Timestamp {
-        Timestamp::from_timestamp(1_704_067_200, 0).unwrap()
-    }
+    use crate::time::t0;
 
     #[test]
     fn sweeps_at_start_then_every_period_one_at_a_time() {

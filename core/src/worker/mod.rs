@@ -51,8 +51,8 @@ pub use self::refetch::RefetchDelay;
 pub use self::sweep::{stale_error, FIRST_SWEEP_WITHIN, LOCK_SWEEP_INTERVAL, STALE_LOCK_AGE};
 pub use self::writes::WRITES_GRACE;
 pub use crate::protocol::{
-    DbError, Effect, Event, Failure, Fenced, Input, MisuseError, QueryId, QueryResult, Retention, Snooze,
-    Statement, TaskOutcome, TimerKind, Undecodable,
+    DbError, Effect, Event, Failure, Fenced, FetchRequest, Input, MisuseError, QueryId, QueryResult,
+    Retention, Snooze, Statement, TaskOutcome, TimerKind, Undecodable,
 };
 pub use crate::time::Timestamp;
 
@@ -305,7 +305,7 @@ impl Worker {
             return; // every task at its limit: a task's end fetches again
         }
         let Some(limit) = self.fetcher.want(self.slots.len()) else { return };
-        let statement = Statement::GetJobs {
+        let statement = Statement::GetJobs(FetchRequest {
             worker_id: self.config.worker_id.clone(),
             task_identifiers,
             forbidden_flags: self.config.forbidden_flags.clone(),
@@ -316,7 +316,7 @@ impl Worker {
             caps,
             limits: rate_limits,
             walk_priorities: self.fetcher.walks(),
-        };
+        });
         let id = self.query(Part::Fetch, statement);
         self.fetcher.sent(id, limit, self.now);
     }

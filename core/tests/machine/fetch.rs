@@ -3,6 +3,7 @@
 //! (`core/src/worker/fetch.rs`, `refetch.rs`).
 
 use super::*;
+use formica_core::worker::FetchRequest;
 
 #[test]
 fn direct_fetching_asks_for_the_free_slots_only() {
@@ -334,7 +335,7 @@ fn the_sim_database_takes_one_job_per_named_queue_per_fetch() {
         db.add_job(&RawJob::new("t", json!(n), JobSpec::builder().queue_name("q").build())).expect("add");
     }
     db.add_job(&RawJob::new("t", json!("free"), JobSpec::default())).expect("add");
-    let fetch = |db: &mut Db| match db.execute(&Statement::GetJobs {
+    let fetch = |db: &mut Db| match db.execute(&Statement::GetJobs(FetchRequest {
         worker_id: "w".into(),
         task_identifiers: vec!["t".into()],
         forbidden_flags: vec![],
@@ -345,7 +346,7 @@ fn the_sim_database_takes_one_job_per_named_queue_per_fetch() {
         caps: vec![],
         limits: vec![],
         walk_priorities: false,
-    }) {
+    })) {
         QueryResult::Jobs { jobs, .. } => jobs.len(),
         other => panic!("{other:?}"),
     };
@@ -411,7 +412,7 @@ fn after_a_lost_fetch_answer_what_the_worker_holds_unknowingly_goes_back_before_
 fn accepted_flags_reach_the_fetch_and_the_sim_database_takes_only_jobs_carrying_one() {
     let (_, effects) = Hand::started(Config { accepted_flags: vec!["gpu".into()], ..config() });
     let sent = queries(&effects).into_iter().find_map(|(_, s)| match s {
-        Statement::GetJobs { accepted_flags, .. } => Some(accepted_flags),
+        Statement::GetJobs(FetchRequest { accepted_flags, .. }) => Some(accepted_flags),
         _ => None,
     });
     assert_eq!(sent, Some(vec!["gpu".to_owned()]));
@@ -427,7 +428,7 @@ fn accepted_flags_reach_the_fetch_and_the_sim_database_takes_only_jobs_carrying_
     ] {
         db.add_job(&RawJob::new("t", json!(n), spec)).expect("add");
     }
-    let fetch = |db: &mut Db, accepted: &[&str]| match db.execute(&Statement::GetJobs {
+    let fetch = |db: &mut Db, accepted: &[&str]| match db.execute(&Statement::GetJobs(FetchRequest {
         worker_id: "w".into(),
         task_identifiers: vec!["t".into()],
         forbidden_flags: vec!["slow".into()],
@@ -438,7 +439,7 @@ fn accepted_flags_reach_the_fetch_and_the_sim_database_takes_only_jobs_carrying_
         caps: vec![],
         limits: vec![],
         walk_priorities: false,
-    }) {
+    })) {
         QueryResult::Jobs { jobs, .. } => jobs.into_iter().map(|j| j.payload).collect::<Vec<_>>(),
         other => panic!("{other:?}"),
     };

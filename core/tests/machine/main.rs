@@ -21,6 +21,7 @@ use chrono::{DateTime, Duration, Utc};
 use formica_core::job::RawJob;
 use formica_core::job::{Job, JobSpec};
 use formica_core::sim::{Db, TaskPlan, World, WorldConfig};
+use formica_core::worker::FetchRequest;
 use formica_core::worker::{
     Config, DbError, Effect, Event, Failure, Input, QueryId, QueryResult, Statement, TaskOutcome, TimerKind,
     Worker, FIRST_SWEEP_WITHIN,
@@ -165,7 +166,7 @@ fn fetches(effects: &[Effect]) -> Vec<(QueryId, usize)> {
     queries(effects)
         .into_iter()
         .filter_map(|(id, s)| match s {
-            Statement::GetJobs { limit, .. } => Some((id, limit)),
+            Statement::GetJobs(FetchRequest { limit, .. }) => Some((id, limit)),
             _ => None,
         })
         .collect()

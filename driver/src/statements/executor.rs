@@ -4,6 +4,7 @@
 use super::{bind, Catalog, FlagsFn};
 use crate::db::Pool;
 use crate::error::Error;
+use formica_core::worker::FetchRequest;
 use formica_core::worker::{DbError, QueryResult, Statement};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -48,7 +49,8 @@ impl Executor {
     }
 
     async fn run(&self, mut statement: Statement) -> Result<QueryResult, Error> {
-        if let (Statement::GetJobs { forbidden_flags, .. }, Some(flags_fn)) = (&mut statement, &self.flags_fn)
+        if let (Statement::GetJobs(FetchRequest { forbidden_flags, .. }), Some(flags_fn)) =
+            (&mut statement, &self.flags_fn)
         {
             *forbidden_flags = flags_fn().await;
         }

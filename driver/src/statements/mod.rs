@@ -156,38 +156,27 @@ fn prune_params(retention: &Retention, at: Option<Timestamp>) -> Vec<Param> {
 /// statements).
 pub fn bind<'c>(catalog: &'c Catalog, statement: Statement, outputs: &[(i64, String)]) -> Bound<'c> {
     let (sql, params, answer): (&str, _, _) = match statement {
-        Statement::GetJobs {
-            worker_id,
-            task_identifiers,
-            forbidden_flags,
-            accepted_flags,
-            limit,
-            now,
-            excluded_queues,
-            caps,
-            limits,
-            walk_priorities,
-        } => {
+        Statement::GetJobs(request) => {
             let mut params = vec![
-                param(worker_id, Type::TEXT),
-                param(task_identifiers, Type::TEXT_ARRAY),
-                param(forbidden_flags, Type::TEXT_ARRAY),
-                param(now, Type::TIMESTAMPTZ),
-                param(i32::try_from(limit).unwrap_or(i32::MAX), Type::INT4),
-                param(accepted_flags, Type::TEXT_ARRAY),
+                param(request.worker_id, Type::TEXT),
+                param(request.task_identifiers, Type::TEXT_ARRAY),
+                param(request.forbidden_flags, Type::TEXT_ARRAY),
+                param(request.now, Type::TIMESTAMPTZ),
+                param(i32::try_from(request.limit).unwrap_or(i32::MAX), Type::INT4),
+                param(request.accepted_flags, Type::TEXT_ARRAY),
             ];
             // Nothing paused, capped or limited: the plain fetch, without more parameters.
-            let (controlled, excluding) =
-                (!caps.is_empty() || !limits.is_empty(), !excluded_queues.is_empty());
+            let controlled = !request.caps.is_empty() || !request.limits.is_empty();
+            let excluding = !request.excluded_queues.is_empty();
             if controlled || excluding {
-                params.push(param(excluded_queues, Type::TEXT_ARRAY));
+                params.push(param(request.excluded_queues, Type::TEXT_ARRAY));
             }
             let sql = match controlled {
                 true => {
-                    params.extend(fetch::control_params(caps, limits));
+                    params.extend(fetch::control_params(request.caps, request.limits));
                     catalog.fetches.controlled.as_str()
                 }
-                false => catalog.fetches.plain(walk_priorities, excluding),
+                false => catalog.fetches.plain(request.walk_priorities, excluding),
             };
             (sql, params, Answer::Jobs)
         }

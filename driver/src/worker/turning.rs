@@ -32,7 +32,7 @@ use crate::error::{Error, MigrateError};
 use crate::listener::{listen, Starts};
 use crate::log::log_event;
 use crate::runtime::Runtime;
-use formica_core::worker::{self as machine, Effect, Event, Input, QueryResult, Statement, TaskOutcome};
+use formica_core::worker::{self as machine, Effect, Event, Input, Statement, TaskOutcome};
 use futures::channel::{mpsc, oneshot};
 use futures::future::{AbortHandle, Abortable, BoxFuture, Either, FutureExt};
 use futures::stream::FuturesUnordered;
@@ -111,7 +111,7 @@ impl Turning {
                                 tracing::trace!(target: "formica::latency", "fetch answered");
                                 shared.metrics.fetched(
                                     shared.utils.pool().runtime().monotonic() - sent,
-                                    fetched(&result),
+                                    result.fetched().map(|(jobs, undecodable)| jobs.len() + undecodable),
                                 );
                             }
                             Some(Input::QueryDone { id, result })
@@ -259,22 +259,6 @@ fn stopped_by(event: &Event, shared: &Shared) -> Option<Error> {
         breaking: i32::try_from(*migration).unwrap_or(i32::MAX),
         supported: formica_sql::LATEST,
     }))
-}
-
-/// How many jobs a fetch brought (`None`: it failed).
-fn fetched(result: &QueryResult) -> Option<usize> {
-    match result {
-        QueryResult::Jobs { jobs, undecodable } => Some(jobs.len() + undecodable.len()),
-        QueryResult::KnownCrontabs(_)
-        | QueryResult::Cancels(_)
-        | QueryResult::Flow(_)
-        | QueryResult::Done
-        | QueryResult::Fenced(_)
-        | QueryResult::Schedules(_)
-        | QueryResult::Pruned { .. }
-        | QueryResult::Resolved { .. }
-        | QueryResult::Err(_) => None,
-    }
 }
 
 /// With metrics on, sample the queue depth now and at every interval until aborted.
