@@ -9,8 +9,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let utils = WorkerUtils::new(pool(&url, 2)?, DEFAULT_SCHEMA);
     utils.migrate().await?;
 
-    let job =
-        utils.add_raw_job("send_welcome", json!({ "to": "ada@example.com" }), JobSpec::default()).await?;
+    let job = utils
+        .add_raw_job("notify", json!({ "channel": "ops", "text": "deployed" }), JobSpec::default())
+        .await?;
     println!("added job {} for {}", job.id, job.task_identifier);
 
     // One round trip for many jobs.
@@ -24,11 +25,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("added {} resize jobs", utils.add_raw_jobs(&batch).await?.len());
 
     // Adding the same key twice leaves one job, rescheduled to the later time.
-    let later = JobSpec::builder().job_key("digest:ada").job_key_mode(JobKeyMode::Replace);
+    let later = JobSpec::builder().job_key("digest:ops").job_key_mode(JobKeyMode::Replace);
     for minutes in [1, 5] {
         let spec = later.clone().run_at(chrono::Utc::now() + chrono::Duration::minutes(minutes)).build();
-        let job = utils.add_raw_job("send_welcome", json!({ "to": "ada@example.com" }), spec).await?;
-        println!("job {} with key digest:ada runs at {}", job.id, job.run_at);
+        let job =
+            utils.add_raw_job("notify", json!({ "channel": "ops", "text": "daily digest" }), spec).await?;
+        println!("job {} with key digest:ops runs at {}", job.id, job.run_at);
     }
     Ok(())
 }

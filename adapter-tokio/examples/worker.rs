@@ -7,19 +7,20 @@
 use formica_tokio::{stop_on_signals, JobContext, Task, TaskHandler, TaskResult, WorkerOptions};
 use serde::{Deserialize, Serialize};
 
-/// Sends a welcome email (here: prints it), then schedules a follow-up.
+/// Posts a message to a chat channel (here: prints it).
 #[derive(Serialize, Deserialize)]
-struct SendWelcome {
-    to: String,
+struct Notify {
+    channel: String,
+    text: String,
 }
 
-impl Task for SendWelcome {
-    const IDENTIFIER: &'static str = "send_welcome";
+impl Task for Notify {
+    const IDENTIFIER: &'static str = "notify";
 }
 
-impl TaskHandler for SendWelcome {
+impl TaskHandler for Notify {
     async fn run(self, ctx: JobContext) -> TaskResult {
-        println!("job {}: welcome mail to {}", ctx.job().id, self.to);
+        println!("job {}: #{}: {}", ctx.job().id, self.channel, self.text);
         Ok(())
     }
 }
@@ -51,7 +52,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let worker = WorkerOptions::default()
         .database_url(url)
         .concurrency(4)
-        .define_job::<SendWelcome>()
+        .define_job::<Notify>()
         .define_job::<Resize>()
         .on_event(|event| eprintln!("{event:?}"))
         .init()

@@ -13,6 +13,8 @@ pub const GET_JOBS: &str = include_str!("../queries/worker/get_jobs.sql");
 pub const GET_JOBS_SCAN: &str = include_str!("../queries/worker/get_jobs_scan.sql");
 /// The candidates of [`GET_JOBS`] found one priority at a time (see the file).
 pub const GET_JOBS_WALK: &str = include_str!("../queries/worker/get_jobs_walk.sql");
+/// What makes a job one [`GET_JOBS_WALK`] may take (its marker `DUE`, in both of its ranges).
+const WALK_DUE: &str = include_str!("../queries/worker/get_jobs_walk_due.sql");
 /// The fetch of a worker some of whose tasks are capped or rate limited (see the file).
 pub const GET_JOBS_CONTROLLED: &str = include_str!("../queries/worker/get_jobs_controlled.sql");
 
@@ -35,10 +37,17 @@ pub fn get_jobs(form: Fetch) -> Result<String, FillError> {
         true => "and job_queues.queue_name <> all($7::text[])",
         false => "",
     };
-    let candidates =
-        fill(if form.walk { GET_JOBS_WALK } else { GET_JOBS_SCAN }, &[("QUEUE_FILTER", filter)])?;
+    let candidates = match form.walk {
+        true => fill(GET_JOBS_WALK, &[("QUEUE_FILTER", filter), ("DUE", walk_due().trim_end())])?,
+        false => fill(GET_JOBS_SCAN, &[("QUEUE_FILTER", filter)])?,
+    };
     let [columns, join] = traces::fetch_parts(form.traced);
     fill(GET_JOBS, &[("CANDIDATES", candidates.trim_end()), columns, join])
+}
+
+/// [`WALK_DUE`] without its comment lines.
+fn walk_due() -> String {
+    WALK_DUE.lines().filter(|line| !line.starts_with("--")).map(|line| format!("{line}\n")).collect()
 }
 
 /// The controlled fetch [`GET_JOBS_CONTROLLED`], answering each job's trace context too if

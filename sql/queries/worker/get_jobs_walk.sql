@@ -32,12 +32,7 @@ candidates as (
     select jobs.ctid, jobs.id, jobs.job_queue_id, jobs.priority, jobs.run_at
     from :SCHEMA._private_jobs as jobs
     where jobs.priority = priorities.priority
-      and jobs.is_available = true
-      and jobs.run_at <= coalesce($4::timestamptz, now())
-      and jobs.task_id = any(tasks.ids)
-      and (jobs.job_queue_id is null or jobs.job_queue_id in (select free_queues.id from free_queues))
-      and (jobs.flags ?| $3::text[]) is not true
-      and (cardinality($6::text[]) = 0 or (jobs.flags ?| $6::text[]) is true)
+      /*:DUE*/
     order by jobs.run_at asc
     limit $5::int
     for update skip locked
@@ -48,12 +43,7 @@ candidates as (
     select jobs.ctid, jobs.id, jobs.job_queue_id, jobs.priority, jobs.run_at
     from :SCHEMA._private_jobs as jobs
     where jobs.priority >= priorities.priority
-      and jobs.is_available = true
-      and jobs.run_at <= coalesce($4::timestamptz, now())
-      and jobs.task_id = any(tasks.ids)
-      and (jobs.job_queue_id is null or jobs.job_queue_id in (select free_queues.id from free_queues))
-      and (jobs.flags ?| $3::text[]) is not true
-      and (cardinality($6::text[]) = 0 or (jobs.flags ?| $6::text[]) is true)
+      /*:DUE*/
     order by jobs.priority asc, jobs.run_at asc
     limit $5::int
     for update skip locked
