@@ -1,4 +1,4 @@
-//! A worker with two task types, stopped gracefully by Ctrl-C (a second Ctrl-C aborts).
+//! A worker with two tasks (one typed, one taking its payload as JSON), stopped gracefully by Ctrl-C (a second Ctrl-C aborts).
 //!
 //! ```sh
 //! DATABASE_URL=postgres://localhost/mydb cargo run -p formica-tokio --example worker
@@ -6,24 +6,6 @@
 //! ```
 use formica_tokio::{stop_on_signals, JobContext, Task, TaskHandler, TaskResult, WorkerOptions};
 use serde::{Deserialize, Serialize};
-
-/// Posts a message to a chat channel (here: prints it).
-#[derive(Serialize, Deserialize)]
-struct Notify {
-    channel: String,
-    text: String,
-}
-
-impl Task for Notify {
-    const IDENTIFIER: &'static str = "notify";
-}
-
-impl TaskHandler for Notify {
-    async fn run(self, ctx: JobContext) -> TaskResult {
-        println!("job {}: #{}: {}", ctx.job().id, self.channel, self.text);
-        Ok(())
-    }
-}
 
 /// Resizes an image; fails for widths over 4096, so the job is retried with backoff.
 #[derive(Serialize, Deserialize)]
@@ -52,7 +34,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let worker = WorkerOptions::default()
         .database_url(url)
         .concurrency(4)
-        .define_job::<Notify>()
+        // A task without a type of its own: its payload as JSON.
+        .define_raw_job("notify", |ctx, payload| async move {
+            let text = payload["text"].as_str().ok_or("a notify job needs a text")?;
+            println!("job {}: #{}: {text}", ctx.job().id, payload["channel"].as_str().unwrap_or("general"));
+            Ok(())
+        })
         .define_job::<Resize>()
         .on_event(|event| eprintln!("{event:?}"))
         .init()

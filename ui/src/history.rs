@@ -2,7 +2,9 @@
 //! hour and day drawn as inline SVG; a finished job's runs; and the overview's counts of the
 //! last hour, from the history (so they survive the dashboard's restarts).
 
-use crate::html::{error_cell, error_page, esc, opt_time, page, select, table, text_field, time, url};
+use crate::html::{
+    error_cell, error_page, esc, filter_form, labelled_select, opt_time, page, table, text_field, time, url,
+};
 use crate::State;
 use axum::extract::{Path, Query, State as Ext};
 use axum::response::Response;
@@ -57,12 +59,14 @@ async fn history(Ext(s): Ext<State>, Query(query): Query<HistoryQuery>) -> Respo
     };
     let outcomes =
         [("", "any"), ("completed", "completed"), ("failed", "failed"), ("cancelled", "cancelled")];
-    let mut html = format!(
-        r#"<form class="filters" method="get" action="/history">{}{}<label>outcome {}</label>{}<button type="submit">Filter</button></form>"#,
-        text_field("task", &filter.task, "any"),
-        text_field("queue", &filter.queue, "any"),
-        select("outcome", filter.outcome.as_deref(), &outcomes),
-        text_field("error", &filter.error, "text in last_error"),
+    let mut html = filter_form(
+        "/history",
+        &[
+            text_field("task", &filter.task, "any"),
+            text_field("queue", &filter.queue, "any"),
+            labelled_select("outcome", filter.outcome.as_deref(), &outcomes),
+            text_field("error", &filter.error, "text in last_error"),
+        ],
     );
     html.push_str(r#"<div class="charts">"#);
     html.push_str(&chart("chart-hour", "Last hour, by minute", &hour, MINUTE, 60));

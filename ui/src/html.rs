@@ -200,6 +200,19 @@ pub(crate) fn select(name: &str, current: Option<&str>, choices: &[(&str, &str)]
     html + "</select>"
 }
 
+/// [`select`] with its name as its label, for a filter form.
+pub(crate) fn labelled_select(name: &str, current: Option<&str>, choices: &[(&str, &str)]) -> String {
+    format!("<label>{name} {}</label>", select(name, current, choices))
+}
+
+/// The filters of a listing: `fields` ([`text_field`], [`labelled_select`]) sent to `action`.
+pub(crate) fn filter_form(action: &str, fields: &[String]) -> String {
+    format!(
+        r#"<form class="filters" method="get" action="{action}">{}<button type="submit">Filter</button></form>"#,
+        fields.concat()
+    )
+}
+
 /// What could not be read from the database (rows, values), one item each, or nothing.
 pub(crate) fn unreadable(items: &[String]) -> String {
     if items.is_empty() {

@@ -7,8 +7,8 @@ use crate::data::{self, JobQuery};
 use crate::held::Holds;
 use crate::html::esc;
 use crate::html::{
-    age, button, error_cell, error_page, opt_time, page, select, stamp, table, text_field, time, unreadable,
-    url,
+    age, button, error_cell, error_page, filter_form, labelled_select, opt_time, page, stamp, table,
+    text_field, time, unreadable, url,
 };
 use crate::State;
 use axum::extract::{Path, Query, State as Ext};
@@ -138,22 +138,18 @@ async fn jobs(Ext(s): Ext<State>, Query(query): Query<JobQuery>) -> Response {
     };
     let mut states = vec![("", "any")];
     states.extend(JOB_STATES.iter().map(|s| (*s, *s)));
-    let mut html = format!(
-        r#"<form class="filters" method="get" action="/jobs">{}{}<label>state {}</label>{}{}<label>sort {}</label><button type="submit">Filter</button></form>"#,
-        text_field("task", &query.task, "any"),
-        text_field("queue", &query.queue, "any"),
-        select("state", query.state.as_deref(), &states),
-        text_field("key", &query.key, "exact"),
-        text_field("error", &query.error, "text in last_error"),
-        select(
-            "sort",
-            query.sort.as_deref(),
-            &[
-                ("newest", "newest first"),
-                ("oldest", "oldest first"),
-                ("next", "next to run (workers' order)")
-            ]
-        ),
+    let sorts =
+        [("newest", "newest first"), ("oldest", "oldest first"), ("next", "next to run (workers' order)")];
+    let mut html = filter_form(
+        "/jobs",
+        &[
+            text_field("task", &query.task, "any"),
+            text_field("queue", &query.queue, "any"),
+            labelled_select("state", query.state.as_deref(), &states),
+            text_field("key", &query.key, "exact"),
+            text_field("error", &query.error, "text in last_error"),
+            labelled_select("sort", query.sort.as_deref(), &sorts),
+        ],
     );
     html.push_str(&crate::bulk::bar(&s, &query));
     let headers = ["", "id", "task", "queue", "state", "run_at", "attempts", "priority", "key", "last_error"];

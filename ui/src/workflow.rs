@@ -5,7 +5,10 @@
 //! workflows` reads them. Cancel and Retry call `WorkerUtils::cancel_workflow` and
 //! `retry_workflow`, as `formica workflow cancel` and `retry` do.
 
-use crate::html::{button, error_page, esc, first_line, opt_time, page, select, table, time};
+use crate::html::{
+    button, error_page, esc, filter_form, first_line, labelled_select, opt_time, page, table, text_field,
+    time,
+};
 use crate::{Error, State};
 use axum::extract::{Path, Query, State as Ext};
 use axum::response::Response;
@@ -105,10 +108,12 @@ async fn list(Ext(s): Ext<State>, Query(query): Query<ListQuery>) -> Response {
     };
     let mut states = vec![("", "any")];
     states.extend(WORKFLOW_STATES.iter().map(|s| (*s, *s)));
-    let mut html = format!(
-        r#"<form class="filters" method="get" action="/workflows"><label>state {}</label><label>name <input name="name" value="{}" placeholder="any"></label><button type="submit">Filter</button></form>"#,
-        select("state", filter.state.as_deref(), &states),
-        esc(filter.name.as_deref().unwrap_or("")),
+    let mut html = filter_form(
+        "/workflows",
+        &[
+            labelled_select("state", filter.state.as_deref(), &states),
+            text_field("name", &filter.name, "any"),
+        ],
     );
     let rows: Vec<Vec<String>> = workflows
         .iter()
