@@ -42,7 +42,7 @@ pub(crate) struct LeaseKeeping {
     /// The loop's inputs.
     pub inputs: mpsc::UnboundedSender<Input>,
     /// Set from each heartbeat's answer: another Formica worker is alive (the fetch then
-    /// takes turns, see `FetchTurns`).
+    /// takes turns, see `Executor::others_alive`).
     pub others_alive: Arc<AtomicBool>,
     /// The worker stopped cleanly: end the lease, then answer.
     pub end: oneshot::Receiver<oneshot::Sender<()>>,

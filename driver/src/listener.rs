@@ -27,7 +27,7 @@ pub const PING_INTERVAL: Duration = Duration::from_secs(30);
 
 /// Where a heartbeat that made a lease tells the listening workers (`heartbeat.sql`): the
 /// payload is the worker that started. Heard by the driver, not the core: it only tells the
-/// fetches to take turns (`FetchTurns`).
+/// fetches to take turns (`Executor::others_alive`).
 const WORKERS: &str = "formica:workers";
 
 /// Another Formica worker started: who this worker is, and the flag that makes its fetches

@@ -9,7 +9,7 @@ use formica_sql::{self as sql, FillError};
 pub struct Catalog {
     pub(super) fetches: Fetches,
     pub(super) endings: Endings,
-    /// The statements that begin a fetch's transaction: alone, and in its turn (`FetchTurns`).
+    /// The statements that begin a fetch's transaction: alone, and in its turn (`Executor::others_alive` chooses).
     fetch_begin: [String; 2],
     pub(super) return_jobs: String,
     pub(super) return_unknown: String,

@@ -23,19 +23,11 @@ pub(crate) struct Executor {
     pub(crate) parents: crate::traces::Parents,
     /// With history on: the outputs its completions carry.
     pub(crate) outputs: Option<Arc<crate::history::Outputs>>,
-    /// Fetches take turns with the other Formica workers' (see [`FetchTurns`]).
-    pub(crate) turns: FetchTurns,
-}
-
-/// How a fetch's transaction begins (`sql/queries/worker/fetch_begin.sql`: the plan settings
-/// that keep a fetch fast when a burst of jobs follows a quiet spell), and whether it waits
-/// its turn: while another Formica worker is alive (the lease's keeper learns it with each
-/// heartbeat, the listener as soon as one starts), fetches begin in one of two turns the
-/// workers share, so that they do not lock each other's jobs (`fetch_turn.sql`; why two:
-/// docs/performance.md, "Several worker processes: one fetch out, two turns").
-#[derive(Default)]
-pub(crate) struct FetchTurns {
-    /// Set by the lease's keeper: another Formica worker is alive.
+    /// Set by the lease's keeper and the listener: another Formica worker is alive, so a
+    /// fetch begins in one of two turns the workers share (`fetch_turn.sql`), lest they lock
+    /// each other's jobs; alone, it begins with the plan settings only (`fetch_begin.sql`:
+    /// what keeps a fetch fast when a burst follows a quiet spell). Why two turns:
+    /// docs/performance.md, "Several worker processes: one fetch out, two turns".
     pub(crate) others_alive: Arc<AtomicBool>,
 }
 
@@ -59,9 +51,9 @@ impl Executor {
         let carried = self.outputs.as_ref().map(|outputs| outputs.carried(&statement)).unwrap_or_default();
         let bound = bind(&self.catalog, statement, &carried);
         let mut client = self.pool.get().await?;
-        let begin = fetch.then(|| self.catalog.fetch_begin(self.turns.others_alive.load(Ordering::Relaxed)));
+        let begin = fetch.then(|| self.catalog.fetch_begin(self.others_alive.load(Ordering::Relaxed)));
         let rows = client.query_params(bound.sql, &bound.params, self.prepared, begin).await?;
-        if let Some(outputs) = &self.outputs {
+        if let (Some(outputs), false) = (&self.outputs, carried.is_empty()) {
             outputs.forget(carried.iter().map(|(id, _)| *id));
         }
         if fetch {

@@ -451,7 +451,7 @@ impl<R> WorkerOptions<R> {
                     flags_fn: self.flags_fn,
                     parents: Default::default(),
                     outputs: crate::history::outputs(&self.history),
-                    turns: Default::default(),
+                    others_alive: Default::default(),
                 },
                 utils,
                 handlers: self.handlers,

@@ -99,7 +99,7 @@ impl Worker {
             watchdog: config.watchdog,
             crontab: crontab_text(&config.crontab),
             inputs: inputs.clone(),
-            others_alive: shared.executor.turns.others_alive.clone(),
+            others_alive: shared.executor.others_alive.clone(),
             end: ending_lease,
         };
         let keeper = spawn_abortable(threads.lease.as_ref(), keep_lease(keeping));

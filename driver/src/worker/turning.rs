@@ -154,7 +154,7 @@ impl Turning {
                         let settings = shared.utils.pool().settings().clone();
                         let starts = Starts {
                             worker_id: shared.worker_id.clone(),
-                            others_alive: shared.executor.turns.others_alive.clone(),
+                            others_alive: shared.executor.others_alive.clone(),
                         };
                         let task = listen(runtime.clone(), settings, inputs.clone(), starts);
                         runtime.spawn(Box::pin(Abortable::new(task, registration).map(|_| ())));
