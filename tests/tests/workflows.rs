@@ -514,11 +514,13 @@ async fn a_running_worker_s_resolver_settles_a_job_completed_outside_it_and_rele
     // A worker running no task of the workflow: only its resolver acts on it.
     let options = db.worker_options().workflow_resolve_every(Duration::from_millis(200));
     let running = Running::listening(&db.runtime, options).await;
-    let released = format!(
-        "select count(*) from formica_graphile_worker.workflow_jobs where workflow_id = {} and state = 'released'",
+    // a is released from the start: wait for its settling, which releases b in the same
+    // transaction.
+    let completed = format!(
+        "select count(*) from formica_graphile_worker.workflow_jobs where workflow_id = {} and state = 'completed'",
         added.id
     );
-    db.wait_for_count(&released, 1, Duration::from_secs(10)).await;
+    db.wait_for_count(&completed, 1, Duration::from_secs(10)).await;
     running.stop(WITHIN).await;
     assert_eq!(states(&db, added.id).await, named(&[("a", "completed"), ("b", "released")]));
 }
