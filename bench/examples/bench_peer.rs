@@ -12,6 +12,8 @@
 //! the Prometheus exporter, as `formica --metrics-addr` does (to measure their cost); the
 //! worker has metrics to record when built with `--features metrics` or by a `--workspace`
 //! build (the benchmark's).
+//! `DURABLE=1` makes `noop` a raw task that completes its job in its own (empty) transaction,
+//! `DURABLE=2` one that runs one empty step (docs/guide/durable-jobs.md), to measure their cost.
 //! `HISTORY=1` keeps the job history (Formica's default); unset or 0 the peer runs without
 //! it, as graphile-worker keeps none, so the side-by-side compares like with like.
 use formica_bench::setting;
@@ -43,9 +45,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             writeln!(std::io::stdout().lock(), "BENCH_START {i}")?;
             Ok(())
         });
-    options = match setting::<i64>("RAW_NOOP") {
-        Some(1) => options.define_raw_job("noop", |_, _| async { Ok(()) }),
-        Some(2) => options.define_payload_job("noop", |_, _| async { Ok(()) }),
+    options = match (setting::<i64>("RAW_NOOP"), setting::<i64>("DURABLE")) {
+        (_, Some(1)) => options.define_raw_job("noop", |ctx, _| async move {
+            let mut client = ctx.client().await?;
+            ctx.complete_with_transaction(client.transaction().await?).await?;
+            Ok(())
+        }),
+        (_, Some(2)) => options.define_raw_job("noop", |ctx, _| async move {
+            ctx.step("noop", |_| Box::pin(async { Ok(()) })).await?;
+            Ok(())
+        }),
+        (Some(1), _) => options.define_raw_job("noop", |_, _| async { Ok(()) }),
+        (Some(2), _) => options.define_payload_job("noop", |_, _| async { Ok(()) }),
         _ => options.define_job::<Noop>(),
     };
     if setting::<i64>("HISTORY") != Some(1) {

@@ -225,6 +225,8 @@ impl Checker {
             Input::TaskFinished { job_id, outcome } => {
                 let inc = self.life(worker)?;
                 match inc.grants.remove(job_id) {
+                    // The task completed its job in its own transaction: no write follows.
+                    Some(Grant::Running { .. }) if *outcome == TaskOutcome::Committed => Ok(()),
                     Some(Grant::Running { job }) => {
                         inc.grants.insert(*job_id, Grant::Ended { outcome: outcome.clone(), job, clock });
                         Ok(())

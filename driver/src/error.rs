@@ -122,6 +122,19 @@ pub enum Error {
     /// No workflow has this id.
     #[error("no workflow has id {0}")]
     WorkflowNotFound(i64),
+    /// A handler's transaction (a step's, or one completing its job) did not commit: the job
+    /// is no longer this worker's (its lease lapsed and it was recovered, or it was removed),
+    /// so its writes were rolled back; the worker that holds the job now runs it.
+    #[error(
+        "job {job_id} is no longer this worker's (held by {}): its transaction was rolled back",
+        holder.as_deref().unwrap_or("no one")
+    )]
+    JobLost {
+        /// The job.
+        job_id: i64,
+        /// The worker holding it now, if any (none: no one, or the job is gone).
+        holder: Option<String>,
+    },
     /// `retry_workflow` refused: the workflow was cancelled.
     #[error("workflow {0} was cancelled: a cancelled workflow is not retried")]
     WorkflowCancelled(i64),

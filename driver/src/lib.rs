@@ -69,6 +69,9 @@ pub use db::{
     DEFAULT_RESPONSE_TIMEOUT,
 };
 
+mod durable;
+pub use durable::StepError;
+
 mod error;
 pub use error::{Error, MigrateError};
 

@@ -199,7 +199,7 @@ impl SqlxUtils {
 }
 
 /// A caller's sqlx connection, as the statements' [`Session`].
-struct Sqlx<'c>(&'c mut PgConnection);
+pub(crate) struct Sqlx<'c>(pub(crate) &'c mut PgConnection);
 
 impl Session for Sqlx<'_> {
     type Row = PgRow;

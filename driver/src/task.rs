@@ -171,6 +171,9 @@ pub struct JobContext {
     pub(crate) extensions: Arc<Extensions>,
     /// Where an [`OutputTaskHandler`](crate::OutputTaskHandler) leaves its output (`None`: history off).
     pub(crate) outputs: Option<Arc<crate::history::Outputs>>,
+    /// Its steps and its completion in its own transaction (`None`: a context of the
+    /// `testing` module, which has no database).
+    pub(crate) durable: Option<crate::durable::Durable>,
 }
 
 impl JobContext {

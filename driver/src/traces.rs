@@ -285,7 +285,9 @@ impl JobSpan {
         use opentelemetry::KeyValue;
         let span = self.0.span();
         let error = match outcome {
-            TaskOutcome::Ok | TaskOutcome::Skipped(_) | TaskOutcome::Snoozed(_) => None,
+            TaskOutcome::Ok | TaskOutcome::Committed | TaskOutcome::Skipped(_) | TaskOutcome::Snoozed(_) => {
+                None
+            }
             TaskOutcome::Err(message) => Some(("task_error", message.clone())),
             TaskOutcome::ItemsFailed { error, .. } => Some(("batch_items_failed", error.clone())),
             TaskOutcome::Panicked(message) => Some(("panic", message.clone())),

@@ -43,6 +43,10 @@ pub struct UniqueJobsDoctests;
 #[doc = include_str!("../../docs/guide/flow-control.md")]
 pub struct FlowControlDoctests;
 
+/// `docs/guide/durable-jobs.md`'s blocks.
+#[doc = include_str!("../../docs/guide/durable-jobs.md")]
+pub struct DurableJobsDoctests;
+
 /// `docs/guide/workflows.md`'s blocks.
 #[doc = include_str!("../../docs/guide/workflows.md")]
 pub struct WorkflowsDoctests;

@@ -9,6 +9,7 @@ mod cron;
 mod differential;
 mod digest_policy;
 mod docs;
+mod durable;
 mod fetch;
 mod flags;
 mod flow;

@@ -15,9 +15,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// An application's sqlx pool on the test's database.
-async fn sqlx_pool(db: &TestDb) -> PgPool {
-    let config: tokio_postgres::Config = db.url.parse().expect("the test database's connection string");
-    let mut options = PgConnectOptions::new().database(&db.name);
+pub(crate) async fn sqlx_pool(db: &TestDb) -> PgPool {
+    sqlx_pool_at(&db.url).await
+}
+
+/// An application's sqlx pool on the database of the connection string `url`.
+pub(crate) async fn sqlx_pool_at(url: &str) -> PgPool {
+    let config: tokio_postgres::Config = url.parse().expect("the test database's connection string");
+    let mut options = PgConnectOptions::new().database(config.get_dbname().expect("a database name"));
     for host in config.get_hosts() {
         options = match host {
             tokio_postgres::config::Host::Tcp(host) => options.host(host),

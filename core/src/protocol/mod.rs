@@ -369,6 +369,10 @@ pub enum TaskOutcome {
     /// kept, within its task's snooze window ([`crate::policy::TaskPolicy::snooze`]);
     /// past the window, the attempt fails instead, saying so.
     Snoozed(chrono::Duration),
+    /// It succeeded and its job's completion is already written: the handler committed it
+    /// in its own transaction (with its writes, fenced as `CompleteJobs` is). Reported as a
+    /// success; the machine writes nothing more for the job.
+    Committed,
 }
 
 /// A fact for the machine, in the past tense.

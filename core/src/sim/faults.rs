@@ -229,6 +229,7 @@ fn describe(what: &Traced) -> String {
             Input::TaskFinished { job_id, outcome } => {
                 let outcome = match outcome {
                     TaskOutcome::Ok => "ok".to_owned(),
+                    TaskOutcome::Committed => "committed in its transaction".to_owned(),
                     TaskOutcome::Skipped(reason) => format!("skipped {reason:?}"),
                     TaskOutcome::Err(e) | TaskOutcome::Panicked(e) => format!("error {e:?}"),
                     TaskOutcome::ItemsFailed { error, items } => format!("error {error:?}, keeping {items}"),

@@ -107,6 +107,7 @@ impl World {
                     return Stepped::Nothing;
                 }
                 w.tasks.remove(&job_id);
+                self.commit_in_task(worker, job_id, &outcome);
                 self.feed(worker, Input::TaskFinished { job_id, outcome });
                 Stepped::TaskEnded { worker, job_id }
             }
@@ -172,6 +173,19 @@ impl World {
     }
 
     /// `statement`'s answer from the database now, or the lost connection of a `fail`ed one.
+    /// A task that ended [`TaskOutcome::Committed`] completed its job in its own transaction
+    /// before it ended: the database holds that completion (fenced, and settling the job if a
+    /// workflow's, as the driver's is) by the time the machine hears of the end.
+    pub(super) fn commit_in_task(&mut self, worker: WorkerIndex, job_id: i64, outcome: &TaskOutcome) {
+        if *outcome == TaskOutcome::Committed {
+            let worker_id = self.worker_id(worker);
+            let completion =
+                Statement::CompleteJobs { worker_id, ids: vec![job_id], settles_workflow_jobs: true };
+            self.run_statement(&completion, false);
+            self.deliver_notifications();
+        }
+    }
+
     pub(super) fn run_statement(&mut self, statement: &Statement, fail: bool) -> QueryResult {
         if fail {
             return QueryResult::Err(DbError {

@@ -287,6 +287,7 @@ impl World {
         if self.workers[w].life != Life::Running || self.workers[w].tasks.remove(&job_id).is_none() {
             return false;
         }
+        self.commit_in_task(w, job_id, &outcome);
         self.feed(w, Input::TaskFinished { job_id, outcome });
         true
     }

@@ -358,7 +358,7 @@ impl Worker {
     fn task_finished(&mut self, job_id: i64, outcome: TaskOutcome) -> Result<(), MisuseError> {
         let job = self.slots.finish(job_id).ok_or(MisuseError::UnknownTask(job_id))?;
         let (outcome, permanent) = self.cancels.ended(job_id, outcome);
-        if job.in_workflow {
+        if job.in_workflow && outcome != TaskOutcome::Committed {
             self.writes.settles_workflow(job_id);
         }
         match outcome {
@@ -370,6 +370,8 @@ impl Worker {
                 self.emit(job.skipped(reason));
                 self.writes.complete(job_id, self.now, self.config.complete_batch_delay);
             }
+            // Written with the handler's own transaction: nothing left to write.
+            TaskOutcome::Committed => self.emit(job.success(self.now)),
             TaskOutcome::Err(error) | TaskOutcome::Panicked(error) => {
                 self.failed(&job, error, None, permanent)
             }

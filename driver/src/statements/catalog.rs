@@ -24,6 +24,11 @@ pub struct Catalog {
     pub(super) resolve_workflows: String,
     end_lease: String,
     record_crontab: String,
+    /// Durable jobs' statements, sent only by handlers that record steps or complete in their
+    /// transaction (`crate::durable`).
+    pub(crate) step_read: String,
+    pub(crate) step_record: String,
+    pub(crate) steps_settled: String,
 }
 
 impl Catalog {
@@ -52,6 +57,9 @@ impl Catalog {
             resolve_workflows: render(sql::workflows::RESOLVE),
             end_lease: render(sql::worker::END_LEASE),
             record_crontab: render(sql::worker::RECORD_CRONTAB),
+            step_read: render(sql::durable::STEP_READ),
+            step_record: render(sql::durable::STEP_RECORD),
+            steps_settled: render(sql::durable::steps_settled(history)),
         })
     }
 

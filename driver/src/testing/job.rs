@@ -189,6 +189,7 @@ impl TestJob {
             span: span.clone(),
             extensions: Arc::new(extensions),
             outputs: None,
+            durable: None,
         };
         let outcome = handler(ctx, payload).instrument(span).await;
         Ran { outcome: TestOutcome::of(outcome), added: recorder.take() }
@@ -235,7 +236,8 @@ pub enum TestOutcome {
 impl TestOutcome {
     fn of(outcome: TaskOutcome) -> Self {
         match outcome {
-            TaskOutcome::Ok => TestOutcome::Completed,
+            // A test context has no database to commit in: never committed, but completed.
+            TaskOutcome::Ok | TaskOutcome::Committed => TestOutcome::Completed,
             TaskOutcome::Skipped(reason) => TestOutcome::Skipped { reason },
             TaskOutcome::ItemsFailed { error, items } => TestOutcome::ItemsFailed { error, items },
             TaskOutcome::Err(error) | TaskOutcome::Panicked(error) => TestOutcome::Failed { error },

@@ -35,14 +35,17 @@ pub(super) fn start_task(
     let handler = shared.handlers.0.get(&job.task_identifier).cloned();
     let payload = job.payload.clone();
     let outputs = shared.executor.outputs.clone();
+    let durable = crate::durable::Durable::new(shared.executor.catalog.clone());
+    let (settling, job_arc, shared_arc) = (durable.clone(), Arc::new(job), shared.clone());
     let ctx = JobContext {
-        job: Arc::new(job),
+        job: job_arc.clone(),
         worker_id: shared.worker_id.clone(),
         database: Database::Utils(shared.utils.clone()),
         abort: signal,
         span: span.clone(),
         extensions: shared.extensions.clone(),
         outputs: shared.executor.outputs.clone(),
+        durable: Some(durable),
     };
     let work = job_span.current_in(async move {
         match handler {
@@ -59,6 +62,8 @@ pub(super) fn start_task(
             Ok(Err(_aborted)) => TaskOutcome::Aborted,
             Err(panic) => TaskOutcome::Panicked(panic_message(&panic)),
         };
+        let outcome =
+            settling.settle(&job_arc, &shared_arc.worker_id, &shared_arc.executor.pool, outcome).await;
         job_span.end(&outcome);
         crate::history::settle(outputs.as_deref(), job_id, &outcome);
         if !reported.swap(true, Ordering::AcqRel) {
