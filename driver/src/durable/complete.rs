@@ -15,13 +15,14 @@ use tokio_postgres::types::Type;
 
 /// Write `job`'s completion by `worker_id` on `session`, in the form the worker's own
 /// completion takes (`complete_jobs.sql`, with history and workflow settling as the worker
-/// writes them), and settle its steps: an [`Error::JobLost`] if the job is no longer this
-/// worker's, after which the transaction must roll back.
+/// writes them), and settle its steps if it `stepped`: an [`Error::JobLost`] if the job is no
+/// longer this worker's, after which the transaction must roll back.
 pub(super) async fn complete_in<S: Session>(
     session: &mut S,
     catalog: &Catalog,
     job: &Job,
     worker_id: &str,
+    stepped: bool,
 ) -> Result<(), Error> {
     let settles_workflow_jobs = job.flags.contains(formica_core::workflow::FLAG);
     let completion =
@@ -31,8 +32,10 @@ pub(super) async fn complete_in<S: Session>(
     if let Some(row) = fenced.first() {
         return Err(Error::JobLost { job_id: job.id, holder: row.read(1)? });
     }
-    let steps = Query { sql: catalog.steps_settled.clone(), params: vec![param(job.id, Type::INT8)] };
-    session.query(steps).await?;
+    if stepped {
+        let steps = Query { sql: catalog.steps_settled.clone(), params: vec![param(job.id, Type::INT8)] };
+        session.query(steps).await?;
+    }
     Ok(())
 }
 
@@ -56,7 +59,9 @@ impl JobContext {
     /// the handler returns (docs/guide/durable-jobs.md).
     pub async fn complete_with_transaction(&self, tx: tokio_postgres::Transaction<'_>) -> Result<(), Error> {
         let durable = self.durable()?;
-        if let Err(e) = complete_in(&mut &tx, &durable.catalog, &self.job, &self.worker_id).await {
+        if let Err(e) =
+            complete_in(&mut &tx, &durable.catalog, &self.job, &self.worker_id, durable.stepped()).await
+        {
             tx.rollback().await?;
             return Err(e);
         }
@@ -73,8 +78,14 @@ impl JobContext {
         mut tx: ::sqlx::Transaction<'_, ::sqlx::Postgres>,
     ) -> Result<(), Error> {
         let durable = self.durable()?;
-        let completed =
-            complete_in(&mut crate::sqlx::Sqlx(&mut tx), &durable.catalog, &self.job, &self.worker_id).await;
+        let completed = complete_in(
+            &mut crate::sqlx::Sqlx(&mut tx),
+            &durable.catalog,
+            &self.job,
+            &self.worker_id,
+            durable.stepped(),
+        )
+        .await;
         if let Err(e) = completed {
             tx.rollback().await?;
             return Err(e);

@@ -43,6 +43,12 @@ impl Durable {
         self.state.fetch_or(flag, Ordering::AcqRel);
     }
 
+    /// Whether the handler ran or read a step in this attempt: only then are there steps to
+    /// settle as the job completes (a handler with steps runs them on every attempt).
+    fn stepped(&self) -> bool {
+        self.state.load(Ordering::Acquire) & STEPPED != 0
+    }
+
     /// How the task of `job` ended, given what its handler did: committed if it completed
     /// the job itself (whatever it returned after: the job is gone); for a job with steps that
     /// succeeded, committed once its completion and its steps' settling commit together
@@ -73,7 +79,7 @@ impl Durable {
     async fn complete_with_steps(&self, job: &Job, worker_id: &str, pool: &Pool) -> Result<(), Error> {
         let mut client = pool.get().await?;
         let tx = client.transaction().await?;
-        complete::complete_in(&mut &tx, &self.catalog, job, worker_id).await?;
+        complete::complete_in(&mut &tx, &self.catalog, job, worker_id, true).await?;
         Ok(tx.commit().await?)
     }
 }
