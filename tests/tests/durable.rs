@@ -22,6 +22,19 @@ const TABLES: &str = "create table effects (job_id bigint not null, what text no
     create table halts (point text not null);
     create table errors (job_id bigint not null, error text not null);";
 
+/// A new database with the schema and this file's tables, on `runtime`.
+async fn with_tables(runtime: Arc<dyn Runtime>) -> TestDb {
+    let db = TestDb::migrated_on(runtime).await;
+    db.client().await.batch_execute(TABLES).await.unwrap();
+    db
+}
+
+/// Run `test` on tokio with [`with_tables`]' database.
+fn on_tokio<F: std::future::Future<Output = ()>>(test: impl FnOnce(TestDb) -> F) {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(async { test(with_tables(Arc::new(formica_tokio::TokioRuntime)).await).await });
+}
+
 /// Stop here, for good, if this worker was told to (`halt` is where): say so first.
 async fn halt(ctx: &JobContext, halt: &str, point: &str) -> Result<(), Error> {
     if halt == point {
@@ -53,6 +66,28 @@ async fn steal(ctx: &JobContext) -> Result<(), Error> {
     Ok(())
 }
 
+/// What `pay` and `pay_sqlx` do after their write: halt before `commit` if told to, take the
+/// job from the worker if the payload says `steal`, commit (recording a refusal), then halt
+/// after the commit if told to.
+async fn commit_paid(
+    ctx: &JobContext,
+    at: &str,
+    payload: &serde_json::Value,
+    commit: impl std::future::Future<Output = Result<(), Error>>,
+) -> formica::TaskResult {
+    let task = &ctx.job().task_identifier;
+    halt(ctx, at, &format!("{task}:before_commit")).await?;
+    if payload["steal"] == json!(true) {
+        steal(ctx).await?;
+    }
+    if let Err(e) = commit.await {
+        record_error(ctx, e.to_string()).await?;
+        return Err(e.into());
+    }
+    halt(ctx, at, &format!("{task}:after_commit")).await?;
+    Ok(())
+}
+
 /// The tasks of every test here, halting at `halt` ("" for nowhere):
 /// - `pay` and `pay_sqlx` write an effect in a transaction (tokio-postgres, sqlx) and
 ///   complete the job in it; with `{"steal": true}` the job is taken from the worker first;
@@ -71,16 +106,7 @@ fn durable_tasks<R>(options: WorkerOptions<R>, halt_at: &str) -> WorkerOptions<R
                 let tx = client.transaction().await?;
                 tx.execute("insert into effects (job_id, what) values ($1, 'paid')", &[&ctx.job().id])
                     .await?;
-                halt(&ctx, &at, "pay:before_commit").await?;
-                if payload["steal"] == json!(true) {
-                    steal(&ctx).await?;
-                }
-                if let Err(e) = ctx.complete_with_transaction(tx).await {
-                    record_error(&ctx, e.to_string()).await?;
-                    return Err(e.into());
-                }
-                halt(&ctx, &at, "pay:after_commit").await?;
-                Ok(())
+                commit_paid(&ctx, &at, &payload, ctx.complete_with_transaction(tx)).await
             }
         })
         .define_raw_job("pay_sqlx", move |ctx, payload| {
@@ -92,16 +118,7 @@ fn durable_tasks<R>(options: WorkerOptions<R>, halt_at: &str) -> WorkerOptions<R
                     .bind(ctx.job().id)
                     .execute(&mut *tx)
                     .await?;
-                halt(&ctx, &at, "pay_sqlx:before_commit").await?;
-                if payload["steal"] == json!(true) {
-                    steal(&ctx).await?;
-                }
-                if let Err(e) = ctx.complete_with_sqlx_transaction(tx).await {
-                    record_error(&ctx, e.to_string()).await?;
-                    return Err(e.into());
-                }
-                halt(&ctx, &at, "pay_sqlx:after_commit").await?;
-                Ok(())
+                commit_paid(&ctx, &at, &payload, ctx.complete_with_sqlx_transaction(tx)).await
             }
         })
         .define_raw_job("three_steps", move |ctx, payload| {
@@ -239,10 +256,7 @@ async fn history_steps(db: &TestDb, job_id: i64) -> serde_json::Value {
 
 #[test]
 fn a_job_completed_in_its_transaction_keeps_its_writes_exactly_once_when_the_worker_is_killed() {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    rt.block_on(async {
-        let db = TestDb::migrated().await;
-        db.client().await.batch_execute(TABLES).await.unwrap();
+    on_tokio(|db| async move {
         for task in ["pay", "pay_sqlx"] {
             for point in ["before_commit", "after_commit"] {
                 let point = format!("{task}:{point}");
@@ -251,7 +265,11 @@ fn a_job_completed_in_its_transaction_keeps_its_writes_exactly_once_when_the_wor
                 let history = format!(
                     "select count(*) from formica_graphile_worker.job_history where job_id = {id} and outcome = 'completed'"
                 );
-                assert_eq!(db.count(&history).await, 1, "{point}: one history row, written with the completion");
+                assert_eq!(
+                    db.count(&history).await,
+                    1,
+                    "{point}: one history row, written with the completion"
+                );
             }
         }
     });
@@ -259,10 +277,7 @@ fn a_job_completed_in_its_transaction_keeps_its_writes_exactly_once_when_the_wor
 
 #[test]
 fn each_step_of_a_job_commits_once_whenever_the_worker_is_killed() {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    rt.block_on(async {
-        let db = TestDb::migrated().await;
-        db.client().await.batch_execute(TABLES).await.unwrap();
+    on_tokio(|db| async move {
         for step in ["a", "b", "c"] {
             for when in ["in", "after"] {
                 let point = format!("steps:{when}_{step}");
@@ -296,8 +311,7 @@ async fn recorded_error(db: &TestDb, job_id: i64) -> String {
 }
 
 async fn a_job_taken_from_its_worker_cannot_complete_in_its_transaction(rt: Arc<dyn Runtime>) {
-    let db = TestDb::migrated_on(rt.clone()).await;
-    db.client().await.batch_execute(TABLES).await.unwrap();
+    let db = with_tables(rt.clone()).await;
     let running = worker(&db, true).await;
     for task in ["pay", "pay_sqlx", "three_steps"] {
         let job = db.utils().add_raw_job(task, json!({"steal": true}), JobSpec::default()).await.unwrap();
@@ -325,8 +339,7 @@ async fn a_job_taken_from_its_worker_cannot_complete_in_its_transaction(rt: Arc<
 }
 
 async fn a_job_completes_in_its_transaction_once_and_a_failed_step_runs_again(rt: Arc<dyn Runtime>) {
-    let db = TestDb::migrated_on(rt.clone()).await;
-    db.client().await.batch_execute(TABLES).await.unwrap();
+    let db = with_tables(rt.clone()).await;
     let events = Arc::new(std::sync::Mutex::new(Vec::new()));
     let seen = events.clone();
     let pool = crate::sqlx::sqlx_pool(&db).await;
@@ -369,10 +382,7 @@ on_both_runtimes!(
 
 #[test]
 fn a_step_name_must_be_text() {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    rt.block_on(async {
-        let db = TestDb::migrated().await;
-        db.client().await.batch_execute(TABLES).await.unwrap();
+    on_tokio(|db| async move {
         let options = db.worker_options().define_raw_job("bad_step", |ctx, _| async move {
             let refused = ctx.step("", |_| Box::pin(async { Ok(1) })).await;
             let error = refused.err().map(|e| e.to_string()).unwrap_or_default();
