@@ -7,8 +7,8 @@
 use chrono::Duration;
 use formica_core::job::{JobSpec, RawJob};
 use formica_core::sim::faults::{heal, render_trace, run_ops};
-use formica_core::sim::{App, Fault, Op, World, WorldConfig};
-use formica_core::worker::Config;
+use formica_core::sim::{App, Fault, Op, TaskPlan, World, WorldConfig};
+use formica_core::worker::{Config, TaskOutcome};
 
 fn config(n: usize) -> Config {
     Config { worker_id: format!("w{n}"), task_identifiers: vec!["email".into()], ..Config::default() }
@@ -207,4 +207,20 @@ mod strategies {
             prop_assert!(world.db().job(fresh.id).is_none(), "job {} still waits", fresh.id);
         }
     }
+}
+
+/// A task that completed its job in its own transaction (`TaskOutcome::Committed`): the
+/// simulated database holds the completion when the machine hears of the end, as the
+/// driver's does, and the worker stops cleanly with nothing left to write.
+#[test]
+fn a_job_committed_by_its_task_is_gone_when_the_machine_hears_of_it() {
+    let mut world = World::new(WorldConfig::default());
+    world.set_script(|_, _| TaskPlan::finish(Duration::seconds(1), TaskOutcome::Committed));
+    let config = Config { worker_id: "w".into(), task_identifiers: vec!["pay".into()], ..Config::default() };
+    let w = world.add_worker(config);
+    world.db_mut().add_job(&RawJob::new("pay", serde_json::json!({}), JobSpec::default())).unwrap();
+    world.run_for(Duration::seconds(3));
+    assert_eq!(world.db().jobs().count(), 0, "the task's own transaction completed it");
+    world.shutdown(w, true);
+    assert!(world.run_until_stopped(Duration::minutes(1)));
 }

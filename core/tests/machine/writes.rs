@@ -160,3 +160,18 @@ fn only_writes_ending_a_job_a_workflow_released_settle_workflow_jobs() {
     let failed = if writes(&effects).is_empty() { hand.fire().1 } else { effects };
     assert_eq!(settles(&failed), vec![true], "a workflow job's failure settles it too");
 }
+
+#[test]
+fn a_job_committed_by_its_task_is_a_success_with_nothing_left_to_write() {
+    let (mut hand, effects) = Hand::started(config());
+    let (fetch, _) = fetches(&effects)[0];
+    hand.jobs(fetch, vec![job(1, None, 1, 25), job(2, None, 1, 25)]);
+    let effects = hand.finish(1, TaskOutcome::Committed);
+    assert!(writes(&effects).is_empty(), "the task wrote its completion: {effects:?}");
+    let evs = events(&effects);
+    assert!(evs.iter().any(|e| matches!(e, Event::JobSuccess { job_id: 1, .. })), "{evs:?}");
+    // The next completion's batch holds only its own job.
+    let effects = hand.finish(2, TaskOutcome::Ok);
+    let [(_, Statement::CompleteJobs { ids, .. })] = &writes(&effects)[..] else { panic!("{effects:?}") };
+    assert_eq!(ids, &vec![2]);
+}
