@@ -398,3 +398,27 @@ fn a_step_name_must_be_text() {
         running.stop(Duration::from_secs(10)).await;
     });
 }
+
+/// A workflow's job completed in its handler's transaction settles in it, as the worker's
+/// own completion would: with the resolver's first pass gone by and the next an hour away,
+/// the job waiting for it is released by that commit and runs.
+#[test]
+fn a_workflow_job_completed_in_its_transaction_releases_what_waits_for_it() {
+    on_tokio(|db| async move {
+        let pool = crate::sqlx::sqlx_pool(&db).await;
+        let options = durable_tasks(db.worker_options(), "")
+            .add_extension(pool)
+            .max_pool_size(12)
+            .workflow_resolve_every(Duration::from_secs(3600));
+        let running = Running::listening(&db.runtime, options).await;
+        formica_tests::sleep(db.runtime.as_ref(), Duration::from_millis(1500)).await;
+        let chain = formica::Workflow::new("pay twice")
+            .job(formica::WorkflowJob::raw("first", "pay", json!({})))
+            .job(formica::WorkflowJob::raw("second", "pay_sqlx", json!({})).depends_on(["first"]));
+        db.utils().add_workflow(&chain).await.unwrap();
+        db.wait_for_count("select count(*) from effects", 2, Duration::from_secs(10)).await;
+        db.wait_for_count("select count(*) from graphile_worker._private_jobs", 0, Duration::from_secs(10))
+            .await;
+        running.stop(Duration::from_secs(10)).await;
+    });
+}
