@@ -12,8 +12,8 @@
 //! the Prometheus exporter, as `formica --metrics-addr` does (to measure their cost); the
 //! worker has metrics to record when built with `--features metrics` or by a `--workspace`
 //! build (the benchmark's).
-//! `HISTORY=1` keeps the job history (Formica's default); unset or 0 the peer runs without
-//! it, as graphile-worker keeps none, so the side-by-side compares like with like.
+//! The worker runs with Formica's defaults, as users get it: job history on. `HISTORY=0`
+//! turns history off (graphile-worker keeps none), to compare like with like.
 use formica_bench::setting;
 use formica_tokio::{
     stop_on_signals, HistoryOptions, JobContext, JobSpec, RawJob, Task, TaskHandler, TaskResult,
@@ -48,7 +48,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(2) => options.define_payload_job("noop", |_, _| async { Ok(()) }),
         _ => options.define_job::<Noop>(),
     };
-    if setting::<i64>("HISTORY") != Some(1) {
+    if setting::<i64>("HISTORY") == Some(0) {
         options = options.history(HistoryOptions::off());
     }
     if let Some(n) = setting::<i64>("CONCURRENCY") {
