@@ -172,7 +172,7 @@ impl<R> WorkerOptions<R> {
     ///
     /// Prefetched jobs are locked by this worker, so others cannot run them. The batch
     /// adapts to keep that short: it starts at `concurrency` and grows (up to a third of
-    /// `size`; under 300, up to half of it or 100 jobs) only when a full batch arrives to find the slots idle, so a worker holds
+    /// `size`; under 300, up to all of it or 100 jobs) only when a full batch arrives to find the slots idle, so a worker holds
     /// about what it runs during one or two fetches. Queued jobs are given back at shutdown,
     /// or when no slot took one for [`Self::local_queue_ttl`] (and the batch starts small
     /// again).
