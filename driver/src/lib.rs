@@ -87,6 +87,9 @@ pub use middleware::{Next, TaskOutcome};
 mod migrate;
 pub use migrate::MigrationReport;
 
+mod reindex;
+pub use reindex::REINDEX_TIMEOUT;
+
 mod runtime;
 pub use runtime::{Address, Runtime, Socket};
 
