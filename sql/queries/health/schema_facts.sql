@@ -2,7 +2,8 @@
 -- one fact a row, `<kind> <name>: <definition>`, with the schema's own name taken out so
 -- that any schema compares with graphile-worker 0.18's (formica_sql::health::EXPECTED):
 -- each index, each function's signature, and a digest of each function's body (spaces
--- folded).
+-- folded, the schema and its records schema as Formica's migrations name them, quoted, put
+-- back as `<schema>` and `<records>`).
 select replace(fact, quote_ident($1::text) || '.', '') as fact from (
   select format('index %s: %s', c.relname, pg_get_indexdef(i.indexrelid)) as fact
   from pg_index as i
@@ -19,9 +20,12 @@ select replace(fact, quote_ident($1::text) || '.', '') as fact from (
   where n.nspname = $1::text
   union all
   select format('body %s(%s): md5 %s', p.proname, pg_get_function_arguments(p.oid),
-    md5(btrim(regexp_replace(replace(p.prosrc, quote_ident($1::text) || '.', ''), '\s+', ' ', 'g'))))
+    md5(btrim(regexp_replace(
+      replace(replace(p.prosrc, '"formica_' || replace($1::text, '"', '""') || '"', '<records>'),
+        '"' || replace($1::text, '"', '""') || '"', '<schema>'),
+      '\s+', ' ', 'g'))))
   from pg_proc as p
   join pg_namespace as n on n.oid = p.pronamespace
   where n.nspname = $1::text
 ) as facts(fact)
-order by fact
+order by fact collate "C"
