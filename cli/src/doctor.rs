@@ -71,7 +71,12 @@ pub async fn run(args: DoctorArgs, utils: &WorkerUtils, out: Output) -> Result<(
 fn report(health: &Health) -> String {
     let mut text = String::new();
     for check in &health.checks {
-        text.push_str(&format!("{:<8} {:<11} {}\n", check.severity.name(), check.name, visible(&check.summary)));
+        text.push_str(&format!(
+            "{:<8} {:<11} {}\n",
+            check.severity.name(),
+            check.name,
+            visible(&check.summary)
+        ));
         for line in &check.evidence {
             text.push_str(&format!("{:<21}{}\n", "", visible(line)));
         }

@@ -67,7 +67,9 @@ impl std::fmt::Display for Failure {
             Failure::Formica(error) => error.fmt(f),
             Failure::Command(message) => f.write_str(message),
             Failure::TasksFolder { path, source } => write!(f, "tasks folder {}: {source}", path.display()),
-            Failure::Unhealthy(worst) => write!(f, "the queue is not healthy: the worst check is {}", worst.name()),
+            Failure::Unhealthy(worst) => {
+                write!(f, "the queue is not healthy: the worst check is {}", worst.name())
+            }
         }
     }
 }

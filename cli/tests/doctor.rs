@@ -88,7 +88,9 @@ async fn the_worker_s_metrics_carry_each_check_s_severity_and_value() {
         body
     };
     let value = |scrape: &str, metric: &str| -> Option<f64> {
-        let line = scrape.lines().find(|l| l.starts_with(metric) && l.contains("formica_health_check=\"schema\""))?;
+        let line = scrape
+            .lines()
+            .find(|l| l.starts_with(metric) && l.contains("formica_health_check=\"schema\""))?;
         line.rsplit(' ').next()?.parse().ok()
     };
     // The first scrape asks for the gauges; the sample follows within a second or so.

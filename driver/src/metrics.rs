@@ -231,7 +231,9 @@ mod otel {
                     .build(),
                 meter
                     .u64_observable_gauge("formica.health.severity")
-                    .with_description("Each health check's severity: 0 ok (or unknown), 1 warning, 2 critical")
+                    .with_description(
+                        "Each health check's severity: 0 ok (or unknown), 1 warning, 2 critical",
+                    )
                     .with_callback(move |gauge| {
                         wanted_health.store(true, Ordering::Relaxed);
                         let Ok(health) = observed_health.lock() else { return };
@@ -453,7 +455,11 @@ mod otel {
 
         /// Make the health checks once and keep them for the gauges (an error is logged and
         /// the last sample kept).
-        pub(crate) async fn sample_health(&self, utils: &WorkerUtils, thresholds: &crate::inspect::Thresholds) {
+        pub(crate) async fn sample_health(
+            &self,
+            utils: &WorkerUtils,
+            thresholds: &crate::inspect::Thresholds,
+        ) {
             match crate::inspect::health(utils, thresholds).await {
                 Ok(health) => {
                     let Ok(mut sample) = self.health.lock() else { return };

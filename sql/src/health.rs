@@ -20,7 +20,8 @@ pub const EXPECTED: &str = include_str!("../health/graphile_worker_018.facts");
 
 /// [`FETCH_COST`] reading pg_stat_statements in the schema `statements_schema`.
 pub fn fetch_cost(statements_schema: &str) -> String {
-    FETCH_COST.replace(":STATEMENTS", &format!("{}.pg_stat_statements", crate::quote_ident(statements_schema)))
+    FETCH_COST
+        .replace(":STATEMENTS", &format!("{}.pg_stat_statements", crate::quote_ident(statements_schema)))
 }
 
 /// The reindexing chore's per-schema session lock: `$1` true takes it (if free), false

@@ -38,9 +38,9 @@ fn every_formica_metric_the_rules_name_is_one_the_driver_makes() {
     let metrics = include_str!("../../driver/src/metrics.rs");
     let mut named = Vec::new();
     for word in rules.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
-        let instrument = ["_total", "_seconds_bucket", "_seconds"].iter().fold(word.to_owned(), |w, suffix| {
-            w.strip_suffix(suffix).map(str::to_owned).unwrap_or(w)
-        });
+        let instrument = ["_total", "_seconds_bucket", "_seconds"]
+            .iter()
+            .fold(word.to_owned(), |w, suffix| w.strip_suffix(suffix).map(str::to_owned).unwrap_or(w));
         let is_metric = (word.starts_with("formica_") || word.starts_with("messaging_"))
             && !word.starts_with("formica_health_check")
             && word != "messaging_destination_name"

@@ -20,7 +20,12 @@ async fn check(utils: &WorkerUtils, thresholds: &Thresholds, name: &str) -> Chec
 
 /// Read the check `name` until `done` holds (the statistics reach the views within a
 /// second or so), or panic after 15 s with the last one.
-async fn check_until(utils: &WorkerUtils, t: &Thresholds, name: &str, done: impl Fn(&Check) -> bool) -> Check {
+async fn check_until(
+    utils: &WorkerUtils,
+    t: &Thresholds,
+    name: &str,
+    done: impl Fn(&Check) -> bool,
+) -> Check {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
         let found = check(utils, t, name).await;
@@ -66,12 +71,12 @@ async fn a_fresh_schema_is_healthy_and_its_facts_are_graphile_worker_018s() {
     // function bodies are left out: the bodies' digests are Formica's own functions').
     let reference = TestDb::new().await;
     let reference_client = reference.client().await;
-    reference_client
-        .batch_execute(include_str!("../fixtures/graphile_worker_schema.sql"))
-        .await
-        .unwrap();
-    let rows = reference_client.query(formica_sql::health::SCHEMA_FACTS, &[&"graphile_worker"]).await.unwrap();
-    let shape = |facts: Vec<String>| -> Vec<String> { facts.into_iter().filter(|f| !f.starts_with("body ")).collect() };
+    reference_client.batch_execute(include_str!("../fixtures/graphile_worker_schema.sql")).await.unwrap();
+    let rows =
+        reference_client.query(formica_sql::health::SCHEMA_FACTS, &[&"graphile_worker"]).await.unwrap();
+    let shape = |facts: Vec<String>| -> Vec<String> {
+        facts.into_iter().filter(|f| !f.starts_with("body ")).collect()
+    };
     let theirs = shape(rows.iter().map(|r| r.get::<_, String>(0)).collect());
     assert!(!theirs.is_empty());
     assert_eq!(shape(ours), theirs, "the indexes and functions of graphile-worker 0.18's dump");
@@ -82,7 +87,9 @@ async fn a_transaction_held_open_is_named_with_its_backend_until_it_ends() {
     let db = TestDb::migrated().await;
     let utils = db.utils();
     let held = db.client().await;
-    held.batch_execute("set application_name = 'held-by-a-test'; begin; select txid_current()").await.unwrap();
+    held.batch_execute("set application_name = 'held-by-a-test'; begin; select txid_current()")
+        .await
+        .unwrap();
     let pid: i32 = held.query_one("select pg_backend_pid()", &[]).await.unwrap().get(0);
     tokio::time::sleep(Duration::from_millis(1100)).await;
 
@@ -146,7 +153,10 @@ async fn dead_rows_autovacuum_off_and_bloated_indexes_are_reported_with_their_ta
     let db = TestDb::migrated().await;
     let utils = db.utils();
     let client = db.client().await;
-    client.batch_execute("alter table graphile_worker._private_jobs set (autovacuum_enabled = false)").await.unwrap();
+    client
+        .batch_execute("alter table graphile_worker._private_jobs set (autovacuum_enabled = false)")
+        .await
+        .unwrap();
     add_jobs(&client, 20_000).await;
     client.batch_execute("delete from graphile_worker._private_jobs").await.unwrap();
 
@@ -194,16 +204,50 @@ async fn a_dropped_index_and_an_altered_function_are_schema_drift() {
     assert_eq!(schema.severity, Severity::Critical, "{schema:#?}");
     assert_eq!(schema.value, Some(3.0), "{schema:#?}");
     assert!(has(&schema, "critical: missing index jobs_no_queue_index: CREATE INDEX"), "{schema:#?}");
-    assert!(has(&schema, "critical: changed body force_unlock_workers(worker_ids text[]): md5 "), "{schema:#?}");
-    assert!(has(&schema, "warning: not graphile-worker 0.18's function mine(): returns integer"), "{schema:#?}");
+    assert!(
+        has(&schema, "critical: changed body force_unlock_workers(worker_ids text[]): md5 "),
+        "{schema:#?}"
+    );
+    assert!(
+        has(&schema, "warning: not graphile-worker 0.18's function mine(): returns integer"),
+        "{schema:#?}"
+    );
 }
 
-#[tokio::test]
-async fn the_fetch_cost_without_pg_stat_statements_is_unknown_saying_why() {
+/// Without pg_stat_statements the check says so; with it (a server started with
+/// `WITH_POSTGRES_OPTIONS="-c shared_preload_libraries=pg_stat_statements"`), a worker's
+/// fetches are counted and their buffers judged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fetch_cost_comes_from_pg_stat_statements_when_it_is_loaded_and_is_unknown_without() {
     let db = TestDb::migrated().await;
-    let fetch = check(&db.utils(), &Thresholds::default(), "fetch_cost").await;
+    let utils = db.utils();
+    let fetch = check(&utils, &Thresholds::default(), "fetch_cost").await;
     assert_eq!(fetch.severity, Severity::Unknown, "{fetch:#?}");
     assert!(fetch.summary.contains("pg_stat_statements is not installed"), "{fetch:#?}");
+    let client = db.client().await;
+    let preloaded: String =
+        client.query_one("select current_setting('shared_preload_libraries')", &[]).await.unwrap().get(0);
+    if !preloaded.contains("pg_stat_statements") {
+        // Installed but not loaded: the read fails, and the check says why.
+        if client.batch_execute("create extension pg_stat_statements").await.is_ok() {
+            let fetch = check(&utils, &Thresholds::default(), "fetch_cost").await;
+            assert_eq!(fetch.severity, Severity::Unknown, "{fetch:#?}");
+            assert!(fetch.summary.contains("pg_stat_statements cannot be read"), "{fetch:#?}");
+        }
+        return;
+    }
+    client.batch_execute("create extension pg_stat_statements").await.unwrap();
+    add_jobs(&client, 50).await;
+    let options = db.worker_options().define_raw_job("t", |_: formica::JobContext, _| async { Ok(()) });
+    let running = formica_tests::Running::listening(&db.runtime, options).await;
+    db.wait_for_count("select count(*) from graphile_worker._private_jobs", 0, Duration::from_secs(20)).await;
+    running.stop(Duration::from_secs(10)).await;
+    let fetch = check(&utils, &Thresholds::default(), "fetch_cost").await;
+    assert_eq!(fetch.severity, Severity::Ok, "{fetch:#?}");
+    assert!(fetch.value.is_some_and(|buffers| buffers > 0.0), "{fetch:#?}");
+    assert!(fetch.summary.contains(" fetches read "), "{fetch:#?}");
+    let strict = Thresholds { fetch_buffers_warning: 0.5, ..Thresholds::default() };
+    assert_eq!(check(&utils, &strict, "fetch_cost").await.severity, Severity::Warning);
 }
 
 /// The jobs table's indexes bloated: 20,000 jobs added and deleted, then vacuumed.
@@ -225,7 +269,10 @@ async fn the_opt_in_chore_rebuilds_the_bloated_indexes_one_pass_at_a_time() {
     let oid = |name: &'static str| {
         let client = &client;
         async move {
-            let row = client.query_one("select to_regclass('graphile_worker.' || $1::text)::oid", &[&name]).await.unwrap();
+            let row = client
+                .query_one("select to_regclass('graphile_worker.' || $1::text)::oid", &[&name])
+                .await
+                .unwrap();
             row.get::<_, Option<u32>>(0)
         }
     };
@@ -241,15 +288,14 @@ async fn the_opt_in_chore_rebuilds_the_bloated_indexes_one_pass_at_a_time() {
     // A worker with the chore rebuilds them, the most bloated first, a pass at a time.
     let rebuilt = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let seen = rebuilt.clone();
-    let options = db
-        .worker_options()
-        .health_thresholds(t.clone())
-        .reindex_bloated(Duration::from_secs(60))
-        .on_event(move |event| {
-            if let formica::Event::IndexRebuilt { index } = event {
-                seen.lock().unwrap().push(index.clone());
-            }
-        });
+    let options =
+        db.worker_options().health_thresholds(t.clone()).reindex_bloated(Duration::from_secs(60)).on_event(
+            move |event| {
+                if let formica::Event::IndexRebuilt { index } = event {
+                    seen.lock().unwrap().push(index.clone());
+                }
+            },
+        );
     let running = formica_tests::Running::listening(&db.runtime, options).await;
     let deadline = Instant::now() + Duration::from_secs(15);
     while rebuilt.lock().unwrap().is_empty() {
@@ -258,7 +304,11 @@ async fn the_opt_in_chore_rebuilds_the_bloated_indexes_one_pass_at_a_time() {
     }
     running.stop(Duration::from_secs(10)).await;
     let rebuilt = rebuilt.lock().unwrap().clone();
-    assert_eq!(rebuilt.len(), 1, "the first pass rebuilds one index, the next comes a minute later: {rebuilt:?}");
+    assert_eq!(
+        rebuilt.len(),
+        1,
+        "the first pass rebuilds one index, the next comes a minute later: {rebuilt:?}"
+    );
     assert_eq!(rebuilt[0], before[0], "the most bloated first");
     let after = inspect::bloated_indexes(&utils, &t).await.unwrap();
     assert!(!after.contains(&rebuilt[0]), "{after:?}");
@@ -284,7 +334,8 @@ async fn a_pass_drops_the_invalid_copy_an_interrupted_rebuild_left() {
         .batch_execute("create unique index concurrently jobs_main_index_ccnew on graphile_worker._private_jobs (task_id)")
         .await;
     assert!(failed.is_err(), "the build fails on the duplicates");
-    let invalid = "select count(*) from pg_index i join pg_class c on c.oid = i.indexrelid where not i.indisvalid";
+    let invalid =
+        "select count(*) from pg_index i join pg_class c on c.oid = i.indexrelid where not i.indisvalid";
     assert_eq!(db.count(invalid).await, 1);
     let t = Thresholds { bloat_min_bytes: 100 << 10, ..Thresholds::default() };
     let rebuilt = utils.reindex_bloated(&t).await.unwrap();
@@ -298,7 +349,8 @@ async fn a_pass_drops_the_invalid_copy_an_interrupted_rebuild_left() {
 async fn the_dashboard_shows_a_banner_on_every_page_while_a_check_is_wrong_and_answers_the_checks() {
     let db = TestDb::migrated().await;
     let utils = db.utils();
-    let healthy = formica_tests::dashboard::Dashboard::start(utils.clone(), formica_ui::Options::default()).await;
+    let healthy =
+        formica_tests::dashboard::Dashboard::start(utils.clone(), formica_ui::Options::default()).await;
     let page = healthy.get("/").await;
     assert_eq!(page.status, 200, "{}", page.body);
     assert!(!page.body.contains(r#"id="health""#), "no banner while healthy: {}", page.body);
@@ -310,12 +362,17 @@ async fn the_dashboard_shows_a_banner_on_every_page_while_a_check_is_wrong_and_a
         let page = ui.get(path).await;
         assert_eq!(page.status, 200, "{path}: {}", page.body);
         let banner = page.body.split(r#"<div class="banner critical" id="health">"#).nth(1);
-        let banner = banner.and_then(|b| b.split("</div>").next()).unwrap_or_else(|| panic!("{path}: {}", page.body));
-        assert!(banner.contains("<strong>schema</strong> (critical): missing index jobs_main_index"), "{banner}");
+        let banner =
+            banner.and_then(|b| b.split("</div>").next()).unwrap_or_else(|| panic!("{path}: {}", page.body));
+        assert!(
+            banner.contains("<strong>schema</strong> (critical): missing index jobs_main_index"),
+            "{banner}"
+        );
     }
     let api = ui.get("/api/health").await;
     assert_eq!(api.status, 200);
-    let schema = api.json()["checks"].as_array().unwrap().iter().find(|c| c["name"] == "schema").cloned().unwrap();
+    let schema =
+        api.json()["checks"].as_array().unwrap().iter().find(|c| c["name"] == "schema").cloned().unwrap();
     assert_eq!(schema["severity"], "critical", "{schema}");
     assert_eq!(schema["value"], 1.0, "{schema}");
 }

@@ -64,7 +64,14 @@ pub(crate) async fn page_context(
 fn banner(health: &formica::inspect::Health) -> String {
     let wrong: String = health
         .wrong()
-        .map(|check| format!("<li><strong>{}</strong> ({}): {}</li>", esc(check.name), check.severity.name(), esc(&check.summary)))
+        .map(|check| {
+            format!(
+                "<li><strong>{}</strong> ({}): {}</li>",
+                esc(check.name),
+                check.severity.name(),
+                esc(&check.summary)
+            )
+        })
         .collect();
     if wrong.is_empty() {
         return String::new();

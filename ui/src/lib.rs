@@ -172,7 +172,12 @@ pub fn router(utils: WorkerUtils, options: Options) -> Router {
 }
 
 fn build(utils: WorkerUtils, options: Options) -> (Router, State) {
-    let state: State = Arc::new(Shared { utils, options, throughput: data::Throughput::default(), health: data::HealthCache::default() });
+    let state: State = Arc::new(Shared {
+        utils,
+        options,
+        throughput: data::Throughput::default(),
+        health: data::HealthCache::default(),
+    });
     let pages = Router::new()
         .merge(pages::routes())
         .merge(history::routes())

@@ -170,7 +170,10 @@ pub async fn health(utils: &WorkerUtils, thresholds: &Thresholds) -> Result<Heal
     let tables = tables.and_then(|rows| rows.iter().map(Relation::from_row).collect::<Result<Vec<_>, _>>());
     let checks = vec![
         unreadable("horizon", horizon(utils, t).await),
-        unreadable("dead_rows", tables.as_ref().map(|tables| dead_rows(tables, t)).map_err(Error::clone_text)),
+        unreadable(
+            "dead_rows",
+            tables.as_ref().map(|tables| dead_rows(tables, t)).map_err(Error::clone_text),
+        ),
         unreadable(
             "autovacuum",
             match &tables {
@@ -237,14 +240,16 @@ fn judged(name: &'static str, findings: Vec<(Severity, String)>, value: Option<f
     let summary = match severity {
         Severity::Ok | Severity::Unknown => ok,
         _ => {
-            let first = findings.iter().find(|(s, _)| *s == severity).map(|(_, e)| e.as_str()).unwrap_or_default();
+            let first =
+                findings.iter().find(|(s, _)| *s == severity).map(|(_, e)| e.as_str()).unwrap_or_default();
             match wrong {
                 1 => first.to_owned(),
                 n => format!("{first} (and {} more)", n - 1),
             }
         }
     };
-    let evidence = findings.into_iter().map(|(severity, line)| format!("{}: {line}", severity.name())).collect();
+    let evidence =
+        findings.into_iter().map(|(severity, line)| format!("{}: {line}", severity.name())).collect();
     Check { name, severity, summary, value, evidence }
 }
 
@@ -391,7 +396,9 @@ fn dead_rows(tables: &[Relation], t: &Thresholds) -> Check {
 /// Tables past autovacuum's trigger point that it has not vacuumed for a while, or may not.
 async fn autovacuum(utils: &WorkerUtils, tables: &[Relation], t: &Thresholds) -> Result<Check, Error> {
     // A table never vacuumed is behind only once the server has been up long enough.
-    let rows = read(utils, "select extract(epoch from now() - pg_postmaster_start_time())::float8 as up", &[]).await?;
+    let rows =
+        read(utils, "select extract(epoch from now() - pg_postmaster_start_time())::float8 as up", &[])
+            .await?;
     let up: f64 = rows.first().map(|row| get(row, "up")).transpose()?.unwrap_or(0.0);
     let mut findings = Vec::new();
     let mut jobs_age = None;
@@ -404,7 +411,9 @@ async fn autovacuum(utils: &WorkerUtils, tables: &[Relation], t: &Thresholds) ->
         if dead <= threshold {
             continue;
         }
-        let last = table.vacuum_age_seconds.map_or_else(|| "never vacuumed".into(), |a| format!("last vacuumed {} ago", span(a)));
+        let last = table
+            .vacuum_age_seconds
+            .map_or_else(|| "never vacuumed".into(), |a| format!("last vacuumed {} ago", span(a)));
         if table.autovacuum_enabled == Some(false) {
             findings.push((
                 Severity::Warning,
@@ -413,7 +422,10 @@ async fn autovacuum(utils: &WorkerUtils, tables: &[Relation], t: &Thresholds) ->
         } else if age >= t.autovacuum_behind.as_secs_f64() {
             findings.push((
                 Severity::Warning,
-                format!("table {}: {dead} dead rows are past autovacuum's trigger point of {threshold}, {last}", table.name),
+                format!(
+                    "table {}: {dead} dead rows are past autovacuum's trigger point of {threshold}, {last}",
+                    table.name
+                ),
             ));
         }
     }
@@ -440,7 +452,8 @@ fn bloat(relations: &[Relation], t: &Thresholds) -> Check {
             r if r >= t.bloat_ratio_warning => Severity::Warning,
             _ => Severity::Ok,
         };
-        let of = if relation.kind == "index" { format!(" of table {}", relation.table) } else { String::new() };
+        let of =
+            if relation.kind == "index" { format!(" of table {}", relation.table) } else { String::new() };
         findings.push((
             severity,
             format!(
@@ -485,28 +498,32 @@ async fn fetch_cost(utils: &WorkerUtils, t: &Thresholds) -> Result<Check, Error>
         return Ok(Check {
             name: "fetch_cost",
             severity: Severity::Unknown,
-            summary: "pg_stat_statements is not installed in this database: the fetch's cost is not measured \
+            summary:
+                "pg_stat_statements is not installed in this database: the fetch's cost is not measured \
                       here (the workers' fetch duration metric is)"
-                .into(),
+                    .into(),
             value: None,
             evidence: vec![],
         });
     };
     let jobs = format!("{}.{JOBS_TABLE}", sql::quote_ident(utils.schema()));
     let limited = format!("{}.lock_jobs_limited", sql::quote_ident(&sql::records_schema(utils.schema())));
-    let rows = match read(utils, &sql::health::fetch_cost(&schema), &[(&jobs, Type::TEXT), (&limited, Type::TEXT)]).await {
-        Ok(rows) => rows,
-        // Installed but not loaded (shared_preload_libraries), or too old a version.
-        Err(e) => {
-            return Ok(Check {
-                name: "fetch_cost",
-                severity: Severity::Unknown,
-                summary: format!("pg_stat_statements cannot be read: {e}"),
-                value: None,
-                evidence: vec![],
-            })
-        }
-    };
+    let rows =
+        match read(utils, &sql::health::fetch_cost(&schema), &[(&jobs, Type::TEXT), (&limited, Type::TEXT)])
+            .await
+        {
+            Ok(rows) => rows,
+            // Installed but not loaded (shared_preload_libraries), or too old a version.
+            Err(e) => {
+                return Ok(Check {
+                    name: "fetch_cost",
+                    severity: Severity::Unknown,
+                    summary: format!("pg_stat_statements cannot be read: {e}"),
+                    value: None,
+                    evidence: vec![],
+                })
+            }
+        };
     let row = rows.first().ok_or_else(|| Error::Row("the fetch's cost answered no row".into()))?;
     let (calls, total_ms, buffers, jobs): (i64, f64, i64, i64) =
         (get(row, "calls")?, get(row, "total_ms")?, get(row, "buffers")?, get(row, "rows")?);
@@ -585,8 +602,8 @@ pub(crate) fn drift(expected: &str, actual: &[String]) -> Vec<(Severity, String)
         }
     }
     for (key, definition) in &actual {
-        let extra = !expected.contains_key(key)
-            && function_of(key).is_none_or(|f| expected.contains_key(f.as_str()));
+        let extra =
+            !expected.contains_key(key) && function_of(key).is_none_or(|f| expected.contains_key(f.as_str()));
         if extra {
             findings.push((Severity::Warning, format!("not graphile-worker 0.18's {key}: {definition}")));
         }
@@ -600,7 +617,8 @@ mod tests {
 
     #[test]
     fn drift_names_what_is_missing_changed_or_added_once_per_function() {
-        let expected = "index a: CREATE INDEX a ON t (x)\nfunction f(x int): returns int\nbody f(x int): md5 1\n";
+        let expected =
+            "index a: CREATE INDEX a ON t (x)\nfunction f(x int): returns int\nbody f(x int): md5 1\n";
         let same: Vec<String> = expected.lines().map(str::to_owned).collect();
         assert!(drift(expected, &same).is_empty());
         let actual = vec![
@@ -623,7 +641,10 @@ mod tests {
 
     #[test]
     fn spans_and_sizes_read_as_people_write_them() {
-        assert_eq!((span(42.0), span(600.0), span(7200.0), span(200_000.0)), ("42 s".into(), "10 min".into(), "2 h".into(), "2 d".into()));
+        assert_eq!(
+            (span(42.0), span(600.0), span(7200.0), span(200_000.0)),
+            ("42 s".into(), "10 min".into(), "2 h".into(), "2 d".into())
+        );
         assert_eq!((size(512.0), size(3.5 * 1024.0 * 1024.0)), ("512 B".into(), "3.5 MB".into()));
     }
 }

@@ -106,9 +106,9 @@ impl Bound<'_> {
                 let settled: Option<i64> = rows.first().map(|row| row.try_get(0)).transpose()?.flatten();
                 QueryResult::Resolved { settled: settled.map_or(0, |n| u64::try_from(n).unwrap_or(0)) }
             }
-            Answer::Reindexed => {
-                QueryResult::Reindexed { index: rows.first().map(|row| row.try_get(0)).transpose()?.flatten() }
-            }
+            Answer::Reindexed => QueryResult::Reindexed {
+                index: rows.first().map(|row| row.try_get(0)).transpose()?.flatten(),
+            },
             Answer::Done => QueryResult::Done,
             Answer::Fenced if rows.is_empty() => QueryResult::Done,
             Answer::Fenced => {
