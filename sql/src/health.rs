@@ -10,15 +10,17 @@ pub const TABLES: &str = include_str!("../queries/health/tables.sql");
 pub const SCHEMA_FACTS: &str = include_str!("../queries/health/schema_facts.sql");
 /// The schema pg_stat_statements is installed in, if it is.
 pub const STAT_STATEMENTS: &str = include_str!("../queries/health/stat_statements.sql");
-/// The fetches' totals in pg_stat_statements; `:STATEMENTS` is its view (see
-/// [`fetch_cost`]).
+/// The fetches' totals in pg_stat_statements; `:STATEMENTS` is its view, put in by
+/// [`fetch_cost`].
 const FETCH_COST: &str = include_str!("../queries/health/fetch_cost.sql");
 /// graphile-worker 0.18's schema as [`SCHEMA_FACTS`] reads it, one fact a line (the index
 /// and function facts are those of the schema fixture of Formica's tests; the bodies'
 /// digests those of the functions Formica's migrations install).
 pub const EXPECTED: &str = include_str!("../health/graphile_worker_018.facts");
 
-/// [`FETCH_COST`] reading pg_stat_statements in the schema `statements_schema`.
+/// The fetches' totals in pg_stat_statements (`sql/queries/health/fetch_cost.sql`: `$1` the
+/// quoted jobs table, `$2` the quoted `lock_jobs_limited`), reading its view in the schema
+/// `statements_schema`.
 pub fn fetch_cost(statements_schema: &str) -> String {
     FETCH_COST
         .replace(":STATEMENTS", &format!("{}.pg_stat_statements", crate::quote_ident(statements_schema)))

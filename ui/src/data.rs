@@ -44,7 +44,7 @@ pub struct HealthCache {
 }
 
 impl HealthCache {
-    /// The health, read anew if the last read is older than [`HEALTH_FRESH`].
+    /// The health, read anew if the last read is older than 30 seconds.
     pub async fn get(&self, utils: &WorkerUtils) -> Result<Arc<inspect::Health>, Error> {
         let fresh = |last: &Option<(Instant, Arc<inspect::Health>)>| {
             last.as_ref().filter(|(at, _)| at.elapsed() < HEALTH_FRESH).map(|(_, health)| health.clone())
