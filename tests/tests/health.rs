@@ -135,6 +135,26 @@ async fn a_replication_slot_nobody_reads_warns_with_the_wal_it_keeps() {
     assert_eq!(horizon.severity, Severity::Critical, "{horizon:#?}");
 }
 
+#[tokio::test]
+async fn a_prepared_transaction_left_behind_is_named() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let client = db.client().await;
+    let gid = format!("{}_tx", db.name);
+    // scripts/with-postgres allows prepared transactions (max_prepared_transactions = 8).
+    client
+        .batch_execute(&format!("begin; select txid_current(); prepare transaction '{gid}'"))
+        .await
+        .unwrap_or_else(|e| panic!("prepare a transaction (max_prepared_transactions > 0?): {e}"));
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let warn = Thresholds { horizon_warning: Duration::from_secs(1), ..Thresholds::default() };
+    let horizon = check(&utils, &warn, "horizon").await;
+    client.batch_execute(&format!("rollback prepared '{gid}'")).await.unwrap();
+    assert_eq!(horizon.severity, Severity::Warning, "{horizon:#?}");
+    assert!(has(&horizon, &format!("prepared transaction {gid:?}: prepared 1 s ago")), "{horizon:#?}");
+    assert_eq!(check(&utils, &warn, "horizon").await.severity, Severity::Ok, "rolled back");
+}
+
 /// `n` jobs of task `t`, added in one statement.
 async fn add_jobs(client: &tokio_postgres::Client, n: i32) {
     client
