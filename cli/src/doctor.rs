@@ -23,7 +23,7 @@ pub struct DoctorArgs {
     /// (`10m`).
     #[arg(long, value_parser = crate::controls::period_ms)]
     autovacuum_behind: Option<u32>,
-    /// Dead rows and bloat count only from this many rows and bytes on (`10000`, 64 MiB).
+    /// Dead rows count only from this many on (default 10000).
     #[arg(long)]
     dead_rows_min: Option<u32>,
     /// Bloat counts only from this many bytes on (default 64 MiB).

@@ -170,18 +170,15 @@ pub async fn health(utils: &WorkerUtils, thresholds: &Thresholds) -> Result<Heal
     let tables = tables.and_then(|rows| rows.iter().map(Relation::from_row).collect::<Result<Vec<_>, _>>());
     let checks = vec![
         unreadable("horizon", horizon(utils, t).await),
-        unreadable(
-            "dead_rows",
-            tables.as_ref().map(|tables| dead_rows(tables, t)).map_err(Error::clone_text),
-        ),
+        unreadable("dead_rows", tables.as_ref().map(|tables| dead_rows(tables, t)).map_err(again)),
         unreadable(
             "autovacuum",
             match &tables {
                 Ok(tables) => autovacuum(utils, tables, t).await,
-                Err(e) => Err(e.clone_text()),
+                Err(e) => Err(again(e)),
             },
         ),
-        unreadable("bloat", tables.as_ref().map(|tables| bloat(tables, t)).map_err(Error::clone_text)),
+        unreadable("bloat", tables.as_ref().map(|tables| bloat(tables, t)).map_err(again)),
         unreadable("fetch_cost", fetch_cost(utils, t).await),
         unreadable("schema", schema(utils).await),
     ];
@@ -199,11 +196,9 @@ fn unreadable(name: &'static str, check: Result<Check, Error>) -> Check {
     })
 }
 
-impl Error {
-    /// The same error's text, for a second check that read the same failed statement.
-    fn clone_text(&self) -> Error {
-        Error::Row(self.to_string())
-    }
+/// The error `e` again, as text, for a second check that read the same failed statement.
+fn again(e: &Error) -> Error {
+    Error::Row(e.to_string())
 }
 
 /// `seconds` for people: `42 s`, `12 min`, `3 h`, `2 d`.
