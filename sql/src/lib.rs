@@ -27,6 +27,7 @@
 pub mod bulk;
 mod fill;
 pub mod flow;
+pub mod health;
 pub mod history;
 pub mod inspect;
 pub mod migrate;

@@ -134,6 +134,10 @@ pub struct Config {
     /// Run the workflows' resolver this often (`None`: not; the driver sets it). Not in
     /// `run_once` mode; at most [`MAX_CHORE_PERIOD`](super::MAX_CHORE_PERIOD).
     pub resolve_workflows: Option<Duration>,
+    /// Run the reindexing chore this often (`None`, the default: not; the driver sets it
+    /// when asked). Not in `run_once` mode; at most
+    /// [`MAX_CHORE_PERIOD`](super::MAX_CHORE_PERIOD).
+    pub reindex_bloated: Option<Duration>,
 }
 
 impl Default for Config {
@@ -168,6 +172,7 @@ impl Default for Config {
             task_concurrency: BTreeMap::new(),
             prune_history: None,
             resolve_workflows: None,
+            reindex_bloated: None,
         }
     }
 }
