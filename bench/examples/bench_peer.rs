@@ -14,8 +14,8 @@
 //! build (the benchmark's).
 //! `DURABLE=1` makes `noop` a raw task that completes its job in its own (empty) transaction,
 //! `DURABLE=2` one that runs one empty step (docs/guide/durable-jobs.md), to measure their cost.
-//! `HISTORY=1` keeps the job history (Formica's default); unset or 0 the peer runs without
-//! it, as graphile-worker keeps none, so the side-by-side compares like with like.
+//! The worker runs with Formica's defaults, as users get it: job history on. `HISTORY=0`
+//! turns history off (graphile-worker keeps none), to compare like with like.
 use formica_bench::setting;
 use formica_tokio::{
     stop_on_signals, HistoryOptions, JobContext, JobSpec, RawJob, Task, TaskHandler, TaskResult,
@@ -59,7 +59,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         (Some(2), _) => options.define_payload_job("noop", |_, _| async { Ok(()) }),
         _ => options.define_job::<Noop>(),
     };
-    if setting::<i64>("HISTORY") != Some(1) {
+    if setting::<i64>("HISTORY") == Some(0) {
         options = options.history(HistoryOptions::off());
     }
     if let Some(n) = setting::<i64>("CONCURRENCY") {

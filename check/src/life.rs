@@ -97,6 +97,7 @@ pub(crate) fn written_ids(statement: &Statement) -> Vec<i64> {
         | Statement::ReadSchedules
         | Statement::PruneHistory { .. }
         | Statement::ResolveWorkflows
+        | Statement::ReindexBloated
         | Statement::ReturnUnknown { .. } => vec![],
     }
 }

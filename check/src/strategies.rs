@@ -145,6 +145,8 @@ pub fn worker_config(index: usize) -> impl Strategy<Value = Config> {
                         every: Duration::seconds(3),
                     }),
                     resolve_workflows: (seed % 4 < 2).then_some(Duration::seconds(2)),
+                    // Off: the driver carries a pass out by itself, not as a bound statement.
+                    reindex_bloated: None,
                     runtime_schedules: None,
                     task_timeouts: Default::default(),
                     task_policies: Default::default(),

@@ -27,6 +27,10 @@ pub enum Admin {
     /// Job counts per task and queue, every worker (by its lease, lapsed ones marked, or its
     /// locks), and the schema version.
     Status,
+    /// Check the queue's health (vacuum's horizon, dead rows, autovacuum, bloat, the fetch's
+    /// cost, the schema): each check with its evidence; exits 3 on a warning, 4 on a
+    /// critical finding (docs/guide/health.md).
+    Doctor(crate::doctor::DoctorArgs),
     /// Delete jobs as if they had succeeded (jobs a live worker holds are skipped).
     Complete {
         /// Job ids.
@@ -322,6 +326,7 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
             let version = inspect::schema_version(utils).await?;
             crate::output::print_status(out, &overview, &workers, version);
         }
+        Admin::Doctor(args) => return crate::doctor::run(args, utils, out).await,
         Admin::Complete { ids } => {
             let jobs = utils.complete_jobs(&ids).await?;
             print_jobs(out, &jobs);

@@ -95,7 +95,7 @@ pub struct LimitArgs {
 }
 
 /// `1s`, `500ms`, `1m`, `1h` in milliseconds.
-fn period_ms(text: &str) -> Result<u32, String> {
+pub(crate) fn period_ms(text: &str) -> Result<u32, String> {
     let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
     let number: u32 = number.parse().map_err(|_| format!("{text}: a number then ms, s, m or h"))?;

@@ -7,6 +7,7 @@ mod admin;
 mod bulk;
 mod controls;
 mod crontab;
+mod doctor;
 mod embedded;
 mod history;
 mod metrics;
@@ -32,6 +33,10 @@ use std::time::Duration;
 /// start or announced to the running worker (as graphile-worker).
 const EXIT_NEWER_SCHEMA: u8 = 57;
 
+/// `formica doctor`'s exit code, plus the worst severity's level: 3 a warning, 4 critical
+/// (1 is a failure to check, 2 a mistake in the command line).
+const EXIT_UNHEALTHY: u8 = 2;
+
 /// Why `formica` failed.
 #[derive(Debug)]
 enum Failure {
@@ -46,6 +51,8 @@ enum Failure {
         /// Why it could not be read.
         source: std::io::Error,
     },
+    /// `formica doctor` found something wrong, this badly (a warning or critical).
+    Unhealthy(formica_tokio::inspect::Severity),
 }
 
 impl<E: Into<Error>> From<E> for Failure {
@@ -60,6 +67,9 @@ impl std::fmt::Display for Failure {
             Failure::Formica(error) => error.fmt(f),
             Failure::Command(message) => f.write_str(message),
             Failure::TasksFolder { path, source } => write!(f, "tasks folder {}: {source}", path.display()),
+            Failure::Unhealthy(worst) => {
+                write!(f, "the queue is not healthy: the worst check is {}", worst.name())
+            }
         }
     }
 }
@@ -208,6 +218,11 @@ struct RunArgs {
     /// Milliseconds between two samples of the queue depth gauge (one query each).
     #[arg(long, default_value_t = DEFAULT_QUEUE_DEPTH_INTERVAL.as_millis() as u64)]
     queue_depth_interval: u64,
+    /// Milliseconds between passes of the reindexing chore (off by default; at least a
+    /// minute): each rebuilds the jobs table's most bloated index concurrently, one pass at
+    /// a time across workers (docs/guide/health.md).
+    #[arg(long, value_name = "MS")]
+    reindex_bloated_every: Option<u64>,
 }
 
 /// A count that zero would make meaningless (clap names the flag in the error).
@@ -267,6 +282,9 @@ async fn run_worker(url: &str, schema: &str, run: RunArgs, found: exec::Discover
         .max_pool_size(run.max_pool_size)
         .migrate(!run.no_migrate)
         .queue_depth_interval(Duration::from_millis(run.queue_depth_interval));
+    if let Some(every) = run.reindex_bloated_every {
+        options = options.reindex_bloated(Duration::from_millis(every));
+    }
     let default_crontab = PathBuf::from("crontab");
     match run.crontab.or_else(|| default_crontab.is_file().then_some(default_crontab)) {
         Some(file) => {
@@ -424,10 +442,12 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("formica: {}", output::visible_lines(&e.to_string()));
-            if matches!(e, Failure::Formica(Error::Migrate(MigrateError::NewerBreaking { .. }))) {
-                ExitCode::from(EXIT_NEWER_SCHEMA)
-            } else {
-                ExitCode::FAILURE
+            match e {
+                Failure::Formica(Error::Migrate(MigrateError::NewerBreaking { .. })) => {
+                    ExitCode::from(EXIT_NEWER_SCHEMA)
+                }
+                Failure::Unhealthy(worst) => ExitCode::from(EXIT_UNHEALTHY + worst.level() as u8),
+                _ => ExitCode::FAILURE,
             }
         }
     }

@@ -9,6 +9,7 @@ mod controls;
 mod crash;
 mod defaults;
 mod dependencies;
+mod doctor;
 mod flags;
 mod flow_crash;
 mod history;

@@ -1,6 +1,6 @@
-//! The worker's chores in `core::sim` (`core/src/worker/chores.rs`): the history pruner and
-//! the workflows' resolver, each sent by the machine as a statement and answered by the
-//! simulated database. Workers started together, with queries failing at random:
+//! The worker's chores in `core::sim` (`core/src/worker/chores.rs`): the history pruner,
+//! the workflows' resolver and the reindexing chore, each sent by the machine as a statement
+//! and answered by the simulated database. Workers started together, with queries failing at random:
 //!
 //! - never two passes of one chore out at once, and none sent after a shutdown request;
 //! - after a pass ends, the next is due within its period, and no sooner than three quarters
@@ -25,6 +25,7 @@ use std::collections::BTreeMap;
 
 const PRUNE_EVERY: Duration = Duration::seconds(3);
 const RESOLVE_EVERY: Duration = Duration::seconds(2);
+const REINDEX_EVERY: Duration = Duration::seconds(5);
 
 fn retention() -> Retention {
     Retention { completed: Some(Duration::days(7)), failed: Some(Duration::days(30)), cancelled: None }
@@ -38,6 +39,7 @@ fn config(n: usize, seed: u64) -> Config {
         seed,
         prune_history: Some(Pruning { retention: retention(), every: PRUNE_EVERY }),
         resolve_workflows: Some(RESOLVE_EVERY),
+        reindex_bloated: Some(REINDEX_EVERY),
         ..Config::default()
     }
 }
@@ -47,8 +49,16 @@ fn chore(statement: &Statement) -> Option<(&'static str, Duration)> {
     match statement {
         Statement::PruneHistory { .. } => Some(("prune", PRUNE_EVERY)),
         Statement::ResolveWorkflows => Some(("resolve", RESOLVE_EVERY)),
+        Statement::ReindexBloated => Some(("reindex", REINDEX_EVERY)),
         _ => None,
     }
+}
+
+/// The period of the chore `name`.
+fn chore_every(name: &str) -> Option<Duration> {
+    [("prune", PRUNE_EVERY), ("resolve", RESOLVE_EVERY), ("reindex", REINDEX_EVERY)]
+        .into_iter()
+        .find_map(|(n, every)| (n == name).then_some(every))
 }
 
 /// One pass as the trace tells it.
@@ -130,12 +140,12 @@ proptest! {
         world.run_for(Duration::minutes(5));
         let passes = passes(&world).map_err(TestCaseError::fail)?;
         for ((w, name), passes) in &passes {
-            let every = if *name == "prune" { PRUNE_EVERY } else { RESOLVE_EVERY };
+            let every = chore_every(name).expect("a chore's period");
             prop_assert!(passes.len() >= 3, "w{w} ran its {name} chore {} times", passes.len());
             check_spacing(name, every, passes).map_err(|e| TestCaseError::fail(format!("w{w} {e}")))?;
         }
         // Workers started together spread: no two send their passes at the same times.
-        for name in ["prune", "resolve"] {
+        for name in ["prune", "resolve", "reindex"] {
             let times: Vec<Vec<Timestamp>> =
                 (0..workers).map(|w| passes[&(w, name)].iter().map(|p| p.sent).collect()).collect();
             for (a, b) in times.iter().enumerate().flat_map(|(i, a)| times[i + 1..].iter().map(move |b| (a, b))) {

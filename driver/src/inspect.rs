@@ -16,6 +16,7 @@
 //! the column.
 
 mod cron;
+mod health;
 mod lease;
 mod query;
 mod workflows;
@@ -34,6 +35,7 @@ use formica_sql as sql;
 /// The states a job is in, one at a time, in the order people read them (`jobs`' and the
 /// bulk filters' `state`).
 pub use formica_sql::JOB_STATES;
+pub use health::{bloated_indexes, health, Check, Health, Severity, Thresholds, CHECKS};
 pub use lease::{readiness, LeaseSeen, Liveness};
 use query::{get, read};
 use serde::Serialize;

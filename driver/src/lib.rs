@@ -41,7 +41,8 @@
 //! path. A few modules are namespaces of their own:
 //!
 //! - [`inspect`]: the queue as people see it (counts, jobs, workers, cron items,
-//!   workflows), the read model of the dashboard and the `formica` command.
+//!   workflows, and its health: [`inspect::health`]), the read model of the dashboard and
+//!   the `formica` command.
 //! - [`rows`]: result rows read into [`Job`]s, for readers with queries of their own.
 //! - [`cron`] (graphile-worker's crontab format: [`cron::Crontab`], [`cron::Cron`]),
 //!   [`text`] (text made storable), [`unique`] (unique jobs' keys): the core's modules.
@@ -89,6 +90,9 @@ pub use middleware::{Next, TaskOutcome};
 
 mod migrate;
 pub use migrate::MigrationReport;
+
+mod reindex;
+pub use reindex::REINDEX_TIMEOUT;
 
 mod runtime;
 pub use runtime::{Address, Runtime, Socket};

@@ -9,7 +9,11 @@
 //! [`WorkerOptions::queue_depth_interval`](crate::WorkerOptions::queue_depth_interval) once
 //! something has collected those gauges (the query scans the jobs table, a cost for a big
 //! backlog that a worker whose metrics nobody reads should not pay), and
-//! whether the worker is up (started, its lease renewed, not stopped).
+//! whether the worker is up (started, its lease renewed, not stopped), and the queue's
+//! health checks ([`crate::inspect::health`]: `formica.health.severity` and
+//! `formica.health.value` by `formica.health.check`), sampled every
+//! [`HEALTH_INTERVAL`] once something has collected those gauges, beside the
+//! queue depth and never on a job's path.
 //!
 //! Instruments come from the global meter provider (`opentelemetry::global`), so they cost
 //! next to nothing until the application installs one (the `formica` CLI does with
@@ -22,6 +26,10 @@
 
 #[cfg(feature = "metrics")]
 pub(crate) use self::otel::Metrics;
+
+/// How often a worker whose health gauges are read makes the health checks (catalog reads,
+/// a few milliseconds on any table).
+pub(crate) const HEALTH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Metrics turned off at compile time: every call does nothing.
 #[cfg(not(feature = "metrics"))]
@@ -42,6 +50,10 @@ impl Metrics {
         false
     }
     pub(crate) async fn sample_queue_depth(&self, _: &crate::WorkerUtils) {}
+    pub(crate) fn health_wanted(&self) -> bool {
+        false
+    }
+    pub(crate) async fn sample_health(&self, _: &crate::WorkerUtils, _: &crate::inspect::Thresholds) {}
 }
 
 #[cfg(feature = "metrics")]
@@ -73,6 +85,8 @@ mod otel {
     type Depths = Arc<Mutex<BTreeMap<(String, &'static str), u64>>>;
     /// Latest age in seconds of the oldest due job by task; a task seen once stays, at zero.
     type OldestDue = Arc<Mutex<BTreeMap<String, f64>>>;
+    /// Latest health by check: its severity's level and its measure.
+    type HealthSample = Arc<Mutex<BTreeMap<&'static str, (u64, Option<f64>)>>>;
 
     /// The attribute sets of one (task, queue), built once: recording a job outcome then
     /// allocates nothing.
@@ -131,9 +145,13 @@ mod otel {
         up: Arc<AtomicU64>,
         /// The pauses this worker obeys (`all`, `task:<name>`, `queue:<name>`).
         paused: Arc<std::sync::Mutex<Vec<String>>>,
+        health: HealthSample,
+        /// Set once a reader collected the health gauges.
+        health_wanted: Arc<AtomicBool>,
         /// Observed when collected; kept so their callbacks live as long as the worker.
         _gauges: Vec<ObservableGauge<u64>>,
         _age: ObservableGauge<f64>,
+        _health_value: ObservableGauge<f64>,
         worker: KeyValue,
     }
 
@@ -160,6 +178,11 @@ mod otel {
             let up = Arc::new(AtomicU64::new(0));
             let observed_up =
                 (up.clone(), KeyValue::new("messaging.consumer.group.name", worker_id.to_owned()));
+            let health = HealthSample::default();
+            let (observed_health, observed_values) = (health.clone(), health.clone());
+            let health_wanted = Arc::new(AtomicBool::new(false));
+            let (wanted_health, wanted_values) = (health_wanted.clone(), health_wanted.clone());
+            let check = |name: &'static str| [KeyValue::new("formica.health.check", name)];
             let paused = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
             let observed_paused = (paused.clone(), observed_up.1.clone());
             let (pool_used, pool_idle, pool_waiting) = (pool.clone(), pool.clone(), pool.clone());
@@ -207,6 +230,19 @@ mod otel {
                     })
                     .build(),
                 meter
+                    .u64_observable_gauge("formica.health.severity")
+                    .with_description(
+                        "Each health check's severity: 0 ok (or unknown), 1 warning, 2 critical",
+                    )
+                    .with_callback(move |gauge| {
+                        wanted_health.store(true, Ordering::Relaxed);
+                        let Ok(health) = observed_health.lock() else { return };
+                        for (name, (level, _)) in health.iter() {
+                            gauge.observe(*level, &check(name));
+                        }
+                    })
+                    .build(),
+                meter
                     .u64_observable_gauge("db.client.connection.count")
                     .with_unit("{connection}")
                     .with_description("Pool connections open: in use and idle")
@@ -244,6 +280,22 @@ mod otel {
                     }
                 })
                 .build();
+            let health_value = meter
+                .f64_observable_gauge("formica.health.value")
+                .with_description(
+                    "Each health check's measure: seconds (horizon, autovacuum), rows (dead_rows), bytes (bloat), \
+                     buffers per fetch (fetch_cost), differences (schema)",
+                )
+                .with_callback(move |gauge| {
+                    wanted_values.store(true, Ordering::Relaxed);
+                    let Ok(health) = observed_values.lock() else { return };
+                    for (name, (_, value)) in health.iter() {
+                        if let Some(value) = value {
+                            gauge.observe(*value, &check(name));
+                        }
+                    }
+                })
+                .build();
             Metrics {
                 completed: jobs("formica.jobs.completed", "Jobs whose task succeeded"),
                 failed: jobs("formica.jobs.failed", "Failed attempts (retried or not)"),
@@ -268,8 +320,11 @@ mod otel {
                 depth_wanted,
                 up,
                 paused,
+                health,
+                health_wanted,
                 _gauges: gauges,
                 _age: age,
+                _health_value: health_value,
                 worker: KeyValue::new("messaging.consumer.group.name", worker_id.to_owned()),
             }
         }
@@ -388,6 +443,31 @@ mod otel {
                     }
                 }
                 Err(e) => tracing::warn!(error = %e, "cannot sample the queue depth for metrics"),
+            }
+        }
+    }
+
+    impl Metrics {
+        /// Whether a reader has collected the health gauges.
+        pub(crate) fn health_wanted(&self) -> bool {
+            self.health_wanted.load(Ordering::Relaxed)
+        }
+
+        /// Make the health checks once and keep them for the gauges (an error is logged and
+        /// the last sample kept).
+        pub(crate) async fn sample_health(
+            &self,
+            utils: &WorkerUtils,
+            thresholds: &crate::inspect::Thresholds,
+        ) {
+            match crate::inspect::health(utils, thresholds).await {
+                Ok(health) => {
+                    let Ok(mut sample) = self.health.lock() else { return };
+                    for check in health.checks {
+                        sample.insert(check.name, (check.severity.level(), check.value));
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot sample the queue's health for metrics"),
             }
         }
     }

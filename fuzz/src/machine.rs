@@ -99,6 +99,7 @@ fn worker_config(index: usize, b: &mut Bytes<'_>) -> Config {
         // checks the chores), and reading more bytes would change the corpora.
         prune_history: None,
         resolve_workflows: None,
+        reindex_bloated: None,
     };
     // From bytes already read, so the committed corpora keep their meaning.
     if config.seed.is_multiple_of(3) {

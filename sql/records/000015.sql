@@ -1,17 +1,6 @@
--- Durable jobs (docs/guide/durable-jobs.md): the steps a job finished, one row per job and
--- step name, with what the step returned (JSON). A retry of the job reads its finished
--- steps here instead of running them again. The rows go when the job completes in its
--- transaction (`sql/queries/durable/steps_*.sql`); with history on, into the job's history row
--- (`job_history.steps`), so they are kept, and pruned, with it. No foreign key to the jobs
--- table: graphile-worker's schema stays exactly its own, and its deletes pay nothing for it.
-create table :RECORDS.job_steps (
-  job_id bigint not null,
-  name text not null,
-  output json not null,
-  finished_at timestamptz not null default now(),
-  primary key (job_id, name)
-);
-
--- The steps a completed job had finished (name to output), when it completed in its
--- transaction with history on; null otherwise.
-alter table :RECORDS.job_history add column steps json;
+-- The statements that write history tell the waiters themselves (sql/queries/history/
+-- notify.sql), so the trigger of step 7 goes. It kept every inserted row in a transition
+-- table, to look at the waiters once a statement: about a microsecond of PostgreSQL's CPU a
+-- job, paid by every drain whether anyone waited or not (docs/performance.md, "History").
+drop trigger notify_job_waiters on :RECORDS.job_history;
+drop function :RECORDS.notify_job_waiters();

@@ -1,8 +1,8 @@
 //! Durable jobs: the table of finished steps, and the statements that read, record and settle
 //! them (a job's completion in its handler's transaction reuses `worker::complete_jobs`).
 
-/// The steps' table, and the history's column that keeps them (records step 15).
-pub const JOB_STEPS: &str = include_str!("../records/000015.sql");
+/// The steps' table, and the history's column that keeps them (records step 16).
+pub const JOB_STEPS: &str = include_str!("../records/000016.sql");
 /// `$1` job id, `$2` step name: the step's recorded output, as JSON text (no row: not finished).
 pub const STEP_READ: &str = include_str!("../queries/durable/step_read.sql");
 /// `$1` job id, `$2` step name, `$3` output (JSON text), `$4` worker: record a finished step

@@ -28,6 +28,7 @@ pub mod bulk;
 pub mod durable;
 mod fill;
 pub mod flow;
+pub mod health;
 pub mod history;
 pub mod inspect;
 pub mod migrate;

@@ -66,3 +66,7 @@ pub struct DashboardDoctests;
 /// `docs/guide/deploying.md`'s blocks (none is Rust yet; included so one would be compiled).
 #[doc = include_str!("../../docs/guide/deploying.md")]
 pub struct DeployingDoctests;
+
+/// `docs/guide/health.md`'s blocks.
+#[doc = include_str!("../../docs/guide/health.md")]
+pub struct HealthDoctests;

@@ -2,6 +2,7 @@
 //! this one, so the workspace links one binary for them, not one a file. Under `cargo nextest`
 //! (`scripts/test`) each test still runs in a process of its own.
 
+mod alerts;
 mod async_std_telemetry;
 mod bulk;
 mod cancel;
@@ -17,6 +18,7 @@ mod flow_caps;
 mod flow_rate;
 mod graphile_worker_compat;
 mod graphile_worker_cron;
+mod health;
 mod history;
 mod job_keys;
 mod layout;

@@ -6,7 +6,8 @@
 //! presses "Run now", confirms, and sees the job run; a payload and an error holding
 //! markup stay text. With auto-refresh ticked, a new job appears without a page load. It saves screenshots of the overview and of the job page to
 //! `target/ui-screenshots/`. The history page lists finished jobs by the same filters as the
-//! jobs page, charts the last hour and day, and opens a finished job's runs.
+//! jobs page, charts the last hour and day, and opens a finished job's runs. A health check
+//! that is wrong shows as a banner on every page.
 
 use chrono::{Duration as ChronoDuration, Utc};
 use fantoccini::{Client, ClientBuilder, Locator};
@@ -422,6 +423,24 @@ async fn the_history_page_lists_filters_and_charts_finished_jobs() {
     rows[0].find(Locator::Css("a")).await.unwrap().click().await.unwrap();
     assert_eq!(text(&browser, "#outcome").await, "failed");
     assert!(text(&browser, "main").await.contains("no customer <b>"), "markup stays text");
+    browser.close().await.unwrap();
+}
+
+/// While a health check is wrong, every page opens with a banner naming it: here the
+/// jobs table's main index dropped (schema drift), on the overview and the jobs page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_banner_on_every_page_names_the_health_check_that_is_wrong() {
+    let db = TestDb::migrated().await;
+    db.client().await.batch_execute("drop index graphile_worker.jobs_main_index").await.unwrap();
+    let ui = Dashboard::start(db.utils(), formica_ui::Options::default()).await;
+    let driver = Driver::start().await;
+    let browser = driver.browser().await;
+    for path in ["/", "/jobs"] {
+        browser.goto(&ui.url(path)).await.unwrap();
+        let banner = text(&browser, "#health").await;
+        assert!(banner.contains("Queue health: critical"), "{path}: {banner}");
+        assert!(banner.contains("schema (critical): missing index jobs_main_index"), "{path}: {banner}");
+    }
     browser.close().await.unwrap();
 }
 

@@ -22,6 +22,7 @@ pub fn routes() -> Router<State> {
         .route("/queues", get(queues))
         .route("/workers", get(workers))
         .route("/cron", get(cron))
+        .route("/health", get(health))
         .route("/jobs/{id}/run_now", post(run_now))
         .route("/jobs/{id}/reschedule", post(reschedule))
         .route("/jobs/{id}/remove", post(remove))
@@ -64,6 +65,11 @@ async fn workers(Ext(s): Ext<State>) -> Answer {
 
 async fn cron(Ext(s): Ext<State>) -> Answer {
     answer(inspect::cron(&s.utils, s.options.crontab.as_ref()).await?)
+}
+
+/// The queue's health checks, read now (`formica doctor --json`'s answer).
+async fn health(Ext(s): Ext<State>) -> Answer {
+    answer(inspect::health(&s.utils, &inspect::Thresholds::default()).await?)
 }
 
 fn gone(id: i64) -> Error {

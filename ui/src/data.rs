@@ -1,5 +1,6 @@
 //! What only the dashboard adds to `formica::inspect`'s read model: the throughput it
-//! samples while it runs, and the jobs page's query as a form sends it.
+//! samples while it runs, the queue's health as the pages' banner last read it, and the
+//! jobs page's query as a form sends it.
 //!
 //! Every read goes through `formica::inspect`: plain `select`s that lock no row, so a
 //! worker is never waited for or held up.
@@ -11,8 +12,8 @@ use formica::sql;
 use formica::WorkerUtils;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
-use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// Jobs per page unless asked otherwise, and the most a page may hold.
 pub const PAGE: i64 = 50;
@@ -30,6 +31,31 @@ pub struct Overview {
     /// Start of the window `completed` counts over (this dashboard samples the database's
     /// statistics, so the window starts no earlier than the dashboard did).
     pub completed_since: DateTime<Utc>,
+}
+
+/// How long the banner's health stays fresh: every page shows it, and a page may be
+/// reloaded every 2 seconds by many viewers.
+const HEALTH_FRESH: Duration = Duration::from_secs(30);
+
+/// The queue's health as last read for the pages' banner, read again once stale.
+#[derive(Debug, Default)]
+pub struct HealthCache {
+    last: Mutex<Option<(Instant, Arc<inspect::Health>)>>,
+}
+
+impl HealthCache {
+    /// The health, read anew if the last read is older than 30 seconds.
+    pub async fn get(&self, utils: &WorkerUtils) -> Result<Arc<inspect::Health>, Error> {
+        let fresh = |last: &Option<(Instant, Arc<inspect::Health>)>| {
+            last.as_ref().filter(|(at, _)| at.elapsed() < HEALTH_FRESH).map(|(_, health)| health.clone())
+        };
+        if let Some(health) = fresh(&self.last.lock().unwrap_or_else(|e| e.into_inner())) {
+            return Ok(health);
+        }
+        let health = Arc::new(inspect::health(utils, &inspect::Thresholds::default()).await?);
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some((Instant::now(), health.clone()));
+        Ok(health)
+    }
 }
 
 /// Samples of the jobs table's delete counter over the last hour: the throughput.

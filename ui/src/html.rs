@@ -36,22 +36,51 @@ pub(crate) fn url(text: &str) -> String {
 
 tokio::task_local! {
     /// The database's clock when the page being rendered began: relative times count from
-    /// it (set by [`database_now`] around each page).
+    /// it (set by [`page_context`] around each page).
     static NOW: DateTime<Utc>;
+    /// The health banner of the page being rendered (empty when nothing is wrong).
+    static BANNER: String;
 }
 
 /// Render the page of `request` knowing the database's clock (one `select now()`), so its
-/// times say how long ago they were by the same clock that wrote them. A page whose read
-/// of the clock fails shows absolute times only (its own reads report the failure).
-pub(crate) async fn database_now(
+/// times say how long ago they were by the same clock that wrote them, and the queue's
+/// health (read at most every 30 s) for the banner. A page whose read of the clock fails
+/// shows absolute times only (its own reads report the failure); one whose read of the
+/// health fails shows no banner.
+pub(crate) async fn page_context(
     axum::extract::State(s): axum::extract::State<State>,
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
+    let banner = s.health.get(&s.utils).await.map(|health| banner(&health)).unwrap_or_default();
     match formica::inspect::database_now(&s.utils).await {
-        Ok(now) => NOW.scope(now, next.run(request)).await,
-        Err(_) => next.run(request).await,
+        Ok(now) => NOW.scope(now, BANNER.scope(banner, next.run(request))).await,
+        Err(_) => BANNER.scope(banner, next.run(request)).await,
     }
+}
+
+/// The banner every page opens with while a health check warns or is critical: each such
+/// check's summary, and where the evidence is.
+fn banner(health: &formica::inspect::Health) -> String {
+    let wrong: String = health
+        .wrong()
+        .map(|check| {
+            format!(
+                "<li><strong>{}</strong> ({}): {}</li>",
+                esc(check.name),
+                check.severity.name(),
+                esc(&check.summary)
+            )
+        })
+        .collect();
+    if wrong.is_empty() {
+        return String::new();
+    }
+    format!(
+        r#"<div class="banner {worst}" id="health"><p>Queue health: {worst}</p><ul>{wrong}</ul>
+<p>The evidence: <code>formica doctor</code>, or <a href="/api/health">/api/health</a>.</p></div>"#,
+        worst = health.worst().name()
+    )
 }
 
 /// `at` as an operator reads it: the absolute time, and beside it how long ago (or how
@@ -99,8 +128,9 @@ pub(crate) fn page(s: &State, title: &str, body: &str) -> Response {
 <a href="/history">History</a> <a href="/queues">Queues</a> <a href="/workers">Workers</a> <a href="/cron">Cron</a> <a href="/flow">Flow</a> <a href="/workflows">Workflows</a> {mode}
 <label class="refresh" title="Reload this page's content every 2 seconds"><input type="checkbox" id="auto-refresh"> auto-refresh</label>
 <span class="schema">schema {schema}</span></nav>
-<main><h1>{title}</h1><p id="message" class="error" hidden></p>
+<main>{banner}<h1>{title}</h1><p id="message" class="error" hidden></p>
 {body}</main></body></html>"#,
+        banner = BANNER.try_with(Clone::clone).unwrap_or_default(),
         title = esc(title),
         schema = esc(s.utils.schema()),
     ));

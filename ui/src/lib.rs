@@ -76,6 +76,7 @@ struct Shared {
     utils: WorkerUtils,
     options: Options,
     throughput: data::Throughput,
+    health: data::HealthCache,
 }
 
 type State = Arc<Shared>;
@@ -171,13 +172,18 @@ pub fn router(utils: WorkerUtils, options: Options) -> Router {
 }
 
 fn build(utils: WorkerUtils, options: Options) -> (Router, State) {
-    let state: State = Arc::new(Shared { utils, options, throughput: data::Throughput::default() });
+    let state: State = Arc::new(Shared {
+        utils,
+        options,
+        throughput: data::Throughput::default(),
+        health: data::HealthCache::default(),
+    });
     let pages = Router::new()
         .merge(pages::routes())
         .merge(history::routes())
         .merge(controls::page_routes())
         .merge(workflow::page_routes())
-        .layer(axum::middleware::from_fn_with_state(state.clone(), html::database_now));
+        .layer(axum::middleware::from_fn_with_state(state.clone(), html::page_context));
     let router = Router::new()
         .merge(pages)
         .merge(pages::asset_routes())

@@ -212,6 +212,8 @@ impl Model {
             // Nor history (the checked workers write none) nor workflows (no operation adds one).
             Statement::PruneHistory { .. } => (QueryResult::Pruned { dropped: 0, deleted: 0 }, vec![]),
             Statement::ResolveWorkflows => (QueryResult::Resolved { settled: 0 }, vec![]),
+            // The model keeps no indexes: nothing is ever bloated.
+            Statement::ReindexBloated => (QueryResult::Reindexed { index: None }, vec![]),
             Statement::ReadCancels { worker_id } => {
                 (QueryResult::Cancels(self.read_cancels(worker_id)), vec![])
             }

@@ -191,6 +191,11 @@ pub enum Event {
         /// How many.
         settled: u64,
     },
+    /// A pass of the reindexing chore rebuilt a bloated index of the jobs table.
+    IndexRebuilt {
+        /// The index.
+        index: String,
+    },
     /// A statement failed; it is retried.
     DatabaseError {
         /// What failed.

@@ -243,6 +243,11 @@ pub enum Statement {
     /// releasing or cancelling their dependents. Does nothing while another pass runs.
     /// Answer: `Resolved`.
     ResolveWorkflows,
+    /// One pass of the opt-in reindexing chore: rebuild the most bloated index of the jobs
+    /// table concurrently, if one is bloated and no other pass runs. The driver carries it
+    /// out (a concurrent rebuild cannot run in a statement's transaction). Answer:
+    /// `Reindexed`.
+    ReindexBloated,
 }
 
 /// A locked job whose row could not be read (a payload nested too deep, a number out of range...).
@@ -272,6 +277,7 @@ impl QueryResult {
             | QueryResult::Schedules(_)
             | QueryResult::Pruned { .. }
             | QueryResult::Resolved { .. }
+            | QueryResult::Reindexed { .. }
             | QueryResult::Err(_) => None,
         }
     }
@@ -332,6 +338,12 @@ pub enum QueryResult {
     Resolved {
         /// How many.
         settled: u64,
+    },
+    /// The index a `ReindexBloated` pass rebuilt (`None`: none was bloated, or another pass
+    /// was running).
+    Reindexed {
+        /// The index's name.
+        index: Option<String>,
     },
 }
 
@@ -484,11 +496,13 @@ pub enum TimerKind {
     PruneHistory,
     /// Settle the workflow jobs that other workers ran.
     ResolveWorkflows,
+    /// Rebuild a bloated index of the jobs table.
+    ReindexBloated,
 }
 
 impl TimerKind {
     /// Every kind, in the order ties between deadlines are broken.
-    pub const ALL: [TimerKind; 15] = [
+    pub const ALL: [TimerKind; 16] = [
         TimerKind::Poll,
         TimerKind::Flush,
         TimerKind::Listener,
@@ -504,6 +518,7 @@ impl TimerKind {
         TimerKind::Flow,
         TimerKind::PruneHistory,
         TimerKind::ResolveWorkflows,
+        TimerKind::ReindexBloated,
     ];
 }
 

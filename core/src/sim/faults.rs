@@ -292,7 +292,8 @@ fn statement_text(statement: &Statement) -> String {
         | Statement::ReadSchedules
         | Statement::ReadFlow
         | Statement::PruneHistory { .. }
-        | Statement::ResolveWorkflows) => variant(other),
+        | Statement::ResolveWorkflows
+        | Statement::ReindexBloated) => variant(other),
     }
 }
 
@@ -315,6 +316,7 @@ fn result_text(result: &QueryResult) -> String {
         QueryResult::Flow(controls) => format!("flow controls {controls:?}"),
         QueryResult::Pruned { dropped, deleted } => format!("pruned {dropped} days, {deleted} rows"),
         QueryResult::Resolved { settled } => format!("resolved {settled} workflow jobs"),
+        QueryResult::Reindexed { index } => format!("rebuilt index {index:?}"),
         other @ (QueryResult::KnownCrontabs(_) | QueryResult::Done) => variant(other),
     }
 }

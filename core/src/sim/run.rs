@@ -151,7 +151,8 @@ impl World {
                     | QueryResult::Schedules(_)
                     | QueryResult::Flow(_)
                     | QueryResult::Pruned { .. }
-                    | QueryResult::Resolved { .. } => Ok(()),
+                    | QueryResult::Resolved { .. }
+                    | QueryResult::Reindexed { .. } => Ok(()),
                 };
                 self.record(Some(worker), Traced::Heartbeat { statement, result: answer });
                 let now = self.worker_now(worker);

@@ -95,6 +95,8 @@ impl Db {
                 QueryResult::Pruned { dropped, deleted }
             }
             Statement::ResolveWorkflows => QueryResult::Resolved { settled: self.resolve_workflows() },
+            // The simulated database keeps no indexes: nothing is ever bloated.
+            Statement::ReindexBloated => QueryResult::Reindexed { index: None },
             Statement::ScheduleCron(batch) => {
                 for job in &batch.jobs {
                     let known =

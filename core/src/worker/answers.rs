@@ -83,6 +83,12 @@ impl Worker {
                     self.fetcher.wake();
                 });
             }
+            QueryResult::Reindexed { index } => {
+                self.reindexer.ended(self.now, true, &mut self.rng);
+                if let Some(index) = index {
+                    self.emit(Event::IndexRebuilt { index });
+                }
+            }
             QueryResult::Cancels(requests) => self.cancels_read(requests),
             QueryResult::Flow(controls) => self.flow_read(&controls),
             QueryResult::KnownCrontabs(known) => {
@@ -129,7 +135,7 @@ impl Worker {
                     self.fetcher.wake();
                 }
                 Part::Reclaim => self.fetcher.reclaim_ended(false),
-                Part::Fetch | Part::Cancels | Part::Flow | Part::Prune | Part::Resolve => {}
+                Part::Fetch | Part::Cancels | Part::Flow | Part::Prune | Part::Resolve | Part::Reindex => {}
             },
         }
         Ok(())
@@ -167,6 +173,7 @@ impl Worker {
             // A failed pass backs off.
             Part::Prune => self.pruner.ended(self.now, false, &mut self.rng),
             Part::Resolve => self.resolver.ended(self.now, false, &mut self.rng),
+            Part::Reindex => self.reindexer.ended(self.now, false, &mut self.rng),
             Part::Write | Part::Sweep | Part::Cron | Part::Recovery | Part::Cancels => {}
         }
         if gave_up {
@@ -186,7 +193,7 @@ impl Worker {
             Part::Cancels => {
                 self.cancels.read_ended();
             }
-            Part::Flow | Part::Prune | Part::Resolve => {}
+            Part::Flow | Part::Prune | Part::Resolve | Part::Reindex => {}
             Part::Cron => {
                 if let Some(cron) = &mut self.cron {
                     cron.failed(self.now, self.config.poll_interval);

@@ -38,7 +38,7 @@ pub struct Config {
     ///
     /// Prefetching keeps the slots busy while PostgreSQL locks the next batch, but jobs in
     /// the local queue are held away from other workers. So the batch adapts: it starts at
-    /// `concurrency` and doubles (up to a third of the size; for a size under 300, up to half of it or 100 jobs) only when the slots ran dry and
+    /// `concurrency` and doubles (up to a third of the size; for a size under 300, up to all of it or 100 jobs) only when the slots ran dry and
     /// a full batch arrives to find them idle, and falls back to `concurrency` when no job
     /// is taken from the queue for `local_queue_ttl` (they are given back). The next batch
     /// is asked for once fewer than a batch wait, one fetch at a time, and only
@@ -134,6 +134,10 @@ pub struct Config {
     /// Run the workflows' resolver this often (`None`: not; the driver sets it). Not in
     /// `run_once` mode; at most [`MAX_CHORE_PERIOD`](super::MAX_CHORE_PERIOD).
     pub resolve_workflows: Option<Duration>,
+    /// Run the reindexing chore this often (`None`, the default: not; the driver sets it
+    /// when asked). Not in `run_once` mode; at most
+    /// [`MAX_CHORE_PERIOD`](super::MAX_CHORE_PERIOD).
+    pub reindex_bloated: Option<Duration>,
 }
 
 impl Default for Config {
@@ -168,6 +172,7 @@ impl Default for Config {
             task_concurrency: BTreeMap::new(),
             prune_history: None,
             resolve_workflows: None,
+            reindex_bloated: None,
         }
     }
 }

@@ -30,6 +30,7 @@ impl Worker {
             TimerKind::Flow => self.flow.deadline(),
             TimerKind::PruneHistory => self.pruner.deadline(),
             TimerKind::ResolveWorkflows => self.resolver.deadline(),
+            TimerKind::ReindexBloated => self.reindexer.deadline(),
             TimerKind::Cron => {
                 self.cron.as_ref().filter(|_| self.phase == Phase::Running).and_then(CronRunner::deadline)
             }

@@ -36,11 +36,13 @@ use crate::time::Timestamp;
 use chrono::Duration;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-/// A batch smaller than this pays a fetch's fixed cost (its planning alone is worth about 25
-/// rows of locking) on too few jobs. `LOCAL_QUEUE_SIZE=100 POLL_SECONDS=0.2
+/// A batch smaller than this pays a fetch's fixed cost on too few jobs: mostly stepping over
+/// the index entries of the jobs locked and completed since the table's last vacuum, which
+/// every fetch reads before the due jobs. `LOCAL_QUEUE_SIZE=100 POLL_SECONDS=0.2
 /// bench/drain-cpu`: batches of 50 rather than 34 cost PostgreSQL 34-39 rather than 42-58
-/// us/job, draining as fast within the noise (23-31k jobs/s); with 1000, batches of 500
-/// rather than 334 drained 59-63k rather than 71k jobs/s.
+/// us/job; the whole queue (100) rather than 50, 23-27 rather than 28-32 us/job, draining
+/// 32-36k rather than 30-35k jobs/s (session 24); with 1000, batches of 500 rather than 334
+/// drained 59-63k rather than 71k jobs/s.
 const AMPLE_BATCH: usize = 100;
 
 /// A fetch that came back short after this long read past many jobs scheduled for later
@@ -56,9 +58,9 @@ pub const SLOW_SHORT_FETCH: Duration = Duration::milliseconds(5);
 const QUICK_WALKS: u32 = 16;
 
 /// The largest batch for a local queue of `size`: a third of it, so that the next fetch
-/// can be out while a batch waits; but at least min(half of it, [`AMPLE_BATCH`]).
+/// can be out while a batch waits; but at least min(all of it, [`AMPLE_BATCH`]).
 fn batch_cap(size: usize) -> usize {
-    size.div_ceil(3).max(size.div_ceil(2).min(AMPLE_BATCH))
+    size.div_ceil(3).max(size.min(AMPLE_BATCH))
 }
 
 /// The fetch and local-queue part of a worker.
@@ -610,9 +612,9 @@ mod tests {
     }
 
     #[test]
-    fn batches_reach_a_third_of_the_queue_or_half_of_a_small_one() {
+    fn batches_reach_a_third_of_the_queue_or_all_of_a_small_one() {
         let caps: Vec<usize> = [30, 100, 200, 250, 300, 1000, 5000].into_iter().map(batch_cap).collect();
-        assert_eq!(caps, [15, 50, 100, 100, 100, 334, 1667]);
+        assert_eq!(caps, [30, 100, 100, 100, 100, 334, 1667]);
     }
 
     #[test]

@@ -97,6 +97,7 @@ pub struct Worker {
     sweeper: Sweeper,
     pruner: Chore,
     resolver: Chore,
+    reindexer: Chore,
     lease: Lease,
     cancels: Cancels,
     /// The pauses this worker obeys.
@@ -132,6 +133,7 @@ impl Worker {
             sweeper: Sweeper::default(),
             pruner: Chore::default(),
             resolver: Chore::default(),
+            reindexer: Chore::default(),
             cancels: Cancels::default(),
             retry_at: None,
             effects: VecDeque::new(),
@@ -146,6 +148,7 @@ impl Worker {
             worker.sweeper = Sweeper::start(now, worker.config.lock_sweep_interval, &mut worker.rng);
             worker.pruner = Chore::start(now, worker.config.prune_history.map(|p| p.every), &mut worker.rng);
             worker.resolver = Chore::start(now, worker.config.resolve_workflows, &mut worker.rng);
+            worker.reindexer = Chore::start(now, worker.config.reindex_bloated, &mut worker.rng);
         }
         worker
     }
@@ -418,6 +421,7 @@ impl Worker {
             self.sweeper.stop();
             self.pruner.stop();
             self.resolver.stop();
+            self.reindexer.stop();
             self.lease.stop_recovery();
             self.flow.stop();
             // Prefetched jobs never started: back without using an attempt.
@@ -476,6 +480,9 @@ impl Worker {
         }
         if self.resolver.handle_timeout(now) {
             self.query(Part::Resolve, Statement::ResolveWorkflows);
+        }
+        if self.reindexer.handle_timeout(now) {
+            self.query(Part::Reindex, Statement::ReindexBloated);
         }
         for (job_id, timeout) in self.slots.expired(now) {
             self.cancels.timed_out(job_id, timeout);

@@ -26,6 +26,7 @@ pub(crate) fn sending(statement: &Statement) -> Option<Event> {
         | Statement::ReadSchedules
         | Statement::ReadFlow
         | Statement::PruneHistory { .. }
-        | Statement::ResolveWorkflows => None,
+        | Statement::ResolveWorkflows
+        | Statement::ReindexBloated => None,
     }
 }

@@ -21,6 +21,8 @@ pub(crate) enum Part {
     Prune,
     /// A pass of the workflows' resolver.
     Resolve,
+    /// A pass of the reindexing chore.
+    Reindex,
 }
 
 impl Part {
@@ -41,6 +43,7 @@ impl Part {
                 | (QueryResult::Flow(_), Part::Flow)
                 | (QueryResult::Pruned { .. }, Part::Prune)
                 | (QueryResult::Resolved { .. }, Part::Resolve)
+                | (QueryResult::Reindexed { .. }, Part::Reindex)
         )
     }
 
@@ -57,6 +60,7 @@ impl Part {
             Part::Flow => "read the flow controls",
             Part::Prune => "prune the job history",
             Part::Resolve => "resolve workflows",
+            Part::Reindex => "rebuild a bloated index",
         }
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! The waiter LISTENs on its own connection (a pooled one's notifications are dropped),
 //! registers the job in `job_waiters`, and only then looks: the history write of a job
-//! someone waits for notifies `formica:finished` (sql/records/000007.sql). A write that
+//! someone waits for notifies `formica:finished` (sql/queries/history/notify.sql). A write that
 //! looked at the waiters just before the registration committed has not committed itself
 //! yet: the look (sql/queries/history/pending.sql) waits for its row lock, so either the
 //! look sees the job finished or the notification comes. No polling.

@@ -22,6 +22,8 @@ pub struct Catalog {
     pub(super) snooze_jobs: String,
     pub(super) prune_history: String,
     pub(super) resolve_workflows: String,
+    /// What a reindexing pass bound as a statement answers: nothing rebuilt.
+    pub(super) rebuild_nothing: String,
     end_lease: String,
     record_crontab: String,
     /// Durable jobs' statements, sent only by handlers that record steps or complete in their
@@ -55,6 +57,7 @@ impl Catalog {
             snooze_jobs: render(sql::worker::SNOOZE_JOBS),
             prune_history: render(sql::history::PRUNE),
             resolve_workflows: render(sql::workflows::RESOLVE),
+            rebuild_nothing: "select null::text as index".to_owned(),
             end_lease: render(sql::worker::END_LEASE),
             record_crontab: render(sql::worker::RECORD_CRONTAB),
             step_read: render(sql::durable::STEP_READ),

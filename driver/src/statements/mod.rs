@@ -45,6 +45,8 @@ enum Answer {
     Pruned,
     /// The jobs a resolver's pass settled (null: another pass was running, so none).
     Resolved,
+    /// The index a reindexing pass rebuilt (null: none).
+    Reindexed,
 }
 
 /// A statement bound to its SQL and parameters.
@@ -104,6 +106,9 @@ impl Bound<'_> {
                 let settled: Option<i64> = rows.first().map(|row| row.try_get(0)).transpose()?.flatten();
                 QueryResult::Resolved { settled: settled.map_or(0, |n| u64::try_from(n).unwrap_or(0)) }
             }
+            Answer::Reindexed => QueryResult::Reindexed {
+                index: rows.first().map(|row| row.try_get(0)).transpose()?.flatten(),
+            },
             Answer::Done => QueryResult::Done,
             Answer::Fenced if rows.is_empty() => QueryResult::Done,
             Answer::Fenced => {
@@ -245,6 +250,10 @@ pub fn bind<'c>(catalog: &'c Catalog, statement: Statement, outputs: &[(i64, Str
             (&catalog.prune_history, prune_params(&retention, at), Answer::Pruned)
         }
         Statement::ResolveWorkflows => (&catalog.resolve_workflows, vec![], Answer::Resolved),
+        // A pass is carried out by the worker's loop (`WorkerUtils::reindex_bloated`: a
+        // concurrent rebuild cannot run inside one statement's transaction); bound, it
+        // rebuilds nothing, as a pass that finds no bloated index answers.
+        Statement::ReindexBloated => (&catalog.rebuild_nothing, vec![], Answer::Reindexed),
         Statement::RegisterCrontabs { identifiers, known_since } => (
             &catalog.register_crontabs,
             vec![param(identifiers, Type::TEXT_ARRAY), param(known_since, Type::TIMESTAMPTZ)],

@@ -65,6 +65,7 @@ pub struct WorkerOptions<R = ()> {
     extensions: Extensions,
     pub(crate) history: crate::history::HistoryOptions,
     workflow_resolve_every: Duration,
+    health_thresholds: crate::inspect::Thresholds,
 }
 
 impl<R: Runtime + Default> Default for WorkerOptions<R> {
@@ -104,6 +105,7 @@ impl<R> WorkerOptions<R> {
             extensions: Extensions::default(),
             history: Default::default(),
             workflow_resolve_every: crate::workflows::DEFAULT_RESOLVE_EVERY,
+            health_thresholds: Default::default(),
         }
     }
     /// Schedule recurring jobs: crontab text, a crontab file, or typed [`Cron`](cron::Cron) items (see
@@ -126,6 +128,21 @@ impl<R> WorkerOptions<R> {
     /// One pass runs at a time across workers.
     pub fn workflow_resolve_every(mut self, every: Duration) -> Self {
         self.workflow_resolve_every = every;
+        self
+    }
+    /// Run the reindexing chore this often (off by default; at least a minute): each pass
+    /// rebuilds the most bloated index of the jobs table, if one is past the `bloat` health
+    /// check's warning, with `REINDEX INDEX CONCURRENTLY`, one pass at a time across the
+    /// schema's workers (see [`WorkerUtils::reindex_bloated`](crate::WorkerUtils::reindex_bloated)
+    /// and docs/guide/health.md). Needs a role that owns the jobs table.
+    pub fn reindex_bloated(mut self, every: Duration) -> Self {
+        self.config.reindex_bloated = Some(to_chrono(every.max(crate::reindex::MIN_REINDEX_EVERY)));
+        self
+    }
+    /// What the health checks behind this worker's health metrics and its reindexing chore
+    /// judge by (default [`Thresholds::default`](crate::inspect::Thresholds)).
+    pub fn health_thresholds(mut self, thresholds: crate::inspect::Thresholds) -> Self {
+        self.health_thresholds = thresholds;
         self
     }
     /// Connect with this connection string (`postgres://` URL or key=value settings).
@@ -172,7 +189,7 @@ impl<R> WorkerOptions<R> {
     ///
     /// Prefetched jobs are locked by this worker, so others cannot run them. The batch
     /// adapts to keep that short: it starts at `concurrency` and grows (up to a third of
-    /// `size`; under 300, up to half of it or 100 jobs) only when a full batch arrives to find the slots idle, so a worker holds
+    /// `size`; under 300, up to all of it or 100 jobs) only when a full batch arrives to find the slots idle, so a worker holds
     /// about what it runs during one or two fetches. Queued jobs are given back at shutdown,
     /// or when no slot took one for [`Self::local_queue_ttl`] (and the batch starts small
     /// again).
@@ -459,6 +476,7 @@ impl<R> WorkerOptions<R> {
                 hooks: self.hooks,
                 metrics,
                 queue_depth_interval: self.queue_depth_interval,
+                health_thresholds: self.health_thresholds,
                 worker_id: config.worker_id.clone().into(),
             }),
             config,

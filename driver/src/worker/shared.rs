@@ -18,5 +18,7 @@ pub(super) struct Shared {
     pub(super) hooks: Vec<Hook>,
     pub(super) metrics: Metrics,
     pub(super) queue_depth_interval: Duration,
+    /// What the health metrics and the reindexing chore judge by.
+    pub(super) health_thresholds: crate::inspect::Thresholds,
     pub(super) worker_id: Arc<str>,
 }

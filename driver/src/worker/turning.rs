@@ -32,7 +32,7 @@ use crate::error::{Error, MigrateError};
 use crate::listener::{listen, Starts};
 use crate::log::log_event;
 use crate::runtime::Runtime;
-use formica_core::worker::{self as machine, Effect, Event, Input, Statement, TaskOutcome};
+use formica_core::worker::{self as machine, Effect, Event, Input, QueryResult, Statement, TaskOutcome};
 use futures::channel::{mpsc, oneshot};
 use futures::future::{AbortHandle, Abortable, BoxFuture, Either, FutureExt};
 use futures::stream::FuturesUnordered;
@@ -106,7 +106,11 @@ impl Turning {
                             if fetch {
                                 tracing::trace!(target: "formica::latency", "fetch sent");
                             }
-                            let result = shared.executor.execute(statement).await;
+                            let result = if matches!(statement, Statement::ReindexBloated) {
+                                reindex_pass(&shared).await
+                            } else {
+                                shared.executor.execute(statement).await
+                            };
                             if fetch {
                                 tracing::trace!(target: "formica::latency", "fetch answered");
                                 shared.metrics.fetched(
@@ -261,7 +265,19 @@ fn stopped_by(event: &Event, shared: &Shared) -> Option<Error> {
     }))
 }
 
-/// With metrics on, sample the queue depth now and at every interval until aborted.
+/// One pass of the reindexing chore, answered as the core expects.
+async fn reindex_pass(shared: &Shared) -> QueryResult {
+    match shared.utils.reindex_bloated(&shared.health_thresholds).await {
+        Ok(index) => QueryResult::Reindexed { index },
+        Err(e) => QueryResult::Err(formica_core::worker::DbError {
+            retryable: crate::statements::is_retryable(&e),
+            message: e.to_string(),
+        }),
+    }
+}
+
+/// With metrics on, sample the queue depth now and at every interval until aborted, and the
+/// health every `HEALTH_INTERVAL`, each only once its gauges are read.
 /// How often a sampler whose gauges nobody has read yet looks again.
 const UNREAD_DEPTH_CHECK: Duration = Duration::from_secs(1);
 
@@ -273,7 +289,12 @@ fn sample_queue_depth(shared: &Arc<Shared>) -> Option<AbortHandle> {
     let (shared, runtime) = (shared.clone(), shared.utils.pool().runtime().clone());
     let spawner = runtime.clone();
     let sampling = async move {
+        let mut health_due: Option<std::time::Instant> = None;
         loop {
+            if shared.metrics.health_wanted() && health_due.is_none_or(|due| runtime.monotonic() >= due) {
+                shared.metrics.sample_health(&shared.utils, &shared.health_thresholds).await;
+                health_due = Some(runtime.monotonic() + crate::metrics::HEALTH_INTERVAL);
+            }
             let wait = if shared.metrics.queue_depth_wanted() {
                 shared.metrics.sample_queue_depth(&shared.utils).await;
                 shared.queue_depth_interval
