@@ -13,6 +13,7 @@ mod metrics;
 mod output;
 mod schedule;
 mod traces;
+mod why;
 mod workflow;
 
 use clap::Parser;

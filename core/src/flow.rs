@@ -76,6 +76,15 @@ impl Pause {
         Pause { scope: Scope::All, name: String::new() }
     }
 
+    /// Whether it holds back a job of `task` in `queue`.
+    pub fn covers(&self, task: &str, queue: Option<&str>) -> bool {
+        match self.scope {
+            Scope::All => true,
+            Scope::Task => self.name == task,
+            Scope::Queue => queue == Some(self.name.as_str()),
+        }
+    }
+
     /// How logs and metrics name it: `task:send_email`, `queue:mail`, `all`.
     pub fn label(&self) -> String {
         match self.scope {

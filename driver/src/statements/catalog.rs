@@ -23,7 +23,7 @@ pub struct Catalog {
     pub(super) prune_history: String,
     pub(super) resolve_workflows: String,
     end_lease: String,
-    record_crontab: String,
+    record_runs: String,
 }
 
 impl Catalog {
@@ -51,7 +51,7 @@ impl Catalog {
             prune_history: render(sql::history::PRUNE),
             resolve_workflows: render(sql::workflows::RESOLVE),
             end_lease: render(sql::worker::END_LEASE),
-            record_crontab: render(sql::worker::RECORD_CRONTAB),
+            record_runs: render(sql::worker::RECORD_RUNS),
         })
     }
 
@@ -72,8 +72,9 @@ impl Catalog {
         &self.end_lease
     }
 
-    /// `$1` worker runs the crontab `$2` (`record_crontab.sql`).
-    pub(crate) fn record_crontab(&self) -> &str {
-        &self.record_crontab
+    /// `$1` worker runs the crontab `$2` and the tasks `$3`, accepts the flags `$4` and
+    /// refuses `$5` (`record_runs.sql`).
+    pub(crate) fn record_runs(&self) -> &str {
+        &self.record_runs
     }
 }
