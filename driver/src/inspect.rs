@@ -398,7 +398,7 @@ pub async fn why(utils: &WorkerUtils, job_ref: &JobRef) -> Result<Why, Error> {
         JobRef::Id(id) => *id,
         JobRef::Workflow { workflow, name } => {
             match why::workflow_job(utils, *workflow, name, checked_at).await? {
-                why::Found::Answer(answer) => return Ok(answer),
+                why::Found::Answer(answer) => return Ok(*answer),
                 why::Found::Job(id) => id,
             }
         }

@@ -29,7 +29,7 @@ pub const AHEAD_BOUND: i64 = 10_000;
 pub const PACE_WINDOW: Duration = Duration::minutes(15);
 /// At most this many of the window's ends are read; past it, the pace is that of the last
 /// ones read.
-const PACE_BOUND: i64 = 10_000;
+const PACE_BOUND: i64 = 1_000;
 /// After how long a lock held by a worker without a lease (graphile-worker's) is freed by
 /// the sweep (formica_core's `STALE_LOCK_AGE`, as graphile-worker's rule).
 const STALE_LOCK: Duration = Duration::hours(4);
@@ -450,7 +450,7 @@ impl Estimate {
 /// dependencies, or settled), or the job to read (released).
 pub(super) enum Found {
     /// The answer, with no job of the queue to read.
-    Answer(Why),
+    Answer(Box<Why>),
     /// The job id of the released job.
     Job(i64),
 }
@@ -489,7 +489,7 @@ pub(super) async fn workflow_job(
         (_, Some(id)) => return Ok(Found::Job(id)),
         (state, None) => Reason::Finished { outcome: state.to_owned(), finished_at: seen.finished_at },
     };
-    Ok(Found::Answer(Why {
+    Ok(Found::Answer(Box::new(Why {
         job_id: None,
         task: seen.task.clone(),
         queue: None,
@@ -498,7 +498,7 @@ pub(super) async fn workflow_job(
         running: None,
         reasons: vec![reason],
         estimate: None,
-    }))
+    })))
 }
 
 /// Why `job` (in `state`, its named queue held by `queue_lock`'s worker since then, if
