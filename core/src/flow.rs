@@ -373,6 +373,13 @@ mod tests {
         Pause { scope, name: name.into() }
     }
 
+    #[test]
+    fn a_pause_covers_its_task_its_queue_or_everything() {
+        assert!(Pause::all().covers("a", None));
+        assert!(Pause::task("a").covers("a", Some("q")) && !Pause::task("a").covers("b", Some("a")));
+        assert!(Pause::queue("q").covers("b", Some("q")) && !Pause::queue("q").covers("q", None));
+    }
+
     fn paused(pauses: &[Pause]) -> Controls {
         Controls { pauses: pauses.to_vec(), ..Controls::default() }
     }
