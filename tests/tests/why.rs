@@ -151,12 +151,13 @@ async fn a_rate_limit_used_up_says_when_it_has_room() {
     let utils = db.utils();
     utils.set_control(&Control::rate_limit("ping", 1, 60_000), None).await.unwrap();
     let gate = Arc::new(AtomicBool::new(true));
-    let worker = Running::listening(&db.runtime, gated(&db, &["ping"], &gate)).await;
+    // Added before the worker starts, so that its first fetch takes it.
     let first = utils.add_raw_job("ping", json!({}), JobSpec::default()).await.unwrap();
+    let worker = Running::listening(&db.runtime, gated(&db, &["ping"], &gate)).await;
     db.wait_for_count(
         &format!("select count(*) from graphile_worker._private_jobs where id = {}", first.id),
         0,
-        Duration::from_secs(10),
+        Duration::from_secs(30),
     )
     .await;
     let second = utils.add_raw_job("ping", json!({}), JobSpec::default()).await.unwrap();
@@ -175,6 +176,12 @@ async fn a_rate_limit_used_up_says_when_it_has_room() {
         }
         other => panic!("{other:?}"),
     }
+    // The first job ended: the answer says how, from the history.
+    let ended = why(&utils, first.id).await;
+    assert_eq!(ended.state, "completed");
+    assert!(
+        matches!(&ended.reasons[..], [Reason::Finished { outcome, finished_at: Some(_) }] if outcome == "completed")
+    );
     // The first job's run is in the history: the task's pace is known.
     let estimate = answer.estimate.as_ref().expect("an estimate");
     assert!(estimate.per_minute.is_some_and(|p| p > 0.0), "{estimate:?}");
@@ -264,6 +271,33 @@ async fn attempts_used_up_and_a_dead_workers_lock_are_reasons_too() {
             worker, holder: Holder::Lapsed { stopped: false, freed_at: None, .. }, ..
         }] => {
             assert_eq!(worker, "gone")
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // With a live worker to sweep, the lapsed holder of a named queue is freed at about its
+    // lapse, plus a sweep to suspect it, the grace, and a sweep to free it.
+    let queued = JobSpec { queue_name: Some("q2".into()), ..JobSpec::default() };
+    let waiting = utils.add_raw_job("sync", json!({}), queued).await.unwrap();
+    client
+        .batch_execute(
+            "insert into formica_graphile_worker.leases (worker_id, expires_at) values ('alive', now() + interval '1 minute');
+             update graphile_worker._private_job_queues set locked_by = 'gone', locked_at = now() where queue_name = 'q2'",
+        )
+        .await
+        .unwrap();
+    let lapsed: chrono::DateTime<Utc> = client
+        .query_one("select expires_at from formica_graphile_worker.leases where worker_id = 'gone'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let answer = why(&utils, waiting.id).await;
+    match &answer.reasons[..] {
+        [Reason::QueueHeld {
+            queue, worker, holder: Holder::Lapsed { at, freed_at: Some(freed), .. }, ..
+        }] => {
+            assert_eq!((queue.as_str(), worker.as_str(), *at), ("q2", "gone", lapsed));
+            assert_eq!(*freed, lapsed + Span::seconds(3 + 5 + 3), "{answer:#?}");
         }
         other => panic!("{other:?}"),
     }
