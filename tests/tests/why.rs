@@ -348,3 +348,25 @@ async fn the_job_page_says_why_and_the_api_answers_the_same() {
     gate.store(true, Ordering::Relaxed);
     worker.stop(Duration::from_secs(10)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_job_waits_for_its_retry() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let options = db
+        .worker_options()
+        .poll_interval(Duration::from_millis(100))
+        .define_raw_job("flaky", |_ctx: JobContext, _payload| Box::pin(async { Err("upstream 503".into()) }));
+    let worker = Running::listening(&db.runtime, options).await;
+    let job = utils.add_raw_job("flaky", json!({}), JobSpec::default()).await.unwrap();
+    let answer = why_once(&db, job.id, "it failed once", |w| w.state == "failed").await;
+    match &answer.reasons[..] {
+        [Reason::NotDue { run_at, retrying: true }] => assert!(*run_at > answer.checked_at, "{answer:#?}"),
+        other => panic!("{other:?}"),
+    }
+    let text = answer.reasons[0].describe("flaky", &|t| t.to_rfc3339());
+    assert!(text.starts_with("it failed and retries at "), "{text}");
+    let estimate = answer.estimate.expect("a retry's start is estimated");
+    assert!(estimate.starts_at.is_some_and(|t| t >= answer.reasons[0].until().unwrap()), "{estimate:?}");
+    worker.stop(Duration::from_secs(10)).await;
+}
