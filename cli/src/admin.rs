@@ -22,6 +22,14 @@ pub enum Admin {
         /// The job id.
         id: i64,
     },
+    /// Why a job is not running, and when it will: every reason (not due, its queue held,
+    /// paused, its cap full, its rate limit used up, flags or a task no live worker takes,
+    /// workflow dependencies, attempts used up, a dead worker's lock), where it runs if it
+    /// does, and an estimate of its start (docs/guide/why.md).
+    Why {
+        /// The job id, or a workflow's job as WORKFLOW/NAME (`7/resize`).
+        job: inspect::JobRef,
+    },
     /// Jobs that ended for good, newest first, from the history (docs/guide/history.md).
     History(crate::history::HistoryArgs),
     /// Job counts per task and queue, every worker (by its lease, lapsed ones marked, or its
@@ -306,6 +314,7 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
                 }
             },
         },
+        Admin::Why { job } => crate::why::why(&job, utils, out).await?,
         Admin::History(a) => crate::history::list(a, utils, out).await?,
         Admin::Ui(a) => serve_ui(a, utils).await?,
         Admin::Schedule(command) => crate::schedule::run(command, utils, out).await?,

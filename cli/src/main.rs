@@ -14,6 +14,7 @@ mod metrics;
 mod output;
 mod schedule;
 mod traces;
+mod why;
 mod workflow;
 
 use clap::Parser;

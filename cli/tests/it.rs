@@ -20,6 +20,7 @@ mod roles;
 mod schedule;
 mod traces;
 mod views;
+mod why;
 mod workers;
 mod workflow;
 mod workflow_crash;

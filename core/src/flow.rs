@@ -76,6 +76,15 @@ impl Pause {
         Pause { scope: Scope::All, name: String::new() }
     }
 
+    /// Whether it holds back a job of `task` in `queue`.
+    pub fn covers(&self, task: &str, queue: Option<&str>) -> bool {
+        match self.scope {
+            Scope::All => true,
+            Scope::Task => self.name == task,
+            Scope::Queue => queue == Some(self.name.as_str()),
+        }
+    }
+
     /// How logs and metrics name it: `task:send_email`, `queue:mail`, `all`.
     pub fn label(&self) -> String {
         match self.scope {
@@ -362,6 +371,13 @@ mod tests {
 
     fn pause(scope: Scope, name: &str) -> Pause {
         Pause { scope, name: name.into() }
+    }
+
+    #[test]
+    fn a_pause_covers_its_task_its_queue_or_everything() {
+        assert!(Pause::all().covers("a", None));
+        assert!(Pause::task("a").covers("a", Some("q")) && !Pause::task("a").covers("b", Some("a")));
+        assert!(Pause::queue("q").covers("b", Some("q")) && !Pause::queue("q").covers("q", None));
     }
 
     fn paused(pauses: &[Pause]) -> Controls {

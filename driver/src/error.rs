@@ -119,6 +119,9 @@ pub enum Error {
     /// A workflow refused before anything of it was added (`WorkerUtils::add_workflow`).
     #[error("workflow refused, nothing added: {0}")]
     Workflow(#[from] formica_core::workflow::WorkflowError),
+    /// No job is found by what was asked (`inspect::why`): the message names it.
+    #[error("{0}")]
+    JobNotFound(String),
     /// No workflow has this id.
     #[error("no workflow has id {0}")]
     WorkflowNotFound(i64),

@@ -19,6 +19,7 @@ mod cron;
 mod health;
 mod lease;
 mod query;
+mod why;
 mod workflows;
 
 use crate::jobs::{JobFilter, Query, Session};
@@ -42,6 +43,7 @@ use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use tokio_postgres::types::{Timestamp, ToSql, Type};
 use tokio_postgres::Row;
+pub use why::{Estimate, Holder, JobRef, Reason, Running, Slot, Why, AHEAD_BOUND, PACE_WINDOW};
 pub use workflows::{
     WorkflowDetail, WorkflowFilter, WorkflowJobSeen, WorkflowSummary, WORKFLOW_JOB_STATES, WORKFLOW_STATES,
 };
@@ -387,6 +389,30 @@ pub async fn job(utils: &WorkerUtils, id: i64) -> Result<Option<Result<JobDetail
         queue_locked_by: get(first, "queue_locked_by")?,
         queue_locked_at: get(first, "queue_locked_at")?,
     })))
+}
+
+/// Why `job` is not running now, and when it will (docs/guide/why.md): every reason with its
+/// evidence, where it runs if it does, and an estimate of its start. A job that never
+/// existed (or ended with no history kept) is [`Error::JobNotFound`].
+pub async fn why(utils: &WorkerUtils, job_ref: &JobRef) -> Result<Why, Error> {
+    let checked_at = database_now(utils).await?;
+    let id = match job_ref {
+        JobRef::Id(id) => *id,
+        JobRef::Workflow { workflow, name } => {
+            match why::workflow_job(utils, *workflow, name, checked_at).await? {
+                why::Found::Answer(answer) => return Ok(*answer),
+                why::Found::Job(id) => id,
+            }
+        }
+    };
+    match job(utils, id).await? {
+        Some(Ok(d)) => {
+            let queue_lock = (d.queue_locked_by.as_deref(), d.queue_locked_at);
+            why::explain(utils, &d.row.job, &d.row.state, queue_lock, checked_at).await
+        }
+        Some(Err(bad)) => Err(Error::Row(describe(&bad))),
+        None => why::finished(utils, id, checked_at).await,
+    }
 }
 
 /// A named queue.

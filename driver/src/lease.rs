@@ -4,10 +4,11 @@
 //! the worker its lease. It reads when the loop last turned from the shared [`Clock`], and
 //! hands every heartbeat's result to the loop as an input.
 //!
-//! Beside each heartbeat it records the worker's crontab on the lease row (when it differs),
-//! so that whoever reads the leases (the dashboard's Cron page) sees what the live workers
-//! run; a heartbeat that made the row anew (after a sweep) gets it back at once. When the
-//! worker stops cleanly, the keeper ends the lease, so that no one counts it alive after.
+//! Beside each heartbeat it records what the worker runs on the lease row (when it differs):
+//! its crontab, its tasks and the flags it accepts and refuses, so that whoever reads the
+//! leases (the dashboard's Cron page, `formica why`) sees what the live workers run; a
+//! heartbeat that made the row anew (after a sweep) gets it back at once. When the worker
+//! stops cleanly, the keeper ends the lease, so that no one counts it alive after.
 
 use crate::clock::Clock;
 use crate::db::connect_watched;
@@ -37,8 +38,8 @@ pub(crate) struct LeaseKeeping {
     pub catalog: Arc<Catalog>,
     pub worker_id: Arc<str>,
     pub watchdog: chrono::Duration,
-    /// The worker's crontab in canonical text (see [`crontab_text`]), if it runs one.
-    pub crontab: Option<Arc<str>>,
+    /// What the worker runs, recorded on its lease.
+    pub runs: Arc<Runs>,
     /// The loop's inputs.
     pub inputs: mpsc::UnboundedSender<Input>,
     /// Set from each heartbeat's answer: another Formica worker is alive (the fetch then
@@ -62,7 +63,7 @@ pub(crate) async fn keep_lease(keeping: LeaseKeeping) {
         catalog,
         worker_id,
         watchdog,
-        crontab,
+        runs,
         inputs,
         others_alive,
         mut end,
@@ -82,8 +83,7 @@ pub(crate) async fn keep_lease(keeping: LeaseKeeping) {
                         catalog: catalog.clone(),
                         idle: idle.clone(),
                     };
-                    let crontab = crontab.clone().map(|text| (worker_id.clone(), text));
-                    let beat = heartbeat(on, statement, crontab);
+                    let beat = heartbeat(on, statement, worker_id.clone(), runs.clone());
                     let others_alive = others_alive.clone();
                     beats.push(Box::pin(async move {
                         let result = beat.await.map(|others| others_alive.store(others, Ordering::Relaxed));
@@ -148,10 +148,24 @@ async fn end_lease(
     }
 }
 
+/// What a worker runs, as its lease records it (records step 15): what `formica why` reads
+/// to tell whether a live worker would take a job.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Runs {
+    /// Its crontab, one canonical line an item (`None`: it runs none).
+    pub crontab: Option<String>,
+    /// The tasks it has handlers for.
+    pub tasks: Vec<String>,
+    /// The flags it accepts (empty: any job).
+    pub accepted_flags: Vec<String>,
+    /// The flags it refuses (`None`: a function decides before each fetch).
+    pub forbidden_flags: Option<Vec<String>>,
+}
+
 /// The crontab of `items` as recorded on the lease: one canonical line an item (`None`: no
 /// crontab).
-pub(crate) fn crontab_text(items: &[CronItem]) -> Option<Arc<str>> {
-    (!items.is_empty()).then(|| items.iter().map(|item| format!("{item}\n")).collect::<String>().into())
+pub(crate) fn crontab_text(items: &[CronItem]) -> Option<String> {
+    (!items.is_empty()).then(|| items.iter().map(|item| format!("{item}\n")).collect::<String>())
 }
 
 /// The keeper's connection: the one idle between heartbeats, or a new one.
@@ -174,13 +188,15 @@ impl Connection {
 }
 
 /// Run `statement` on the keeper's connection (opening one if none is idle), within the
-/// lease: an answer later than that renews nothing the next heartbeat would not. The
-/// worker's `crontab` is recorded in the same round trip, after it; failing to record it
-/// is logged and costs the lease nothing. Answers whether another Formica worker is alive.
+/// lease: an answer later than that renews nothing the next heartbeat would not. What the
+/// worker runs is recorded in the same round trip, after it (a no-op update when unchanged);
+/// failing to record it is logged and costs the lease nothing. Answers whether another
+/// Formica worker is alive.
 async fn heartbeat(
     on: Connection,
     statement: Statement,
-    crontab: Option<(Arc<str>, Arc<str>)>,
+    worker_id: Arc<str>,
+    runs: Arc<Runs>,
 ) -> Result<bool, Error> {
     let timeout = on.runtime.sleep(LEASE.to_std().unwrap_or_default());
     let beat = async move {
@@ -188,23 +204,21 @@ async fn heartbeat(
         let bound = bind(&on.catalog, statement, &[]);
         let params = bound.typed();
         let beat = client.query_typed(bound.sql, &params);
-        let rows = match &crontab {
-            // Pipelined: the update is sent behind the heartbeat, which may insert the row.
-            Some((worker_id, text)) => {
-                let (id, text): (&str, &str) = (worker_id, text);
-                let params: [(&(dyn ToSql + Sync), Type); 2] = [(&id, Type::TEXT), (&text, Type::TEXT)];
-                let (beat, recorded) =
-                    future::join(beat, client.query_typed(on.catalog.record_crontab(), &params)).await;
-                if let Err(e) = recorded {
-                    tracing::warn!(
-                        worker_id = &**worker_id,
-                        "cannot record the worker's crontab on its lease: {e}"
-                    );
-                }
-                beat?
-            }
-            None => beat.await?,
-        };
+        // Pipelined: the update is sent behind the heartbeat, which may insert the row.
+        let id: &str = &worker_id;
+        let recording: [(&(dyn ToSql + Sync), Type); 5] = [
+            (&id, Type::TEXT),
+            (&runs.crontab, Type::TEXT),
+            (&runs.tasks, Type::TEXT_ARRAY),
+            (&runs.accepted_flags, Type::TEXT_ARRAY),
+            (&runs.forbidden_flags, Type::TEXT_ARRAY),
+        ];
+        let (beat, recorded) =
+            future::join(beat, client.query_typed(on.catalog.record_runs(), &recording)).await;
+        if let Err(e) = recorded {
+            tracing::warn!(worker_id = id, "cannot record what the worker runs on its lease: {e}");
+        }
+        let rows = beat?;
         on.idle.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert(client);
         Ok(rows.first().and_then(|row| row.try_get(0).ok()).unwrap_or(false))
     };

@@ -43,4 +43,5 @@ pub const QUEUES: &str = include_str!("../queries/inspect/queues.sql");
 pub const CRONTABS: &str = include_str!("../queries/inspect/crontabs.sql");
 /// Rows ever deleted from the jobs table; `$1` the schema name (unquoted).
 pub const DELETED_JOBS: &str = include_str!("../queries/inspect/deleted_jobs.sql");
+pub mod why;
 pub mod workflows;

@@ -21,6 +21,7 @@ pub const RECORDS_STEPS: &[Step] = &[
     Step { id: 14, sql: &[include_str!("../records/000014.sql")] },
     Step { id: 15, sql: &[include_str!("../records/000015.sql")] },
     Step { id: 16, sql: &[crate::durable::JOB_STEPS] },
+    Step { id: 17, sql: &[include_str!("../records/000017.sql")] },
 ];
 
 /// Claims of unique jobs not to add again within a period, finished or not (records step 9).

@@ -121,8 +121,9 @@ pub fn fetch_begin(schema: &str, taking_turns: bool) -> Result<String, FillError
     let turn = fill(include_str!("../queries/worker/fetch_turn.sql"), &[("TURNS_KEY", &key)])?;
     Ok(include_str!("../queries/worker/fetch_begin.sql").to_owned() + if taking_turns { &turn } else { "" })
 }
-/// `$1` worker runs the crontab `$2` (canonical text): recorded on its lease.
-pub const RECORD_CRONTAB: &str = include_str!("../queries/worker/record_crontab.sql");
+/// `$1` worker runs the crontab `$2` (canonical text) and the tasks `$3`, accepts the flags
+/// `$4` and refuses `$5`: recorded on its lease.
+pub const RECORD_RUNS: &str = include_str!("../queries/worker/record_runs.sql");
 /// `$1` grace in milliseconds: frees the locks of workers suspected dead for longer, and
 /// settles the cancel requests of jobs no worker holds.
 pub const RECOVER_LAPSED: &str = include_str!("../queries/worker/recover_lapsed.sql");

@@ -23,6 +23,10 @@ pub struct TestingDoctests;
 #[doc = include_str!("../../docs/guide/observability.md")]
 pub struct ObservabilityDoctests;
 
+/// `docs/guide/why.md`'s blocks.
+#[doc = include_str!("../../docs/guide/why.md")]
+pub struct WhyDoctests;
+
 /// `docs/guide/middleware.md`'s blocks.
 #[doc = include_str!("../../docs/guide/middleware.md")]
 pub struct MiddlewareDoctests;

@@ -49,6 +49,7 @@ mod ui_workflow;
 mod unique;
 mod utils;
 mod views;
+mod why;
 mod worker;
 mod workflow_differential;
 mod workflow_graphile_worker;

@@ -19,6 +19,7 @@ pub fn routes() -> Router<State> {
         .route("/overview", get(overview))
         .route("/jobs", get(jobs))
         .route("/jobs/{id}", get(job))
+        .route("/jobs/{id}/why", get(why))
         .route("/queues", get(queues))
         .route("/workers", get(workers))
         .route("/cron", get(cron))
@@ -53,6 +54,11 @@ async fn job(Ext(s): Ext<State>, Path(id): Path<i64>) -> Answer {
         Ok(detail) => answer(detail),
         Err(undecodable) => Ok(Json(inspect::undecodable_json(&undecodable))),
     }
+}
+
+/// Why the job is not running, and when it will (`formica why`).
+async fn why(Ext(s): Ext<State>, Path(id): Path<i64>) -> Answer {
+    answer(inspect::why(&s.utils, &inspect::JobRef::Id(id)).await?)
 }
 
 async fn queues(Ext(s): Ext<State>) -> Answer {

@@ -5,7 +5,7 @@
 
 use crate::html::esc;
 use crate::{Error, State};
-use formica::controls::{ControlLimit, ControlSet, Paused};
+use formica::controls::{ControlLimit, ControlSet, Paused, Scope};
 use formica::inspect;
 use std::collections::HashMap;
 
@@ -46,11 +46,10 @@ impl Holds {
         let mut why: Vec<String> = self
             .pauses
             .iter()
-            .filter_map(|p| match p.scope.as_str() {
-                "all" => Some("everything paused".to_owned()),
-                "task" if p.name == task => Some(format!("task {task} paused")),
-                "queue" if Some(p.name.as_str()) == queue => Some(format!("queue {} paused", p.name)),
-                _ => None,
+            .filter_map(|p| p.pause().filter(|pause| pause.covers(task, queue)))
+            .map(|pause| match pause.scope {
+                Scope::All => "everything paused".to_owned(),
+                scope => format!("{} {} paused", scope.as_str(), pause.name),
             })
             .collect();
         let mut may = Vec::new();

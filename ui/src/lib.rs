@@ -47,6 +47,7 @@ mod html;
 pub mod pages;
 mod probes;
 mod schedules;
+mod why;
 mod workers;
 mod workflow;
 
@@ -135,6 +136,8 @@ impl From<formica::Error> for Error {
             Error::BadRequest(e.to_string())
         } else if let formica::Error::Filter(e) = e {
             Error::BadRequest(e)
+        } else if let formica::Error::JobNotFound(e) = e {
+            Error::NotFound(e)
         } else {
             Error::Database(e.to_string())
         }

@@ -236,6 +236,7 @@ async fn job(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
         let _ = write!(html, "<dt>{name}</dt><dd>{value}</dd>");
     }
     html.push_str("</dl>");
+    html.push_str(&crate::why::section(&s, id).await);
     if !s.options.read_only {
         let base = format!("/api/jobs/{id}");
         let _ = write!(

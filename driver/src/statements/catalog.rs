@@ -25,7 +25,7 @@ pub struct Catalog {
     /// What a reindexing pass bound as a statement answers: nothing rebuilt.
     pub(super) rebuild_nothing: String,
     end_lease: String,
-    record_crontab: String,
+    record_runs: String,
     /// Durable jobs' statements, sent only by handlers that record steps or complete in their
     /// transaction (`crate::durable`).
     pub(crate) step_read: String,
@@ -59,7 +59,7 @@ impl Catalog {
             resolve_workflows: render(sql::workflows::RESOLVE),
             rebuild_nothing: "select null::text as index".to_owned(),
             end_lease: render(sql::worker::END_LEASE),
-            record_crontab: render(sql::worker::RECORD_CRONTAB),
+            record_runs: render(sql::worker::RECORD_RUNS),
             step_read: render(sql::durable::STEP_READ),
             step_record: render(sql::durable::STEP_RECORD),
             steps_settled: render(sql::durable::steps_settled(history)),
@@ -83,8 +83,9 @@ impl Catalog {
         &self.end_lease
     }
 
-    /// `$1` worker runs the crontab `$2` (`record_crontab.sql`).
-    pub(crate) fn record_crontab(&self) -> &str {
-        &self.record_crontab
+    /// `$1` worker runs the crontab `$2` and the tasks `$3`, accepts the flags `$4` and
+    /// refuses `$5` (`record_runs.sql`).
+    pub(crate) fn record_runs(&self) -> &str {
+        &self.record_runs
     }
 }

@@ -6,7 +6,7 @@ use super::threads::{spawn_abortable, Stop, Threads};
 use super::turning::Turning;
 use crate::clock::Clock;
 use crate::error::Error;
-use crate::lease::{crontab_text, keep_lease, LeaseKeeping};
+use crate::lease::{crontab_text, keep_lease, LeaseKeeping, Runs};
 use crate::utils::WorkerUtils;
 use formica_core::worker::{self as machine, Input};
 use futures::channel::mpsc;
@@ -97,7 +97,12 @@ impl Worker {
             catalog: shared.executor.catalog.clone(),
             worker_id: shared.worker_id.clone(),
             watchdog: config.watchdog,
-            crontab: crontab_text(&config.crontab),
+            runs: Arc::new(Runs {
+                crontab: crontab_text(&config.crontab),
+                tasks: config.task_identifiers.clone(),
+                accepted_flags: config.accepted_flags.clone(),
+                forbidden_flags: shared.executor.flags_fn.is_none().then(|| config.forbidden_flags.clone()),
+            }),
             inputs: inputs.clone(),
             others_alive: shared.executor.others_alive.clone(),
             end: ending_lease,
