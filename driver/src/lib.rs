@@ -69,6 +69,9 @@ pub use db::{
     DEFAULT_RESPONSE_TIMEOUT,
 };
 
+mod encryption;
+pub use encryption::{encrypted_with, payload_as_shown, Encryption, Keyring, Rotated, ENVELOPE};
+
 mod error;
 pub use error::{Error, MigrateError};
 
@@ -86,6 +89,10 @@ pub use middleware::{Next, TaskOutcome};
 
 mod migrate;
 pub use migrate::MigrationReport;
+
+mod reports;
+pub use reports::logs::{JobLogLayer, JobLogLine, JobLogs, JOB_LOGS_EVERY};
+pub use reports::progress::{JobProgress, Progress, MAX_PROGRESS_VALUE, PROGRESS_EVERY};
 
 mod runtime;
 pub use runtime::{Address, Runtime, Socket};
@@ -140,6 +147,7 @@ mod log;
 mod metrics;
 mod params;
 mod traces;
+mod waiting;
 mod watch;
 
 pub use formica_core::backoff::Backoff;

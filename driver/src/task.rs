@@ -171,6 +171,8 @@ pub struct JobContext {
     pub(crate) extensions: Arc<Extensions>,
     /// Where an [`OutputTaskHandler`](crate::OutputTaskHandler) leaves its output (`None`: history off).
     pub(crate) outputs: Option<Arc<crate::history::Outputs>>,
+    /// Where [`JobContext::set_progress`] leaves its values (`None`: a `testing` context).
+    pub(crate) progress: Option<Arc<crate::reports::latest::ProgressWriter>>,
 }
 
 impl JobContext {

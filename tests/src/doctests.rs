@@ -62,3 +62,15 @@ pub struct DashboardDoctests;
 /// `docs/guide/deploying.md`'s blocks (none is Rust yet; included so one would be compiled).
 #[doc = include_str!("../../docs/guide/deploying.md")]
 pub struct DeployingDoctests;
+
+/// `docs/guide/progress.md`'s blocks.
+#[doc = include_str!("../../docs/guide/progress.md")]
+pub struct ProgressDoctests;
+
+/// `docs/guide/job-logs.md`'s blocks.
+#[doc = include_str!("../../docs/guide/job-logs.md")]
+pub struct JobLogsDoctests;
+
+/// `docs/guide/encrypted-payloads.md`'s blocks.
+#[doc = include_str!("../../docs/guide/encrypted-payloads.md")]
+pub struct EncryptedPayloadsDoctests;

@@ -189,6 +189,7 @@ impl TestJob {
             span: span.clone(),
             extensions: Arc::new(extensions),
             outputs: None,
+            progress: None,
         };
         let outcome = handler(ctx, payload).instrument(span).await;
         Ran { outcome: TestOutcome::of(outcome), added: recorder.take() }

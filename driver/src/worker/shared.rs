@@ -19,4 +19,8 @@ pub(super) struct Shared {
     pub(super) metrics: Metrics,
     pub(super) queue_depth_interval: Duration,
     pub(super) worker_id: Arc<str>,
+    /// The progress its tasks report, on its way to the database.
+    pub(super) progress: Arc<crate::reports::latest::ProgressWriter>,
+    /// Its jobs' logs on their way to the database, if it keeps them.
+    pub(super) logs: Option<Arc<crate::reports::logs::LogWriter>>,
 }
