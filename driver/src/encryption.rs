@@ -134,14 +134,18 @@ impl Keyring {
         }
         let key = self.get(&envelope.key).ok_or_else(|| {
             format!(
-                "the payload of task {task:?} is encrypted with key {:?}, which this worker's key ring does not have \
-                 (it has {:?}): give the worker that key",
+                "the payload of task {task:?} is encrypted with key {:?}, which this worker's key ring \
+                 does not have (it has {:?}): give the worker that key",
                 envelope.key,
                 self.ids().collect::<Vec<_>>()
             )
         })?;
         let broken = || {
-            format!("the encrypted payload of task {task:?} (key {:?}) cannot be read: it was altered, or sealed for another task", envelope.key)
+            let key = &envelope.key;
+            format!(
+                "the encrypted payload of task {task:?} (key {key:?}) cannot be read: it was altered, or \
+                 sealed for another task"
+            )
         };
         let nonce = BASE64.decode(&envelope.nonce).ok().filter(|n| n.len() == 12).ok_or_else(broken)?;
         let data = BASE64.decode(&envelope.data).map_err(|_| broken())?;
@@ -308,7 +312,9 @@ mod tests {
     /// RFC 8439, 2.8.2: the AEAD construction's test vector.
     #[test]
     fn the_cipher_gives_rfc_8439_s_test_vector() {
-        let plaintext = b"Ladies and Gentlemen of the class of '99: If I could offer you only one tip for the future, sunscreen would be it.";
+        let plaintext: &[u8] =
+            b"Ladies and Gentlemen of the class of '99: If I could offer you only one tip \
+            for the future, sunscreen would be it.";
         let aad = hex("50515253c0c1c2c3c4c5c6c7");
         let key = hex("808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f");
         let nonce = hex("070000004041424344454647");

@@ -8,29 +8,24 @@
 use formica::{Error, JobContext, JobSpec, Progress, Retention, Runtime};
 use formica_tests::dashboard::Dashboard;
 use formica_tests::{on_both_runtimes, Running, TestDb};
+use futures::future::BoxFuture;
 use serde_json::json;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Counts the statements that write progress (not the rows: one statement writes many).
-const COUNT_WRITES: &str = "
-create table public.progress_writes (at timestamptz default clock_timestamp());
-create function public.count_progress_write() returns trigger language plpgsql as $$
-begin insert into public.progress_writes default values; return null; end $$;
-create trigger count_progress_writes after insert on formica_graphile_worker.job_progress
-  for each statement execute function public.count_progress_write();";
-
 const REPORTS: i64 = 20_000;
+
+/// What `reporting` returns: a raw task's handler.
+type Handler = dyn Fn(JobContext, serde_json::Value) -> BoxFuture<'static, formica::TaskResult> + Send + Sync;
 
 /// Reports `REPORTS` times as fast as it can, says so, then holds until `release`.
 fn reporting(
     rt: Arc<dyn Runtime>,
     release: Arc<AtomicBool>,
-    took: Arc<std::sync::Mutex<Option<Duration>>>,
-) -> impl Fn(JobContext, serde_json::Value) -> futures::future::BoxFuture<'static, formica::TaskResult> + Send + Sync
-{
-    move |ctx, _payload| {
+    took: Arc<Mutex<Option<Duration>>>,
+) -> Box<Handler> {
+    Box::new(move |ctx, _payload| {
         let (rt, release, took) = (rt.clone(), release.clone(), took.clone());
         Box::pin(async move {
             let start = Instant::now();
@@ -45,19 +40,19 @@ fn reporting(
             }
             Ok(())
         })
-    }
+    })
 }
 
 async fn a_tight_loop_of_reports_is_written_a_few_times_a_second_latest_last(rt: Arc<dyn Runtime>) {
     let db = TestDb::migrated_on(rt.clone()).await;
-    db.client().await.batch_execute(COUNT_WRITES).await.unwrap();
+    db.count_inserting_statements("formica_graphile_worker.job_progress").await;
     let utils = db.utils();
     let job = utils.add_raw_job("import", json!({}), JobSpec::default()).await.unwrap();
     let bad = utils
         .add_raw_job("bad_progress", json!({}), JobSpec::builder().max_attempts(1).build())
         .await
         .unwrap();
-    let (release, took) = (Arc::new(AtomicBool::new(false)), Arc::new(std::sync::Mutex::new(None)));
+    let (release, took) = (Arc::new(AtomicBool::new(false)), Arc::new(Mutex::new(None)));
     // Waiting before the worker starts: the answer comes by notification.
     let waiter = utils.clone();
     let waited = async move {
@@ -78,7 +73,7 @@ async fn a_tight_loop_of_reports_is_written_a_few_times_a_second_latest_last(rt:
     let last = waited.unwrap();
     assert_eq!(last.progress.value, Some(json!({ "i": REPORTS })), "the latest value, written last");
     let took = took.lock().unwrap().expect("the loop ended");
-    let writes = db.count("select count(*) from public.progress_writes").await;
+    let writes = db.inserting_statements("job_progress").await;
     // One write at once, then one each PROGRESS_EVERY (250 ms) at most while reports come.
     let most = 2 + (took.as_millis() / 250) as i64;
     assert!(writes >= 1 && writes <= most, "{writes} writes for {REPORTS} reports in {took:?}");
@@ -89,7 +84,11 @@ async fn a_tight_loop_of_reports_is_written_a_few_times_a_second_latest_last(rt:
     assert_eq!(last.progress.to_string(), format!("100% {}", json!({ "i": REPORTS })));
     // A fraction out of range fails the attempt saying why.
     db.wait_for_count(
-        &format!("select count(*) from graphile_worker.jobs where id = {} and attempts = 1 and last_error like '%from 0 to 1, not 1.5%'", bad.id),
+        &format!(
+            "select count(*) from graphile_worker.jobs \
+             where id = {} and attempts = 1 and last_error like '%from 0 to 1, not 1.5%'",
+            bad.id
+        ),
         1,
         Duration::from_secs(10),
     )
@@ -114,7 +113,8 @@ async fn the_job_page_shows_the_progress() {
     let db = TestDb::migrated().await;
     let utils = db.utils();
     let job = utils.add_raw_job("import", json!({}), JobSpec::default()).await.unwrap();
-    let sql = "insert into formica_graphile_worker.job_progress (job_id, fraction, value) values ($1, 0.425, '{\"rows\": 425}')";
+    let sql = "insert into formica_graphile_worker.job_progress (job_id, fraction, value) \
+        values ($1, 0.425, '{\"rows\": 425}')";
     db.client().await.execute(sql, &[&job.id]).await.unwrap();
     let ui = Dashboard::start(utils, formica_ui::Options::default()).await;
     let page = ui.get(&format!("/jobs/{}", job.id)).await.body;

@@ -3,10 +3,10 @@
 //! written in batches by the worker's [`Coalescer`] (never a statement a line).
 //!
 //! The application adds [`JobLogLayer`] to its subscriber; a worker with
-//! [`WorkerOptions::job_logs`](crate::WorkerOptions::job_logs) gives each job's span a token (`formica_logs`) naming the
-//! job's [`JobLog`], which the layer finds when the span opens and keeps in the span's
-//! extensions, so an event reaches its job's log by walking its spans. Without the option,
-//! no span has a token and the layer keeps nothing.
+//! [`WorkerOptions::job_logs`](crate::WorkerOptions::job_logs) gives each job's span a token
+//! (`formica_logs`) naming the job's [`JobLog`], which the layer finds when the span opens
+//! and keeps in the span's extensions, so an event reaches its job's log by walking its
+//! spans. Without the option, no span has a token and the layer keeps nothing.
 
 use super::{Batch, Coalescer};
 use crate::error::Error;
@@ -35,7 +35,8 @@ pub const JOB_LOGS_EVERY: Duration = Duration::from_millis(250);
 /// and counted in a warning.
 const MAX_PENDING_LINES: usize = 100_000;
 
-/// Which events a worker keeps with its jobs, and how many: with [`WorkerOptions::job_logs`](crate::WorkerOptions::job_logs).
+/// Which events a worker keeps with its jobs, and how many: with
+/// [`WorkerOptions::job_logs`](crate::WorkerOptions::job_logs).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobLogs {
     /// The most verbose level kept (`Level::INFO` keeps info, warn and error events).
@@ -260,7 +261,8 @@ impl Visit for Token {
 }
 
 /// The `tracing` layer that hands the events inside a job's span to its worker, for the
-/// workers with [`WorkerOptions::job_logs`](crate::WorkerOptions::job_logs). Add it to the application's subscriber:
+/// workers with [`WorkerOptions::job_logs`](crate::WorkerOptions::job_logs). Add it to the
+/// application's subscriber:
 ///
 /// ```ignore
 /// use tracing_subscriber::prelude::*;
@@ -298,8 +300,9 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for JobLogLayer {
 }
 
 impl WorkerUtils {
-    /// The lines kept of job `id`'s runs, oldest first (see [`WorkerOptions::job_logs`](crate::WorkerOptions::job_logs));
-    /// none for a job run without them, or pruned with its history.
+    /// The lines kept of job `id`'s runs, in order (see
+    /// [`WorkerOptions::job_logs`](crate::WorkerOptions::job_logs)); none for a job run
+    /// without them, or pruned with its history.
     pub async fn job_logs(&self, id: i64) -> Result<Vec<JobLogLine>, Error> {
         let sql = formica_sql::render(READ_LOGS, self.schema());
         let rows = self.pool().get().await?.query_typed(&sql, &[(&id, Type::INT8)]).await?;
