@@ -356,6 +356,23 @@ mod tests {
         assert!(plain.contains("must be encrypted"), "{plain}");
     }
 
+    /// The cost of sealing and opening a small payload (docs/performance.md):
+    /// `cargo test --release -p formica-driver --lib sealing_cost -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    #[allow(clippy::disallowed_methods)] // A measure, outside any worker: the process's clock.
+    fn sealing_cost() {
+        let ring = Keyring::default().with_key("k1", [1; 32]).unwrap();
+        let payload = serde_json::json!({ "customer": 42, "card": "4242424242424242", "amount": 1999 });
+        let n = 100_000;
+        let started = std::time::Instant::now();
+        for _ in 0..n {
+            let sealed = ring.seal("charge", &payload).unwrap();
+            assert!(ring.open("charge", &sealed).is_ok());
+        }
+        println!("sealed and opened {n} payloads: {:?} each", started.elapsed() / n);
+    }
+
     #[test]
     fn a_key_ring_is_parsed_oldest_first_and_bad_text_is_named() {
         let ring = Keyring::parse(&format!("k1:{}, k2:{}", "00".repeat(32), "ff".repeat(32))).unwrap();
