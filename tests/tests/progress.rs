@@ -106,7 +106,31 @@ async fn a_tight_loop_of_reports_is_written_a_few_times_a_second_latest_last(rt:
     assert_eq!(utils.job_progress(job.id).await.unwrap(), None, "pruned");
 }
 
-on_both_runtimes!(a_tight_loop_of_reports_is_written_a_few_times_a_second_latest_last);
+async fn a_worker_that_stops_writes_its_jobs_last_progress_first(rt: Arc<dyn Runtime>) {
+    let db = TestDb::migrated_on(rt.clone()).await;
+    let utils = db.utils();
+    let job = utils.add_raw_job("import", json!({}), JobSpec::default()).await.unwrap();
+    // The first report is written at once; the last waits for the period, which the worker,
+    // stopping as soon as the queue is empty (`run_once`), does not let pass.
+    let worker = db
+        .worker_options()
+        .define_raw_job("import", |ctx: JobContext, _| async move {
+            ctx.set_progress(Progress::fraction(0.1))?;
+            ctx.set_progress(Progress::fraction(1.0))?;
+            Ok(())
+        })
+        .init()
+        .await
+        .unwrap();
+    worker.run_once().await.unwrap();
+    let last = utils.job_progress(job.id).await.unwrap().expect("written");
+    assert_eq!(last.progress.fraction, Some(1.0));
+}
+
+on_both_runtimes!(
+    a_tight_loop_of_reports_is_written_a_few_times_a_second_latest_last,
+    a_worker_that_stops_writes_its_jobs_last_progress_first
+);
 
 #[tokio::test]
 async fn the_job_page_shows_the_progress() {

@@ -140,6 +140,11 @@ impl LogWriter {
         Some(Arc::new(LogWriter { options, runtime, lines: Coalescer::new(utils.clone(), JOB_LOGS_EVERY) }))
     }
 
+    /// Write the lines gathered now (the worker stops).
+    pub(crate) async fn flush(&self) {
+        self.lines.flush().await;
+    }
+
     /// The log of one attempt of job `job_id`, and the token its span carries as
     /// `formica_logs`: the layer takes the log when the span opens (and forgets the token).
     pub(crate) fn open(self: &Arc<Self>, job_id: i64, attempt: i16) -> (Arc<JobLog>, u64) {

@@ -15,6 +15,27 @@ use futures::future::BoxFuture;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// The longest a stopping worker waits for its last reports to be written.
+const FLUSH_WAIT: Duration = Duration::from_secs(2);
+
+/// Write a stopping worker's pending progress and log lines now, waiting at most
+/// [`FLUSH_WAIT`] (its database may be gone): its jobs' last reports come after their
+/// last write, less than a period before.
+pub(crate) async fn flush(
+    progress: &Coalescer<latest::Latest>,
+    logs: Option<&logs::LogWriter>,
+    runtime: &dyn Runtime,
+) {
+    let both = async {
+        progress.flush().await;
+        if let Some(logs) = logs {
+            logs.flush().await;
+        }
+    };
+    futures::pin_mut!(both);
+    let _ = futures::future::select(both, runtime.sleep(FLUSH_WAIT)).await;
+}
+
 /// What a [`Coalescer`] gathers between two writes, and how it is written.
 pub(crate) trait Batch: Default + Send + 'static {
     /// What it is, for the warning of a failed write.
@@ -29,6 +50,9 @@ pub(crate) struct Coalescer<B> {
     utils: WorkerUtils,
     every: Duration,
     state: Mutex<State<B>>,
+    /// Held while a batch is taken and written, so batches land in the order taken (a
+    /// value written late never replaces a newer one).
+    writing: futures::lock::Mutex<()>,
 }
 
 struct State<B> {
@@ -43,7 +67,7 @@ impl<B: Batch> Coalescer<B> {
     /// Writes of `utils`'s schema, at most one every `every`.
     pub(crate) fn new(utils: WorkerUtils, every: Duration) -> Arc<Self> {
         let state = State { pending: B::default(), scheduled: false, last_write: None };
-        Arc::new(Coalescer { utils, every, state: Mutex::new(state) })
+        Arc::new(Coalescer { utils, every, state: Mutex::new(state), writing: Default::default() })
     }
 
     /// Change what is pending with `add`, and make sure a write will take it.
@@ -66,6 +90,7 @@ impl<B: Batch> Coalescer<B> {
             if let Some(last) = last {
                 runtime.sleep_until(last + self.every).await;
             }
+            let _writing = self.writing.lock().await;
             let batch = {
                 let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
                 if state.pending.is_empty() {
@@ -75,10 +100,24 @@ impl<B: Batch> Coalescer<B> {
                 state.last_write = Some(runtime.monotonic());
                 std::mem::take(&mut state.pending)
             };
-            if let Err(e) = batch.write(self.utils.clone()).await {
-                // Reports are advice, never worth a job: the next ones write again.
-                tracing::warn!(error = %e, "could not write the {} of jobs", B::WHAT);
-            }
+            self.write(batch).await;
+        }
+    }
+
+    /// Write what is pending now, whatever the period: when the worker stops, so that the
+    /// last reports of its jobs are not left behind.
+    pub(crate) async fn flush(&self) {
+        let _writing = self.writing.lock().await;
+        let batch = std::mem::take(&mut self.state.lock().unwrap_or_else(|e| e.into_inner()).pending);
+        if !batch.is_empty() {
+            self.write(batch).await;
+        }
+    }
+
+    async fn write(&self, batch: B) {
+        if let Err(e) = batch.write(self.utils.clone()).await {
+            // Reports are advice, never worth a job: the next ones write again.
+            tracing::warn!(error = %e, "could not write the {} of jobs", B::WHAT);
         }
     }
 }
