@@ -16,13 +16,20 @@
 //! `DURABLE=2` one that runs one empty step (docs/guide/durable-jobs.md), to measure their cost.
 //! The worker runs with Formica's defaults, as users get it: job history on. `HISTORY=0`
 //! turns history off (graphile-worker keeps none), to compare like with like.
+//! `LOG_LINES=1`: each `noop` logs one `info` line, which the worker keeps with the job
+//! (docs/guide/job-logs.md: `JobLogs` at `INFO`, `JobLogLayer` as the only subscriber).
 use formica_bench::setting;
 use formica_tokio::{
-    stop_on_signals, HistoryOptions, JobContext, JobSpec, RawJob, Task, TaskHandler, TaskResult,
-    WorkerOptions, WorkerUtils, DEFAULT_SCHEMA,
+    stop_on_signals, HistoryOptions, JobContext, JobLogLayer, JobLogs, JobSpec, RawJob, Task, TaskHandler,
+    TaskResult, WorkerOptions, WorkerUtils, DEFAULT_SCHEMA,
 };
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+use tracing_subscriber::layer::SubscriberExt;
+
+/// Whether each `noop` logs a line (`LOG_LINES=1`).
+static LOG_LINE: AtomicBool = AtomicBool::new(false);
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -59,6 +66,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         (Some(2), _) => options.define_payload_job("noop", |_, _| async { Ok(()) }),
         _ => options.define_job::<Noop>(),
     };
+    if setting::<i64>("LOG_LINES") == Some(1) {
+        LOG_LINE.store(true, Ordering::Relaxed);
+        tracing::subscriber::set_global_default(tracing_subscriber::registry().with(JobLogLayer))?;
+        options = options.job_logs(JobLogs::at(tracing::Level::INFO));
+    }
     if setting::<i64>("HISTORY") == Some(0) {
         options = options.history(HistoryOptions::off());
     }
@@ -98,6 +110,9 @@ impl Task for Noop {
 
 impl TaskHandler for Noop {
     async fn run(self, _: JobContext) -> TaskResult {
+        if LOG_LINE.load(Ordering::Relaxed) {
+            tracing::info!("noop ran");
+        }
         Ok(())
     }
 }

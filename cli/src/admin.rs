@@ -140,6 +140,26 @@ pub enum Admin {
     /// One workflow: show it, cancel it, or retry its failed jobs.
     #[command(subcommand)]
     Workflow(crate::workflow::WorkflowCommand),
+    /// Encrypted payloads (docs/guide/encrypted-payloads.md).
+    #[command(subcommand)]
+    Encryption(EncryptionCommand),
+}
+
+/// `formica encryption`.
+#[derive(Debug, Subcommand)]
+pub enum EncryptionCommand {
+    /// Seal every waiting job's encrypted payload under the key ring's newest key (jobs a
+    /// worker holds are left: run it again once they are done). Prints how many were
+    /// rewritten and skipped; fails naming the jobs whose key the ring lacks.
+    Rotate {
+        /// The key ring: `id:key` pairs, oldest first, separated by commas, each key 64
+        /// hexadecimal digits.
+        #[arg(long, env = "FORMICA_PAYLOAD_KEYS", hide_env_values = true)]
+        keys: String,
+        /// Jobs read at a time.
+        #[arg(long, default_value_t = 1000)]
+        batch: u32,
+    },
 }
 
 /// `formica ui`.
@@ -299,13 +319,19 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
             print_listing(out, &utils.list_jobs(&filter).await?);
         }
         Admin::Job { id } => match inspect::job(utils, id).await? {
-            Some(Ok(job)) => print_job(out, &job),
+            Some(Ok(job)) => {
+                print_job(out, &job);
+                crate::output::print_logs(out, &utils.job_logs(id).await?);
+            }
             Some(Err(bad)) => {
                 return Err(Failure::Command(format!("cannot read {}", inspect::describe(&bad))));
             }
             // A finished job left the queue: its history row tells how it ended.
             None => match utils.job_outcome(id).await? {
-                Some(run) => crate::history::print_outcome(out, &run),
+                Some(run) => {
+                    crate::history::print_outcome(out, &run);
+                    crate::output::print_logs(out, &utils.job_logs(id).await?);
+                }
                 None => {
                     return Err(Failure::Command(format!(
                         "no job {id}: it is not in the queue, and the history has no run of it \
@@ -329,6 +355,17 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
         Admin::Limits => crate::controls::list(ControlKind::RateLimit, utils, out).await?,
         Admin::Workflows(a) => crate::workflow::list(a, utils, out).await?,
         Admin::Workflow(command) => crate::workflow::run(command, utils, out).await?,
+        Admin::Encryption(EncryptionCommand::Rotate { keys, batch }) => {
+            let keyring = formica_tokio::Keyring::parse(&keys)?;
+            let rotated = utils.rotate_payloads(&keyring, batch).await?;
+            match out {
+                Output::Json => crate::output::print_json(&json!(rotated)),
+                _ => println!(
+                    "rewritten {}, skipped {} (changed or held meanwhile)",
+                    rotated.rewritten, rotated.skipped
+                ),
+            }
+        }
         Admin::Status => {
             let overview = inspect::overview(utils).await?;
             let workers = inspect::workers(utils).await?;

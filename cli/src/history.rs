@@ -70,7 +70,7 @@ pub fn print_outcome(out: Output, run: &JobOutcome) {
         println!("{name:<11} {}", visible(&value));
     }
     let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default();
-    println!("payload:\n{}", visible_lines(&pretty(&run.payload)));
+    println!("payload:\n{}", visible_lines(&formica_tokio::payload_as_shown(&run.payload)));
     println!("last_error:\n{}", visible_lines(run.last_error.as_deref().unwrap_or("(none)")));
     println!("output:\n{}", visible_lines(&run.output.as_ref().map_or_else(none, pretty)));
 }

@@ -185,12 +185,29 @@ pub fn print_job(out: Output, detail: &JobDetail) {
         ("created_at", time(&j.created_at)),
         ("updated_at", time(&j.updated_at)),
         ("revision", j.revision.to_string()),
+        (
+            "progress",
+            detail
+                .progress
+                .as_ref()
+                .map_or_else(none, |p| format!("{} at {}", p.progress, time(&p.updated_at))),
+        ),
     ];
     for (name, value) in fields {
         println!("{name:<11} {}", visible(&value));
     }
-    println!("payload:\n{}", visible_lines(&serde_json::to_string_pretty(&j.payload).unwrap_or_default()));
+    println!("payload:\n{}", visible_lines(&formica_tokio::payload_as_shown(&j.payload)));
     println!("last_error:\n{}", visible_lines(j.last_error.as_deref().unwrap_or("(none)")));
+}
+
+/// A job's log lines after the job (as text only: `--json` prints the job alone), if it has
+/// any.
+pub fn print_logs(out: Output, lines: &[formica_tokio::JobLogLine]) {
+    if out == Output::Json || lines.is_empty() {
+        return;
+    }
+    let text: Vec<String> = lines.iter().map(ToString::to_string).collect();
+    println!("logs:\n{}", visible_lines(&text.join("\n")));
 }
 
 /// A worker's line of `status`: who and where it is, its lease, and what it holds.

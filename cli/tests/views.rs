@@ -161,3 +161,37 @@ async fn status_tells_a_stopped_worker_from_a_dead_one_and_a_live_one() {
     let stopped = workers.as_array().unwrap().iter().find(|w| w["worker"] == "stopped").unwrap();
     assert!(stopped["lease"]["stopped_at"].is_string() && stopped["lease"]["lapsed"] == false, "{stopped}");
 }
+
+/// What a job reports and how its payload is kept, as `formica job` shows them: its
+/// progress and its log lines after the job, and `encrypted (key ...)` instead of a sealed
+/// payload's bytes; `formica encryption rotate` reseals under the newest key.
+#[tokio::test]
+async fn job_shows_progress_logs_and_encrypted_and_encryption_rotate_reseals() {
+    let db = TestDb::migrated().await;
+    let key = |byte: u8| format!("{byte:02x}").repeat(32);
+    let ring = formica_tokio::Keyring::parse(&format!("k1:{}", key(1))).unwrap();
+    let sealing = db.utils().encrypt_payloads(formica_tokio::Encryption::new(ring).task("charge"));
+    let later =
+        formica_tokio::JobSpec::builder().run_at(chrono::Utc::now() + chrono::Duration::hours(1)).build();
+    let job = sealing.add_raw_job("charge", json!({ "card": "4242" }), later).await.unwrap();
+    let sql = "insert into formica_graphile_worker.job_progress (job_id, fraction, value) values ($1, 0.5, '{\"rows\": 5}');
+        insert into formica_graphile_worker.job_logs (job_id, attempt, line, at, level, message)
+        values ($1, 1, 0, '2026-01-02T03:04:05.006Z', 'INFO', 'charging')";
+    for statement in sql.split(';') {
+        db.client().await.execute(statement, &[&job.id]).await.unwrap();
+    }
+    let shown = ok(&db, &["job", &job.id.to_string()]);
+    assert!(shown.contains("payload:\nencrypted (key \"k1\")\n") && !shown.contains("4242"), "{shown}");
+    assert!(shown.contains("progress    50% {\"rows\":5} at "), "{shown}");
+    assert!(shown.contains("logs:\n2026-01-02T03:04:05.006Z  INFO [attempt 1] charging"), "{shown}");
+    let keys = format!("k1:{},k2:{}", key(1), key(2));
+    assert_eq!(
+        ok(&db, &["encryption", "rotate", "--keys", &keys]),
+        "rewritten 1, skipped 0 (changed or held meanwhile)\n"
+    );
+    assert!(ok(&db, &["job", &job.id.to_string()]).contains("payload:\nencrypted (key \"k2\")\n"));
+    let wrong = formica(&db, &["encryption", "rotate", "--keys", &format!("k3:{}", key(3))]);
+    assert!(!wrong.status.success());
+    assert!(text(&wrong.stderr)
+        .contains(r#"encrypted with key "k2", which this worker's key ring does not have"#));
+}

@@ -376,6 +376,8 @@ pub struct JobDetail {
     pub queue_locked_by: Option<String>,
     /// Since when it holds it.
     pub queue_locked_at: Option<DateTime<Utc>>,
+    /// What its handler reported last, if anything.
+    pub progress: Option<crate::JobProgress>,
 }
 
 /// The job `id`, if it exists: read, or why its row cannot be.
@@ -388,6 +390,11 @@ pub async fn job(utils: &WorkerUtils, id: i64) -> Result<Option<Result<JobDetail
         row,
         queue_locked_by: get(first, "queue_locked_by")?,
         queue_locked_at: get(first, "queue_locked_at")?,
+        progress: crate::reports::progress::from_columns(
+            get(first, "progress_fraction")?,
+            get(first, "progress_value")?,
+            get(first, "progress_at")?,
+        )?,
     })))
 }
 

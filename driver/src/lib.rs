@@ -72,6 +72,8 @@ pub use db::{
 
 mod durable;
 pub use durable::StepError;
+mod encryption;
+pub use encryption::{encrypted_with, payload_as_shown, Encryption, Keyring, Rotated, ENVELOPE};
 
 mod error;
 pub use error::{Error, MigrateError};
@@ -93,6 +95,9 @@ pub use migrate::MigrationReport;
 
 mod reindex;
 pub use reindex::REINDEX_TIMEOUT;
+mod reports;
+pub use reports::logs::{JobLogLayer, JobLogLine, JobLogs, JOB_LOGS_EVERY};
+pub use reports::progress::{JobProgress, Progress, MAX_PROGRESS_VALUE, PROGRESS_EVERY};
 
 mod runtime;
 pub use runtime::{Address, Runtime, Socket};
@@ -147,6 +152,7 @@ mod log;
 mod metrics;
 mod params;
 mod traces;
+mod waiting;
 mod watch;
 
 pub use formica_core::backoff::Backoff;

@@ -174,6 +174,8 @@ pub struct JobContext {
     /// Its steps and its completion in its own transaction (`None`: a context of the
     /// `testing` module, which has no database).
     pub(crate) durable: Option<crate::durable::Durable>,
+    /// Where [`JobContext::set_progress`] leaves its values (`None`: a `testing` context).
+    pub(crate) progress: Option<Arc<crate::reports::latest::ProgressWriter>>,
 }
 
 impl JobContext {

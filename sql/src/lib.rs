@@ -33,6 +33,7 @@ pub mod history;
 pub mod inspect;
 pub mod migrate;
 pub mod records;
+pub mod reports;
 pub mod schedules;
 pub mod traces;
 pub mod utils;

@@ -22,6 +22,7 @@ pub const RECORDS_STEPS: &[Step] = &[
     Step { id: 15, sql: &[include_str!("../records/000015.sql")] },
     Step { id: 16, sql: &[crate::durable::JOB_STEPS] },
     Step { id: 17, sql: &[include_str!("../records/000017.sql")] },
+    Step { id: 18, sql: &[crate::reports::TABLES] },
 ];
 
 /// Claims of unique jobs not to add again within a period, finished or not (records step 9).

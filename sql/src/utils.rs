@@ -32,3 +32,9 @@ pub const CLEANUP_DELETE_PERMAFAILED_JOBS: &str =
 pub const CLEANUP_GC_TASK_IDENTIFIERS: &str = include_str!("../queries/cleanup_gc_task_identifiers.sql");
 /// Deletes unused, unlocked queues.
 pub const CLEANUP_GC_JOB_QUEUES: &str = include_str!("../queries/cleanup_gc_job_queues.sql");
+/// `$1` the envelope's member, `$2` the newest key's id, `$3` after this job id, `$4` at
+/// most: waiting jobs whose payload is sealed under an older key (id, task, payload text).
+pub const SEALED_UNDER_OLDER_KEYS: &str = include_str!("../queries/encryption/sealed_under_older_keys.sql");
+/// `$1` job id, `$2` its payload as read, `$3` the payload sealed anew: rewritten if unheld
+/// and unchanged.
+pub const RESEAL: &str = include_str!("../queries/encryption/reseal.sql");

@@ -74,3 +74,15 @@ pub struct DeployingDoctests;
 /// `docs/guide/health.md`'s blocks.
 #[doc = include_str!("../../docs/guide/health.md")]
 pub struct HealthDoctests;
+
+/// `docs/guide/progress.md`'s blocks.
+#[doc = include_str!("../../docs/guide/progress.md")]
+pub struct ProgressDoctests;
+
+/// `docs/guide/job-logs.md`'s blocks.
+#[doc = include_str!("../../docs/guide/job-logs.md")]
+pub struct JobLogsDoctests;
+
+/// `docs/guide/encrypted-payloads.md`'s blocks.
+#[doc = include_str!("../../docs/guide/encrypted-payloads.md")]
+pub struct EncryptedPayloadsDoctests;

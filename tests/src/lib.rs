@@ -154,6 +154,26 @@ impl TestDb {
         self.client().await.query_one(sql, &[]).await.unwrap_or_else(|e| panic!("{sql}: {e:?}")).get(0)
     }
 
+    /// From now on, count the statements that insert into `table` (not the rows: one
+    /// statement may insert many); [`Self::inserting_statements`] reads the count.
+    pub async fn count_inserting_statements(&self, table: &str) {
+        let sql = format!(
+            "create table if not exists public.inserting_statements (on_table text);
+            create or replace function public.count_inserting_statement() returns trigger language plpgsql
+              as $$ begin insert into public.inserting_statements values (tg_table_name); return null; end $$;
+            create trigger count_inserting_statements after insert on {table}
+              for each statement execute function public.count_inserting_statement();"
+        );
+        self.client().await.batch_execute(&sql).await.unwrap_or_else(|e| panic!("{sql}: {e:?}"));
+    }
+
+    /// The statements counted since [`Self::count_inserting_statements`] that inserted into
+    /// the table named `name` (unqualified).
+    pub async fn inserting_statements(&self, name: &str) -> i64 {
+        self.count(&format!("select count(*) from public.inserting_statements where on_table = '{name}'"))
+            .await
+    }
+
     /// Migrate Formica's records (after a test undid some of their steps), and check that
     /// every step is then recorded, once, and that migrating again changes nothing.
     pub async fn migrate_records_to_the_last_step(&self) {

@@ -117,7 +117,7 @@ pub(crate) async fn page_of_runs(s: &State, id: i64) -> Response {
     );
     for run in &runs {
         let output = run.output.as_ref().map(|o| serde_json::to_string_pretty(o).unwrap_or_default());
-        let payload = serde_json::to_string_pretty(&run.payload).unwrap_or_default();
+        let payload = formica::payload_as_shown(&run.payload);
         let facts = [
             (
                 "outcome",
@@ -142,7 +142,21 @@ pub(crate) async fn page_of_runs(s: &State, id: i64) -> Response {
             let _ = write!(html, r#"<h2>Output</h2><pre id="output">{}</pre>"#, esc(&output));
         }
     }
+    html.push_str(&logs(s, id).await);
     page(s, &format!("Job {id}"), &html)
+}
+
+/// Job `id`'s log lines, if it has any (docs/guide/job-logs.md), or why they cannot be read:
+/// on its page in the queue and in the history alike.
+pub(crate) async fn logs(s: &State, id: i64) -> String {
+    match s.utils.job_logs(id).await {
+        Ok(lines) if lines.is_empty() => String::new(),
+        Ok(lines) => {
+            let text: Vec<String> = lines.iter().map(ToString::to_string).collect();
+            format!(r#"<h2>Logs</h2><pre id="logs">{}</pre>"#, esc(&text.join("\n")))
+        }
+        Err(e) => format!(r#"<h2>Logs</h2><p class="error" id="logs">{}</p>"#, esc(&e.to_string())),
+    }
 }
 
 /// An SVG bar chart of `buckets` (`count` of `width` each, ending now): jobs completed,

@@ -186,6 +186,16 @@ fn serde_urlencoded(query: &JobQuery) -> String {
     parts.join("&")
 }
 
+/// A job's progress: a bar for its fraction, its text, and when it was written (the page's
+/// auto-refresh keeps it live).
+fn progress(p: &formica::JobProgress) -> String {
+    let bar = p
+        .progress
+        .fraction
+        .map_or(String::new(), |f| format!(r#"<progress max="1" value="{f}"></progress> "#));
+    format!(r#"<span id="progress">{bar}{} at {}</span>"#, esc(&p.progress.to_string()), time(&p.updated_at))
+}
+
 async fn job(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
     let detail = match inspect::job(&s.utils, id).await {
         Ok(Some(Ok(d))) => d,
@@ -202,7 +212,7 @@ async fn job(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
         Err(e) => return error_page(&s, e),
     };
     let j = &detail.row.job;
-    let payload = serde_json::to_string_pretty(&j.payload).unwrap_or_default();
+    let payload = formica::payload_as_shown(&j.payload);
     let flags: Vec<&str> = j.flags.iter().map(String::as_str).collect();
     let lock = match (&j.locked_by, &j.locked_at) {
         (Some(by), at) => format!("{} since {}", esc(by), opt_time(at)),
@@ -230,6 +240,7 @@ async fn job(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
         ("created_at", time(&j.created_at)),
         ("updated_at", time(&j.updated_at)),
         ("revision", j.revision.to_string()),
+        ("progress", detail.progress.as_ref().map_or_else(|| "(none)".into(), progress)),
     ];
     let mut html = String::from("<dl>");
     for (name, value) in facts {
@@ -288,6 +299,7 @@ async fn job(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
         esc(j.last_error.as_deref().unwrap_or("(none)"))
     );
     let _ = write!(html, r#"<h2>Payload</h2><pre id="payload">{}</pre>"#, esc(&payload));
+    html.push_str(&crate::history::logs(&s, id).await);
     page(&s, &format!("Job {id}"), &html)
 }
 

@@ -190,6 +190,7 @@ impl TestJob {
             extensions: Arc::new(extensions),
             outputs: None,
             durable: None,
+            progress: None,
         };
         let outcome = handler(ctx, payload).instrument(span).await;
         Ran { outcome: TestOutcome::of(outcome), added: recorder.take() }

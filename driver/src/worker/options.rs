@@ -64,6 +64,8 @@ pub struct WorkerOptions<R = ()> {
     queue_depth_interval: Duration,
     extensions: Extensions,
     pub(crate) history: crate::history::HistoryOptions,
+    pub(crate) job_logs: Option<crate::JobLogs>,
+    pub(crate) encryption: Option<crate::Encryption>,
     workflow_resolve_every: Duration,
     health_thresholds: crate::inspect::Thresholds,
 }
@@ -104,6 +106,8 @@ impl<R> WorkerOptions<R> {
             queue_depth_interval: DEFAULT_QUEUE_DEPTH_INTERVAL,
             extensions: Extensions::default(),
             history: Default::default(),
+            job_logs: None,
+            encryption: None,
             workflow_resolve_every: crate::workflows::DEFAULT_RESOLVE_EVERY,
             health_thresholds: Default::default(),
         }
@@ -315,6 +319,24 @@ impl<R> WorkerOptions<R> {
         self.add_layers = self.add_layers.with(layer);
         self
     }
+    /// Keep the `tracing` events inside each job's span at `logs.level` and above with the
+    /// job, for as long as its history (docs/guide/job-logs.md). The events reach the worker
+    /// only through a [`JobLogLayer`](crate::JobLogLayer) in the application's subscriber.
+    /// Off by default.
+    pub fn job_logs(mut self, logs: crate::JobLogs) -> Self {
+        self.job_logs = Some(logs);
+        self
+    }
+    /// Seal the payloads of `encryption`'s tasks as this worker's handlers add them, and open
+    /// them before their handler runs (innermost: run layers see them sealed). A payload
+    /// that cannot be opened (its key not in the ring, altered, not sealed) fails the attempt
+    /// with a message saying why (docs/guide/encrypted-payloads.md).
+    pub fn encrypt_payloads(mut self, encryption: crate::Encryption) -> Self {
+        let adding = encryption.clone();
+        self = self.before_add(move |job| adding.seal(job));
+        self.encryption = Some(encryption);
+        self
+    }
     /// Send statements unprepared (for pgBouncer in transaction mode).
     pub fn prepared_statements(mut self, yes: bool) -> Self {
         self.prepared_statements = yes;
@@ -444,6 +466,9 @@ impl<R> WorkerOptions<R> {
         let mut config = self.config;
         config.crontab = crontab.into_items();
         config.task_identifiers = self.handlers.0.keys().cloned().collect();
+        if let Some(encryption) = &self.encryption {
+            encryption.wrap(&mut self.handlers);
+        }
         self.run_layers.wrap(&mut self.handlers);
         config.latest_migration = formica_sql::LATEST;
         // The records schema is migrated with the schema: obey its pauses, run its chores.
@@ -470,6 +495,8 @@ impl<R> WorkerOptions<R> {
                     outputs: crate::history::outputs(&self.history),
                     others_alive: Default::default(),
                 },
+                progress: crate::reports::latest::writer(utils.clone(), crate::PROGRESS_EVERY),
+                logs: crate::reports::logs::LogWriter::new(&utils, self.job_logs.as_ref()),
                 utils,
                 handlers: self.handlers,
                 extensions: Arc::new(self.extensions),

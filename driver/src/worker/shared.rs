@@ -21,4 +21,8 @@ pub(super) struct Shared {
     /// What the health metrics and the reindexing chore judge by.
     pub(super) health_thresholds: crate::inspect::Thresholds,
     pub(super) worker_id: Arc<str>,
+    /// The progress its tasks report, on its way to the database.
+    pub(super) progress: Arc<crate::reports::latest::ProgressWriter>,
+    /// Its jobs' logs on their way to the database, if it keeps them.
+    pub(super) logs: Option<Arc<crate::reports::logs::LogWriter>>,
 }

@@ -31,7 +31,15 @@ pub(super) fn start_task(
     let running_reported = reported.clone();
     let job_id = job.id;
     let job_span = JobSpan::start(&job, &shared.worker_id, shared.executor.parents.take(job.id));
-    let span = tracing::info_span!("job", job_id, task = %job.task_identifier, worker_id = %shared.worker_id);
+    let log = shared.logs.as_ref().map(|logs| logs.open(job.id, job.attempts));
+    let (task, worker_id) = (&job.task_identifier, &shared.worker_id);
+    let span = match &log {
+        // The token by which `JobLogLayer` finds this attempt's log.
+        Some((_, token)) => {
+            tracing::info_span!("job", job_id, task = %task, worker_id = %worker_id, formica_logs = *token)
+        }
+        None => tracing::info_span!("job", job_id, task = %task, worker_id = %worker_id),
+    };
     let handler = shared.handlers.0.get(&job.task_identifier).cloned();
     let payload = job.payload.clone();
     let outputs = shared.executor.outputs.clone();
@@ -46,6 +54,7 @@ pub(super) fn start_task(
         extensions: shared.extensions.clone(),
         outputs: shared.executor.outputs.clone(),
         durable: Some(durable),
+        progress: Some(shared.progress.clone()),
     };
     let work = job_span.current_in(async move {
         match handler {
@@ -65,6 +74,9 @@ pub(super) fn start_task(
         let outcome =
             settling.settle(&job_arc, &shared_arc.worker_id, &shared_arc.executor.pool, outcome).await;
         job_span.end(&outcome);
+        if let Some((log, token)) = log {
+            log.close(token);
+        }
         crate::history::settle(outputs.as_deref(), job_id, &outcome);
         if !reported.swap(true, Ordering::AcqRel) {
             let _ = inputs.unbounded_send(Input::TaskFinished { job_id, outcome });

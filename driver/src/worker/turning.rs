@@ -178,6 +178,9 @@ impl Turning {
                         for task in listener.take().into_iter().chain(sampler) {
                             task.abort();
                         }
+                        // The last reports of its jobs wait for their period: not past the stop.
+                        crate::reports::flush(&shared.progress, shared.logs.as_deref(), runtime.as_ref())
+                            .await;
                         if failure.is_none() {
                             let (ended, answer) = oneshot::channel();
                             if end_lease.send(ended).is_ok() {
