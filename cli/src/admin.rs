@@ -76,7 +76,9 @@ pub enum Admin {
     /// Serve the web dashboard until interrupted.
     Ui(UiArgs),
     /// Run failed jobs again now with a fresh set of attempts: those a filter picks (never a
-    /// running one).
+    /// running one). `redrive` is its other name, for jobs failed for good (--state
+    /// permanently_failed) once their cause is fixed.
+    #[command(visible_alias = "redrive")]
     Retry {
         /// Job ids.
         ids: Vec<i64>,
@@ -123,6 +125,9 @@ pub enum Admin {
     },
     /// The rate limits in force.
     Limits,
+    /// Dead letters: the task a task's jobs are sent to when they fail for good.
+    #[command(subcommand)]
+    DeadLetter(crate::dead_letters::DeadLetterCommand),
     /// List workflows, newest first, with their states and job counts.
     Workflows(crate::workflow::ListArgs),
     /// One workflow: show it, cancel it, or retry its failed jobs.
@@ -136,9 +141,17 @@ pub struct UiArgs {
     /// Address to listen on; beyond 127.0.0.1 it needs --token or --read-only.
     #[arg(long, default_value = "127.0.0.1:8080")]
     bind: std::net::SocketAddr,
-    /// Require this token on every request (open the dashboard with ?token=...).
+    /// Require a token on every request (open the dashboard with ?token=...): this one is
+    /// an admin's, who may do everything.
     #[arg(long, env = "FORMICA_UI_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// A token that may act on jobs (add, run now, retry, cancel, delete, pause, resume) but
+    /// not change caps, limits, schedules, dead letters or unlock workers.
+    #[arg(long, env = "FORMICA_UI_OPERATOR_TOKEN", hide_env_values = true)]
+    operator_token: Option<String>,
+    /// A token that may only look.
+    #[arg(long, env = "FORMICA_UI_VIEWER_TOKEN", hide_env_values = true)]
+    viewer_token: Option<String>,
     /// Only look: refuse every action.
     #[arg(long)]
     read_only: bool,
@@ -314,6 +327,7 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
         Admin::Limit(a) => crate::controls::limit(a, utils, out).await?,
         Admin::Unlimit { task } => crate::controls::remove(task, ControlKind::RateLimit, utils, out).await?,
         Admin::Limits => crate::controls::list(ControlKind::RateLimit, utils, out).await?,
+        Admin::DeadLetter(command) => crate::dead_letters::run(command, utils, out).await?,
         Admin::Workflows(a) => crate::workflow::list(a, utils, out).await?,
         Admin::Workflow(command) => crate::workflow::run(command, utils, out).await?,
         Admin::Status => {
@@ -461,7 +475,9 @@ async fn serve_ui(a: UiArgs, utils: &WorkerUtils) -> Result<(), Failure> {
         }
         None => None,
     };
-    let options = formica_ui::Options { read_only: a.read_only, token: a.token, crontab };
+    let tokens = [(formica_ui::Role::Operator, a.operator_token), (formica_ui::Role::Viewer, a.viewer_token)];
+    let tokens = tokens.into_iter().filter_map(|(role, token)| Some((role, token?))).collect();
+    let options = formica_ui::Options { read_only: a.read_only, token: a.token, tokens, crontab };
     formica_ui::check_bind(&a.bind, &options).map_err(Failure::Command)?;
     let listener = tokio::net::TcpListener::bind(a.bind)
         .await

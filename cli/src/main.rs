@@ -7,6 +7,7 @@ mod admin;
 mod bulk;
 mod controls;
 mod crontab;
+mod dead_letters;
 mod embedded;
 mod history;
 mod metrics;

@@ -19,6 +19,7 @@ pub const RECORDS_STEPS: &[Step] = &[
     Step { id: 12, sql: &[include_str!("../records/000012.sql")] },
     Step { id: 13, sql: &[include_str!("../records/000013.sql")] },
     Step { id: 14, sql: &[include_str!("../records/000014.sql")] },
+    Step { id: 15, sql: &[crate::dead_letters::TABLES] },
 ];
 
 /// Claims of unique jobs not to add again within a period, finished or not (records step 9).

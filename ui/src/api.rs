@@ -17,7 +17,7 @@ type Answer = Result<Json<Value>, Error>;
 pub fn routes() -> Router<State> {
     Router::new()
         .route("/overview", get(overview))
-        .route("/jobs", get(jobs))
+        .route("/jobs", get(jobs).post(crate::adding::add))
         .route("/jobs/{id}", get(job))
         .route("/queues", get(queues))
         .route("/workers", get(workers))
@@ -28,6 +28,7 @@ pub fn routes() -> Router<State> {
         .route("/jobs/{id}/fail", post(fail))
         .route("/jobs/{id}/cancel", post(cancel))
         .route("/workers/unlock", post(unlock))
+        .route("/cron/{identifier}/run_now", post(crate::adding::run_now))
         .route("/jobs/bulk", post(crate::bulk::bulk))
 }
 

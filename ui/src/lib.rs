@@ -36,11 +36,13 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod adding;
 mod api;
 mod bulk;
 mod controls;
 pub mod data;
 mod guard;
+pub use guard::Role;
 mod held;
 mod history;
 mod html;
@@ -64,11 +66,29 @@ use std::time::Duration;
 pub struct Options {
     /// Refuse every action: only look.
     pub read_only: bool,
-    /// Every request must carry this token.
+    /// Every request must carry a token: this one (an admin's, as a single token always was)
+    /// or one of [`Options::tokens`].
     pub token: Option<String>,
+    /// Tokens with their roles, beside [`Options::token`] (`formica ui --viewer-token`,
+    /// `--operator-token`).
+    pub tokens: Vec<(Role, String)>,
     /// The crontab to show on the cron page while no live worker records one on its lease
     /// (Formica's workers record theirs).
     pub crontab: Option<Crontab>,
+}
+
+impl Options {
+    /// The role `given` gives, if it is one of the tokens.
+    fn role_of(&self, given: &str) -> Option<Role> {
+        let admin = self.token.iter().map(|t| (Role::Admin, t));
+        let others = self.tokens.iter().map(|(role, t)| (*role, t));
+        // The highest role of a token given twice, every token compared (no early exit).
+        admin.chain(others).filter(|(_, t)| guard::same(given, t)).map(|(role, _)| role).max()
+    }
+
+    fn any_token(&self) -> bool {
+        self.token.is_some() || !self.tokens.is_empty()
+    }
 }
 
 /// What the handlers share.
@@ -130,7 +150,10 @@ impl Error {
 
 impl From<formica::Error> for Error {
     fn from(e: formica::Error) -> Self {
-        if let formica::Error::Spec(_) | formica::Error::Crontab { .. } | formica::Error::Control(_) = e {
+        if let formica::Error::Spec(_)
+        | formica::Error::Crontab { .. }
+        | formica::Error::Control(_)
+        | formica::Error::DeadLetter(_) = e {
             Error::BadRequest(e.to_string())
         } else if let formica::Error::Filter(e) = e {
             Error::BadRequest(e)
@@ -156,7 +179,7 @@ impl IntoResponse for Error {
 /// Whether the dashboard may listen on `addr` with `options`: beyond the loopback
 /// interface, only with a token or read-only.
 pub fn check_bind(addr: &SocketAddr, options: &Options) -> Result<(), String> {
-    if addr.ip().is_loopback() || options.token.is_some() || options.read_only {
+    if addr.ip().is_loopback() || options.any_token() || options.read_only {
         Ok(())
     } else {
         Err(format!(

@@ -151,7 +151,8 @@ async fn jobs(Ext(s): Ext<State>, Query(query): Query<JobQuery>) -> Response {
             labelled_select("sort", query.sort.as_deref(), &sorts),
         ],
     );
-    html.push_str(&crate::bulk::bar(&s, &query));
+    html.push_str(&crate::adding::form());
+    html.push_str(&crate::bulk::bar(&query));
     let headers = ["", "id", "task", "queue", "state", "run_at", "attempts", "priority", "key", "last_error"];
     html.push_str(&unreadable(&result.undecodable.iter().map(inspect::describe).collect::<Vec<_>>()));
     let holds = match Holds::read(&s, result.jobs.iter().map(|r| r.state.as_str())).await {
@@ -236,7 +237,7 @@ async fn job(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
         let _ = write!(html, "<dt>{name}</dt><dd>{value}</dd>");
     }
     html.push_str("</dl>");
-    if !s.options.read_only {
+    if crate::guard::may_act() {
         let base = format!("/api/jobs/{id}");
         let _ = write!(
             html,
@@ -248,10 +249,9 @@ async fn job(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
             if detail.row.state == "permanently_failed" {
                 "<span>Out of attempts: to retry, reschedule with fewer attempts.</span>".to_owned()
             } else {
-                button(&s, "Run now", &format!("{base}/run_now"), &format!("Run job {id} now?"), &[])
+                button("Run now", &format!("{base}/run_now"), &format!("Run job {id} now?"), &[])
             },
             button(
-                &s,
                 "Remove",
                 &format!("{base}/remove"),
                 &format!("Delete job {id}? It will not run."),
@@ -259,21 +259,18 @@ async fn job(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
             ),
             stamp(&Utc::now()),
             button(
-                &s,
                 "Reschedule",
                 &format!("{base}/reschedule"),
                 &format!("Reschedule job {id}?"),
                 &[("form", "reschedule")]
             ),
             button(
-                &s,
                 "Permanently fail",
                 &format!("{base}/fail"),
                 &format!("Fail job {id} for good? It will not run again."),
                 &[("form", "fail")]
             ),
             button(
-                &s,
                 "Cancel",
                 &format!("{base}/cancel"),
                 &format!("Cancel job {id}? A running task is aborted; the job fails for good."),
@@ -336,10 +333,11 @@ async fn cron(Ext(s): Ext<State>) -> Response {
                 esc(&c.workers.join(", ")),
                 opt_time(&c.last_execution),
                 c.next_runs.iter().map(time).collect::<Vec<_>>().join("<br>"),
+                if c.spec.is_some() { crate::adding::run_now_button(&c.identifier) } else { String::new() },
             ]
         })
         .collect();
-    let headers = ["identifier", "item", "run by", "last execution", "next runs"];
+    let headers = ["identifier", "item", "run by", "last execution", "next runs", ""];
     let runtime = match crate::schedules::section(&s).await {
         Ok(section) => section,
         Err(e) => return error_page(&s, e),
