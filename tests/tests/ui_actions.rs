@@ -147,7 +147,7 @@ async fn a_job_is_added_with_each_field_and_a_bad_payload_is_named() {
         stored,
         (
             "send_email".into(),
-            r#"{"to": "a@example.com"}"#.into(),
+            r#"{"to":"a@example.com"}"#.into(),
             Some("mail".into()),
             true,
             Some("welcome-a".into()),
