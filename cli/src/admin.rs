@@ -267,8 +267,12 @@ pub struct RescheduleArgs {
     bulk: crate::bulk::Selection,
 }
 
-/// Run one utility subcommand.
-pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(), Failure> {
+/// Run one utility subcommand: actions on `utils` (the primary), listings on `reads` (a read
+/// replica if one was given, else the primary).
+pub async fn run(command: Admin, utils: &WorkerUtils, reads: &WorkerUtils, out: Output) -> Result<(), Failure> {
+    use crate::dead_letters::DeadLetterCommand;
+    use crate::schedule::ScheduleCommand;
+    use crate::workflow::WorkflowCommand;
     match command {
         Admin::Add(a) => {
             let payload: Value = match &a.payload {
@@ -297,15 +301,15 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
                 state: a.state,
                 limit: a.limit,
             };
-            print_listing(out, &utils.list_jobs(&filter).await?);
+            print_listing(out, &reads.list_jobs(&filter).await?);
         }
-        Admin::Job { id } => match inspect::job(utils, id).await? {
+        Admin::Job { id } => match inspect::job(reads, id).await? {
             Some(Ok(job)) => print_job(out, &job),
             Some(Err(bad)) => {
                 return Err(Failure::Command(format!("cannot read {}", inspect::describe(&bad))));
             }
             // A finished job left the queue: its history row tells how it ended.
-            None => match utils.job_outcome(id).await? {
+            None => match reads.job_outcome(id).await? {
                 Some(run) => crate::history::print_outcome(out, &run),
                 None => {
                     return Err(Failure::Command(format!(
@@ -315,25 +319,28 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
                 }
             },
         },
-        Admin::History(a) => crate::history::list(a, utils, out).await?,
-        Admin::Ui(a) => serve_ui(a, utils).await?,
+        Admin::History(a) => crate::history::list(a, reads, out).await?,
+        Admin::Ui(a) => serve_ui(a, utils, reads).await?,
+        Admin::Schedule(command @ ScheduleCommand::List) => crate::schedule::run(command, reads, out).await?,
         Admin::Schedule(command) => crate::schedule::run(command, utils, out).await?,
         Admin::Pause(a) => crate::controls::pause(a, utils, out).await?,
         Admin::Resume(a) => crate::controls::resume(a, utils, out).await?,
-        Admin::Paused => crate::controls::paused(utils, out).await?,
+        Admin::Paused => crate::controls::paused(reads, out).await?,
         Admin::Cap(a) => crate::controls::cap(a, utils, out).await?,
         Admin::Uncap { task } => crate::controls::remove(task, ControlKind::Cap, utils, out).await?,
-        Admin::Caps => crate::controls::list(ControlKind::Cap, utils, out).await?,
+        Admin::Caps => crate::controls::list(ControlKind::Cap, reads, out).await?,
         Admin::Limit(a) => crate::controls::limit(a, utils, out).await?,
         Admin::Unlimit { task } => crate::controls::remove(task, ControlKind::RateLimit, utils, out).await?,
-        Admin::Limits => crate::controls::list(ControlKind::RateLimit, utils, out).await?,
+        Admin::Limits => crate::controls::list(ControlKind::RateLimit, reads, out).await?,
+        Admin::DeadLetter(command @ DeadLetterCommand::List) => crate::dead_letters::run(command, reads, out).await?,
         Admin::DeadLetter(command) => crate::dead_letters::run(command, utils, out).await?,
-        Admin::Workflows(a) => crate::workflow::list(a, utils, out).await?,
+        Admin::Workflows(a) => crate::workflow::list(a, reads, out).await?,
+        Admin::Workflow(command @ WorkflowCommand::Show { .. }) => crate::workflow::run(command, reads, out).await?,
         Admin::Workflow(command) => crate::workflow::run(command, utils, out).await?,
         Admin::Status => {
-            let overview = inspect::overview(utils).await?;
-            let workers = inspect::workers(utils).await?;
-            let version = inspect::schema_version(utils).await?;
+            let overview = inspect::overview(reads).await?;
+            let workers = inspect::workers(reads).await?;
+            let version = inspect::schema_version(reads).await?;
             crate::output::print_status(out, &overview, &workers, version);
         }
         Admin::Complete { ids } => {
@@ -462,7 +469,7 @@ fn job_ids(jobs: &[Job]) -> Vec<i64> {
 }
 
 /// Serve the dashboard on `a.bind` until Ctrl-C or SIGTERM.
-async fn serve_ui(a: UiArgs, utils: &WorkerUtils) -> Result<(), Failure> {
+async fn serve_ui(a: UiArgs, utils: &WorkerUtils, reads: &WorkerUtils) -> Result<(), Failure> {
     let default_crontab = std::path::PathBuf::from("crontab");
     let crontab = match a.crontab.or_else(|| default_crontab.is_file().then_some(default_crontab)) {
         Some(file) => {
@@ -477,7 +484,9 @@ async fn serve_ui(a: UiArgs, utils: &WorkerUtils) -> Result<(), Failure> {
     };
     let tokens = [(formica_ui::Role::Operator, a.operator_token), (formica_ui::Role::Viewer, a.viewer_token)];
     let tokens = tokens.into_iter().filter_map(|(role, token)| Some((role, token?))).collect();
-    let options = formica_ui::Options { read_only: a.read_only, token: a.token, tokens, crontab };
+    // With no replica given, `reads` shares the primary's pool.
+    let reads = Some(reads.clone());
+    let options = formica_ui::Options { read_only: a.read_only, token: a.token, tokens, crontab, reads };
     formica_ui::check_bind(&a.bind, &options).map_err(Failure::Command)?;
     let listener = tokio::net::TcpListener::bind(a.bind)
         .await

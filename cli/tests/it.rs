@@ -16,6 +16,7 @@ mod output;
 mod pgbouncer;
 mod poll_interval;
 mod roles;
+mod replica;
 mod schedule;
 mod traces;
 mod views;

@@ -199,3 +199,25 @@ async fn a_cron_item_and_a_runtime_schedule_run_now_with_their_payload_and_optio
     let page = ui.request("GET", "/cron", &[("authorization", &format!("Bearer {OPERATOR}"))], None).await;
     assert!(page.body.contains("/api/cron/nightly/run_now") && page.body.contains("/api/cron/hourly/run_now"));
 }
+
+/// The stand-in replica is a second database on the same server with jobs of its own (a
+/// streaming replica would be heavy for a test): what the pages show tells what they read.
+#[tokio::test]
+async fn the_pages_read_the_replica_and_actions_change_the_primary() {
+    let primary = TestDb::migrated().await;
+    let replica = TestDb::migrated().await;
+    primary.utils().add_raw_job("on_primary", json!({}), Default::default()).await.unwrap();
+    replica.utils().add_raw_job("on_replica", json!({}), Default::default()).await.unwrap();
+    let options = Options { reads: Some(replica.utils()), ..Default::default() };
+    let ui = Dashboard::start(primary.utils(), options).await;
+    let listed = ui.get("/api/jobs").await.json();
+    let tasks: Vec<&str> = listed["jobs"].as_array().unwrap().iter().map(|j| j["task_identifier"].as_str().unwrap()).collect();
+    assert_eq!(tasks, ["on_replica"], "{listed}");
+    let overview = ui.get("/api/overview").await.json();
+    assert_eq!(overview["counts"][0]["task"], "on_replica", "{overview}");
+    assert!(ui.get("/jobs").await.body.contains("on_replica"));
+    let added = ui.action("/api/jobs", json!({ "task": "added" })).await;
+    assert_eq!(added.status, 200, "{}", added.body);
+    let count = "select count(*) from graphile_worker.jobs where task_identifier = 'added'";
+    assert_eq!((primary.count(count).await, replica.count(count).await), (1, 0), "the action changed the primary");
+}

@@ -40,31 +40,31 @@ fn answer(value: impl serde::Serialize) -> Answer {
 }
 
 async fn overview(Ext(s): Ext<State>) -> Answer {
-    answer(data::overview(&s.utils, &s.throughput).await?)
+    answer(data::overview(&s.reads, &s.utils, &s.throughput).await?)
 }
 
 async fn jobs(Ext(s): Ext<State>, Query(query): Query<JobQuery>) -> Answer {
-    answer(inspect::jobs(&s.utils, &query.selection()?).await?)
+    answer(inspect::jobs(&s.reads, &query.selection()?).await?)
 }
 
 /// The job, or `{"id": .., "undecodable": "column ...: ..."}` if its row cannot be read.
 async fn job(Ext(s): Ext<State>, Path(id): Path<i64>) -> Answer {
-    match inspect::job(&s.utils, id).await?.ok_or_else(|| gone(id))? {
+    match inspect::job(&s.reads, id).await?.ok_or_else(|| gone(id))? {
         Ok(detail) => answer(detail),
         Err(undecodable) => Ok(Json(inspect::undecodable_json(&undecodable))),
     }
 }
 
 async fn queues(Ext(s): Ext<State>) -> Answer {
-    answer(inspect::queues(&s.utils).await?)
+    answer(inspect::queues(&s.reads).await?)
 }
 
 async fn workers(Ext(s): Ext<State>) -> Answer {
-    answer(inspect::workers(&s.utils).await?)
+    answer(inspect::workers(&s.reads).await?)
 }
 
 async fn cron(Ext(s): Ext<State>) -> Answer {
-    answer(inspect::cron(&s.utils, s.options.crontab.as_ref()).await?)
+    answer(inspect::cron(&s.reads, s.options.crontab.as_ref()).await?)
 }
 
 fn gone(id: i64) -> Error {

@@ -111,10 +111,10 @@ fn control_form(kind: ControlKind) -> String {
 async fn flow(Ext(s): Ext<State>) -> Response {
     let read = async {
         Ok::<_, formica::Error>((
-            s.utils.paused().await?,
-            s.utils.controls().await?,
-            inspect::overview(&s.utils).await?,
-            s.utils.dead_letters().await?,
+            s.reads.paused().await?,
+            s.reads.controls().await?,
+            inspect::overview(&s.reads).await?,
+            s.reads.dead_letters().await?,
         ))
     };
     let (paused, controls, overview, letters) = match read.await {
@@ -209,7 +209,7 @@ fn dead_letters_section(letters: &[DeadLetter]) -> String {
 }
 
 async fn dead_letters(Ext(s): Ext<State>) -> Result<Json<Value>, Error> {
-    Ok(Json(json!(s.utils.dead_letters().await?)))
+    Ok(Json(json!(s.reads.dead_letters().await?)))
 }
 
 #[derive(Deserialize)]

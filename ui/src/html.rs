@@ -48,7 +48,7 @@ pub(crate) async fn database_now(
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
-    match formica::inspect::database_now(&s.utils).await {
+    match formica::inspect::database_now(&s.reads).await {
         Ok(now) => NOW.scope(now, next.run(request)).await,
         Err(_) => next.run(request).await,
     }

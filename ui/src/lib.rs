@@ -62,7 +62,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// How the dashboard runs.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Options {
     /// Refuse every action: only look.
     pub read_only: bool,
@@ -75,6 +75,23 @@ pub struct Options {
     /// The crontab to show on the cron page while no live worker records one on its lease
     /// (Formica's workers record theirs).
     pub crontab: Option<Crontab>,
+    /// Where the pages and the API's reads go, if not to the database actions change: a
+    /// read replica (`formica ui --read-connection`), so looking puts no load on the primary.
+    /// Actions, and the reads that decide them, always go to the primary.
+    pub reads: Option<WorkerUtils>,
+}
+
+/// The tokens left out: a log line never shows one.
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("read_only", &self.read_only)
+            .field("token", &self.token.as_ref().map(|_| "…"))
+            .field("tokens", &self.tokens.iter().map(|(role, _)| role).collect::<Vec<_>>())
+            .field("crontab", &self.crontab)
+            .field("reads", &self.reads.as_ref().map(WorkerUtils::schema))
+            .finish()
+    }
 }
 
 impl Options {
@@ -93,7 +110,10 @@ impl Options {
 
 /// What the handlers share.
 struct Shared {
+    /// The primary: actions, and the reads that decide them.
     utils: WorkerUtils,
+    /// What the pages and the API show: [`Options::reads`], else the primary.
+    reads: WorkerUtils,
     options: Options,
     throughput: data::Throughput,
 }
@@ -194,7 +214,8 @@ pub fn router(utils: WorkerUtils, options: Options) -> Router {
 }
 
 fn build(utils: WorkerUtils, options: Options) -> (Router, State) {
-    let state: State = Arc::new(Shared { utils, options, throughput: data::Throughput::default() });
+    let reads = options.reads.clone().unwrap_or_else(|| utils.clone());
+    let state: State = Arc::new(Shared { utils, reads, options, throughput: data::Throughput::default() });
     let pages = Router::new()
         .merge(pages::routes())
         .merge(history::routes())

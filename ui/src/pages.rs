@@ -42,7 +42,7 @@ pub(crate) fn asset_routes() -> Router<State> {
 }
 
 async fn overview(Ext(s): Ext<State>) -> Response {
-    let o = match data::overview(&s.utils, &s.throughput).await {
+    let o = match data::overview(&s.reads, &s.utils, &s.throughput).await {
         Ok(o) => o,
         Err(e) => return error_page(&s, e),
     };
@@ -132,7 +132,7 @@ async fn jobs(Ext(s): Ext<State>, Query(query): Query<JobQuery>) -> Response {
         Ok(selection) => selection,
         Err(e) => return error_page(&s, e),
     };
-    let result = match inspect::jobs(&s.utils, &selection).await {
+    let result = match inspect::jobs(&s.reads, &selection).await {
         Ok(r) => r,
         Err(e) => return error_page(&s, e),
     };
@@ -188,7 +188,7 @@ fn serde_urlencoded(query: &JobQuery) -> String {
 }
 
 async fn job(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
-    let detail = match inspect::job(&s.utils, id).await {
+    let detail = match inspect::job(&s.reads, id).await {
         Ok(Some(Ok(d))) => d,
         Ok(Some(Err(bad))) => {
             let text = format!("This job's row cannot be read: {}", inspect::describe(&bad));
@@ -288,7 +288,7 @@ async fn job(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
 }
 
 async fn queues(Ext(s): Ext<State>) -> Response {
-    let queues = match inspect::queues(&s.utils).await {
+    let queues = match inspect::queues(&s.reads).await {
         Ok(q) => q,
         Err(e) => return error_page(&s, e),
     };
@@ -306,7 +306,7 @@ async fn queues(Ext(s): Ext<State>) -> Response {
 }
 
 async fn cron(Ext(s): Ext<State>) -> Response {
-    let cron = match inspect::cron(&s.utils, s.options.crontab.as_ref()).await {
+    let cron = match inspect::cron(&s.reads, s.options.crontab.as_ref()).await {
         Ok(c) => c,
         Err(e) => return error_page(&s, e),
     };

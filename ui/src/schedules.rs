@@ -20,7 +20,7 @@ pub(crate) fn routes() -> Router<State> {
 }
 
 async fn list(Ext(s): Ext<State>) -> Answer {
-    Ok(Json(json!(s.utils.schedules().await?)))
+    Ok(Json(json!(s.reads.schedules().await?)))
 }
 
 #[derive(Debug, Deserialize)]
@@ -43,7 +43,7 @@ async fn remove(Ext(s): Ext<State>, Path(identifier): Path<String>) -> Answer {
 
 /// The Cron page's section on runtime schedules.
 pub(crate) async fn section(s: &State) -> Result<String, Error> {
-    let schedules = s.utils.schedules().await?;
+    let schedules = s.reads.schedules().await?;
     let rows: Vec<Vec<String>> = schedules
         .iter()
         .map(|r| {

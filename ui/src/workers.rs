@@ -9,7 +9,7 @@ use axum::response::Response;
 use formica::inspect::{self, WorkerSeen};
 
 pub(crate) async fn page_of_workers(Ext(s): Ext<State>) -> Response {
-    let workers = match inspect::workers(&s.utils).await {
+    let workers = match inspect::workers(&s.reads).await {
         Ok(w) => w,
         Err(e) => return error_page(&s, e),
     };

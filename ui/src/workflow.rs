@@ -87,11 +87,11 @@ impl ListQuery {
 }
 
 async fn list_json(Ext(s): Ext<State>, Query(query): Query<ListQuery>) -> Result<Json<Value>, Error> {
-    Ok(Json(json!(s.utils.workflows(&query.filter()).await?)))
+    Ok(Json(json!(s.reads.workflows(&query.filter()).await?)))
 }
 
 async fn show_json(Ext(s): Ext<State>, Path(id): Path<i64>) -> Result<Json<Value>, Error> {
-    let detail = s.utils.workflow(id).await?.ok_or_else(|| Error::NotFound(format!("no workflow {id}")))?;
+    let detail = s.reads.workflow(id).await?.ok_or_else(|| Error::NotFound(format!("no workflow {id}")))?;
     Ok(Json(json!(detail)))
 }
 
@@ -102,7 +102,7 @@ fn state(name: &str) -> String {
 
 async fn list(Ext(s): Ext<State>, Query(query): Query<ListQuery>) -> Response {
     let filter = query.filter();
-    let workflows = match s.utils.workflows(&filter).await {
+    let workflows = match s.reads.workflows(&filter).await {
         Ok(w) => w,
         Err(e) => return error_page(&s, e),
     };
@@ -137,7 +137,7 @@ async fn list(Ext(s): Ext<State>, Query(query): Query<ListQuery>) -> Response {
 }
 
 async fn show(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
-    let detail = match s.utils.workflow(id).await {
+    let detail = match s.reads.workflow(id).await {
         Ok(Some(detail)) => detail,
         Ok(None) => return error_page(&s, Error::NotFound(format!("no workflow {id}"))),
         Err(e) => return error_page(&s, e),
