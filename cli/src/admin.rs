@@ -269,7 +269,12 @@ pub struct RescheduleArgs {
 
 /// Run one utility subcommand: actions on `utils` (the primary), listings on `reads` (a read
 /// replica if one was given, else the primary).
-pub async fn run(command: Admin, utils: &WorkerUtils, reads: &WorkerUtils, out: Output) -> Result<(), Failure> {
+pub async fn run(
+    command: Admin,
+    utils: &WorkerUtils,
+    reads: &WorkerUtils,
+    out: Output,
+) -> Result<(), Failure> {
     use crate::dead_letters::DeadLetterCommand;
     use crate::schedule::ScheduleCommand;
     use crate::workflow::WorkflowCommand;
@@ -332,10 +337,14 @@ pub async fn run(command: Admin, utils: &WorkerUtils, reads: &WorkerUtils, out: 
         Admin::Limit(a) => crate::controls::limit(a, utils, out).await?,
         Admin::Unlimit { task } => crate::controls::remove(task, ControlKind::RateLimit, utils, out).await?,
         Admin::Limits => crate::controls::list(ControlKind::RateLimit, reads, out).await?,
-        Admin::DeadLetter(command @ DeadLetterCommand::List) => crate::dead_letters::run(command, reads, out).await?,
+        Admin::DeadLetter(command @ DeadLetterCommand::List) => {
+            crate::dead_letters::run(command, reads, out).await?
+        }
         Admin::DeadLetter(command) => crate::dead_letters::run(command, utils, out).await?,
         Admin::Workflows(a) => crate::workflow::list(a, reads, out).await?,
-        Admin::Workflow(command @ WorkflowCommand::Show { .. }) => crate::workflow::run(command, reads, out).await?,
+        Admin::Workflow(command @ WorkflowCommand::Show { .. }) => {
+            crate::workflow::run(command, reads, out).await?
+        }
         Admin::Workflow(command) => crate::workflow::run(command, utils, out).await?,
         Admin::Status => {
             let overview = inspect::overview(reads).await?;

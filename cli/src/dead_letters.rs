@@ -53,7 +53,12 @@ pub async fn run(command: DeadLetterCommand, utils: &WorkerUtils, out: Output) -
         DeadLetterCommand::Set { task, target, by } => {
             let since = utils.set_dead_letter(&task, &target, by.as_deref()).await?;
             let json = json!({ "task": task, "target": target, "since": since });
-            print_table(out, &["task", "sent to", "since"], vec![vec![task, target, since.to_rfc3339()]], json);
+            print_table(
+                out,
+                &["task", "sent to", "since"],
+                vec![vec![task, target, since.to_rfc3339()]],
+                json,
+            );
         }
         DeadLetterCommand::Remove { task } => {
             if !utils.remove_dead_letter(&task).await? {

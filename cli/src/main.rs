@@ -365,7 +365,10 @@ async fn run_command(
         Some(url) => {
             let mut settings = ConnectionSettings::parse(url)?;
             settings.default_application_name("formica");
-            WorkerUtils::new(Pool::new(Arc::new(formica_tokio::TokioRuntime), settings, 4), cli.schema.clone())
+            WorkerUtils::new(
+                Pool::new(Arc::new(formica_tokio::TokioRuntime), settings, 4),
+                cli.schema.clone(),
+            )
         }
         None => utils.clone(),
     };

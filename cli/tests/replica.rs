@@ -34,17 +34,26 @@ async fn reads_go_to_the_replica_and_actions_to_the_primary() {
     assert_eq!(tasks(&json(&primary.url, &[&["jobs"], &read[..]].concat())), ["on_replica"]);
     assert_eq!(tasks(&json(&primary.url, &["jobs"])), ["on_primary"], "without it, the primary");
     let status = json(&primary.url, &[&["status"], &read[..]].concat());
-    assert!(status.to_string().contains("on_replica") && !status.to_string().contains("on_primary"), "{status}");
+    assert!(
+        status.to_string().contains("on_replica") && !status.to_string().contains("on_primary"),
+        "{status}"
+    );
 
     // Actions change the primary, whatever reads.
     json(&primary.url, &[&["add", "added"], &read[..]].concat());
-    json(&primary.url, &[&["dead-letter", "set", "charge", "charge_failed", "--by", "ops"], &read[..]].concat());
+    json(
+        &primary.url,
+        &[&["dead-letter", "set", "charge", "charge_failed", "--by", "ops"], &read[..]].concat(),
+    );
     let added = "select count(*) from graphile_worker.jobs where task_identifier = 'added'";
     assert_eq!((primary.count(added).await, replica.count(added).await), (1, 0));
     let listed = json(&primary.url, &[&["dead-letter", "list"], &read[..]].concat());
     assert_eq!(listed[0]["target"], "seen_on_replica", "listed from the replica: {listed}");
     let listed = json(&primary.url, &["dead-letter", "list"]);
-    assert_eq!((&listed[0]["task"], &listed[0]["target"], &listed[0]["set_by"]), (&json!("charge"), &json!("charge_failed"), &json!("ops")));
+    assert_eq!(
+        (&listed[0]["task"], &listed[0]["target"], &listed[0]["set_by"]),
+        (&json!("charge"), &json!("charge_failed"), &json!("ops"))
+    );
     assert_eq!(listed[0]["sent"], 0);
     json(&primary.url, &["dead-letter", "remove", "charge"]);
     let refused = common::formica(&primary.url, &["dead-letter", "remove", "charge"]);

@@ -36,7 +36,12 @@ impl WorkerUtils {
     /// Send the jobs of `task` that fail for good to `target` (a task identifier), replacing
     /// its dead letter; `by` is recorded as who set it (else the database role). Returns
     /// when it was set. Formica workers send from their next failure on.
-    pub async fn set_dead_letter(&self, task: &str, target: &str, by: Option<&str>) -> Result<DateTime<Utc>, Error> {
+    pub async fn set_dead_letter(
+        &self,
+        task: &str,
+        target: &str,
+        by: Option<&str>,
+    ) -> Result<DateTime<Utc>, Error> {
         let (task, target) = (task.trim(), target.trim());
         if task.is_empty() || target.is_empty() {
             return Err(Error::DeadLetter("a dead letter needs a task and a target task".into()));
@@ -50,7 +55,8 @@ impl WorkerUtils {
             param(by.map(str::to_owned), Type::TEXT),
         ];
         let client = self.pool().get().await?;
-        let rows = client.query_typed(&sql::render(sql::dead_letters::SET, self.schema()), &typed(&params)).await?;
+        let rows =
+            client.query_typed(&sql::render(sql::dead_letters::SET, self.schema()), &typed(&params)).await?;
         let row = rows.first().ok_or_else(|| Error::Row("the dead letter was not recorded".into()))?;
         Ok(row.try_get(0)?)
     }
@@ -70,7 +76,8 @@ impl WorkerUtils {
         let rows = client.query_typed(&sql::render(sql::dead_letters::LIST, self.schema()), &[]).await?;
         rows.iter()
             .map(|row| {
-                let (last_job, last_at): (Option<i64>, Option<DateTime<Utc>>) = (row.try_get(5)?, row.try_get(6)?);
+                let (last_job, last_at): (Option<i64>, Option<DateTime<Utc>>) =
+                    (row.try_get(5)?, row.try_get(6)?);
                 Ok(DeadLetter {
                     task: row.try_get(0)?,
                     target: row.try_get(1)?,

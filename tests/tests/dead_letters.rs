@@ -50,8 +50,10 @@ async fn a_job_failed_for_good_is_sent_to_its_dead_letter_and_can_be_redriven(rt
             async { Ok(()) }
         });
     let worker = Running::listening(&rt, options).await;
-    wait_until(rt.as_ref(), Duration::from_secs(20), "the dead letter received", || !received.all().is_empty())
-        .await;
+    wait_until(rt.as_ref(), Duration::from_secs(20), "the dead letter received", || {
+        !received.all().is_empty()
+    })
+    .await;
     // The job with attempts left failed too (its retry waits e^1 s): it was not sent.
     db.wait_for_count(
         &format!("select count(*) from graphile_worker.jobs where id in ({retried}, {unlettered}) and attempts = 1 and locked_by is null"),
@@ -73,7 +75,10 @@ async fn a_job_failed_for_good_is_sent_to_its_dead_letter_and_can_be_redriven(rt
     );
     let letters = utils.dead_letters().await.unwrap();
     assert_eq!(letters.len(), 1);
-    assert_eq!((letters[0].target.as_str(), letters[0].sent, letters[0].set_by.as_str()), ("charge_failed", 1, "test"));
+    assert_eq!(
+        (letters[0].target.as_str(), letters[0].sent, letters[0].set_by.as_str()),
+        ("charge_failed", 1, "test")
+    );
     assert!(letters[0].last_sent.is_some_and(|(job, _)| job != last), "the receiving job is a new one");
     // The sent job stays, failed for good, until redriven.
     let state = "select count(*) from graphile_worker.jobs where id = $1 and attempts >= max_attempts";
@@ -81,8 +86,11 @@ async fn a_job_failed_for_good_is_sent_to_its_dead_letter_and_can_be_redriven(rt
 
     // The cause fixed, the redrive (a retry of the jobs failed for good) runs it again.
     *fixed.lock().unwrap() = true;
-    let failed_for_good =
-        BulkFilter { task: Some("charge".into()), states: vec!["permanently_failed".into()], ..Default::default() };
+    let failed_for_good = BulkFilter {
+        task: Some("charge".into()),
+        states: vec!["permanently_failed".into()],
+        ..Default::default()
+    };
     assert_eq!(utils.bulk(&BulkAction::Retry, &failed_for_good).await.unwrap(), 1);
     db.wait_for_count(
         &format!("select count(*) from graphile_worker.jobs where id = {last}"),

@@ -14,8 +14,9 @@ const VIEWER: &str = "viewer-token";
 
 async fn dashboard(utils: &WorkerUtils) -> Dashboard {
     let tokens = vec![(Role::Operator, OPERATOR.to_owned()), (Role::Viewer, VIEWER.to_owned())];
-    let crontab = formica::cron::parse("0 3 * * * nightly_task ?id=nightly&queue=night&priority=3 {\"full\": true}\n")
-        .expect("a crontab");
+    let crontab =
+        formica::cron::parse("0 3 * * * nightly_task ?id=nightly&queue=night&priority=3 {\"full\": true}\n")
+            .expect("a crontab");
     let options = Options { token: Some(ADMIN.into()), tokens, crontab: Some(crontab), ..Default::default() };
     Dashboard::start(utils.clone(), options).await
 }
@@ -91,7 +92,11 @@ async fn a_viewer_can_look_but_not_act_an_operator_cannot_change_how_the_queue_r
         assert_eq!(r.status, 403, "a viewer on {path}: {}", r.body);
         assert!(r.json()["error"].as_str().unwrap().contains("viewer"), "{}", r.body);
     }
-    assert_eq!(db.count("select count(*) from graphile_worker._private_jobs").await, 1, "a viewer changed nothing");
+    assert_eq!(
+        db.count("select count(*) from graphile_worker._private_jobs").await,
+        1,
+        "a viewer changed nothing"
+    );
     let held = "select count(*) from formica_graphile_worker.pauses";
     assert_eq!(db.count(held).await, 0);
 
@@ -108,7 +113,8 @@ async fn a_viewer_can_look_but_not_act_an_operator_cannot_change_how_the_queue_r
         }
     }
     // What the operator did is done: its added job and its cron item's are there.
-    let added = "select count(*) from graphile_worker.jobs where task_identifier in ('added', 'nightly_task')";
+    let added =
+        "select count(*) from graphile_worker.jobs where task_identifier in ('added', 'nightly_task')";
     assert_eq!(db.count(added).await, 4, "two added and two cron runs, by the operator and the admin");
     assert_eq!(db.count("select count(*) from formica_graphile_worker.caps").await, 0, "the admin uncapped");
 }
@@ -190,14 +196,25 @@ async fn a_cron_item_and_a_runtime_schedule_run_now_with_their_payload_and_optio
     let r = act(&ui, OPERATOR, "/api/cron/hourly/run_now", json!({})).await;
     assert_eq!(r.status, 200, "{}", r.body);
     let job = &r.json()["job"];
-    assert_eq!((&job["task_identifier"], &job["max_attempts"], &job["payload"]["n"]), (&json!("hourly"), &json!(2), &json!(1)));
+    assert_eq!(
+        (&job["task_identifier"], &job["max_attempts"], &job["payload"]["n"]),
+        (&json!("hourly"), &json!(2), &json!(1))
+    );
     let r = act(&ui, OPERATOR, "/api/cron/nobody/run_now", json!({})).await;
     assert_eq!(r.status, 404, "{}", r.body);
     assert_eq!(db.count("select count(*) from graphile_worker.jobs").await, 2);
     // The last slot of each is as it was: a run now is not a slot.
-    assert_eq!(db.count("select count(*) from graphile_worker._private_known_crontabs where last_execution is not null").await, 0);
+    assert_eq!(
+        db.count(
+            "select count(*) from graphile_worker._private_known_crontabs where last_execution is not null"
+        )
+        .await,
+        0
+    );
     let page = ui.request("GET", "/cron", &[("authorization", &format!("Bearer {OPERATOR}"))], None).await;
-    assert!(page.body.contains("/api/cron/nightly/run_now") && page.body.contains("/api/cron/hourly/run_now"));
+    assert!(
+        page.body.contains("/api/cron/nightly/run_now") && page.body.contains("/api/cron/hourly/run_now")
+    );
 }
 
 /// The stand-in replica is a second database on the same server with jobs of its own (a
@@ -211,7 +228,8 @@ async fn the_pages_read_the_replica_and_actions_change_the_primary() {
     let options = Options { reads: Some(replica.utils()), ..Default::default() };
     let ui = Dashboard::start(primary.utils(), options).await;
     let listed = ui.get("/api/jobs").await.json();
-    let tasks: Vec<&str> = listed["jobs"].as_array().unwrap().iter().map(|j| j["task_identifier"].as_str().unwrap()).collect();
+    let tasks: Vec<&str> =
+        listed["jobs"].as_array().unwrap().iter().map(|j| j["task_identifier"].as_str().unwrap()).collect();
     assert_eq!(tasks, ["on_replica"], "{listed}");
     let overview = ui.get("/api/overview").await.json();
     assert_eq!(overview["counts"][0]["task"], "on_replica", "{overview}");
@@ -219,5 +237,9 @@ async fn the_pages_read_the_replica_and_actions_change_the_primary() {
     let added = ui.action("/api/jobs", json!({ "task": "added" })).await;
     assert_eq!(added.status, 200, "{}", added.body);
     let count = "select count(*) from graphile_worker.jobs where task_identifier = 'added'";
-    assert_eq!((primary.count(count).await, replica.count(count).await), (1, 0), "the action changed the primary");
+    assert_eq!(
+        (primary.count(count).await, replica.count(count).await),
+        (1, 0),
+        "the action changed the primary"
+    );
 }

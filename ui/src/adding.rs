@@ -103,7 +103,10 @@ pub(crate) fn form() -> String {
 /// `POST /api/cron/{identifier}/run_now`: a job of the cron item or runtime schedule
 /// `identifier` now, as its slot would add it (its `_cron.ts` is now); its next slots stay
 /// as they were. A crontab item is looked for first, as the cron page lists them.
-pub(crate) async fn run_now(Ext(s): Ext<State>, Path(identifier): Path<String>) -> Result<Json<Value>, Error> {
+pub(crate) async fn run_now(
+    Ext(s): Ext<State>,
+    Path(identifier): Path<String>,
+) -> Result<Json<Value>, Error> {
     let item = find(&s, &identifier).await?;
     let slot = Slot { at: Utc::now(), backfilled: false };
     let job = s.utils.add_raw_job(item.task(), item.job_payload(slot), item.job_spec(slot)).await?;
@@ -126,7 +129,11 @@ async fn find(s: &State, identifier: &str) -> Result<CronItem, Error> {
     };
     let parsed = formica::cron::parse(&line)
         .map_err(|e| Error::Conflict(format!("the line of {identifier:?} cannot be read ({e}): {line}")))?;
-    parsed.into_items().into_iter().next().ok_or_else(|| Error::Conflict(format!("{identifier:?} has no item")))
+    parsed
+        .into_items()
+        .into_iter()
+        .next()
+        .ok_or_else(|| Error::Conflict(format!("{identifier:?} has no item")))
 }
 
 /// The Run now button of the cron item or runtime schedule `identifier`.
@@ -134,7 +141,9 @@ pub(crate) fn run_now_button(identifier: &str) -> String {
     button(
         "Run now",
         &format!("/api/cron/{}/run_now", crate::html::url(identifier)),
-        &format!("Run {identifier} now? A job of its task is added, due now; its next runs stay as they are."),
+        &format!(
+            "Run {identifier} now? A job of its task is added, due now; its next runs stay as they are."
+        ),
         &[],
     )
 }

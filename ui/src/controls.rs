@@ -175,7 +175,8 @@ fn dead_letters_section(letters: &[DeadLetter]) -> String {
     let rows: Vec<Vec<String>> = letters
         .iter()
         .map(|d| {
-            let last = d.last_sent.map(|(job, at)| format!(r#"<a href="/jobs/{job}">job {job}</a> {}"#, time(&at)));
+            let last =
+                d.last_sent.map(|(job, at)| format!(r#"<a href="/jobs/{job}">job {job}</a> {}"#, time(&at)));
             let body = json!({ "task": d.task }).to_string();
             let confirm = format!("Send the jobs of {} nowhere when they fail for good?", d.task);
             vec![

@@ -66,7 +66,11 @@ pub async fn sample(utils: &WorkerUtils, throughput: &Throughput) -> Result<(i64
 
 /// The overview: the queue as `reads` shows it, and the jobs completed as `primary`'s
 /// counter says (a replica's statistics count no deletion it replays).
-pub async fn overview(reads: &WorkerUtils, primary: &WorkerUtils, throughput: &Throughput) -> Result<Overview, Error> {
+pub async fn overview(
+    reads: &WorkerUtils,
+    primary: &WorkerUtils,
+    throughput: &Throughput,
+) -> Result<Overview, Error> {
     let (completed, completed_since) = sample(primary, throughput).await?;
     Ok(Overview { queue: inspect::overview(reads).await?, completed, completed_since })
 }

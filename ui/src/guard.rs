@@ -95,7 +95,8 @@ pub async fn guard(
                 // Keep the token in a cookie and out of the address bar and history.
                 let cookie = format!("{COOKIE}={given}; Path=/; HttpOnly; SameSite=Strict");
                 let to = request.uri().path().to_owned();
-                (StatusCode::SEE_OTHER, [(header::SET_COOKIE, cookie), (header::LOCATION, to)]).into_response()
+                (StatusCode::SEE_OTHER, [(header::SET_COOKIE, cookie), (header::LOCATION, to)])
+                    .into_response()
             } else {
                 Error::Unauthorized.into_response()
             };

@@ -173,7 +173,8 @@ impl From<formica::Error> for Error {
         if let formica::Error::Spec(_)
         | formica::Error::Crontab { .. }
         | formica::Error::Control(_)
-        | formica::Error::DeadLetter(_) = e {
+        | formica::Error::DeadLetter(_) = e
+        {
             Error::BadRequest(e.to_string())
         } else if let formica::Error::Filter(e) = e {
             Error::BadRequest(e)

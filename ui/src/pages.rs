@@ -251,12 +251,7 @@ async fn job(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
             } else {
                 button("Run now", &format!("{base}/run_now"), &format!("Run job {id} now?"), &[])
             },
-            button(
-                "Remove",
-                &format!("{base}/remove"),
-                &format!("Delete job {id}? It will not run."),
-                &[]
-            ),
+            button("Remove", &format!("{base}/remove"), &format!("Delete job {id}? It will not run."), &[]),
             stamp(&Utc::now()),
             button(
                 "Reschedule",
