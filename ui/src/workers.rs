@@ -13,7 +13,7 @@ pub(crate) async fn page_of_workers(Ext(s): Ext<State>) -> Response {
         Ok(w) => w,
         Err(e) => return error_page(&s, e),
     };
-    let rows: Vec<Vec<String>> = workers.iter().map(|w| row(w)).collect();
+    let rows: Vec<Vec<String>> = workers.iter().map(row).collect();
     let headers: Vec<&str> =
         inspect::WORKER_COLUMNS.into_iter().chain(["holding since", "cron items", "version", ""]).collect();
     let html = format!(
