@@ -81,7 +81,7 @@ struct Cli {
     /// A read replica's connection string: the read subcommands (jobs, job, status,
     /// history, paused, caps, limits, workflows, schedule list, dead-letter list) and the
     /// dashboard's pages read there, so looking puts no load on the primary. Actions always
-    /// go to --connection.
+    /// go to the primary (-c).
     #[arg(long, global = true, env = "FORMICA_READ_URL", hide_env_values = true, help_heading = GLOBAL)]
     read_connection: Option<String>,
     /// Schema of the job tables.
