@@ -21,8 +21,10 @@
 //! Safe by default:
 //! - [`check_bind`] refuses to listen beyond the loopback interface without a token or
 //!   read-only mode;
-//! - with a token, every request must carry it (`Authorization: Bearer`, or the cookie set
-//!   by visiting any page with `?token=`); without one, only requests naming the host as
+//! - with a token, every request must carry one (`Authorization: Bearer`, or the cookie set
+//!   by visiting any page with `?token=`), and its [`Role`] decides what it may do: a viewer
+//!   only looks, an operator acts on jobs, an admin also changes how the queue runs
+//!   ([`Options::token`] is an admin's); without one, only requests naming the host as
 //!   `localhost` or an IP address are served, so a DNS-rebound site cannot reach it;
 //! - actions are `POST`s that must carry the `x-formica-ui` header, which a cross-site
 //!   form cannot send and a cross-site script cannot without a CORS approval that is
