@@ -88,7 +88,9 @@ pub enum Admin {
     /// Serve the web dashboard until interrupted.
     Ui(UiArgs),
     /// Run failed jobs again now with a fresh set of attempts: those a filter picks (never a
-    /// running one).
+    /// running one). `redrive` is its other name, for jobs failed for good (--state
+    /// permanently_failed) once their cause is fixed.
+    #[command(visible_alias = "redrive")]
     Retry {
         /// Job ids.
         ids: Vec<i64>,
@@ -135,6 +137,9 @@ pub enum Admin {
     },
     /// The rate limits in force.
     Limits,
+    /// Dead letters: the task a task's jobs are sent to when they fail for good.
+    #[command(subcommand)]
+    DeadLetter(crate::dead_letters::DeadLetterCommand),
     /// List workflows, newest first, with their states and job counts.
     Workflows(crate::workflow::ListArgs),
     /// One workflow: show it, cancel it, or retry its failed jobs.
@@ -168,9 +173,17 @@ pub struct UiArgs {
     /// Address to listen on; beyond 127.0.0.1 it needs --token or --read-only.
     #[arg(long, default_value = "127.0.0.1:8080")]
     bind: std::net::SocketAddr,
-    /// Require this token on every request (open the dashboard with ?token=...).
+    /// Require a token on every request (open the dashboard with ?token=...): this one is
+    /// an admin's, who may do everything.
     #[arg(long, env = "FORMICA_UI_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// A token that may act on jobs (add, run now, retry, cancel, delete, pause, resume) but
+    /// not change caps, limits, schedules, dead letters or unlock workers.
+    #[arg(long, env = "FORMICA_UI_OPERATOR_TOKEN", hide_env_values = true)]
+    operator_token: Option<String>,
+    /// A token that may only look.
+    #[arg(long, env = "FORMICA_UI_VIEWER_TOKEN", hide_env_values = true)]
+    viewer_token: Option<String>,
     /// Only look: refuse every action.
     #[arg(long)]
     read_only: bool,
@@ -286,8 +299,17 @@ pub struct RescheduleArgs {
     bulk: crate::bulk::Selection,
 }
 
-/// Run one utility subcommand.
-pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(), Failure> {
+/// Run one utility subcommand: actions on `utils` (the primary), listings on `reads` (a read
+/// replica if one was given, else the primary).
+pub async fn run(
+    command: Admin,
+    utils: &WorkerUtils,
+    reads: &WorkerUtils,
+    out: Output,
+) -> Result<(), Failure> {
+    use crate::dead_letters::DeadLetterCommand;
+    use crate::schedule::ScheduleCommand;
+    use crate::workflow::WorkflowCommand;
     match command {
         Admin::Add(a) => {
             let payload: Value = match &a.payload {
@@ -316,21 +338,21 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
                 state: a.state,
                 limit: a.limit,
             };
-            print_listing(out, &utils.list_jobs(&filter).await?);
+            print_listing(out, &reads.list_jobs(&filter).await?);
         }
-        Admin::Job { id } => match inspect::job(utils, id).await? {
+        Admin::Job { id } => match inspect::job(reads, id).await? {
             Some(Ok(job)) => {
                 print_job(out, &job);
-                crate::output::print_logs(out, &utils.job_logs(id).await?);
+                crate::output::print_logs(out, &reads.job_logs(id).await?);
             }
             Some(Err(bad)) => {
                 return Err(Failure::Command(format!("cannot read {}", inspect::describe(&bad))));
             }
             // A finished job left the queue: its history row tells how it ended.
-            None => match utils.job_outcome(id).await? {
+            None => match reads.job_outcome(id).await? {
                 Some(run) => {
                     crate::history::print_outcome(out, &run);
-                    crate::output::print_logs(out, &utils.job_logs(id).await?);
+                    crate::output::print_logs(out, &reads.job_logs(id).await?);
                 }
                 None => {
                     return Err(Failure::Command(format!(
@@ -340,20 +362,28 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
                 }
             },
         },
-        Admin::Why { job } => crate::why::why(&job, utils, out).await?,
-        Admin::History(a) => crate::history::list(a, utils, out).await?,
-        Admin::Ui(a) => serve_ui(a, utils).await?,
+        Admin::Why { job } => crate::why::why(&job, reads, out).await?,
+        Admin::History(a) => crate::history::list(a, reads, out).await?,
+        Admin::Ui(a) => serve_ui(a, utils, reads).await?,
+        Admin::Schedule(command @ ScheduleCommand::List) => crate::schedule::run(command, reads, out).await?,
         Admin::Schedule(command) => crate::schedule::run(command, utils, out).await?,
         Admin::Pause(a) => crate::controls::pause(a, utils, out).await?,
         Admin::Resume(a) => crate::controls::resume(a, utils, out).await?,
-        Admin::Paused => crate::controls::paused(utils, out).await?,
+        Admin::Paused => crate::controls::paused(reads, out).await?,
         Admin::Cap(a) => crate::controls::cap(a, utils, out).await?,
         Admin::Uncap { task } => crate::controls::remove(task, ControlKind::Cap, utils, out).await?,
-        Admin::Caps => crate::controls::list(ControlKind::Cap, utils, out).await?,
+        Admin::Caps => crate::controls::list(ControlKind::Cap, reads, out).await?,
         Admin::Limit(a) => crate::controls::limit(a, utils, out).await?,
         Admin::Unlimit { task } => crate::controls::remove(task, ControlKind::RateLimit, utils, out).await?,
-        Admin::Limits => crate::controls::list(ControlKind::RateLimit, utils, out).await?,
-        Admin::Workflows(a) => crate::workflow::list(a, utils, out).await?,
+        Admin::Limits => crate::controls::list(ControlKind::RateLimit, reads, out).await?,
+        Admin::DeadLetter(command @ DeadLetterCommand::List) => {
+            crate::dead_letters::run(command, reads, out).await?
+        }
+        Admin::DeadLetter(command) => crate::dead_letters::run(command, utils, out).await?,
+        Admin::Workflows(a) => crate::workflow::list(a, reads, out).await?,
+        Admin::Workflow(command @ WorkflowCommand::Show { .. }) => {
+            crate::workflow::run(command, reads, out).await?
+        }
         Admin::Workflow(command) => crate::workflow::run(command, utils, out).await?,
         Admin::Encryption(EncryptionCommand::Rotate { keys, batch }) => {
             let keyring = formica_tokio::Keyring::parse(&keys)?;
@@ -367,9 +397,9 @@ pub async fn run(command: Admin, utils: &WorkerUtils, out: Output) -> Result<(),
             }
         }
         Admin::Status => {
-            let overview = inspect::overview(utils).await?;
-            let workers = inspect::workers(utils).await?;
-            let version = inspect::schema_version(utils).await?;
+            let overview = inspect::overview(reads).await?;
+            let workers = inspect::workers(reads).await?;
+            let version = inspect::schema_version(reads).await?;
             crate::output::print_status(out, &overview, &workers, version);
         }
         Admin::Doctor(args) => return crate::doctor::run(args, utils, out).await,
@@ -499,7 +529,7 @@ fn job_ids(jobs: &[Job]) -> Vec<i64> {
 }
 
 /// Serve the dashboard on `a.bind` until Ctrl-C or SIGTERM.
-async fn serve_ui(a: UiArgs, utils: &WorkerUtils) -> Result<(), Failure> {
+async fn serve_ui(a: UiArgs, utils: &WorkerUtils, reads: &WorkerUtils) -> Result<(), Failure> {
     let default_crontab = std::path::PathBuf::from("crontab");
     let crontab = match a.crontab.or_else(|| default_crontab.is_file().then_some(default_crontab)) {
         Some(file) => {
@@ -512,7 +542,11 @@ async fn serve_ui(a: UiArgs, utils: &WorkerUtils) -> Result<(), Failure> {
         }
         None => None,
     };
-    let options = formica_ui::Options { read_only: a.read_only, token: a.token, crontab };
+    let tokens = [(formica_ui::Role::Operator, a.operator_token), (formica_ui::Role::Viewer, a.viewer_token)];
+    let tokens = tokens.into_iter().filter_map(|(role, token)| Some((role, token?))).collect();
+    // With no replica given, `reads` shares the primary's pool.
+    let reads = Some(reads.clone());
+    let options = formica_ui::Options { read_only: a.read_only, token: a.token, tokens, crontab, reads };
     formica_ui::check_bind(&a.bind, &options).map_err(Failure::Command)?;
     let listener = tokio::net::TcpListener::bind(a.bind)
         .await

@@ -7,6 +7,7 @@ mod admin;
 mod bulk;
 mod controls;
 mod crontab;
+mod dead_letters;
 mod doctor;
 mod embedded;
 mod history;
@@ -88,6 +89,12 @@ struct Cli {
     /// private database in ./.formica).
     #[arg(short = 'c', long, global = true, env = "DATABASE_URL", hide_env_values = true, help_heading = GLOBAL)]
     connection: Option<String>,
+    /// A read replica's connection string: the read subcommands (jobs, job, status,
+    /// history, paused, caps, limits, workflows, schedule list, dead-letter list) and the
+    /// dashboard's pages read there, so looking puts no load on the primary. Actions always
+    /// go to the primary (-c).
+    #[arg(long, global = true, env = "FORMICA_READ_URL", hide_env_values = true, help_heading = GLOBAL)]
+    read_connection: Option<String>,
     /// Schema of the job tables.
     #[arg(
         short = 's',
@@ -373,8 +380,19 @@ async fn run_command(
         utils.check_migrated().await?;
     }
     let out = if cli.json { Output::Json } else { Output::Human };
+    let reads = match &cli.read_connection {
+        Some(url) => {
+            let mut settings = ConnectionSettings::parse(url)?;
+            settings.default_application_name("formica");
+            WorkerUtils::new(
+                Pool::new(Arc::new(formica_tokio::TokioRuntime), settings, 4),
+                cli.schema.clone(),
+            )
+        }
+        None => utils.clone(),
+    };
     match (admin, tasks) {
-        (Some(command), _) => admin::run(command, &utils, out).await,
+        (Some(command), _) => admin::run(command, &utils, &reads, out).await,
         (None, Some(found)) => {
             // The folder's tasks are kept, as the worker that runs them would need them.
             let keep: Vec<&str> = found.tasks.keys().map(String::as_str).collect();

@@ -16,6 +16,7 @@ mod history;
 mod output;
 mod pgbouncer;
 mod poll_interval;
+mod replica;
 mod roles;
 mod schedule;
 mod traces;

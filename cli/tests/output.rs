@@ -163,7 +163,11 @@ fn help_groups_the_global_flags_and_the_worker_s_apart_from_a_subcommand_s_own()
         assert!(worker.contains(&flag.to_owned()), "{flag} under Worker options: {top:?}");
     }
     let global = flags_of(&top, "Global options");
-    assert_eq!(global, ["--connection", "--schema", "--json", "--log-format"], "{top:?}");
+    assert_eq!(
+        global,
+        ["--connection", "--read-connection", "--schema", "--json", "--log-format"],
+        "{top:?}"
+    );
 
     let jobs = sections(&help(&["jobs", "--help"]));
     assert_eq!(flags_of(&jobs, "Global options"), global, "{jobs:?}");

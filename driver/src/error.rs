@@ -104,6 +104,9 @@ pub enum Error {
     /// job, or a partition naming no field or separator): nothing was stored.
     #[error("invalid flow control: {0}")]
     Control(String),
+    /// A dead letter names no task, or its own: nothing was stored.
+    #[error("invalid dead letter: {0}")]
+    DeadLetter(String),
     /// The connected role lacks a privilege the operation needs: PostgreSQL's message, then
     /// what to grant.
     #[error("{0}")]

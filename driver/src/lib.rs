@@ -134,6 +134,7 @@ pub use workflows::{
 };
 
 pub mod controls;
+pub mod dead_letters;
 pub mod inspect;
 pub mod rows;
 #[cfg(feature = "sqlx")]

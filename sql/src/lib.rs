@@ -25,6 +25,7 @@
 #![warn(missing_docs)]
 
 pub mod bulk;
+pub mod dead_letters;
 pub mod durable;
 mod fill;
 pub mod flow;

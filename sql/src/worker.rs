@@ -3,7 +3,7 @@
 //! as `$1` where it locks or releases jobs, so a worker never touches a job another one holds.
 
 use crate::fill::{fill, FillError};
-use crate::{history, traces, workflows};
+use crate::{dead_letters, history, traces, workflows};
 
 /// `$1` worker, `$2` tasks, `$3` flags refused, `$4` now or null, `$5` limit, `$6` flags
 /// one of which is required (empty: none); with [`Fetch::excluding_queues`], `$7` the named
@@ -82,7 +82,7 @@ pub fn complete_jobs(ending: Ending) -> Result<String, FillError> {
 pub fn fail_jobs(ending: Ending) -> Result<String, FillError> {
     let [columns, cte] = history::fail_parts(ending.history);
     let [settled_columns, settling] = workflows::fail_parts(ending.settling);
-    fill(FAIL_JOBS, &[columns, cte, settled_columns, settling])
+    fill(FAIL_JOBS, &[columns, cte, settled_columns, settling, ("DEAD_LETTERS", dead_letters::SEND)])
 }
 
 /// [`RECOVER_LAPSED`] writing, with `history`, the history of the jobs whose lost attempt

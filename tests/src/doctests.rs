@@ -31,6 +31,10 @@ pub struct WhyDoctests;
 #[doc = include_str!("../../docs/guide/middleware.md")]
 pub struct MiddlewareDoctests;
 
+/// `docs/guide/dead-letters.md`'s blocks.
+#[doc = include_str!("../../docs/guide/dead-letters.md")]
+pub struct DeadLettersDoctests;
+
 /// `docs/guide/bulk-actions.md`'s blocks.
 #[doc = include_str!("../../docs/guide/bulk-actions.md")]
 pub struct BulkActionsDoctests;

@@ -4,7 +4,8 @@
 //!
 //! It loads the overview, filters to failed jobs, opens one, reads its whole error,
 //! presses "Run now", confirms, and sees the job run; a payload and an error holding
-//! markup stay text. With auto-refresh ticked, a new job appears without a page load. It saves screenshots of the overview and of the job page to
+//! markup stay text. Bulk actions confirm a dry run's count; a job added from the jobs page
+//! is confirmed naming its task, and a payload that is not JSON is refused, named. With auto-refresh ticked, a new job appears without a page load. It saves screenshots of the overview and of the job page to
 //! `target/ui-screenshots/`. The history page lists finished jobs by the same filters as the
 //! jobs page, charts the last hour and day, and opens a finished job's runs. A health check
 //! that is wrong shows as a banner on every page.
@@ -208,7 +209,8 @@ async fn operate_a_failed_job_in_a_browser() {
 }
 
 /// The jobs page's bulk actions in a browser: "all matching this filter" confirms with the
-/// count of a dry run and retries exactly those jobs; ticked rows are acted on alone.
+/// count of a dry run and redrives exactly those jobs failed for good; ticked rows are acted
+/// on alone. Then a job added from the page's form, confirmed naming its task.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bulk_actions_confirm_the_count_then_act_on_it() {
     let db = TestDb::migrated().await;
@@ -230,15 +232,8 @@ async fn bulk_actions_confirm_the_count_then_act_on_it() {
     browser.goto(&ui.url("/jobs?task=invoice&state=permanently_failed")).await.unwrap();
     let all = "button[data-bulk='retry'][data-filter]";
     browser.find(Locator::Css(all)).await.unwrap().click().await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let asked = loop {
-        match browser.get_alert_text().await {
-            Ok(text) => break text,
-            Err(_) if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(50)).await,
-            Err(e) => panic!("no confirmation: {e}"),
-        }
-    };
-    assert_eq!(asked, "Retry 5 jobs matching this filter? Jobs a worker is running are left alone.");
+    let asked = confirmation(&browser).await;
+    assert_eq!(asked, "Redrive 5 jobs matching this filter? Jobs a worker is running are left alone.");
     browser.accept_alert().await.unwrap();
     let retried =
         "select count(*) from graphile_worker.jobs where task_identifier = 'invoice' and attempts = 0";
@@ -258,20 +253,47 @@ async fn bulk_actions_confirm_the_count_then_act_on_it() {
         .click()
         .await
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let asked = loop {
-        match browser.get_alert_text().await {
-            Ok(text) => break text,
-            Err(_) if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(50)).await,
-            Err(e) => panic!("no confirmation: {e}"),
-        }
-    };
+    let asked = confirmation(&browser).await;
     assert_eq!(asked, "Delete 1 ticked jobs? Jobs a worker is running are left alone.");
     browser.accept_alert().await.unwrap();
     let left = format!("select count(*) from graphile_worker._private_jobs where id = {}", emails[0]);
     db.wait_for_count(&left, 0, Duration::from_secs(10)).await;
     assert_eq!(db.count("select count(*) from graphile_worker._private_jobs").await, 6);
+
+    // Add a job: its confirmation names the task; a payload that is not JSON is refused,
+    // named on the page, and nothing is added; corrected, the job is added.
+    browser.find(Locator::Css("details > summary")).await.unwrap().click().await.unwrap();
+    let field = |name: &'static str| format!("#add-job [name='{name}']");
+    browser.find(Locator::Css(&field("task"))).await.unwrap().send_keys("mailer").await.unwrap();
+    let payload = browser.find(Locator::Css(&field("payload"))).await.unwrap();
+    payload.send_keys("{to: 1}").await.unwrap();
+    let add = "button[data-action='/api/jobs']";
+    browser.find(Locator::Css(add)).await.unwrap().click().await.unwrap();
+    assert_eq!(confirmation(&browser).await, "Add a job of task mailer? It runs from run_at (now if empty).");
+    browser.accept_alert().await.unwrap();
+    let refused = "document.getElementById('message').textContent.startsWith('the payload is not JSON')";
+    assert!(wait_for(&browser, refused, Duration::from_secs(5)).await, "the bad payload is named");
+    let mailers = "select count(*) from graphile_worker.jobs where task_identifier = 'mailer'";
+    assert_eq!(db.count(mailers).await, 0);
+    payload.clear().await.unwrap();
+    payload.send_keys(r#"{"to": 1}"#).await.unwrap();
+    browser.find(Locator::Css(add)).await.unwrap().click().await.unwrap();
+    confirmation(&browser).await;
+    browser.accept_alert().await.unwrap();
+    db.wait_for_count(mailers, 1, Duration::from_secs(10)).await;
     browser.close().await.unwrap();
+}
+
+/// The text of the confirmation the page asks, within 10 s.
+async fn confirmation(browser: &Client) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match browser.get_alert_text().await {
+            Ok(text) => return text,
+            Err(_) if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(50)).await,
+            Err(e) => panic!("no confirmation: {e}"),
+        }
+    }
 }
 
 /// Polls `script` (a JavaScript expression) until it is true, within `within`.

@@ -1,5 +1,6 @@
-// The dashboard's only script. An action button asks for confirmation, then posts to the
-// JSON API with the header that marks the request as the dashboard's own, and reloads.
+// The dashboard's only script. An action button asks for confirmation (its text's {name}
+// replaced by the value of the form's field `name`), then posts to the JSON API with the
+// header that marks the request as the dashboard's own, and reloads.
 // An action's form is never submitted itself (Enter in one of its fields does nothing).
 document.addEventListener("submit", (event) => {
   if (event.target.matches("form.inline")) event.preventDefault();
@@ -8,7 +9,6 @@ document.addEventListener("click", async (event) => {
   const button = event.target.closest("button[data-action]");
   if (!button) return;
   event.preventDefault();
-  if (!window.confirm(button.dataset.confirm)) return;
   const body = button.dataset.body ? JSON.parse(button.dataset.body) : {};
   const form = button.dataset.form && document.getElementById(button.dataset.form);
   if (form) {
@@ -17,6 +17,8 @@ document.addEventListener("click", async (event) => {
       body[field.name] = field.type === "number" ? Number(field.value) : field.value.trim();
     }
   }
+  const confirm = button.dataset.confirm.replace(/\{(\w+)\}/g, (all, name) => body[name] ?? all);
+  if (!window.confirm(confirm)) return;
   const message = document.getElementById("message");
   const response = await fetch(button.dataset.action, {
     method: "POST",

@@ -17,7 +17,7 @@ type Answer = Result<Json<Value>, Error>;
 pub fn routes() -> Router<State> {
     Router::new()
         .route("/overview", get(overview))
-        .route("/jobs", get(jobs))
+        .route("/jobs", get(jobs).post(crate::adding::add))
         .route("/jobs/{id}", get(job))
         .route("/jobs/{id}/why", get(why))
         .route("/queues", get(queues))
@@ -30,6 +30,7 @@ pub fn routes() -> Router<State> {
         .route("/jobs/{id}/fail", post(fail))
         .route("/jobs/{id}/cancel", post(cancel))
         .route("/workers/unlock", post(unlock))
+        .route("/cron/{identifier}/run_now", post(crate::adding::run_now))
         .route("/jobs/bulk", post(crate::bulk::bulk))
 }
 
@@ -41,16 +42,16 @@ fn answer(value: impl serde::Serialize) -> Answer {
 }
 
 async fn overview(Ext(s): Ext<State>) -> Answer {
-    answer(data::overview(&s.utils, &s.throughput).await?)
+    answer(data::overview(&s.reads, &s.utils, &s.throughput).await?)
 }
 
 async fn jobs(Ext(s): Ext<State>, Query(query): Query<JobQuery>) -> Answer {
-    answer(inspect::jobs(&s.utils, &query.selection()?).await?)
+    answer(inspect::jobs(&s.reads, &query.selection()?).await?)
 }
 
 /// The job, or `{"id": .., "undecodable": "column ...: ..."}` if its row cannot be read.
 async fn job(Ext(s): Ext<State>, Path(id): Path<i64>) -> Answer {
-    match inspect::job(&s.utils, id).await?.ok_or_else(|| gone(id))? {
+    match inspect::job(&s.reads, id).await?.ok_or_else(|| gone(id))? {
         Ok(detail) => answer(detail),
         Err(undecodable) => Ok(Json(inspect::undecodable_json(&undecodable))),
     }
@@ -62,15 +63,15 @@ async fn why(Ext(s): Ext<State>, Path(id): Path<i64>) -> Answer {
 }
 
 async fn queues(Ext(s): Ext<State>) -> Answer {
-    answer(inspect::queues(&s.utils).await?)
+    answer(inspect::queues(&s.reads).await?)
 }
 
 async fn workers(Ext(s): Ext<State>) -> Answer {
-    answer(inspect::workers(&s.utils).await?)
+    answer(inspect::workers(&s.reads).await?)
 }
 
 async fn cron(Ext(s): Ext<State>) -> Answer {
-    answer(inspect::cron(&s.utils, s.options.crontab.as_ref()).await?)
+    answer(inspect::cron(&s.reads, s.options.crontab.as_ref()).await?)
 }
 
 /// The queue's health checks, read now (`formica doctor --json`'s answer).

@@ -87,13 +87,19 @@ pub(crate) fn filter_of(query: &JobQuery) -> BulkFilter {
 
 /// The jobs page's bulk bar: each action on the jobs ticked, and on all the jobs matching
 /// the page's filter (when it has one). Nothing in read-only mode.
-pub(crate) fn bar(s: &State, query: &JobQuery) -> String {
-    if s.options.read_only {
+pub(crate) fn bar(query: &JobQuery) -> String {
+    if !crate::guard::may_act() {
         return String::new();
     }
     let filter = filter_of(query);
+    // Run again with fresh attempts: jobs failed for good are redriven (their dead letters,
+    // if any, were sent when they failed).
+    let retry = match query.state.as_deref() {
+        Some("permanently_failed") => "Redrive",
+        _ => "Retry",
+    };
     let actions =
-        [("retry", "Retry"), ("reschedule", "Reschedule"), ("cancel", "Cancel"), ("delete", "Delete")];
+        [("retry", retry), ("reschedule", "Reschedule"), ("cancel", "Cancel"), ("delete", "Delete")];
     let buttons = |filter: Option<&BulkFilter>, whom: &str| -> String {
         actions
             .iter()

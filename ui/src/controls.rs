@@ -1,8 +1,9 @@
 //! The Flow page and its actions (docs/guide/flow-control.md): the pauses, caps and rate
 //! limits in force, with who set them and when, why jobs wait (how many ready jobs each
-//! holds back), and forms to pause, resume, cap, rate limit and lift, each one
-//! `WorkerUtils` call as in the `formica` command. The dashboard is the author of what it
-//! sets (`dashboard`).
+//! holds back), and forms to pause, resume, cap, rate limit and lift; and where failed jobs
+//! go, the dead letters (docs/guide/dead-letters.md), with forms to set and remove them.
+//! Each action is one `WorkerUtils` call as in the `formica` command. The dashboard is the
+//! author of what it sets (`dashboard`).
 
 use crate::html::{button, error_page, esc, page, select, table, time};
 use crate::{Error, State};
@@ -11,6 +12,7 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use formica::controls::{Control, ControlKind, ControlLimit, ControlSet, Partition, Pause};
+use formica::dead_letters::DeadLetter;
 use formica::inspect::{self, Overview};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -29,6 +31,8 @@ pub fn api_routes() -> Router<State> {
         .route("/flow/uncap", post(|s, body| remove(s, body, ControlKind::Cap)))
         .route("/flow/limit", post(|s, body| set(s, body, ControlKind::RateLimit)))
         .route("/flow/unlimit", post(|s, body| remove(s, body, ControlKind::RateLimit)))
+        .route("/dead_letters", get(dead_letters).post(set_dead_letter))
+        .route("/dead_letters/remove", post(remove_dead_letter))
 }
 
 /// Ready jobs of `task` (any task if `None`) in `queue` (any queue if `None`).
@@ -51,7 +55,7 @@ fn words(kind: ControlKind) -> (&'static str, &'static str, &'static str, &'stat
 }
 
 /// A control's row: control, reason, by, since, ready jobs, and the Lift button.
-fn control_row(s: &State, set: &ControlSet, overview: &Overview) -> Vec<String> {
+fn control_row(set: &ControlSet, overview: &Overview) -> Vec<String> {
     let c = &set.control;
     let label = match c.limit {
         ControlLimit::Running { max } => {
@@ -68,12 +72,12 @@ fn control_row(s: &State, set: &ControlSet, overview: &Overview) -> Vec<String> 
         esc(&set.set_by),
         time(&set.set_at),
         ready(overview, Some(&c.task), None).to_string(),
-        button(s, "Lift", words(c.kind()).1, &confirm, &[("body", &body)]),
+        button("Lift", words(c.kind()).1, &confirm, &[("body", &body)]),
     ]
 }
 
 /// The form setting a control of `kind`.
-fn control_form(s: &State, kind: ControlKind) -> String {
+fn control_form(kind: ControlKind) -> String {
     let per = select(
         "per",
         Some(""),
@@ -94,22 +98,26 @@ fn control_form(s: &State, kind: ControlKind) -> String {
             "/api/flow/limit",
         ),
     };
+    if !crate::guard::may(path) {
+        return String::new();
+    }
     let confirm = format!("Set this {}? Formica workers keep to it within a second.", kind.as_str());
     format!(
         r#"<h2>{title}</h2><form id="{id}" class="inline"><input name="task" placeholder="task"> <input name="max" type="number" min="1" placeholder="{max}">{period} {per} <input name="argument" placeholder="field or separator"> {}</form>"#,
-        button(s, action, path, &confirm, &[("form", id)])
+        button(action, path, &confirm, &[("form", id)])
     )
 }
 
 async fn flow(Ext(s): Ext<State>) -> Response {
     let read = async {
         Ok::<_, formica::Error>((
-            s.utils.paused().await?,
-            s.utils.controls().await?,
-            inspect::overview(&s.utils).await?,
+            s.reads.paused().await?,
+            s.reads.controls().await?,
+            inspect::overview(&s.reads).await?,
+            s.reads.dead_letters().await?,
         ))
     };
-    let (paused, controls, overview) = match read.await {
+    let (paused, controls, overview, letters) = match read.await {
         Ok(read) => read,
         Err(e) => return error_page(&s, e),
     };
@@ -129,17 +137,17 @@ async fn flow(Ext(s): Ext<State>) -> Response {
             esc(&p.paused_by),
             time(&p.paused_at),
             ready(&overview, task, queue).to_string(),
-            button(&s, "Resume", "/api/flow/resume", &confirm, &[("body", &body)]),
+            button("Resume", "/api/flow/resume", &confirm, &[("body", &body)]),
         ]
     });
-    let control_rows = controls.iter().map(|c| control_row(&s, c, &overview));
+    let control_rows = controls.iter().map(|c| control_row(c, &overview));
     let rows: Vec<Vec<String>> = pause_rows.chain(control_rows).collect();
     let mut body = String::from(
         "<p>Why jobs wait: each pause, cap or rate limit in force, and the ready jobs it may hold back. \
          Formica workers obey them within a second; graphile-worker's workers do not.</p>",
     );
     body += &table(&["control", "reason", "by", "since", "ready jobs", ""], &rows);
-    if !s.options.read_only {
+    if crate::guard::may_act() {
         let scope = select(
             "scope",
             Some("task"),
@@ -148,17 +156,79 @@ async fn flow(Ext(s): Ext<State>) -> Response {
         body += &format!(
             r#"<h2>Pause</h2><form id="pause" class="inline">{scope} <input name="name" placeholder="task or queue name"> <input name="reason" placeholder="reason"> {}</form>"#,
             button(
-                &s,
                 "Pause",
                 "/api/flow/pause",
                 "Pause it? Running jobs finish; no Formica worker starts another until resumed.",
                 &[("form", "pause")]
             )
         );
-        body += &control_form(&s, ControlKind::Cap);
-        body += &control_form(&s, ControlKind::RateLimit);
+        body += &control_form(ControlKind::Cap);
+        body += &control_form(ControlKind::RateLimit);
     }
+    body += &dead_letters_section(&letters);
     page(&s, "Flow", &body)
+}
+
+/// Where each task's jobs go when they fail for good, with how many went, and the forms to
+/// set and remove a dead letter (an admin's).
+fn dead_letters_section(letters: &[DeadLetter]) -> String {
+    let rows: Vec<Vec<String>> = letters
+        .iter()
+        .map(|d| {
+            let last =
+                d.last_sent.map(|(job, at)| format!(r#"<a href="/jobs/{job}">job {job}</a> {}"#, time(&at)));
+            let body = json!({ "task": d.task }).to_string();
+            let confirm = format!("Send the jobs of {} nowhere when they fail for good?", d.task);
+            vec![
+                esc(&d.task),
+                esc(&d.target),
+                d.sent.to_string(),
+                last.unwrap_or_default(),
+                esc(&d.set_by),
+                time(&d.set_at),
+                button("Remove", "/api/dead_letters/remove", &confirm, &[("body", &body)]),
+            ]
+        })
+        .collect();
+    let set = button(
+        "Set dead letter",
+        "/api/dead_letters",
+        "Send the jobs of {task} that fail for good to {target}?",
+        &[("form", "dead-letter")],
+    );
+    let form = if set.is_empty() {
+        String::new()
+    } else {
+        format!(
+            r#"<form id="dead-letter" class="inline"><input name="task" placeholder="task"> to <input name="target" placeholder="task receiving its failed jobs"> {set}</form>"#
+        )
+    };
+    format!(
+        r#"<h2>Dead letters</h2><p>A job of a task listed here that fails for good becomes a job of its dead letter task, whose payload carries its id, task, payload and last error. Redrive the failed jobs from the <a href="/jobs?state=permanently_failed">failed jobs</a> page once their cause is fixed.</p>{}{form}"#,
+        table(&["task", "sent to", "sent", "last sent", "by", "since", ""], &rows)
+    )
+}
+
+async fn dead_letters(Ext(s): Ext<State>) -> Result<Json<Value>, Error> {
+    Ok(Json(json!(s.reads.dead_letters().await?)))
+}
+
+#[derive(Deserialize)]
+struct SetDeadLetter {
+    task: String,
+    target: String,
+}
+
+async fn set_dead_letter(Ext(s): Ext<State>, Json(body): Json<SetDeadLetter>) -> Result<Json<Value>, Error> {
+    let since = s.utils.set_dead_letter(&body.task, &body.target, Some(crate::AUTHOR)).await?;
+    Ok(Json(json!({ "task": body.task.trim(), "target": body.target.trim(), "since": since })))
+}
+
+async fn remove_dead_letter(Ext(s): Ext<State>, Json(body): Json<Lift>) -> Result<Json<Value>, Error> {
+    if !s.utils.remove_dead_letter(&body.task).await? {
+        return Err(Error::Conflict(format!("{} had no dead letter", body.task)));
+    }
+    Ok(Json(json!({ "removed": body.task })))
 }
 
 #[derive(Deserialize)]

@@ -90,10 +90,15 @@ pub async fn sample(utils: &WorkerUtils, throughput: &Throughput) -> Result<(i64
     Ok(throughput.record(Utc::now(), deleted))
 }
 
-/// The overview.
-pub async fn overview(utils: &WorkerUtils, throughput: &Throughput) -> Result<Overview, Error> {
-    let (completed, completed_since) = sample(utils, throughput).await?;
-    Ok(Overview { queue: inspect::overview(utils).await?, completed, completed_since })
+/// The overview: the queue as `reads` shows it, and the jobs completed as `primary`'s
+/// counter says (a replica's statistics count no deletion it replays).
+pub async fn overview(
+    reads: &WorkerUtils,
+    primary: &WorkerUtils,
+    throughput: &Throughput,
+) -> Result<Overview, Error> {
+    let (completed, completed_since) = sample(primary, throughput).await?;
+    Ok(Overview { queue: inspect::overview(reads).await?, completed, completed_since })
 }
 
 /// Which jobs the jobs page lists; empty strings count as absent (HTML forms send them).

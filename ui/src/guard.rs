@@ -1,5 +1,6 @@
-//! Who may use the dashboard, checked before any route: the token, the host name, and
-//! the rules that keep actions same-site (see the crate's documentation).
+//! Who may use the dashboard, checked before any route: the token and the role it gives,
+//! the host name, and the rules that keep actions same-site (see the crate's
+//! documentation).
 
 use crate::{Error, State};
 use axum::extract::Request;
@@ -11,6 +12,75 @@ use axum::response::{IntoResponse, Response};
 pub const ACTION_HEADER: &str = "x-formica-ui";
 const COOKIE: &str = "formica_ui_token";
 
+/// What a token lets its holder do; each role may do what the one before it may.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Role {
+    /// Look at every page and the API's reads; no action.
+    Viewer,
+    /// Act on jobs: add one, run now, reschedule, retry (redrive), cancel, fail, delete, in
+    /// bulk too; run a cron item or a schedule now; pause and resume; act on workflows.
+    Operator,
+    /// Everything: also what changes how the queue runs or risks running a job twice:
+    /// caps and rate limits, runtime schedules, dead letters, unlocking workers.
+    Admin,
+}
+
+impl Role {
+    /// Its name, as `--viewer-token` and the page's badge say it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Viewer => "viewer",
+            Role::Operator => "operator",
+            Role::Admin => "admin",
+        }
+    }
+
+    /// The role a request of `method` on `path` needs. Every action not listed as an
+    /// admin's is an operator's, so a new action is never open to a viewer.
+    pub(crate) fn needed(method: &Method, path: &str) -> Role {
+        if method == Method::GET || method == Method::HEAD {
+            return Role::Viewer;
+        }
+        let admin = matches!(
+            path,
+            "/api/workers/unlock"
+                | "/api/flow/cap"
+                | "/api/flow/uncap"
+                | "/api/flow/limit"
+                | "/api/flow/unlimit"
+                | "/api/schedules"
+                | "/api/dead_letters"
+                | "/api/dead_letters/remove"
+        ) || (path.starts_with("/api/schedules/") && path.ends_with("/remove"));
+        if admin {
+            Role::Admin
+        } else {
+            Role::Operator
+        }
+    }
+}
+
+tokio::task_local! {
+    /// The role of the request being answered (set by [`guard`]), so a page shows only the
+    /// actions its reader may take.
+    static ROLE: Role;
+}
+
+/// Whether the request being answered may post to `path` (false outside a request).
+pub(crate) fn may(path: &str) -> bool {
+    ROLE.try_with(|role| *role >= Role::needed(&Method::POST, path)).unwrap_or(false)
+}
+
+/// Whether the request being answered may take an operator's actions.
+pub(crate) fn may_act() -> bool {
+    role().is_some_and(|role| role >= Role::Operator)
+}
+
+/// The role of the request being answered, if any.
+pub(crate) fn role() -> Option<Role> {
+    ROLE.try_with(|role| *role).ok()
+}
+
 /// Let `request` through, or answer it with why not.
 pub async fn guard(
     axum::extract::State(state): axum::extract::State<State>,
@@ -18,44 +88,51 @@ pub async fn guard(
     next: Next,
 ) -> Response {
     let headers = request.headers();
-    match &state.options.token {
-        Some(token) => {
-            if let Some(given) = query_token(request.uri().query()) {
-                return if same(&given, token) && request.method() == Method::GET {
-                    // Keep the token in a cookie and out of the address bar and history.
-                    let cookie = format!("{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict");
-                    let to = request.uri().path().to_owned();
-                    (StatusCode::SEE_OTHER, [(header::SET_COOKIE, cookie), (header::LOCATION, to)])
-                        .into_response()
-                } else {
-                    Error::Unauthorized.into_response()
-                };
-            }
-            if !presented(headers).is_some_and(|given| same(&given, token)) {
-                return Error::Unauthorized.into_response();
-            }
+    let options = &state.options;
+    let role = if options.any_token() {
+        if let Some(given) = query_token(request.uri().query()) {
+            return if options.role_of(&given).is_some() && request.method() == Method::GET {
+                // Keep the token in a cookie and out of the address bar and history.
+                let cookie = format!("{COOKIE}={given}; Path=/; HttpOnly; SameSite=Strict");
+                let to = request.uri().path().to_owned();
+                (StatusCode::SEE_OTHER, [(header::SET_COOKIE, cookie), (header::LOCATION, to)])
+                    .into_response()
+            } else {
+                Error::Unauthorized.into_response()
+            };
         }
+        match presented(headers).and_then(|given| options.role_of(&given)) {
+            Some(role) => role,
+            None => return Error::Unauthorized.into_response(),
+        }
+    } else if !local_host(headers) {
         // Without a token, a name other than localhost or an address means a page of
         // another site reached us through DNS rebinding.
-        None if !local_host(headers) => {
-            return Error::Forbidden("the dashboard answers only to localhost or an IP address".into())
-                .into_response()
-        }
-        None => {}
+        return Error::Forbidden("the dashboard answers only to localhost or an IP address".into())
+            .into_response();
+    } else {
+        Role::Admin
+    };
+    let role = if options.read_only { Role::Viewer } else { role };
+    let needed = Role::needed(request.method(), request.uri().path());
+    if role < needed {
+        let why = if options.read_only {
+            "the dashboard is read-only".to_owned()
+        } else {
+            format!("this token's role is {}: this action needs {}", role.name(), needed.name())
+        };
+        return Error::Forbidden(why).into_response();
     }
-    if request.method() != Method::GET && request.method() != Method::HEAD {
-        if state.options.read_only {
-            return Error::Forbidden("the dashboard is read-only".into()).into_response();
-        }
+    if needed > Role::Viewer {
         if let Err(why) = same_site(headers) {
             return Error::Forbidden(format!("cross-site request refused: {why}")).into_response();
         }
     }
-    next.run(request).await
+    ROLE.scope(role, next.run(request)).await
 }
 
 /// Compare without telling how much of the token matched through the time taken.
-fn same(given: &str, token: &str) -> bool {
+pub(crate) fn same(given: &str, token: &str) -> bool {
     given.len() == token.len() && given.bytes().zip(token.bytes()).fold(0, |acc, (a, b)| acc | (a ^ b)) == 0
 }
 

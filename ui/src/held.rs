@@ -27,11 +27,11 @@ impl Holds {
         if !states.any(|state| state == "ready") {
             return Ok(Holds::default());
         }
-        let (pauses, controls) = tokio::try_join!(s.utils.paused(), s.utils.controls())?;
+        let (pauses, controls) = tokio::try_join!(s.reads.paused(), s.reads.controls())?;
         let mut running = HashMap::new();
         let whole_cap = |c: &ControlSet| c.control.partition.is_none() && c.control.period().is_none();
         if controls.iter().any(whole_cap) {
-            for counts in inspect::overview(&s.utils).await?.counts {
+            for counts in inspect::overview(&s.reads).await?.counts {
                 let n = counts.states.get("running").copied().unwrap_or(0);
                 *running.entry(counts.task).or_default() += n;
             }

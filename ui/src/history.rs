@@ -50,9 +50,9 @@ const DAY: Duration = Duration::from_secs(86_400);
 async fn history(Ext(s): Ext<State>, Query(query): Query<HistoryQuery>) -> Response {
     let filter = query.filter();
     let (rows, hour, day) = match tokio::try_join!(
-        s.utils.history(&filter, ROWS),
-        s.utils.history_buckets(HOUR, MINUTE),
-        s.utils.history_buckets(DAY, HOUR),
+        s.reads.history(&filter, ROWS),
+        s.reads.history_buckets(HOUR, MINUTE),
+        s.reads.history_buckets(DAY, HOUR),
     ) {
         Ok(read) => read,
         Err(e) => return error_page(&s, e),
@@ -102,7 +102,7 @@ async fn runs(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
 
 pub(crate) async fn page_of_runs(s: &State, id: i64) -> Response {
     let filter = HistoryFilter { job_id: Some(id), ..Default::default() };
-    let runs = match s.utils.history(&filter, ROWS).await {
+    let runs = match s.reads.history(&filter, ROWS).await {
         Ok(runs) => runs,
         Err(e) => return error_page(s, e),
     };
@@ -251,7 +251,7 @@ fn age_label(seconds: i64) -> String {
 
 /// The overview's line of the last hour from the history, or nothing if it has none.
 pub(crate) async fn last_hour(s: &State) -> String {
-    match s.utils.history_buckets(HOUR, HOUR).await {
+    match s.reads.history_buckets(HOUR, HOUR).await {
         Ok(buckets) if !buckets.is_empty() => {
             let sum = |f: fn(&HistoryBucket) -> i64| buckets.iter().map(f).sum::<i64>();
             format!(

@@ -53,7 +53,7 @@ pub(crate) async fn page_context(
     next: axum::middleware::Next,
 ) -> Response {
     let banner = s.health.get(&s.utils).await.map(|health| banner(&health)).unwrap_or_default();
-    match formica::inspect::database_now(&s.utils).await {
+    match formica::inspect::database_now(&s.reads).await {
         Ok(now) => NOW.scope(now, BANNER.scope(banner, next.run(request))).await,
         Err(_) => BANNER.scope(banner, next.run(request)).await,
     }
@@ -117,7 +117,11 @@ pub(crate) fn opt_time(at: &Option<DateTime<Utc>>) -> String {
 const POLICY: &str = "default-src 'self'; frame-ancestors 'none'; form-action 'self'";
 
 pub(crate) fn page(s: &State, title: &str, body: &str) -> Response {
-    let mode = if s.options.read_only { r#"<span class="badge">read-only</span>"# } else { "" };
+    let mode = match crate::guard::role() {
+        _ if s.options.read_only => r#"<span class="badge">read-only</span>"#.to_owned(),
+        Some(role) if role < crate::Role::Admin => format!(r#"<span class="badge">{}</span>"#, role.name()),
+        _ => String::new(),
+    };
     let headers = [(header::CONTENT_SECURITY_POLICY, POLICY), (header::X_FRAME_OPTIONS, "DENY")];
     let html = Html(format!(
         r#"<!doctype html>
@@ -166,8 +170,9 @@ pub(crate) fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
 
 /// An action button: asks `confirm`, then posts to `path` as JSON the fields of the form
 /// named by a `data-form` attribute and the object of a `data-body` one, given in `attrs`.
-pub(crate) fn button(s: &State, label: &str, path: &str, confirm: &str, attrs: &[(&str, &str)]) -> String {
-    if s.options.read_only {
+/// Nothing if the reader's role may not post to `path`.
+pub(crate) fn button(label: &str, path: &str, confirm: &str, attrs: &[(&str, &str)]) -> String {
+    if !crate::guard::may(path) {
         return String::new();
     }
     let extra: String =

@@ -21,8 +21,10 @@
 //! Safe by default:
 //! - [`check_bind`] refuses to listen beyond the loopback interface without a token or
 //!   read-only mode;
-//! - with a token, every request must carry it (`Authorization: Bearer`, or the cookie set
-//!   by visiting any page with `?token=`); without one, only requests naming the host as
+//! - with a token, every request must carry one (`Authorization: Bearer`, or the cookie set
+//!   by visiting any page with `?token=`), and its [`Role`] decides what it may do: a viewer
+//!   only looks, an operator acts on jobs, an admin also changes how the queue runs
+//!   ([`Options::token`] is an admin's); without one, only requests naming the host as
 //!   `localhost` or an IP address are served, so a DNS-rebound site cannot reach it;
 //! - actions are `POST`s that must carry the `x-formica-ui` header, which a cross-site
 //!   form cannot send and a cross-site script cannot without a CORS approval that is
@@ -36,11 +38,13 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod adding;
 mod api;
 mod bulk;
 mod controls;
 pub mod data;
 mod guard;
+pub use guard::Role;
 mod held;
 mod history;
 mod html;
@@ -61,20 +65,58 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// How the dashboard runs.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Options {
     /// Refuse every action: only look.
     pub read_only: bool,
-    /// Every request must carry this token.
+    /// Every request must carry a token: this one (an admin's, as a single token always was)
+    /// or one of [`Options::tokens`].
     pub token: Option<String>,
+    /// Tokens with their roles, beside [`Options::token`] (`formica ui --viewer-token`,
+    /// `--operator-token`).
+    pub tokens: Vec<(Role, String)>,
     /// The crontab to show on the cron page while no live worker records one on its lease
     /// (Formica's workers record theirs).
     pub crontab: Option<Crontab>,
+    /// Where the pages and the API's reads go, if not to the database actions change: a
+    /// read replica (`formica ui --read-connection`), so looking puts no load on the primary.
+    /// Actions, and the reads that decide them, always go to the primary.
+    pub reads: Option<WorkerUtils>,
+}
+
+/// The tokens left out: a log line never shows one.
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("read_only", &self.read_only)
+            .field("token", &self.token.as_ref().map(|_| "…"))
+            .field("tokens", &self.tokens.iter().map(|(role, _)| role).collect::<Vec<_>>())
+            .field("crontab", &self.crontab)
+            .field("reads", &self.reads.as_ref().map(WorkerUtils::schema))
+            .finish()
+    }
+}
+
+impl Options {
+    /// The role `given` gives, if it is one of the tokens.
+    fn role_of(&self, given: &str) -> Option<Role> {
+        let admin = self.token.iter().map(|t| (Role::Admin, t));
+        let others = self.tokens.iter().map(|(role, t)| (*role, t));
+        // The highest role of a token given twice, every token compared (no early exit).
+        admin.chain(others).filter(|(_, t)| guard::same(given, t)).map(|(role, _)| role).max()
+    }
+
+    fn any_token(&self) -> bool {
+        self.token.is_some() || !self.tokens.is_empty()
+    }
 }
 
 /// What the handlers share.
 struct Shared {
+    /// The primary: actions, and the reads that decide them.
     utils: WorkerUtils,
+    /// What the pages and the API show: [`Options::reads`], else the primary.
+    reads: WorkerUtils,
     options: Options,
     throughput: data::Throughput,
     health: data::HealthCache,
@@ -132,7 +174,11 @@ impl Error {
 
 impl From<formica::Error> for Error {
     fn from(e: formica::Error) -> Self {
-        if let formica::Error::Spec(_) | formica::Error::Crontab { .. } | formica::Error::Control(_) = e {
+        if let formica::Error::Spec(_)
+        | formica::Error::Crontab { .. }
+        | formica::Error::Control(_)
+        | formica::Error::DeadLetter(_) = e
+        {
             Error::BadRequest(e.to_string())
         } else if let formica::Error::Filter(e) = e {
             Error::BadRequest(e)
@@ -160,7 +206,7 @@ impl IntoResponse for Error {
 /// Whether the dashboard may listen on `addr` with `options`: beyond the loopback
 /// interface, only with a token or read-only.
 pub fn check_bind(addr: &SocketAddr, options: &Options) -> Result<(), String> {
-    if addr.ip().is_loopback() || options.token.is_some() || options.read_only {
+    if addr.ip().is_loopback() || options.any_token() || options.read_only {
         Ok(())
     } else {
         Err(format!(
@@ -175,8 +221,10 @@ pub fn router(utils: WorkerUtils, options: Options) -> Router {
 }
 
 fn build(utils: WorkerUtils, options: Options) -> (Router, State) {
+    let reads = options.reads.clone().unwrap_or_else(|| utils.clone());
     let state: State = Arc::new(Shared {
         utils,
+        reads,
         options,
         throughput: data::Throughput::default(),
         health: data::HealthCache::default(),

@@ -42,7 +42,7 @@ pub(crate) fn asset_routes() -> Router<State> {
 }
 
 async fn overview(Ext(s): Ext<State>) -> Response {
-    let o = match data::overview(&s.utils, &s.throughput).await {
+    let o = match data::overview(&s.reads, &s.utils, &s.throughput).await {
         Ok(o) => o,
         Err(e) => return error_page(&s, e),
     };
@@ -132,7 +132,7 @@ async fn jobs(Ext(s): Ext<State>, Query(query): Query<JobQuery>) -> Response {
         Ok(selection) => selection,
         Err(e) => return error_page(&s, e),
     };
-    let result = match inspect::jobs(&s.utils, &selection).await {
+    let result = match inspect::jobs(&s.reads, &selection).await {
         Ok(r) => r,
         Err(e) => return error_page(&s, e),
     };
@@ -151,7 +151,8 @@ async fn jobs(Ext(s): Ext<State>, Query(query): Query<JobQuery>) -> Response {
             labelled_select("sort", query.sort.as_deref(), &sorts),
         ],
     );
-    html.push_str(&crate::bulk::bar(&s, &query));
+    html.push_str(&crate::adding::form());
+    html.push_str(&crate::bulk::bar(&query));
     let headers = ["", "id", "task", "queue", "state", "run_at", "attempts", "priority", "key", "last_error"];
     html.push_str(&unreadable(&result.undecodable.iter().map(inspect::describe).collect::<Vec<_>>()));
     let holds = match Holds::read(&s, result.jobs.iter().map(|r| r.state.as_str())).await {
@@ -197,7 +198,7 @@ fn progress(p: &formica::JobProgress) -> String {
 }
 
 async fn job(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
-    let detail = match inspect::job(&s.utils, id).await {
+    let detail = match inspect::job(&s.reads, id).await {
         Ok(Some(Ok(d))) => d,
         Ok(Some(Err(bad))) => {
             let text = format!("This job's row cannot be read: {}", inspect::describe(&bad));
@@ -248,7 +249,7 @@ async fn job(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
     }
     html.push_str("</dl>");
     html.push_str(&crate::why::section(&s, id).await);
-    if !s.options.read_only {
+    if crate::guard::may_act() {
         let base = format!("/api/jobs/{id}");
         let _ = write!(
             html,
@@ -260,32 +261,23 @@ async fn job(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
             if detail.row.state == "permanently_failed" {
                 "<span>Out of attempts: to retry, reschedule with fewer attempts.</span>".to_owned()
             } else {
-                button(&s, "Run now", &format!("{base}/run_now"), &format!("Run job {id} now?"), &[])
+                button("Run now", &format!("{base}/run_now"), &format!("Run job {id} now?"), &[])
             },
-            button(
-                &s,
-                "Remove",
-                &format!("{base}/remove"),
-                &format!("Delete job {id}? It will not run."),
-                &[]
-            ),
+            button("Remove", &format!("{base}/remove"), &format!("Delete job {id}? It will not run."), &[]),
             stamp(&Utc::now()),
             button(
-                &s,
                 "Reschedule",
                 &format!("{base}/reschedule"),
                 &format!("Reschedule job {id}?"),
                 &[("form", "reschedule")]
             ),
             button(
-                &s,
                 "Permanently fail",
                 &format!("{base}/fail"),
                 &format!("Fail job {id} for good? It will not run again."),
                 &[("form", "fail")]
             ),
             button(
-                &s,
                 "Cancel",
                 &format!("{base}/cancel"),
                 &format!("Cancel job {id}? A running task is aborted; the job fails for good."),
@@ -304,7 +296,7 @@ async fn job(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
 }
 
 async fn queues(Ext(s): Ext<State>) -> Response {
-    let queues = match inspect::queues(&s.utils).await {
+    let queues = match inspect::queues(&s.reads).await {
         Ok(q) => q,
         Err(e) => return error_page(&s, e),
     };
@@ -322,7 +314,7 @@ async fn queues(Ext(s): Ext<State>) -> Response {
 }
 
 async fn cron(Ext(s): Ext<State>) -> Response {
-    let cron = match inspect::cron(&s.utils, s.options.crontab.as_ref()).await {
+    let cron = match inspect::cron(&s.reads, s.options.crontab.as_ref()).await {
         Ok(c) => c,
         Err(e) => return error_page(&s, e),
     };
@@ -349,10 +341,11 @@ async fn cron(Ext(s): Ext<State>) -> Response {
                 esc(&c.workers.join(", ")),
                 opt_time(&c.last_execution),
                 c.next_runs.iter().map(time).collect::<Vec<_>>().join("<br>"),
+                if c.spec.is_some() { crate::adding::run_now_button(&c.identifier) } else { String::new() },
             ]
         })
         .collect();
-    let headers = ["identifier", "item", "run by", "last execution", "next runs"];
+    let headers = ["identifier", "item", "run by", "last execution", "next runs", ""];
     let runtime = match crate::schedules::section(&s).await {
         Ok(section) => section,
         Err(e) => return error_page(&s, e),

@@ -20,7 +20,7 @@ pub(crate) fn routes() -> Router<State> {
 }
 
 async fn list(Ext(s): Ext<State>) -> Answer {
-    Ok(Json(json!(s.utils.schedules().await?)))
+    Ok(Json(json!(s.reads.schedules().await?)))
 }
 
 #[derive(Debug, Deserialize)]
@@ -43,7 +43,7 @@ async fn remove(Ext(s): Ext<State>, Path(identifier): Path<String>) -> Answer {
 
 /// The Cron page's section on runtime schedules.
 pub(crate) async fn section(s: &State) -> Result<String, Error> {
-    let schedules = s.utils.schedules().await?;
+    let schedules = s.reads.schedules().await?;
     let rows: Vec<Vec<String>> = schedules
         .iter()
         .map(|r| {
@@ -53,17 +53,16 @@ pub(crate) async fn section(s: &State) -> Result<String, Error> {
                 esc(&r.identifier),
                 esc(&r.line),
                 opt_time(&r.last_execution),
-                button(s, "remove", &path, &confirm, &[]),
+                crate::adding::run_now_button(&r.identifier) + &button("remove", &path, &confirm, &[]),
             ]
         })
         .collect();
-    let form = if s.options.read_only {
+    let form = if !crate::guard::may("/api/schedules") {
         String::new()
     } else {
         format!(
             r#"<form class="inline" id="schedule-form"><input name="line" size="60" placeholder="0 8 * * 1-5 report ?tz=Europe/Paris  or  @every 30s poll"></form>{}"#,
             button(
-                s,
                 "put",
                 "/api/schedules",
                 "Add this schedule (or replace the one with its identifier)?",

@@ -9,11 +9,11 @@ use axum::response::Response;
 use formica::inspect::{self, WorkerSeen};
 
 pub(crate) async fn page_of_workers(Ext(s): Ext<State>) -> Response {
-    let workers = match inspect::workers(&s.utils).await {
+    let workers = match inspect::workers(&s.reads).await {
         Ok(w) => w,
         Err(e) => return error_page(&s, e),
     };
-    let rows: Vec<Vec<String>> = workers.iter().map(|w| row(&s, w)).collect();
+    let rows: Vec<Vec<String>> = workers.iter().map(row).collect();
     let headers: Vec<&str> =
         inspect::WORKER_COLUMNS.into_iter().chain(["holding since", "cron items", "version", ""]).collect();
     let html = format!(
@@ -23,14 +23,14 @@ pub(crate) async fn page_of_workers(Ext(s): Ext<State>) -> Response {
     page(&s, "Workers", &html)
 }
 
-fn row(s: &State, w: &WorkerSeen) -> Vec<String> {
+fn row(w: &WorkerSeen) -> Vec<String> {
     let actions = if w.unlockable() {
         let body = serde_json::json!({ "worker_id": w.worker_id }).to_string();
         let confirm = format!(
             "Is worker {} dead? Its jobs and queues will be released for others to run.",
             w.worker_id
         );
-        button(s, "Unlock", "/api/workers/unlock", &confirm, &[("body", &body)])
+        button("Unlock", "/api/workers/unlock", &confirm, &[("body", &body)])
     } else {
         String::new()
     };

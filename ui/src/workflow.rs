@@ -87,11 +87,11 @@ impl ListQuery {
 }
 
 async fn list_json(Ext(s): Ext<State>, Query(query): Query<ListQuery>) -> Result<Json<Value>, Error> {
-    Ok(Json(json!(s.utils.workflows(&query.filter()).await?)))
+    Ok(Json(json!(s.reads.workflows(&query.filter()).await?)))
 }
 
 async fn show_json(Ext(s): Ext<State>, Path(id): Path<i64>) -> Result<Json<Value>, Error> {
-    let detail = s.utils.workflow(id).await?.ok_or_else(|| Error::NotFound(format!("no workflow {id}")))?;
+    let detail = s.reads.workflow(id).await?.ok_or_else(|| Error::NotFound(format!("no workflow {id}")))?;
     Ok(Json(json!(detail)))
 }
 
@@ -102,7 +102,7 @@ fn state(name: &str) -> String {
 
 async fn list(Ext(s): Ext<State>, Query(query): Query<ListQuery>) -> Response {
     let filter = query.filter();
-    let workflows = match s.utils.workflows(&filter).await {
+    let workflows = match s.reads.workflows(&filter).await {
         Ok(w) => w,
         Err(e) => return error_page(&s, e),
     };
@@ -137,7 +137,7 @@ async fn list(Ext(s): Ext<State>, Query(query): Query<ListQuery>) -> Response {
 }
 
 async fn show(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
-    let detail = match s.utils.workflow(id).await {
+    let detail = match s.reads.workflow(id).await {
         Ok(Some(detail)) => detail,
         Ok(None) => return error_page(&s, Error::NotFound(format!("no workflow {id}"))),
         Err(e) => return error_page(&s, e),
@@ -167,7 +167,7 @@ async fn show(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
         let _ = write!(html, "<dt>{name}</dt><dd>{value}</dd>");
     }
     html.push_str("</dl>");
-    html += &actions(&s, w);
+    html += &actions(w);
     html += &graph(&detail.jobs);
     html += "<h2>Jobs</h2>";
     html += &table(
@@ -190,8 +190,8 @@ async fn show(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
 
 /// Cancel while it runs; Retry while it has failed jobs and is not cancelled. Nothing in
 /// read-only mode.
-fn actions(s: &State, w: &WorkflowSummary) -> String {
-    if s.options.read_only {
+fn actions(w: &WorkflowSummary) -> String {
+    if !crate::guard::may_act() {
         return String::new();
     }
     let mut html = String::new();
@@ -202,7 +202,7 @@ fn actions(s: &State, w: &WorkflowSummary) -> String {
         );
         let path = format!("/api/workflows/{}/cancel", w.id);
         html += r#"<label>reason <input name="reason" placeholder="cancelled from the dashboard"></label>"#;
-        html += &button(s, "Cancel workflow", &path, &confirm, &[("form", "workflow-actions")]);
+        html += &button("Cancel workflow", &path, &confirm, &[("form", "workflow-actions")]);
     }
     if w.state != "cancelled" && w.failed > 0 {
         let confirm = format!(
@@ -210,7 +210,7 @@ fn actions(s: &State, w: &WorkflowSummary) -> String {
             w.failed, w.id
         );
         let path = format!("/api/workflows/{}/retry", w.id);
-        html += &button(s, "Retry failed jobs", &path, &confirm, &[]);
+        html += &button("Retry failed jobs", &path, &confirm, &[]);
     }
     if html.is_empty() {
         return html;

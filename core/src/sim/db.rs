@@ -71,6 +71,8 @@ pub struct Db {
     pub(super) workflows: super::workflow_rows::Workflows,
     /// `formica_<schema>.job_history`, as its pruner sees it (see `history.rs`).
     pub(super) history: Vec<HistoryRow>,
+    /// `formica_<schema>.dead_letters`: task -> the task its jobs failed for good are sent to.
+    pub(super) dead_letters: BTreeMap<String, String>,
 }
 
 /// One row of `job_history`, as the pruner reads it.
@@ -111,6 +113,7 @@ impl Db {
             rate_starts: Vec::new(),
             workflows: Default::default(),
             history: Vec::new(),
+            dead_letters: BTreeMap::new(),
         }
     }
 
@@ -610,6 +613,40 @@ mod tests {
         let notes = db.take_notifications();
         assert_eq!(notes.len(), 4, "two adds, one add after the dedupe, one removal: {notes:?}");
         assert!(notes[3].payload.ends_with(",\"count\":-1}"));
+    }
+
+    #[test]
+    fn a_job_failing_its_last_attempt_is_sent_to_its_dead_letter_and_no_other() {
+        let mut db = Db::new(t(0), 1);
+        db.set_dead_letter("charge", "charge_failed");
+        let once = JobSpec { max_attempts: Some(1), ..JobSpec::default() };
+        let last = add(&mut db, "charge", json!({"order": 7}), once.clone());
+        let retried = add(&mut db, "charge", json!({}), JobSpec::default());
+        let cancelled = add(&mut db, "charge", json!({}), JobSpec::default());
+        let other = add(&mut db, "refund", json!({}), once);
+        fetch(&mut db, "w", 4);
+        let fail = |job_id, message: &str, permanent| Failure {
+            job_id,
+            message: message.into(),
+            run_at: None,
+            permanent,
+            payload: None,
+            delay: None,
+        };
+        let failures = vec![
+            fail(last.id, "declined", false),
+            fail(retried.id, "declined", false),
+            fail(cancelled.id, "cancelled: by request", true),
+            fail(other.id, "no", false),
+        ];
+        db.execute(&Statement::FailJobs { worker_id: "w".into(), failures, settles_workflow_jobs: false });
+        let sent: Vec<Job> =
+            db.jobs.values().filter(|j| j.task_identifier == "charge_failed").cloned().collect();
+        assert_eq!(sent.len(), 1, "only the job out of attempts, not cancelled, with a dead letter");
+        assert_eq!(
+            sent[0].payload.clone().into_value(),
+            json!({"job_id": last.id, "task": "charge", "payload": {"order": 7}, "last_error": "declined", "attempts": 1})
+        );
     }
 
     #[test]

@@ -27,6 +27,11 @@ impl Db {
         self.pauses.iter().cloned().collect()
     }
 
+    /// Send the jobs of `task` that fail for good to `target` (docs/guide/dead-letters.md).
+    pub fn set_dead_letter(&mut self, task: &str, target: &str) {
+        self.dead_letters.insert(task.to_owned(), target.to_owned());
+    }
+
     /// Set `control` (replacing its task's control of its kind, if any) and wake the workers.
     pub fn set_control(&mut self, control: Control) {
         self.controls.insert((control.task.clone(), control.kind()), control);

@@ -26,6 +26,18 @@ fn written(fenced: Vec<Fenced>) -> QueryResult {
 }
 
 impl Db {
+    /// The job of the dead letter of job `job_id`'s task, if it has one: its payload the
+    /// failed job's id, task, payload, last error `message` and `attempts`.
+    fn dead_letter(&self, job_id: i64, attempts: i16, message: &str) -> Option<RawJob> {
+        let job = self.jobs.get(&job_id)?;
+        let target = self.dead_letters.get(&job.task_identifier)?;
+        let payload = serde_json::json!({
+            "job_id": job_id, "task": job.task_identifier, "payload": job.payload.clone().into_value(),
+            "last_error": message, "attempts": attempts,
+        });
+        Some(RawJob::new(target.clone(), payload, crate::job::JobSpec::default()))
+    }
+
     /// Suspect the leases that lapsed; free the jobs and queues of the workers suspected
     /// for more than `grace`, forgetting them; the jobs keep their `run_at` (their place in
     /// their queue) and their attempt counts, and one with a cancel request fails for good
@@ -151,6 +163,7 @@ impl Db {
             }
             Statement::FailJobs { worker_id, failures, settles_workflow_jobs } => {
                 let fenced = self.fenced(failures.iter().map(|f| f.job_id), worker_id);
+                let mut letters = Vec::new();
                 for Failure { job_id, message, run_at, permanent, payload, delay } in failures {
                     if !self.held_by(*job_id, worker_id) {
                         continue;
@@ -163,16 +176,31 @@ impl Db {
                     }
                     let delay = delay.unwrap_or_else(|| backoff::delay(job.attempts));
                     job.run_at = run_at.unwrap_or(now.max(job.run_at) + delay);
+                    // Its attempts as its run counted them, before a cancel spends the rest.
+                    let attempts = job.attempts;
                     if *permanent {
                         job.attempts = job.max_attempts;
                     }
                     job.locked_at = None;
                     job.locked_by = None;
+                    let cancelled = *permanent && message.starts_with("cancelled: ");
+                    if job.attempts >= job.max_attempts && !cancelled {
+                        letters.push((*job_id, attempts, message));
+                    }
                     let queue = job.job_queue_id;
                     self.release_queue(queue, worker_id);
                     if *settles_workflow_jobs {
                         self.settle_if_failed_for_good(*job_id);
                     }
+                }
+                // The same statement sends them (sql/queries/dead_letters/send.sql); an add
+                // without a key cannot be refused.
+                let letters: Vec<RawJob> = letters
+                    .into_iter()
+                    .filter_map(|(id, attempts, message)| self.dead_letter(id, attempts, message))
+                    .collect();
+                for letter in &letters {
+                    let _ = self.add_job(letter);
                 }
                 written(fenced)
             }

@@ -4,8 +4,9 @@
 -- where $5 is true (a cancelled job), store the payload $6 where it is not null (a batch job
 -- keeps its failed items), unlock them and release their queues. Rows: the jobs of $2 not
 -- written (fenced off), each with who holds it now (null: no one, or it is gone). The
--- comments mark where history (formica_sql::history) adds its write, and where a failure of
--- workflow jobs settles them (formica_sql::workflows).
+-- comments mark where history (formica_sql::history) adds its write, where the jobs failed for
+-- good are sent to their dead letters (formica_sql::dead_letters, in every form), and where a
+-- failure of workflow jobs settles them (formica_sql::workflows).
 with failed as (
   update :SCHEMA._private_jobs as jobs
   set last_error = u.message,
@@ -22,6 +23,7 @@ with failed as (
   returning jobs.id, jobs.job_queue_id /*:WORKFLOW_COLUMNS*/ /*:HISTORY_COLUMNS*/
 ),
 /*:HISTORY*/
+/*:DEAD_LETTERS*/
 /*:WORKFLOW*/
 released as (
   update :SCHEMA._private_job_queues as job_queues
