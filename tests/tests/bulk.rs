@@ -207,7 +207,7 @@ async fn the_dashboard_acts_on_ticked_jobs_or_all_matching_the_filter_after_a_dr
     assert!(page.body.contains(&format!(r#"class="pick" value="{}""#, failed[0])), "rows can be ticked");
     assert!(page
         .body
-        .contains("Retry {n} jobs matching this filter? Jobs a worker is running are left alone."));
+        .contains("Redrive {n} jobs matching this filter? Jobs a worker is running are left alone."));
 
     let filter = json!({ "task": "invoice", "states": ["permanently_failed"] });
     let dry =
