@@ -8,7 +8,7 @@
 //! is confirmed naming its task, and a payload that is not JSON is refused, named. With auto-refresh ticked, a new job appears without a page load. It saves screenshots of the overview and of the job page to
 //! `target/ui-screenshots/`. The history page lists finished jobs by the same filters as the
 //! jobs page, charts the last hour and day, and opens a finished job's runs. A health check
-//! that is wrong shows as a banner on every page.
+//! that is wrong shows as a banner on every page, and a job's page says why it is not running.
 
 use chrono::{Duration as ChronoDuration, Utc};
 use fantoccini::{Client, ClientBuilder, Locator};
@@ -463,6 +463,30 @@ async fn a_banner_on_every_page_names_the_health_check_that_is_wrong() {
         assert!(banner.contains("Queue health: critical"), "{path}: {banner}");
         assert!(banner.contains("schema (critical): missing index jobs_main_index"), "{path}: {banner}");
     }
+    browser.close().await.unwrap();
+}
+
+/// A job's page says why it is not running: here its task paused, and no worker running
+/// it, each with its evidence, as the browser shows them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_s_page_says_why_it_is_not_running() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let job = utils.add_raw_job("send_email", json!({}), JobSpec::default()).await.unwrap();
+    utils
+        .pause(&formica::controls::Pause::task("send_email"), Some("provider down"), Some("alice"))
+        .await
+        .unwrap();
+    let ui = Dashboard::start(utils, formica_ui::Options::default()).await;
+    let driver = Driver::start().await;
+    let browser = driver.browser().await;
+    browser.goto(&ui.url(&format!("/jobs/{}", job.id))).await.unwrap();
+    let why = text(&browser, "#why").await;
+    assert!(
+        why.contains(r#"task "send_email" is paused by alice"#) && why.contains("provider down"),
+        "{why}"
+    );
+    assert!(text(&browser, "#why li.no_worker").await.contains("send_email"), "{why}");
     browser.close().await.unwrap();
 }
 
