@@ -231,10 +231,13 @@ async fn bulk_actions_confirm_the_count_then_act_on_it() {
 
     browser.goto(&ui.url("/jobs?task=invoice&state=permanently_failed")).await.unwrap();
     let all = "button[data-bulk='retry'][data-filter]";
+    mark_page(&browser).await;
     browser.find(Locator::Css(all)).await.unwrap().click().await.unwrap();
     let asked = confirmation(&browser).await;
     assert_eq!(asked, "Redrive 5 jobs matching this filter? Jobs a worker is running are left alone.");
     browser.accept_alert().await.unwrap();
+    // The page reloads after acting: going on before it has would race the reload.
+    assert!(reloaded(&browser, Duration::from_secs(10)).await, "the page reloads after acting");
     let retried =
         "select count(*) from graphile_worker.jobs where task_identifier = 'invoice' and attempts = 0";
     db.wait_for_count(retried, 5, Duration::from_secs(10)).await;
@@ -246,6 +249,7 @@ async fn bulk_actions_confirm_the_count_then_act_on_it() {
     let told = "document.getElementById('message').textContent === 'Tick the jobs to act on first.'";
     assert!(wait_for(&browser, told, Duration::from_secs(5)).await, "nothing ticked: said, nothing asked");
     click_when_there(&browser, &format!("input.pick[value='{}']", emails[0]), Duration::from_secs(5)).await;
+    mark_page(&browser).await;
     browser
         .find(Locator::Css("button[data-bulk='delete'][data-picked]"))
         .await
@@ -256,6 +260,7 @@ async fn bulk_actions_confirm_the_count_then_act_on_it() {
     let asked = confirmation(&browser).await;
     assert_eq!(asked, "Delete 1 ticked jobs? Jobs a worker is running are left alone.");
     browser.accept_alert().await.unwrap();
+    assert!(reloaded(&browser, Duration::from_secs(10)).await, "the page reloads after acting");
     let left = format!("select count(*) from graphile_worker._private_jobs where id = {}", emails[0]);
     db.wait_for_count(&left, 0, Duration::from_secs(10)).await;
     assert_eq!(db.count("select count(*) from graphile_worker._private_jobs").await, 6);
@@ -312,6 +317,27 @@ async fn click_when_there(browser: &Client, css: &str, within: Duration) {
             Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }
     }
+}
+
+/// Marks the page loaded now, so that [`reloaded`] can tell when another load replaced it.
+async fn mark_page(browser: &Client) {
+    browser.execute("window.formicaMarked = true", vec![]).await.unwrap();
+}
+
+/// Whether the page marked by [`mark_page`] was replaced by a fully loaded one within
+/// `within` (a script run while the page changes may fail: that is "not yet").
+async fn reloaded(browser: &Client, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    let script = "return !window.formicaMarked && document.readyState === 'complete'";
+    while Instant::now() < deadline {
+        if let Ok(done) = browser.execute(script, vec![]).await {
+            if done == json!(true) {
+                return true;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
 }
 
 async fn wait_for(browser: &Client, script: &str, within: Duration) -> bool {
