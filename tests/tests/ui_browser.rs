@@ -177,13 +177,12 @@ async fn operate_a_failed_job_in_a_browser() {
     // Run now, confirmed: the worker runs it and it is gone.
     allowed.store(true, Ordering::SeqCst);
     let runs_before = runs.load(Ordering::SeqCst);
-    browser.execute("window.__before_run_now = 1", vec![]).await.unwrap();
+    mark_page(&browser).await;
     browser.find(Locator::Css("button[data-action$='/run_now']")).await.unwrap().click().await.unwrap();
     browser.accept_alert().await.unwrap();
     // The page reloads itself once the action is answered: let it, or the refresh below
     // races that navigation.
-    let reloaded = "window.__before_run_now === undefined && document.readyState === 'complete'";
-    assert!(wait_for(&browser, reloaded, Duration::from_secs(10)).await, "the page reloads after the action");
+    assert!(reloaded(&browser, Duration::from_secs(10)).await, "the page reloads after the action");
     let gone = format!("select count(*) from graphile_worker._private_jobs where id = {}", flaky.id);
     db.wait_for_count(&gone, 0, Duration::from_secs(20)).await;
     assert_eq!(runs.load(Ordering::SeqCst), runs_before + 1, "run once, by the button");
