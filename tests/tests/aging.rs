@@ -138,6 +138,50 @@ async fn passes_at_once_age_each_job_once_per_step(rt: Arc<dyn Runtime>) {
     assert!(priorities(&db).await.iter().all(|p| *p == 1), "each aged two steps, once each");
 }
 
+/// What a pass costs (docs/performance.md): 100,000 waiting jobs of an aged task, ready 10.5
+/// minutes, aging a step each 5 minutes (two steps, the next minutes away). The median of 20 passes: with no aging set; changing a
+/// full batch; and once every job is where its time ready puts it (changing none).
+/// `scripts/with-postgres cargo test -p formica-tests --test it aging::tokio_only::what_a_pass_costs -- --ignored --nocapture`
+async fn what_a_pass_costs(rt: Arc<dyn Runtime>) {
+    let db = TestDb::migrated_on(rt.clone()).await;
+    let utils = db.utils();
+    let jobs: Vec<formica::RawJob> = (0..100_000)
+        .map(|_| formica::RawJob::new("t", json!({}), ready_since(chrono::Duration::seconds(630), 0)))
+        .collect();
+    for chunk in jobs.chunks(5_000) {
+        utils.add_raw_jobs(chunk).await.unwrap();
+    }
+    db.client().await.batch_execute("vacuum analyze graphile_worker._private_jobs").await.unwrap();
+    let median = |mut times: Vec<Duration>| {
+        times.sort();
+        times[times.len() / 2]
+    };
+    let mut passes = |expect: Option<u64>| {
+        let utils = utils.clone();
+        async move {
+            let mut times = Vec::new();
+            for _ in 0..20 {
+                let at = Instant::now();
+                let changed = utils.age_priorities().await.unwrap();
+                times.push(at.elapsed());
+                if let Some(expect) = expect {
+                    assert_eq!(changed, expect);
+                }
+            }
+            median(times)
+        }
+    };
+    let none_set = passes(Some(0)).await;
+    utils.set_aging(&Aging::new("t", chrono::Duration::minutes(5), 1, -100), None).await.unwrap();
+    let full_batch = passes(Some(formica::AGING_BATCH as u64)).await;
+    while utils.age_priorities().await.unwrap() > 0 {}
+    let nothing_to_change = passes(Some(0)).await;
+    eprintln!(
+        "a pass, median of 20, 100,000 waiting jobs: no aging set {none_set:?}; changing 1,000 \
+         {full_batch:?}; every job already aged {nothing_to_change:?}"
+    );
+}
+
 formica_tests::on_both_runtimes!(a_low_priority_job_starts_within_the_bound_under_a_stream_of_higher_ones);
 
 mod tokio_only {
@@ -151,6 +195,12 @@ mod tokio_only {
     #[test]
     fn passes_at_once_age_each_job_once_per_step() {
         run(super::passes_at_once_age_each_job_once_per_step);
+    }
+
+    #[test]
+    #[ignore = "a measurement (docs/performance.md), 100,000 jobs"]
+    fn what_a_pass_costs() {
+        run(super::what_a_pass_costs);
     }
 
     fn run<F: std::future::Future<Output = ()>>(test: fn(Arc<dyn Runtime>) -> F) {
