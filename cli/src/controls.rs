@@ -250,7 +250,8 @@ pub async fn unage(task: String, utils: &WorkerUtils, out: Output) -> Result<(),
 /// `formica agings`: the agings in force.
 pub async fn agings(utils: &WorkerUtils, out: Output) -> Result<(), Failure> {
     let agings = utils.agings().await?;
-    let rows = agings.iter().map(|a| vec![a.aging.label(), a.set_by.clone(), a.set_at.to_rfc3339()]).collect();
+    let rows =
+        agings.iter().map(|a| vec![a.aging.label(), a.set_by.clone(), a.set_at.to_rfc3339()]).collect();
     let json: Vec<_> = agings
         .iter()
         .map(|a| {

@@ -130,16 +130,24 @@ async fn limit_unlimit_and_limits_from_the_command_line() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn age_unage_and_agings_from_the_command_line() {
     let db = TestDb::migrated().await;
-    let set = json(&formica(&db, &["age", "--task", "report", "--every", "30s", "--step", "2", "--best", "-10", "--by", "ops"]));
+    let set = json(&formica(
+        &db,
+        &["age", "--task", "report", "--every", "30s", "--step", "2", "--best", "-10", "--by", "ops"],
+    ));
     assert_eq!(set["aging"], "report -2/30s to -10");
     assert_eq!((&set["every_ms"], &set["best"]), (&30_000.into(), &(-10).into()));
     let agings = json(&formica(&db, &["agings"]));
     assert_eq!((agings[0]["task"].as_str(), agings[0]["set_by"].as_str()), (Some("report"), Some("ops")));
     let through_utils = db.utils().agings().await.unwrap();
-    assert_eq!(through_utils[0].aging, formica_tokio::Aging::new("report", chrono::Duration::seconds(30), 2, -10));
+    assert_eq!(
+        through_utils[0].aging,
+        formica_tokio::Aging::new("report", chrono::Duration::seconds(30), 2, -10)
+    );
     assert_eq!(json(&formica(&db, &["unage", "--task", "report"]))["unaged"], "report");
     let again = formica(&db, &["unage", "--task", "report"]);
-    assert!(!again.status.success() && String::from_utf8_lossy(&again.stderr).contains("report was not aged"));
+    assert!(
+        !again.status.success() && String::from_utf8_lossy(&again.stderr).contains("report was not aged")
+    );
     let zero = formica(&db, &["age", "--task", "x", "--every", "1s", "--step", "0", "--best", "0"]);
     assert!(
         !zero.status.success() && String::from_utf8_lossy(&zero.stderr).contains("step 0"),

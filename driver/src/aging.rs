@@ -45,7 +45,11 @@ impl WorkerUtils {
             return Err(Error::Control(format!("an aging needs a task identifier, not {task:?}")));
         }
         let every_ms = i32::try_from(aging.every_ms).ok().filter(|ms| *ms > 0).ok_or_else(|| {
-            Error::Control(format!("every_ms {}: the aging of {task:?} takes 1 to {}", aging.every_ms, i32::MAX))
+            Error::Control(format!(
+                "every_ms {}: the aging of {task:?} takes 1 to {}",
+                aging.every_ms,
+                i32::MAX
+            ))
         })?;
         let step = i16::try_from(aging.step).ok().filter(|s| *s > 0).ok_or_else(|| {
             Error::Control(format!("step {}: the aging of {task:?} takes 1 to {}", aging.step, i16::MAX))

@@ -9,7 +9,11 @@ create table :RECORDS.aging (
   step smallint not null check (step > 0),
   best smallint not null,
   set_by text not null,
-  set_at timestamptz not null default now()
+  set_at timestamptz not null default now(),
+  -- When a pass last went through the task's jobs and had changed all it had to (null:
+  -- never, or settings changed since); the next pass of the task is due a quarter of
+  -- every_ms later, so a pass between finds nothing due and reads only this table.
+  passed_at timestamptz
 );
 
 -- The jobs the chore changed: their own priority, and the one it set (a job whose priority
@@ -23,7 +27,9 @@ create table :RECORDS.aged_jobs (
 
 -- One pass of the aging chore: null if another pass runs (one at a time per schema, so
 -- workers running it at once change each job once per step), else how many jobs it changed.
--- Of the waiting jobs of aged tasks (not locked, attempts left, due), it sets the priority of
+-- It goes through the jobs of the aged tasks whose last complete pass is a quarter of their
+-- every_ms ago or more (a task's pass reads all its waiting jobs: the quarter bounds how
+-- often, and how late a step is applied). Of their waiting jobs (not locked, attempts left, due), it sets the priority of
 -- at most max_jobs, ready longest first, whose aged priority is below the one they have:
 -- greatest(best, original - step * whole periods ready), never above the original. A job
 -- locked by a fetch meanwhile is skipped (SKIP LOCKED, then is_available checked on the row
@@ -33,11 +39,14 @@ create function :RECORDS.age_priorities(max_jobs int) returns integer
 language plpgsql volatile as $$
 declare
   changed integer;
+  due_tasks text[];
 begin
   if not pg_try_advisory_xact_lock(hashtextextended(':RECORDS.aging', 0)) then
     return null;
   end if;
-  if not exists (select from :RECORDS.aging) then
+  select coalesce(array_agg(aging.task), '{}') into due_tasks from :RECORDS.aging as aging
+  where aging.passed_at is null or aging.passed_at <= now() - aging.every_ms * interval '250 microseconds';
+  if cardinality(due_tasks) = 0 then
     return 0;
   end if;
   delete from :RECORDS.aged_jobs as aged
@@ -52,6 +61,7 @@ begin
       aging.every_ms, aging.step, aging.best
     from :RECORDS.aging as aging
     inner join :SCHEMA._private_tasks as tasks on tasks.identifier = aging.task
+      and aging.task = any(due_tasks)
     inner join :SCHEMA._private_jobs as jobs on jobs.task_id = tasks.id
     left join :RECORDS.aged_jobs as aged on aged.job_id = jobs.id
     where jobs.is_available = true
@@ -59,9 +69,10 @@ begin
       and jobs.priority > aging.best
   ),
   due as (
+    -- date_part, not extract: a double, where extract's numeric costs a pass most of its time.
     select waiting.id, waiting.run_at, waiting.priority, waiting.original,
       least(waiting.original::bigint, greatest(waiting.best::bigint, waiting.original::bigint
-        - waiting.step::bigint * floor(extract(epoch from now() - waiting.run_at) * 1000 / waiting.every_ms)::bigint
+        - waiting.step::bigint * floor(date_part('epoch', now() - waiting.run_at) * 1000 / waiting.every_ms)::bigint
       ))::smallint as aged
     from waiting
   ),
@@ -88,6 +99,10 @@ begin
     returning jobs.id
   )
   select count(*) into changed from raised;
+  -- A batch cut short leaves more due: the next pass goes on without waiting.
+  if changed < max_jobs then
+    update :RECORDS.aging as aging set passed_at = now() where aging.task = any(due_tasks);
+  end if;
   return changed;
 end
 $$;

@@ -64,7 +64,12 @@ struct AgeBody {
 }
 
 async fn set(Ext(s): Ext<State>, Json(body): Json<AgeBody>) -> Result<Json<Value>, Error> {
-    let aging = Aging { task: body.task.trim().to_owned(), every_ms: body.every_ms, step: body.step, best: body.best };
+    let aging = Aging {
+        task: body.task.trim().to_owned(),
+        every_ms: body.every_ms,
+        step: body.step,
+        best: body.best,
+    };
     let since = s.utils.set_aging(&aging, Some(crate::AUTHOR)).await?;
     Ok(Json(json!({ "aging": aging.label(), "since": since })))
 }

@@ -4,11 +4,13 @@
 
 use super::db::Db;
 use crate::aging::Aging;
+use crate::time::Timestamp;
 
 impl Db {
-    /// Set `aging` on its task (replacing the task's settings, if any).
+    /// Set `aging` on its task (replacing the task's settings, if any; the next pass goes
+    /// through its jobs).
     pub fn set_aging(&mut self, aging: Aging) {
-        self.agings.insert(aging.task.clone(), aging);
+        self.agings.insert(aging.task.clone(), (aging, None));
     }
 
     /// Lift the aging of `task`: its waiting jobs the chore changed get their own priority
@@ -29,15 +31,24 @@ impl Db {
     }
 
     /// One pass of the aging chore: of the waiting jobs (not locked, attempts left, due) of
-    /// the aged tasks, the `batch` ready longest whose aged priority is below the one they
-    /// have get it; the originals of jobs gone are forgotten. How many changed.
+    /// the aged tasks whose last complete pass is a quarter of their period ago or more, the
+    /// `batch` ready longest whose aged priority is below the one they have get it; the
+    /// originals of jobs gone are forgotten. How many changed.
     pub(super) fn age_priorities(&mut self, batch: usize) -> u64 {
         let jobs = &self.jobs;
         self.aged.retain(|id, _| jobs.contains_key(id));
         let now = self.now;
-        let mut due: Vec<(chrono::DateTime<chrono::Utc>, i64, i16, i16)> = Vec::new();
+        let quarter = |aging: &Aging| chrono::Duration::microseconds(i64::from(aging.every_ms) * 250);
+        let due_tasks: Vec<String> = (self.agings.iter())
+            .filter(|(_, (aging, passed))| passed.is_none_or(|at| at <= now - quarter(aging)))
+            .map(|(task, _)| task.clone())
+            .collect();
+        let mut due: Vec<(Timestamp, i64, i16, i16)> = Vec::new();
         for job in self.jobs.values() {
-            let Some(aging) = self.agings.get(&job.task_identifier) else { continue };
+            let Some((aging, _)) = self.agings.get(&job.task_identifier) else { continue };
+            if !due_tasks.contains(&job.task_identifier) {
+                continue;
+            }
             if job.locked_at.is_some() || job.attempts >= job.max_attempts || job.run_at > now {
                 continue;
             }
@@ -57,6 +68,14 @@ impl Db {
             if let Some(job) = self.jobs.get_mut(id) {
                 job.priority = *aged;
                 self.aged.insert(*id, (*original, *aged));
+            }
+        }
+        // A batch cut short leaves more due: the next pass goes on without waiting.
+        if due.len() < batch {
+            for task in &due_tasks {
+                if let Some((_, passed)) = self.agings.get_mut(task) {
+                    *passed = Some(now);
+                }
             }
         }
         due.len() as u64

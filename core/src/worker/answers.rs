@@ -139,7 +139,13 @@ impl Worker {
                     self.fetcher.wake();
                 }
                 Part::Reclaim => self.fetcher.reclaim_ended(false),
-                Part::Fetch | Part::Cancels | Part::Flow | Part::Prune | Part::Resolve | Part::Reindex | Part::Age => {}
+                Part::Fetch
+                | Part::Cancels
+                | Part::Flow
+                | Part::Prune
+                | Part::Resolve
+                | Part::Reindex
+                | Part::Age => {}
             },
         }
         Ok(())

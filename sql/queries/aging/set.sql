@@ -4,5 +4,5 @@
 insert into :RECORDS.aging (task, every_ms, step, best, set_by)
 values ($1::text, $2::int, $3::smallint, $4::smallint, coalesce($5::text, current_user::text))
 on conflict (task) do update set every_ms = excluded.every_ms, step = excluded.step,
-  best = excluded.best, set_by = excluded.set_by, set_at = now()
+  best = excluded.best, set_by = excluded.set_by, set_at = now(), passed_at = null
 returning aging.set_at
