@@ -92,7 +92,10 @@ pub(crate) fn sent(inc: &mut Incarnation, statement: &Statement) -> Result<(), S
             }
         }
         // The chores' promises: never two passes at once, none once the worker stops.
-        Statement::PruneHistory { .. } | Statement::ResolveWorkflows | Statement::ReindexBloated => {
+        Statement::PruneHistory { .. }
+        | Statement::ResolveWorkflows
+        | Statement::ReindexBloated
+        | Statement::AgePriorities { .. } => {
             let kind = std::mem::discriminant(statement);
             if inc.pending.values().any(|s| std::mem::discriminant(s) == kind) || inc.shutting_down {
                 return Err(format!("{statement:?} sent while another was out or after a shutdown request"));

@@ -137,6 +137,17 @@ pub enum Admin {
     },
     /// The rate limits in force.
     Limits,
+    /// Age a task's waiting jobs: every --every (`30s`, `5m`) a job has been ready, its
+    /// priority number falls by --step, down to --best; replaces its aging.
+    Age(crate::controls::AgeArgs),
+    /// Lift the aging of a task: the jobs it changed get their own priority back.
+    Unage {
+        /// The task identifier.
+        #[arg(long)]
+        task: String,
+    },
+    /// The agings in force.
+    Agings,
     /// Dead letters: the task a task's jobs are sent to when they fail for good.
     #[command(subcommand)]
     DeadLetter(crate::dead_letters::DeadLetterCommand),
@@ -376,6 +387,9 @@ pub async fn run(
         Admin::Limit(a) => crate::controls::limit(a, utils, out).await?,
         Admin::Unlimit { task } => crate::controls::remove(task, ControlKind::RateLimit, utils, out).await?,
         Admin::Limits => crate::controls::list(ControlKind::RateLimit, reads, out).await?,
+        Admin::Age(a) => crate::controls::age(a, utils, out).await?,
+        Admin::Unage { task } => crate::controls::unage(task, utils, out).await?,
+        Admin::Agings => crate::controls::agings(reads, out).await?,
         Admin::DeadLetter(command @ DeadLetterCommand::List) => {
             crate::dead_letters::run(command, reads, out).await?
         }

@@ -1,13 +1,14 @@
 //! `formica pause`, `resume` and `paused`, `cap`, `uncap` and `caps`, `limit`, `unlimit`
-//! and `limits`: flow control from the command line (docs/guide/flow-control.md). A cap and
-//! a rate limit are one kind of control (`formica::controls::Control`): each verb pair
-//! sets, lifts and lists one kind.
+//! and `limits`, `age`, `unage` and `agings`: flow control from the command line
+//! (docs/guide/flow-control.md, docs/guide/priority-aging.md). A cap and a rate limit are
+//! one kind of control (`formica::controls::Control`): each verb pair sets, lifts and lists
+//! one kind; an aging (`formica::Aging`) is applied by the workers' chore, not their fetch.
 
 use crate::output::{print_table, Output};
 use crate::Failure;
 use clap::Args;
 use formica_tokio::controls::{Control, ControlKind, ControlLimit, Partition, Pause, Paused};
-use formica_tokio::WorkerUtils;
+use formica_tokio::{Aging, WorkerUtils};
 use serde_json::{json, Value};
 
 /// What `pause` and `resume` apply to: exactly one of a task, a named queue, or everything.
@@ -92,6 +93,26 @@ pub struct LimitArgs {
     /// The period: a number and a unit, `ms`, `s`, `m` or `h` (`1s`, `500ms`, `1m`).
     #[arg(long, default_value = "1s", value_parser = period_ms)]
     per: u32,
+}
+
+/// `formica age`.
+#[derive(Debug, Args)]
+pub struct AgeArgs {
+    /// The task identifier.
+    #[arg(long)]
+    task: String,
+    /// How long a job waits ready for each step: a number and a unit, `ms`, `s`, `m` or `h`.
+    #[arg(long, value_parser = period_ms)]
+    every: u32,
+    /// How far its priority number falls at each step (graphile-worker runs smaller first).
+    #[arg(long, default_value_t = 1)]
+    step: u16,
+    /// The smallest number (the highest priority) aging brings a job to.
+    #[arg(long, allow_negative_numbers = true)]
+    best: i16,
+    /// Who sets it (default: the database role).
+    #[arg(long)]
+    by: Option<String>,
 }
 
 /// `1s`, `500ms`, `1m`, `1h` in milliseconds.
@@ -199,6 +220,47 @@ pub async fn list(kind: ControlKind, utils: &WorkerUtils, out: Output) -> Result
         })
         .collect();
     print_table(out, &[words(kind).3, "by", "since"], rows, json!(json));
+    Ok(())
+}
+
+/// `aging` as JSON: task, every_ms, step and best.
+fn aging_json(aging: &Aging) -> Value {
+    json!({ "task": aging.task, "every_ms": aging.every_ms, "step": aging.step, "best": aging.best })
+}
+
+/// `formica age`: set an aging, and say so.
+pub async fn age(args: AgeArgs, utils: &WorkerUtils, out: Output) -> Result<(), Failure> {
+    let aging = Aging { task: args.task, every_ms: args.every, step: args.step, best: args.best };
+    let since = utils.set_aging(&aging, args.by.as_deref()).await?;
+    let mut json = aging_json(&aging);
+    (json["aging"], json["since"]) = (aging.label().into(), json!(since));
+    print_table(out, &["aging", "since"], vec![vec![aging.label(), since.to_rfc3339()]], json);
+    Ok(())
+}
+
+/// `formica unage`: lift an aging; refused if there was none.
+pub async fn unage(task: String, utils: &WorkerUtils, out: Output) -> Result<(), Failure> {
+    if !utils.remove_aging(&task).await? {
+        return Err(Failure::Command(format!("{task} was not aged")));
+    }
+    print_table(out, &["unaged"], vec![vec![task.clone()]], json!({ "unaged": task }));
+    Ok(())
+}
+
+/// `formica agings`: the agings in force.
+pub async fn agings(utils: &WorkerUtils, out: Output) -> Result<(), Failure> {
+    let agings = utils.agings().await?;
+    let rows =
+        agings.iter().map(|a| vec![a.aging.label(), a.set_by.clone(), a.set_at.to_rfc3339()]).collect();
+    let json: Vec<_> = agings
+        .iter()
+        .map(|a| {
+            let mut json = aging_json(&a.aging);
+            (json["set_by"], json["set_at"]) = (a.set_by.clone().into(), json!(a.set_at));
+            json
+        })
+        .collect();
+    print_table(out, &["aging", "by", "since"], rows, json!(json));
     Ok(())
 }
 

@@ -1,6 +1,7 @@
 //! `formica pause`, `resume` and `paused`: a pause from the command line is listed with its
 //! reason and author, and resuming what is not paused is refused; `formica cap`, `uncap`
-//! and `caps`, and `limit`, `unlimit` and `limits` likewise for the two kinds of control,
+//! and `caps`, and `limit`, `unlimit` and `limits` likewise for the two kinds of control
+//! (and `age`, `unage` and `agings` for agings),
 //! each listed with its partition (and a rate limit with its period), each bad value
 //! refused naming it.
 
@@ -123,6 +124,34 @@ async fn limit_unlimit_and_limits_from_the_command_line() {
     assert!(
         !formica(&db, &["limit", "--task", "x", "--max", "1", "--per", "1d"]).status.success(),
         "no such unit"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn age_unage_and_agings_from_the_command_line() {
+    let db = TestDb::migrated().await;
+    let set = json(&formica(
+        &db,
+        &["age", "--task", "report", "--every", "30s", "--step", "2", "--best", "-10", "--by", "ops"],
+    ));
+    assert_eq!(set["aging"], "report -2/30s to -10");
+    assert_eq!((&set["every_ms"], &set["best"]), (&30_000.into(), &(-10).into()));
+    let agings = json(&formica(&db, &["agings"]));
+    assert_eq!((agings[0]["task"].as_str(), agings[0]["set_by"].as_str()), (Some("report"), Some("ops")));
+    let through_utils = db.utils().agings().await.unwrap();
+    assert_eq!(
+        through_utils[0].aging,
+        formica_tokio::Aging::new("report", chrono::Duration::seconds(30), 2, -10)
+    );
+    assert_eq!(json(&formica(&db, &["unage", "--task", "report"]))["unaged"], "report");
+    let again = formica(&db, &["unage", "--task", "report"]);
+    assert!(
+        !again.status.success() && String::from_utf8_lossy(&again.stderr).contains("report was not aged")
+    );
+    let zero = formica(&db, &["age", "--task", "x", "--every", "1s", "--step", "0", "--best", "0"]);
+    assert!(
+        !zero.status.success() && String::from_utf8_lossy(&zero.stderr).contains("step 0"),
+        "a step of 0 is refused naming it"
     );
 }
 

@@ -43,6 +43,7 @@
 #![warn(clippy::wildcard_enum_match_arm)]
 #![warn(missing_docs)]
 
+pub mod aging;
 pub mod backoff;
 pub mod batch;
 pub mod cron;

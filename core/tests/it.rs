@@ -4,6 +4,7 @@
 //! seeds beside it (`<file>.proptest-regressions`) only while no `main.rs` or `lib.rs` sits
 //! in a folder above the file.
 
+mod aging_sim;
 mod chores_sim;
 mod controls_sim;
 mod cron;

@@ -60,6 +60,9 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod aging;
+pub use aging::{Aging, AgingSet, AGING_BATCH};
+
 mod bulk;
 pub use bulk::{BulkAction, BulkFilter, DEFAULT_BULK_BATCH_SIZE};
 

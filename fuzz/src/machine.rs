@@ -100,6 +100,7 @@ fn worker_config(index: usize, b: &mut Bytes<'_>) -> Config {
         prune_history: None,
         resolve_workflows: None,
         reindex_bloated: None,
+        age_priorities: None,
     };
     // From bytes already read, so the committed corpora keep their meaning.
     if config.seed.is_multiple_of(3) {

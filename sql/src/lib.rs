@@ -24,6 +24,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod aging;
 pub mod bulk;
 pub mod dead_letters;
 pub mod durable;

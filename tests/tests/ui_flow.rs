@@ -107,3 +107,30 @@ async fn the_flow_page_rate_limits_and_says_why_jobs_wait() {
     let r = ui.action("/api/flow/unlimit", json!({ "task": "send_email" })).await;
     assert_eq!(r.status, 409, "lifting what is not limited: {}", r.body);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_flow_page_sets_shows_and_lifts_an_aging() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    for n in 0..3 {
+        utils.add_raw_job("report", json!({ "n": n }), JobSpec::default()).await.unwrap();
+    }
+    let ui = Dashboard::start(utils.clone(), Options::default()).await;
+    let body = json!({ "task": "report", "every_ms": 60_000, "step": 2, "best": -10 });
+    let r = ui.action("/api/flow/age", body).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let agings = utils.agings().await.unwrap();
+    let aging = formica::Aging::new("report", chrono::Duration::minutes(1), 2, -10);
+    assert_eq!((&agings[0].aging, agings[0].set_by.as_str()), (&aging, "dashboard"));
+    let page = ui.get("/flow").await;
+    assert!(page.body.contains("report -2/1min to -10"), "{}", page.body);
+    assert!(page.body.contains("<td>3</td>"), "its 3 ready jobs: {}", page.body);
+    let r = ui.action("/api/flow/age", json!({ "task": "x", "every_ms": 1_000, "step": 0, "best": 0 })).await;
+    assert_eq!(r.status, 400, "a bad value is the request's fault: {}", r.body);
+    assert!(r.body.contains("step 0"), "{}", r.body);
+    let r = ui.action("/api/flow/unage", json!({ "task": "report" })).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(utils.agings().await.unwrap().is_empty());
+    let r = ui.action("/api/flow/unage", json!({ "task": "report" })).await;
+    assert_eq!(r.status, 409, "lifting what is not aged: {}", r.body);
+}

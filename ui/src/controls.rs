@@ -115,9 +115,10 @@ async fn flow(Ext(s): Ext<State>) -> Response {
             s.reads.controls().await?,
             inspect::overview(&s.reads).await?,
             s.reads.dead_letters().await?,
+            s.reads.agings().await?,
         ))
     };
-    let (paused, controls, overview, letters) = match read.await {
+    let (paused, controls, overview, letters, agings) = match read.await {
         Ok(read) => read,
         Err(e) => return error_page(&s, e),
     };
@@ -165,6 +166,7 @@ async fn flow(Ext(s): Ext<State>) -> Response {
         body += &control_form(ControlKind::Cap);
         body += &control_form(ControlKind::RateLimit);
     }
+    body += &crate::aging::section(&agings, |task| ready(&overview, Some(task), None));
     body += &dead_letters_section(&letters);
     page(&s, "Flow", &body)
 }

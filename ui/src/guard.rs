@@ -21,7 +21,7 @@ pub enum Role {
     /// bulk too; run a cron item or a schedule now; pause and resume; act on workflows.
     Operator,
     /// Everything: also what changes how the queue runs or risks running a job twice:
-    /// caps and rate limits, runtime schedules, dead letters, unlocking workers.
+    /// caps and rate limits, agings, runtime schedules, dead letters, unlocking workers.
     Admin,
 }
 
@@ -48,6 +48,8 @@ impl Role {
                 | "/api/flow/uncap"
                 | "/api/flow/limit"
                 | "/api/flow/unlimit"
+                | "/api/flow/age"
+                | "/api/flow/unage"
                 | "/api/schedules"
                 | "/api/dead_letters"
                 | "/api/dead_letters/remove"

@@ -39,6 +39,7 @@
 #![warn(missing_docs)]
 
 mod adding;
+mod aging;
 mod api;
 mod bulk;
 mod controls;
@@ -243,6 +244,7 @@ fn build(utils: WorkerUtils, options: Options) -> (Router, State) {
             api::routes()
                 .merge(schedules::routes())
                 .merge(controls::api_routes())
+                .merge(aging::api_routes())
                 .merge(workflow::api_routes()),
         )
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard::guard))

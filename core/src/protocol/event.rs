@@ -196,6 +196,11 @@ pub enum Event {
         /// The index.
         index: String,
     },
+    /// A pass of the aging chore raised the priority of waiting jobs.
+    PrioritiesAged {
+        /// How many.
+        raised: u64,
+    },
     /// A statement failed; it is retried.
     DatabaseError {
         /// What failed.

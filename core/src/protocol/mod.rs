@@ -248,6 +248,13 @@ pub enum Statement {
     /// out (a concurrent rebuild cannot run in a statement's transaction). Answer:
     /// `Reindexed`.
     ReindexBloated,
+    /// One pass of the aging chore ([`crate::aging`]): set the priority of at most `batch`
+    /// waiting jobs of the aged tasks (never a locked one), oldest ready first, to their
+    /// aged priority. Does nothing while another pass runs. Answer: `Aged`.
+    AgePriorities {
+        /// The most jobs changed.
+        batch: usize,
+    },
 }
 
 /// A locked job whose row could not be read (a payload nested too deep, a number out of range...).
@@ -278,6 +285,7 @@ impl QueryResult {
             | QueryResult::Pruned { .. }
             | QueryResult::Resolved { .. }
             | QueryResult::Reindexed { .. }
+            | QueryResult::Aged { .. }
             | QueryResult::Err(_) => None,
         }
     }
@@ -344,6 +352,11 @@ pub enum QueryResult {
     Reindexed {
         /// The index's name.
         index: Option<String>,
+    },
+    /// The jobs an `AgePriorities` pass changed the priority of.
+    Aged {
+        /// How many.
+        raised: u64,
     },
 }
 
@@ -498,11 +511,13 @@ pub enum TimerKind {
     ResolveWorkflows,
     /// Rebuild a bloated index of the jobs table.
     ReindexBloated,
+    /// Age the priorities of waiting jobs.
+    AgePriorities,
 }
 
 impl TimerKind {
     /// Every kind, in the order ties between deadlines are broken.
-    pub const ALL: [TimerKind; 16] = [
+    pub const ALL: [TimerKind; 17] = [
         TimerKind::Poll,
         TimerKind::Flush,
         TimerKind::Listener,
@@ -519,6 +534,7 @@ impl TimerKind {
         TimerKind::PruneHistory,
         TimerKind::ResolveWorkflows,
         TimerKind::ReindexBloated,
+        TimerKind::AgePriorities,
     ];
 }
 

@@ -73,6 +73,11 @@ pub struct Db {
     pub(super) history: Vec<HistoryRow>,
     /// `formica_<schema>.dead_letters`: task -> the task its jobs failed for good are sent to.
     pub(super) dead_letters: BTreeMap<String, String>,
+    /// `formica_<schema>.aging`, by task, with when a pass last went through the task's
+    /// jobs (see `aging.rs`).
+    pub(super) agings: BTreeMap<String, (crate::aging::Aging, Option<Timestamp>)>,
+    /// `formica_<schema>.aged_jobs`: job id -> (its own priority, the one the chore set).
+    pub(super) aged: BTreeMap<i64, (i16, i16)>,
 }
 
 /// One row of `job_history`, as the pruner reads it.
@@ -114,6 +119,8 @@ impl Db {
             workflows: Default::default(),
             history: Vec::new(),
             dead_letters: BTreeMap::new(),
+            agings: BTreeMap::new(),
+            aged: BTreeMap::new(),
         }
     }
 

@@ -293,7 +293,8 @@ fn statement_text(statement: &Statement) -> String {
         | Statement::ReadFlow
         | Statement::PruneHistory { .. }
         | Statement::ResolveWorkflows
-        | Statement::ReindexBloated) => variant(other),
+        | Statement::ReindexBloated
+        | Statement::AgePriorities { .. }) => variant(other),
     }
 }
 
@@ -317,6 +318,7 @@ fn result_text(result: &QueryResult) -> String {
         QueryResult::Pruned { dropped, deleted } => format!("pruned {dropped} days, {deleted} rows"),
         QueryResult::Resolved { settled } => format!("resolved {settled} workflow jobs"),
         QueryResult::Reindexed { index } => format!("rebuilt index {index:?}"),
+        QueryResult::Aged { raised } => format!("aged {raised} jobs"),
         other @ (QueryResult::KnownCrontabs(_) | QueryResult::Done) => variant(other),
     }
 }

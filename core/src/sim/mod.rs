@@ -107,6 +107,7 @@
 //! assert!(world.run_until_stopped(Duration::minutes(1)));
 //! ```
 
+mod aging;
 mod cancel;
 mod db;
 pub mod faults;

@@ -152,7 +152,8 @@ impl World {
                     | QueryResult::Flow(_)
                     | QueryResult::Pruned { .. }
                     | QueryResult::Resolved { .. }
-                    | QueryResult::Reindexed { .. } => Ok(()),
+                    | QueryResult::Reindexed { .. }
+                    | QueryResult::Aged { .. } => Ok(()),
                 };
                 self.record(Some(worker), Traced::Heartbeat { statement, result: answer });
                 let now = self.worker_now(worker);

@@ -109,6 +109,7 @@ impl Db {
             Statement::ResolveWorkflows => QueryResult::Resolved { settled: self.resolve_workflows() },
             // The simulated database keeps no indexes: nothing is ever bloated.
             Statement::ReindexBloated => QueryResult::Reindexed { index: None },
+            Statement::AgePriorities { batch } => QueryResult::Aged { raised: self.age_priorities(*batch) },
             Statement::ScheduleCron(batch) => {
                 for job in &batch.jobs {
                     let known =

@@ -89,6 +89,10 @@ impl Worker {
                     self.emit(Event::IndexRebuilt { index });
                 }
             }
+            QueryResult::Aged { raised } => {
+                self.ager.ended(self.now, true, &mut self.rng);
+                (raised > 0).then(|| self.emit(Event::PrioritiesAged { raised }));
+            }
             QueryResult::Cancels(requests) => self.cancels_read(requests),
             QueryResult::Flow(controls) => self.flow_read(&controls),
             QueryResult::KnownCrontabs(known) => {
@@ -135,7 +139,13 @@ impl Worker {
                     self.fetcher.wake();
                 }
                 Part::Reclaim => self.fetcher.reclaim_ended(false),
-                Part::Fetch | Part::Cancels | Part::Flow | Part::Prune | Part::Resolve | Part::Reindex => {}
+                Part::Fetch
+                | Part::Cancels
+                | Part::Flow
+                | Part::Prune
+                | Part::Resolve
+                | Part::Reindex
+                | Part::Age => {}
             },
         }
         Ok(())
@@ -174,6 +184,7 @@ impl Worker {
             Part::Prune => self.pruner.ended(self.now, false, &mut self.rng),
             Part::Resolve => self.resolver.ended(self.now, false, &mut self.rng),
             Part::Reindex => self.reindexer.ended(self.now, false, &mut self.rng),
+            Part::Age => self.ager.ended(self.now, false, &mut self.rng),
             Part::Write | Part::Sweep | Part::Cron | Part::Recovery | Part::Cancels => {}
         }
         if gave_up {
@@ -193,7 +204,7 @@ impl Worker {
             Part::Cancels => {
                 self.cancels.read_ended();
             }
-            Part::Flow | Part::Prune | Part::Resolve | Part::Reindex => {}
+            Part::Flow | Part::Prune | Part::Resolve | Part::Reindex | Part::Age => {}
             Part::Cron => {
                 if let Some(cron) = &mut self.cron {
                     cron.failed(self.now, self.config.poll_interval);

@@ -1,5 +1,5 @@
 //! [`Chore`]: when a worker runs its upkeep passes beside its jobs (pruning the job history,
-//! resolving workflows), and what a pass of each is given ([`Pruning`], [`Retention`]).
+//! resolving workflows, aging priorities), and what a pass of each is given ([`Pruning`], [`Retention`]).
 //!
 //! Promises: the first pass within [`FIRST_PASS_WITHIN`] of start (or a quarter of the period,
 //! if shorter); then a pass each period after the last one ended, less up to a quarter,

@@ -138,6 +138,9 @@ pub struct Config {
     /// when asked). Not in `run_once` mode; at most
     /// [`MAX_CHORE_PERIOD`](super::MAX_CHORE_PERIOD).
     pub reindex_bloated: Option<Duration>,
+    /// Run the aging chore ([`crate::aging`]) this often (`None`: not; the driver sets it).
+    /// Not in `run_once` mode; at most [`MAX_CHORE_PERIOD`](super::MAX_CHORE_PERIOD).
+    pub age_priorities: Option<Duration>,
 }
 
 impl Default for Config {
@@ -173,6 +176,7 @@ impl Default for Config {
             prune_history: None,
             resolve_workflows: None,
             reindex_bloated: None,
+            age_priorities: None,
         }
     }
 }

@@ -31,6 +31,7 @@ impl Worker {
             TimerKind::PruneHistory => self.pruner.deadline(),
             TimerKind::ResolveWorkflows => self.resolver.deadline(),
             TimerKind::ReindexBloated => self.reindexer.deadline(),
+            TimerKind::AgePriorities => self.ager.deadline(),
             TimerKind::Cron => {
                 self.cron.as_ref().filter(|_| self.phase == Phase::Running).and_then(CronRunner::deadline)
             }

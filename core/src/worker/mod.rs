@@ -98,6 +98,7 @@ pub struct Worker {
     pruner: Chore,
     resolver: Chore,
     reindexer: Chore,
+    ager: Chore,
     lease: Lease,
     cancels: Cancels,
     /// The pauses this worker obeys.
@@ -134,6 +135,7 @@ impl Worker {
             pruner: Chore::default(),
             resolver: Chore::default(),
             reindexer: Chore::default(),
+            ager: Chore::default(),
             cancels: Cancels::default(),
             retry_at: None,
             effects: VecDeque::new(),
@@ -149,6 +151,7 @@ impl Worker {
             worker.pruner = Chore::start(now, worker.config.prune_history.map(|p| p.every), &mut worker.rng);
             worker.resolver = Chore::start(now, worker.config.resolve_workflows, &mut worker.rng);
             worker.reindexer = Chore::start(now, worker.config.reindex_bloated, &mut worker.rng);
+            worker.ager = Chore::start(now, worker.config.age_priorities, &mut worker.rng);
         }
         worker
     }
@@ -422,6 +425,7 @@ impl Worker {
             self.pruner.stop();
             self.resolver.stop();
             self.reindexer.stop();
+            self.ager.stop();
             self.lease.stop_recovery();
             self.flow.stop();
             // Prefetched jobs never started: back without using an attempt.
@@ -483,6 +487,9 @@ impl Worker {
         }
         if self.reindexer.handle_timeout(now) {
             self.query(Part::Reindex, Statement::ReindexBloated);
+        }
+        if self.ager.handle_timeout(now) {
+            self.query(Part::Age, Statement::AgePriorities { batch: crate::aging::AGING_BATCH });
         }
         for (job_id, timeout) in self.slots.expired(now) {
             self.cancels.timed_out(job_id, timeout);

@@ -27,6 +27,7 @@ pub(crate) fn sending(statement: &Statement) -> Option<Event> {
         | Statement::ReadFlow
         | Statement::PruneHistory { .. }
         | Statement::ResolveWorkflows
-        | Statement::ReindexBloated => None,
+        | Statement::ReindexBloated
+        | Statement::AgePriorities { .. } => None,
     }
 }

@@ -23,6 +23,8 @@ pub(crate) enum Part {
     Resolve,
     /// A pass of the reindexing chore.
     Reindex,
+    /// A pass of the aging chore.
+    Age,
 }
 
 impl Part {
@@ -44,6 +46,7 @@ impl Part {
                 | (QueryResult::Pruned { .. }, Part::Prune)
                 | (QueryResult::Resolved { .. }, Part::Resolve)
                 | (QueryResult::Reindexed { .. }, Part::Reindex)
+                | (QueryResult::Aged { .. }, Part::Age)
         )
     }
 
@@ -61,6 +64,7 @@ impl Part {
             Part::Prune => "prune the job history",
             Part::Resolve => "resolve workflows",
             Part::Reindex => "rebuild a bloated index",
+            Part::Age => "age the priorities of waiting jobs",
         }
     }
 }

@@ -22,6 +22,7 @@ pub struct Catalog {
     pub(super) snooze_jobs: String,
     pub(super) prune_history: String,
     pub(super) resolve_workflows: String,
+    pub(super) age_priorities: String,
     /// What a reindexing pass bound as a statement answers: nothing rebuilt.
     pub(super) rebuild_nothing: String,
     end_lease: String,
@@ -57,6 +58,7 @@ impl Catalog {
             snooze_jobs: render(sql::worker::SNOOZE_JOBS),
             prune_history: render(sql::history::PRUNE),
             resolve_workflows: render(sql::workflows::RESOLVE),
+            age_priorities: render(sql::aging::PASS),
             rebuild_nothing: "select null::text as index".to_owned(),
             end_lease: render(sql::worker::END_LEASE),
             record_runs: render(sql::worker::RECORD_RUNS),

@@ -47,6 +47,8 @@ enum Answer {
     Resolved,
     /// The index a reindexing pass rebuilt (null: none).
     Reindexed,
+    /// The jobs an aging pass changed (null: another pass was running, so none).
+    Aged,
 }
 
 /// A statement bound to its SQL and parameters.
@@ -102,10 +104,8 @@ impl Bound<'_> {
                 let row = rows.first().ok_or_else(|| Error::Row("prune_history returned no row".into()))?;
                 QueryResult::Pruned { dropped: row.try_get(0)?, deleted: row.try_get(1)? }
             }
-            Answer::Resolved => {
-                let settled: Option<i64> = rows.first().map(|row| row.try_get(0)).transpose()?.flatten();
-                QueryResult::Resolved { settled: settled.map_or(0, |n| u64::try_from(n).unwrap_or(0)) }
-            }
+            Answer::Resolved => QueryResult::Resolved { settled: pass_count::<i64>(rows)? },
+            Answer::Aged => QueryResult::Aged { raised: pass_count::<i32>(rows)? },
             Answer::Reindexed => QueryResult::Reindexed {
                 index: rows.first().map(|row| row.try_get(0)).transpose()?.flatten(),
             },
@@ -122,6 +122,16 @@ impl Bound<'_> {
             }
         })
     }
+}
+
+/// The count a chore's pass answers in its one row (null, or no row: another pass was
+/// running, so none).
+fn pass_count<'a, N>(rows: &'a [Row]) -> Result<u64, Error>
+where
+    N: tokio_postgres::types::FromSql<'a> + TryInto<u64>,
+{
+    let n: Option<N> = rows.first().map(|row| row.try_get(0)).transpose()?.flatten();
+    Ok(n.and_then(|n| n.try_into().ok()).unwrap_or(0))
 }
 
 /// Run a worker's `statement` once, unnamed, on `pool` in `schema`: one called by hand
@@ -254,6 +264,10 @@ pub fn bind<'c>(catalog: &'c Catalog, statement: Statement, outputs: &[(i64, Str
         // concurrent rebuild cannot run inside one statement's transaction); bound, it
         // rebuilds nothing, as a pass that finds no bloated index answers.
         Statement::ReindexBloated => (&catalog.rebuild_nothing, vec![], Answer::Reindexed),
+        Statement::AgePriorities { batch } => {
+            let batch = i32::try_from(batch).unwrap_or(i32::MAX);
+            (&catalog.age_priorities, vec![param(batch, Type::INT4)], Answer::Aged)
+        }
         Statement::RegisterCrontabs { identifiers, known_since } => (
             &catalog.register_crontabs,
             vec![param(identifiers, Type::TEXT_ARRAY), param(known_since, Type::TIMESTAMPTZ)],

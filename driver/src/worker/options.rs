@@ -67,6 +67,7 @@ pub struct WorkerOptions<R = ()> {
     pub(crate) job_logs: Option<crate::JobLogs>,
     pub(crate) encryption: Option<crate::Encryption>,
     workflow_resolve_every: Duration,
+    age_every: Duration,
     health_thresholds: crate::inspect::Thresholds,
 }
 
@@ -109,6 +110,7 @@ impl<R> WorkerOptions<R> {
             job_logs: None,
             encryption: None,
             workflow_resolve_every: crate::workflows::DEFAULT_RESOLVE_EVERY,
+            age_every: crate::aging::DEFAULT_AGE_EVERY,
             health_thresholds: Default::default(),
         }
     }
@@ -132,6 +134,16 @@ impl<R> WorkerOptions<R> {
     /// One pass runs at a time across workers.
     pub fn workflow_resolve_every(mut self, every: Duration) -> Self {
         self.workflow_resolve_every = every;
+        self
+    }
+    /// How often this worker runs the aging chore (default 2 s, at least 100 ms; less up to
+    /// a quarter, jittered; after a failed pass, twice as long as the one before up to a
+    /// minute): each pass ages the waiting jobs of the tasks given an
+    /// [`Aging`](crate::Aging) (see [`WorkerUtils::set_aging`](crate::WorkerUtils::set_aging)),
+    /// at most [`AGING_BATCH`](crate::AGING_BATCH) of them; with none set, a pass reads one
+    /// empty table. One pass runs at a time across workers.
+    pub fn age_priorities_every(mut self, every: Duration) -> Self {
+        self.age_every = every;
         self
     }
     /// Run the reindexing chore this often (off by default; at least a minute): each pass
@@ -479,6 +491,7 @@ impl<R> WorkerOptions<R> {
         });
         let resolve_every = self.workflow_resolve_every.max(crate::workflows::MIN_RESOLVE_EVERY);
         config.resolve_workflows = Some(to_chrono(resolve_every));
+        config.age_priorities = Some(to_chrono(self.age_every.max(crate::aging::MIN_AGE_EVERY)));
         // Each worker its own jitter: workers started together spread their sweeps and chores.
         config.seed = seed_of(&config.worker_id);
         let catalog = Catalog::new(utils.schema(), self.history.enabled)?;
