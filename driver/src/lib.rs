@@ -129,7 +129,7 @@ pub use worker::{
 
 mod workflows;
 pub use workflows::{
-    AddedWorkflow, BatchReport, Callback, CancelledWorkflow, OnDependencyFailure, RetriedWorkflow, Workflow,
+    AddedWorkflow, BatchReport, Callback, CancelledWorkflow, DeletedWorkflow, OnDependencyFailure, RetriedWorkflow, Workflow,
     WorkflowError, WorkflowJob, DEFAULT_RESOLVE_EVERY,
 };
 

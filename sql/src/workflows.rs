@@ -4,6 +4,8 @@ use crate::fill::{fill, FillError};
 
 /// The workflows, their jobs and dependencies, and their states (records migration 11).
 pub const TABLES: &str = include_str!("../records/000011.sql");
+/// Cheaper settling and releasing, and finished workflows' removal (records migration 20).
+pub const SETTLING: &str = include_str!("../records/000020.sql");
 /// The part of `worker::COMPLETE_JOBS` that settles the workflow jobs it completes; with
 /// history, storing each one's output too (history's `$3` and `$4`).
 pub(crate) fn complete_part(history: bool) -> Result<String, FillError> {
@@ -37,5 +39,8 @@ pub const CANCEL_WAITING: &str = include_str!("../queries/workflows/cancel_waiti
 pub const RELEASED: &str = include_str!("../queries/workflows/released.sql");
 /// `$1` workflow: see `retry_workflow` in the migration.
 pub const RETRY: &str = include_str!("../queries/workflows/retry.sql");
+/// `$1` workflow, `$2` force: see `delete_workflow` in records migration 20. Row: 'missing',
+/// 'unfinished' (refused) or 'deleted', and its jobs waiting and released then.
+pub const DELETE: &str = include_str!("../queries/workflows/delete.sql");
 /// One resolver pass: the jobs settled (null: another pass was running).
 pub const RESOLVE: &str = include_str!("../queries/workflows/resolve.sql");
