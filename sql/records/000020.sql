@@ -5,6 +5,10 @@
 -- - a release inserts its jobs into graphile_worker's table itself, each with an id drawn
 --   beforehand, rather than through add_jobs and matching what it added back to the
 --   workflow jobs (together half of a settlement's time);
+-- - their statements run generic plans, written to be good ones (by primary keys and arrays):
+--   left to choose, PostgreSQL planned them anew at each call (a custom plan of arrays it
+--   knows the size of always looks cheaper than the generic one), which cost more than
+--   running them when a statement settles one job;
 -- - a settlement of completed jobs only (the usual one: no cancellation can follow) counts
 --   its dependents down and releases those that reach 0 in two statements, each row written
 --   once: a row written twice in a transaction costs a second version, its index entries
@@ -20,7 +24,8 @@
 -- payload gets its "batch".
 drop function :RECORDS.release_workflow_jobs(bigint[]);
 create function :RECORDS.release_workflow_jobs(ids bigint[], settling integer[] default null)
-returns void language plpgsql set search_path = pg_catalog, pg_temp as $$
+returns void language plpgsql
+set search_path = pg_catalog, pg_temp set plan_cache_mode = force_generic_plan as $$
 #variable_conflict use_column
 declare
   -- The sequence graphile_worker's identity column draws from.
@@ -102,7 +107,7 @@ $$;
 -- is counted in `pending`; another kind of wait adds its count there and releases through
 -- release_workflow_jobs, as this does.
 create or replace function :RECORDS.settle_workflow_jobs(settled bigint[], outcomes text[]) returns void
-language plpgsql set search_path = pg_catalog, pg_temp as $$
+language plpgsql set search_path = pg_catalog, pg_temp set plan_cache_mode = force_generic_plan as $$
 #variable_conflict use_column
 declare
   failing boolean := 'failed' = any(outcomes) or 'cancelled' = any(outcomes);
@@ -199,7 +204,7 @@ $$;
 -- nested) fire it too and settle nothing: a look at the old rows tells, before the join of
 -- the two transition tables.
 create or replace function :RECORDS.workflow_jobs_settled() returns trigger language plpgsql
-set search_path = pg_catalog, pg_temp as $$
+set search_path = pg_catalog, pg_temp set plan_cache_mode = force_generic_plan as $$
 #variable_conflict use_column
 declare
   ids bigint[];
