@@ -35,12 +35,14 @@ begin
   if coalesce(cardinality(ids), 0) = 0 then
     return;
   end if;
-  -- Statements of their own, so the insert below sees them (as add_jobs registers them).
-  insert into :SCHEMA._private_tasks (identifier)
-  select distinct jobs.task_identifier from :RECORDS.workflow_jobs as jobs
-  where jobs.id = any(ids) and not exists (
-    select from :SCHEMA._private_tasks as tasks where tasks.identifier = jobs.task_identifier)
-  on conflict do nothing;
+  -- A statement of its own, so the insert below sees them (as add_jobs registers them).
+  with tasks_added as (
+    insert into :SCHEMA._private_tasks (identifier)
+    select distinct jobs.task_identifier from :RECORDS.workflow_jobs as jobs
+    where jobs.id = any(ids) and not exists (
+      select from :SCHEMA._private_tasks as tasks where tasks.identifier = jobs.task_identifier)
+    on conflict do nothing
+  )
   insert into :SCHEMA._private_job_queues (queue_name)
   select distinct jobs.queue_name from :RECORDS.workflow_jobs as jobs
   where jobs.id = any(ids) and jobs.queue_name is not null and not exists (
@@ -137,11 +139,13 @@ begin
       order by jobs.id
       for update of jobs
     ) as dependents;
-    -- Those still waiting count down; those at 0 count down as they are released.
-    update :RECORDS.workflow_jobs as jobs
-    set pending = jobs.pending - counted.n
-    from unnest(locked, counts, ready) as counted (id, n, ready)
-    where jobs.id = counted.id and not counted.ready;
+    -- Those still waiting count down (none in a chain); those at 0 as they are released.
+    if false = any(ready) then
+      update :RECORDS.workflow_jobs as jobs
+      set pending = jobs.pending - counted.n
+      from unnest(locked, counts, ready) as counted (id, n, ready)
+      where jobs.id = counted.id and not counted.ready;
+    end if;
     perform :RECORDS.release_workflow_jobs(
       array(select counted.id from unnest(locked, ready) as counted (id, ready) where counted.ready),
       array(select counted.n from unnest(counts, ready) as counted (n, ready) where counted.ready));
