@@ -94,7 +94,10 @@ async fn workflow_delete_refuses_an_unfinished_workflow_unless_forced() {
     let id_text = id.to_string();
     let refused = common::formica(&db.url, &["workflow", "delete", &id_text]);
     let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(!refused.status.success() && stderr.contains("is not finished (3 jobs waiting, 1 released)"), "{stderr}");
+    assert!(
+        !refused.status.success() && stderr.contains("is not finished (3 jobs waiting, 1 released)"),
+        "{stderr}"
+    );
     assert_eq!(common::json(&db.url, &["workflows"]).as_array().unwrap().len(), 1, "nothing deleted");
     let forced = common::json(&db.url, &["workflow", "delete", &id_text, "--force"]);
     assert_eq!(forced, json!({ "id": id, "deleted": true, "waiting": 3, "released": 1 }));

@@ -73,14 +73,21 @@ async fn a_running_worker_removes_a_finished_workflow_past_its_retention_and_kee
     age(&db, old, "8 days").await;
     age(&db, recent, "6 days").await;
     age(&db, unfinished, "60 days").await;
-    let options = db.worker_options().define_raw_job("other", |_ctx, _payload: serde_json::Value| async { Ok(()) });
+    let options =
+        db.worker_options().define_raw_job("other", |_ctx, _payload: serde_json::Value| async { Ok(()) });
     let running = Running::listening(&db.runtime, options).await;
-    db.wait_for_count(&format!("select count(*) from formica_graphile_worker.workflows where id = {old}"), 0, WITHIN)
-        .await;
+    db.wait_for_count(
+        &format!("select count(*) from formica_graphile_worker.workflows where id = {old}"),
+        0,
+        WITHIN,
+    )
+    .await;
     running.stop(WITHIN).await;
     assert_eq!(
-        db.count(&format!("select count(*) from formica_graphile_worker.workflow_jobs where workflow_id = {old}"))
-            .await,
+        db.count(&format!(
+            "select count(*) from formica_graphile_worker.workflow_jobs where workflow_id = {old}"
+        ))
+        .await,
         0,
         "its jobs go with it"
     );
@@ -165,7 +172,9 @@ async fn delete_workflow_refuses_an_unfinished_workflow_unless_forced_and_says_w
     let deleted = utils.delete_workflow(done, false).await.unwrap();
     assert_eq!((deleted.waiting, deleted.released), (0, 0));
     assert!(!exists(&db, done).await);
-    assert!(matches!(utils.delete_workflow(done, false).await, Err(Error::WorkflowNotFound(id)) if id == done));
+    assert!(
+        matches!(utils.delete_workflow(done, false).await, Err(Error::WorkflowNotFound(id)) if id == done)
+    );
 
     let running = utils.add_workflow(&pair("running")).await.unwrap();
     let err = utils.delete_workflow(running.id, false).await.unwrap_err();
@@ -180,5 +189,8 @@ async fn delete_workflow_refuses_an_unfinished_workflow_unless_forced_and_says_w
     assert!(!exists(&db, running.id).await);
     // The released job stays in the queue, as a job nothing waits for.
     let job = running.released[0].1;
-    assert_eq!(db.count(&format!("select count(*) from graphile_worker._private_jobs where id = {job}")).await, 1);
+    assert_eq!(
+        db.count(&format!("select count(*) from graphile_worker._private_jobs where id = {job}")).await,
+        1
+    );
 }

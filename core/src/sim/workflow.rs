@@ -56,8 +56,16 @@ impl Db {
         let (progress, released) = Progress::start(&graph);
         let id = self.workflows.by_id.keys().next_back().map_or(1, |last| last + 1);
         let job_ids = vec![None; jobs.len()];
-        let workflow =
-            SimWorkflow { id, name: name.into(), graph, progress, jobs, job_ids, cancel_reason: None, finished_at: None };
+        let workflow = SimWorkflow {
+            id,
+            name: name.into(),
+            graph,
+            progress,
+            jobs,
+            job_ids,
+            cancel_reason: None,
+            finished_at: None,
+        };
         self.workflows.by_id.insert(id, workflow);
         let mut added = Vec::new();
         for i in released {
@@ -147,7 +155,9 @@ impl Db {
         };
         let before = self.workflows.by_id.len();
         self.workflows.by_id.retain(|_, workflow| {
-            let past = |finished: Timestamp| kept(workflow.workflow_state()).is_some_and(|keep| finished < at - keep);
+            let past = |finished: Timestamp| {
+                kept(workflow.workflow_state()).is_some_and(|keep| finished < at - keep)
+            };
             !workflow.finished_at.is_some_and(past)
         });
         i64::try_from(before - self.workflows.by_id.len()).unwrap_or(i64::MAX)
