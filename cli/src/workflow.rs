@@ -1,4 +1,4 @@
-//! `formica workflows` and `formica workflow show|cancel|retry`: workflows
+//! `formica workflows` and `formica workflow show|cancel|retry|delete`: workflows
 //! (docs/guide/workflows.md) from the command line, read through `WorkerUtils::workflows`
 //! and `workflow` as the dashboard reads them.
 
@@ -47,6 +47,17 @@ pub enum WorkflowCommand {
     Retry {
         /// The workflow id.
         id: i64,
+    },
+    /// Delete a finished workflow and its rows now (workers delete finished ones past their
+    /// history's retention by themselves). Refused while a job of it waits or is released,
+    /// unless `--force`.
+    Delete {
+        /// The workflow id.
+        id: i64,
+        /// Delete it unfinished: its waiting jobs never run, and its released jobs stay in
+        /// the queue and run as jobs nothing waits for (cancel it first to stop them).
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -114,6 +125,21 @@ pub async fn run(command: WorkflowCommand, utils: &WorkerUtils, out: Output) -> 
                 .collect();
             let json = json!({ "id": id, "rerun": retried.rerun, "waiting": retried.waiting });
             print_table(out, &["job", "retried"], rows, json);
+        }
+        WorkflowCommand::Delete { id, force } => {
+            let deleted = utils.delete_workflow(id, force).await?;
+            let mut rows = vec![vec![format!("workflow {id}"), "deleted".to_owned()]];
+            if deleted.waiting > 0 {
+                rows.push(vec![format!("{} waiting jobs", deleted.waiting), "never run".to_owned()]);
+            }
+            if deleted.released > 0 {
+                let what = "stay in the queue, waited for by nothing".to_owned();
+                rows.push(vec![format!("{} released jobs", deleted.released), what]);
+            }
+            let json = json!({
+                "id": id, "deleted": true, "waiting": deleted.waiting, "released": deleted.released,
+            });
+            print_table(out, &["deleted", ""], rows, json);
         }
     }
     Ok(())

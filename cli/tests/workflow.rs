@@ -1,6 +1,7 @@
-//! `formica workflows` and `formica workflow show|cancel|retry`: a diamond's workflow is
-//! listed with its state and counts, shown job by job with what each depends on, retried
-//! after a job fails for good, and cancelled; mistakes are refused.
+//! `formica workflows` and `formica workflow show|cancel|retry|delete`: a diamond's workflow
+//! is listed with its state and counts, shown job by job with what each depends on, retried
+//! after a job fails for good, and cancelled; mistakes are refused; deleting an unfinished
+//! one is refused unless forced.
 
 // Tests fail by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -83,4 +84,25 @@ async fn workflows_are_listed_shown_retried_and_cancelled_from_the_command_line(
     let wrong = common::formica(&db.url, &["workflows", "--state", "sideways"]);
     let stderr = String::from_utf8_lossy(&wrong.stderr);
     assert!(!wrong.status.success() && stderr.contains("running, completed, failed, cancelled"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workflow_delete_refuses_an_unfinished_workflow_unless_forced() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let (id, _) = formica_tests::workflows::diamond(&utils).await;
+    let id_text = id.to_string();
+    let refused = common::formica(&db.url, &["workflow", "delete", &id_text]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && stderr.contains("is not finished (3 jobs waiting, 1 released)"),
+        "{stderr}"
+    );
+    assert_eq!(common::json(&db.url, &["workflows"]).as_array().unwrap().len(), 1, "nothing deleted");
+    let forced = common::json(&db.url, &["workflow", "delete", &id_text, "--force"]);
+    assert_eq!(forced, json!({ "id": id, "deleted": true, "waiting": 3, "released": 1 }));
+    assert_eq!(common::json(&db.url, &["workflows"]), json!([]));
+    let missing = common::formica(&db.url, &["workflow", "delete", &id_text]);
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert!(!missing.status.success() && stderr.contains(&format!("no workflow has id {id}")), "{stderr}");
 }

@@ -30,7 +30,7 @@ use formica_core::sim::faults::{heal, run_checked, run_ops, App};
 use formica_core::sim::strategies::{ops, workflow_nodes, Faults};
 use formica_core::sim::{Db, Traced, WorkflowJob, World, WorldConfig};
 use formica_core::sim::{SimWorkflow, TaskPlan};
-use formica_core::worker::{Config, Effect, TaskOutcome};
+use formica_core::worker::{Config, Effect, QueryResult, Retention, Statement, TaskOutcome};
 use formica_core::workflow::{Callback, JobState, Node, OnDependencyFailure, WorkflowState};
 use proptest::prelude::*;
 use serde_json::json;
@@ -521,4 +521,39 @@ fn cancel_mid_run_leaves_nothing_running_or_waiting() {
     assert!((0..4).all(|i| workflow.state(i) == JobState::Cancelled), "{:?}", workflow.progress());
     assert_eq!(world.db().releases().len(), 2, "nothing released after the cancel");
     assert!(world.db().jobs().all(|j| j.last_error.as_deref() == Some("cancelled: operator")));
+}
+
+/// The history's pruner removes a finished workflow once its last job settled longer ago
+/// than the retention of its state, keeps it before, and never removes an unfinished one
+/// (records migration 22's `prune_workflows`).
+#[test]
+fn the_pruner_removes_a_finished_workflow_past_its_retention_and_never_an_unfinished_one() {
+    let start = chrono::DateTime::parse_from_rfc3339("2026-12-01T00:00:00Z").unwrap().to_utc();
+    let mut db = Db::new(start, 1);
+    let nodes = vec![Node::new("a", Vec::<String>::new()), Node::new("b", ["a"])];
+    let (done, released) = db.add_workflow("done", workflow_jobs(&nodes)).unwrap();
+    let (running, _) = db.add_workflow("running", workflow_jobs(&nodes)).unwrap();
+    db.complete_jobs(&[released[0].1]);
+    db.resolve_workflows();
+    assert_eq!(db.workflow(done).unwrap().finished_at(), None, "b is released");
+    let b = db.workflow(done).unwrap().job_id(1).unwrap();
+    db.set_now(start + Duration::hours(1));
+    db.complete_jobs(&[b]);
+    db.resolve_workflows();
+    assert_eq!(db.workflow(done).unwrap().finished_at(), Some(start + Duration::hours(1)));
+    let retention =
+        Retention { completed: Some(Duration::days(7)), failed: Some(Duration::days(30)), cancelled: None };
+    let prune = |db: &mut Db, days: i64| {
+        let at = Some(start + Duration::hours(1) + Duration::days(days));
+        match db.execute(&Statement::PruneHistory { retention, at }) {
+            QueryResult::Pruned { deleted, .. } => deleted,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(prune(&mut db, 6), 0);
+    assert!(db.workflow(done).is_some(), "completed 6 days ago: kept 7");
+    assert_eq!(prune(&mut db, 8), 1);
+    assert!(db.workflow(done).is_none(), "8 days: removed");
+    assert_eq!(prune(&mut db, 3650), 0);
+    assert!(db.workflow(running).is_some(), "a job waits: kept whatever its age");
 }

@@ -144,6 +144,20 @@ pub enum Error {
     /// `retry_workflow` refused: the workflow was cancelled.
     #[error("workflow {0} was cancelled: a cancelled workflow is not retried")]
     WorkflowCancelled(i64),
+    /// `delete_workflow` refused: the workflow has jobs not settled yet (not forced).
+    #[error(
+        "workflow {id} is not finished ({waiting} jobs waiting, {released} released): \
+         not deleted; forced, its waiting jobs would never run and its released ones would run \
+         as jobs nothing waits for (cancel it first to stop them)"
+    )]
+    WorkflowUnfinished {
+        /// The workflow.
+        id: i64,
+        /// Its jobs waiting.
+        waiting: u32,
+        /// Its jobs released and not settled.
+        released: u32,
+    },
 }
 
 /// A statement's template that does not fit its parts (`formica_sql::fill`): a bug in

@@ -132,8 +132,8 @@ pub use worker::{
 
 mod workflows;
 pub use workflows::{
-    AddedWorkflow, BatchReport, Callback, CancelledWorkflow, OnDependencyFailure, RetriedWorkflow, Workflow,
-    WorkflowError, WorkflowJob, DEFAULT_RESOLVE_EVERY,
+    AddedWorkflow, BatchReport, Callback, CancelledWorkflow, DeletedWorkflow, OnDependencyFailure,
+    RetriedWorkflow, Workflow, WorkflowError, WorkflowJob, DEFAULT_RESOLVE_EVERY,
 };
 
 pub mod controls;

@@ -50,8 +50,12 @@ pub const PENDING: &str = include_str!("../queries/history/pending.sql");
 /// pass of the pruner (see `prune_history` in the migration). The retentions are text, so a
 /// worker can prepare the statement (PostgreSQL then types each parameter by its first cast).
 /// Once the history's pass (and its advisory lock) ran, the jobs' reports past every
-/// retention go too (`prune_job_reports`, records migration 15); `deleted` counts both.
+/// retention go too (`prune_job_reports`, records migration 15), and the finished workflows
+/// past their state's retention (`prune_workflows`, records migration 22); `deleted`
+/// counts all three.
 pub const PRUNE: &str = "select dropped, deleted + :RECORDS.prune_job_reports(coalesce($1::timestamptz, now()), \
+    $2::text::interval, $3::text::interval, $4::text::interval, $5::int) \
+    + :RECORDS.prune_workflows(coalesce($1::timestamptz, now()), \
     $2::text::interval, $3::text::interval, $4::text::interval, $5::int) from :RECORDS.prune_history(\
     coalesce($1::timestamptz, now()), $2::text::interval, $3::text::interval, $4::text::interval, $5::int, $6::text)";
 /// History rows, newest first, by filters (see the file).

@@ -183,7 +183,7 @@ mod tests {
                     assert_eq!(sql.contains("update :RECORDS.workflow_jobs"), settling, "{sql}");
                 }
                 let complete = complete_jobs(ending).unwrap();
-                assert_eq!(complete.contains("output = (select outputs.output::json"), history && settling);
+                assert_eq!(complete.contains("output = outputs.output::json"), history && settling);
             }
             for sql in [recover_lapsed(history).unwrap(), reset_locked(history).unwrap()] {
                 assert_eq!(sql.contains("insert into :RECORDS.job_history"), history, "{sql}");

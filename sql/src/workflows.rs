@@ -4,13 +4,23 @@ use crate::fill::{fill, FillError};
 
 /// The workflows, their jobs and dependencies, and their states (records migration 11).
 pub const TABLES: &str = include_str!("../records/000011.sql");
+/// Cheaper settling and releasing, and finished workflows' removal (records migration 22).
+pub const SETTLING: &str = include_str!("../records/000022.sql");
 /// The part of `worker::COMPLETE_JOBS` that settles the workflow jobs it completes; with
-/// history, storing each one's output too (history's `$3` and `$4`).
+/// history, storing each one's output too (history's `$3` and `$4`, joined once: a
+/// subquery a row would unnest them a row, n^2 for a statement of n jobs).
 pub(crate) fn complete_part(history: bool) -> Result<String, FillError> {
-    const OUTPUT: &str = ", output = (select outputs.output::json \
-        from unnest($3::bigint[], $4::text[]) as outputs (id, output) where outputs.id = completed.id)";
-    let output = if history { OUTPUT } else { "" };
-    fill(include_str!("../queries/workflows/complete.sql"), &[("WORKFLOW_OUTPUT", output)])
+    let [output, outputs] = match history {
+        true => [
+            ", output = outputs.output::json",
+            " left join unnest($3::bigint[], $4::text[]) as outputs (id, output) on outputs.id = completed.id",
+        ],
+        false => ["", ""],
+    };
+    fill(
+        include_str!("../queries/workflows/complete.sql"),
+        &[("WORKFLOW_OUTPUT", output), ("WORKFLOW_OUTPUTS", outputs)],
+    )
 }
 /// The parts of `worker::FAIL_JOBS` that settle the workflow jobs it fails (`on`), or none.
 pub(crate) fn fail_parts(on: bool) -> [(&'static str, &'static str); 2] {
@@ -37,5 +47,8 @@ pub const CANCEL_WAITING: &str = include_str!("../queries/workflows/cancel_waiti
 pub const RELEASED: &str = include_str!("../queries/workflows/released.sql");
 /// `$1` workflow: see `retry_workflow` in the migration.
 pub const RETRY: &str = include_str!("../queries/workflows/retry.sql");
+/// `$1` workflow, `$2` force: see `delete_workflow` in records migration 22. Row: 'missing',
+/// 'unfinished' (refused) or 'deleted', and its jobs waiting and released then.
+pub const DELETE: &str = include_str!("../queries/workflows/delete.sql");
 /// One resolver pass: the jobs settled (null: another pass was running).
 pub const RESOLVE: &str = include_str!("../queries/workflows/resolve.sql");

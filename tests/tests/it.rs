@@ -60,4 +60,5 @@ mod worker;
 mod workflow_differential;
 mod workflow_graphile_worker;
 mod workflow_races;
+mod workflow_retention;
 mod workflows;

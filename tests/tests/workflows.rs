@@ -568,6 +568,7 @@ async fn a_worker_role_with_the_deploying_guide_s_grants_runs_every_workflow_ope
         "d waited, b was released again"
     );
     assert_eq!(utils.resolve_workflows().await.unwrap(), 1, "b, cancelled");
+    assert_eq!(utils.delete_workflow(added.id, false).await.unwrap().waiting, 0, "finished: deleted");
     let server = formica_tests::connect(
         db.runtime.as_ref(),
         &db.url.replace(&format!("dbname={}", db.name), "dbname=postgres"),

@@ -103,8 +103,10 @@ impl Db {
             }
             Statement::ReadSchedules => QueryResult::Schedules(self.schedule_rows()),
             Statement::PruneHistory { retention, at } => {
-                let (dropped, deleted) = self.prune_history(retention, at.unwrap_or(self.now));
-                QueryResult::Pruned { dropped, deleted }
+                let at = at.unwrap_or(self.now);
+                let (dropped, deleted) = self.prune_history(retention, at);
+                // Then the finished workflows past their retention (`prune_workflows`).
+                QueryResult::Pruned { dropped, deleted: deleted + self.prune_workflows(retention, at) }
             }
             Statement::ResolveWorkflows => QueryResult::Resolved { settled: self.resolve_workflows() },
             // The simulated database keeps no indexes: nothing is ever bloated.

@@ -6,14 +6,16 @@
 //! that leaves the jobs table any other way (graphile-worker's `complete_jobs`,
 //! `remove_job`: a worker that is not Formica's) or is failed for good by the recovery is
 //! settled by [`Db::resolve_workflows`], the resolver's pass, which a test runs when it
-//! likes. Outputs are not modelled: a callback's `batch.outputs` is empty.
+//! likes. Outputs are not modelled: a callback's `batch.outputs` is empty. The history's
+//! pruner removes finished workflows past their retention (records migration 22).
 
 use super::db::Db;
 use super::workflow_rows::{Release, SimWorkflow, WorkflowJob};
 use super::World;
 use crate::job::{Job, RawJob};
-use crate::protocol::DbError;
-use crate::workflow::{Change, Graph, Node, Outcome, Progress, WorkflowError};
+use crate::protocol::{DbError, Retention};
+use crate::time::Timestamp;
+use crate::workflow::{Change, Graph, Node, Outcome, Progress, WorkflowError, WorkflowState};
 
 fn refused(error: WorkflowError) -> DbError {
     DbError { message: error.to_string(), retryable: false }
@@ -54,8 +56,16 @@ impl Db {
         let (progress, released) = Progress::start(&graph);
         let id = self.workflows.by_id.keys().next_back().map_or(1, |last| last + 1);
         let job_ids = vec![None; jobs.len()];
-        let workflow =
-            SimWorkflow { id, name: name.into(), graph, progress, jobs, job_ids, cancel_reason: None };
+        let workflow = SimWorkflow {
+            id,
+            name: name.into(),
+            graph,
+            progress,
+            jobs,
+            job_ids,
+            cancel_reason: None,
+            finished_at: None,
+        };
         self.workflows.by_id.insert(id, workflow);
         let mut added = Vec::new();
         for i in released {
@@ -118,7 +128,39 @@ impl Db {
                 Change::Cancelled(_) => {}
             }
         }
+        self.note_finished(id);
         true
+    }
+
+    /// Note when workflow `id` finished (its last job settled now), or that it runs again.
+    fn note_finished(&mut self, id: i64) {
+        let now = self.now;
+        if let Some(workflow) = self.workflows.by_id.get_mut(&id) {
+            workflow.finished_at = match workflow.is_finished() {
+                true => workflow.finished_at.or(Some(now)),
+                false => None,
+            };
+        }
+    }
+
+    /// The history pruner's part for workflows (`prune_workflows`, records migration 22):
+    /// remove the finished workflows whose last job settled longer ago, as of `at`, than
+    /// `retention` keeps a job that ended as the workflow did (none: kept). Returns how many.
+    pub(super) fn prune_workflows(&mut self, retention: &Retention, at: Timestamp) -> i64 {
+        let kept = |state: WorkflowState| match state {
+            WorkflowState::Completed => retention.completed,
+            WorkflowState::Failed => retention.failed,
+            WorkflowState::Cancelled => retention.cancelled,
+            WorkflowState::Running => None,
+        };
+        let before = self.workflows.by_id.len();
+        self.workflows.by_id.retain(|_, workflow| {
+            let past = |finished: Timestamp| {
+                kept(workflow.workflow_state()).is_some_and(|keep| finished < at - keep)
+            };
+            !workflow.finished_at.is_some_and(past)
+        });
+        i64::try_from(before - self.workflows.by_id.len()).unwrap_or(i64::MAX)
     }
 
     /// Settle the workflow job of `job_id` if its row failed for good (the failure statement
@@ -165,6 +207,7 @@ impl Db {
         let running: Vec<i64> =
             self.workflows.released.iter().filter(|(_, (w, _))| *w == id).map(|(j, _)| *j).collect();
         self.cancel_jobs(&running, reason);
+        self.note_finished(id);
         true
     }
 
@@ -202,6 +245,7 @@ impl Db {
                 None => _ = self.release(id, i),
             }
         }
+        self.note_finished(id);
         Ok((rerun, back))
     }
 }

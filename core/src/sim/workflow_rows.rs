@@ -50,6 +50,9 @@ pub struct SimWorkflow {
     pub(super) jobs: Vec<RawJob>,
     pub(super) job_ids: Vec<Option<i64>>,
     pub(super) cancel_reason: Option<String>,
+    /// When its last job settled (the latest `finished_at` of its jobs), while none waits
+    /// or is released: what the history's pruner measures its retention from.
+    pub(super) finished_at: Option<Timestamp>,
 }
 
 impl SimWorkflow {
@@ -81,6 +84,16 @@ impl SimWorkflow {
     /// The workflow's state (the view `workflow_states`).
     pub fn workflow_state(&self) -> WorkflowState {
         self.progress.workflow_state()
+    }
+
+    /// Whether none of its jobs waits or is released (`workflow_unfinished` is false).
+    pub fn is_finished(&self) -> bool {
+        (0..self.jobs.len()).all(|i| !matches!(self.state(i), JobState::Waiting | JobState::Released))
+    }
+
+    /// When its last job settled, if it is finished.
+    pub fn finished_at(&self) -> Option<Timestamp> {
+        self.finished_at
     }
 
     /// The jobs table's job of job `i` since it was (last) released.

@@ -27,7 +27,7 @@ mod ops;
 pub use build::{AddedWorkflow, BatchReport, Workflow, WorkflowJob};
 pub use formica_core::workflow::{Callback, OnDependencyFailure, WorkflowError};
 pub(crate) use ops::MIN_RESOLVE_EVERY;
-pub use ops::{CancelledWorkflow, RetriedWorkflow};
+pub use ops::{CancelledWorkflow, DeletedWorkflow, RetriedWorkflow};
 
 use std::time::Duration;
 

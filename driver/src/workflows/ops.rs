@@ -1,4 +1,4 @@
-//! `WorkerUtils`'s workflow operations (add, cancel, retry, resolve), and how often a
+//! `WorkerUtils`'s workflow operations (add, cancel, retry, delete, resolve), and how often a
 //! worker resolves.
 
 use super::build::{AddedWorkflow, Workflow};
@@ -38,6 +38,18 @@ pub struct RetriedWorkflow {
     pub rerun: Vec<String>,
     /// Jobs cancelled because of a dependency, waiting again.
     pub waiting: Vec<String>,
+}
+
+/// What `delete_workflow` deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeletedWorkflow {
+    /// The workflow's id.
+    pub id: i64,
+    /// Its jobs that were waiting (forced): never released now.
+    pub waiting: u32,
+    /// Its jobs that were released and not settled (forced): their `graphile_worker` jobs
+    /// stay, and run as jobs nothing waits for.
+    pub released: u32,
 }
 
 impl WorkerUtils {
@@ -151,6 +163,27 @@ impl WorkerUtils {
             "missing" => Err(Error::WorkflowNotFound(id)),
             "cancelled" => Err(Error::WorkflowCancelled(id)),
             _ => Ok(RetriedWorkflow { id, rerun: row.try_get(1)?, waiting: row.try_get(2)? }),
+        }
+    }
+
+    /// Delete workflow `id` and its rows now (the history's pruner deletes finished ones
+    /// past their retention by itself: docs/guide/workflows.md, "Retention"). Refused with
+    /// [`Error::WorkflowUnfinished`] while a job of it is waiting or released, unless
+    /// `force`: then its waiting jobs never run, and its released jobs, already in
+    /// `graphile_worker`'s queue, stay there and run as jobs nothing waits for (cancel the
+    /// workflow first to stop them). [`Error::WorkflowNotFound`] if there is no such workflow.
+    pub async fn delete_workflow(&self, id: i64, force: bool) -> Result<DeletedWorkflow, Error> {
+        let client = self.pool().get().await?;
+        let sql = formica_sql::render(formica_sql::workflows::DELETE, self.schema());
+        let rows = client.query_typed(&sql, &[(&id, Type::INT8), (&force, Type::BOOL)]).await?;
+        let row = rows.first().ok_or_else(|| Error::Row("delete_workflow returned no row".into()))?;
+        let state: String = row.try_get(0)?;
+        let count = |i| -> Result<u32, Error> { Ok(u32::try_from(row.try_get::<_, i32>(i)?).unwrap_or(0)) };
+        let (waiting, released) = (count(1)?, count(2)?);
+        match state.as_str() {
+            "missing" => Err(Error::WorkflowNotFound(id)),
+            "unfinished" => Err(Error::WorkflowUnfinished { id, waiting, released }),
+            _ => Ok(DeletedWorkflow { id, waiting, released }),
         }
     }
 

@@ -5,6 +5,6 @@
 settled as (
   update :RECORDS.workflow_jobs as workflow_jobs
   set state = 'completed', finished_at = now() /*:WORKFLOW_OUTPUT*/
-  from completed
+  from completed /*:WORKFLOW_OUTPUTS*/
   where workflow_jobs.state = 'released' and workflow_jobs.job_id = completed.id
 ),

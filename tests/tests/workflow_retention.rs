@@ -1,0 +1,196 @@
+//! Retention of finished workflows (docs/guide/workflows.md, "Retention") on real
+//! PostgreSQL: a running worker's pruner removes a finished workflow past its retention and
+//! keeps an unfinished one and a recent one; two passes at once delete each workflow once;
+//! `delete_workflow` refuses an unfinished workflow unless forced, and says what it left.
+
+// Tests fail by panicking, and match only the variants they look for.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
+
+use formica::{Error, Retention, Workflow, WorkflowJob};
+use formica_tests::{Running, TestDb};
+use serde_json::json;
+use std::time::Duration;
+
+const WITHIN: Duration = Duration::from_secs(30);
+
+/// A workflow of `b` waiting for `a`, both `noop` jobs.
+fn pair(name: &str) -> Workflow {
+    Workflow::new(name)
+        .job(WorkflowJob::raw("a", "noop", json!({})))
+        .job(WorkflowJob::raw("b", "noop", json!({})).depends_on(["a"]))
+}
+
+/// Whether workflow `id` still has its row.
+async fn exists(db: &TestDb, id: i64) -> bool {
+    db.count(&format!("select count(*) from formica_graphile_worker.workflows where id = {id}")).await == 1
+}
+
+/// Date workflow `id` and its jobs `age` back (created, released, finished).
+async fn age(db: &TestDb, id: i64, age: &str) {
+    db.client()
+        .await
+        .batch_execute(&format!(
+            "update formica_graphile_worker.workflows set created_at = created_at - interval '{age}' where id = {id};
+             update formica_graphile_worker.workflow_jobs set released_at = released_at - interval '{age}',
+               finished_at = finished_at - interval '{age}' where workflow_id = {id};"
+        ))
+        .await
+        .unwrap();
+}
+
+/// Complete every job of the workflow `id` through graphile-worker's own `complete_jobs`,
+/// then settle them (the resolver), until none is left to settle.
+async fn finish(db: &TestDb, id: i64) {
+    let client = db.client().await;
+    let utils = db.utils();
+    loop {
+        let rows = client
+            .query(
+                "select job_id from formica_graphile_worker.workflow_jobs where workflow_id = $1 and state = 'released'",
+                &[&id],
+            )
+            .await
+            .unwrap();
+        if rows.is_empty() {
+            break;
+        }
+        let jobs: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
+        client.execute("select graphile_worker.complete_jobs($1)", &[&jobs]).await.unwrap();
+        utils.resolve_workflows().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_worker_removes_a_finished_workflow_past_its_retention_and_keeps_the_others() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let old = utils.add_workflow(&pair("old")).await.unwrap().id;
+    let recent = utils.add_workflow(&pair("recent")).await.unwrap().id;
+    let unfinished = utils.add_workflow(&pair("unfinished")).await.unwrap().id;
+    finish(&db, old).await;
+    finish(&db, recent).await;
+    // Past every retention (completed 7 days, failed and cancelled 30), each by its age.
+    age(&db, old, "8 days").await;
+    age(&db, recent, "6 days").await;
+    age(&db, unfinished, "60 days").await;
+    let options =
+        db.worker_options().define_raw_job("other", |_ctx, _payload: serde_json::Value| async { Ok(()) });
+    let running = Running::listening(&db.runtime, options).await;
+    db.wait_for_count(
+        &format!("select count(*) from formica_graphile_worker.workflows where id = {old}"),
+        0,
+        WITHIN,
+    )
+    .await;
+    running.stop(WITHIN).await;
+    assert_eq!(
+        db.count(&format!(
+            "select count(*) from formica_graphile_worker.workflow_jobs where workflow_id = {old}"
+        ))
+        .await,
+        0,
+        "its jobs go with it"
+    );
+    assert!(exists(&db, recent).await, "completed 6 days ago: kept 7");
+    assert!(exists(&db, unfinished).await, "a job still waits: kept whatever its age");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_workflow_is_kept_as_long_as_failed_jobs_history() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let failed = utils.add_workflow(&pair("failed")).await.unwrap().id;
+    db.client()
+        .await
+        .batch_execute(&format!(
+            "update formica_graphile_worker.workflow_jobs set state = 'failed', finished_at = now() - interval '20 days'
+               where workflow_id = {failed} and name = 'a';
+             update formica_graphile_worker.workflow_jobs set state = 'cancelled', finished_at = now() - interval '20 days'
+               where workflow_id = {failed} and name = 'b';
+             update formica_graphile_worker.workflows set created_at = now() - interval '20 days' where id = {failed};"
+        ))
+        .await
+        .unwrap();
+    let pruned = utils.prune_history(&Retention::default(), None).await.unwrap();
+    assert!(exists(&db, failed).await, "failed 20 days ago: kept 30 ({pruned:?})");
+    let later = chrono::Utc::now() + chrono::Duration::days(11);
+    utils.prune_history(&Retention::default(), Some(later)).await.unwrap();
+    assert!(!exists(&db, failed).await, "31 days on: removed");
+    let forever = Retention { failed: None, ..Retention::default() };
+    let kept = utils.add_workflow(&pair("kept")).await.unwrap().id;
+    db.client()
+        .await
+        .batch_execute(&format!(
+            "update formica_graphile_worker.workflow_jobs set state = 'failed', finished_at = now()
+               where workflow_id = {kept}"
+        ))
+        .await
+        .unwrap();
+    let much_later = chrono::Utc::now() + chrono::Duration::days(3650);
+    utils.prune_history(&forever, Some(much_later)).await.unwrap();
+    assert!(exists(&db, kept).await, "a null retention keeps it for ever");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_pruners_at_once_delete_each_finished_workflow_once() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let mut ids = Vec::new();
+    for n in 0..40 {
+        ids.push(utils.add_workflow(&pair(&format!("w{n}"))).await.unwrap().id);
+    }
+    for &id in &ids {
+        finish(&db, id).await;
+        age(&db, id, "8 days").await;
+    }
+    // Two transactions at once, each a pass of at most 30: the first holds what it took, the
+    // second takes the others (skip locked) and waits for none.
+    let (first, second) = (db.client().await, db.client().await);
+    let pass = "select formica_graphile_worker.prune_workflows(now(), '7 days', '30 days', '30 days', 30)";
+    first.batch_execute("begin").await.unwrap();
+    second.batch_execute("begin").await.unwrap();
+    let one: i64 = first.query_one(pass, &[]).await.unwrap().get(0);
+    let two: i64 = formica_tests::timeout(db.runtime.as_ref(), Duration::from_secs(5), async {
+        second.query_one(pass, &[]).await.unwrap().get(0)
+    })
+    .await
+    .expect("the second pass waits for no lock");
+    first.batch_execute("commit").await.unwrap();
+    second.batch_execute("commit").await.unwrap();
+    assert_eq!((one, two), (30, 10));
+    assert_eq!(db.count("select count(*) from formica_graphile_worker.workflows").await, 0);
+    assert_eq!(db.count("select count(*) from formica_graphile_worker.workflow_jobs").await, 0);
+    assert_eq!(db.count("select count(*) from formica_graphile_worker.workflow_dependencies").await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_workflow_refuses_an_unfinished_workflow_unless_forced_and_says_what_it_left() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let done = utils.add_workflow(&pair("done")).await.unwrap().id;
+    finish(&db, done).await;
+    let deleted = utils.delete_workflow(done, false).await.unwrap();
+    assert_eq!((deleted.waiting, deleted.released), (0, 0));
+    assert!(!exists(&db, done).await);
+    assert!(
+        matches!(utils.delete_workflow(done, false).await, Err(Error::WorkflowNotFound(id)) if id == done)
+    );
+
+    let running = utils.add_workflow(&pair("running")).await.unwrap();
+    let err = utils.delete_workflow(running.id, false).await.unwrap_err();
+    assert!(
+        matches!(err, Error::WorkflowUnfinished { id, waiting: 1, released: 1 } if id == running.id),
+        "{err}"
+    );
+    assert!(err.to_string().contains("not finished"), "{err}");
+    assert!(exists(&db, running.id).await, "refused: nothing deleted");
+    let forced = utils.delete_workflow(running.id, true).await.unwrap();
+    assert_eq!((forced.waiting, forced.released), (1, 1));
+    assert!(!exists(&db, running.id).await);
+    // The released job stays in the queue, as a job nothing waits for.
+    let job = running.released[0].1;
+    assert_eq!(
+        db.count(&format!("select count(*) from graphile_worker._private_jobs where id = {job}")).await,
+        1
+    );
+}
