@@ -129,7 +129,11 @@ pub(crate) trait Session {
 impl<C: GenericClient + Sync> Session for &C {
     type Row = tokio_postgres::Row;
     async fn query(&mut self, query: Query) -> Result<Vec<Self::Row>, Error> {
-        Ok(self.query_typed(&query.sql, &typed(&query.params)).await?)
+        let refused = |e: tokio_postgres::Error| {
+            let full = e.as_db_error().and_then(|db| Error::full(db.code().code(), db.detail()));
+            full.unwrap_or(Error::Db(e))
+        };
+        self.query_typed(&query.sql, &typed(&query.params)).await.map_err(refused)
     }
 }
 
@@ -216,7 +220,11 @@ impl Jobs<'_> {
         let rows = match within {
             None => {
                 let parent = self.parent(&mut session).await?;
-                session.query(self.add_query(sql::utils::ADD_JOB, params, parent)?).await?
+                let add = match spec.job_key_mode {
+                    Some(JobKeyMode::ReplaceAndAbort) => sql::utils::ADD_ABORTING,
+                    _ => sql::utils::ADD_JOB,
+                };
+                session.query(self.add_query(add, params, parent)?).await?
             }
             // A claim is its own data-modifying statement: no trace context is recorded.
             Some(within) => {
@@ -266,6 +274,7 @@ impl Jobs<'_> {
             job.spec.validate(&job.identifier)?;
             match job.spec.job_key_mode {
                 Some(JobKeyMode::UnsafeDedupe) => return Err(JobSpecError::UnsafeDedupeInBatch.into()),
+                Some(JobKeyMode::ReplaceAndAbort) => return Err(JobSpecError::ReplaceAndAbortInBatch.into()),
                 Some(JobKeyMode::PreserveRunAt) => preserve_run_at = true,
                 Some(JobKeyMode::Replace) | None => {}
             }

@@ -208,7 +208,14 @@ impl Session for Sqlx<'_> {
         for (value, ty) in &query.params {
             statement = statement.bind(Encoded { value: value.as_ref(), ty });
         }
-        Ok(statement.fetch_all(&mut *self.0).await?)
+        let refused = |e: ::sqlx::Error| {
+            let full = e.as_database_error().and_then(|db| {
+                let detail = db.try_downcast_ref::<::sqlx::postgres::PgDatabaseError>().and_then(|pg| pg.detail());
+                Error::full(db.code().as_deref().unwrap_or_default(), detail)
+            });
+            full.unwrap_or(Error::Sqlx(e))
+        };
+        statement.fetch_all(&mut *self.0).await.map_err(refused)
     }
 }
 

@@ -26,3 +26,7 @@ cross join lateral :SCHEMA.add_job(
 left join :SCHEMA._private_tasks as tasks on tasks.id = jobs.task_id
 left join :SCHEMA._private_job_queues as job_queues on job_queues.id = jobs.job_queue_id
 where jobs.id is not null
+  -- A bounded task's add makes room or fails (:RECORDS.make_room); an unbounded one costs a
+  -- probe of the bounds' primary key.
+  and (select count(*) from :RECORDS.bounds as bounds
+       where bounds.task = $1::text and :RECORDS.make_room(array[jobs.id])) >= 0

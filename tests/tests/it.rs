@@ -3,6 +3,7 @@
 //! (`scripts/test`) each test still runs in a process of its own.
 
 mod alerts;
+mod bounds;
 mod async_std_telemetry;
 mod bulk;
 mod cancel;

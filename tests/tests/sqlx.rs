@@ -129,7 +129,8 @@ async fn job_keys_in_a_transaction_behave_as_outside(rt: Arc<dyn Runtime>) {
     let spec = |key: &str, mode: JobKeyMode, at| {
         JobSpec::builder().job_key(key).job_key_mode(mode).run_at(at).build()
     };
-    for mode in [JobKeyMode::Replace, JobKeyMode::PreserveRunAt, JobKeyMode::UnsafeDedupe] {
+    let modes = [JobKeyMode::Replace, JobKeyMode::PreserveRunAt, JobKeyMode::UnsafeDedupe, JobKeyMode::ReplaceAndAbort];
+    for mode in modes {
         let (in_tx, outside) = (format!("tx:{mode}"), format!("out:{mode}"));
         let mut tx = pool.begin().await.unwrap();
         let a = jobs.add_raw_job(&mut tx, "t", json!({"v": 1}), spec(&in_tx, mode, first)).await.unwrap();
@@ -143,7 +144,8 @@ async fn job_keys_in_a_transaction_behave_as_outside(rt: Arc<dyn Runtime>) {
         assert_eq!(seen(&b), seen(&d), "{mode}: as outside a transaction");
         assert_eq!(seen(&a), seen(&c), "{mode}");
         let want = match mode {
-            JobKeyMode::Replace => (json!({"v": 2}), second, 1),
+            // No run to abort: replace_and_abort replaces as replace does.
+            JobKeyMode::Replace | JobKeyMode::ReplaceAndAbort => (json!({"v": 2}), second, 1),
             JobKeyMode::PreserveRunAt => (json!({"v": 2}), first, 1),
             JobKeyMode::UnsafeDedupe => (json!({"v": 1}), first, 1),
         };
