@@ -2,6 +2,7 @@
 //! this one, so the workspace links one binary for them, not one a file. Under `cargo nextest`
 //! (`scripts/test`) each test still runs in a process of its own.
 
+mod abort_on_replace;
 mod alerts;
 mod bounds;
 mod async_std_telemetry;
