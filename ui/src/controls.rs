@@ -156,7 +156,8 @@ async fn flow(Ext(s): Ext<State>) -> Response {
     let rows: Vec<Vec<String>> = pause_rows.chain(control_rows).collect();
     let mut body = String::from(
         "<p>Why jobs wait: each pause, cap or rate limit in force, and the ready jobs it may hold back. \
-         Formica workers obey them within a second; graphile-worker's workers do not.</p>",
+         Formica workers obey them within a second; graphile-worker's workers do not. A bound holds \
+         back adds instead: Formica refuses an add over it.</p>",
     );
     body += &table(&["control", "reason", "by", "since", "ready jobs", ""], &rows);
     if crate::guard::may_act() {
