@@ -311,7 +311,23 @@ async fn bad_input_is_refused_clearly(rt: Arc<dyn Runtime>) {
     assert_eq!(count(&db, "graphile_worker", "key = 'twice'").await, 0);
 }
 
+/// A bound holds in a caller's transaction too: the add over it is `Error::QueueFull` and
+/// that transaction stores nothing of it.
+async fn a_bound_refuses_an_add_in_a_transaction(rt: Arc<dyn Runtime>) {
+    let db = TestDb::migrated_on(rt).await;
+    let pool = sqlx_pool(&db).await;
+    let jobs = SqlxUtils::default();
+    db.utils().set_control(&formica::controls::Control::bound("t", 1, 0), None).await.unwrap();
+    let mut tx = pool.begin().await.unwrap();
+    jobs.add_raw_job(&mut tx, "t", json!({}), JobSpec::default()).await.unwrap();
+    let refused = jobs.add_raw_job(&mut tx, "t", json!({}), JobSpec::default()).await;
+    assert!(matches!(refused, Err(formica::Error::QueueFull { max: 1, count: 2, .. })), "{refused:?}");
+    drop(tx);
+    assert_eq!(db.count("select count(*) from graphile_worker._private_jobs").await, 0, "rolled back");
+}
+
 on_both_runtimes!(
+    a_bound_refuses_an_add_in_a_transaction,
     a_job_added_in_a_transaction_exists_only_if_it_commits_and_runs,
     a_commit_notifies_and_wakes_a_listening_worker,
     job_keys_in_a_transaction_behave_as_outside,
