@@ -172,7 +172,10 @@ async fn a_bad_control_is_refused_naming_the_value() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bound_unbound_and_bounds_from_the_command_line() {
     let db = TestDb::migrated().await;
-    let set = json(&formica(&db, &["bound", "--task", "import", "--max", "2", "--per-field", "customer_id", "--wait", "5s"]));
+    let set = json(&formica(
+        &db,
+        &["bound", "--task", "import", "--max", "2", "--per-field", "customer_id", "--wait", "5s"],
+    ));
     assert_eq!(set["bounded"], "import waiting<=2 wait 5s per field customer_id");
     assert_eq!((&set["max"], &set["wait_ms"]), (&2.into(), &5_000.into()));
     json(&formica(&db, &["bound", "--task", "mail", "--max", "1000"]));

@@ -247,9 +247,9 @@ impl Control {
     /// Most jobs running at once, started in one period, or waiting.
     pub fn max(&self) -> u32 {
         match self.limit {
-            ControlLimit::Running { max } | ControlLimit::Starts { max, .. } | ControlLimit::Waiting { max, .. } => {
-                max
-            }
+            ControlLimit::Running { max }
+            | ControlLimit::Starts { max, .. }
+            | ControlLimit::Waiting { max, .. } => max,
         }
     }
 

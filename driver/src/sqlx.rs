@@ -210,7 +210,8 @@ impl Session for Sqlx<'_> {
         }
         let refused = |e: ::sqlx::Error| {
             let full = e.as_database_error().and_then(|db| {
-                let detail = db.try_downcast_ref::<::sqlx::postgres::PgDatabaseError>().and_then(|pg| pg.detail());
+                let detail =
+                    db.try_downcast_ref::<::sqlx::postgres::PgDatabaseError>().and_then(|pg| pg.detail());
                 Error::full(db.code().as_deref().unwrap_or_default(), detail)
             });
             full.unwrap_or(Error::Sqlx(e))

@@ -33,18 +33,19 @@ impl Drop for Stop {
 /// ends at once; each records its start and stop.
 async fn worker(db: &TestDb, rt: &Arc<dyn Runtime>, seen: &Seen) -> Running {
     let seen = seen.clone();
-    let options = db.worker_options().concurrency(4).define_raw_job("long", move |ctx: JobContext, payload| {
-        let v = payload["v"].as_i64().unwrap_or_default();
-        seen.lock().unwrap().push((v, "start", Instant::now()));
-        let (rt, stop) = (ctx.utils().pool().runtime().clone(), Stop(v, seen.clone()));
-        Box::pin(async move {
-            let _stop = stop;
-            if v == 1 {
-                formica_tests::sleep(rt.as_ref(), Duration::from_secs(60)).await;
-            }
-            Ok(())
-        })
-    });
+    let options =
+        db.worker_options().concurrency(4).define_raw_job("long", move |ctx: JobContext, payload| {
+            let v = payload["v"].as_i64().unwrap_or_default();
+            seen.lock().unwrap().push((v, "start", Instant::now()));
+            let (rt, stop) = (ctx.utils().pool().runtime().clone(), Stop(v, seen.clone()));
+            Box::pin(async move {
+                let _stop = stop;
+                if v == 1 {
+                    formica_tests::sleep(rt.as_ref(), Duration::from_secs(60)).await;
+                }
+                Ok(())
+            })
+        });
     Running::listening(rt, options).await
 }
 
@@ -80,9 +81,14 @@ async fn replacing_a_running_job_aborts_it_and_the_new_one_starts_after_it_stopp
     let (stopped, started) = (at(&seen, 1, "stop").unwrap(), at(&seen, 2, "start").unwrap());
     assert!(started >= stopped, "the new run started {:?} before the old one stopped", stopped - started);
     let new_start = new_out.started_at.expect("it ran");
-    assert!(new_start >= old_out.finished_at, "history: new started {new_start}, old ended {}", old_out.finished_at);
+    assert!(
+        new_start >= old_out.finished_at,
+        "history: new started {new_start}, old ended {}",
+        old_out.finished_at
+    );
     assert_eq!(
-        db.count("select count(*) from graphile_worker._private_job_queues where locked_by is not null").await,
+        db.count("select count(*) from graphile_worker._private_job_queues where locked_by is not null")
+            .await,
         0,
         "no queue left locked"
     );

@@ -105,7 +105,10 @@ async fn racing_adds_from_16_connections_never_leave_more_waiting_than_the_bound
             for round in 0..8 {
                 let result = match (adder + round) % 2 {
                     0 => utils.add_raw_job("b", json!({}), JobSpec::default()).await.map(|_| 1),
-                    _ => utils.add_raw_jobs(&vec![RawJob::new("b", json!({}), JobSpec::default()); 3]).await.map(|j| j.len()),
+                    _ => utils
+                        .add_raw_jobs(&vec![RawJob::new("b", json!({}), JobSpec::default()); 3])
+                        .await
+                        .map(|j| j.len()),
                 };
                 match result {
                     Ok(n) => added += n as i64,
@@ -139,7 +142,8 @@ async fn an_add_that_waits_gets_in_when_a_worker_takes_a_job_or_fails_at_its_dea
     assert_eq!(full(refused), ("b".to_owned(), None, 1, 2));
     assert!(started.elapsed() >= Duration::from_millis(300), "it waited its 300 ms: {:?}", started.elapsed());
     utils.set_control(&Control::bound("b", 1, 20_000), None).await.unwrap();
-    let worker = db.worker_options().define_raw_job("b", |_ctx: JobContext, _payload| Box::pin(async { Ok(()) }));
+    let worker =
+        db.worker_options().define_raw_job("b", |_ctx: JobContext, _payload| Box::pin(async { Ok(()) }));
     let (tx, rx) = futures::channel::oneshot::channel();
     {
         let utils = db.utils();

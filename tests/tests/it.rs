@@ -4,8 +4,8 @@
 
 mod abort_on_replace;
 mod alerts;
-mod bounds;
 mod async_std_telemetry;
+mod bounds;
 mod bulk;
 mod cancel;
 mod cron;

@@ -129,7 +129,12 @@ async fn job_keys_in_a_transaction_behave_as_outside(rt: Arc<dyn Runtime>) {
     let spec = |key: &str, mode: JobKeyMode, at| {
         JobSpec::builder().job_key(key).job_key_mode(mode).run_at(at).build()
     };
-    let modes = [JobKeyMode::Replace, JobKeyMode::PreserveRunAt, JobKeyMode::UnsafeDedupe, JobKeyMode::ReplaceAndAbort];
+    let modes = [
+        JobKeyMode::Replace,
+        JobKeyMode::PreserveRunAt,
+        JobKeyMode::UnsafeDedupe,
+        JobKeyMode::ReplaceAndAbort,
+    ];
     for mode in modes {
         let (in_tx, outside) = (format!("tx:{mode}"), format!("out:{mode}"));
         let mut tx = pool.begin().await.unwrap();

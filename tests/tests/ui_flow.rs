@@ -121,7 +121,11 @@ async fn the_flow_page_bounds_a_task_and_an_add_over_it_is_a_conflict() {
     let want = Control::bound("import", 1, 0).per(Partition::Field("customer".into()));
     assert_eq!((&set[0].control, set[0].set_by.as_str()), (&want, "dashboard"));
     let page = ui.get("/flow").await;
-    assert!(page.body.contains("bounded (adds refused over it): import waiting&lt;=1 per field customer"), "{}", page.body);
+    assert!(
+        page.body.contains("bounded (adds refused over it): import waiting&lt;=1 per field customer"),
+        "{}",
+        page.body
+    );
     assert!(page.body.contains(r#"id="bound""#), "the form to set a bound: {}", page.body);
     utils.add_raw_job("import", json!({ "customer": "c1" }), JobSpec::default()).await.unwrap();
     let r = ui.action("/api/jobs", json!({ "task": "import", "payload": r#"{"customer": "c1"}"# })).await;
