@@ -16,6 +16,15 @@ create table :RECORDS.bounds (
   set_at timestamptz not null default now()
 );
 
+-- The partition a bound of kind partition_kind over partition_arg puts a job in:
+-- its payload field's text, or its key's text before the separator; '' without one.
+-- Inlined where it is called.
+create function :RECORDS.partition_of(partition_kind text, partition_arg text, payload json, key text)
+returns text language sql immutable as $$
+  select coalesce(case partition_kind when 'field' then payload ->> partition_arg
+    when 'key_prefix' then split_part(key, partition_arg, 1) end, '')
+$$;
+
 -- Called by an add statement after it stored the jobs job_ids (so they count, uncommitted).
 -- For each bounded (task, partition) among them, in lock order: takes a transaction-scoped
 -- advisory lock of its own, so the bounded adds of one partition run one after the other
@@ -33,12 +42,12 @@ declare
   part record;
   waiting bigint;
   deadline timestamptz;
+  last_look boolean;
 begin
   for part in
     select distinct bounds.task, bounds.max_waiting, bounds.wait_ms, bounds.partition_kind,
       bounds.partition_arg, jobs.task_id,
-      coalesce(case bounds.partition_kind when 'field' then jobs.payload ->> bounds.partition_arg
-        when 'key_prefix' then split_part(jobs.key, bounds.partition_arg, 1) end, '') as name
+      :RECORDS.partition_of(bounds.partition_kind, bounds.partition_arg, jobs.payload, jobs.key) as name
     from :SCHEMA._private_jobs as jobs
     inner join :SCHEMA._private_tasks as tasks on tasks.id = jobs.task_id
     inner join :RECORDS.bounds as bounds on bounds.task = tasks.identifier
@@ -55,21 +64,18 @@ begin
     perform pg_advisory_xact_lock(hashtextextended(':RECORDS.bounds.' || part.task || chr(31) || part.name, 0));
     deadline := clock_timestamp() + part.wait_ms * interval '1 millisecond';
     loop
+      -- While waiting, knowing the bound is passed is enough; the last look counts them all
+      -- for the error (under the bound both counts are the same).
+      last_look := clock_timestamp() >= deadline;
       select count(*) into waiting from (
         select from :SCHEMA._private_jobs as jobs
         where jobs.task_id = part.task_id and jobs.is_available
           and (part.partition_kind is null
-            or coalesce(case part.partition_kind when 'field' then jobs.payload ->> part.partition_arg
-              else split_part(jobs.key, part.partition_arg, 1) end, '') = part.name)
-        limit part.max_waiting + 1
+            or :RECORDS.partition_of(part.partition_kind, part.partition_arg, jobs.payload, jobs.key) = part.name)
+        limit case when last_look then null else part.max_waiting + 1 end
       ) as counted;
       exit when waiting <= part.max_waiting;
-      if clock_timestamp() >= deadline then
-        select count(*) into waiting from :SCHEMA._private_jobs as jobs
-        where jobs.task_id = part.task_id and jobs.is_available
-          and (part.partition_kind is null
-            or coalesce(case part.partition_kind when 'field' then jobs.payload ->> part.partition_arg
-              else split_part(jobs.key, part.partition_arg, 1) end, '') = part.name);
+      if last_look then
         raise exception using errcode = 'FMFUL',
           message = format('queue full: task %L%s would have %s waiting jobs, over its bound of %s; nothing was added',
             part.task, case when part.partition_kind is null then '' else format(' (partition %L)', part.name) end,

@@ -2,6 +2,7 @@
 //!
 //! - an add over the bound is refused with `Error::QueueFull` naming the task, partition,
 //!   bound and count, and stores nothing (a batch is all or nothing); jobs due later count;
+//!   a bounded add in a REPEATABLE READ transaction is refused (SQLSTATE FMISO);
 //! - per partition (a payload field, a key prefix), each partition has its own room;
 //! - 16 connections racing adds (single and batched) against a bound of 40: exactly 40 jobs
 //!   wait in the end, and every add that did not fail is among them;
@@ -13,6 +14,7 @@
 use chrono::Utc;
 use formica::controls::{Control, ControlKind, Partition};
 use formica::{Error, JobContext, JobSpec, RawJob, Runtime};
+use tokio_postgres::IsolationLevel;
 use formica_tests::{on_both_runtimes, Running, TestDb};
 use serde_json::json;
 use std::sync::Arc;
@@ -66,6 +68,17 @@ async fn an_add_over_the_bound_is_refused_whole_and_names_task_bound_and_count(r
     assert!(utils.remove_control("b", ControlKind::Bound).await.unwrap());
     utils.add_raw_jobs(&two).await.unwrap();
     assert_eq!(db.count(WAITING).await, 5, "lifted, adds go in again");
+    // A REPEATABLE READ snapshot predates the lock: such an add is refused, not miscounted.
+    let mut client = db.client().await;
+    let tx = client.build_transaction().isolation_level(IsolationLevel::RepeatableRead).start().await.unwrap();
+    utils.set_control(&Control::bound("b", 100, 0), None).await.unwrap();
+    let refused = utils.add_raw_job_in(&tx, "b", json!({}), JobSpec::default()).await;
+    let code = match &refused {
+        Err(Error::Db(e)) => e.as_db_error().map(|db| db.code().code().to_owned()),
+        _ => None,
+    };
+    assert_eq!(code.as_deref(), Some("FMISO"), "{refused:?}");
+    drop(tx);
     let zero = utils.set_control(&Control::bound("b", 0, 0), None).await;
     assert!(matches!(zero, Err(Error::Control(_))), "a bound of 0 would refuse every add: {zero:?}");
 }
