@@ -14,7 +14,9 @@
 //! database clock. A worker whose tasks include a controlled one sends its fetch with the
 //! controls ([`Statement::GetJobs`](crate::protocol::Statement::GetJobs)'s `caps` and
 //! `limits`): the statement serializes the controlled fetches of each task and locks at
-//! most the room left. Pauses stay their own kind: they hold back by task, named queue or
+//! most the room left. A bound ([`ControlLimit::Waiting`]) is no worker's business: it holds
+//! the jobs of a task waiting, and Formica's add statements keep it (records step 20's
+//! `make_room`), so a worker never reads one. Pauses stay their own kind: they hold back by task, named queue or
 //! everything, in the worker as well as the fetch, and bound nothing by count.
 
 use std::collections::BTreeSet;
@@ -192,7 +194,7 @@ pub enum ControlKind {
 }
 
 impl ControlKind {
-    /// How messages name it: `cap` or `rate limit`.
+    /// How messages name it: `cap`, `rate limit` or `bound`.
     pub fn as_str(self) -> &'static str {
         match self {
             ControlKind::Cap => "cap",
@@ -203,7 +205,7 @@ impl ControlKind {
 }
 
 /// A bound on the jobs of `task` across the fleet (per partition, if any): a cap on those
-/// running, or a rate limit on those started per period.
+/// running, a rate limit on those started per period, or a bound on those waiting.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Control {
     /// The task identifier.
