@@ -2,6 +2,7 @@
 -- the key $6 that a worker runs is stopped and the new job held behind it
 -- (:RECORDS.hold_for_replace, before add_job in this statement), then add_job replaces as
 -- 'replace' does. One statement: the abort request and the new job commit together.
+-- BOUND: where the bounds are kept (formica_sql::flow::BOUND_ONE).
 select jobs.*,
   coalesce(tasks.identifier, $1::text) as task_identifier,
   case when jobs.job_queue_id is not null then coalesce(job_queues.queue_name, held.queue_name) end as queue_name
@@ -13,7 +14,4 @@ cross join lateral :SCHEMA.add_job(
 left join :SCHEMA._private_tasks as tasks on tasks.id = jobs.task_id
 left join :SCHEMA._private_job_queues as job_queues on job_queues.id = jobs.job_queue_id
 where jobs.id is not null and $9::text = 'replace_and_abort'
-  -- A bounded task's add makes room or fails (:RECORDS.make_room); an unbounded one costs a
-  -- probe of the bounds' primary key.
-  and (select count(*) from :RECORDS.bounds as bounds
-       where bounds.task = $1::text and :RECORDS.make_room(array[jobs.id])) >= 0
+/*:BOUND*/

@@ -37,3 +37,10 @@ pub const BOUND: &str = include_str!("../queries/flow_bound.sql");
 pub const UNBOUND: &str = include_str!("../queries/flow_unbound.sql");
 /// The bounds with their author and time.
 pub const BOUNDS_LIST: &str = include_str!("../queries/flow_bounds.sql");
+/// The part (`BOUND`) that makes a single add (`utils::ADD_JOB`, `ADD_CLAIMED`,
+/// `ADD_ABORTING`) keep its task's bound; the template alone adds unbounded.
+pub const BOUND_ONE: &str = include_str!("../queries/bounds/one.sql");
+/// The part (`BOUND`) that makes `utils::ADD_JOBS` keep its tasks' bounds.
+pub const BOUND_BATCH: &str = include_str!("../queries/bounds/batch.sql");
+/// The part (`BOUND`) that makes `utils::ADD_JOBS_PLAIN` leave bounded tasks to `ADD_JOBS`.
+pub const BOUND_PLAIN: &str = include_str!("../queries/bounds/plain.sql");

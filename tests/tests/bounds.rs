@@ -14,11 +14,11 @@
 use chrono::Utc;
 use formica::controls::{Control, ControlKind, Partition};
 use formica::{Error, JobContext, JobSpec, RawJob, Runtime};
-use tokio_postgres::IsolationLevel;
 use formica_tests::{on_both_runtimes, Running, TestDb};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio_postgres::IsolationLevel;
 
 /// The jobs of task `b` waiting (not locked, attempts left).
 const WAITING: &str = "select count(*) from graphile_worker._private_jobs as jobs \
@@ -70,7 +70,8 @@ async fn an_add_over_the_bound_is_refused_whole_and_names_task_bound_and_count(r
     assert_eq!(db.count(WAITING).await, 5, "lifted, adds go in again");
     // A REPEATABLE READ snapshot predates the lock: such an add is refused, not miscounted.
     let mut client = db.client().await;
-    let tx = client.build_transaction().isolation_level(IsolationLevel::RepeatableRead).start().await.unwrap();
+    let tx =
+        client.build_transaction().isolation_level(IsolationLevel::RepeatableRead).start().await.unwrap();
     utils.set_control(&Control::bound("b", 100, 0), None).await.unwrap();
     let refused = utils.add_raw_job_in(&tx, "b", json!({}), JobSpec::default()).await;
     let code = match &refused {
