@@ -146,8 +146,20 @@ pub enum Admin {
         #[arg(long)]
         task: String,
     },
+    /// Bound a task's waiting jobs: an add through Formica that would leave more than --max
+    /// waiting (on the whole task, or per payload field or job key prefix) waits up to
+    /// --wait for room, then is refused; replaces its bound.
+    Bound(crate::controls::BoundArgs),
+    /// Lift the bound of a task.
+    Unbound {
+        /// The task identifier.
+        #[arg(long)]
+        task: String,
+    },
     /// The agings in force.
     Agings,
+    /// The bounds in force.
+    Bounds,
     /// Dead letters: the task a task's jobs are sent to when they fail for good.
     #[command(subcommand)]
     DeadLetter(crate::dead_letters::DeadLetterCommand),
@@ -222,7 +234,8 @@ pub struct AddArgs {
     /// De-duplication key.
     #[arg(long)]
     job_key: Option<String>,
-    /// replace, preserve_run_at or unsafe_dedupe.
+    /// replace, preserve_run_at, unsafe_dedupe, or replace_and_abort (also stop the run of
+    /// the key's job, and start this one once that run has stopped).
     #[arg(long, value_parser = parse_mode)]
     job_key_mode: Option<JobKeyMode>,
     /// Lower runs first (default 0).
@@ -390,6 +403,9 @@ pub async fn run(
         Admin::Age(a) => crate::controls::age(a, utils, out).await?,
         Admin::Unage { task } => crate::controls::unage(task, utils, out).await?,
         Admin::Agings => crate::controls::agings(reads, out).await?,
+        Admin::Bound(a) => crate::controls::bound(a, utils, out).await?,
+        Admin::Unbound { task } => crate::controls::remove(task, ControlKind::Bound, utils, out).await?,
+        Admin::Bounds => crate::controls::list(ControlKind::Bound, reads, out).await?,
         Admin::DeadLetter(command @ DeadLetterCommand::List) => {
             crate::dead_letters::run(command, reads, out).await?
         }

@@ -1,8 +1,9 @@
 //! `formica pause`, `resume` and `paused`, `cap`, `uncap` and `caps`, `limit`, `unlimit`
-//! and `limits`, `age`, `unage` and `agings`: flow control from the command line
-//! (docs/guide/flow-control.md, docs/guide/priority-aging.md). A cap and a rate limit are
-//! one kind of control (`formica::controls::Control`): each verb pair sets, lifts and lists
-//! one kind; an aging (`formica::Aging`) is applied by the workers' chore, not their fetch.
+//! and `limits`, `bound`, `unbound` and `bounds`, `age`, `unage` and `agings`: flow control
+//! from the command line (docs/guide/flow-control.md, docs/guide/bounded-queues.md,
+//! docs/guide/priority-aging.md). A cap, a rate limit and a bound are kinds of one control
+//! (`formica::controls::Control`): each verb triple sets, lifts and lists one kind; an aging
+//! (`formica::Aging`) is applied by the workers' chore, not their fetch.
 
 use crate::output::{print_table, Output};
 use crate::Failure;
@@ -63,7 +64,7 @@ pub struct ControlArgs {
     #[arg(long)]
     task: String,
     /// Most jobs of the task running at once (`cap`) or started per period (`limit`)
-    /// across every Formica worker (per partition).
+    /// across every Formica worker, or waiting (`bound`) (per partition).
     #[arg(long)]
     max: u32,
     /// Count each value of this payload field on its own (`customer_id`).
@@ -115,6 +116,25 @@ pub struct AgeArgs {
     by: Option<String>,
 }
 
+/// `formica bound`.
+#[derive(Debug, Args)]
+pub struct BoundArgs {
+    #[command(flatten)]
+    control: ControlArgs,
+    /// How long an add over the bound waits for room before it is refused: `0` (not at
+    /// all), or a number and a unit, `ms`, `s`, `m` or `h` (`5s`).
+    #[arg(long, default_value = "0", value_parser = wait_ms)]
+    wait: u32,
+}
+
+/// `0`, or a period (`5s`) in milliseconds.
+fn wait_ms(text: &str) -> Result<u32, String> {
+    match text {
+        "0" => Ok(0),
+        text => period_ms(text),
+    }
+}
+
 /// `1s`, `500ms`, `1m`, `1h` in milliseconds.
 pub(crate) fn period_ms(text: &str) -> Result<u32, String> {
     let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
@@ -150,17 +170,21 @@ fn words(kind: ControlKind) -> (&'static str, &'static str, &'static str, &'stat
     match kind {
         ControlKind::Cap => ("capped", "uncapped", "capped", "cap"),
         ControlKind::RateLimit => ("limited", "unlimited", "rate limited", "limit"),
+        ControlKind::Bound => ("bounded", "unbounded", "bounded", "bound"),
     }
 }
 
-/// `control` as JSON: task, max, the period of a rate limit, and the partition.
+/// `control` as JSON: task, max, the period of a rate limit, the wait of a bound, and the
+/// partition.
 fn control_json(control: &Control) -> Value {
     let mut json = json!({
         "task": control.task, "max": control.max(),
         "partition": control.partition.as_ref().map(|p| json!({ "kind": p.kind(), "argument": p.argument() })),
     });
-    if let ControlLimit::Starts { period_ms, .. } = control.limit {
-        json["period_ms"] = period_ms.into();
+    match control.limit {
+        ControlLimit::Starts { period_ms, .. } => json["period_ms"] = period_ms.into(),
+        ControlLimit::Waiting { wait_ms, .. } => json["wait_ms"] = wait_ms.into(),
+        ControlLimit::Running { .. } => {}
     }
     json
 }
@@ -177,6 +201,12 @@ pub async fn limit(args: LimitArgs, utils: &WorkerUtils, out: Output) -> Result<
     set(args.control.control(ControlLimit::Starts { max, period_ms: args.per }), utils, out).await
 }
 
+/// `formica bound`: set a bound, and say so.
+pub async fn bound(args: BoundArgs, utils: &WorkerUtils, out: Output) -> Result<(), Failure> {
+    let max = args.control.max;
+    set(args.control.control(ControlLimit::Waiting { max, wait_ms: args.wait }), utils, out).await
+}
+
 async fn set(
     (control, by): (Control, Option<String>),
     utils: &WorkerUtils,
@@ -191,7 +221,7 @@ async fn set(
     Ok(())
 }
 
-/// `formica uncap` and `unlimit`: lift a control; refused if there was none.
+/// `formica uncap`, `unlimit` and `unbound`: lift a control; refused if there was none.
 pub async fn remove(
     task: String,
     kind: ControlKind,
@@ -206,7 +236,7 @@ pub async fn remove(
     Ok(())
 }
 
-/// `formica caps` and `limits`: the controls of `kind` in force.
+/// `formica caps`, `limits` and `bounds`: the controls of `kind` in force.
 pub async fn list(kind: ControlKind, utils: &WorkerUtils, out: Output) -> Result<(), Failure> {
     let controls: Vec<_> = utils.controls().await?.into_iter().filter(|c| c.control.kind() == kind).collect();
     let rows =
@@ -316,5 +346,7 @@ mod tests {
                 && super::period_ms("5").is_err()
                 && super::period_ms("s").is_err()
         );
+        assert_eq!((super::wait_ms("0"), super::wait_ms("5s")), (Ok(0), Ok(5_000)));
+        assert!(super::wait_ms("0s").is_err(), "no wait is written 0");
     }
 }

@@ -1,9 +1,9 @@
 //! `formica pause`, `resume` and `paused`: a pause from the command line is listed with its
 //! reason and author, and resuming what is not paused is refused; `formica cap`, `uncap`
-//! and `caps`, and `limit`, `unlimit` and `limits` likewise for the two kinds of control
-//! (and `age`, `unage` and `agings` for agings),
-//! each listed with its partition (and a rate limit with its period), each bad value
-//! refused naming it.
+//! and `caps`, `limit`, `unlimit` and `limits`, and `bound`, `unbound` and `bounds` likewise
+//! for each kind of control (and `age`, `unage` and `agings` for agings), each listed with
+//! its partition (a rate limit with its period, a bound with its wait), each bad value
+//! refused naming it; an add over a bound refused.
 
 // Tests fail by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -196,4 +196,38 @@ async fn a_bad_control_is_refused_naming_the_value() {
         );
     }
     assert!(db.utils().controls().await.unwrap().is_empty(), "nothing was stored");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bound_unbound_and_bounds_from_the_command_line() {
+    let db = TestDb::migrated().await;
+    let set = json(&formica(
+        &db,
+        &["bound", "--task", "import", "--max", "2", "--per-field", "customer_id", "--wait", "5s"],
+    ));
+    assert_eq!(set["bounded"], "import waiting<=2 wait 5s per field customer_id");
+    assert_eq!((&set["max"], &set["wait_ms"]), (&2.into(), &5_000.into()));
+    json(&formica(&db, &["bound", "--task", "mail", "--max", "1000"]));
+    let bounds = json(&formica(&db, &["bounds"]));
+    let tasks: Vec<&Value> = bounds.as_array().unwrap().iter().map(|b| &b["task"]).collect();
+    assert_eq!(tasks, vec!["import", "mail"]);
+    let per = Partition::Field("customer_id".into());
+    assert_eq!(
+        controls(&db, ControlKind::Bound).await,
+        vec![Control::bound("import", 2, 5_000).per(per), Control::bound("mail", 1_000, 0)]
+    );
+    // The add a bound refuses, from the command line too.
+    for _ in 0..2 {
+        json(&formica(&db, &["add", "import", r#"{"customer_id": "c1"}"#]));
+    }
+    json(&formica(&db, &["bound", "--task", "import", "--max", "2", "--per-field", "customer_id"]));
+    let full = formica(&db, &["add", "import", r#"{"customer_id": "c1"}"#]);
+    let stderr = String::from_utf8_lossy(&full.stderr);
+    assert!(!full.status.success() && stderr.contains("queue full"), "{stderr}");
+    assert_eq!(json(&formica(&db, &["unbound", "--task", "mail"]))["unbounded"], "mail");
+    let again = formica(&db, &["unbound", "--task", "mail"]);
+    assert!(String::from_utf8_lossy(&again.stderr).contains("mail was not bounded"));
+    let zero = formica(&db, &["bound", "--task", "x", "--max", "0"]);
+    let stderr = String::from_utf8_lossy(&zero.stderr);
+    assert!(!zero.status.success() && stderr.contains("max 0"), "{stderr}");
 }

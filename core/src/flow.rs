@@ -14,7 +14,9 @@
 //! database clock. A worker whose tasks include a controlled one sends its fetch with the
 //! controls ([`Statement::GetJobs`](crate::protocol::Statement::GetJobs)'s `caps` and
 //! `limits`): the statement serializes the controlled fetches of each task and locks at
-//! most the room left. Pauses stay their own kind: they hold back by task, named queue or
+//! most the room left. A bound ([`ControlLimit::Waiting`]) is no worker's business: it holds
+//! the jobs of a task waiting, and Formica's add statements keep it (records step 25's
+//! `make_room`), so a worker never reads one. Pauses stay their own kind: they hold back by task, named queue or
 //! everything, in the worker as well as the fetch, and bound nothing by count.
 
 use std::collections::BTreeSet;
@@ -169,29 +171,41 @@ pub enum ControlLimit {
         /// The period, in milliseconds.
         period_ms: u32,
     },
+    /// At most `max` jobs of the task waiting (not locked, attempts left, due or not), held
+    /// by Formica's add path: an add beyond it waits up to `wait_ms` milliseconds for room
+    /// (0: not at all), then is refused. A bound.
+    Waiting {
+        /// Most jobs waiting.
+        max: u32,
+        /// How long an add over the bound waits for room, in milliseconds.
+        wait_ms: u32,
+    },
 }
 
-/// The two kinds of [`Control`]: a task has at most one of each.
+/// The kinds of [`Control`]: a task has at most one of each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ControlKind {
     /// [`ControlLimit::Running`].
     Cap,
     /// [`ControlLimit::Starts`].
     RateLimit,
+    /// [`ControlLimit::Waiting`]: enforced where jobs are added, not by workers.
+    Bound,
 }
 
 impl ControlKind {
-    /// How messages name it: `cap` or `rate limit`.
+    /// How messages name it: `cap`, `rate limit` or `bound`.
     pub fn as_str(self) -> &'static str {
         match self {
             ControlKind::Cap => "cap",
             ControlKind::RateLimit => "rate limit",
+            ControlKind::Bound => "bound",
         }
     }
 }
 
 /// A bound on the jobs of `task` across the fleet (per partition, if any): a cap on those
-/// running, or a rate limit on those started per period.
+/// running, a rate limit on those started per period, or a bound on those waiting.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Control {
     /// The task identifier.
@@ -213,30 +227,38 @@ impl Control {
         Control { task: task.into(), partition: None, limit: ControlLimit::Starts { max, period_ms } }
     }
 
+    /// At most `max` jobs of `task` waiting; an add beyond waits up to `wait_ms` for room.
+    pub fn bound(task: impl Into<String>, max: u32, wait_ms: u32) -> Self {
+        Control { task: task.into(), partition: None, limit: ControlLimit::Waiting { max, wait_ms } }
+    }
+
     /// The same control, per `partition`.
     pub fn per(self, partition: Partition) -> Self {
         Control { partition: Some(partition), ..self }
     }
 
-    /// A cap or a rate limit.
+    /// A cap, a rate limit or a bound.
     pub fn kind(&self) -> ControlKind {
         match self.limit {
             ControlLimit::Running { .. } => ControlKind::Cap,
             ControlLimit::Starts { .. } => ControlKind::RateLimit,
+            ControlLimit::Waiting { .. } => ControlKind::Bound,
         }
     }
 
-    /// Most jobs running at once, or started in one period.
+    /// Most jobs running at once, started in one period, or waiting.
     pub fn max(&self) -> u32 {
         match self.limit {
-            ControlLimit::Running { max } | ControlLimit::Starts { max, .. } => max,
+            ControlLimit::Running { max }
+            | ControlLimit::Starts { max, .. }
+            | ControlLimit::Waiting { max, .. } => max,
         }
     }
 
-    /// How long a start counts (`None`: a cap).
+    /// How long a start counts (`None`: a cap or a bound).
     pub fn period(&self) -> Option<chrono::Duration> {
         match self.limit {
-            ControlLimit::Running { .. } => None,
+            ControlLimit::Running { .. } | ControlLimit::Waiting { .. } => None,
             ControlLimit::Starts { period_ms, .. } => Some(chrono::Duration::milliseconds(period_ms.into())),
         }
     }
@@ -247,20 +269,28 @@ impl Control {
     }
 
     /// How logs, the dashboard and the command line name it: `send_email<=3` (a cap),
-    /// `send_email 100/min` (a rate limit), with ` per field customer` or ` per key_prefix :`.
+    /// `send_email 100/min` (a rate limit), `send_email waiting<=1000` (a bound, with
+    /// ` wait 5s` if adds wait for room), with ` per field customer` or ` per key_prefix :`.
     pub fn label(&self) -> String {
         let per = self.partition.as_ref().map(|p| format!(" per {} {}", p.kind(), p.argument()));
+        let duration = |ms: u32| match ms {
+            1_000 => "s".to_owned(),
+            60_000 => "min".to_owned(),
+            3_600_000 => "h".to_owned(),
+            ms if ms % 1_000 == 0 => format!("{}s", ms / 1_000),
+            ms => format!("{ms}ms"),
+        };
         let bound = match self.limit {
             ControlLimit::Running { max } => format!("<={max}"),
-            ControlLimit::Starts { max, period_ms } => {
-                let period = match period_ms {
-                    1_000 => "s".to_owned(),
-                    60_000 => "min".to_owned(),
-                    3_600_000 => "h".to_owned(),
-                    ms if ms % 1_000 == 0 => format!("{}s", ms / 1_000),
-                    ms => format!("{ms}ms"),
+            ControlLimit::Starts { max, period_ms } => format!(" {max}/{}", duration(period_ms)),
+            ControlLimit::Waiting { max, wait_ms: 0 } => format!(" waiting<={max}"),
+            ControlLimit::Waiting { max, wait_ms } => {
+                // "s" alone reads as no number: a wait of one second is "1s".
+                let wait = match duration(wait_ms) {
+                    unit if unit.starts_with(|c: char| c.is_ascii_digit()) => unit,
+                    unit => format!("1{unit}"),
                 };
-                format!(" {max}/{period}")
+                format!(" waiting<={max} wait {wait}")
             }
         };
         format!("{}{bound}{}", self.task, per.unwrap_or_default())
@@ -458,5 +488,9 @@ mod tests {
         let limit = Control::rate_limit("imports", 5, 10_000).per(Partition::KeyPrefix(":".into()));
         assert_eq!(limit.label(), "imports 5/10s per key_prefix :");
         assert_eq!(Control::rate_limit("t", 1, 3_600_000).label(), "t 1/h");
+        assert_eq!(Control::bound("mail", 1_000, 0).label(), "mail waiting<=1000");
+        let waits = Control::bound("imports", 10, 60_000).per(per);
+        assert_eq!(waits.label(), "imports waiting<=10 wait 1min per field customer");
+        assert_eq!(Control::bound("t", 1, 2_500).label(), "t waiting<=1 wait 2500ms");
     }
 }

@@ -44,6 +44,10 @@ pub enum JobKeyMode {
     PreserveRunAt,
     /// Leave the existing job untouched (only its revision is bumped).
     UnsafeDedupe,
+    /// As [`Replace`](Self::Replace); and if a worker is running the job that holds the
+    /// key, ask it to abort that run (it ends cancelled) and hold the new job until the run
+    /// has stopped. Formica's add path only (one job at a time, not in a batch or a crontab).
+    ReplaceAndAbort,
 }
 
 impl JobKeyMode {
@@ -53,6 +57,7 @@ impl JobKeyMode {
             JobKeyMode::Replace => "replace",
             JobKeyMode::PreserveRunAt => "preserve_run_at",
             JobKeyMode::UnsafeDedupe => "unsafe_dedupe",
+            JobKeyMode::ReplaceAndAbort => "replace_and_abort",
         }
     }
 }
@@ -70,6 +75,7 @@ impl FromStr for JobKeyMode {
             "replace" => Ok(JobKeyMode::Replace),
             "preserve_run_at" => Ok(JobKeyMode::PreserveRunAt),
             "unsafe_dedupe" => Ok(JobKeyMode::UnsafeDedupe),
+            "replace_and_abort" => Ok(JobKeyMode::ReplaceAndAbort),
             other => Err(JobSpecError::InvalidJobKeyMode(other.to_owned())),
         }
     }
@@ -98,6 +104,10 @@ pub enum JobSpecError {
     /// `unsafe_dedupe` was asked of a batch (`add_jobs` supports only the other two modes).
     #[error("GWBKM: job_key_mode 'unsafe_dedupe' is not supported when adding jobs in a batch")]
     UnsafeDedupeInBatch,
+    /// `replace_and_abort` was asked of a batch: it stops one run and holds one job, so it
+    /// is taken one job at a time.
+    #[error("GWBKM: job_key_mode 'replace_and_abort' is not supported when adding jobs in a batch: add such a job alone")]
+    ReplaceAndAbortInBatch,
     /// A unique job's period is zero (or too long to count in microseconds).
     #[error("GWBJK: a unique job's period must be positive")]
     UniquePeriod,
@@ -125,7 +135,9 @@ impl JobSpecError {
             | JobSpecError::UniqueWithoutTime
             | JobSpecError::UniqueWithinInBatch => "GWBJK",
             JobSpecError::MaxAttempts(_) => "GWBMA",
-            JobSpecError::InvalidJobKeyMode(_) | JobSpecError::UnsafeDedupeInBatch => "GWBKM",
+            JobSpecError::InvalidJobKeyMode(_)
+            | JobSpecError::UnsafeDedupeInBatch
+            | JobSpecError::ReplaceAndAbortInBatch => "GWBKM",
         }
     }
 }

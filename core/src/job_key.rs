@@ -21,6 +21,10 @@
 //! - *detach and insert*: the old job gives up its key and its attempts are set to its
 //!   `max_attempts`, so it is never retried (a running task still finishes); a new job
 //!   takes the key.
+//! - `replace_and_abort` decides as `replace`. Beside it, when the holder is locked, the
+//!   SQL (`hold_for_replace`, records step 25) asks the holder's worker to abort the run
+//!   (a cancel request) and puts the new job in the named queue the run holds, so it starts
+//!   only once the run is written or its worker's lease is recovered.
 //! - *keep*: nothing changes but the revision (and `updated_at`), and the existing job is
 //!   returned; no notification is sent.
 
@@ -96,10 +100,12 @@ pub fn decide(existing: Option<&ExistingJob>, new: NewJob<'_>) -> Decision {
     let Some(existing) = existing else { return Decision::Insert };
     match new.mode {
         JobKeyMode::UnsafeDedupe => Decision::Keep { revision: existing.revision.saturating_add(1) },
-        JobKeyMode::Replace | JobKeyMode::PreserveRunAt if !existing.is_available() => {
+        JobKeyMode::Replace | JobKeyMode::PreserveRunAt | JobKeyMode::ReplaceAndAbort
+            if !existing.is_available() =>
+        {
             Decision::DetachAndInsert { attempts: existing.max_attempts }
         }
-        JobKeyMode::Replace | JobKeyMode::PreserveRunAt => {
+        JobKeyMode::Replace | JobKeyMode::PreserveRunAt | JobKeyMode::ReplaceAndAbort => {
             let keep_run_at = new.mode == JobKeyMode::PreserveRunAt && existing.attempts == 0;
             Decision::Update {
                 payload: merge_payloads(&existing.payload, new.payload),

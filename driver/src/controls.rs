@@ -1,7 +1,7 @@
 //! Flow control from an application: pause and resume a task, a named queue or everything
-//! (`WorkerUtils::pause`, `resume`, `paused`), and set, lift and list the caps and rate
-//! limits (`WorkerUtils::set_control`, `remove_control`, `controls`); guide:
-//! docs/guide/flow-control.md.
+//! (`WorkerUtils::pause`, `resume`, `paused`), and set, lift and list the caps, rate limits
+//! and bounds (`WorkerUtils::set_control`, `remove_control`, `controls`); guides:
+//! docs/guide/flow-control.md, docs/guide/bounded-queues.md.
 //!
 //! Each is a row of Formica's records schema. Every Formica worker reads them before its
 //! first fetch, when notified on `formica:flow` (sent by these methods, at commit) and
@@ -39,7 +39,7 @@ impl Paused {
     }
 }
 
-/// A cap or rate limit in force, as [`WorkerUtils::controls`] lists it.
+/// A cap, rate limit or bound in force, as [`WorkerUtils::controls`] lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ControlSet {
     /// The control.
@@ -114,10 +114,16 @@ impl WorkerUtils {
     /// `max` jobs of the task in any `period_ms` of the database clock. Refused with
     /// [`Error::Control`], nothing stored, if it names no task, allows no job, or its
     /// partition names no field or separator. Returns when it was set.
+    ///
+    /// A bound ([`ControlLimit::Waiting`]) is kept by Formica's add path instead
+    /// (`add_job`, `add_jobs`, the sqlx functions; not workflows, cron, nor
+    /// `graphile_worker.add_job`): an add that would leave more than `max` of the task's jobs
+    /// waiting waits up to `wait_ms` for room, then fails with [`Error::QueueFull`], nothing
+    /// stored. Setting a bound below the jobs waiting removes none.
     pub async fn set_control(&self, control: &Control, by: Option<&str>) -> Result<DateTime<Utc>, Error> {
-        let (max, period_ms) = check_control(control)?;
+        let (max, duration_ms) = check_control(control)?;
         let mut params = vec![param(control.task.clone(), Type::TEXT), param(max, Type::INT4)];
-        params.extend(period_ms.map(|ms| param(ms, Type::INT4)));
+        params.extend(duration_ms.map(|ms| param(ms, Type::INT4)));
         params.extend([
             param(control.partition.as_ref().map(|p| p.kind().to_owned()), Type::TEXT),
             param(control.partition.as_ref().map(|p| p.argument().to_owned()), Type::TEXT),
@@ -127,6 +133,7 @@ impl WorkerUtils {
         let sql = match kind {
             ControlKind::Cap => sql::flow::CAP,
             ControlKind::RateLimit => sql::flow::LIMIT,
+            ControlKind::Bound => sql::flow::BOUND,
         };
         let client = self.pool().get().await?;
         let rows = client.query_typed(&sql::render(sql, self.schema()), &typed(&params)).await?;
@@ -135,35 +142,43 @@ impl WorkerUtils {
         Ok(row.try_get(0)?)
     }
 
-    /// Lift the `kind` control of `task` (its cap or its rate limit). Returns whether there
-    /// was one.
+    /// Lift the `kind` control of `task` (its cap, its rate limit or its bound). Returns
+    /// whether there was one.
     pub async fn remove_control(&self, task: &str, kind: ControlKind) -> Result<bool, Error> {
         let sql = match kind {
             ControlKind::Cap => sql::flow::UNCAP,
             ControlKind::RateLimit => sql::flow::UNLIMIT,
+            ControlKind::Bound => sql::flow::UNBOUND,
         };
         let params = vec![param(task.to_owned(), Type::TEXT)];
         let client = self.pool().get().await?;
         Ok(!client.query_typed(&sql::render(sql, self.schema()), &typed(&params)).await?.is_empty())
     }
 
-    /// The caps and rate limits in force: the caps by task, then the rate limits by task.
-    /// A partition this Formica does not know (written by a newer one) reads as none.
+    /// The caps, rate limits and bounds in force: the caps by task, then the rate limits
+    /// by task, then the bounds by task. A partition this Formica does not know (written by
+    /// a newer one) reads as none.
     pub async fn controls(&self) -> Result<Vec<ControlSet>, Error> {
         let client = self.pool().get().await?;
         let mut controls = Vec::new();
-        for kind in [ControlKind::Cap, ControlKind::RateLimit] {
+        for kind in [ControlKind::Cap, ControlKind::RateLimit, ControlKind::Bound] {
             let sql = match kind {
                 ControlKind::Cap => sql::flow::CAPS,
                 ControlKind::RateLimit => sql::flow::LIMITS,
+                ControlKind::Bound => sql::flow::BOUNDS_LIST,
             };
             for row in &client.query_typed(&sql::render(sql, self.schema()), &[]).await? {
-                // Both lists: task, max, (period_ms,) partition kind and argument, by, at.
+                // Every list: task, max, (period_ms or wait_ms,) partition kind and argument,
+                // by, at.
                 let max = crate::statements::stored(row.try_get(1)?);
                 let (limit, next) = match kind {
                     ControlKind::Cap => (ControlLimit::Running { max }, 2),
                     ControlKind::RateLimit => (
                         ControlLimit::Starts { max, period_ms: crate::statements::stored(row.try_get(2)?) },
+                        3,
+                    ),
+                    ControlKind::Bound => (
+                        ControlLimit::Waiting { max, wait_ms: crate::statements::stored(row.try_get(2)?) },
                         3,
                     ),
                 };
@@ -181,8 +196,9 @@ impl WorkerUtils {
 }
 
 /// Refuse a control that names no task, whose max or period allows no job or exceeds the
-/// column, or whose partition names no field or separator; else its max and period (a rate
-/// limit's) as stored. Each message names the value refused.
+/// column (or whose wait exceeds it), or whose partition names no field or separator; else
+/// its max and its period (a rate limit's) or wait (a bound's) as stored. Each message names
+/// the value refused.
 fn check_control(control: &Control) -> Result<(i32, Option<i32>), Error> {
     let (kind, task) = (control.kind().as_str(), &control.task);
     if task.trim().is_empty() {
@@ -204,9 +220,12 @@ fn check_control(control: &Control) -> Result<(i32, Option<i32>), Error> {
             partition.kind()
         )));
     }
-    let period_ms = match control.limit {
+    let duration_ms = match control.limit {
         ControlLimit::Running { .. } => None,
         ControlLimit::Starts { period_ms, .. } => Some(column("period_ms", period_ms)?),
+        ControlLimit::Waiting { wait_ms, .. } => Some(i32::try_from(wait_ms).map_err(|_| {
+            Error::Control(format!("wait_ms {wait_ms}: the {kind} of {task:?} takes 0 to {}", i32::MAX))
+        })?),
     };
-    Ok((max, period_ms))
+    Ok((max, duration_ms))
 }

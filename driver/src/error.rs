@@ -141,6 +141,23 @@ pub enum Error {
         /// The worker holding it now, if any (none: no one, or the job is gone).
         holder: Option<String>,
     },
+    /// An add was refused because it would put more jobs waiting than the bound of their
+    /// task (or partition) allows ([`ControlLimit::Waiting`](crate::controls::ControlLimit::Waiting)),
+    /// after waiting for room as long as the bound says: nothing of the add was stored.
+    #[error(
+        "queue full: task {task:?}{} would have {count} waiting jobs, over its bound of {max}; nothing was added",
+        partition.as_ref().map(|p| format!(" (partition {p:?})")).unwrap_or_default()
+    )]
+    QueueFull {
+        /// The bounded task.
+        task: String,
+        /// The partition, if the bound is per partition.
+        partition: Option<String>,
+        /// The bound.
+        max: u32,
+        /// The jobs that would be waiting, the add's included.
+        count: u64,
+    },
     /// `retry_workflow` refused: the workflow was cancelled.
     #[error("workflow {0} was cancelled: a cancelled workflow is not retried")]
     WorkflowCancelled(i64),
@@ -205,7 +222,27 @@ fn describe_sqlx(e: &sqlx::Error) -> String {
     }
 }
 
+/// A bound's refusal as `make_room` raises it (records step 25): its SQLSTATE and the
+/// DETAIL naming the task, partition, bound and count.
+const QUEUE_FULL: &str = "FMFUL";
+
+#[derive(serde::Deserialize)]
+struct FullDetail {
+    task: String,
+    partition: Option<String>,
+    max: u32,
+    count: u64,
+}
+
 impl Error {
+    /// [`Error::QueueFull`] if the database refused an add with SQLSTATE `code` because a
+    /// bound is reached, as `detail` says.
+    pub(crate) fn full(code: &str, detail: Option<&str>) -> Option<Self> {
+        let FullDetail { task, partition, max, count } =
+            serde_json::from_str(detail.filter(|_| code == QUEUE_FULL)?).ok()?;
+        Some(Error::QueueFull { task, partition, max, count })
+    }
+
     /// `e`, or if PostgreSQL refused it for want of a privilege, [`Error::Denied`] saying
     /// `grant` (such as "grant select on formica_x.job_history to this role").
     pub(crate) fn or_denied(e: tokio_postgres::Error, grant: impl FnOnce() -> String) -> Self {

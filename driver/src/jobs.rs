@@ -12,8 +12,9 @@
 
 use crate::error::Error;
 use crate::params::{param, typed, Param};
+use crate::records_table::{RecordsKnown, TableKnown, Usable};
 use crate::rows::{job_from_row, jobs_from_rows, ResultRow};
-use crate::traces::{Parent, Recording, TraceTable};
+use crate::traces::Parent;
 use chrono::{DateTime, Utc};
 use formica_core::job::{Job, JobKeyMode, JobSpec, JobSpecError, RawJob, RescheduleJobOptions, Task};
 use formica_sql as sql;
@@ -129,17 +130,22 @@ pub(crate) trait Session {
 impl<C: GenericClient + Sync> Session for &C {
     type Row = tokio_postgres::Row;
     async fn query(&mut self, query: Query) -> Result<Vec<Self::Row>, Error> {
-        Ok(self.query_typed(&query.sql, &typed(&query.params)).await?)
+        let refused = |e: tokio_postgres::Error| {
+            let full = e.as_db_error().and_then(|db| Error::full(db.code().code(), db.detail()));
+            full.unwrap_or(Error::Db(e))
+        };
+        self.query_typed(&query.sql, &typed(&query.params)).await.map_err(refused)
     }
 }
 
 /// The operations on one schema. `default_run_at` dates jobs added without a `run_at`
-/// (`None`: the database's `now()`, the transaction's start); `traces` knows whether the
-/// records schema can hold the trace context of jobs added inside a span.
+/// (`None`: the database's `now()`, the transaction's start); `records` knows whether the
+/// records schema can hold the trace context of jobs added inside a span, and whether this
+/// role's adds can keep bounds.
 pub(crate) struct Jobs<'a> {
     pub(crate) schema: &'a str,
     pub(crate) default_run_at: Option<DateTime<Utc>>,
-    pub(crate) traces: &'a TraceTable,
+    pub(crate) records: &'a RecordsKnown,
     /// The application's clock now, which buckets unique jobs added without a `run_at`
     /// (`None`: no clock, so such a job needs one).
     pub(crate) now: Option<DateTime<Utc>>,
@@ -175,21 +181,49 @@ impl Jobs<'_> {
         let Some(parent) = crate::traces::current() else {
             return Ok(None);
         };
-        let recording = match self.traces.recording() {
-            Recording::Yes => true,
-            Recording::No => false,
-            Recording::Ask => {
+        let recording = self.usable(session, &self.records.traces, "job_traces", "insert, update").await?;
+        Ok(recording.then_some(parent))
+    }
+
+    /// Whether this role's adds keep bounds: the records' bounds table exists and this role
+    /// may read it (asked on `session`). Where it may not, nothing can keep them: it adds as
+    /// `graphile_worker.add_job` does.
+    async fn keeps_bounds(&self, session: &mut impl Session) -> Result<bool, Error> {
+        self.usable(session, &self.records.bounds, "bounds", "select").await
+    }
+
+    /// Whether the records table `table` may be used with `privileges`, as `known` has it or
+    /// as asked on `session`.
+    async fn usable(
+        &self,
+        session: &mut impl Session,
+        known: &TableKnown,
+        table: &str,
+        privileges: &str,
+    ) -> Result<bool, Error> {
+        Ok(match known.usable() {
+            Usable::Yes => true,
+            Usable::No => false,
+            Usable::Ask => {
                 let records = sql::records_schema(self.schema);
-                let table = format!("{}.job_traces", sql::quote_ident(&records));
-                let params = vec![param(table, Type::TEXT), param(records, Type::TEXT)];
-                let query = self.query(sql::traces::RECORDABLE, params);
-                let rows = session.query(query).await?;
+                let table = format!("{}.{table}", sql::quote_ident(&records));
+                let params = vec![
+                    param(table, Type::TEXT),
+                    param(records, Type::TEXT),
+                    param(privileges.to_owned(), Type::TEXT),
+                ];
+                let rows = session.query(self.query(sql::USABLE, params)).await?;
                 let present = rows.first().map(|row| row.read::<bool>(0)).transpose()?.unwrap_or(false);
-                self.traces.learn(present);
+                known.learn(present);
                 present
             }
-        };
-        Ok(recording.then_some(parent))
+        })
+    }
+
+    /// The add statement `template` keeping bounds with its `part` (one of
+    /// `formica_sql::flow::BOUND_*`), or, not `kept`, adding unbounded.
+    fn bounded(template: &str, part: &str, kept: bool) -> Result<String, Error> {
+        Ok(sql::fill(template, &[("BOUND", if kept { part } else { "" })])?)
     }
 
     /// Add a job of the task named `identifier`.
@@ -213,17 +247,24 @@ impl Jobs<'_> {
             param(spec.flags, Type::TEXT_ARRAY),
             param(spec.job_key_mode.map(JobKeyMode::as_str), Type::TEXT),
         ];
+        let kept = self.keeps_bounds(&mut session).await?;
         let rows = match within {
             None => {
                 let parent = self.parent(&mut session).await?;
-                session.query(self.add_query(sql::utils::ADD_JOB, params, parent)?).await?
+                let add = match spec.job_key_mode {
+                    Some(JobKeyMode::ReplaceAndAbort) => sql::utils::ADD_ABORTING,
+                    _ => sql::utils::ADD_JOB,
+                };
+                let add = Self::bounded(add, sql::flow::BOUND_ONE, kept)?;
+                session.query(self.add_query(&add, params, parent)?).await?
             }
             // A claim is its own data-modifying statement: no trace context is recorded.
             Some(within) => {
                 let micros = i64::try_from(within.as_micros()).unwrap_or(i64::MAX);
                 let mut params = params;
                 params.push(param(micros, Type::INT8));
-                session.query(self.query(sql::utils::ADD_CLAIMED, params)).await?
+                let add = Self::bounded(sql::utils::ADD_CLAIMED, sql::flow::BOUND_ONE, kept)?;
+                session.query(self.query(&add, params)).await?
             }
         };
         match rows.first() {
@@ -266,13 +307,15 @@ impl Jobs<'_> {
             job.spec.validate(&job.identifier)?;
             match job.spec.job_key_mode {
                 Some(JobKeyMode::UnsafeDedupe) => return Err(JobSpecError::UnsafeDedupeInBatch.into()),
+                Some(JobKeyMode::ReplaceAndAbort) => return Err(JobSpecError::ReplaceAndAbortInBatch.into()),
                 Some(JobKeyMode::PreserveRunAt) => preserve_run_at = true,
                 Some(JobKeyMode::Replace) | None => {}
             }
         }
         let parent = self.parent(&mut session).await?;
+        let kept = self.keeps_bounds(&mut session).await?;
         if jobs.iter().all(|job| job.spec.job_key.is_none() && job.spec.queue_name.is_none()) {
-            let rows = session.query(self.plain(jobs, parent.clone())?).await?;
+            let rows = session.query(self.plain(jobs, parent.clone(), kept)?).await?;
             // All or none: none when a task is not registered yet (add_jobs registers it).
             if !rows.is_empty() {
                 return plain_jobs(jobs, &rows);
@@ -292,7 +335,8 @@ impl Jobs<'_> {
             }));
         }
         let params = vec![param(Value::Array(specs), Type::JSON), param(preserve_run_at, Type::BOOL)];
-        let rows = session.query(self.add_query(sql::utils::ADD_JOBS, params, parent)?).await?;
+        let add = Self::bounded(sql::utils::ADD_JOBS, sql::flow::BOUND_BATCH, kept)?;
+        let rows = session.query(self.add_query(&add, params, parent)?).await?;
         let mut names = Names::of(&rows)?;
         if !names.missing_tasks.is_empty() || !names.missing_queues.is_empty() {
             let params = vec![
@@ -307,8 +351,9 @@ impl Jobs<'_> {
     }
 
     /// The statement adding jobs that have no key and no queue, column by column in binary:
-    /// no JSON spec to build and parse, no conflict check per row.
-    fn plain(&self, jobs: &[RawJob], parent: Option<Parent>) -> Result<Query, Error> {
+    /// no JSON spec to build and parse, no conflict check per row; with bounds `kept`, none
+    /// when a task is bounded.
+    fn plain(&self, jobs: &[RawJob], parent: Option<Parent>, kept: bool) -> Result<Query, Error> {
         let mut identifiers: Vec<String> = Vec::new();
         let tasks: Vec<i32> = jobs
             .iter()
@@ -342,7 +387,11 @@ impl Jobs<'_> {
             param(priorities, Type::INT4_ARRAY),
             param(jobs.iter().map(|job| stored_flags(&job.spec)).collect::<Vec<_>>(), Type::JSONB_ARRAY),
         ];
-        self.add_query(sql::utils::ADD_JOBS_PLAIN, params, parent)
+        self.add_query(
+            &Self::bounded(sql::utils::ADD_JOBS_PLAIN, sql::flow::BOUND_PLAIN, kept)?,
+            params,
+            parent,
+        )
     }
 
     /// Remove the job holding `job_key` (a running one only loses its key).

@@ -155,6 +155,7 @@ mod listener;
 mod log;
 mod metrics;
 mod params;
+mod records_table;
 mod traces;
 mod waiting;
 mod watch;

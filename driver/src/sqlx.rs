@@ -45,8 +45,8 @@
 
 use crate::error::Error;
 use crate::jobs::{raw_jobs_of, Cancelled, JobFilter, Jobs, Query, Session};
+use crate::records_table::RecordsKnown;
 use crate::rows::{sealed::Sealed, ResultRow};
-use crate::traces::TraceTable;
 use crate::utils::DEFAULT_SCHEMA;
 use ::sqlx::encode::IsNull;
 use ::sqlx::error::BoxDynError;
@@ -64,7 +64,7 @@ use tokio_postgres::types::{FromSql, ToSql, Type};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SqlxUtils {
     schema: String,
-    traces: TraceTable,
+    records: RecordsKnown,
 }
 
 impl Default for SqlxUtils {
@@ -78,7 +78,7 @@ impl SqlxUtils {
     /// Utilities for the schema `schema` (installed with `WorkerUtils::migrate` or a
     /// worker).
     pub fn new(schema: impl Into<String>) -> Self {
-        SqlxUtils { schema: schema.into(), traces: TraceTable::default() }
+        SqlxUtils { schema: schema.into(), records: RecordsKnown::default() }
     }
 
     /// The schema these utilities work on.
@@ -89,7 +89,7 @@ impl SqlxUtils {
     /// Jobs added without a `run_at` get the database's `now()`: in a transaction, the
     /// time it began.
     fn jobs(&self) -> Jobs<'_> {
-        Jobs { schema: &self.schema, default_run_at: None, traces: &self.traces, now: None }
+        Jobs { schema: &self.schema, default_run_at: None, records: &self.records, now: None }
     }
 
     /// Add a job of task `T` with `payload`.
@@ -208,7 +208,15 @@ impl Session for Sqlx<'_> {
         for (value, ty) in &query.params {
             statement = statement.bind(Encoded { value: value.as_ref(), ty });
         }
-        Ok(statement.fetch_all(&mut *self.0).await?)
+        let refused = |e: ::sqlx::Error| {
+            let full = e.as_database_error().and_then(|db| {
+                let detail =
+                    db.try_downcast_ref::<::sqlx::postgres::PgDatabaseError>().and_then(|pg| pg.detail());
+                Error::full(db.code().as_deref().unwrap_or_default(), detail)
+            });
+            full.unwrap_or(Error::Sqlx(e))
+        };
+        statement.fetch_all(&mut *self.0).await.map_err(refused)
     }
 }
 

@@ -111,67 +111,6 @@ impl Parent {
     }
 }
 
-/// Whether the records schema can hold trace contexts for this role (records migration 5
-/// applied, the rights to write there): asked at the first traced add and, while it cannot,
-/// again every [`RECHECK`] traced adds; meanwhile jobs are added without their context.
-/// Shared by clones.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct TraceTable(#[cfg(feature = "traces")] std::sync::Arc<std::sync::atomic::AtomicU32>);
-
-/// Traced adds between two checks for a trace table that was missing.
-#[cfg(feature = "traces")]
-const RECHECK: u32 = 100;
-#[cfg(feature = "traces")]
-const PRESENT: u32 = u32::MAX;
-
-/// What a traced add does with its context (traces compiled out: no add is traced).
-#[cfg_attr(not(feature = "traces"), allow(dead_code))]
-pub(crate) enum Recording {
-    /// Records it.
-    Yes,
-    /// Adds the job without it.
-    No,
-    /// Asks whether the table exists first, then [`TraceTable::learn`]s it.
-    Ask,
-}
-
-impl PartialEq for TraceTable {
-    /// What a utility learnt of the database is not part of what it is: always equal.
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-impl Eq for TraceTable {}
-
-#[cfg(feature = "traces")]
-impl TraceTable {
-    /// Whether the next traced add records its context.
-    pub(crate) fn recording(&self) -> Recording {
-        use std::sync::atomic::Ordering::Relaxed;
-        match self.0.load(Relaxed) {
-            PRESENT => Recording::Yes,
-            0 => Recording::Ask,
-            missing => {
-                self.0.store((missing + 1) % RECHECK, Relaxed);
-                Recording::No
-            }
-        }
-    }
-
-    /// The table exists, or not (yet).
-    pub(crate) fn learn(&self, present: bool) {
-        self.0.store(if present { PRESENT } else { 1 }, std::sync::atomic::Ordering::Relaxed);
-    }
-}
-
-#[cfg(not(feature = "traces"))]
-impl TraceTable {
-    pub(crate) fn recording(&self) -> Recording {
-        Recording::No
-    }
-    pub(crate) fn learn(&self, _: bool) {}
-}
-
 /// The contexts of the jobs a worker fetched, from the fetch to their start.
 #[derive(Default)]
 pub(crate) struct Parents(

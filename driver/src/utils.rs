@@ -16,7 +16,7 @@ use crate::jobs::{raw_jobs_of, Jobs};
 pub use crate::jobs::{Cancelled, CleanupTask, JobFilter, Recorded};
 use crate::middleware::add::AddLayers;
 use crate::migrate::{check, migrate, MigrationReport};
-use crate::traces::TraceTable;
+use crate::records_table::RecordsKnown;
 use formica_core::job::{Job, JobSpec, Task};
 pub use formica_core::job::{RawJob, RescheduleJobOptions};
 use serde::Serialize;
@@ -33,7 +33,7 @@ pub struct WorkerUtils {
     schema: String,
     use_local_time: bool,
     add_layers: AddLayers,
-    traces: TraceTable,
+    records: RecordsKnown,
 }
 
 impl WorkerUtils {
@@ -44,7 +44,7 @@ impl WorkerUtils {
             schema: schema.into(),
             use_local_time: false,
             add_layers: AddLayers::default(),
-            traces: TraceTable::default(),
+            records: RecordsKnown::default(),
         }
     }
 
@@ -112,7 +112,7 @@ impl WorkerUtils {
         Jobs {
             schema: &self.schema,
             default_run_at: self.use_local_time.then(|| self.pool.runtime().now()),
-            traces: &self.traces,
+            records: &self.records,
             now: Some(self.pool.runtime().now()),
         }
     }

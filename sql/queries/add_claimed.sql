@@ -15,6 +15,7 @@ claim as (
   on conflict (key) do update set until = excluded.until where claims.until <= now()
   returning claims.key
 )
+-- BOUND: where the bounds are kept (formica_sql::flow::BOUND_ONE).
 select jobs.*,
   coalesce(tasks.identifier, $1::text) as task_identifier,
   case when jobs.job_queue_id is not null then coalesce(job_queues.queue_name, $3::text) end as queue_name
@@ -26,3 +27,4 @@ cross join lateral :SCHEMA.add_job(
 left join :SCHEMA._private_tasks as tasks on tasks.id = jobs.task_id
 left join :SCHEMA._private_job_queues as job_queues on job_queues.id = jobs.job_queue_id
 where jobs.id is not null
+/*:BOUND*/

@@ -3,6 +3,7 @@
 -- job was locked between its checks: the caller may retry).
 -- A task or queue row that add_job creates is not visible to this statement's joins (they
 -- read the snapshot taken before it ran); such a row is the one named in the arguments.
+-- BOUND: where the bounds are kept (formica_sql::flow::BOUND_ONE).
 select jobs.*,
   coalesce(tasks.identifier, $1::text) as task_identifier,
   case when jobs.job_queue_id is not null then coalesce(job_queues.queue_name, $3::text) end as queue_name
@@ -13,3 +14,4 @@ from :SCHEMA.add_job(
 left join :SCHEMA._private_tasks as tasks on tasks.id = jobs.task_id
 left join :SCHEMA._private_job_queues as job_queues on job_queues.id = jobs.job_queue_id
 where jobs.id is not null
+/*:BOUND*/

@@ -5,10 +5,13 @@
 -- defaults): $2 its identifier's place in $1 (from 1), $3 payload, $4 run_at (null: now),
 -- $5 max_attempts, $6 priority, $7 flags (an object of `true`s, or null). Rows: id, run_at,
 -- created_at, updated_at of each job, in the order given (the caller knows the rest). When
--- a task is not registered yet, nothing is inserted and no row comes back: the caller then
--- goes through add_jobs, which registers it.
+-- a task is not registered yet, or one is bounded (:RECORDS.bounds, where the bounds are
+-- kept: BOUND, formica_sql::flow::BOUND_PLAIN), nothing is inserted and no row comes back:
+-- the caller then goes through add_jobs, which registers it and keeps to the bound.
 with tasks as (
-  select array_agg(tasks.id order by wanted.n) as ids, count(*) = cardinality($1::text[]) as all_known
+  select array_agg(tasks.id order by wanted.n) as ids,
+    count(*) = cardinality($1::text[])
+      /*:BOUND*/ as all_known
   from unnest($1::text[]) with ordinality as wanted(identifier, n)
   inner join :SCHEMA._private_tasks as tasks on tasks.identifier = wanted.identifier
 ),

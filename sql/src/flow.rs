@@ -1,4 +1,4 @@
-//! Flow control (pauses, caps and rate limits): the records' tables, the statements behind
+//! Flow control (pauses, caps, rate limits and bounds): the records' tables, the statements behind
 //! `WorkerUtils`' pauses, caps and limits, and the worker's read of them (the fetches that
 //! obey them are `worker`'s).
 
@@ -28,3 +28,19 @@ pub const LIMIT: &str = include_str!("../queries/flow_limit.sql");
 pub const UNLIMIT: &str = include_str!("../queries/flow_unlimit.sql");
 /// The rate limits with their author and time.
 pub const LIMITS: &str = include_str!("../queries/flow_limits.sql");
+/// The records' table of bounds on waiting jobs, the check every Formica add makes against
+/// it, and abort-on-replace's hold (records migration 25).
+pub const BOUNDS: &str = include_str!("../records/000025.sql");
+/// See the file for parameters.
+pub const BOUND: &str = include_str!("../queries/flow_bound.sql");
+/// See the file for parameters.
+pub const UNBOUND: &str = include_str!("../queries/flow_unbound.sql");
+/// The bounds with their author and time.
+pub const BOUNDS_LIST: &str = include_str!("../queries/flow_bounds.sql");
+/// The part (`BOUND`) that makes a single add (`utils::ADD_JOB`, `ADD_CLAIMED`,
+/// `ADD_ABORTING`) keep its task's bound; the template alone adds unbounded.
+pub const BOUND_ONE: &str = include_str!("../queries/bounds/one.sql");
+/// The part (`BOUND`) that makes `utils::ADD_JOBS` keep its tasks' bounds.
+pub const BOUND_BATCH: &str = include_str!("../queries/bounds/batch.sql");
+/// The part (`BOUND`) that makes `utils::ADD_JOBS_PLAIN` leave bounded tasks to `ADD_JOBS`.
+pub const BOUND_PLAIN: &str = include_str!("../queries/bounds/plain.sql");

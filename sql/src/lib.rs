@@ -44,7 +44,7 @@ pub mod workflows;
 
 pub use fill::{fill, FillError};
 pub use migrate::{Step, BREAKING, INSTALL, LATEST, OLDEST_UPGRADABLE, STEPS};
-pub use records::{CANCEL_REQUESTS, LEASE_CRONTAB, LEASE_IDENTITY, RECORDS_STEPS, UNIQUE_CLAIMS};
+pub use records::{CANCEL_REQUESTS, LEASE_CRONTAB, LEASE_IDENTITY, RECORDS_STEPS, UNIQUE_CLAIMS, USABLE};
 
 /// The placeholder every statement uses for the schema name.
 pub const PLACEHOLDER: &str = ":SCHEMA";

@@ -27,7 +27,12 @@ pub const RECORDS_STEPS: &[Step] = &[
     Step { id: 20, sql: &[crate::aging::TABLES] },
     Step { id: 21, sql: &[include_str!("../records/000021.sql")] },
     Step { id: 22, sql: &[crate::workflows::SETTLING] },
+    Step { id: 25, sql: &[crate::flow::BOUNDS] },
 ];
+
+/// `$1` the quoted name of a records table, `$2` the records schema's name, `$3` privileges
+/// (`select`, `insert, update`): whether this role can use it so (see the file).
+pub const USABLE: &str = include_str!("../queries/records_usable.sql");
 
 /// Claims of unique jobs not to add again within a period, finished or not (records step 9).
 pub const UNIQUE_CLAIMS: &str = include_str!("../records/000009.sql");

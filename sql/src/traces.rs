@@ -7,12 +7,9 @@ use crate::fill::{fill, FillError};
 pub const JOB_TRACES: &str = include_str!("../records/000005.sql");
 /// An add statement that also records its trace context: see the file.
 pub const ADD_TRACED: &str = include_str!("../queries/add_traced.sql");
-/// `$1` the quoted name of the table [`JOB_TRACES`] creates, `$2` the records schema's
-/// name: whether this role can record contexts there (see the file).
-pub const RECORDABLE: &str = include_str!("../queries/trace_recordable.sql");
 
-/// The add statement `add` (one of `utils::ADD_JOB`, `ADD_JOBS`, `ADD_JOBS_PLAIN`), which
-/// takes `params` parameters, recording the trace context of the two after them:
+/// The add statement `add` (one of `utils::ADD_JOB`, `ADD_JOBS`, `ADD_JOBS_PLAIN`, its
+/// `BOUND` filled: [`crate::flow::BOUND_ONE`]), which takes `params` parameters, recording the trace context of the two after them:
 /// [`ADD_TRACED`] around it.
 pub fn add(add: &str, params: usize) -> Result<String, FillError> {
     let (traceparent, tracestate) = (format!("${}", params + 1), format!("${}", params + 2));
@@ -37,7 +34,8 @@ mod tests {
 
     #[test]
     fn the_traced_add_takes_the_two_parameters_after_the_adds() {
-        let add = add(crate::utils::ADD_JOB, 9).unwrap();
-        assert!(add.contains(crate::utils::ADD_JOB) && add.contains("$10::text, $11::text"), "{add}");
+        let unbounded = crate::fill(crate::utils::ADD_JOB, &[("BOUND", "")]).unwrap();
+        let add = add(&unbounded, 9).unwrap();
+        assert!(add.contains(&unbounded) && add.contains("$10::text, $11::text"), "{add}");
     }
 }

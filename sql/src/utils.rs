@@ -3,6 +3,9 @@
 
 /// See the file for parameters.
 pub const ADD_JOB: &str = include_str!("../queries/add_job.sql");
+/// `ADD_JOB`'s parameters, with `$9` `replace_and_abort`: stops the run of the key's job
+/// and holds the new job behind it (see the file).
+pub const ADD_ABORTING: &str = include_str!("../queries/add_aborting.sql");
 /// `ADD_JOB`'s parameters, then `$10` the claim's period in microseconds: adds only if
 /// it claims the job key (see the file).
 pub const ADD_CLAIMED: &str = include_str!("../queries/add_claimed.sql");

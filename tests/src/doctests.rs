@@ -54,6 +54,9 @@ pub struct FlowControlDoctests;
 /// `docs/guide/priority-aging.md`'s blocks.
 #[doc = include_str!("../../docs/guide/priority-aging.md")]
 pub struct PriorityAgingDoctests;
+/// `docs/guide/bounded-queues.md`'s blocks.
+#[doc = include_str!("../../docs/guide/bounded-queues.md")]
+pub struct BoundedQueuesDoctests;
 
 /// `docs/guide/durable-jobs.md`'s blocks.
 #[doc = include_str!("../../docs/guide/durable-jobs.md")]

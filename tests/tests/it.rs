@@ -2,9 +2,11 @@
 //! this one, so the workspace links one binary for them, not one a file. Under `cargo nextest`
 //! (`scripts/test`) each test still runs in a process of its own.
 
+mod abort_on_replace;
 mod aging;
 mod alerts;
 mod async_std_telemetry;
+mod bounds;
 mod bulk;
 mod cancel;
 mod cron;

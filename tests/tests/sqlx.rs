@@ -129,7 +129,13 @@ async fn job_keys_in_a_transaction_behave_as_outside(rt: Arc<dyn Runtime>) {
     let spec = |key: &str, mode: JobKeyMode, at| {
         JobSpec::builder().job_key(key).job_key_mode(mode).run_at(at).build()
     };
-    for mode in [JobKeyMode::Replace, JobKeyMode::PreserveRunAt, JobKeyMode::UnsafeDedupe] {
+    let modes = [
+        JobKeyMode::Replace,
+        JobKeyMode::PreserveRunAt,
+        JobKeyMode::UnsafeDedupe,
+        JobKeyMode::ReplaceAndAbort,
+    ];
+    for mode in modes {
         let (in_tx, outside) = (format!("tx:{mode}"), format!("out:{mode}"));
         let mut tx = pool.begin().await.unwrap();
         let a = jobs.add_raw_job(&mut tx, "t", json!({"v": 1}), spec(&in_tx, mode, first)).await.unwrap();
@@ -143,7 +149,8 @@ async fn job_keys_in_a_transaction_behave_as_outside(rt: Arc<dyn Runtime>) {
         assert_eq!(seen(&b), seen(&d), "{mode}: as outside a transaction");
         assert_eq!(seen(&a), seen(&c), "{mode}");
         let want = match mode {
-            JobKeyMode::Replace => (json!({"v": 2}), second, 1),
+            // No run to abort: replace_and_abort replaces as replace does.
+            JobKeyMode::Replace | JobKeyMode::ReplaceAndAbort => (json!({"v": 2}), second, 1),
             JobKeyMode::PreserveRunAt => (json!({"v": 2}), first, 1),
             JobKeyMode::UnsafeDedupe => (json!({"v": 1}), first, 1),
         };
@@ -309,7 +316,23 @@ async fn bad_input_is_refused_clearly(rt: Arc<dyn Runtime>) {
     assert_eq!(count(&db, "graphile_worker", "key = 'twice'").await, 0);
 }
 
+/// A bound holds in a caller's transaction too: the add over it is `Error::QueueFull` and
+/// that transaction stores nothing of it.
+async fn a_bound_refuses_an_add_in_a_transaction(rt: Arc<dyn Runtime>) {
+    let db = TestDb::migrated_on(rt).await;
+    let pool = sqlx_pool(&db).await;
+    let jobs = SqlxUtils::default();
+    db.utils().set_control(&formica::controls::Control::bound("t", 1, 0), None).await.unwrap();
+    let mut tx = pool.begin().await.unwrap();
+    jobs.add_raw_job(&mut tx, "t", json!({}), JobSpec::default()).await.unwrap();
+    let refused = jobs.add_raw_job(&mut tx, "t", json!({}), JobSpec::default()).await;
+    assert!(matches!(refused, Err(formica::Error::QueueFull { max: 1, count: 2, .. })), "{refused:?}");
+    drop(tx);
+    assert_eq!(db.count("select count(*) from graphile_worker._private_jobs").await, 0, "rolled back");
+}
+
 on_both_runtimes!(
+    a_bound_refuses_an_add_in_a_transaction,
     a_job_added_in_a_transaction_exists_only_if_it_commits_and_runs,
     a_commit_notifies_and_wakes_a_listening_worker,
     job_keys_in_a_transaction_behave_as_outside,

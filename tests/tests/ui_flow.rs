@@ -1,5 +1,6 @@
-//! The dashboard's Flow page (docs/guide/flow-control.md): pausing, resuming, capping and
-//! lifting go through `WorkerUtils`, and the page shows each control in force with its
+//! The dashboard's Flow page (docs/guide/flow-control.md, docs/guide/bounded-queues.md):
+//! pausing, resuming, capping, bounding and lifting go through `WorkerUtils`, and the page
+//! shows each control in force with its
 //! reason, author and time, and the ready jobs it holds back (why they wait).
 
 // Tests fail by panicking.
@@ -133,4 +134,32 @@ async fn the_flow_page_sets_shows_and_lifts_an_aging() {
     assert!(utils.agings().await.unwrap().is_empty());
     let r = ui.action("/api/flow/unage", json!({ "task": "report" })).await;
     assert_eq!(r.status, 409, "lifting what is not aged: {}", r.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_flow_page_bounds_a_task_and_an_add_over_it_is_a_conflict() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let ui = Dashboard::start(utils.clone(), Options::default()).await;
+    let bound = json!({ "task": "import", "max": 1, "wait_ms": 0, "per": "field", "argument": "customer" });
+    let r = ui.action("/api/flow/bound", bound).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.body.contains("import waiting<=1 per field customer"), "{}", r.body);
+    let set = utils.controls().await.unwrap();
+    let want = Control::bound("import", 1, 0).per(Partition::Field("customer".into()));
+    assert_eq!((&set[0].control, set[0].set_by.as_str()), (&want, "dashboard"));
+    let page = ui.get("/flow").await;
+    assert!(
+        page.body.contains("bounded (adds refused over it): import waiting&lt;=1 per field customer"),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains(r#"id="bound""#), "the form to set a bound: {}", page.body);
+    utils.add_raw_job("import", json!({ "customer": "c1" }), JobSpec::default()).await.unwrap();
+    let r = ui.action("/api/jobs", json!({ "task": "import", "payload": r#"{"customer": "c1"}"# })).await;
+    assert_eq!(r.status, 409, "an add over the bound: {}", r.body);
+    assert!(r.body.contains("queue full"), "{}", r.body);
+    let r = ui.action("/api/flow/unbound", json!({ "task": "import" })).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(utils.controls().await.unwrap().is_empty());
 }

@@ -1,5 +1,5 @@
-//! The Flow page and its actions (docs/guide/flow-control.md): the pauses, caps and rate
-//! limits in force, with who set them and when, why jobs wait (how many ready jobs each
+//! The Flow page and its actions (docs/guide/flow-control.md): the pauses, caps, rate
+//! limits and bounds (docs/guide/bounded-queues.md) in force, with who set them and when, why jobs wait (how many ready jobs each
 //! holds back), and forms to pause, resume, cap, rate limit and lift; and where failed jobs
 //! go, the dead letters (docs/guide/dead-letters.md), with forms to set and remove them.
 //! Each action is one `WorkerUtils` call as in the `formica` command. The dashboard is the
@@ -31,6 +31,8 @@ pub fn api_routes() -> Router<State> {
         .route("/flow/uncap", post(|s, body| remove(s, body, ControlKind::Cap)))
         .route("/flow/limit", post(|s, body| set(s, body, ControlKind::RateLimit)))
         .route("/flow/unlimit", post(|s, body| remove(s, body, ControlKind::RateLimit)))
+        .route("/flow/bound", post(|s, body| set(s, body, ControlKind::Bound)))
+        .route("/flow/unbound", post(|s, body| remove(s, body, ControlKind::Bound)))
         .route("/dead_letters", get(dead_letters).post(set_dead_letter))
         .route("/dead_letters/remove", post(remove_dead_letter))
 }
@@ -51,6 +53,7 @@ fn words(kind: ControlKind) -> (&'static str, &'static str, &'static str, &'stat
     match kind {
         ControlKind::Cap => ("capped", "/api/flow/uncap", "uncapped", "capped"),
         ControlKind::RateLimit => ("limited", "/api/flow/unlimit", "unlimited", "rate limited"),
+        ControlKind::Bound => ("bounded", "/api/flow/unbound", "unbounded", "bounded"),
     }
 }
 
@@ -63,6 +66,7 @@ fn control_row(set: &ControlSet, overview: &Overview) -> Vec<String> {
             format!("capped: {} at most {max} running{}", c.task, per.unwrap_or_default())
         }
         ControlLimit::Starts { .. } => format!("rate limited: {}", c.label()),
+        ControlLimit::Waiting { .. } => format!("bounded (adds refused over it): {}", c.label()),
     };
     let body = json!({ "task": c.task }).to_string();
     let confirm = format!("Lift the {} of {}?", c.kind().as_str(), c.task);
@@ -96,6 +100,14 @@ fn control_form(kind: ControlKind) -> String {
             r#" per <input name="period_ms" type="number" min="1" value="1000"> ms"#,
             "Set limit",
             "/api/flow/limit",
+        ),
+        ControlKind::Bound => (
+            "Bound",
+            "bound",
+            "most waiting",
+            r#" an add over it waits <input name="wait_ms" type="number" min="0" value="0"> ms"#,
+            "Set bound",
+            "/api/flow/bound",
         ),
     };
     if !crate::guard::may(path) {
@@ -145,7 +157,8 @@ async fn flow(Ext(s): Ext<State>) -> Response {
     let rows: Vec<Vec<String>> = pause_rows.chain(control_rows).collect();
     let mut body = String::from(
         "<p>Why jobs wait: each pause, cap or rate limit in force, and the ready jobs it may hold back. \
-         Formica workers obey them within a second; graphile-worker's workers do not.</p>",
+         Formica workers obey them within a second; graphile-worker's workers do not. A bound holds \
+         back adds instead: Formica refuses an add over it.</p>",
     );
     body += &table(&["control", "reason", "by", "since", "ready jobs", ""], &rows);
     if crate::guard::may_act() {
@@ -165,6 +178,7 @@ async fn flow(Ext(s): Ext<State>) -> Response {
         );
         body += &control_form(ControlKind::Cap);
         body += &control_form(ControlKind::RateLimit);
+        body += &control_form(ControlKind::Bound);
     }
     body += &crate::aging::section(&agings, |task| ready(&overview, Some(task), None));
     body += &dead_letters_section(&letters);
@@ -268,14 +282,16 @@ async fn resume(Ext(s): Ext<State>, Json(body): Json<Target>) -> Result<Json<Val
     Ok(Json(json!({ "resumed": pause.label() })))
 }
 
-/// A cap's or rate limit's form: `period_ms` only for a rate limit; `per` is empty (the
-/// whole task), `field` or `key_prefix`.
+/// A cap's, rate limit's or bound's form: `period_ms` only for a rate limit, `wait_ms`
+/// only for a bound; `per` is empty (the whole task), `field` or `key_prefix`.
 #[derive(Deserialize)]
 struct ControlBody {
     task: String,
     max: u32,
     #[serde(default)]
     period_ms: u32,
+    #[serde(default)]
+    wait_ms: u32,
     #[serde(default)]
     per: String,
     #[serde(default)]
@@ -295,12 +311,13 @@ async fn set(
     let control = match kind {
         ControlKind::Cap => Control::cap(task, max),
         ControlKind::RateLimit => Control::rate_limit(task, max, body.period_ms),
+        ControlKind::Bound => Control::bound(task, max, body.wait_ms),
     };
     let control = Control { partition, ..control };
     let since = s.utils.set_control(&control, Some(crate::AUTHOR)).await?;
     let named = match kind {
         ControlKind::Cap => control.task,
-        ControlKind::RateLimit => control.label(),
+        ControlKind::RateLimit | ControlKind::Bound => control.label(),
     };
     Ok(Json(json!({ words(kind).0: named, "since": since })))
 }

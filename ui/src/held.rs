@@ -66,6 +66,8 @@ impl Holds {
                     may.push(format!("task {task} capped ({max} at once per {} {})", p.kind(), p.argument()))
                 }
                 (ControlLimit::Starts { .. }, _) => may.push(format!("rate limit {}", c.label())),
+                // A bound holds back adds, not starts.
+                (ControlLimit::Waiting { .. }, _) => {}
             }
         }
         (why, may)

@@ -185,6 +185,9 @@ impl From<formica::Error> for Error {
             Error::BadRequest(e)
         } else if let formica::Error::JobNotFound(e) = e {
             Error::NotFound(e)
+        } else if let formica::Error::QueueFull { .. } = e {
+            // The queue's state refuses it, not the request: adding later may succeed.
+            Error::Conflict(e.to_string())
         } else {
             Error::Database(e.to_string())
         }

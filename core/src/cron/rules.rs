@@ -91,7 +91,7 @@ pub(super) const MODE_EXPECTED: &str = "expected 'replace' or 'preserve_run_at'"
 pub(super) fn check_job_key_mode(mode: JobKeyMode) -> Result<JobKeyMode, String> {
     match mode {
         JobKeyMode::Replace | JobKeyMode::PreserveRunAt => Ok(mode),
-        JobKeyMode::UnsafeDedupe => Err(MODE_EXPECTED.to_owned()),
+        JobKeyMode::UnsafeDedupe | JobKeyMode::ReplaceAndAbort => Err(MODE_EXPECTED.to_owned()),
     }
 }
 

@@ -274,7 +274,7 @@ impl Reading<'_> {
         })
     }
 
-    /// The cap or rate limit `set`, if it holds the job now.
+    /// The cap or rate limit `set`, if it holds the job now (a bound never does).
     async fn control(&self, set: &ControlSet, job: &Job) -> Result<Option<Reason>, Error> {
         let control = &set.control;
         let part = control.partition_of(job);
@@ -331,6 +331,8 @@ impl Reading<'_> {
                     room_at,
                 }))
             }
+            // A bound holds back adds, never a waiting job's start.
+            ControlLimit::Waiting { .. } => Ok(None),
         }
     }
 

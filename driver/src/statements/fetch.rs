@@ -96,7 +96,7 @@ fn columns(controls: Vec<Control>, with_period: bool) -> Vec<Param> {
         .iter()
         .map(|c| match c.limit {
             ControlLimit::Starts { period_ms, .. } => int(period_ms),
-            ControlLimit::Running { .. } => i32::MAX,
+            ControlLimit::Running { .. } | ControlLimit::Waiting { .. } => i32::MAX,
         })
         .collect();
     let kinds: Vec<Option<String>> =
