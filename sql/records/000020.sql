@@ -5,20 +5,15 @@
 -- - a release inserts its jobs into graphile_worker's table itself, each with an id drawn
 --   beforehand, rather than through add_jobs and matching what it added back to the
 --   workflow jobs (together half of a settlement's time);
--- - the functions' statements run generic plans, written to be good ones (by primary keys and arrays):
+-- - their statements run generic plans, written to be good ones (by primary keys and arrays):
 --   left to choose, PostgreSQL planned them anew at each call (a custom plan of arrays it
 --   knows the size of always looks cheaper than the generic one), which cost more than
 --   running them when a statement settles one job;
--- - a settlement of completed jobs only (the usual one: no cancellation can follow) locks its
---   dependents, then counts down those still waiting and releases those at 0, each row
---   written once: a row written twice in a transaction costs a second version, its index
---   entries and a foreign-key check of its workflow;
--- - the trigger looks at the old rows before it joins the transition tables: the nested
---   firings of the count-down and the release settle nothing.
+-- - a settlement of completed jobs only (the usual one: no cancellation can follow) counts
+--   its dependents down and releases those that reach 0 in two statements, each row written
+--   once: a row written twice in a transaction costs a second version, its index entries
+--   and a foreign-key check of its workflow.
 -- Workers of earlier versions settle through the same trigger, so they get these functions.
--- The functions changed: release_workflow_jobs (a second argument: the old one is dropped,
--- and calls of one argument, add_workflow's and retry_workflow's, get the new one),
--- settle_workflow_jobs and workflow_jobs_settled.
 
 -- Release the waiting jobs `ids` (rows this transaction has locked) of workflows not
 -- cancelled, `settling[i]` of the jobs `ids[i]` waits for settling now (null: none; what a
