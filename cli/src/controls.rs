@@ -1,7 +1,8 @@
 //! `formica pause`, `resume` and `paused`, `cap`, `uncap` and `caps`, `limit`, `unlimit`
-//! and `limits`: flow control from the command line (docs/guide/flow-control.md). A cap and
-//! a rate limit are one kind of control (`formica::controls::Control`): each verb pair
-//! sets, lifts and lists one kind.
+//! and `limits`, `fair`, `unfair` and `fairness`: flow control from the command line
+//! (docs/guide/flow-control.md, docs/guide/fairness.md). Caps, rate limits and fairness are
+//! kinds of one control (`formica::controls::Control`): each verb triple sets, lifts and
+//! lists one kind; a task may have one of each per partition.
 
 use crate::output::{print_table, Output};
 use crate::Failure;
@@ -55,26 +56,65 @@ pub struct ResumeArgs {
     target: Target,
 }
 
-/// What `cap` and `limit` share: the task, the most jobs, the partition and the author.
+/// Which control: its task and partition (none: the whole task's).
 #[derive(Debug, Args)]
-pub struct ControlArgs {
+pub struct ControlTarget {
     /// The task identifier.
     #[arg(long)]
     task: String,
+    /// Per value of this payload field (`customer_id`).
+    #[arg(long, conflicts_with = "per_key_prefix")]
+    per_field: Option<String>,
+    /// Per job key prefix: the key's text before the first occurrence of this separator
+    /// (`:`).
+    #[arg(long)]
+    per_key_prefix: Option<String>,
+}
+
+impl ControlTarget {
+    fn partition(&self) -> Option<Partition> {
+        match (&self.per_field, &self.per_key_prefix) {
+            (Some(field), _) => Some(Partition::Field(field.clone())),
+            (None, Some(separator)) => Some(Partition::KeyPrefix(separator.clone())),
+            (None, None) => None,
+        }
+    }
+}
+
+/// What `cap` and `limit` share: the task and partition, the most jobs, and the author.
+#[derive(Debug, Args)]
+pub struct ControlArgs {
+    #[command(flatten)]
+    target: ControlTarget,
     /// Most jobs of the task running at once (`cap`) or started per period (`limit`)
     /// across every Formica worker (per partition).
     #[arg(long)]
     max: u32,
-    /// Count each value of this payload field on its own (`customer_id`).
-    #[arg(long, conflicts_with = "per_key_prefix")]
-    per_field: Option<String>,
-    /// Count each job key prefix on its own: the key's text before the first occurrence of
-    /// this separator (`:`).
-    #[arg(long)]
-    per_key_prefix: Option<String>,
     /// Who sets it (default: the database role).
     #[arg(long)]
     by: Option<String>,
+}
+
+/// `formica fair`.
+#[derive(Debug, Args)]
+pub struct FairArgs {
+    /// The task and the partition whose values are its tenants (one is needed).
+    #[command(flatten)]
+    target: ControlTarget,
+    /// A tenant's weight, `tenant=3` (repeatable; a tenant not named weighs 1): it starts
+    /// three jobs while one of weight 1 starts one.
+    #[arg(long = "weight", value_parser = weight)]
+    weights: Vec<(String, u32)>,
+    /// Who sets it (default: the database role).
+    #[arg(long)]
+    by: Option<String>,
+}
+
+/// `acme=3` as the tenant `acme` of weight 3 (the tenant is the text before the last `=`).
+pub(crate) fn weight(text: &str) -> Result<(String, u32), String> {
+    let (tenant, weight) = text.rsplit_once('=').ok_or_else(|| format!("{text}: tenant=weight"))?;
+    let weight = weight.parse().map_err(|_| format!("{text}: the weight is a whole number"))?;
+    Ok((tenant.to_owned(), weight))
 }
 
 /// `formica cap`.
@@ -115,12 +155,7 @@ pub(crate) fn period_ms(text: &str) -> Result<u32, String> {
 impl ControlArgs {
     /// The control of `limit` on the task, per the partition given; and who sets it.
     fn control(self, limit: ControlLimit) -> (Control, Option<String>) {
-        let partition = match (self.per_field, self.per_key_prefix) {
-            (Some(field), _) => Some(Partition::Field(field)),
-            (None, Some(separator)) => Some(Partition::KeyPrefix(separator)),
-            (None, None) => None,
-        };
-        (Control { task: self.task, partition, limit }, self.by)
+        (Control { task: self.target.task.clone(), partition: self.target.partition(), limit }, self.by)
     }
 }
 
@@ -129,17 +164,23 @@ fn words(kind: ControlKind) -> (&'static str, &'static str, &'static str, &'stat
     match kind {
         ControlKind::Cap => ("capped", "uncapped", "capped", "cap"),
         ControlKind::RateLimit => ("limited", "unlimited", "rate limited", "limit"),
+        ControlKind::Fair => ("fair", "unfair", "fair", "fairness"),
     }
 }
 
-/// `control` as JSON: task, max, the period of a rate limit, and the partition.
+/// `control` as JSON: task, max (fairness: weights), the period of a rate limit, and the
+/// partition.
 fn control_json(control: &Control) -> Value {
     let mut json = json!({
-        "task": control.task, "max": control.max(),
+        "task": control.task,
         "partition": control.partition.as_ref().map(|p| json!({ "kind": p.kind(), "argument": p.argument() })),
     });
-    if let ControlLimit::Starts { period_ms, .. } = control.limit {
-        json["period_ms"] = period_ms.into();
+    match &control.limit {
+        ControlLimit::Running { max } => json["max"] = (*max).into(),
+        ControlLimit::Starts { max, period_ms } => {
+            (json["max"], json["period_ms"]) = ((*max).into(), (*period_ms).into())
+        }
+        ControlLimit::Fair { weights } => json["weights"] = json!(weights),
     }
     json
 }
@@ -156,6 +197,13 @@ pub async fn limit(args: LimitArgs, utils: &WorkerUtils, out: Output) -> Result<
     set(args.control.control(ControlLimit::Starts { max, period_ms: args.per }), utils, out).await
 }
 
+/// `formica fair`: make a task fair across its tenants, and say so.
+pub async fn fair(args: FairArgs, utils: &WorkerUtils, out: Output) -> Result<(), Failure> {
+    let limit = ControlLimit::Fair { weights: args.weights.into_iter().collect() };
+    let control = Control { task: args.target.task.clone(), partition: args.target.partition(), limit };
+    set((control, args.by), utils, out).await
+}
+
 async fn set(
     (control, by): (Control, Option<String>),
     utils: &WorkerUtils,
@@ -170,22 +218,30 @@ async fn set(
     Ok(())
 }
 
-/// `formica uncap` and `unlimit`: lift a control; refused if there was none.
+/// `formica uncap`, `unlimit` and `unfair`: lift a control (of the task, over the
+/// partition given); refused if there was none.
 pub async fn remove(
-    task: String,
+    target: ControlTarget,
     kind: ControlKind,
     utils: &WorkerUtils,
     out: Output,
 ) -> Result<(), Failure> {
     let (_, lifted, set, _) = words(kind);
-    if !utils.remove_control(&task, kind).await? {
-        return Err(Failure::Command(format!("{task} was not {set}")));
+    let partition = target.partition();
+    let named = match (&partition, kind) {
+        (Some(p), ControlKind::Cap | ControlKind::RateLimit) => {
+            format!("{} per {} {}", target.task, p.kind(), p.argument())
+        }
+        _ => target.task.clone(),
+    };
+    if !utils.remove_control(&target.task, kind, partition.as_ref()).await? {
+        return Err(Failure::Command(format!("{named} was not {set}")));
     }
-    print_table(out, &[lifted], vec![vec![task.clone()]], json!({ lifted: task }));
+    print_table(out, &[lifted], vec![vec![named.clone()]], json!({ lifted: named }));
     Ok(())
 }
 
-/// `formica caps` and `limits`: the controls of `kind` in force.
+/// `formica caps`, `limits` and `fairness`: the controls of `kind` in force.
 pub async fn list(kind: ControlKind, utils: &WorkerUtils, out: Output) -> Result<(), Failure> {
     let controls: Vec<_> = utils.controls().await?.into_iter().filter(|c| c.control.kind() == kind).collect();
     let rows =
@@ -243,6 +299,13 @@ pub async fn paused(utils: &WorkerUtils, out: Output) -> Result<(), Failure> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_weight_is_a_tenant_and_a_whole_number() {
+        assert_eq!(super::weight("acme=3"), Ok(("acme".to_owned(), 3)));
+        assert_eq!(super::weight("a=b=2"), Ok(("a=b".to_owned(), 2)));
+        assert!(super::weight("acme").is_err() && super::weight("acme=x").is_err());
+    }
+
     #[test]
     fn a_period_is_a_number_and_a_unit() {
         assert_eq!(super::period_ms("1s"), Ok(1_000));

@@ -12,12 +12,16 @@
 //! a cap on those locked at once, by anyone (so graphile-worker's and a crashed worker's
 //! count until released), or a rate limit on those locked (started) per period of the
 //! database clock. A worker whose tasks include a controlled one sends its fetch with the
-//! controls ([`Statement::GetJobs`](crate::protocol::Statement::GetJobs)'s `caps` and
-//! `limits`): the statement serializes the controlled fetches of each task and locks at
-//! most the room left. Pauses stay their own kind: they hold back by task, named queue or
-//! everything, in the worker as well as the fetch, and bound nothing by count.
+//! controls ([`Statement::GetJobs`](crate::protocol::Statement::GetJobs)'s `caps`,
+//! `limits` and `fair`): the statement serializes the controlled fetches of each task and
+//! locks at most the room left. A task may have several controls (one of each kind per
+//! partition): a job starts only if every one allows it. Fairness bounds nothing: it
+//! chooses which of a task's ready jobs fill the places the fetch has, round robin across
+//! the partition's tenants (weighted, see [`ControlLimit::Fair`]). Pauses stay their own
+//! kind: they hold back by task, named queue or everything, in the worker as well as the
+//! fetch, and bound nothing by count.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What a pause applies to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -152,8 +156,8 @@ impl Partition {
     }
 }
 
-/// What a [`Control`] bounds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// What a [`Control`] bounds, or (fairness) how it orders.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ControlLimit {
     /// At most `max` jobs of the task locked at once, by anyone (so graphile-worker's and a
     /// crashed worker's count until released): a cap.
@@ -169,29 +173,50 @@ pub enum ControlLimit {
         /// The period, in milliseconds.
         period_ms: u32,
     },
+    /// The task's ready jobs are taken round robin across the tenants of the control's
+    /// partition (stride scheduling): each start of a tenant's job advances the tenant's
+    /// pass by [`FAIR_STRIDE`] / its weight, and the fetch takes the jobs whose pass after
+    /// them is least. A tenant that was idle joins at the pass of the latest start, so it
+    /// banks no credit. Fairness never leaves a job waiting that could start: it picks
+    /// which jobs fill the places a fetch has.
+    Fair {
+        /// Each tenant's weight, 1 to [`MAX_WEIGHT`] (a tenant not named weighs 1): a
+        /// tenant of weight 3 starts three jobs while one of weight 1 starts one.
+        weights: BTreeMap<String, u32>,
+    },
 }
 
-/// The two kinds of [`Control`]: a task has at most one of each.
+/// How far one start advances a tenant of weight 1 (a tenant of weight `w`: this / `w`).
+pub const FAIR_STRIDE: i64 = 1_000_000;
+
+/// The heaviest weight a tenant may have.
+pub const MAX_WEIGHT: u32 = 1_000_000;
+
+/// The kinds of [`Control`]: a task has at most one of each per partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ControlKind {
     /// [`ControlLimit::Running`].
     Cap,
     /// [`ControlLimit::Starts`].
     RateLimit,
+    /// [`ControlLimit::Fair`] (one per task: it orders the task's jobs).
+    Fair,
 }
 
 impl ControlKind {
-    /// How messages name it: `cap` or `rate limit`.
+    /// How messages name it: `cap`, `rate limit` or `fairness`.
     pub fn as_str(self) -> &'static str {
         match self {
             ControlKind::Cap => "cap",
             ControlKind::RateLimit => "rate limit",
+            ControlKind::Fair => "fairness",
         }
     }
 }
 
-/// A bound on the jobs of `task` across the fleet (per partition, if any): a cap on those
-/// running, or a rate limit on those started per period.
+/// A control on the jobs of `task` across the fleet (per partition, if any): a cap on those
+/// running, a rate limit on those started per period, or fairness between the partition's
+/// tenants.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Control {
     /// The task identifier.
@@ -213,32 +238,76 @@ impl Control {
         Control { task: task.into(), partition: None, limit: ControlLimit::Starts { max, period_ms } }
     }
 
+    /// The jobs of `task` taken round robin across the tenants of `partition`, each of
+    /// weight 1 (see [`weighted`](Self::weighted)).
+    pub fn fair(task: impl Into<String>, partition: Partition) -> Self {
+        let limit = ControlLimit::Fair { weights: BTreeMap::new() };
+        Control { task: task.into(), partition: Some(partition), limit }
+    }
+
+    /// The same fairness, `tenant` weighing `weight` (a cap or rate limit is unchanged).
+    pub fn weighted(mut self, tenant: impl Into<String>, weight: u32) -> Self {
+        if let ControlLimit::Fair { weights } = &mut self.limit {
+            weights.insert(tenant.into(), weight);
+        }
+        self
+    }
+
     /// The same control, per `partition`.
     pub fn per(self, partition: Partition) -> Self {
         Control { partition: Some(partition), ..self }
     }
 
-    /// A cap or a rate limit.
+    /// A cap, a rate limit or fairness.
     pub fn kind(&self) -> ControlKind {
         match self.limit {
             ControlLimit::Running { .. } => ControlKind::Cap,
             ControlLimit::Starts { .. } => ControlKind::RateLimit,
+            ControlLimit::Fair { .. } => ControlKind::Fair,
         }
     }
 
-    /// Most jobs running at once, or started in one period.
+    /// What names it among a task's controls: a task has one control per kind and
+    /// partition (fairness: one per task), and setting one replaces the one it names.
+    pub fn identity(&self) -> (&str, ControlKind, Option<&Partition>) {
+        let partition = self.partition.as_ref().filter(|_| self.kind() != ControlKind::Fair);
+        (&self.task, self.kind(), partition)
+    }
+
+    /// Most jobs running at once, or started in one period (0 for fairness, which bounds
+    /// nothing).
     pub fn max(&self) -> u32 {
         match self.limit {
             ControlLimit::Running { max } | ControlLimit::Starts { max, .. } => max,
+            ControlLimit::Fair { .. } => 0,
         }
+    }
+
+    /// The weight of `tenant` under fairness (1 if not named).
+    pub fn weight_of(&self, tenant: &str) -> u32 {
+        match &self.limit {
+            ControlLimit::Fair { weights } => weights.get(tenant).copied().unwrap_or(1),
+            ControlLimit::Running { .. } | ControlLimit::Starts { .. } => 1,
+        }
+    }
+
+    /// How far a start of `tenant`'s job advances its pass under fairness.
+    pub fn stride_of(&self, tenant: &str) -> i64 {
+        FAIR_STRIDE / i64::from(self.weight_of(tenant).clamp(1, MAX_WEIGHT))
     }
 
     /// How long a start counts (`None`: a cap).
     pub fn period(&self) -> Option<chrono::Duration> {
         match self.limit {
-            ControlLimit::Running { .. } => None,
+            ControlLimit::Running { .. } | ControlLimit::Fair { .. } => None,
             ControlLimit::Starts { period_ms, .. } => Some(chrono::Duration::milliseconds(period_ms.into())),
         }
+    }
+
+    /// Its partition as the starts log names it: `field:customer`, `key_prefix::`, or the
+    /// empty text for the whole task (so two limits of one task count apart).
+    pub fn partition_key(&self) -> String {
+        self.partition.as_ref().map(|p| format!("{}:{}", p.kind(), p.argument())).unwrap_or_default()
     }
 
     /// The partition of `job` (the empty text without one).
@@ -247,13 +316,19 @@ impl Control {
     }
 
     /// How logs, the dashboard and the command line name it: `send_email<=3` (a cap),
-    /// `send_email 100/min` (a rate limit), with ` per field customer` or ` per key_prefix :`.
+    /// `send_email 100/min` (a rate limit), `send_email fair` (fairness, with its weights
+    /// as ` (a×3, b×2)`), with ` per field customer` or ` per key_prefix :`.
     pub fn label(&self) -> String {
         let per = self.partition.as_ref().map(|p| format!(" per {} {}", p.kind(), p.argument()));
-        let bound = match self.limit {
+        let bound = match &self.limit {
+            ControlLimit::Fair { weights } if weights.is_empty() => " fair".to_owned(),
+            ControlLimit::Fair { weights } => {
+                let each: Vec<String> = weights.iter().map(|(t, w)| format!("{t}×{w}")).collect();
+                return format!("{} fair{} ({})", self.task, per.unwrap_or_default(), each.join(", "));
+            }
             ControlLimit::Running { max } => format!("<={max}"),
             ControlLimit::Starts { max, period_ms } => {
-                let period = match period_ms {
+                let period = match *period_ms {
                     1_000 => "s".to_owned(),
                     60_000 => "min".to_owned(),
                     3_600_000 => "h".to_owned(),
@@ -272,7 +347,7 @@ impl Control {
 pub struct Controls {
     /// The pauses.
     pub pauses: Vec<Pause>,
-    /// The caps and rate limits, one of each kind per task at most.
+    /// The caps, rate limits and fairness, one of each kind per task and partition at most.
     pub controls: Vec<Control>,
 }
 
@@ -282,7 +357,7 @@ pub struct FlowState {
     all: bool,
     tasks: BTreeSet<String>,
     queues: BTreeSet<String>,
-    /// By task then kind, one of each.
+    /// By task, kind and partition, one of each ([`Control::identity`]).
     controls: Vec<Control>,
 }
 
@@ -294,8 +369,8 @@ impl FlowState {
     /// The state made of these controls (in any order, repeats harmless).
     pub fn new(controls: &Controls) -> Self {
         let mut state = FlowState { controls: controls.controls.clone(), ..FlowState::default() };
-        state.controls.sort_by(|a, b| (&a.task, a.kind(), a).cmp(&(&b.task, b.kind(), b)));
-        state.controls.dedup_by(|a, b| (&a.task, a.kind()) == (&b.task, b.kind()));
+        state.controls.sort_by(|a, b| (a.identity(), a).cmp(&(b.identity(), b)));
+        state.controls.dedup_by(|a, b| a.identity() == b.identity());
         for pause in &controls.pauses {
             match pause.scope {
                 Scope::All => state.all = true,
@@ -328,9 +403,10 @@ impl FlowState {
         self.controls.iter().any(|c| c.kind() == ControlKind::RateLimit)
     }
 
-    /// How long a start of `task` counts against its rate limit, if it has one.
+    /// How long a start of `task` counts against its rate limits, if it has any (the
+    /// shortest period: the first that may have room again).
     pub fn period_of(&self, task: &str) -> Option<chrono::Duration> {
-        self.controls.iter().filter(|c| c.task == task).find_map(Control::period)
+        self.controls.iter().filter(|c| c.task == task).filter_map(Control::period).min()
     }
 
     /// Nothing is paused (caps may be in force).
@@ -448,6 +524,40 @@ mod tests {
             vec![limit("b", 250)]
         );
         assert_eq!(state.labels(), vec!["a 100/1ms".to_owned(), "b 100/250ms".to_owned()]);
+    }
+
+    #[test]
+    fn a_task_keeps_one_control_per_kind_and_partition_and_one_fairness() {
+        let customer = Partition::Field("customer".into());
+        let region = Partition::Field("region".into());
+        let state = FlowState::new(&Controls {
+            controls: vec![
+                Control::cap("a", 20),
+                Control::cap("a", 1).per(customer.clone()),
+                Control::cap("a", 2).per(customer.clone()),
+                Control::rate_limit("a", 100, 60_000).per(customer.clone()),
+                Control::rate_limit("a", 5, 1_000),
+                Control::fair("a", customer.clone()),
+                Control::fair("a", region).weighted("eu", 2),
+            ],
+            ..Controls::default()
+        });
+        assert_eq!(state.controls_of(ControlKind::Cap, &["a".into()]).len(), 2);
+        assert_eq!(state.controls_of(ControlKind::RateLimit, &["a".into()]).len(), 2);
+        assert_eq!(state.controls_of(ControlKind::Fair, &["a".into()]).len(), 1);
+        assert_eq!(state.period_of("a"), Some(chrono::Duration::seconds(1)));
+    }
+
+    #[test]
+    fn a_tenant_s_stride_shrinks_with_its_weight() {
+        let fair = Control::fair("t", Partition::Field("customer".into())).weighted("big", 4);
+        assert_eq!(fair.stride_of("big") * 4, fair.stride_of("small"));
+        assert_eq!(fair.weight_of("small"), 1);
+        assert_eq!(fair.label(), "t fair per field customer (big×4)");
+        let plain = Control::fair("t", Partition::KeyPrefix(":".into()));
+        assert_eq!(plain.label(), "t fair per key_prefix :");
+        assert_eq!(plain.max(), 0);
+        assert_eq!(plain.kind().as_str(), "fairness");
     }
 
     #[test]

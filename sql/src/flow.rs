@@ -1,5 +1,5 @@
-//! Flow control (pauses, caps and rate limits): the records' tables, the statements behind
-//! `WorkerUtils`' pauses, caps and limits, and the worker's read of them (the fetches that
+//! Flow control (pauses, caps, rate limits and fairness): the records' tables, the statements
+//! behind `WorkerUtils`' pauses and controls, and the worker's read of them (the fetches that
 //! obey them are `worker`'s).
 
 /// The records' tables of pauses and caps, and the capped fetch's function (records
@@ -28,3 +28,12 @@ pub const LIMIT: &str = include_str!("../queries/flow_limit.sql");
 pub const UNLIMIT: &str = include_str!("../queries/flow_unlimit.sql");
 /// The rate limits with their author and time.
 pub const LIMITS: &str = include_str!("../queries/flow_limits.sql");
+/// Several caps and limits per task, fairness's tables and the controlled fetch's function
+/// (records migration 20; the limited fetch a call of it).
+pub const CONTROLS: &str = include_str!("../records/000020.sql");
+/// See the file for parameters.
+pub const FAIR: &str = include_str!("../queries/flow_fair.sql");
+/// See the file for parameters.
+pub const UNFAIR: &str = include_str!("../queries/flow_unfair.sql");
+/// The fairness with its author and time.
+pub const FAIRS: &str = include_str!("../queries/flow_fairs.sql");

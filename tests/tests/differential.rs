@@ -525,6 +525,7 @@ impl Both {
                     excluded_queues: excluded.clone(),
                     caps: caps.iter().filter(|c| tasks.contains(&c.task)).cloned().collect(),
                     limits,
+                    fair: vec![],
                     // Every other fetch in the walking shape: the same jobs either way.
                     walk_priorities: self.serial % 2 == 0,
                 });

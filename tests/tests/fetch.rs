@@ -78,6 +78,7 @@ fn get_jobs(limit: usize, now: Option<chrono::DateTime<Utc>>, walk_priorities: b
         excluded_queues: vec![],
         caps: vec![],
         limits: vec![],
+        fair: vec![],
         walk_priorities,
     })
 }

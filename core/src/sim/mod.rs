@@ -109,6 +109,7 @@
 
 mod cancel;
 mod db;
+mod fair;
 pub mod faults;
 mod flow;
 mod history;

@@ -295,7 +295,7 @@ impl Worker {
         if !self.taking_jobs() || idle {
             return;
         }
-        let Some(FetchPlan { task_identifiers, excluded_queues, caps, limits: rate_limits }) =
+        let Some(FetchPlan { task_identifiers, excluded_queues, caps, limits: rate_limits, fair }) =
             self.flow.plan(&self.config.task_identifiers)
         else {
             // All paused: nothing to look for until a resume wakes the fetcher.
@@ -318,6 +318,7 @@ impl Worker {
             excluded_queues,
             caps,
             limits: rate_limits,
+            fair,
             walk_priorities: self.fetcher.walks(),
         });
         let id = self.query(Part::Fetch, statement);
