@@ -84,10 +84,17 @@ async fn cap_uncap_and_caps_from_the_command_line() {
     assert_eq!(caps[1]["partition"]["kind"], "key_prefix");
     let through_utils = controls(&db, ControlKind::Cap).await;
     assert_eq!(through_utils[1].partition, Some(Partition::KeyPrefix(":".into())));
-    assert_eq!(json(&formica(&db, &["uncap", "--task", "mail"]))["uncapped"], "mail");
-    let again = formica(&db, &["uncap", "--task", "mail"]);
+    // A task may have a cap per partition: lifting one names its partition.
+    let whole = formica(&db, &["uncap", "--task", "mail"]);
     assert!(
-        !again.status.success() && String::from_utf8_lossy(&again.stderr).contains("mail was not capped")
+        !whole.status.success() && String::from_utf8_lossy(&whole.stderr).contains("mail was not capped")
+    );
+    let lifted = json(&formica(&db, &["uncap", "--task", "mail", "--per-key-prefix", ":"]));
+    assert_eq!(lifted["uncapped"], "mail per key_prefix :");
+    let again = formica(&db, &["uncap", "--task", "mail", "--per-key-prefix", ":"]);
+    assert!(
+        !again.status.success()
+            && String::from_utf8_lossy(&again.stderr).contains("mail per key_prefix : was not capped")
     );
     assert!(!formica(&db, &["cap", "--task", "x", "--max", "0"]).status.success(), "a cap of 0 is refused");
     let both =
@@ -110,11 +117,13 @@ async fn limit_unlimit_and_limits_from_the_command_line() {
     assert_eq!(limits[1]["set_by"], "ops");
     let through_utils = controls(&db, ControlKind::RateLimit).await;
     assert_eq!(through_utils[0].partition, Some(Partition::Field("customer_id".into())));
-    assert_eq!(json(&formica(&db, &["unlimit", "--task", "import"]))["unlimited"], "import");
-    let again = formica(&db, &["unlimit", "--task", "import"]);
+    let per_customer = ["unlimit", "--task", "import", "--per-field", "customer_id"];
+    assert_eq!(json(&formica(&db, &per_customer))["unlimited"], "import per field customer_id");
+    let again = formica(&db, &per_customer);
     assert!(
         !again.status.success()
-            && String::from_utf8_lossy(&again.stderr).contains("import was not rate limited")
+            && String::from_utf8_lossy(&again.stderr)
+                .contains("import per field customer_id was not rate limited")
     );
     assert!(
         !formica(&db, &["limit", "--task", "x", "--max", "0"]).status.success(),

@@ -174,11 +174,11 @@ pub enum ControlLimit {
         period_ms: u32,
     },
     /// The task's ready jobs are taken round robin across the tenants of the control's
-    /// partition (stride scheduling): each start of a tenant's job advances the tenant's
-    /// pass by [`FAIR_STRIDE`] / its weight, and the fetch takes the jobs whose pass after
-    /// them is least. A tenant that was idle joins at the pass of the latest start, so it
-    /// banks no credit. Fairness never leaves a job waiting that could start: it picks
-    /// which jobs fill the places a fetch has.
+    /// partition (start-time fair queueing): each start of a tenant's job advances the
+    /// tenant's pass by [`FAIR_STRIDE`] / its weight, and the fetch takes first the jobs
+    /// whose start begins at the least pass. A tenant that was idle joins at the pass where
+    /// the latest start began, so it banks no credit. Fairness never leaves a job waiting
+    /// that could start: it picks which jobs fill the places a fetch has.
     Fair {
         /// Each tenant's weight, 1 to [`MAX_WEIGHT`] (a tenant not named weighs 1): a
         /// tenant of weight 3 starts three jobs while one of weight 1 starts one.

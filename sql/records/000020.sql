@@ -38,7 +38,8 @@ create table :RECORDS.fair_shares (
 -- Fairness' state, written by the controlled fetch in its transaction under the task's
 -- advisory lock (stride scheduling): a tenant's pass is where its next start begins; each
 -- start advances it by 1000000 / the tenant's weight (formica_core::flow::FAIR_STRIDE). A
--- task's clock is the pass at which its latest start began: a tenant starts at the later of
+-- task's clock is the pass at which its latest start began (starts are taken in order of
+-- where they begin, so the clock only moves on): a tenant starts at the later of
 -- its pass and the clock, so one back from idle (its pass behind, or its row pruned) banks
 -- no credit. A tenant's row at or behind the clock says nothing and is pruned: the table
 -- holds the tenants ahead of the clock, at most those started in the latest fetches.
@@ -67,11 +68,13 @@ create table :RECORDS.fair_clocks (
 --   2. refuses each job a partitioned cap or limit has no room for: each ranks the jobs of
 --      its partition, by (priority, run_at, id), against max less the partition's jobs
 --      locked now (a cap) or started in the period (a limit);
---   3. under fairness, gives each job left a tag, where its tenant's pass reaches after it
---      (the tenant's start, the later of its pass and the clock, plus its rank among the
---      tenant's jobs times its stride), and the task's jobs take the task's places (their
---      own (priority, run_at, id) keys, in order) in tag order: fairness decides which of
---      the task's jobs fill its places, never how many places it has;
+--   3. under fairness, gives each job left a tag, where its start begins on its tenant's
+--      pass (the tenant's start, the later of its pass and the clock, plus its stride times
+--      the tenant's jobs before it), and the task's jobs take the task's places (their own
+--      (priority, run_at, id) keys, in order) in tag order (start-time fair queueing: a
+--      tenant kept busy never falls behind the clock, so only one back from idle is moved
+--      up to it): fairness decides which of the task's jobs fill its places, never how
+--      many places it has;
 --   4. refuses each job a whole-task cap or limit has no room for, ranked in place order;
 --   5. locks the first $5 left in place order (skipping those locked since), logs each
 --      lock of a limited task as a start under each of its limits, and advances each
@@ -153,7 +156,8 @@ begin
     for update skip locked
   ),
   plain as (
-    select jobs.id, jobs.job_queue_id, jobs.priority, jobs.run_at, jobs.task_id, jobs.payload, jobs.key
+    select jobs.id, jobs.job_queue_id, jobs.priority, jobs.run_at, jobs.task_id, jobs.payload, jobs.key,
+      null::text as tenant
     from :SCHEMA._private_jobs as jobs
     where jobs.is_available = true
       and jobs.run_at <= coalesce(due_by, now())
@@ -161,6 +165,9 @@ begin
         select tasks.id from :SCHEMA._private_tasks as tasks
         where tasks.identifier = any(task_identifiers) and tasks.identifier <> all(cap_tasks)
           and tasks.identifier <> all(lim_tasks) and tasks.identifier <> all(fair_tasks)))
+      -- Decided once, before the scan: no free task, no walk of the index.
+      and exists (select from unnest(task_identifiers) as t
+        where t <> all(cap_tasks) and t <> all(lim_tasks) and t <> all(fair_tasks))
       and (jobs.job_queue_id is null or jobs.job_queue_id in (select free_queues.id from free_queues))
       and (jobs.flags ?| forbidden_flags) is not true
       and (cardinality(accepted_flags) = 0 or (jobs.flags ?| accepted_flags) is true)
@@ -170,7 +177,8 @@ begin
   whole as (
     -- A task no control partitions: its first $5 jobs, as the plain fetch walks them.
     select first.* from controlled cross join lateral (
-      select jobs.id, jobs.job_queue_id, jobs.priority, jobs.run_at, jobs.task_id, jobs.payload, jobs.key
+      select jobs.id, jobs.job_queue_id, jobs.priority, jobs.run_at, jobs.task_id, jobs.payload, jobs.key,
+        null::text as tenant
       from :SCHEMA._private_jobs as jobs
       where jobs.task_id = controlled.task_id
         and jobs.is_available = true
@@ -184,22 +192,58 @@ begin
     where controlled.whole
   ),
   partitioned as (
-    -- A task a control partitions: every due job.
-    select jobs.id, jobs.job_queue_id, jobs.priority, jobs.run_at, jobs.task_id, jobs.payload, jobs.key
+    -- A task a cap or limit partitions, and no fairness: every due job.
+    select jobs.id, jobs.job_queue_id, jobs.priority, jobs.run_at, jobs.task_id, jobs.payload, jobs.key,
+      null::text as tenant
     from :SCHEMA._private_jobs as jobs
     inner join controlled on controlled.task_id = jobs.task_id
     where not controlled.whole
+      and jobs.task_id not in (select fairness.task_id from fairness)
+      -- Decided once, before the scan: no such task, no read of the table.
+      and exists (select from controlled as c where not c.whole
+        and c.task_id not in (select fairness.task_id from fairness))
       and jobs.is_available = true
       and jobs.run_at <= coalesce(due_by, now())
       and (jobs.job_queue_id is null or jobs.job_queue_id in (select free_queues.id from free_queues))
       and (jobs.flags ?| forbidden_flags) is not true
       and (cardinality(accepted_flags) = 0 or (jobs.flags ?| accepted_flags) is true)
   ),
+  fair as (
+    -- A fair task: every due job is read to find the tenants (the cost that grows with the
+    -- backlog: narrow rows, sorted once), and of each tenant only its first $5 go on (read
+    -- again whole by id): no fetch takes more of one tenant, so what follows reads a few
+    -- rows per tenant, not the backlog. (A tenant's later job stands in for an earlier one
+    -- that a named queue or a partitioned control refuses only at a later fetch.)
+    select jobs.id, jobs.job_queue_id, jobs.priority, jobs.run_at, jobs.task_id, jobs.payload, jobs.key,
+      coalesce(case fairness.kind when 'field' then jobs.payload ->> fairness.arg
+        when 'key_prefix' then split_part(jobs.key, fairness.arg, 1) end, '') as tenant
+    from :SCHEMA._private_jobs as jobs
+    inner join fairness on fairness.task_id = jobs.task_id
+    where jobs.id = any(array(
+      select ranked.id from (
+        select of_tenant.id, row_number() over (partition by of_tenant.task_id, of_tenant.tenant
+          order by of_tenant.priority, of_tenant.run_at, of_tenant.id) as in_tenant
+        from (
+          select jobs.id, jobs.task_id, jobs.priority, jobs.run_at,
+            coalesce(case fairness.kind when 'field' then jobs.payload ->> fairness.arg
+              when 'key_prefix' then split_part(jobs.key, fairness.arg, 1) end, '') as tenant
+          from :SCHEMA._private_jobs as jobs
+          inner join fairness on fairness.task_id = jobs.task_id
+          where jobs.is_available = true
+            and jobs.run_at <= coalesce(due_by, now())
+            and (jobs.job_queue_id is null or jobs.job_queue_id in (select free_queues.id from free_queues))
+            and (jobs.flags ?| forbidden_flags) is not true
+            and (cardinality(accepted_flags) = 0 or (jobs.flags ?| accepted_flags) is true)
+        ) as of_tenant
+      ) as ranked
+      where ranked.in_tenant <= max_jobs))
+  ),
   firsts as (
     -- A queue's first candidate only.
     select all_of.*, row_number() over (
       partition by all_of.job_queue_id order by all_of.priority, all_of.run_at, all_of.id) as in_queue
-    from (select * from plain union all select * from whole union all select * from partitioned) as all_of
+    from (select * from plain union all select * from whole union all select * from partitioned
+      union all select * from fair) as all_of
   ),
   candidates as (
     select firsts.* from firsts where firsts.job_queue_id is null or firsts.in_queue = 1
@@ -241,23 +285,19 @@ begin
   ),
   tagged as (
     -- Step 3: each fair job's tenant, its tenant's start and stride, and its tag.
-    select allowed.*, tenants.tenant, tenants.start, tenants.stride,
-      tenants.start + tenants.stride * row_number() over (
-        partition by allowed.task_id, tenants.tenant
-        order by allowed.priority, allowed.run_at, allowed.id) as tag
+    select with_start.*, with_start.start + with_start.stride * (row_number() over (
+        partition by with_start.task_id, with_start.tenant
+        order by with_start.priority, with_start.run_at, with_start.id) - 1) as tag
     from (
-      select candidates.* from candidates
-      where not exists (select from refused where refused.id = candidates.id)
-    ) as allowed
-    left join fairness on fairness.task_id = allowed.task_id
-    left join lateral (
-      select of_job.tenant, greatest(passes.pass, fairness.clock) as start,
-        1000000 / least(greatest(coalesce((fairness.weights ->> of_job.tenant)::bigint, 1), 1), 1000000) as stride
-      from (select coalesce(case fairness.kind when 'field' then allowed.payload ->> fairness.arg
-          when 'key_prefix' then split_part(allowed.key, fairness.arg, 1) end, '') as tenant) as of_job
-      left join :RECORDS.fair_passes as passes
-        on passes.task = fairness.task and passes.tenant = of_job.tenant
-    ) as tenants on fairness.task_id is not null
+      select allowed.*, greatest(passes.pass, fairness.clock) as start,
+        1000000 / least(greatest(coalesce((fairness.weights ->> allowed.tenant)::bigint, 1), 1), 1000000) as stride
+      from (
+        select candidates.* from candidates
+        where not exists (select from refused where refused.id = candidates.id)
+      ) as allowed
+      left join fairness on fairness.task_id = allowed.task_id
+      left join :RECORDS.fair_passes as passes on passes.task = fairness.task and passes.tenant = allowed.tenant
+    ) as with_start
   ),
   positioned as (
     -- A task's n-th job in tag order takes the place of its n-th in (priority, run_at, id)
@@ -326,7 +366,7 @@ begin
   ),
   clocked as (
     insert into :RECORDS.fair_clocks as clocks (task, pass)
-    select fairness.task, max(claimed.tag - claimed.stride)
+    select fairness.task, max(claimed.tag)
     from claimed inner join fairness on fairness.task_id = claimed.task_id
     group by fairness.task
     on conflict (task) do update set pass = greatest(clocks.pass, excluded.pass)

@@ -67,6 +67,10 @@ async fn the_flow_page_pauses_caps_and_shows_why_jobs_wait() {
     let r = ui.action("/api/flow/resume", json!({ "scope": "task", "name": "send_email" })).await;
     assert_eq!(r.status, 409, "resuming what is not paused: {}", r.body);
     let r = ui.action("/api/flow/uncap", json!({ "task": "import" })).await;
+    assert_eq!(r.status, 409, "the whole task is not capped, only per customer: {}", r.body);
+    let r = ui
+        .action("/api/flow/uncap", json!({ "task": "import", "per": "field", "argument": "customer" }))
+        .await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(utils.controls().await.unwrap().is_empty());
 

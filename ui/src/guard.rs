@@ -48,6 +48,8 @@ impl Role {
                 | "/api/flow/uncap"
                 | "/api/flow/limit"
                 | "/api/flow/unlimit"
+                | "/api/flow/fair"
+                | "/api/flow/unfair"
                 | "/api/schedules"
                 | "/api/dead_letters"
                 | "/api/dead_letters/remove"

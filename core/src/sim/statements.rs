@@ -434,12 +434,12 @@ impl Db {
             *rank += 1;
             let start = self.fair.start(&fairness.task, &tenant);
             let stride = fairness.stride_of(&tenant);
-            let tag = Tag { tenant, start, stride, finish: start + *rank * stride };
+            let tag = Tag { tenant, start, stride, begins: start + (*rank - 1) * stride };
             of_task.entry(j.task_identifier.as_str()).or_default().push((j, tag));
         }
         for (_, mut jobs) in of_task {
             let places: Vec<SortKey> = jobs.iter().map(|(j, _)| sort_key(j)).collect();
-            jobs.sort_by_key(|(j, tag)| (tag.finish, sort_key(j)));
+            jobs.sort_by_key(|(j, tag)| (tag.begins, sort_key(j)));
             placed.extend(places.into_iter().zip(jobs).map(|(place, (j, tag))| (place, j, Some(tag))));
         }
         placed.sort_by_key(|(place, _, _)| *place);
@@ -455,13 +455,14 @@ fn sort_key(job: &Job) -> SortKey {
 }
 
 /// A fair task's job as fairness sees it: its tenant, where the tenant's starts begin in
-/// this fetch, how far each advances it, and where this one's ends (its tag).
+/// this fetch, how far each advances it, and where this one's begins (its tag: the jobs
+/// are taken in that order, start-time fair queueing).
 #[derive(Debug, Clone)]
 struct Tag {
     tenant: String,
     start: i64,
     stride: i64,
-    finish: i64,
+    begins: i64,
 }
 
 /// Which jobs a fetch looks at: of these tasks, not in these named queues, with these
