@@ -330,13 +330,21 @@ impl Db {
             .collect();
         candidates.sort_by_key(|j| sort_key(j));
         // As the controlled statement (sql/records/000020.sql): the first `limit` jobs of
-        // the free tasks and of each controlled task no control partitions, and every due
-        // job of the tasks a control partitions (fairness always does).
+        // the free tasks and of each controlled task no control partitions, every due job
+        // of the tasks a cap or limit partitions, and of a fair task each tenant's first
+        // `limit`.
         let (controlled, mut candidates): (Vec<&Job>, Vec<&Job>) =
             candidates.into_iter().partition(|j| is_controlled(&j.task_identifier));
         candidates.truncate(limit);
         let mut firsts: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut of_tenant: BTreeMap<(&str, String), usize> = BTreeMap::new();
         candidates.extend(controlled.into_iter().filter(|j| {
+            if let Some(fairness) = fair.iter().find(|f| f.task == j.task_identifier) {
+                let seen =
+                    of_tenant.entry((j.task_identifier.as_str(), fairness.partition_of(j))).or_default();
+                *seen += 1;
+                return *seen <= limit;
+            }
             let whole = all.iter().all(|c| c.task != j.task_identifier || c.partition.is_none());
             let seen = firsts.entry(j.task_identifier.as_str()).or_default();
             *seen += 1;
