@@ -177,3 +177,38 @@ async fn a_bad_control_is_refused_naming_the_value() {
     }
     assert!(db.utils().controls().await.unwrap().is_empty(), "nothing was stored");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_unfair_and_fairness_from_the_command_line_beside_several_caps() {
+    let db = TestDb::migrated().await;
+    let set = json(&formica(
+        &db,
+        &["fair", "--task", "import", "--per-field", "customer_id", "--weight", "acme=3", "--by", "ops"],
+    ));
+    assert_eq!(set["fair"], "import fair per field customer_id (acme×3)");
+    assert_eq!(set["weights"], serde_json::json!({ "acme": 3 }));
+    // Two caps on the task: the whole task's and one per customer, both kept.
+    json(&formica(&db, &["cap", "--task", "import", "--max", "20"]));
+    json(&formica(&db, &["cap", "--task", "import", "--max", "1", "--per-field", "customer_id"]));
+    assert_eq!(controls(&db, ControlKind::Cap).await.len(), 2, "a cap per partition");
+    let listed = json(&formica(&db, &["fairness"]));
+    assert_eq!((listed[0]["task"].as_str(), listed[0]["set_by"].as_str()), (Some("import"), Some("ops")));
+    let fair = controls(&db, ControlKind::Fair).await;
+    assert_eq!(
+        fair,
+        vec![Control::fair("import", Partition::Field("customer_id".into())).weighted("acme", 3)]
+    );
+    for refused in [
+        vec!["fair", "--task", "import"],
+        vec!["fair", "--task", "import", "--per-field", "c", "--weight", "acme=0"],
+        vec!["fair", "--task", "import", "--per-field", "c", "--weight", "acme"],
+    ] {
+        assert!(!formica(&db, &refused).status.success(), "{refused:?} is refused");
+    }
+    assert_eq!(json(&formica(&db, &["unfair", "--task", "import"]))["unfair"], "import");
+    let again = formica(&db, &["unfair", "--task", "import"]);
+    assert!(
+        !again.status.success() && String::from_utf8_lossy(&again.stderr).contains("import was not fair")
+    );
+    assert_eq!(controls(&db, ControlKind::Cap).await.len(), 2, "lifting fairness left the caps");
+}

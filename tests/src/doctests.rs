@@ -51,6 +51,10 @@ pub struct UniqueJobsDoctests;
 #[doc = include_str!("../../docs/guide/flow-control.md")]
 pub struct FlowControlDoctests;
 
+/// `docs/guide/fairness.md`'s blocks.
+#[doc = include_str!("../../docs/guide/fairness.md")]
+pub struct FairnessDoctests;
+
 /// `docs/guide/durable-jobs.md`'s blocks.
 #[doc = include_str!("../../docs/guide/durable-jobs.md")]
 pub struct DurableJobsDoctests;

@@ -111,3 +111,54 @@ async fn the_flow_page_rate_limits_and_says_why_jobs_wait() {
     let r = ui.action("/api/flow/unlimit", json!({ "task": "send_email" })).await;
     assert_eq!(r.status, 409, "lifting what is not limited: {}", r.body);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_flow_page_makes_a_task_fair_and_lifts_one_of_its_several_controls() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let ui = Dashboard::start(utils.clone(), Options::default()).await;
+    let body =
+        json!({ "task": "import", "per": "field", "argument": "customer", "weights": "acme=3, beta=2" });
+    let r = ui.action("/api/flow/fair", body).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = ui.action("/api/flow/cap", json!({ "task": "import", "max": 20 })).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = ui
+        .action(
+            "/api/flow/cap",
+            json!({ "task": "import", "max": 1, "per": "field", "argument": "customer" }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let fair =
+        Control::fair("import", Partition::Field("customer".into())).weighted("acme", 3).weighted("beta", 2);
+    let controls: Vec<Control> = utils.controls().await.unwrap().into_iter().map(|c| c.control).collect();
+    assert_eq!(controls.len(), 3, "{controls:?}");
+    assert!(controls.contains(&fair), "{controls:?}");
+    let page = ui.get("/flow").await;
+    assert!(page.body.contains("fair: import fair per field customer (acme×3, beta×2)"), "{}", page.body);
+    assert!(
+        page.body.contains("capped: import at most 20 running<")
+            && page.body.contains("at most 1 running per field customer")
+    );
+    for (body, expected) in [
+        (
+            json!({ "task": "x", "per": "field", "argument": "c", "weights": "acme" }),
+            "weight \\\"acme\\\": tenant=n",
+        ),
+        (json!({ "task": "x", "per": "field", "argument": "c", "weights": "acme=0" }), "weight 0 of tenant"),
+        (json!({ "task": "x", "per": "", "argument": "" }), "needs a partition"),
+    ] {
+        let r = ui.action("/api/flow/fair", body).await;
+        assert_eq!(r.status, 400, "{}", r.body);
+        assert!(r.body.contains(expected), "{expected}: {}", r.body);
+    }
+    // The whole task's cap lifted, the one per customer and fairness stay.
+    let r = ui.action("/api/flow/uncap", json!({ "task": "import" })).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let left: Vec<ControlKind> = utils.controls().await.unwrap().iter().map(|c| c.control.kind()).collect();
+    assert_eq!(left, vec![ControlKind::Cap, ControlKind::Fair]);
+    let r = ui.action("/api/flow/unfair", json!({ "task": "import" })).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(utils.controls().await.unwrap().len(), 1);
+}
