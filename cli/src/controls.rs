@@ -103,8 +103,8 @@ pub struct FairArgs {
     target: ControlTarget,
     /// A tenant's weight, `tenant=3` (repeatable; a tenant not named weighs 1): it starts
     /// three jobs while one of weight 1 starts one.
-    #[arg(long = "weight", value_parser = weight)]
-    weights: Vec<(String, u32)>,
+    #[arg(long, value_parser = weight)]
+    weight: Vec<(String, u32)>,
     /// Who sets it (default: the database role).
     #[arg(long)]
     by: Option<String>,
@@ -199,7 +199,7 @@ pub async fn limit(args: LimitArgs, utils: &WorkerUtils, out: Output) -> Result<
 
 /// `formica fair`: make a task fair across its tenants, and say so.
 pub async fn fair(args: FairArgs, utils: &WorkerUtils, out: Output) -> Result<(), Failure> {
-    let limit = ControlLimit::Fair { weights: args.weights.into_iter().collect() };
+    let limit = ControlLimit::Fair { weights: args.weight.into_iter().collect() };
     let control = Control { task: args.target.task.clone(), partition: args.target.partition(), limit };
     set((control, args.by), utils, out).await
 }

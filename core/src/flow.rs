@@ -556,7 +556,7 @@ mod tests {
         assert_eq!(fair.label(), "t fair per field customer (big×4)");
         let plain = Control::fair("t", Partition::KeyPrefix(":".into()));
         assert_eq!(plain.label(), "t fair per key_prefix :");
-        assert_eq!(plain.max(), 0);
+        assert_eq!(Control::max(&plain), 0);
         assert_eq!(plain.kind().as_str(), "fairness");
     }
 

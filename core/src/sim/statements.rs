@@ -418,7 +418,7 @@ impl Db {
         for ((task, tenant), (start, stride, n)) in tenants {
             self.fair.started(&task, &tenant, start, n, stride);
         }
-        out.sort_by_key(|j| sort_key(j));
+        out.sort_by_key(sort_key);
         out
     }
 
