@@ -293,7 +293,8 @@ begin
         1000000 / least(greatest(coalesce((fairness.weights ->> allowed.tenant)::bigint, 1), 1), 1000000) as stride
       from (
         select candidates.* from candidates
-        where not exists (select from refused where refused.id = candidates.id)
+        -- A hashed subplan, read once (an anti-join is planned as a loop over the rows).
+        where candidates.id not in (select refused.id from refused)
       ) as allowed
       left join fairness on fairness.task_id = allowed.task_id
       left join :RECORDS.fair_passes as passes on passes.task = fairness.task and passes.tenant = allowed.tenant
@@ -309,12 +310,23 @@ begin
         order by tagged.priority, tagged.run_at, tagged.id) as by_key
     from tagged
   ),
+  places as (
+    -- Each task's first $5 places, in order (arrays: a join of the rows with themselves is
+    -- planned as a loop over both).
+    select positioned.task_id,
+      array_agg(positioned.priority order by positioned.by_key) as priorities,
+      array_agg(positioned.run_at order by positioned.by_key) as run_ats,
+      array_agg(positioned.id order by positioned.by_key) as ids
+    from positioned where positioned.by_key <= max_jobs
+    group by positioned.task_id
+  ),
   placed as (
     select job.id, job.task_id, job.tenant, job.start, job.stride, job.tag,
-      place.priority as place_priority, place.run_at as place_run_at, place.id as place_id
+      places.priorities[job.by_tag] as place_priority, places.run_ats[job.by_tag] as place_run_at,
+      places.ids[job.by_tag] as place_id
     from positioned as job
-    inner join positioned as place on place.task_id = job.task_id and place.by_key = job.by_tag
-    where job.by_tag <= max_jobs and place.by_key <= max_jobs
+    inner join places on places.task_id = job.task_id
+    where job.by_tag <= max_jobs
   ),
   refused_whole as (
     -- Step 4: the jobs a whole-task cap or limit has no room for, ranked in place order.
@@ -328,7 +340,7 @@ begin
   ),
   chosen as (
     select placed.* from placed
-    where not exists (select from refused_whole where refused_whole.id = placed.id)
+    where placed.id not in (select refused_whole.id from refused_whole)
     order by placed.place_priority, placed.place_run_at, placed.place_id
     limit max_jobs
   ),
