@@ -195,6 +195,8 @@ pub enum Action {
         caps: Vec<formica_core::flow::Control>,
         /// Rate limits of the tasks asked for (the controlled fetch).
         limits: Vec<formica_core::flow::Control>,
+        /// Fairness of the tasks asked for (the controlled fetch).
+        fair: Vec<formica_core::flow::Control>,
     },
     /// A worker completes the jobs it holds that `mask` selects (bit `i % 64` for the i-th);
     /// with bit 63, also the first job it does not hold (fenced off).

@@ -115,26 +115,19 @@ pub enum Admin {
     /// The pauses in force, with why, by whom and since when.
     Paused,
     /// Cap the jobs of a task running at once across every Formica worker (on the whole
-    /// task, or per payload field or job key prefix); replaces its cap.
+    /// task, or per payload field or job key prefix); replaces its cap over that partition
+    /// (a task may have one per partition, all obeyed).
     Cap(crate::controls::CapArgs),
-    /// Lift the cap of a task.
-    Uncap {
-        /// The task identifier.
-        #[arg(long)]
-        task: String,
-    },
+    /// Lift the cap of a task (over the partition given; none: the whole task's).
+    Uncap(crate::controls::ControlTarget),
     /// The caps in force.
     Caps,
     /// Rate limit a task: at most --max of its jobs started per --per (`1s`, `1m`) across
     /// every Formica worker (on the whole task, or per payload field or job key prefix);
-    /// replaces its limit.
+    /// replaces its limit over that partition (a task may have one per partition).
     Limit(crate::controls::LimitArgs),
-    /// Lift the rate limit of a task.
-    Unlimit {
-        /// The task identifier.
-        #[arg(long)]
-        task: String,
-    },
+    /// Lift the rate limit of a task (over the partition given; none: the whole task's).
+    Unlimit(crate::controls::ControlTarget),
     /// The rate limits in force.
     Limits,
     /// Age a task's waiting jobs: every --every (`30s`, `5m`) a job has been ready, its
@@ -151,15 +144,19 @@ pub enum Admin {
     /// --wait for room, then is refused; replaces its bound.
     Bound(crate::controls::BoundArgs),
     /// Lift the bound of a task.
-    Unbound {
-        /// The task identifier.
-        #[arg(long)]
-        task: String,
-    },
+    Unbound(crate::controls::ControlTarget),
     /// The agings in force.
     Agings,
     /// The bounds in force.
     Bounds,
+    /// Make a task fair: its ready jobs are taken round robin across the tenants of a
+    /// payload field (--per-field) or job key prefix (--per-key-prefix), weighted by
+    /// --weight tenant=n; replaces its fairness.
+    Fair(crate::controls::FairArgs),
+    /// Lift the fairness of a task.
+    Unfair(crate::controls::ControlTarget),
+    /// The fairness in force.
+    Fairness,
     /// Dead letters: the task a task's jobs are sent to when they fail for good.
     #[command(subcommand)]
     DeadLetter(crate::dead_letters::DeadLetterCommand),
@@ -395,17 +392,20 @@ pub async fn run(
         Admin::Resume(a) => crate::controls::resume(a, utils, out).await?,
         Admin::Paused => crate::controls::paused(reads, out).await?,
         Admin::Cap(a) => crate::controls::cap(a, utils, out).await?,
-        Admin::Uncap { task } => crate::controls::remove(task, ControlKind::Cap, utils, out).await?,
+        Admin::Uncap(target) => crate::controls::remove(target, ControlKind::Cap, utils, out).await?,
         Admin::Caps => crate::controls::list(ControlKind::Cap, reads, out).await?,
         Admin::Limit(a) => crate::controls::limit(a, utils, out).await?,
-        Admin::Unlimit { task } => crate::controls::remove(task, ControlKind::RateLimit, utils, out).await?,
+        Admin::Unlimit(target) => crate::controls::remove(target, ControlKind::RateLimit, utils, out).await?,
         Admin::Limits => crate::controls::list(ControlKind::RateLimit, reads, out).await?,
         Admin::Age(a) => crate::controls::age(a, utils, out).await?,
         Admin::Unage { task } => crate::controls::unage(task, utils, out).await?,
         Admin::Agings => crate::controls::agings(reads, out).await?,
         Admin::Bound(a) => crate::controls::bound(a, utils, out).await?,
-        Admin::Unbound { task } => crate::controls::remove(task, ControlKind::Bound, utils, out).await?,
+        Admin::Unbound(target) => crate::controls::remove(target, ControlKind::Bound, utils, out).await?,
         Admin::Bounds => crate::controls::list(ControlKind::Bound, reads, out).await?,
+        Admin::Fair(a) => crate::controls::fair(a, utils, out).await?,
+        Admin::Unfair(target) => crate::controls::remove(target, ControlKind::Fair, utils, out).await?,
+        Admin::Fairness => crate::controls::list(ControlKind::Fair, reads, out).await?,
         Admin::DeadLetter(command @ DeadLetterCommand::List) => {
             crate::dead_letters::run(command, reads, out).await?
         }

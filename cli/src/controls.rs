@@ -1,8 +1,10 @@
 //! `formica pause`, `resume` and `paused`, `cap`, `uncap` and `caps`, `limit`, `unlimit`
-//! and `limits`, `bound`, `unbound` and `bounds`, `age`, `unage` and `agings`: flow control
-//! from the command line (docs/guide/flow-control.md, docs/guide/bounded-queues.md,
-//! docs/guide/priority-aging.md). A cap, a rate limit and a bound are kinds of one control
-//! (`formica::controls::Control`): each verb triple sets, lifts and lists one kind; an aging
+//! and `limits`, `fair`, `unfair` and `fairness`, `bound`, `unbound` and `bounds`, `age`,
+//! `unage` and `agings`: flow control from the command line (docs/guide/flow-control.md,
+//! docs/guide/fairness.md, docs/guide/bounded-queues.md, docs/guide/priority-aging.md).
+//! Caps, rate limits, fairness and bounds are kinds of one control
+//! (`formica::controls::Control`): each verb triple sets, lifts and lists one kind; a task
+//! may have one cap and one rate limit per partition, one fairness and one bound. An aging
 //! (`formica::Aging`) is applied by the workers' chore, not their fetch.
 
 use crate::output::{print_table, Output};
@@ -57,26 +59,65 @@ pub struct ResumeArgs {
     target: Target,
 }
 
-/// What `cap` and `limit` share: the task, the most jobs, the partition and the author.
+/// Which control: its task and partition (none: the whole task's).
 #[derive(Debug, Args)]
-pub struct ControlArgs {
+pub struct ControlTarget {
     /// The task identifier.
     #[arg(long)]
     task: String,
+    /// Per value of this payload field (`customer_id`).
+    #[arg(long, conflicts_with = "per_key_prefix")]
+    per_field: Option<String>,
+    /// Per job key prefix: the key's text before the first occurrence of this separator
+    /// (`:`).
+    #[arg(long)]
+    per_key_prefix: Option<String>,
+}
+
+impl ControlTarget {
+    fn partition(&self) -> Option<Partition> {
+        match (&self.per_field, &self.per_key_prefix) {
+            (Some(field), _) => Some(Partition::Field(field.clone())),
+            (None, Some(separator)) => Some(Partition::KeyPrefix(separator.clone())),
+            (None, None) => None,
+        }
+    }
+}
+
+/// What `cap` and `limit` share: the task and partition, the most jobs, and the author.
+#[derive(Debug, Args)]
+pub struct ControlArgs {
+    #[command(flatten)]
+    target: ControlTarget,
     /// Most jobs of the task running at once (`cap`) or started per period (`limit`)
     /// across every Formica worker, or waiting (`bound`) (per partition).
     #[arg(long)]
     max: u32,
-    /// Count each value of this payload field on its own (`customer_id`).
-    #[arg(long, conflicts_with = "per_key_prefix")]
-    per_field: Option<String>,
-    /// Count each job key prefix on its own: the key's text before the first occurrence of
-    /// this separator (`:`).
-    #[arg(long)]
-    per_key_prefix: Option<String>,
     /// Who sets it (default: the database role).
     #[arg(long)]
     by: Option<String>,
+}
+
+/// `formica fair`.
+#[derive(Debug, Args)]
+pub struct FairArgs {
+    /// The task and the partition whose values are its tenants (one is needed).
+    #[command(flatten)]
+    target: ControlTarget,
+    /// A tenant's weight, `tenant=3` (repeatable; a tenant not named weighs 1): it starts
+    /// three jobs while one of weight 1 starts one.
+    #[arg(long, value_parser = weight)]
+    weight: Vec<(String, u32)>,
+    /// Who sets it (default: the database role).
+    #[arg(long)]
+    by: Option<String>,
+}
+
+/// `acme=3` as the tenant `acme` of weight 3 (the tenant is the text before the last `=`).
+pub(crate) fn weight(text: &str) -> Result<(String, u32), String> {
+    let (tenant, weight) = text.rsplit_once('=').ok_or_else(|| format!("{text}: tenant=weight"))?;
+    let weight = weight.parse().map_err(|_| format!("{text}: the weight is a whole number"))?;
+    Ok((tenant.to_owned(), weight))
 }
 
 /// `formica cap`.
@@ -156,12 +197,7 @@ pub(crate) fn period_ms(text: &str) -> Result<u32, String> {
 impl ControlArgs {
     /// The control of `limit` on the task, per the partition given; and who sets it.
     fn control(self, limit: ControlLimit) -> (Control, Option<String>) {
-        let partition = match (self.per_field, self.per_key_prefix) {
-            (Some(field), _) => Some(Partition::Field(field)),
-            (None, Some(separator)) => Some(Partition::KeyPrefix(separator)),
-            (None, None) => None,
-        };
-        (Control { task: self.task, partition, limit }, self.by)
+        (Control { task: self.target.task.clone(), partition: self.target.partition(), limit }, self.by)
     }
 }
 
@@ -170,21 +206,28 @@ fn words(kind: ControlKind) -> (&'static str, &'static str, &'static str, &'stat
     match kind {
         ControlKind::Cap => ("capped", "uncapped", "capped", "cap"),
         ControlKind::RateLimit => ("limited", "unlimited", "rate limited", "limit"),
+        ControlKind::Fair => ("fair", "unfair", "fair", "fairness"),
         ControlKind::Bound => ("bounded", "unbounded", "bounded", "bound"),
     }
 }
 
-/// `control` as JSON: task, max, the period of a rate limit, the wait of a bound, and the
+/// `control` as JSON: task, max (fairness: weights), the period of a rate limit, the wait of
+/// a bound, and the
 /// partition.
 fn control_json(control: &Control) -> Value {
     let mut json = json!({
-        "task": control.task, "max": control.max(),
+        "task": control.task,
         "partition": control.partition.as_ref().map(|p| json!({ "kind": p.kind(), "argument": p.argument() })),
     });
-    match control.limit {
-        ControlLimit::Starts { period_ms, .. } => json["period_ms"] = period_ms.into(),
-        ControlLimit::Waiting { wait_ms, .. } => json["wait_ms"] = wait_ms.into(),
-        ControlLimit::Running { .. } => {}
+    match &control.limit {
+        ControlLimit::Running { max } => json["max"] = (*max).into(),
+        ControlLimit::Starts { max, period_ms } => {
+            (json["max"], json["period_ms"]) = ((*max).into(), (*period_ms).into())
+        }
+        ControlLimit::Fair { weights } => json["weights"] = json!(weights),
+        ControlLimit::Waiting { max, wait_ms } => {
+            (json["max"], json["wait_ms"]) = ((*max).into(), (*wait_ms).into())
+        }
     }
     json
 }
@@ -207,6 +250,13 @@ pub async fn bound(args: BoundArgs, utils: &WorkerUtils, out: Output) -> Result<
     set(args.control.control(ControlLimit::Waiting { max, wait_ms: args.wait }), utils, out).await
 }
 
+/// `formica fair`: make a task fair across its tenants, and say so.
+pub async fn fair(args: FairArgs, utils: &WorkerUtils, out: Output) -> Result<(), Failure> {
+    let limit = ControlLimit::Fair { weights: args.weight.into_iter().collect() };
+    let control = Control { task: args.target.task.clone(), partition: args.target.partition(), limit };
+    set((control, args.by), utils, out).await
+}
+
 async fn set(
     (control, by): (Control, Option<String>),
     utils: &WorkerUtils,
@@ -221,22 +271,30 @@ async fn set(
     Ok(())
 }
 
-/// `formica uncap`, `unlimit` and `unbound`: lift a control; refused if there was none.
+/// `formica uncap`, `unlimit`, `unfair` and `unbound`: lift a control (of the task, over the
+/// partition given); refused if there was none.
 pub async fn remove(
-    task: String,
+    target: ControlTarget,
     kind: ControlKind,
     utils: &WorkerUtils,
     out: Output,
 ) -> Result<(), Failure> {
     let (_, lifted, set, _) = words(kind);
-    if !utils.remove_control(&task, kind).await? {
-        return Err(Failure::Command(format!("{task} was not {set}")));
+    let partition = target.partition();
+    let named = match (&partition, kind) {
+        (Some(p), ControlKind::Cap | ControlKind::RateLimit) => {
+            format!("{} per {} {}", target.task, p.kind(), p.argument())
+        }
+        _ => target.task.clone(),
+    };
+    if !utils.remove_control(&target.task, kind, partition.as_ref()).await? {
+        return Err(Failure::Command(format!("{named} was not {set}")));
     }
-    print_table(out, &[lifted], vec![vec![task.clone()]], json!({ lifted: task }));
+    print_table(out, &[lifted], vec![vec![named.clone()]], json!({ lifted: named }));
     Ok(())
 }
 
-/// `formica caps`, `limits` and `bounds`: the controls of `kind` in force.
+/// `formica caps`, `limits`, `fairness` and `bounds`: the controls of `kind` in force.
 pub async fn list(kind: ControlKind, utils: &WorkerUtils, out: Output) -> Result<(), Failure> {
     let controls: Vec<_> = utils.controls().await?.into_iter().filter(|c| c.control.kind() == kind).collect();
     let rows =
@@ -335,6 +393,13 @@ pub async fn paused(utils: &WorkerUtils, out: Output) -> Result<(), Failure> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_weight_is_a_tenant_and_a_whole_number() {
+        assert_eq!(super::weight("acme=3"), Ok(("acme".to_owned(), 3)));
+        assert_eq!(super::weight("a=b=2"), Ok(("a=b".to_owned(), 2)));
+        assert!(super::weight("acme").is_err() && super::weight("acme=x").is_err());
+    }
+
     #[test]
     fn a_period_is_a_number_and_a_unit() {
         assert_eq!(super::period_ms("1s"), Ok(1_000));

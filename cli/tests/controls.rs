@@ -1,7 +1,7 @@
 //! `formica pause`, `resume` and `paused`: a pause from the command line is listed with its
 //! reason and author, and resuming what is not paused is refused; `formica cap`, `uncap`
-//! and `caps`, `limit`, `unlimit` and `limits`, and `bound`, `unbound` and `bounds` likewise
-//! for each kind of control (and `age`, `unage` and `agings` for agings), each listed with
+//! and `caps`, `limit`, `unlimit` and `limits`, `fair`, `unfair` and `fairness`, and
+//! `bound`, `unbound` and `bounds` likewise for each kind of control (and `age`, `unage` and `agings` for agings), each listed with
 //! its partition (a rate limit with its period, a bound with its wait), each bad value
 //! refused naming it; an add over a bound refused.
 
@@ -85,10 +85,17 @@ async fn cap_uncap_and_caps_from_the_command_line() {
     assert_eq!(caps[1]["partition"]["kind"], "key_prefix");
     let through_utils = controls(&db, ControlKind::Cap).await;
     assert_eq!(through_utils[1].partition, Some(Partition::KeyPrefix(":".into())));
-    assert_eq!(json(&formica(&db, &["uncap", "--task", "mail"]))["uncapped"], "mail");
-    let again = formica(&db, &["uncap", "--task", "mail"]);
+    // A task may have a cap per partition: lifting one names its partition.
+    let whole = formica(&db, &["uncap", "--task", "mail"]);
     assert!(
-        !again.status.success() && String::from_utf8_lossy(&again.stderr).contains("mail was not capped")
+        !whole.status.success() && String::from_utf8_lossy(&whole.stderr).contains("mail was not capped")
+    );
+    let lifted = json(&formica(&db, &["uncap", "--task", "mail", "--per-key-prefix", ":"]));
+    assert_eq!(lifted["uncapped"], "mail per key_prefix :");
+    let again = formica(&db, &["uncap", "--task", "mail", "--per-key-prefix", ":"]);
+    assert!(
+        !again.status.success()
+            && String::from_utf8_lossy(&again.stderr).contains("mail per key_prefix : was not capped")
     );
     assert!(!formica(&db, &["cap", "--task", "x", "--max", "0"]).status.success(), "a cap of 0 is refused");
     let both =
@@ -111,11 +118,13 @@ async fn limit_unlimit_and_limits_from_the_command_line() {
     assert_eq!(limits[1]["set_by"], "ops");
     let through_utils = controls(&db, ControlKind::RateLimit).await;
     assert_eq!(through_utils[0].partition, Some(Partition::Field("customer_id".into())));
-    assert_eq!(json(&formica(&db, &["unlimit", "--task", "import"]))["unlimited"], "import");
-    let again = formica(&db, &["unlimit", "--task", "import"]);
+    let per_customer = ["unlimit", "--task", "import", "--per-field", "customer_id"];
+    assert_eq!(json(&formica(&db, &per_customer))["unlimited"], "import per field customer_id");
+    let again = formica(&db, &per_customer);
     assert!(
         !again.status.success()
-            && String::from_utf8_lossy(&again.stderr).contains("import was not rate limited")
+            && String::from_utf8_lossy(&again.stderr)
+                .contains("import per field customer_id was not rate limited")
     );
     assert!(
         !formica(&db, &["limit", "--task", "x", "--max", "0"]).status.success(),
@@ -230,4 +239,39 @@ async fn bound_unbound_and_bounds_from_the_command_line() {
     let zero = formica(&db, &["bound", "--task", "x", "--max", "0"]);
     let stderr = String::from_utf8_lossy(&zero.stderr);
     assert!(!zero.status.success() && stderr.contains("max 0"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_unfair_and_fairness_from_the_command_line_beside_several_caps() {
+    let db = TestDb::migrated().await;
+    let set = json(&formica(
+        &db,
+        &["fair", "--task", "import", "--per-field", "customer_id", "--weight", "acme=3", "--by", "ops"],
+    ));
+    assert_eq!(set["fair"], "import fair per field customer_id (acme×3)");
+    assert_eq!(set["weights"], serde_json::json!({ "acme": 3 }));
+    // Two caps on the task: the whole task's and one per customer, both kept.
+    json(&formica(&db, &["cap", "--task", "import", "--max", "20"]));
+    json(&formica(&db, &["cap", "--task", "import", "--max", "1", "--per-field", "customer_id"]));
+    assert_eq!(controls(&db, ControlKind::Cap).await.len(), 2, "a cap per partition");
+    let listed = json(&formica(&db, &["fairness"]));
+    assert_eq!((listed[0]["task"].as_str(), listed[0]["set_by"].as_str()), (Some("import"), Some("ops")));
+    let fair = controls(&db, ControlKind::Fair).await;
+    assert_eq!(
+        fair,
+        vec![Control::fair("import", Partition::Field("customer_id".into())).weighted("acme", 3)]
+    );
+    for refused in [
+        vec!["fair", "--task", "import"],
+        vec!["fair", "--task", "import", "--per-field", "c", "--weight", "acme=0"],
+        vec!["fair", "--task", "import", "--per-field", "c", "--weight", "acme"],
+    ] {
+        assert!(!formica(&db, &refused).status.success(), "{refused:?} is refused");
+    }
+    assert_eq!(json(&formica(&db, &["unfair", "--task", "import"]))["unfair"], "import");
+    let again = formica(&db, &["unfair", "--task", "import"]);
+    assert!(
+        !again.status.success() && String::from_utf8_lossy(&again.stderr).contains("import was not fair")
+    );
+    assert_eq!(controls(&db, ControlKind::Cap).await.len(), 2, "lifting fairness left the caps");
 }

@@ -12,14 +12,18 @@
 //! a cap on those locked at once, by anyone (so graphile-worker's and a crashed worker's
 //! count until released), or a rate limit on those locked (started) per period of the
 //! database clock. A worker whose tasks include a controlled one sends its fetch with the
-//! controls ([`Statement::GetJobs`](crate::protocol::Statement::GetJobs)'s `caps` and
-//! `limits`): the statement serializes the controlled fetches of each task and locks at
-//! most the room left. A bound ([`ControlLimit::Waiting`]) is no worker's business: it holds
-//! the jobs of a task waiting, and Formica's add statements keep it (records step 25's
-//! `make_room`), so a worker never reads one. Pauses stay their own kind: they hold back by task, named queue or
-//! everything, in the worker as well as the fetch, and bound nothing by count.
+//! controls ([`Statement::GetJobs`](crate::protocol::Statement::GetJobs)'s `caps`,
+//! `limits` and `fair`): the statement serializes the controlled fetches of each task and
+//! locks at most the room left. A task may have several controls (one of each kind per
+//! partition): a job starts only if every one allows it. Fairness bounds nothing: it
+//! chooses which of a task's ready jobs fill the places the fetch has, round robin across
+//! the partition's tenants (weighted, see [`ControlLimit::Fair`]). A bound
+//! ([`ControlLimit::Waiting`]) is no worker's business: it holds the jobs of a task waiting,
+//! and Formica's add statements keep it (records step 25's `make_room`), so a worker never
+//! reads one. Pauses stay their own kind: they hold back by task, named queue or everything, in the worker as well as the
+//! fetch, and bound nothing by count.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What a pause applies to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -154,8 +158,8 @@ impl Partition {
     }
 }
 
-/// What a [`Control`] bounds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// What a [`Control`] bounds, or (fairness) how it orders.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ControlLimit {
     /// At most `max` jobs of the task locked at once, by anyone (so graphile-worker's and a
     /// crashed worker's count until released): a cap.
@@ -171,6 +175,17 @@ pub enum ControlLimit {
         /// The period, in milliseconds.
         period_ms: u32,
     },
+    /// The task's ready jobs are taken round robin across the tenants of the control's
+    /// partition (start-time fair queueing): each start of a tenant's job advances the
+    /// tenant's pass by [`FAIR_STRIDE`] / its weight, and the fetch takes first the jobs
+    /// whose start begins at the least pass. A tenant that was idle joins at the pass where
+    /// the latest start began, so it banks no credit. Fairness never leaves a job waiting
+    /// that could start: it picks which jobs fill the places a fetch has.
+    Fair {
+        /// Each tenant's weight, 1 to [`MAX_WEIGHT`] (a tenant not named weighs 1): a
+        /// tenant of weight 3 starts three jobs while one of weight 1 starts one.
+        weights: BTreeMap<String, u32>,
+    },
     /// At most `max` jobs of the task waiting (not locked, attempts left, due or not), held
     /// by Formica's add path: an add beyond it waits up to `wait_ms` milliseconds for room
     /// (0: not at all), then is refused. A bound.
@@ -182,30 +197,40 @@ pub enum ControlLimit {
     },
 }
 
-/// The kinds of [`Control`]: a task has at most one of each.
+/// How far one start advances a tenant of weight 1 (a tenant of weight `w`: this / `w`).
+pub const FAIR_STRIDE: i64 = 1_000_000;
+
+/// The heaviest weight a tenant may have.
+pub const MAX_WEIGHT: u32 = 1_000_000;
+
+/// The kinds of [`Control`]: a task has at most one of each per partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ControlKind {
     /// [`ControlLimit::Running`].
     Cap,
     /// [`ControlLimit::Starts`].
     RateLimit,
+    /// [`ControlLimit::Fair`] (one per task: it orders the task's jobs).
+    Fair,
     /// [`ControlLimit::Waiting`]: enforced where jobs are added, not by workers.
     Bound,
 }
 
 impl ControlKind {
-    /// How messages name it: `cap`, `rate limit` or `bound`.
+    /// How messages name it: `cap`, `rate limit`, `fairness` or `bound`.
     pub fn as_str(self) -> &'static str {
         match self {
             ControlKind::Cap => "cap",
             ControlKind::RateLimit => "rate limit",
+            ControlKind::Fair => "fairness",
             ControlKind::Bound => "bound",
         }
     }
 }
 
-/// A bound on the jobs of `task` across the fleet (per partition, if any): a cap on those
-/// running, a rate limit on those started per period, or a bound on those waiting.
+/// A control on the jobs of `task` across the fleet (per partition, if any): a cap on those
+/// running, a rate limit on those started per period, fairness between the partition's
+/// tenants, or a bound on those waiting.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Control {
     /// The task identifier.
@@ -227,9 +252,24 @@ impl Control {
         Control { task: task.into(), partition: None, limit: ControlLimit::Starts { max, period_ms } }
     }
 
+    /// The jobs of `task` taken round robin across the tenants of `partition`, each of
+    /// weight 1 (see [`weighted`](Self::weighted)).
+    pub fn fair(task: impl Into<String>, partition: Partition) -> Self {
+        let limit = ControlLimit::Fair { weights: BTreeMap::new() };
+        Control { task: task.into(), partition: Some(partition), limit }
+    }
+
     /// At most `max` jobs of `task` waiting; an add beyond waits up to `wait_ms` for room.
     pub fn bound(task: impl Into<String>, max: u32, wait_ms: u32) -> Self {
         Control { task: task.into(), partition: None, limit: ControlLimit::Waiting { max, wait_ms } }
+    }
+
+    /// The same fairness, `tenant` weighing `weight` (a cap or rate limit is unchanged).
+    pub fn weighted(mut self, tenant: impl Into<String>, weight: u32) -> Self {
+        if let ControlLimit::Fair { weights } = &mut self.limit {
+            weights.insert(tenant.into(), weight);
+        }
+        self
     }
 
     /// The same control, per `partition`.
@@ -237,30 +277,61 @@ impl Control {
         Control { partition: Some(partition), ..self }
     }
 
-    /// A cap, a rate limit or a bound.
+    /// A cap, a rate limit, fairness or a bound.
     pub fn kind(&self) -> ControlKind {
         match self.limit {
             ControlLimit::Running { .. } => ControlKind::Cap,
             ControlLimit::Starts { .. } => ControlKind::RateLimit,
+            ControlLimit::Fair { .. } => ControlKind::Fair,
             ControlLimit::Waiting { .. } => ControlKind::Bound,
         }
     }
 
-    /// Most jobs running at once, started in one period, or waiting.
+    /// What names it among a task's controls: a task has one control per kind and
+    /// partition (fairness and a bound: one per task), and setting one replaces the one it
+    /// names.
+    pub fn identity(&self) -> (&str, ControlKind, Option<&Partition>) {
+        let per_task = matches!(self.kind(), ControlKind::Fair | ControlKind::Bound);
+        let partition = self.partition.as_ref().filter(|_| !per_task);
+        (&self.task, self.kind(), partition)
+    }
+
+    /// Most jobs running at once, started in one period, or waiting (0 for fairness, which
+    /// bounds nothing).
     pub fn max(&self) -> u32 {
         match self.limit {
             ControlLimit::Running { max }
             | ControlLimit::Starts { max, .. }
             | ControlLimit::Waiting { max, .. } => max,
+            ControlLimit::Fair { .. } => 0,
         }
     }
 
-    /// How long a start counts (`None`: a cap or a bound).
+    /// The weight of `tenant` under fairness (1 if not named).
+    pub fn weight_of(&self, tenant: &str) -> u32 {
+        match &self.limit {
+            ControlLimit::Fair { weights } => weights.get(tenant).copied().unwrap_or(1),
+            ControlLimit::Running { .. } | ControlLimit::Starts { .. } | ControlLimit::Waiting { .. } => 1,
+        }
+    }
+
+    /// How far a start of `tenant`'s job advances its pass under fairness.
+    pub fn stride_of(&self, tenant: &str) -> i64 {
+        FAIR_STRIDE / i64::from(self.weight_of(tenant).clamp(1, MAX_WEIGHT))
+    }
+
+    /// How long a start counts (`None`: a cap, fairness or a bound).
     pub fn period(&self) -> Option<chrono::Duration> {
         match self.limit {
-            ControlLimit::Running { .. } | ControlLimit::Waiting { .. } => None,
+            ControlLimit::Running { .. } | ControlLimit::Fair { .. } | ControlLimit::Waiting { .. } => None,
             ControlLimit::Starts { period_ms, .. } => Some(chrono::Duration::milliseconds(period_ms.into())),
         }
+    }
+
+    /// Its partition as the starts log names it: `field:customer`, `key_prefix::`, or the
+    /// empty text for the whole task (so two limits of one task count apart).
+    pub fn partition_key(&self) -> String {
+        self.partition.as_ref().map(|p| format!("{}:{}", p.kind(), p.argument())).unwrap_or_default()
     }
 
     /// The partition of `job` (the empty text without one).
@@ -269,8 +340,9 @@ impl Control {
     }
 
     /// How logs, the dashboard and the command line name it: `send_email<=3` (a cap),
-    /// `send_email 100/min` (a rate limit), `send_email waiting<=1000` (a bound, with
-    /// ` wait 5s` if adds wait for room), with ` per field customer` or ` per key_prefix :`.
+    /// `send_email 100/min` (a rate limit), `send_email fair` (fairness, with its weights
+    /// as ` (a×3, b×2)`), `send_email waiting<=1000` (a bound, with ` wait 5s` if adds wait
+    /// for room), with ` per field customer` or ` per key_prefix :`.
     pub fn label(&self) -> String {
         let per = self.partition.as_ref().map(|p| format!(" per {} {}", p.kind(), p.argument()));
         let duration = |ms: u32| match ms {
@@ -280,13 +352,18 @@ impl Control {
             ms if ms % 1_000 == 0 => format!("{}s", ms / 1_000),
             ms => format!("{ms}ms"),
         };
-        let bound = match self.limit {
+        let bound = match &self.limit {
+            ControlLimit::Fair { weights } if weights.is_empty() => " fair".to_owned(),
+            ControlLimit::Fair { weights } => {
+                let each: Vec<String> = weights.iter().map(|(t, w)| format!("{t}×{w}")).collect();
+                return format!("{} fair{} ({})", self.task, per.unwrap_or_default(), each.join(", "));
+            }
             ControlLimit::Running { max } => format!("<={max}"),
-            ControlLimit::Starts { max, period_ms } => format!(" {max}/{}", duration(period_ms)),
+            ControlLimit::Starts { max, period_ms } => format!(" {max}/{}", duration(*period_ms)),
             ControlLimit::Waiting { max, wait_ms: 0 } => format!(" waiting<={max}"),
             ControlLimit::Waiting { max, wait_ms } => {
                 // "s" alone reads as no number: a wait of one second is "1s".
-                let wait = match duration(wait_ms) {
+                let wait = match duration(*wait_ms) {
                     unit if unit.starts_with(|c: char| c.is_ascii_digit()) => unit,
                     unit => format!("1{unit}"),
                 };
@@ -302,7 +379,7 @@ impl Control {
 pub struct Controls {
     /// The pauses.
     pub pauses: Vec<Pause>,
-    /// The caps and rate limits, one of each kind per task at most.
+    /// The caps, rate limits and fairness, one of each kind per task and partition at most.
     pub controls: Vec<Control>,
 }
 
@@ -312,7 +389,7 @@ pub struct FlowState {
     all: bool,
     tasks: BTreeSet<String>,
     queues: BTreeSet<String>,
-    /// By task then kind, one of each.
+    /// By task, kind and partition, one of each ([`Control::identity`]).
     controls: Vec<Control>,
 }
 
@@ -324,8 +401,8 @@ impl FlowState {
     /// The state made of these controls (in any order, repeats harmless).
     pub fn new(controls: &Controls) -> Self {
         let mut state = FlowState { controls: controls.controls.clone(), ..FlowState::default() };
-        state.controls.sort_by(|a, b| (&a.task, a.kind(), a).cmp(&(&b.task, b.kind(), b)));
-        state.controls.dedup_by(|a, b| (&a.task, a.kind()) == (&b.task, b.kind()));
+        state.controls.sort_by(|a, b| (a.identity(), a).cmp(&(b.identity(), b)));
+        state.controls.dedup_by(|a, b| a.identity() == b.identity());
         for pause in &controls.pauses {
             match pause.scope {
                 Scope::All => state.all = true,
@@ -358,9 +435,10 @@ impl FlowState {
         self.controls.iter().any(|c| c.kind() == ControlKind::RateLimit)
     }
 
-    /// How long a start of `task` counts against its rate limit, if it has one.
+    /// How long a start of `task` counts against its rate limits, if it has any (the
+    /// shortest period: the first that may have room again).
     pub fn period_of(&self, task: &str) -> Option<chrono::Duration> {
-        self.controls.iter().filter(|c| c.task == task).find_map(Control::period)
+        self.controls.iter().filter(|c| c.task == task).filter_map(Control::period).min()
     }
 
     /// Nothing is paused (caps may be in force).
@@ -478,6 +556,40 @@ mod tests {
             vec![limit("b", 250)]
         );
         assert_eq!(state.labels(), vec!["a 100/1ms".to_owned(), "b 100/250ms".to_owned()]);
+    }
+
+    #[test]
+    fn a_task_keeps_one_control_per_kind_and_partition_and_one_fairness() {
+        let customer = Partition::Field("customer".into());
+        let region = Partition::Field("region".into());
+        let state = FlowState::new(&Controls {
+            controls: vec![
+                Control::cap("a", 20),
+                Control::cap("a", 1).per(customer.clone()),
+                Control::cap("a", 2).per(customer.clone()),
+                Control::rate_limit("a", 100, 60_000).per(customer.clone()),
+                Control::rate_limit("a", 5, 1_000),
+                Control::fair("a", customer.clone()),
+                Control::fair("a", region).weighted("eu", 2),
+            ],
+            ..Controls::default()
+        });
+        assert_eq!(state.controls_of(ControlKind::Cap, &["a".into()]).len(), 2);
+        assert_eq!(state.controls_of(ControlKind::RateLimit, &["a".into()]).len(), 2);
+        assert_eq!(state.controls_of(ControlKind::Fair, &["a".into()]).len(), 1);
+        assert_eq!(state.period_of("a"), Some(chrono::Duration::seconds(1)));
+    }
+
+    #[test]
+    fn a_tenant_s_stride_shrinks_with_its_weight() {
+        let fair = Control::fair("t", Partition::Field("customer".into())).weighted("big", 4);
+        assert_eq!(fair.stride_of("big") * 4, fair.stride_of("small"));
+        assert_eq!(fair.weight_of("small"), 1);
+        assert_eq!(fair.label(), "t fair per field customer (big×4)");
+        let plain = Control::fair("t", Partition::KeyPrefix(":".into()));
+        assert_eq!(plain.label(), "t fair per key_prefix :");
+        assert_eq!(Control::max(&plain), 0);
+        assert_eq!(plain.kind().as_str(), "fairness");
     }
 
     #[test]

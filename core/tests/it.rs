@@ -11,6 +11,7 @@ mod cron;
 mod cron_props;
 mod cron_sim;
 mod cron_zones;
+mod fair_sim;
 mod flow_sim;
 mod lost_answers_sim;
 #[path = "machine/main.rs"]

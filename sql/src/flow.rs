@@ -1,6 +1,6 @@
-//! Flow control (pauses, caps, rate limits and bounds): the records' tables, the statements behind
-//! `WorkerUtils`' pauses, caps and limits, and the worker's read of them (the fetches that
-//! obey them are `worker`'s).
+//! Flow control (pauses, caps, rate limits, fairness and bounds): the records' tables, the
+//! statements behind `WorkerUtils`' pauses and controls, and the worker's read of them (the
+//! fetches that obey them are `worker`'s; the adds that keep bounds, `utils`').
 
 /// The records' tables of pauses and caps, and the capped fetch's function (records
 /// migration 6; a call of the limited one since migration 14).
@@ -44,3 +44,12 @@ pub const BOUND_ONE: &str = include_str!("../queries/bounds/one.sql");
 pub const BOUND_BATCH: &str = include_str!("../queries/bounds/batch.sql");
 /// The part (`BOUND`) that makes `utils::ADD_JOBS_PLAIN` leave bounded tasks to `ADD_JOBS`.
 pub const BOUND_PLAIN: &str = include_str!("../queries/bounds/plain.sql");
+/// Several caps and limits per task, fairness's tables and the controlled fetch's function
+/// (records migration 26; the limited fetch a call of it).
+pub const CONTROLS: &str = include_str!("../records/000026.sql");
+/// See the file for parameters.
+pub const FAIR: &str = include_str!("../queries/flow_fair.sql");
+/// See the file for parameters.
+pub const UNFAIR: &str = include_str!("../queries/flow_unfair.sql");
+/// The fairness with its author and time.
+pub const FAIRS: &str = include_str!("../queries/flow_fairs.sql");

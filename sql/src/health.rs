@@ -19,7 +19,7 @@ const FETCH_COST: &str = include_str!("../queries/health/fetch_cost.sql");
 pub const EXPECTED: &str = include_str!("../health/graphile_worker_018.facts");
 
 /// The fetches' totals in pg_stat_statements (`sql/queries/health/fetch_cost.sql`: `$1` the
-/// quoted jobs table, `$2` the quoted `lock_jobs_limited`), reading its view in the schema
+/// quoted jobs table, `$2` the quoted `lock_jobs_controlled`), reading its view in the schema
 /// `statements_schema`.
 pub fn fetch_cost(statements_schema: &str) -> String {
     FETCH_COST

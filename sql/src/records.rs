@@ -28,6 +28,7 @@ pub const RECORDS_STEPS: &[Step] = &[
     Step { id: 21, sql: &[include_str!("../records/000021.sql")] },
     Step { id: 22, sql: &[crate::workflows::SETTLING] },
     Step { id: 25, sql: &[crate::flow::BOUNDS] },
+    Step { id: 26, sql: &[crate::flow::CONTROLS] },
 ];
 
 /// `$1` the quoted name of a records table, `$2` the records schema's name, `$3` privileges

@@ -169,7 +169,10 @@ mod tests {
                 }
             }
             let controlled = get_jobs_controlled(walk).unwrap();
-            assert!(controlled.contains("lock_jobs_limited(") && !controlled.contains("/*:"), "{controlled}");
+            assert!(
+                controlled.contains("lock_jobs_controlled(") && !controlled.contains("/*:"),
+                "{controlled}"
+            );
         }
     }
 

@@ -57,6 +57,9 @@ pub struct PriorityAgingDoctests;
 /// `docs/guide/bounded-queues.md`'s blocks.
 #[doc = include_str!("../../docs/guide/bounded-queues.md")]
 pub struct BoundedQueuesDoctests;
+/// `docs/guide/fairness.md`'s blocks.
+#[doc = include_str!("../../docs/guide/fairness.md")]
+pub struct FairnessDoctests;
 
 /// `docs/guide/durable-jobs.md`'s blocks.
 #[doc = include_str!("../../docs/guide/durable-jobs.md")]

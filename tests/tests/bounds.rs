@@ -65,7 +65,7 @@ async fn an_add_over_the_bound_is_refused_whole_and_names_task_bound_and_count(r
     utils.add_raw_job("b", json!({}), JobSpec::default()).await.unwrap();
     let listed = utils.controls().await.unwrap();
     assert_eq!((listed.len(), &listed[0].control), (1, &Control::bound("b", 3, 0)));
-    assert!(utils.remove_control("b", ControlKind::Bound).await.unwrap());
+    assert!(utils.remove_control("b", ControlKind::Bound, None).await.unwrap());
     utils.add_raw_jobs(&two).await.unwrap();
     assert_eq!(db.count(WAITING).await, 5, "lifted, adds go in again");
     // A REPEATABLE READ snapshot predates the lock: such an add is refused, not miscounted.

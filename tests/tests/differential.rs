@@ -228,6 +228,17 @@ impl Gen {
                         }]
                     })
                     .unwrap_or_default(),
+                fair: self
+                    .maybe(400, |g| {
+                        let task = g.pick(&TASKS).to_owned();
+                        let partition = g.partition().unwrap_or_else(|| Partition::KeyPrefix(":".into()));
+                        let fair = Control::fair(task, partition);
+                        vec![match g.rng.below(2) {
+                            0 => fair,
+                            _ => fair.weighted(String::new(), g.rng.between(2, 3) as u32),
+                        }]
+                    })
+                    .unwrap_or_default(),
             },
             80..=86 => Action::WorkerComplete { worker_id: self.worker(), mask: self.rng.next_u64() },
             87..=94 => Action::WorkerFail {
@@ -506,7 +517,18 @@ impl Both {
                     .expect("force_unlock_workers");
                 (Outcome::Nothing, Outcome::Nothing)
             }
-            Action::Fetch { worker_id, tasks, forbidden, accepted, limit, now_s, excluded, caps, limits } => {
+            Action::Fetch {
+                worker_id,
+                tasks,
+                forbidden,
+                accepted,
+                limit,
+                now_s,
+                excluded,
+                caps,
+                limits,
+                fair,
+            } => {
                 self.serial += 1;
                 let limits: Vec<Control> =
                     limits.iter().filter(|l| tasks.contains(&l.task)).cloned().collect();
@@ -525,6 +547,7 @@ impl Both {
                     excluded_queues: excluded.clone(),
                     caps: caps.iter().filter(|c| tasks.contains(&c.task)).cloned().collect(),
                     limits,
+                    fair: fair.iter().filter(|c| tasks.contains(&c.task)).cloned().collect(),
                     // Every other fetch in the walking shape: the same jobs either way.
                     walk_priorities: self.serial % 2 == 0,
                 });

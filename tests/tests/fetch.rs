@@ -78,6 +78,7 @@ fn get_jobs(limit: usize, now: Option<chrono::DateTime<Utc>>, walk_priorities: b
         excluded_queues: vec![],
         caps: vec![],
         limits: vec![],
+        fair: vec![],
         walk_priorities,
     })
 }
@@ -311,7 +312,7 @@ async fn a_fetch_reads_the_index_when_a_burst_of_jobs_follows_a_quiet_spell() {
 
 /// Jobs of one named queue sharing their `run_at` (as one `add_jobs` call adds them): the
 /// head, fetched and given back, is the queue's head again at the next fetch of every shape
-/// (plain, walking the priorities, capped, rate limited), though giving it back moved its
+/// (plain, walking the priorities, capped, rate limited, fair), though giving it back moved its
 /// row behind the others in graphile-worker's index (by priority and run_at only): ties go
 /// by id. graphile-worker 0.18 runs it last.
 #[tokio::test]
@@ -348,6 +349,13 @@ async fn a_queue_s_head_given_back_is_its_head_again_among_jobs_sharing_its_run_
         ("walking the priorities", get_jobs(10, None, true)),
         ("capped", with_flow(vec![Control::cap("t", 10)], vec![])),
         ("rate limited", with_flow(vec![], vec![Control::rate_limit("t", 1000, 1000)])),
+        ("fair", {
+            let mut fetch = get_jobs(10, None, false);
+            if let Statement::GetJobs(FetchRequest { fair, .. }) = &mut fetch {
+                *fair = vec![Control::fair("t", formica_core::flow::Partition::Field("n".into()))];
+            }
+            fetch
+        }),
     ];
     for (shape, fetch) in [("plain", get_jobs(10, None, false))].into_iter().chain(shapes) {
         let QueryResult::Jobs { jobs, .. } = run(fetch).await else { panic!("not jobs") };

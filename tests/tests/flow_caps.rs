@@ -170,8 +170,8 @@ async fn a_cap_set_and_lifted_at_runtime_reaches_running_workers(rt: Arc<dyn Run
     add(&db, 20, 1).await;
     formica_tests::sleep(rt.as_ref(), Duration::from_millis(500)).await;
     assert_eq!(seen.lock().unwrap().most.get(""), Some(&1), "the cap reached the running worker");
-    assert!(utils.remove_control("c", ControlKind::Cap).await.unwrap());
-    assert!(!utils.remove_control("c", ControlKind::Cap).await.unwrap(), "nothing left to lift");
+    assert!(utils.remove_control("c", ControlKind::Cap, None).await.unwrap());
+    assert!(!utils.remove_control("c", ControlKind::Cap, None).await.unwrap(), "nothing left to lift");
     db.wait_for_count(LEFT, 0, Duration::from_secs(10)).await;
     assert_eq!(seen.lock().unwrap().most.get(""), Some(&4), "lifted, the worker used its 4 slots");
     let refused = utils.set_control(&Control::cap("c", 0), None).await;

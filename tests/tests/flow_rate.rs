@@ -107,8 +107,8 @@ async fn a_limit_set_and_lifted_at_runtime_reaches_a_running_worker(rt: Arc<dyn 
     formica_tests::sleep(rt.as_ref(), Duration::from_millis(1_000)).await;
     assert_eq!(starts.lock().unwrap().len(), 2, "the limit reached the running worker");
     assert_eq!(db.count("select count(*) from graphile_worker._private_jobs where attempts > 0").await, 0);
-    assert!(utils.remove_control("r", ControlKind::RateLimit).await.unwrap());
-    assert!(!utils.remove_control("r", ControlKind::RateLimit).await.unwrap(), "nothing left to lift");
+    assert!(utils.remove_control("r", ControlKind::RateLimit, None).await.unwrap());
+    assert!(!utils.remove_control("r", ControlKind::RateLimit, None).await.unwrap(), "nothing left to lift");
     db.wait_for_count(LEFT, 0, Duration::from_secs(10)).await;
     assert_eq!(starts.lock().unwrap().len(), 10, "lifted, the rest ran");
     let zero = Control { limit: ControlLimit::Starts { max: 0, period_ms: 60_000 }, ..limit };

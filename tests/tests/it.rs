@@ -20,6 +20,7 @@ mod fetch;
 mod flags;
 mod flow;
 mod flow_caps;
+mod flow_fair;
 mod flow_rate;
 mod graphile_worker_compat;
 mod graphile_worker_cron;

@@ -358,6 +358,7 @@ async fn a_job_replaced_or_removed_while_held_is_not_revived_when_given_back() {
         excluded_queues: vec![],
         caps: vec![],
         limits: vec![],
+        fair: vec![],
         walk_priorities: false,
     }))
     .await;
@@ -412,6 +413,7 @@ async fn a_job_locked_by_a_worker_whose_clock_is_behind_is_refunded_when_given_b
             excluded_queues: vec![],
             caps,
             limits,
+            fair: vec![],
             walk_priorities: false,
         });
         let bound = bind(&catalog, statement, &[]);

@@ -48,6 +48,8 @@ fn routes(job: i64) -> Vec<(String, Value, Role)> {
         ("/api/flow/uncap".to_owned(), json!({ "task": "t" })),
         ("/api/flow/limit".to_owned(), json!({ "task": "t", "max": 1, "period_ms": 1000 })),
         ("/api/flow/unlimit".to_owned(), json!({ "task": "t" })),
+        ("/api/flow/fair".to_owned(), json!({ "task": "t", "per": "field", "argument": "customer" })),
+        ("/api/flow/unfair".to_owned(), json!({ "task": "t" })),
         ("/api/schedules".to_owned(), json!({ "line": "@every 1h hourly" })),
         ("/api/schedules/hourly/remove".to_owned(), json!({})),
     ];

@@ -1,7 +1,8 @@
-//! The dashboard's Flow page (docs/guide/flow-control.md, docs/guide/bounded-queues.md):
-//! pausing, resuming, capping, bounding and lifting go through `WorkerUtils`, and the page
-//! shows each control in force with its
-//! reason, author and time, and the ready jobs it holds back (why they wait).
+//! The dashboard's Flow page (docs/guide/flow-control.md, docs/guide/fairness.md,
+//! docs/guide/bounded-queues.md, docs/guide/priority-aging.md): pausing, resuming, capping,
+//! making fair, bounding, aging and lifting go through `WorkerUtils`, and the page shows each
+//! control in force with its reason, author and time, and the ready jobs it holds back (why
+//! they wait).
 
 // Tests fail by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -68,6 +69,10 @@ async fn the_flow_page_pauses_caps_and_shows_why_jobs_wait() {
     let r = ui.action("/api/flow/resume", json!({ "scope": "task", "name": "send_email" })).await;
     assert_eq!(r.status, 409, "resuming what is not paused: {}", r.body);
     let r = ui.action("/api/flow/uncap", json!({ "task": "import" })).await;
+    assert_eq!(r.status, 409, "the whole task is not capped, only per customer: {}", r.body);
+    let r = ui
+        .action("/api/flow/uncap", json!({ "task": "import", "per": "field", "argument": "customer" }))
+        .await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(utils.controls().await.unwrap().is_empty());
 
@@ -162,4 +167,55 @@ async fn the_flow_page_bounds_a_task_and_an_add_over_it_is_a_conflict() {
     let r = ui.action("/api/flow/unbound", json!({ "task": "import" })).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(utils.controls().await.unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_flow_page_makes_a_task_fair_and_lifts_one_of_its_several_controls() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let ui = Dashboard::start(utils.clone(), Options::default()).await;
+    let body =
+        json!({ "task": "import", "per": "field", "argument": "customer", "weights": "acme=3, beta=2" });
+    let r = ui.action("/api/flow/fair", body).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = ui.action("/api/flow/cap", json!({ "task": "import", "max": 20 })).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = ui
+        .action(
+            "/api/flow/cap",
+            json!({ "task": "import", "max": 1, "per": "field", "argument": "customer" }),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let fair =
+        Control::fair("import", Partition::Field("customer".into())).weighted("acme", 3).weighted("beta", 2);
+    let controls: Vec<Control> = utils.controls().await.unwrap().into_iter().map(|c| c.control).collect();
+    assert_eq!(controls.len(), 3, "{controls:?}");
+    assert!(controls.contains(&fair), "{controls:?}");
+    let page = ui.get("/flow").await;
+    assert!(page.body.contains("fair: import fair per field customer (acme×3, beta×2)"), "{}", page.body);
+    assert!(
+        page.body.contains("capped: import at most 20 running<")
+            && page.body.contains("at most 1 running per field customer")
+    );
+    for (body, expected) in [
+        (
+            json!({ "task": "x", "per": "field", "argument": "c", "weights": "acme" }),
+            "weight \\\"acme\\\": tenant=n",
+        ),
+        (json!({ "task": "x", "per": "field", "argument": "c", "weights": "acme=0" }), "weight 0 of tenant"),
+        (json!({ "task": "x", "per": "", "argument": "" }), "needs a partition"),
+    ] {
+        let r = ui.action("/api/flow/fair", body).await;
+        assert_eq!(r.status, 400, "{}", r.body);
+        assert!(r.body.contains(expected), "{expected}: {}", r.body);
+    }
+    // The whole task's cap lifted, the one per customer and fairness stay.
+    let r = ui.action("/api/flow/uncap", json!({ "task": "import" })).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let left: Vec<ControlKind> = utils.controls().await.unwrap().iter().map(|c| c.control.kind()).collect();
+    assert_eq!(left, vec![ControlKind::Cap, ControlKind::Fair]);
+    let r = ui.action("/api/flow/unfair", json!({ "task": "import" })).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(utils.controls().await.unwrap().len(), 1);
 }

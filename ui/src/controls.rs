@@ -1,6 +1,8 @@
-//! The Flow page and its actions (docs/guide/flow-control.md): the pauses, caps, rate
-//! limits and bounds (docs/guide/bounded-queues.md) in force, with who set them and when, why jobs wait (how many ready jobs each
-//! holds back), and forms to pause, resume, cap, rate limit and lift; and where failed jobs
+//! The Flow page and its actions (docs/guide/flow-control.md, docs/guide/fairness.md,
+//! docs/guide/bounded-queues.md): the pauses, caps, rate limits, fairness and bounds in force
+//! (a task may have several), with who set them and when, why jobs wait (how many ready jobs
+//! each holds back), and forms to pause, resume, cap, rate limit, make fair, bound and lift;
+//! and where failed jobs
 //! go, the dead letters (docs/guide/dead-letters.md), with forms to set and remove them.
 //! Each action is one `WorkerUtils` call as in the `formica` command. The dashboard is the
 //! author of what it sets (`dashboard`).
@@ -33,6 +35,8 @@ pub fn api_routes() -> Router<State> {
         .route("/flow/unlimit", post(|s, body| remove(s, body, ControlKind::RateLimit)))
         .route("/flow/bound", post(|s, body| set(s, body, ControlKind::Bound)))
         .route("/flow/unbound", post(|s, body| remove(s, body, ControlKind::Bound)))
+        .route("/flow/fair", post(|s, body| set(s, body, ControlKind::Fair)))
+        .route("/flow/unfair", post(|s, body| remove(s, body, ControlKind::Fair)))
         .route("/dead_letters", get(dead_letters).post(set_dead_letter))
         .route("/dead_letters/remove", post(remove_dead_letter))
 }
@@ -53,6 +57,7 @@ fn words(kind: ControlKind) -> (&'static str, &'static str, &'static str, &'stat
     match kind {
         ControlKind::Cap => ("capped", "/api/flow/uncap", "uncapped", "capped"),
         ControlKind::RateLimit => ("limited", "/api/flow/unlimit", "unlimited", "rate limited"),
+        ControlKind::Fair => ("fair", "/api/flow/unfair", "unfair", "fair"),
         ControlKind::Bound => ("bounded", "/api/flow/unbound", "unbounded", "bounded"),
     }
 }
@@ -60,16 +65,23 @@ fn words(kind: ControlKind) -> (&'static str, &'static str, &'static str, &'stat
 /// A control's row: control, reason, by, since, ready jobs, and the Lift button.
 fn control_row(set: &ControlSet, overview: &Overview) -> Vec<String> {
     let c = &set.control;
+    let per = c.partition.as_ref().map(|p| format!(" per {} {}", p.kind(), p.argument()));
     let label = match c.limit {
         ControlLimit::Running { max } => {
-            let per = c.partition.as_ref().map(|p| format!(" per {} {}", p.kind(), p.argument()));
-            format!("capped: {} at most {max} running{}", c.task, per.unwrap_or_default())
+            format!("capped: {} at most {max} running{}", c.task, per.clone().unwrap_or_default())
         }
         ControlLimit::Starts { .. } => format!("rate limited: {}", c.label()),
+        ControlLimit::Fair { .. } => format!("fair: {}", c.label()),
         ControlLimit::Waiting { .. } => format!("bounded (adds refused over it): {}", c.label()),
     };
-    let body = json!({ "task": c.task }).to_string();
-    let confirm = format!("Lift the {} of {}?", c.kind().as_str(), c.task);
+    let partition = c.partition.as_ref().map(|p| (p.kind(), p.argument()));
+    let body = json!({ "task": c.task, "per": partition.map(|p| p.0), "argument": partition.map(|p| p.1) })
+        .to_string();
+    let of = match c.kind() {
+        ControlKind::Fair | ControlKind::Bound => c.task.clone(),
+        ControlKind::Cap | ControlKind::RateLimit => format!("{}{}", c.task, per.unwrap_or_default()),
+    };
+    let confirm = format!("Lift the {} of {of}?", c.kind().as_str());
     vec![
         esc(&label),
         "-".into(),
@@ -82,30 +94,35 @@ fn control_row(set: &ControlSet, overview: &Overview) -> Vec<String> {
 
 /// The form setting a control of `kind`.
 fn control_form(kind: ControlKind) -> String {
-    let per = select(
-        "per",
-        Some(""),
-        &[
-            ("", "the whole task"),
-            ("field", "per payload field"),
-            ("key_prefix", "per job key prefix (before the separator)"),
-        ],
-    );
-    let (title, id, max, period, action, path) = match kind {
-        ControlKind::Cap => ("Cap", "cap", "most running", "", "Set cap", "/api/flow/cap"),
+    let partitions =
+        [("field", "per payload field"), ("key_prefix", "per job key prefix (before the separator)")];
+    let whole = [("", "the whole task")];
+    let (title, id, bound, action, path) = match kind {
+        ControlKind::Cap => (
+            "Cap",
+            "cap",
+            r#"<input name="max" type="number" min="1" placeholder="most running">"#,
+            "Set cap",
+            "/api/flow/cap",
+        ),
         ControlKind::RateLimit => (
             "Rate limit",
             "limit",
-            "most starts",
-            r#" per <input name="period_ms" type="number" min="1" value="1000"> ms"#,
+            r#"<input name="max" type="number" min="1" placeholder="most starts"> per <input name="period_ms" type="number" min="1" value="1000"> ms"#,
             "Set limit",
             "/api/flow/limit",
+        ),
+        ControlKind::Fair => (
+            "Fairness",
+            "fair",
+            r#"<input name="weights" placeholder="weights: acme=3, beta=2 (others 1)">"#,
+            "Make fair",
+            "/api/flow/fair",
         ),
         ControlKind::Bound => (
             "Bound",
             "bound",
-            "most waiting",
-            r#" an add over it waits <input name="wait_ms" type="number" min="0" value="0"> ms"#,
+            r#"<input name="max" type="number" min="1" placeholder="most waiting"> an add over it waits <input name="wait_ms" type="number" min="0" value="0"> ms"#,
             "Set bound",
             "/api/flow/bound",
         ),
@@ -113,9 +130,15 @@ fn control_form(kind: ControlKind) -> String {
     if !crate::guard::may(path) {
         return String::new();
     }
+    let per = match kind {
+        ControlKind::Fair => select("per", Some("field"), &partitions),
+        ControlKind::Cap | ControlKind::RateLimit | ControlKind::Bound => {
+            select("per", Some(""), &whole.iter().chain(&partitions).copied().collect::<Vec<_>>())
+        }
+    };
     let confirm = format!("Set this {}? Formica workers keep to it within a second.", kind.as_str());
     format!(
-        r#"<h2>{title}</h2><form id="{id}" class="inline"><input name="task" placeholder="task"> <input name="max" type="number" min="1" placeholder="{max}">{period} {per} <input name="argument" placeholder="field or separator"> {}</form>"#,
+        r#"<h2>{title}</h2><form id="{id}" class="inline"><input name="task" placeholder="task"> {bound} {per} <input name="argument" placeholder="field or separator"> {}</form>"#,
         button(action, path, &confirm, &[("form", id)])
     )
 }
@@ -156,7 +179,9 @@ async fn flow(Ext(s): Ext<State>) -> Response {
     let control_rows = controls.iter().map(|c| control_row(c, &overview));
     let rows: Vec<Vec<String>> = pause_rows.chain(control_rows).collect();
     let mut body = String::from(
-        "<p>Why jobs wait: each pause, cap or rate limit in force, and the ready jobs it may hold back. \
+        "<p>Why jobs wait: each pause, cap or rate limit in force, and the ready jobs it may hold back \
+         (a task may have several controls: a job starts when every one allows it; fairness holds \
+         none back, it takes the task's jobs round robin across its tenants). \
          Formica workers obey them within a second; graphile-worker's workers do not. A bound holds \
          back adds instead: Formica refuses an add over it.</p>",
     );
@@ -178,6 +203,7 @@ async fn flow(Ext(s): Ext<State>) -> Response {
         );
         body += &control_form(ControlKind::Cap);
         body += &control_form(ControlKind::RateLimit);
+        body += &control_form(ControlKind::Fair);
         body += &control_form(ControlKind::Bound);
     }
     body += &crate::aging::section(&agings, |task| ready(&overview, Some(task), None));
@@ -282,20 +308,46 @@ async fn resume(Ext(s): Ext<State>, Json(body): Json<Target>) -> Result<Json<Val
     Ok(Json(json!({ "resumed": pause.label() })))
 }
 
-/// A cap's, rate limit's or bound's form: `period_ms` only for a rate limit, `wait_ms`
-/// only for a bound; `per` is empty (the whole task), `field` or `key_prefix`.
+/// A control's form: `max` for a cap, rate limit or bound, `period_ms` only for a rate limit,
+/// `wait_ms` only for a bound, `weights` (`acme=3, beta=2`) only for fairness; `per` is
+/// empty (the whole task), `field` or `key_prefix`.
 #[derive(Deserialize)]
 struct ControlBody {
     task: String,
+    #[serde(default)]
     max: u32,
     #[serde(default)]
     period_ms: u32,
     #[serde(default)]
     wait_ms: u32,
     #[serde(default)]
+    weights: String,
+    #[serde(default)]
     per: String,
     #[serde(default)]
     argument: String,
+}
+
+/// `acme=3, beta=2` as weights; an error names the piece that is not `tenant=n`.
+fn weights(text: &str) -> Result<std::collections::BTreeMap<String, u32>, Error> {
+    let pieces = text.split(',').map(str::trim).filter(|piece| !piece.is_empty());
+    pieces
+        .map(|piece| {
+            let (tenant, weight) = piece
+                .rsplit_once('=')
+                .and_then(|(t, w)| Some((t.trim(), w.trim().parse().ok()?)))
+                .ok_or_else(|| Error::BadRequest(format!("weight {piece:?}: tenant=n, n a whole number")))?;
+            Ok((tenant.to_owned(), weight))
+        })
+        .collect()
+}
+
+/// The partition a body names: `per` empty for the whole task.
+fn partition_of(per: &str, argument: &str) -> Result<Option<Partition>, Error> {
+    match per {
+        "" => Ok(None),
+        per => Ok(Some(Partition::parse(per, argument).map_err(|e| Error::BadRequest(e.to_string()))?)),
+    }
 }
 
 async fn set(
@@ -303,33 +355,39 @@ async fn set(
     Json(body): Json<ControlBody>,
     kind: ControlKind,
 ) -> Result<Json<Value>, Error> {
-    let partition = match body.per.as_str() {
-        "" => None,
-        per => Some(Partition::parse(per, body.argument).map_err(|e| Error::BadRequest(e.to_string()))?),
+    let partition = partition_of(&body.per, &body.argument)?;
+    let (task, max) = (body.task.trim().to_owned(), body.max);
+    let limit = match kind {
+        ControlKind::Cap => ControlLimit::Running { max },
+        ControlKind::RateLimit => ControlLimit::Starts { max, period_ms: body.period_ms },
+        ControlKind::Fair => ControlLimit::Fair { weights: weights(&body.weights)? },
+        ControlKind::Bound => ControlLimit::Waiting { max, wait_ms: body.wait_ms },
     };
-    let (task, max) = (body.task.trim(), body.max);
-    let control = match kind {
-        ControlKind::Cap => Control::cap(task, max),
-        ControlKind::RateLimit => Control::rate_limit(task, max, body.period_ms),
-        ControlKind::Bound => Control::bound(task, max, body.wait_ms),
-    };
-    let control = Control { partition, ..control };
+    let control = Control { task, partition, limit };
     let since = s.utils.set_control(&control, Some(crate::AUTHOR)).await?;
     let named = match kind {
         ControlKind::Cap => control.task,
-        ControlKind::RateLimit | ControlKind::Bound => control.label(),
+        ControlKind::RateLimit | ControlKind::Fair | ControlKind::Bound => control.label(),
     };
     Ok(Json(json!({ words(kind).0: named, "since": since })))
 }
 
+/// Which control to lift (or dead letter to remove): the task, and for a cap or rate limit
+/// the partition (none: the whole task's).
 #[derive(Deserialize)]
 struct Lift {
     task: String,
+    #[serde(default)]
+    per: Option<String>,
+    #[serde(default)]
+    argument: Option<String>,
 }
 
 async fn remove(Ext(s): Ext<State>, Json(body): Json<Lift>, kind: ControlKind) -> Result<Json<Value>, Error> {
     let (_, _, lifted, set) = words(kind);
-    if !s.utils.remove_control(&body.task, kind).await? {
+    let partition =
+        partition_of(body.per.as_deref().unwrap_or_default(), body.argument.as_deref().unwrap_or_default())?;
+    if !s.utils.remove_control(&body.task, kind, partition.as_ref()).await? {
         return Err(Error::Conflict(format!("{} was not {set}", body.task)));
     }
     Ok(Json(json!({ lifted: body.task })))

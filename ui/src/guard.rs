@@ -50,6 +50,8 @@ impl Role {
                 | "/api/flow/unlimit"
                 | "/api/flow/age"
                 | "/api/flow/unage"
+                | "/api/flow/fair"
+                | "/api/flow/unfair"
                 | "/api/schedules"
                 | "/api/dead_letters"
                 | "/api/dead_letters/remove"

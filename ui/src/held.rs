@@ -54,11 +54,11 @@ impl Holds {
             .collect();
         let mut may = Vec::new();
         for c in self.controls.iter().map(|c| &c.control).filter(|c| c.task == task) {
-            match (c.limit, &c.partition) {
+            match (&c.limit, &c.partition) {
                 // Over the whole task: held only while the cap is reached.
                 (ControlLimit::Running { max }, None) => {
                     let running = self.running.get(task).copied().unwrap_or(0);
-                    if running >= i64::from(max) {
+                    if running >= i64::from(*max) {
                         why.push(format!("task {task} capped ({running} running, at most {max})"));
                     }
                 }
@@ -66,8 +66,9 @@ impl Holds {
                     may.push(format!("task {task} capped ({max} at once per {} {})", p.kind(), p.argument()))
                 }
                 (ControlLimit::Starts { .. }, _) => may.push(format!("rate limit {}", c.label())),
-                // A bound holds back adds, not starts.
-                (ControlLimit::Waiting { .. }, _) => {}
+                // A bound holds back adds, not starts; fairness orders the task's jobs and
+                // holds none back.
+                (ControlLimit::Waiting { .. } | ControlLimit::Fair { .. }, _) => {}
             }
         }
         (why, may)

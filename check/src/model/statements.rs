@@ -51,7 +51,7 @@ impl Model {
                 }
                 (QueryResult::Done, vec![])
             }
-            // Caps and limits come from `ReadFlow`, which answers none here.
+            // Caps, limits and fairness come from `ReadFlow`, which answers none here.
             Statement::GetJobs(request) => {
                 let now = request.now.unwrap_or(db_now);
                 let mut candidates: Vec<&Row> = self

@@ -121,6 +121,10 @@ pub struct FetchRequest {
     /// are locked only within the starts each limit has left in its period, and each
     /// lock is logged as a start. Empty: no limited fetch.
     pub limits: Vec<Control>,
+    /// The fairness of the tasks fetched (each a [`Control`] of kind
+    /// [`Fair`](crate::flow::ControlKind::Fair)): their jobs fill the places the fetch has
+    /// round robin across the tenants, and each start advances its tenant's pass.
+    pub fair: Vec<Control>,
     /// Find the due jobs one priority at a time (an index range each) rather than in one
     /// scan of the index, which reads every job scheduled for later whenever fewer are
     /// due than asked: sent after a short fetch was slow

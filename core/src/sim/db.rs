@@ -12,7 +12,7 @@
 //! `cancel_requests` tables) are kept beside the job tables.
 
 use crate::cron::runner::KnownCrontab;
-use crate::flow::{Control, ControlKind, Pause};
+use crate::flow::{Control, ControlKind, Partition, Pause};
 use crate::job::{Job, JobKeyMode, RawJob, RescheduleJobOptions, DEFAULT_MAX_ATTEMPTS};
 use crate::job_key::{self, Decision, ExistingJob, NewJob};
 use crate::protocol::{DbError, JOBS_INSERT};
@@ -63,10 +63,13 @@ pub struct Db {
     pub(super) schedules: BTreeMap<String, String>,
     /// `formica_<schema>.pauses` (see `flow.rs`).
     pub(super) pauses: BTreeSet<Pause>,
-    /// `formica_<schema>.caps` and `rate_limits`, by task and kind (see `flow.rs`).
-    pub(super) controls: BTreeMap<(String, ControlKind), Control>,
-    /// `formica_<schema>.rate_starts`: (task, partition, started_at).
-    pub(super) rate_starts: Vec<(String, String, Timestamp)>,
+    /// `formica_<schema>.caps`, `rate_limits` and `fair_shares`, by
+    /// [`Control::identity`] (see `flow.rs`).
+    pub(super) controls: BTreeMap<(String, ControlKind, Option<Partition>), Control>,
+    /// `formica_<schema>.rate_starts`: (task, the limit's partition key, partition, started_at).
+    pub(super) rate_starts: Vec<(String, String, String, Timestamp)>,
+    /// `formica_<schema>.fair_passes` and `fair_clocks` (see `fair.rs`).
+    pub(super) fair: super::fair::FairState,
     /// `formica_<schema>.workflows` and their jobs (see `workflow_rows.rs`).
     pub(super) workflows: super::workflow_rows::Workflows,
     /// `formica_<schema>.job_history`, as its pruner sees it (see `history.rs`).
@@ -116,6 +119,7 @@ impl Db {
             pauses: BTreeSet::new(),
             controls: BTreeMap::new(),
             rate_starts: Vec::new(),
+            fair: Default::default(),
             workflows: Default::default(),
             history: Vec::new(),
             dead_letters: BTreeMap::new(),
@@ -517,6 +521,7 @@ mod tests {
             excluded_queues: vec![],
             caps: vec![],
             limits: vec![],
+            fair: vec![],
             walk_priorities: false,
         }));
         result.fetched().unwrap_or_else(|| panic!("{result:?}")).0.to_vec()

@@ -1,9 +1,9 @@
 //! Flow controls on the simulated database, as the SQL keeps them (`sql/records/000006.sql`,
-//! `000010.sql`, `sql/queries/flow_*.sql`, `worker/read_flow.sql`): pauses, caps and rate
-//! limits; the reason and who/when are left out, no worker statement reads them.
+//! `000010.sql`, `000026.sql`, `sql/queries/flow_*.sql`, `worker/read_flow.sql`): pauses,
+//! caps, rate limits and fairness; the reason and who/when are left out, no worker statement reads them.
 
 use super::db::{Db, Notification};
-use crate::flow::{Control, ControlKind, Controls, Pause, Scope};
+use crate::flow::{Control, ControlKind, Controls, Partition, Pause, Scope};
 use crate::protocol::FLOW;
 
 impl Db {
@@ -32,23 +32,29 @@ impl Db {
         self.dead_letters.insert(task.to_owned(), target.to_owned());
     }
 
-    /// Set `control` (replacing its task's control of its kind, if any) and wake the workers.
+    /// Set `control` (replacing the one of its [`identity`](Control::identity), if any) and
+    /// wake the workers.
     pub fn set_control(&mut self, control: Control) {
-        self.controls.insert((control.task.clone(), control.kind()), control);
+        self.controls.insert(key(&control.task, control.kind(), control.partition.as_ref()), control);
         self.notify_flow();
     }
 
-    /// Lift the `kind` control of `task` (a rate limit's starts are forgotten with it); wakes
+    /// Lift the `kind` control of `task` over `partition` (fairness: whatever its
+    /// partition); a rate limit's starts and fairness' passes are forgotten with it. Wakes
     /// the workers if there was one. Whether there was.
-    pub fn remove_control(&mut self, task: &str, kind: ControlKind) -> bool {
-        let lifted = self.controls.remove(&(task.to_owned(), kind)).is_some();
-        if lifted {
-            if kind == ControlKind::RateLimit {
-                self.rate_starts.retain(|(t, _, _)| t != task);
+    pub fn remove_control(&mut self, task: &str, kind: ControlKind, partition: Option<&Partition>) -> bool {
+        let Some(lifted) = self.controls.remove(&key(task, kind, partition)) else { return false };
+        match kind {
+            ControlKind::RateLimit => {
+                let per = lifted.partition_key();
+                self.rate_starts.retain(|(t, by, _, _)| t != task || *by != per);
             }
-            self.notify_flow();
+            ControlKind::Fair => self.fair.forget(task),
+            // The sim keeps no bound: no add it makes is bounded.
+            ControlKind::Cap | ControlKind::Bound => {}
         }
-        lifted
+        self.notify_flow();
+        true
     }
 
     /// What `ReadFlow` answers.
@@ -70,6 +76,15 @@ impl Db {
     pub(super) fn notify_flow(&mut self) {
         self.notifications.push(Notification { channel: FLOW.into(), payload: String::new() });
     }
+}
+
+/// The key of a control: its identity, owned.
+fn key(
+    task: &str,
+    kind: ControlKind,
+    partition: Option<&Partition>,
+) -> (String, ControlKind, Option<Partition>) {
+    (task.to_owned(), kind, partition.filter(|_| kind != ControlKind::Fair).cloned())
 }
 
 /// The row for `scope`/`name`: a pause of everything has no name.

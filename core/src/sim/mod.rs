@@ -110,6 +110,7 @@
 mod aging;
 mod cancel;
 mod db;
+mod fair;
 pub mod faults;
 mod flow;
 mod history;

@@ -142,6 +142,7 @@ impl Db {
                     flags,
                     caps: &request.caps,
                     limits: &request.limits,
+                    fair: &request.fair,
                 };
                 QueryResult::jobs(self.get_jobs(&request.worker_id, fetch, request.limit, request.now))
             }
@@ -295,11 +296,12 @@ impl Db {
     }
 
     /// The fetch: lock up to `limit` runnable jobs (at most one per named queue) for
-    /// `worker_id`, counting the attempt; by priority, run_at (and id).
+    /// `worker_id`, counting the attempt; by priority, run_at (and id), within the caps and
+    /// rate limits, fair tasks' places filled round robin across their tenants.
     pub(super) fn get_jobs(
         &mut self,
         worker_id: &str,
-        Fetch { task_identifiers, excluded_queues, flags, caps, limits }: Fetch<'_>,
+        Fetch { task_identifiers, excluded_queues, flags, caps, limits, fair }: Fetch<'_>,
         limit: usize,
         now: Option<Timestamp>,
     ) -> Vec<Job> {
@@ -308,6 +310,9 @@ impl Db {
         if !limits.is_empty() {
             self.prune_starts(limits, now);
         }
+        for fairness in fair {
+            self.fair.prune(fairness);
+        }
         let queue_free = |q: Option<i32>| {
             q.is_none_or(|q| {
                 self.queues
@@ -315,8 +320,8 @@ impl Db {
                     .is_some_and(|q| q.locked_at.is_none() && !excluded_queues.contains(&q.name))
             })
         };
-        let cap_of = |j: &Job| caps.iter().find(|c| c.task == j.task_identifier);
-        let limit_of = |j: &Job| limits.iter().find(|l| l.task == j.task_identifier);
+        let all: Vec<&Control> = caps.iter().chain(limits).chain(fair).collect();
+        let is_controlled = |task: &str| all.iter().any(|c| c.task == task);
         let mut candidates: Vec<&Job> = self
             .jobs
             .values()
@@ -326,68 +331,86 @@ impl Db {
             .filter(|j| queue_free(j.job_queue_id))
             .filter(|j| flags.admit(&j.flags))
             .collect();
-        candidates.sort_by_key(|j| (j.priority, j.run_at, j.id));
-        // As the capped and limited statements (sql/records/000006.sql, 000010.sql): the
-        // first `limit` jobs of the free tasks and of each task capped or limited as a whole,
-        // and every due job of the tasks a control partitions.
-        let (capped, mut candidates): (Vec<&Job>, Vec<&Job>) =
-            candidates.into_iter().partition(|j| cap_of(j).is_some() || limit_of(j).is_some());
+        candidates.sort_by_key(|j| sort_key(j));
+        // As the controlled statement (sql/records/000026.sql): the first `limit` jobs of
+        // the free tasks and of each controlled task no control partitions, every due job
+        // of the tasks a cap or limit partitions, and of a fair task each tenant's first
+        // `limit`.
+        let (controlled, mut candidates): (Vec<&Job>, Vec<&Job>) =
+            candidates.into_iter().partition(|j| is_controlled(&j.task_identifier));
         candidates.truncate(limit);
         let mut firsts: BTreeMap<&str, usize> = BTreeMap::new();
-        candidates.extend(capped.into_iter().filter(|j| {
-            let whole = cap_of(j).is_none_or(|c| c.partition.is_none())
-                && limit_of(j).is_none_or(|l| l.partition.is_none());
+        let mut of_tenant: BTreeMap<(&str, String), usize> = BTreeMap::new();
+        candidates.extend(controlled.into_iter().filter(|j| {
+            if let Some(fairness) = fair.iter().find(|f| f.task == j.task_identifier) {
+                let seen =
+                    of_tenant.entry((j.task_identifier.as_str(), fairness.partition_of(j))).or_default();
+                *seen += 1;
+                return *seen <= limit;
+            }
+            let whole = all.iter().all(|c| c.task != j.task_identifier || c.partition.is_none());
             let seen = firsts.entry(j.task_identifier.as_str()).or_default();
             *seen += 1;
             !whole || *seen <= limit
         }));
-        candidates.sort_by_key(|j| (j.priority, j.run_at, j.id));
+        candidates.sort_by_key(|j| sort_key(j));
         let mut queues_taken = BTreeSet::new();
-        let mut taken_in: BTreeMap<(String, String), usize> = BTreeMap::new();
-        let mut started_in: BTreeMap<(String, String), usize> = BTreeMap::new();
-        let queue_firsts: Vec<&Job> = candidates
-            .into_iter()
-            .filter(|j| j.job_queue_id.is_none_or(|q| queues_taken.insert(q)))
-            .collect();
-        // Both ranks are counted over every queue's first candidate, as the statement's
-        // window functions count them, whatever the other control decides.
-        let chosen: Vec<(i64, Option<&Control>)> = queue_firsts
-            .into_iter()
-            .filter_map(|j| {
-                let within_cap = cap_of(j).is_none_or(|cap| {
-                    let partition = cap.partition_of(j);
-                    let room = (cap.max() as usize).saturating_sub(self.locked_in(cap, &partition));
-                    let taken = taken_in.entry((cap.task.clone(), partition)).or_default();
+        let queue_firsts =
+            candidates.into_iter().filter(|j| j.job_queue_id.is_none_or(|q| queues_taken.insert(q)));
+        let bounds: Vec<&Control> = caps.iter().chain(limits).collect();
+        let room = |c: &Control, part: &str| {
+            let used = match c.period() {
+                None => self.locked_in(c, part),
+                Some(_) => self.started_in(c, part, now),
+            };
+            (c.max() as usize).saturating_sub(used)
+        };
+        // Each control ranks the jobs it sees in order, as the statement's window functions
+        // do, whatever the others decide: first the partitioned ones, over every queue's
+        // first candidate.
+        let mut taken_in: BTreeMap<(usize, String), usize> = BTreeMap::new();
+        let within = |j: &Job, partitioned: bool, taken_in: &mut BTreeMap<(usize, String), usize>| {
+            let mut allowed = true;
+            for (n, c) in bounds.iter().enumerate() {
+                if c.task == j.task_identifier && c.partition.is_some() == partitioned {
+                    let part = c.partition_of(j);
+                    let taken = taken_in.entry((n, part.clone())).or_default();
                     *taken += 1;
-                    *taken <= room
-                });
-                let rate = limit_of(j);
-                let within_rate = rate.is_none_or(|l| {
-                    let partition = l.partition_of(j);
-                    let room = (l.max() as usize).saturating_sub(self.started_in(l, &partition, now));
-                    let taken = started_in.entry((l.task.clone(), partition)).or_default();
-                    *taken += 1;
-                    *taken <= room
-                });
-                (within_cap && within_rate).then_some((j.id, rate))
-            })
+                    allowed &= *taken <= room(c, &part);
+                }
+            }
+            allowed
+        };
+        let passed: Vec<&Job> = queue_firsts.filter(|j| within(j, true, &mut taken_in)).collect();
+        // Then fairness: a fair task's jobs take the task's places (its jobs' own sort keys,
+        // in order) by their tags; then the whole task's caps and limits, in that order.
+        let placed = self.place_fairly(passed, fair);
+        let chosen: Vec<(i64, Option<Tag>)> = placed
+            .into_iter()
+            .filter(|(_, j, _)| within(j, false, &mut taken_in))
             .take(limit)
+            .map(|(_, j, tag)| (j.id, tag))
             .collect();
-        let chosen: Vec<(i64, Option<Control>)> =
-            chosen.into_iter().map(|(id, l)| (id, l.cloned())).collect();
         // As the statements, every fetch locks at the later of its time and the database's
         // (sql/queries/worker/get_jobs.sql, records migration 12).
         let lock_time = now.max(self.now);
         let mut out = Vec::new();
-        for (id, rate) in chosen {
+        let mut tenants: BTreeMap<(String, String), (i64, i64, i64)> = BTreeMap::new();
+        for (id, tag) in chosen {
             let Some(job) = self.jobs.get_mut(&id) else { continue };
             job.attempts = job.attempts.saturating_add(1);
             job.locked_by = Some(worker_id.to_owned());
             job.locked_at = Some(lock_time);
             let queue = job.job_queue_id;
             let job = job.clone();
-            if let Some(rate) = rate {
-                self.log_start(&rate, &job, now);
+            for limit in limits.iter().filter(|l| l.task == job.task_identifier) {
+                self.log_start(limit, &job, now);
+            }
+            if let Some(tag) = tag {
+                let started = tenants
+                    .entry((job.task_identifier.clone(), tag.tenant))
+                    .or_insert((tag.start, tag.stride, 0));
+                started.2 += 1;
             }
             out.push(job);
             if let Some(queue) = queue.and_then(|q| self.queues.get_mut(&q)) {
@@ -395,9 +418,62 @@ impl Db {
                 queue.locked_at = Some(lock_time);
             }
         }
-        out.sort_by_key(|j| (j.priority, j.run_at, j.id));
+        for ((task, tenant), (start, stride, n)) in tenants {
+            self.fair.started(&task, &tenant, start, n, stride);
+        }
+        out.sort_by_key(sort_key);
         out
     }
+
+    /// `passed` (in sort order) with the sort key each takes: its own, or under fairness
+    /// the key of its task's job in the place its tag reaches; by those keys.
+    fn place_fairly<'j>(
+        &self,
+        passed: Vec<&'j Job>,
+        fair: &[Control],
+    ) -> Vec<(SortKey, &'j Job, Option<Tag>)> {
+        let mut ranks: BTreeMap<(&str, String), i64> = BTreeMap::new();
+        let mut placed = Vec::new();
+        let mut of_task: BTreeMap<&str, Vec<(&Job, Tag)>> = BTreeMap::new();
+        for j in passed {
+            let Some(fairness) = fair.iter().find(|f| f.task == j.task_identifier) else {
+                placed.push((sort_key(j), j, None));
+                continue;
+            };
+            let tenant = fairness.partition_of(j);
+            let rank = ranks.entry((j.task_identifier.as_str(), tenant.clone())).or_default();
+            *rank += 1;
+            let start = self.fair.start(&fairness.task, &tenant);
+            let stride = fairness.stride_of(&tenant);
+            let tag = Tag { tenant, start, stride, begins: start + (*rank - 1) * stride };
+            of_task.entry(j.task_identifier.as_str()).or_default().push((j, tag));
+        }
+        for (_, mut jobs) in of_task {
+            let places: Vec<SortKey> = jobs.iter().map(|(j, _)| sort_key(j)).collect();
+            jobs.sort_by_key(|(j, tag)| (tag.begins, sort_key(j)));
+            placed.extend(places.into_iter().zip(jobs).map(|(place, (j, tag))| (place, j, Some(tag))));
+        }
+        placed.sort_by_key(|(place, _, _)| *place);
+        placed
+    }
+}
+
+/// The fetch's order: priority, run_at, id.
+type SortKey = (i16, Timestamp, i64);
+
+fn sort_key(job: &Job) -> SortKey {
+    (job.priority, job.run_at, job.id)
+}
+
+/// A fair task's job as fairness sees it: its tenant, where the tenant's starts begin in
+/// this fetch, how far each advances it, and where this one's begins (its tag: the jobs
+/// are taken in that order, start-time fair queueing).
+#[derive(Debug, Clone)]
+struct Tag {
+    tenant: String,
+    start: i64,
+    stride: i64,
+    begins: i64,
 }
 
 /// Which jobs a fetch looks at: of these tasks, not in these named queues, with these
@@ -408,6 +484,7 @@ pub(super) struct Fetch<'a> {
     flags: Flags<'a>,
     caps: &'a [Control],
     limits: &'a [Control],
+    fair: &'a [Control],
 }
 
 /// The flags a fetch refuses and, if any, the ones it requires one of.

@@ -23,6 +23,8 @@ pub(super) struct FetchPlan {
     pub caps: Vec<Control>,
     /// The rate limits of the tasks fetched.
     pub limits: Vec<Control>,
+    /// The fairness of the tasks fetched.
+    pub fair: Vec<Control>,
 }
 
 #[derive(Debug, Clone)]
@@ -72,16 +74,19 @@ impl Flow {
                 excluded_queues: vec![],
                 caps: vec![],
                 limits: vec![],
+                fair: vec![],
             });
         }
         let task_identifiers = flow.fetchable(tasks);
         let caps = flow.controls_of(ControlKind::Cap, &task_identifiers);
         let limits = flow.controls_of(ControlKind::RateLimit, &task_identifiers);
+        let fair = flow.controls_of(ControlKind::Fair, &task_identifiers);
         (!task_identifiers.is_empty()).then(|| FetchPlan {
             task_identifiers,
             excluded_queues: flow.paused_queues(),
             caps,
             limits,
+            fair,
         })
     }
 

@@ -298,7 +298,7 @@ impl Worker {
         if !self.taking_jobs() || idle {
             return;
         }
-        let Some(FetchPlan { task_identifiers, excluded_queues, caps, limits: rate_limits }) =
+        let Some(FetchPlan { task_identifiers, excluded_queues, caps, limits: rate_limits, fair }) =
             self.flow.plan(&self.config.task_identifiers)
         else {
             // All paused: nothing to look for until a resume wakes the fetcher.
@@ -321,6 +321,7 @@ impl Worker {
             excluded_queues,
             caps,
             limits: rate_limits,
+            fair,
             walk_priorities: self.fetcher.walks(),
         });
         let id = self.query(Part::Fetch, statement);

@@ -345,6 +345,7 @@ fn the_sim_database_takes_one_job_per_named_queue_per_fetch() {
         excluded_queues: vec![],
         caps: vec![],
         limits: vec![],
+        fair: vec![],
         walk_priorities: false,
     })) {
         QueryResult::Jobs { jobs, .. } => jobs.len(),
@@ -438,6 +439,7 @@ fn accepted_flags_reach_the_fetch_and_the_sim_database_takes_only_jobs_carrying_
         excluded_queues: vec![],
         caps: vec![],
         limits: vec![],
+        fair: vec![],
         walk_priorities: false,
     })) {
         QueryResult::Jobs { jobs, .. } => jobs.into_iter().map(|j| j.payload).collect::<Vec<_>>(),

@@ -502,7 +502,7 @@ async fn fetch_cost(utils: &WorkerUtils, t: &Thresholds) -> Result<Check, Error>
         });
     };
     let jobs = format!("{}.{JOBS_TABLE}", sql::quote_ident(utils.schema()));
-    let limited = format!("{}.lock_jobs_limited", sql::quote_ident(&sql::records_schema(utils.schema())));
+    let limited = format!("{}.lock_jobs_controlled", sql::quote_ident(&sql::records_schema(utils.schema())));
     let rows =
         match read(utils, &sql::health::fetch_cost(&schema), &[(&jobs, Type::TEXT), (&limited, Type::TEXT)])
             .await

@@ -274,7 +274,7 @@ impl Reading<'_> {
         })
     }
 
-    /// The cap or rate limit `set`, if it holds the job now (a bound never does).
+    /// The cap or rate limit `set`, if it holds the job now (fairness and a bound never do).
     async fn control(&self, set: &ControlSet, job: &Job) -> Result<Option<Reason>, Error> {
         let control = &set.control;
         let part = control.partition_of(job);
@@ -311,8 +311,13 @@ impl Reading<'_> {
             }
             ControlLimit::Starts { max, period_ms } => {
                 let period = i64::from(period_ms);
-                let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 3] =
-                    [(&job.task_identifier, Type::TEXT), (&part, Type::TEXT), (&period, Type::INT8)];
+                let per = control.partition_key();
+                let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 4] = [
+                    (&job.task_identifier, Type::TEXT),
+                    (&part, Type::TEXT),
+                    (&period, Type::INT8),
+                    (&per, Type::TEXT),
+                ];
                 let rows = read(self.utils, sql::inspect::why::RATE_STARTS, &params).await?;
                 let starts = rows
                     .iter()
@@ -331,8 +336,9 @@ impl Reading<'_> {
                     room_at,
                 }))
             }
-            // A bound holds back adds, never a waiting job's start.
-            ControlLimit::Waiting { .. } => Ok(None),
+            // A bound holds back adds, never a waiting job's start; fairness orders the task's
+            // jobs and holds none back.
+            ControlLimit::Waiting { .. } | ControlLimit::Fair { .. } => Ok(None),
         }
     }
 

@@ -1,11 +1,14 @@
 //! The worker's fetch: its forms (plain, walking the priorities present, leaving paused named
-//! queues out, and the controlled fetch for tasks capped or rate limited), the parameters the
-//! controls add, and the controls a worker's read of them answers.
+//! queues out, and the controlled fetch for tasks capped, rate limited or fair), the
+//! parameters the controls add, and the controls a worker's read of them answers.
 
 use crate::params::{param, Param};
-use formica_core::flow::{Control, ControlLimit, Controls, Partition, Pause, Scope, UnknownPartition};
+use formica_core::flow::{
+    Control, ControlKind, ControlLimit, Controls, Partition, Pause, Scope, UnknownPartition,
+};
 use formica_sql::worker::{self as sql, Fetch};
 use formica_sql::FillError;
+use std::collections::BTreeMap;
 use tokio_postgres::types::Type;
 
 /// Every form of the fetch, rendered for one schema, with each job's trace context when the
@@ -13,8 +16,8 @@ use tokio_postgres::types::Type;
 pub(super) struct Fetches {
     /// The plain fetch, by [`Fetches::plain`]'s index: walking or not, leaving queues out or not.
     plain: [String; 4],
-    /// The fetch of a worker some of whose tasks are capped or rate limited: one form for
-    /// both (`lock_jobs_limited`, records migrations 10 and 14).
+    /// The fetch of a worker some of whose tasks are controlled: one form for every kind
+    /// (`lock_jobs_controlled`, records migration 26).
     pub(super) controlled: String,
 }
 
@@ -53,14 +56,26 @@ pub(crate) fn read_controls(rows: &[tokio_postgres::Row]) -> Result<Controls, to
             continue;
         }
         let Ok(partition) = partition_at(row, 4)? else { continue };
-        let max = stored(row.try_get(3)?);
         let limit = match kind.as_str() {
-            "limit" => ControlLimit::Starts { max, period_ms: stored(row.try_get(6)?) },
-            _ => ControlLimit::Running { max },
+            "limit" => {
+                ControlLimit::Starts { max: stored(row.try_get(3)?), period_ms: stored(row.try_get(6)?) }
+            }
+            "cap" => ControlLimit::Running { max: stored(row.try_get(3)?) },
+            "fair" => match weights(row.try_get(7)?) {
+                Some(weights) => ControlLimit::Fair { weights },
+                None => continue,
+            },
+            _ => continue,
         };
         controls.controls.push(Control { task: name, partition, limit });
     }
     Ok(controls)
+}
+
+/// Fairness' weights as stored (a JSON object of tenant to weight): `None` if they are not
+/// (a shape a newer Formica wrote), so the control is skipped rather than misread.
+pub(crate) fn weights(text: Option<String>) -> Option<BTreeMap<String, u32>> {
+    serde_json::from_str(text.as_deref().unwrap_or("{}")).ok()
 }
 
 /// A count as stored (a positive `int4`, by the table's check), as the core counts it.
@@ -80,23 +95,38 @@ pub(crate) fn partition_at(
     })
 }
 
-/// The parameters `$8` to `$16` of the controlled fetch, column by column: the caps' task,
-/// most running, partition kind and argument (`$8` to `$11`), then the rate limits' task,
-/// most starts, period in milliseconds, partition kind and argument (`$12` to `$16`).
-pub(crate) fn control_params(caps: Vec<Control>, limits: Vec<Control>) -> Vec<Param> {
-    let mut params = columns(caps, false);
-    params.extend(columns(limits, true));
+/// The parameters `$8` to `$20` of the controlled fetch, column by column: the caps' task,
+/// most running, partition kind and argument (`$8` to `$11`), the rate limits' task, most
+/// starts, period in milliseconds, partition kind and argument (`$12` to `$16`), then the
+/// fairness' task, partition kind and argument, and weights as JSON (`$17` to `$20`).
+pub(crate) fn control_params(caps: Vec<Control>, limits: Vec<Control>, fair: Vec<Control>) -> Vec<Param> {
+    let mut params = columns(caps, ControlKind::Cap);
+    params.extend(columns(limits, ControlKind::RateLimit));
+    params.extend(columns(fair, ControlKind::Fair));
     params
 }
 
-fn columns(controls: Vec<Control>, with_period: bool) -> Vec<Param> {
+/// The columns of the controls of `kind`: task, most (not for fairness), period (rate
+/// limits only), partition kind and argument, weights (fairness only).
+fn columns(controls: Vec<Control>, kind: ControlKind) -> Vec<Param> {
     let int = |n: u32| i32::try_from(n).unwrap_or(i32::MAX);
     let max: Vec<i32> = controls.iter().map(|c| int(c.max())).collect();
     let period: Vec<i32> = controls
         .iter()
         .map(|c| match c.limit {
             ControlLimit::Starts { period_ms, .. } => int(period_ms),
-            ControlLimit::Running { .. } | ControlLimit::Waiting { .. } => i32::MAX,
+            ControlLimit::Running { .. } | ControlLimit::Fair { .. } | ControlLimit::Waiting { .. } => {
+                i32::MAX
+            }
+        })
+        .collect();
+    let weights: Vec<String> = controls
+        .iter()
+        .map(|c| match &c.limit {
+            ControlLimit::Fair { weights } => serde_json::to_string(weights).unwrap_or_else(|_| "{}".into()),
+            ControlLimit::Running { .. } | ControlLimit::Starts { .. } | ControlLimit::Waiting { .. } => {
+                "{}".into()
+            }
         })
         .collect();
     let kinds: Vec<Option<String>> =
@@ -104,10 +134,16 @@ fn columns(controls: Vec<Control>, with_period: bool) -> Vec<Param> {
     let args: Vec<Option<String>> =
         controls.iter().map(|c| c.partition.as_ref().map(|p| p.argument().to_owned())).collect();
     let tasks: Vec<String> = controls.into_iter().map(|c| c.task).collect();
-    let mut params = vec![param(tasks, Type::TEXT_ARRAY), param(max, Type::INT4_ARRAY)];
-    if with_period {
+    let mut params = vec![param(tasks, Type::TEXT_ARRAY)];
+    if kind != ControlKind::Fair {
+        params.push(param(max, Type::INT4_ARRAY));
+    }
+    if kind == ControlKind::RateLimit {
         params.push(param(period, Type::INT4_ARRAY));
     }
     params.extend([param(kinds, Type::TEXT_ARRAY), param(args, Type::TEXT_ARRAY)]);
+    if kind == ControlKind::Fair {
+        params.push(param(weights, Type::TEXT_ARRAY));
+    }
     params
 }

@@ -13,7 +13,7 @@ mod forms;
 
 pub use catalog::Catalog;
 pub(crate) use executor::{is_retryable, Executor};
-pub(crate) use fetch::{partition_at, read_controls, stored};
+pub(crate) use fetch::{partition_at, read_controls, stored, weights};
 
 use crate::error::Error;
 pub use crate::params::Param;
@@ -180,15 +180,16 @@ pub fn bind<'c>(catalog: &'c Catalog, statement: Statement, outputs: &[(i64, Str
                 param(i32::try_from(request.limit).unwrap_or(i32::MAX), Type::INT4),
                 param(request.accepted_flags, Type::TEXT_ARRAY),
             ];
-            // Nothing paused, capped or limited: the plain fetch, without more parameters.
-            let controlled = !request.caps.is_empty() || !request.limits.is_empty();
+            // Nothing paused or controlled: the plain fetch, without more parameters.
+            let controlled =
+                !request.caps.is_empty() || !request.limits.is_empty() || !request.fair.is_empty();
             let excluding = !request.excluded_queues.is_empty();
             if controlled || excluding {
                 params.push(param(request.excluded_queues, Type::TEXT_ARRAY));
             }
             let sql = match controlled {
                 true => {
-                    params.extend(fetch::control_params(request.caps, request.limits));
+                    params.extend(fetch::control_params(request.caps, request.limits, request.fair));
                     catalog.fetches.controlled.as_str()
                 }
                 false => catalog.fetches.plain(request.walk_priorities, excluding),

@@ -1,6 +1,6 @@
 -- The workers' fetches as pg_stat_statements counts them in this database: the plain
 -- fetch of the jobs table $1 (quoted, schema-qualified: it counts the attempt as it locks)
--- and the controlled one (a call of the function $2, lock_jobs_limited in the records
+-- and the controlled one (a call of the function $2, lock_jobs_controlled in the records
 -- schema). pg_stat_statements keeps the text with its constants as parameters (`+ 1` is
 -- `+ $22`). Totals since the statistics were last reset. :STATEMENTS is the view, in the
 -- schema the extension was installed in.
