@@ -82,7 +82,9 @@ async fn a_pass_never_touches_a_locked_job_and_lifting_restores_the_rest(rt: Arc
     let db = TestDb::migrated_on(rt.clone()).await;
     let utils = db.utils();
     utils
-        .set_aging(&Aging::new("t", chrono::Duration::milliseconds(400), 1, -100), Some("ops"))
+        // A period long enough that the task's next pass (a quarter of it away) does not
+        // come early on a loaded machine.
+        .set_aging(&Aging::new("t", chrono::Duration::seconds(4), 1, -100), Some("ops"))
         .await
         .unwrap();
     let an_hour = chrono::Duration::minutes(60);
@@ -111,14 +113,14 @@ async fn a_pass_never_touches_a_locked_job_and_lifting_restores_the_rest(rt: Arc
     assert_eq!(priorities(&db).await, vec![0, 0, -100, 0], "an hour ready: down to best; locked: untouched");
     tx.rollback().await.unwrap();
     assert_eq!(utils.age_priorities().await.unwrap(), 0, "the task's next pass is a quarter period away");
-    formica_tests::sleep(rt.as_ref(), Duration::from_millis(150)).await;
+    formica_tests::sleep(rt.as_ref(), Duration::from_millis(1_100)).await;
     assert_eq!(utils.age_priorities().await.unwrap(), 1, "the job no longer held, at the next pass");
     assert_eq!(priorities(&db).await, vec![0, -100, -100, 0]);
     assert_eq!(utils.age_priorities().await.unwrap(), 0, "nothing left to age");
     let agings = utils.agings().await.unwrap();
     assert_eq!(
         (agings.len(), agings[0].aging.label(), agings[0].set_by.as_str()),
-        (1, "t -1/400ms to -100".into(), "ops")
+        (1, "t -1/4s to -100".into(), "ops")
     );
     assert!(utils.remove_aging("t").await.unwrap());
     assert!(!utils.remove_aging("t").await.unwrap(), "nothing left to lift");
