@@ -17,8 +17,9 @@ use formica_sql as sql;
 use std::time::Duration;
 use tokio_postgres::types::Type;
 
-/// How often a worker runs the aging chore unless told otherwise.
-pub(crate) const DEFAULT_AGE_EVERY: Duration = Duration::from_secs(2);
+/// How often a worker runs the aging chore unless told otherwise: agings count in minutes,
+/// and every worker sends the pass, aging set or not, so an idle fleet's queries stay few.
+pub(crate) const DEFAULT_AGE_EVERY: Duration = Duration::from_secs(10);
 /// The shortest period the chore takes.
 pub(crate) const MIN_AGE_EVERY: Duration = Duration::from_millis(100);
 
