@@ -136,7 +136,7 @@ impl<R> WorkerOptions<R> {
         self.workflow_resolve_every = every;
         self
     }
-    /// How often this worker runs the aging chore (default 2 s, at least 100 ms; less up to
+    /// How often this worker runs the aging chore (default 10 s, at least 100 ms; less up to
     /// a quarter, jittered; after a failed pass, twice as long as the one before up to a
     /// minute): each pass ages the waiting jobs of the tasks given an
     /// [`Aging`](crate::Aging) (see [`WorkerUtils::set_aging`](crate::WorkerUtils::set_aging)),
