@@ -63,32 +63,39 @@ fn options(db: &TestDb, seen: &Arc<Mutex<Seen>>, ms: u64) -> formica::WorkerOpti
     )
 }
 
-/// Samples, until `stop`, the most jobs of `c` locked at once in the database, per customer
-/// (`""`: all of them).
-async fn sample(
-    client: tokio_postgres::Client,
-    rt: Arc<dyn Runtime>,
-    stop: Arc<AtomicBool>,
-) -> BTreeMap<String, i64> {
-    let mut most: BTreeMap<String, i64> = BTreeMap::new();
-    let sql = "select coalesce(jobs.payload->>'customer', ''), count(*) \
-               from graphile_worker._private_jobs as jobs \
-               inner join graphile_worker._private_tasks as tasks on tasks.id = jobs.task_id \
-               where tasks.identifier = 'c' and jobs.locked_at is not null group by 1";
-    while !stop.load(Ordering::Relaxed) {
-        let rows = client.query(sql, &[]).await.unwrap();
-        let mut total = 0;
-        for row in rows {
-            let (customer, n): (String, i64) = (row.get(0), row.get(1));
-            total += n;
-            let entry = most.entry(customer).or_default();
-            *entry = (*entry).max(n);
+/// Starts sampling, until the flag returned is set, the most jobs of `task` locked at once
+/// in the database, per value of the payload field `by` (`""`: all of them); the receiver
+/// gets them.
+pub(crate) async fn sampler(
+    db: &TestDb,
+    rt: &Arc<dyn Runtime>,
+    task: &'static str,
+    by: &'static str,
+) -> (Arc<AtomicBool>, futures::channel::oneshot::Receiver<BTreeMap<String, i64>>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (client, rt2, stopping) = (db.client().await, rt.clone(), stop.clone());
+    let (tx, rx) = futures::channel::oneshot::channel();
+    rt.spawn(Box::pin(async move {
+        let mut most: BTreeMap<String, i64> = BTreeMap::new();
+        let sql = "select coalesce(jobs.payload->>$2, ''), count(*) \
+                   from graphile_worker._private_jobs as jobs \
+                   inner join graphile_worker._private_tasks as tasks on tasks.id = jobs.task_id \
+                   where tasks.identifier = $1 and jobs.locked_at is not null group by 1";
+        while !stopping.load(Ordering::Relaxed) {
+            let mut total = 0;
+            for row in client.query(sql, &[&task, &by]).await.unwrap() {
+                let (value, n): (String, i64) = (row.get(0), row.get(1));
+                total += n;
+                let entry = most.entry(value).or_default();
+                *entry = (*entry).max(n);
+            }
+            let entry = most.entry(String::new()).or_default();
+            *entry = (*entry).max(total);
+            formica_tests::sleep(rt2.as_ref(), Duration::from_millis(2)).await;
         }
-        let entry = most.entry(String::new()).or_default();
-        *entry = (*entry).max(total);
-        formica_tests::sleep(rt.as_ref(), Duration::from_millis(2)).await;
-    }
-    most
+        let _ = tx.send(most);
+    }));
+    (stop, rx)
 }
 
 async fn add(db: &TestDb, n: usize, customers: usize) {
@@ -117,15 +124,7 @@ async fn drain(
     for _ in 0..6 {
         workers.push(Running::listening(rt, options(db, &seen, ms)).await);
     }
-    let stop = Arc::new(AtomicBool::new(false));
-    let sampler = {
-        let (client, rt2, stop) = (db.client().await, rt.clone(), stop.clone());
-        let (tx, rx) = futures::channel::oneshot::channel();
-        rt.spawn(Box::pin(async move {
-            let _ = tx.send(sample(client, rt2, stop).await);
-        }));
-        rx
-    };
+    let (stop, sampler) = sampler(db, rt, "c", "customer").await;
     db.wait_for_count(LEFT, 0, Duration::from_secs(120)).await;
     stop.store(true, Ordering::Relaxed);
     let sampled = sampler.await.unwrap();

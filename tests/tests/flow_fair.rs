@@ -18,8 +18,7 @@ use formica::controls::{Control, ControlKind, Partition};
 use formica::{JobContext, JobSpec, RawJob, Runtime};
 use formica_tests::{Running, TestDb};
 use serde_json::json;
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -152,31 +151,6 @@ async fn weights_share_the_starts_and_a_tenant_s_jobs_keep_their_priority_order(
     assert_eq!(db.count(passes).await, 0, "the tenants' passes are forgotten with the fairness");
 }
 
-/// The most jobs of `f` locked at once, per tenant (`""`: all), sampled until `stop`.
-async fn sample(
-    client: tokio_postgres::Client,
-    rt: Arc<dyn Runtime>,
-    stop: Arc<AtomicBool>,
-) -> BTreeMap<String, i64> {
-    let mut most: BTreeMap<String, i64> = BTreeMap::new();
-    let sql =
-        "select coalesce(jobs.payload->>'tenant', ''), count(*) from graphile_worker._private_jobs as jobs \
-               where jobs.locked_at is not null group by 1";
-    while !stop.load(Ordering::Relaxed) {
-        let mut total = 0;
-        for row in client.query(sql, &[]).await.unwrap() {
-            let (tenant, n): (String, i64) = (row.get(0), row.get(1));
-            total += n;
-            let entry = most.entry(tenant).or_default();
-            *entry = (*entry).max(n);
-        }
-        let entry = most.entry(String::new()).or_default();
-        *entry = (*entry).max(total);
-        formica_tests::sleep(rt.as_ref(), Duration::from_millis(2)).await;
-    }
-    most
-}
-
 async fn a_cap_a_cap_per_customer_a_limit_per_customer_and_fairness_all_hold_at_once(rt: Arc<dyn Runtime>) {
     let db = TestDb::migrated_on(rt.clone()).await;
     let utils = db.utils();
@@ -198,15 +172,7 @@ async fn a_cap_a_cap_per_customer_a_limit_per_customer_and_fairness_all_hold_at_
     for _ in 0..3 {
         workers.push(Running::listening(&rt, options(&db, &starts, 4, 150)).await);
     }
-    let stop = Arc::new(AtomicBool::new(false));
-    let sampler = {
-        let (client, rt2, stop) = (db.client().await, rt.clone(), stop.clone());
-        let (tx, rx) = futures::channel::oneshot::channel();
-        rt.spawn(Box::pin(async move {
-            let _ = tx.send(sample(client, rt2, stop).await);
-        }));
-        rx
-    };
+    let (stop, sampler) = super::flow_caps::sampler(&db, &rt, "f", "tenant").await;
     db.wait_for_count(LEFT, 0, Duration::from_secs(60)).await;
     stop.store(true, Ordering::Relaxed);
     let most = sampler.await.unwrap();
