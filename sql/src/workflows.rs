@@ -4,6 +4,8 @@ use crate::fill::{fill, FillError};
 
 /// The workflows, their jobs and dependencies, and their states (records migration 11).
 pub const TABLES: &str = include_str!("../records/000011.sql");
+/// What workflow jobs wait for besides their dependencies: signals and timers (records step 20).
+pub const WAITS: &str = include_str!("../records/000020.sql");
 /// The part of `worker::COMPLETE_JOBS` that settles the workflow jobs it completes; with
 /// history, storing each one's output too (history's `$3` and `$4`).
 pub(crate) fn complete_part(history: bool) -> Result<String, FillError> {
@@ -39,3 +41,6 @@ pub const RELEASED: &str = include_str!("../queries/workflows/released.sql");
 pub const RETRY: &str = include_str!("../queries/workflows/retry.sql");
 /// One resolver pass: the jobs settled (null: another pass was running).
 pub const RESOLVE: &str = include_str!("../queries/workflows/resolve.sql");
+/// `$1` workflow, `$2` signal, `$3` payload (JSON or null): see `signal_workflow` in records
+/// step 20; row: the outcome, the names of the jobs that got it and of those released.
+pub const SIGNAL: &str = include_str!("../queries/workflows/signal.sql");

@@ -59,4 +59,5 @@ mod worker;
 mod workflow_differential;
 mod workflow_graphile_worker;
 mod workflow_races;
+mod workflow_signals;
 mod workflows;
