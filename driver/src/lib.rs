@@ -129,8 +129,9 @@ pub use worker::{
 
 mod workflows;
 pub use workflows::{
-    AddedWorkflow, BatchReport, Callback, CancelledWorkflow, OnDependencyFailure, OnSignalTimeout, RetriedWorkflow,
-    SignalReport, SignalSent, SignalWait, Workflow, WorkflowError, WorkflowJob, DEFAULT_RESOLVE_EVERY,
+    AddedWorkflow, BatchReport, Callback, CancelledWorkflow, OnDependencyFailure, OnSignalTimeout,
+    RetriedWorkflow, SignalReport, SignalSent, SignalWait, Workflow, WorkflowError, WorkflowJob,
+    DEFAULT_RESOLVE_EVERY,
 };
 
 pub mod controls;

@@ -57,23 +57,36 @@ async fn a_signal_releases_what_waits_for_it_and_every_other_send_has_a_stated_a
     // In the caller's transaction: rolled back, nothing was received nor released.
     let mut client = db.client().await;
     let tx = client.transaction().await.unwrap();
-    let sent = utils.signal_workflow_in(&tx, added.id, "approved", Some(&json!({ "by": "ann" }))).await.unwrap();
-    let want = SignalSent::Received { jobs: vec!["publish".into(), "notify".into()], released: vec!["notify".into()] };
+    let sent =
+        utils.signal_workflow_in(&tx, added.id, "approved", Some(&json!({ "by": "ann" }))).await.unwrap();
+    let want = SignalSent::Received {
+        jobs: vec!["publish".into(), "notify".into()],
+        released: vec!["notify".into()],
+    };
     assert_eq!(sent, want, "notify has no dependency: released at once; publish waits for draft");
     tx.rollback().await.unwrap();
     assert_eq!(state(&db, added.id, "notify").await, "waiting", "the release rolled back with the signal");
 
-    assert_eq!(utils.signal_workflow(added.id, "approved", Some(&json!({ "by": "ann" }))).await.unwrap(), want);
+    assert_eq!(
+        utils.signal_workflow(added.id, "approved", Some(&json!({ "by": "ann" }))).await.unwrap(),
+        want
+    );
     let payload = released_payload(&db, added.id, "notify").await.expect("notify released");
     let report: SignalReport = serde_json::from_value(payload["signal"].clone()).unwrap();
-    assert_eq!(report, SignalReport { name: "approved".into(), payload: json!({ "by": "ann" }), timed_out: false });
+    assert_eq!(
+        report,
+        SignalReport { name: "approved".into(), payload: json!({ "by": "ann" }), timed_out: false }
+    );
     assert_eq!(payload["name"], json!("notify"), "the job's own payload stays");
 
     // Sent again, with another payload: nothing changes, the first payload stays.
     let again = utils.signal_workflow(added.id, "approved", Some(&json!({ "by": "bob" }))).await.unwrap();
     assert_eq!(again, SignalSent::Duplicate);
     assert_eq!(utils.signal_workflow(added.id, "nobody", None).await.unwrap(), SignalSent::NotWaiting);
-    assert_eq!(utils.signal_workflow(added.id + 1000, "approved", None).await.unwrap(), SignalSent::NoWorkflow);
+    assert_eq!(
+        utils.signal_workflow(added.id + 1000, "approved", None).await.unwrap(),
+        SignalSent::NoWorkflow
+    );
 
     // The dependency settles: publish, which had its signal, is released by that settling.
     complete_outside(&db, added.id, "draft").await;
@@ -131,7 +144,8 @@ async fn a_signal_not_come_in_time_releases_or_cancels_its_job_as_the_workflow_s
         .job(job("give_up").depends_on(["first"]).wait_for_signal(within(OnSignalTimeout::Cancel)))
         .job(job("after").depends_on(["give_up"]));
     let added = utils.add_workflow(&workflow).await.unwrap();
-    let deadlines = "select count(*) from formica_graphile_worker.workflow_waits where signal_deadline is not null";
+    let deadlines =
+        "select count(*) from formica_graphile_worker.workflow_waits where signal_deadline is not null";
     assert_eq!(db.count(deadlines).await, 0, "the timeout counts from when the dependencies settle");
     complete_outside(&db, added.id, "first").await;
     let armed = "select count(*) from formica_graphile_worker.workflow_waits \
@@ -165,7 +179,11 @@ async fn a_timer_runs_a_job_its_delay_after_its_dependencies_settle() {
         .job(job("first"))
         .job(job("later").depends_on(["first"]).delay(Duration::from_secs(600)))
         .job(job("at_once").delay(Duration::from_secs(60)))
-        .job(job("own_run_at").delay(Duration::from_secs(60)).spec(JobSpec::builder().run_at(in_a_day).build()));
+        .job(
+            job("own_run_at")
+                .delay(Duration::from_secs(60))
+                .spec(JobSpec::builder().run_at(in_a_day).build()),
+        );
     let added = db.utils().add_workflow(&workflow).await.unwrap();
     complete_outside(&db, added.id, "first").await;
     let delay = "select extract(epoch from live.run_at - jobs.released_at)::float8 \
@@ -188,15 +206,26 @@ const RACE_WORKFLOWS: usize = 150;
 async fn a_signal_racing_a_completion_releases_its_job_exactly_once_when_the_worker_is_killed() {
     let rt: Arc<dyn formica::Runtime> = Arc::new(formica_tokio::TokioRuntime);
     let db = TestDb::migrated().await;
-    db.client().await.batch_execute("create table ran (workflow bigint not null, signal jsonb)").await.unwrap();
+    db.client()
+        .await
+        .batch_execute("create table ran (workflow bigint not null, signal jsonb)")
+        .await
+        .unwrap();
     let utils = db.utils();
     let race = |round: usize| {
-        Workflow::new(format!("race {round}"))
-            .job(WorkflowJob::raw("a", "a", json!({})))
-            .job(WorkflowJob::raw("b", "b", json!({})).depends_on(["a"]).wait_for_signal(SignalWait::new("go")))
+        Workflow::new(format!("race {round}")).job(WorkflowJob::raw("a", "a", json!({}))).job(
+            WorkflowJob::raw("b", "b", json!({})).depends_on(["a"]).wait_for_signal(SignalWait::new("go")),
+        )
     };
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--ignored", "--exact", "workflow_signals::worker_process", "--nocapture", "--test-threads", "1"])
+        .args([
+            "--ignored",
+            "--exact",
+            "workflow_signals::worker_process",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
         .env("FORMICA_SIGNALS_URL", &db.url)
         .stdout(Stdio::null())
         .spawn()
@@ -204,7 +233,8 @@ async fn a_signal_racing_a_completion_releases_its_job_exactly_once_when_the_wor
     // Once the worker runs, each workflow's a is completed by it (told by LISTEN) while this
     // process sends b's signal a moment after adding it; the worker dies part way.
     let first = utils.add_workflow(&race(0)).await.unwrap().id;
-    let completed = "select count(*) from formica_graphile_worker.workflow_jobs where name = 'a' and state = 'completed'";
+    let completed =
+        "select count(*) from formica_graphile_worker.workflow_jobs where name = 'a' and state = 'completed'";
     db.wait_for_count(completed, 1, Duration::from_secs(60)).await;
     let (mut by_signal, mut by_completion) = (0, 0);
     for n in 0..RACE_WORKFLOWS {
@@ -240,7 +270,8 @@ async fn a_signal_racing_a_completion_releases_its_job_exactly_once_when_the_wor
     db.wait_for_count("select count(*) from ran", RACE_WORKFLOWS as i64, Duration::from_secs(60)).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     running.stop(Duration::from_secs(10)).await;
-    let once = "select count(*) from (select workflow from ran group by workflow having count(*) = 1) as once";
+    let once =
+        "select count(*) from (select workflow from ran group by workflow having count(*) = 1) as once";
     assert_eq!(db.count(once).await, RACE_WORKFLOWS as i64, "every b ran exactly once");
     assert_eq!(db.count("select count(*) from ran").await, RACE_WORKFLOWS as i64);
     let with_signal = "select count(*) from ran where signal ->> 'name' = 'go' and signal -> 'payload' ? 'n'";

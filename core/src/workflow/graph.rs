@@ -225,8 +225,12 @@ impl Graph {
         }
         for node in &nodes {
             match &node.signal {
-                Some(_) if node.callback.is_some() => return Err(WorkflowError::CallbackSignal(node.name.clone())),
-                Some(signal) if signal.name.is_empty() => return Err(WorkflowError::SignalName(node.name.clone())),
+                Some(_) if node.callback.is_some() => {
+                    return Err(WorkflowError::CallbackSignal(node.name.clone()))
+                }
+                Some(signal) if signal.name.is_empty() => {
+                    return Err(WorkflowError::SignalName(node.name.clone()))
+                }
                 _ => {}
             }
         }

@@ -207,7 +207,9 @@ impl WorkerUtils {
     ) -> Result<SignalSent, Error> {
         let sql = formica_sql::render(formica_sql::workflows::SIGNAL, self.schema());
         let name = name.to_owned();
-        let rows = client.query_typed(&sql, &[(&id, Type::INT8), (&name, Type::TEXT), (&payload, Type::JSONB)]).await?;
+        let rows = client
+            .query_typed(&sql, &[(&id, Type::INT8), (&name, Type::TEXT), (&payload, Type::JSONB)])
+            .await?;
         let row = rows.first().ok_or_else(|| Error::Row("signal_workflow returned no row".into()))?;
         let outcome: String = row.try_get(0)?;
         match outcome.as_str() {
