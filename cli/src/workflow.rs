@@ -1,4 +1,4 @@
-//! `formica workflows` and `formica workflow show|cancel|retry`: workflows
+//! `formica workflows` and `formica workflow show|cancel|retry|signal`: workflows
 //! (docs/guide/workflows.md) from the command line, read through `WorkerUtils::workflows`
 //! and `workflow` as the dashboard reads them.
 
@@ -6,7 +6,7 @@ use crate::output::{print_json, print_table, table, visible, visible_lines, Outp
 use crate::Failure;
 use clap::{Args, Subcommand};
 use formica_tokio::inspect::{WorkflowDetail, WorkflowFilter, WorkflowJobSeen, WorkflowSummary};
-use formica_tokio::WorkerUtils;
+use formica_tokio::{SignalSent, WorkerUtils};
 use serde_json::json;
 
 /// `formica workflows`.
@@ -47,6 +47,18 @@ pub enum WorkflowCommand {
     Retry {
         /// The workflow id.
         id: i64,
+    },
+    /// Send a signal to a workflow: each job waiting for it gets it (and its payload), and is
+    /// released now if what it depends on has settled. Sent twice, or for no waiting job,
+    /// it changes nothing and says so (exit status 1); no such workflow, likewise.
+    Signal {
+        /// The workflow id.
+        id: i64,
+        /// The signal's name.
+        name: String,
+        /// Its payload, as JSON (the released jobs find it under "signal"."payload").
+        #[arg(long)]
+        payload: Option<String>,
     },
 }
 
@@ -115,8 +127,37 @@ pub async fn run(command: WorkflowCommand, utils: &WorkerUtils, out: Output) -> 
             let json = json!({ "id": id, "rerun": retried.rerun, "waiting": retried.waiting });
             print_table(out, &["job", "retried"], rows, json);
         }
+        WorkflowCommand::Signal { id, name, payload } => signal(utils, out, id, &name, payload.as_deref()).await?,
     }
     Ok(())
+}
+
+/// `formica workflow signal`: the jobs that got it, or why none did (an error).
+async fn signal(utils: &WorkerUtils, out: Output, id: i64, name: &str, payload: Option<&str>) -> Result<(), Failure> {
+    let payload = match payload {
+        Some(text) => Some(
+            serde_json::from_str::<serde_json::Value>(text)
+                .map_err(|e| Failure::Command(format!("--payload is not JSON ({e}): {text}")))?,
+        ),
+        None => None,
+    };
+    let refused = match utils.signal_workflow(id, name, payload.as_ref()).await? {
+        SignalSent::Received { jobs, released } => {
+            let rows = (jobs.iter())
+                .map(|job| {
+                    let what = if released.contains(job) { "released" } else { "got it; waits for its jobs" };
+                    vec![job.clone(), what.to_owned()]
+                })
+                .collect();
+            let json = json!({ "id": id, "signal": name, "received": jobs, "released": released });
+            print_table(out, &["job", "signal"], rows, json);
+            return Ok(());
+        }
+        SignalSent::Duplicate => format!("the jobs of workflow {id} waiting for {name:?} already got it: nothing changed"),
+        SignalSent::NotWaiting => format!("no job of workflow {id} waits for {name:?}: nothing changed"),
+        SignalSent::NoWorkflow => format!("no workflow {id}"),
+    };
+    Err(Failure::Command(refused))
 }
 
 /// Print a workflow whole: its facts, then a line per job.
@@ -142,7 +183,7 @@ fn print_detail(out: Output, detail: &WorkflowDetail) {
     println!();
     let rows: Vec<Vec<String>> = detail.jobs.iter().map(job_row).collect();
     let headers =
-        ["job", "task", "state", "job id", "attempts", "depends on", "when one fails", "last_error"];
+        ["job", "task", "state", "job id", "attempts", "depends on", "when one fails", "waits for", "last_error"];
     print!("{}", table(&headers, &rows));
     for job in detail.jobs.iter().filter(|j| j.last_error.as_deref().is_some_and(|e| e.contains('\n'))) {
         println!(
@@ -168,6 +209,7 @@ fn job_row(j: &WorkflowJobSeen) -> Vec<String> {
         attempts,
         j.depends_on.join(", "),
         policy,
+        j.waits_for_text(),
         error.chars().take(60).collect(),
     ]
 }
