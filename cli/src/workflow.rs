@@ -127,13 +127,21 @@ pub async fn run(command: WorkflowCommand, utils: &WorkerUtils, out: Output) -> 
             let json = json!({ "id": id, "rerun": retried.rerun, "waiting": retried.waiting });
             print_table(out, &["job", "retried"], rows, json);
         }
-        WorkflowCommand::Signal { id, name, payload } => signal(utils, out, id, &name, payload.as_deref()).await?,
+        WorkflowCommand::Signal { id, name, payload } => {
+            signal(utils, out, id, &name, payload.as_deref()).await?
+        }
     }
     Ok(())
 }
 
 /// `formica workflow signal`: the jobs that got it, or why none did (an error).
-async fn signal(utils: &WorkerUtils, out: Output, id: i64, name: &str, payload: Option<&str>) -> Result<(), Failure> {
+async fn signal(
+    utils: &WorkerUtils,
+    out: Output,
+    id: i64,
+    name: &str,
+    payload: Option<&str>,
+) -> Result<(), Failure> {
     let payload = match payload {
         Some(text) => Some(
             serde_json::from_str::<serde_json::Value>(text)
@@ -153,7 +161,9 @@ async fn signal(utils: &WorkerUtils, out: Output, id: i64, name: &str, payload: 
             print_table(out, &["job", "signal"], rows, json);
             return Ok(());
         }
-        SignalSent::Duplicate => format!("the jobs of workflow {id} waiting for {name:?} already got it: nothing changed"),
+        SignalSent::Duplicate => {
+            format!("the jobs of workflow {id} waiting for {name:?} already got it: nothing changed")
+        }
         SignalSent::NotWaiting => format!("no job of workflow {id} waits for {name:?}: nothing changed"),
         SignalSent::NoWorkflow => format!("no workflow {id}"),
     };
@@ -182,8 +192,17 @@ fn print_detail(out: Output, detail: &WorkflowDetail) {
     }
     println!();
     let rows: Vec<Vec<String>> = detail.jobs.iter().map(job_row).collect();
-    let headers =
-        ["job", "task", "state", "job id", "attempts", "depends on", "when one fails", "waits for", "last_error"];
+    let headers = [
+        "job",
+        "task",
+        "state",
+        "job id",
+        "attempts",
+        "depends on",
+        "when one fails",
+        "waits for",
+        "last_error",
+    ];
     print!("{}", table(&headers, &rows));
     for job in detail.jobs.iter().filter(|j| j.last_error.as_deref().is_some_and(|e| e.contains('\n'))) {
         println!(

@@ -8,8 +8,11 @@
 // Tests fail by panicking, and match only the variants they look for.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
 
+use formica::inspect::{JobRef, Reason};
 use formica::{JobSpec, OnSignalTimeout, SignalReport, SignalSent, SignalWait, Workflow, WorkflowJob};
+use formica_tests::dashboard::Dashboard;
 use formica_tests::{Running, TestDb};
+use formica_ui::Options;
 use serde_json::{json, Value};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -194,6 +197,67 @@ async fn a_timer_runs_a_job_its_delay_after_its_dependencies_settle() {
         let got: f64 = db.client().await.query_one(delay, &[&added.id, &name]).await.unwrap().get(0);
         assert!((got - want).abs() < 5.0, "{name} runs {got} s after its release, not {want}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_job_waits_for_shows_in_why_and_on_the_workflow_page_whose_operator_sends_signals() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let within = SignalWait::new("approved").timeout(Duration::from_secs(3600), OnSignalTimeout::Release);
+    let workflow = Workflow::new("waits")
+        .job(job("first"))
+        .job(job("second").depends_on(["first"]).wait_for_signal(within))
+        .job(job("third").depends_on(["second"]).delay(Duration::from_secs(600)));
+    let added = utils.add_workflow(&workflow).await.unwrap();
+    let why = |name: &str| {
+        let (utils, job) = (utils.clone(), JobRef::Workflow { workflow: added.id, name: name.into() });
+        async move { formica::inspect::why(&utils, &job).await.unwrap() }
+    };
+    let names = |why: &formica::inspect::Why| why.reasons.iter().map(Reason::name).collect::<Vec<_>>();
+    let second = why("second").await;
+    assert_eq!(names(&second), ["dependencies", "signal"], "{second:?}");
+    assert!(matches!(&second.reasons[1], Reason::Signal { name, deadline: None, .. } if name == "approved"));
+    let at = |t: &chrono::DateTime<chrono::Utc>| t.to_rfc3339();
+    let said = second.reasons[1].describe("t", &at);
+    assert!(said.contains(&format!("formica workflow signal {} approved", added.id)), "{said}");
+
+    let ui = Dashboard::start(utils.clone(), Options::default()).await;
+    let page = ui.get(&format!("/workflows/{}", added.id)).await.body;
+    assert!(page.contains("<td>jobs first; signal &quot;approved&quot;</td>"), "{page}");
+    assert!(page.contains("<td>jobs second</td>"), "third waits for second: {page}");
+    assert!(page.contains(r#"data-action="/api/workflows/"#) && page.contains("Send signal"), "{page}");
+    let read_only = Dashboard::start(utils.clone(), Options { read_only: true, ..Default::default() }).await;
+    let shown = read_only.get(&format!("/workflows/{}", added.id)).await.body;
+    assert!(!shown.contains("Send signal") && shown.contains("signal &quot;approved&quot;"), "{shown}");
+
+    complete_outside(&db, added.id, "first").await;
+    let second = why("second").await;
+    assert_eq!(names(&second), ["signal"], "its dependencies settled: {second:?}");
+    assert!(matches!(second.reasons[0], Reason::Signal { deadline: Some(_), .. }), "its timeout runs");
+    let path = format!("/api/workflows/{}/signal", added.id);
+    let sent = ui.action(&path, json!({ "name": "approved", "payload": "{\"ok\": true}" })).await;
+    assert_eq!(sent.status, 200, "{}", sent.body);
+    assert_eq!(sent.json()["released"], json!(["second"]));
+    let again = ui.action(&path, json!({ "name": "approved" })).await;
+    assert_eq!(again.status, 409, "sent twice: {}", again.body);
+    assert!(again.body.contains("already got it"), "{}", again.body);
+    let bad = ui.action(&path, json!({ "name": "approved", "payload": "{nope" })).await;
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    let gone = ui.action(&format!("/api/workflows/{}/signal", added.id + 1000), json!({ "name": "x" })).await;
+    assert_eq!(gone.status, 404, "{}", gone.body);
+    assert_eq!(
+        released_payload(&db, added.id, "second").await.unwrap()["signal"]["payload"],
+        json!({ "ok": true })
+    );
+
+    complete_outside(&db, added.id, "second").await;
+    let third = why("third").await;
+    assert_eq!(names(&third), ["timer", "no_worker"], "{third:?}");
+    let Reason::Timer { run_at, .. } = third.reasons[0] else { unreachable!() };
+    let away = (run_at - chrono::Utc::now()).num_seconds();
+    assert!((590..=600).contains(&away), "runs 600 s after its release: {away}");
+    let page = ui.get(&format!("/workflows/{}", added.id)).await.body;
+    assert!(page.contains("<td>timer until "), "{page}");
 }
 
 /// The race: workflows of a job `a`, and `b` waiting for `a` and for the signal `go`. A

@@ -197,7 +197,9 @@ impl WorkflowJobSeen {
             }
             let signalled: Option<bool> = get(r, "signalled")?;
             let timed_out: Option<bool> = get(r, "signal_timed_out")?;
-            if let (Some(name), Some(false), Some(false)) = (get::<Option<String>>(r, "signal")?, signalled, timed_out) {
+            if let (Some(name), Some(false), Some(false)) =
+                (get::<Option<String>>(r, "signal")?, signalled, timed_out)
+            {
                 let on_timeout: Option<String> = get(r, "on_signal_timeout")?;
                 let deadline = get(r, "signal_deadline")?;
                 waits.push(WaitingFor::Signal { name, deadline, on_timeout: on_timeout.unwrap_or_default() });
