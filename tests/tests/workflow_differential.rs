@@ -277,7 +277,7 @@ async fn random_workflows_settle_in_postgresql_as_the_model_says() {
             if what < 4 && !progress.is_cancelled() {
                 utils.cancel_workflow(added.id, "by the test").await.unwrap();
                 progress.cancel();
-            } else if signal_step && (what % 2 == 0 || due.is_empty()) {
+            } else if signal_step && (what.is_multiple_of(2) || due.is_empty()) {
                 // Records step 20: a signal, to jobs waiting for it or not, maybe again.
                 let name = SIGNALS[rng.below(SIGNALS.len())];
                 let sent = utils.signal_workflow(added.id, name, Some(&json!({ "to": name }))).await.unwrap();

@@ -307,7 +307,11 @@ async fn a_signal_racing_a_completion_releases_its_job_exactly_once_when_the_wor
         match utils.signal_workflow(id, "go", Some(&json!({ "n": n }))).await.unwrap() {
             SignalSent::Received { released, .. } if released.is_empty() => by_completion += 1,
             SignalSent::Received { .. } => by_signal += 1,
-            other => panic!("workflow {id}: {other:?}"),
+            other => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("workflow {id}: {other:?}");
+            }
         }
         if n == RACE_WORKFLOWS / 2 {
             child.kill().expect("SIGKILL the worker");
