@@ -149,25 +149,20 @@ async fn signal(
         ),
         None => None,
     };
-    let refused = match utils.signal_workflow(id, name, payload.as_ref()).await? {
-        SignalSent::Received { jobs, released } => {
-            let rows = (jobs.iter())
-                .map(|job| {
-                    let what = if released.contains(job) { "released" } else { "got it; waits for its jobs" };
-                    vec![job.clone(), what.to_owned()]
-                })
-                .collect();
-            let json = json!({ "id": id, "signal": name, "received": jobs, "released": released });
-            print_table(out, &["job", "signal"], rows, json);
-            return Ok(());
-        }
-        SignalSent::Duplicate => {
-            format!("the jobs of workflow {id} waiting for {name:?} already got it: nothing changed")
-        }
-        SignalSent::NotWaiting => format!("no job of workflow {id} waits for {name:?}: nothing changed"),
-        SignalSent::NoWorkflow => format!("no workflow {id}"),
-    };
-    Err(Failure::Command(refused))
+    let sent = utils.signal_workflow(id, name, payload.as_ref()).await?;
+    if let Some(refused) = sent.unreceived(id, name) {
+        return Err(Failure::Command(refused));
+    }
+    let SignalSent::Received { jobs, released } = sent else { return Ok(()) };
+    let rows = (jobs.iter())
+        .map(|job| {
+            let what = if released.contains(job) { "released" } else { "got it; waits for its jobs" };
+            vec![job.clone(), what.to_owned()]
+        })
+        .collect();
+    let json = json!({ "id": id, "signal": name, "received": jobs, "released": released });
+    print_table(out, &["job", "signal"], rows, json);
+    Ok(())
 }
 
 /// Print a workflow whole: its facts, then a line per job.

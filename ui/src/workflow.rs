@@ -100,15 +100,13 @@ async fn signal(
         ),
         None => None,
     };
-    match s.utils.signal_workflow(id, name, payload.as_ref()).await? {
-        SignalSent::Received { jobs, released } => {
+    let sent = s.utils.signal_workflow(id, name, payload.as_ref()).await?;
+    match (sent.unreceived(id, name), sent) {
+        (_, SignalSent::Received { jobs, released }) => {
             Ok(Json(json!({ "id": id, "signal": name, "received": jobs, "released": released })))
         }
-        SignalSent::Duplicate => {
-            Err(Error::Conflict(format!("the jobs of workflow {id} waiting for {name:?} already got it")))
-        }
-        SignalSent::NotWaiting => Err(Error::Conflict(format!("no job of workflow {id} waits for {name:?}"))),
-        SignalSent::NoWorkflow => Err(Error::NotFound(format!("no workflow {id}"))),
+        (Some(said), SignalSent::NoWorkflow) => Err(Error::NotFound(said)),
+        (said, _) => Err(Error::Conflict(said.unwrap_or_default())),
     }
 }
 

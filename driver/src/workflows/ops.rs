@@ -63,6 +63,23 @@ pub enum SignalSent {
     NoWorkflow,
 }
 
+impl SignalSent {
+    /// Why the signal `name` sent to workflow `id` reached no job, in words (none when it
+    /// did), as the CLI and the dashboard say it.
+    pub fn unreceived(&self, id: i64, name: &str) -> Option<String> {
+        match self {
+            SignalSent::Received { .. } => None,
+            SignalSent::Duplicate => Some(format!(
+                "the jobs of workflow {id} waiting for {name:?} already got it: nothing changed"
+            )),
+            SignalSent::NotWaiting => {
+                Some(format!("no job of workflow {id} waits for {name:?}: nothing changed"))
+            }
+            SignalSent::NoWorkflow => Some(format!("no workflow {id}")),
+        }
+    }
+}
+
 impl WorkerUtils {
     /// Add `workflow` in one transaction: its jobs with nothing to wait for are added to
     /// `graphile_worker` at once (as `add_job` adds them, without a job key), the others
