@@ -56,7 +56,7 @@ declare
   held bigint[];
 begin
   -- The common case, a workflow without signals or timers: one probe of the key.
-  if not exists (select from :RECORDS.workflow_waits as waits where waits.job = any(ids)) then
+  if cardinality(ids) = 0 or not exists (select from :RECORDS.workflow_waits as waits where waits.job = any(ids)) then
     return ids;
   end if;
   with waiting as (
