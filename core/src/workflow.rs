@@ -2,8 +2,9 @@
 //!
 //! This module is the one statement of the rules, as pure functions: which jobs are
 //! released when a workflow is added, what a job settling (completed, failed for good or
-//! cancelled) does to the jobs that wait for it, what cancel and retry do, and the
-//! workflow's state. Formica's SQL (records migration 11, `sql/queries/workflows/`)
+//! cancelled) does to the jobs that wait for it, what cancel and retry do, what a signal and
+//! its timeout do, and the workflow's state. Formica's SQL (records migrations 11 and 20,
+//! `sql/queries/workflows/`)
 //! applies the same rules in the transactions that settle jobs, and
 //! `tests/tests/workflow_differential.rs` compares the two; the simulation
 //! ([`sim`](crate::sim)) runs them under crashes and races.
