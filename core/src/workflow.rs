@@ -4,9 +4,8 @@
 //! released when a workflow is added, what a job settling (completed, failed for good or
 //! cancelled) does to the jobs that wait for it, what cancel and retry do, what a signal and
 //! its timeout do, and the workflow's state. Formica's SQL (records migrations 11 and 20,
-//! `sql/queries/workflows/`)
-//! applies the same rules in the transactions that settle jobs, and
-//! `tests/tests/workflow_differential.rs` compares the two; the simulation
+//! `sql/queries/workflows/`) applies the same rules in the transactions that settle jobs,
+//! and `tests/tests/workflow_differential.rs` compares the two; the simulation
 //! ([`sim`](crate::sim)) runs them under crashes and races.
 //!
 //! A [`Graph`] is the validated shape (names, dependencies, policies); a [`Progress`] is the
