@@ -6,6 +6,8 @@ use crate::fill::{fill, FillError};
 pub const TABLES: &str = include_str!("../records/000011.sql");
 /// Cheaper settling and releasing, and finished workflows' removal (records migration 22).
 pub const SETTLING: &str = include_str!("../records/000022.sql");
+/// What workflow jobs wait for besides their dependencies: signals and timers (records step 23).
+pub const WAITS: &str = include_str!("../records/000023.sql");
 /// The part of `worker::COMPLETE_JOBS` that settles the workflow jobs it completes; with
 /// history, storing each one's output too (history's `$3` and `$4`, joined once: a
 /// subquery a row would unnest them a row, n^2 for a statement of n jobs).
@@ -52,3 +54,6 @@ pub const RETRY: &str = include_str!("../queries/workflows/retry.sql");
 pub const DELETE: &str = include_str!("../queries/workflows/delete.sql");
 /// One resolver pass: the jobs settled (null: another pass was running).
 pub const RESOLVE: &str = include_str!("../queries/workflows/resolve.sql");
+/// `$1` workflow, `$2` signal, `$3` payload (JSON or null): see `signal_workflow` in records
+/// step 23; row: the outcome, the names of the jobs that got it and of those released.
+pub const SIGNAL: &str = include_str!("../queries/workflows/signal.sql");

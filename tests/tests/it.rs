@@ -61,4 +61,5 @@ mod workflow_differential;
 mod workflow_graphile_worker;
 mod workflow_races;
 mod workflow_retention;
+mod workflow_signals;
 mod workflows;

@@ -3,20 +3,26 @@
 //! random sequences of settlements applied to real PostgreSQL (by the worker's own completion
 //! and failure statements, several jobs in one statement at times, by the resolver after a
 //! raw delete or a permanent failure, by `cancel_workflow` and `retry_workflow`) and to the
-//! model. After each step every job has the same state in both, each waiting job the same
-//! count, and each callback released got the model's counts.
+//! model; signals sent (to jobs waiting for them or not, twice) and timed out, records step 23).
+//! After each step every job has the same state in both, each waiting job the same count
+//! and the same timeout running, each callback released got the model's counts, each job
+//! waiting for a signal got it in its payload, and each timer delayed its job's run_at.
 
 // Tests fail by panicking, and match only the variants they look for.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
 
 use formica::statements::{bind, Catalog};
 use formica::BatchReport;
-use formica::{Callback, OnDependencyFailure, Workflow, WorkflowJob};
+use formica::{
+    Callback, OnDependencyFailure, OnSignalTimeout, SignalSent, SignalWait, Workflow, WorkflowJob,
+};
 use formica_core::worker::{Failure, Statement};
-use formica_core::workflow::{Change, Graph, JobState, Outcome, Progress};
+use formica_core::workflow::{Change, Graph, JobState, Outcome, Progress, Signalled};
 use formica_tests::TestDb;
 use serde_json::{json, Value};
+use std::collections::BTreeSet;
 use std::sync::LazyLock;
+use std::time::Duration;
 use tokio_postgres::Client;
 
 /// A small deterministic generator (xorshift): a failing case is replayed by its seed.
@@ -37,6 +43,9 @@ impl Rng {
     }
 }
 
+/// The signals jobs wait for (two), and one no job waits for.
+const SIGNALS: [&str; 3] = ["s0", "s1", "nobody"];
+
 /// A random DAG of 2 to 12 jobs: each may depend on jobs before it.
 fn random_workflow(rng: &mut Rng) -> Workflow {
     let n = 2 + rng.below(11);
@@ -56,6 +65,16 @@ fn random_workflow(rng: &mut Rng) -> Workflow {
         }
         if !depends_on.is_empty() && rng.chance(25) {
             job = job.callback(if rng.chance(50) { Callback::AllFinished } else { Callback::FirstFailure });
+        } else if rng.chance(25) {
+            let mut wait = SignalWait::new(SIGNALS[rng.below(2)]);
+            if rng.chance(60) {
+                let on = if rng.chance(50) { OnSignalTimeout::Release } else { OnSignalTimeout::Cancel };
+                wait = wait.timeout(Duration::from_secs(3600), on);
+            }
+            job = job.wait_for_signal(wait);
+        }
+        if rng.chance(20) {
+            job = job.delay(Duration::from_secs(100 * (1 + rng.below(10) as u64)));
         }
         workflow = workflow.job(job);
     }
@@ -74,7 +93,13 @@ async fn rows(client: &Client, workflow: i64) -> Vec<(i64, JobState, i32, Option
 
 /// The same state for every job, the same count for each waiting one; each released job's
 /// graphile_worker row is its own.
-async fn compare(client: &Client, workflow: i64, progress: &Progress, seed: u64, step: &str) {
+async fn compare(
+    client: &Client,
+    workflow: i64,
+    (graph, progress, rerun): (&Graph, &Progress, &BTreeSet<usize>),
+    seed: u64,
+    step: &str,
+) {
     let rows = rows(client, workflow).await;
     for (i, (_, state, pending, job_id)) in rows.iter().enumerate() {
         assert_eq!(*state, progress.state(i), "seed {seed}, after {step}: job j{i}");
@@ -85,6 +110,53 @@ async fn compare(client: &Client, workflow: i64, progress: &Progress, seed: u64,
             let sql = "select payload::jsonb ->> 'name' from graphile_worker._private_jobs where id = $1";
             let name: Option<String> = client.query_opt(sql, &[job_id]).await.unwrap().map(|r| r.get(0));
             assert_eq!(name, Some(format!("j{i}")), "seed {seed}, after {step}: j{i}'s job");
+        }
+    }
+    // Records step 23: the timeouts running, the signals received and the timers applied.
+    let sql = "select jobs.state, waits.signal_deadline is not null, live.payload::jsonb -> 'signal', \
+        extract(epoch from live.run_at - jobs.released_at)::float8, waits.timed_out_at is not null \
+        from formica_graphile_worker.workflow_jobs as jobs \
+        left join formica_graphile_worker.workflow_waits as waits on waits.job = jobs.id \
+        left join graphile_worker._private_jobs as live on live.id = jobs.job_id \
+        where jobs.workflow_id = $1 order by jobs.id";
+    let waits = client.query(sql, &[&workflow]).await.unwrap();
+    for (i, row) in waits.iter().enumerate() {
+        let wait = graph.nodes()[i].signal.as_ref();
+        let timed = wait.is_some_and(|s| s.timeout.is_some());
+        if progress.state(i) == JobState::Waiting {
+            let armed: bool = row.get(1);
+            assert_eq!(
+                armed,
+                timed && progress.waits_for_signal_only(i),
+                "seed {seed}, after {step}: j{i}'s timeout"
+            );
+        }
+        let Some(signal) = row.get::<_, Option<Value>>(2).filter(|_| progress.state(i) == JobState::Released)
+        else {
+            continue;
+        };
+        let wait = wait.expect("only a job waiting for a signal gets one");
+        assert_eq!(signal["name"], json!(wait.name), "seed {seed}, after {step}: j{i}'s signal");
+        let timed_out: bool = row.get(4);
+        assert_eq!(signal["timed_out"], json!(timed_out), "seed {seed}, after {step}: j{i}'s signal");
+        if !timed_out {
+            assert_eq!(
+                signal["payload"],
+                json!({ "to": wait.name }),
+                "seed {seed}, after {step}: j{i}'s payload"
+            );
+        }
+    }
+    for (i, row) in waits.iter().enumerate() {
+        let (Some(delay), Some(after)) = (graph.nodes()[i].delay, row.get::<_, Option<f64>>(3)) else {
+            continue;
+        };
+        // A job run again by a retry in place runs at once, as every rescheduled job.
+        if progress.state(i) == JobState::Released && !rerun.contains(&i) {
+            assert!(
+                (after - delay.as_secs_f64()).abs() < 5.0,
+                "seed {seed}, after {step}: j{i} runs {after} s after its release"
+            );
         }
     }
 }
@@ -154,6 +226,8 @@ async fn random_workflows_settle_in_postgresql_as_the_model_says() {
     let db = TestDb::migrated().await;
     let utils = db.utils();
     let client = db.client().await;
+    // How often a signal released a job, was a duplicate, and a timeout released or cancelled.
+    let mut seen = [0usize; 4];
     for seed in 1..=120u64 {
         let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
         let workflow = random_workflow(&mut rng);
@@ -163,28 +237,75 @@ async fn random_workflows_settle_in_postgresql_as_the_model_says() {
         let names: Vec<&str> = added.released.iter().map(|(n, _)| n.as_str()).collect();
         let want: Vec<String> = released.iter().map(|&i| format!("j{i}")).collect();
         assert_eq!(names, want, "seed {seed}: released at add");
-        compare(&client, added.id, &progress, seed, "add").await;
+        compare(&client, added.id, (&graph, &progress, &BTreeSet::new()), seed, "add").await;
+        let mut rerun_ever = BTreeSet::new();
         for step in 0..40 {
             let now = rows(&client, added.id).await;
             let open: Vec<usize> =
                 (0..graph.len()).filter(|&i| progress.state(i) == JobState::Released).collect();
-            if open.is_empty() {
+            let signal_awaited = !progress.is_cancelled()
+                && (0..graph.len())
+                    .any(|i| progress.state(i) == JobState::Waiting && graph.nodes()[i].signal.is_some());
+            if open.is_empty() && !signal_awaited {
                 if progress.is_cancelled() || !rng.chance(50) {
                     break;
                 }
                 let retried = utils.retry_workflow(added.id).await.unwrap();
-                let (rerun, back) = progress.retry(&graph);
+                let (again, back) = progress.retry(&graph);
+                rerun_ever.extend(again.iter().copied());
                 let name = |list: Vec<usize>| list.into_iter().map(|i| format!("j{i}")).collect::<Vec<_>>();
-                assert_eq!((retried.rerun, retried.waiting), (name(rerun), name(back)), "seed {seed}: retry");
-                compare(&client, added.id, &progress, seed, &format!("step {step}: retry")).await;
+                assert_eq!((retried.rerun, retried.waiting), (name(again), name(back)), "seed {seed}: retry");
+                compare(
+                    &client,
+                    added.id,
+                    (&graph, &progress, &rerun_ever),
+                    seed,
+                    &format!("step {step}: retry"),
+                )
+                .await;
                 continue;
             }
             let mut changes = Vec::new();
             let what = rng.below(100);
+            let due: Vec<usize> = (0..graph.len())
+                .filter(|&i| {
+                    progress.waits_for_signal_only(i)
+                        && graph.nodes()[i].signal.as_ref().is_some_and(|s| s.timeout.is_some())
+                })
+                .collect();
+            let signal_step = what < 20 || open.is_empty();
             if what < 4 && !progress.is_cancelled() {
                 utils.cancel_workflow(added.id, "by the test").await.unwrap();
                 progress.cancel();
-            } else if what < 14 {
+            } else if signal_step && (what.is_multiple_of(2) || due.is_empty()) {
+                // Records step 23: a signal, to jobs waiting for it or not, maybe again.
+                let name = SIGNALS[rng.below(SIGNALS.len())];
+                let sent = utils.signal_workflow(added.id, name, Some(&json!({ "to": name }))).await.unwrap();
+                let names = |list: &[usize]| list.iter().map(|i| format!("j{i}")).collect::<Vec<_>>();
+                let want = match progress.signal(&graph, name) {
+                    Signalled::Received { jobs, released } => {
+                        seen[0] += released.len();
+                        changes.extend(released.iter().map(|&i| Change::Released(i)));
+                        SignalSent::Received { jobs: names(&jobs), released: names(&released) }
+                    }
+                    Signalled::Duplicate => {
+                        seen[1] += 1;
+                        SignalSent::Duplicate
+                    }
+                    Signalled::NotWaiting => SignalSent::NotWaiting,
+                };
+                assert_eq!(sent, want, "seed {seed}, step {step}: signal {name}");
+            } else if signal_step {
+                // A timeout due: its deadline moved to the past, the resolver's pass tells.
+                let i = due[rng.below(due.len())];
+                let past = "update formica_graphile_worker.workflow_waits set signal_deadline = now() - interval '1 second' \
+                    where job = $1";
+                client.execute(past, &[&now[i].0]).await.unwrap();
+                assert_eq!(utils.resolve_workflows().await.unwrap(), 1, "seed {seed}: j{i} timed out");
+                let timed_out = progress.time_out(&graph, i);
+                seen[if timed_out.first() == Some(&Change::Released(i)) { 2 } else { 3 }] += 1;
+                changes.extend(timed_out);
+            } else if what < 30 {
                 // graphile-worker's side: a row deleted or out of attempts, told by the resolver.
                 let i = open[rng.below(open.len())];
                 let job_id = now[i].3.unwrap();
@@ -227,7 +348,8 @@ async fn random_workflows_settle_in_postgresql_as_the_model_says() {
             }
             let after = rows(&client, added.id).await;
             check_batches(&client, &graph, &progress, &changes, &after, seed).await;
-            compare(&client, added.id, &progress, seed, &format!("step {step}")).await;
+            compare(&client, added.id, (&graph, &progress, &rerun_ever), seed, &format!("step {step}")).await;
         }
     }
+    assert!(seen.iter().all(|&n| n >= 3), "the cases reached each kind of signal step: {seen:?}");
 }

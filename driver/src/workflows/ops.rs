@@ -1,5 +1,5 @@
-//! `WorkerUtils`'s workflow operations (add, cancel, retry, delete, resolve), and how often a
-//! worker resolves.
+//! `WorkerUtils`'s workflow operations (add, cancel, retry, delete, signal, resolve), and how
+//! often a worker resolves.
 
 use super::build::{AddedWorkflow, Workflow};
 use crate::error::Error;
@@ -52,6 +52,46 @@ pub struct DeletedWorkflow {
     pub released: u32,
 }
 
+/// What [`WorkerUtils::signal_workflow`] did (rule 8 of `core::workflow`; names of the
+/// workflow's jobs, in the order added). Every case is an answer, not an error: a webhook
+/// may come twice, or after its workflow was cancelled or deleted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SignalSent {
+    /// Jobs waiting for it got it; those whose dependencies had all settled were released
+    /// in the signal's transaction, the others are when their dependencies settle.
+    Received {
+        /// The jobs that got it.
+        jobs: Vec<String>,
+        /// Those of them released now.
+        released: Vec<String>,
+    },
+    /// Every job that waits or waited for it already got it: nothing changed (the first
+    /// payload stays).
+    Duplicate,
+    /// No job of the workflow waits for it: none was added waiting for it, or those that
+    /// were are cancelled or timed out.
+    NotWaiting,
+    /// There is no such workflow (never added, or deleted).
+    NoWorkflow,
+}
+
+impl SignalSent {
+    /// Why the signal `name` sent to workflow `id` reached no job, in words (none when it
+    /// did), as the CLI and the dashboard say it.
+    pub fn unreceived(&self, id: i64, name: &str) -> Option<String> {
+        match self {
+            SignalSent::Received { .. } => None,
+            SignalSent::Duplicate => Some(format!(
+                "the jobs of workflow {id} waiting for {name:?} already got it: nothing changed"
+            )),
+            SignalSent::NotWaiting => {
+                Some(format!("no job of workflow {id} waits for {name:?}: nothing changed"))
+            }
+            SignalSent::NoWorkflow => Some(format!("no workflow {id}")),
+        }
+    }
+}
+
 impl WorkerUtils {
     /// Add `workflow` in one transaction: its jobs with nothing to wait for are added to
     /// `graphile_worker` at once (as `add_job` adds them, without a job key), the others
@@ -79,7 +119,10 @@ impl WorkerUtils {
         let id = rows.first().ok_or_else(|| Error::Row("add_workflow returned no row".into()))?.try_get(0)?;
         let mut released = Vec::with_capacity(rows.len());
         for row in &rows {
-            released.push((row.try_get(1)?, row.try_get(2)?));
+            // A single row of nulls when none is released (each job waits for a signal).
+            if let (Some(name), Some(job)) = (row.try_get(1)?, row.try_get(2)?) {
+                released.push((name, job));
+            }
         }
         Ok(AddedWorkflow { id, released })
     }
@@ -187,6 +230,47 @@ impl WorkerUtils {
         }
     }
 
+    /// Send the signal `name` to workflow `id`, with `payload` (`None`: JSON null), in one
+    /// transaction: each job waiting for it that has not got it gets it, and is released
+    /// now if every job it depends on has settled (in this transaction), otherwise when they
+    /// have. Its payload then holds the signal under `"signal"` (a
+    /// [`SignalReport`](crate::SignalReport)). SQL sends the same with
+    /// `formica_<schema>.signal_workflow(id, name, payload)`, from a trigger too.
+    pub async fn signal_workflow(
+        &self,
+        id: i64,
+        name: &str,
+        payload: Option<&serde_json::Value>,
+    ) -> Result<SignalSent, Error> {
+        let client = self.pool().get().await?;
+        self.signal_workflow_in(&*client, id, name, payload).await
+    }
+
+    /// [`Self::signal_workflow`] through the caller's client or transaction (the release
+    /// commits with it).
+    pub async fn signal_workflow_in<C: GenericClient + Sync>(
+        &self,
+        client: &C,
+        id: i64,
+        name: &str,
+        payload: Option<&serde_json::Value>,
+    ) -> Result<SignalSent, Error> {
+        let sql = formica_sql::render(formica_sql::workflows::SIGNAL, self.schema());
+        let name = name.to_owned();
+        let rows = client
+            .query_typed(&sql, &[(&id, Type::INT8), (&name, Type::TEXT), (&payload, Type::JSONB)])
+            .await?;
+        let row = rows.first().ok_or_else(|| Error::Row("signal_workflow returned no row".into()))?;
+        let outcome: String = row.try_get(0)?;
+        match outcome.as_str() {
+            "received" => Ok(SignalSent::Received { jobs: row.try_get(1)?, released: row.try_get(2)? }),
+            "duplicate" => Ok(SignalSent::Duplicate),
+            "not_waiting" => Ok(SignalSent::NotWaiting),
+            "missing" => Ok(SignalSent::NoWorkflow),
+            other => Err(Error::Row(format!("signal_workflow answered {other:?}"))),
+        }
+    }
+
     /// One pass of the resolver: settle the released workflow jobs whose `graphile_worker`
     /// job settled without a Formica worker's statement saying so (graphile-worker's
     /// workers, `complete_jobs`, `remove_job`, a delete): a job gone completed, unless
@@ -195,7 +279,9 @@ impl WorkerUtils {
     /// cancelled in the same transaction. Returns the jobs settled (0 when another worker's
     /// pass was running: it settles them). Each worker sends one ([`Statement::ResolveWorkflows`])
     /// every [`WorkerOptions::workflow_resolve_every`](crate::WorkerOptions::workflow_resolve_every)
-    /// or a little less, as the core's chores schedule them.
+    /// or a little less, as the core's chores schedule them. The same pass times out the
+    /// signals whose deadline passed (each job released without it or cancelled, as it says;
+    /// counted in the number returned).
     pub async fn resolve_workflows(&self) -> Result<u64, Error> {
         match crate::statements::run_by_hand(self.pool(), self.schema(), Statement::ResolveWorkflows).await? {
             QueryResult::Resolved { settled } => Ok(settled),
