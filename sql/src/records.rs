@@ -24,6 +24,7 @@ pub const RECORDS_STEPS: &[Step] = &[
     Step { id: 17, sql: &[include_str!("../records/000017.sql")] },
     Step { id: 18, sql: &[crate::reports::TABLES] },
     Step { id: 19, sql: &[crate::dead_letters::TABLES] },
+    Step { id: 20, sql: &[crate::workflows::FAN_OUT] },
 ];
 
 /// Claims of unique jobs not to add again within a period, finished or not (records step 9).

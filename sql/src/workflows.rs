@@ -4,6 +4,9 @@ use crate::fill::{fill, FillError};
 
 /// The workflows, their jobs and dependencies, and their states (records migration 11).
 pub const TABLES: &str = include_str!("../records/000011.sql");
+/// Fan-out at runtime (jobs a running job adds to its workflow) and sub-workflows (a job
+/// that is a whole workflow) (records migration 20).
+pub const FAN_OUT: &str = include_str!("../records/000020.sql");
 /// The part of `worker::COMPLETE_JOBS` that settles the workflow jobs it completes; with
 /// history, storing each one's output too (history's `$3` and `$4`).
 pub(crate) fn complete_part(history: bool) -> Result<String, FillError> {
@@ -39,3 +42,11 @@ pub const RELEASED: &str = include_str!("../queries/workflows/released.sql");
 pub const RETRY: &str = include_str!("../queries/workflows/retry.sql");
 /// One resolver pass: the jobs settled (null: another pass was running).
 pub const RESOLVE: &str = include_str!("../queries/workflows/resolve.sql");
+/// `$1` the adder's graphile_worker job id, `$2` the jobs (JSON, as `ADD` takes them): see
+/// `add_workflow_jobs` in records migration 20.
+pub const ADD_JOBS: &str = include_str!("../queries/workflows/add_jobs.sql");
+/// `$1` workflows: the sub-workflows their released sub-workflow jobs are waiting for.
+pub const SUBWORKFLOWS: &str = include_str!("../queries/workflows/subworkflows.sql");
+/// `$1` workflows: settle the sub-workflow jobs of those that have ended (see
+/// `finish_subworkflows` in records migration 20).
+pub const FINISH: &str = include_str!("../queries/workflows/finish.sql");

@@ -1,0 +1,359 @@
+-- Fan-out at runtime and sub-workflows (docs/guide/workflows.md, "Fan-out at runtime" and
+-- "Sub-workflows"; rules 8 and 9 of core/src/workflow.rs).
+--
+-- Fan-out: a running workflow job's handler adds jobs to its own workflow
+-- (add_workflow_jobs). Each is named "<adder>/<name>", unique in the workflow, so a retry of
+-- a killed adder that adds the same jobs again adds nothing (the insert skips names taken);
+-- the adder's row is locked first, so the add and the adder's settling are ordered: an add
+-- after the adder settled is refused, and a settling after an add sees its jobs. The jobs
+-- the adder's dependents wait for grow by the jobs added: a fan-in after a fan-out waits for
+-- all of it.
+--
+-- Sub-workflows: a workflow job may hold a whole workflow instead of a job (the column
+-- `workflow`). Released, it adds that workflow (start_subworkflows) and stays released, with
+-- no graphile_worker job, until every job of it has settled (finish_subworkflows, from the
+-- settling trigger): then it completes (every job completed, its output the outputs of the
+-- sub-workflow's jobs by name), fails, or is cancelled (the sub-workflow cancelled), which
+-- settles its dependents as any job settling does. cancel_workflow cancels the running
+-- sub-workflows of what it cancels (the driver, in the same transaction).
+
+alter table :RECORDS.workflow_jobs
+  -- A sub-workflow job: the workflow it adds when released, {"name": ..., "jobs": [...]} as
+  -- add_workflow takes them. Null: an ordinary job.
+  add column workflow json,
+  -- The workflow a sub-workflow job added when released (the last one, if retried).
+  add column subworkflow_id bigint references :RECORDS.workflows (id) on delete set null;
+-- The sub-workflow jobs waiting for their workflow: what a settling looks its workflow up in
+-- (nothing for workflows that have none).
+create index workflow_jobs_subworkflow on :RECORDS.workflow_jobs (subworkflow_id)
+  where subworkflow_id is not null;
+
+-- add_workflow, taking "workflow" (a sub-workflow) beside each job's columns.
+create or replace function :RECORDS.add_workflow(workflow_name text, spec json)
+returns table (workflow_id bigint, name text, job_id bigint) language plpgsql
+set search_path = pg_catalog, pg_temp as $$
+#variable_conflict use_column
+declare
+  added bigint;
+begin
+  insert into :RECORDS.workflows (name) values (workflow_name) returning id into added;
+  insert into :RECORDS.workflow_jobs (workflow_id, name, task_identifier, payload, queue_name,
+    run_at, max_attempts, priority, flags, on_dependency_failure, callback, workflow, state, pending)
+  select added, job.name, job.task_identifier, job.payload, job.queue_name, job.run_at,
+    job.max_attempts, job.priority, job.flags, coalesce(job.on_dependency_failure, 'cancel'),
+    job.callback, job.workflow, 'waiting',
+    (select count(distinct dependency) from json_array_elements_text(job.depends_on) as dependency)
+  from json_array_elements(spec) with ordinality as element (value, n)
+  cross join lateral json_to_record(element.value) as job (name text, task_identifier text,
+    payload json, queue_name text, run_at timestamptz, max_attempts smallint, priority smallint,
+    flags text[], on_dependency_failure text, callback text, workflow json, depends_on json)
+  order by element.n;
+  insert into :RECORDS.workflow_dependencies (job, depends_on)
+  select distinct jobs.id, dependencies.id
+  from json_array_elements(spec) as element (value)
+  cross join lateral json_array_elements_text(element.value -> 'depends_on') as dependency (name)
+  join :RECORDS.workflow_jobs as jobs
+    on jobs.workflow_id = added and jobs.name = element.value ->> 'name'
+  join :RECORDS.workflow_jobs as dependencies
+    on dependencies.workflow_id = added and dependencies.name = dependency.name;
+  perform :RECORDS.release_workflow_jobs(array(
+    select jobs.id from :RECORDS.workflow_jobs as jobs
+    where jobs.workflow_id = added and jobs.pending = 0 order by jobs.id));
+  return query select added, jobs.name, jobs.job_id from :RECORDS.workflow_jobs as jobs
+    where jobs.workflow_id = added and jobs.state = 'released' order by jobs.id;
+end
+$$;
+
+-- Release the sub-workflow jobs among the waiting jobs `ids` (locked by the caller) of
+-- workflows not cancelled: each adds its workflow and is released without a
+-- graphile_worker job. release_workflow_jobs calls it first, so it releases the others.
+create function :RECORDS.start_subworkflows(ids bigint[]) returns void language plpgsql
+set search_path = pg_catalog, pg_temp as $$
+#variable_conflict use_column
+declare
+  job record;
+  child bigint;
+begin
+  for job in
+    select jobs.id, jobs.workflow from :RECORDS.workflow_jobs as jobs
+    join :RECORDS.workflows as workflows on workflows.id = jobs.workflow_id
+    where jobs.id = any(ids) and jobs.workflow is not null and jobs.state = 'waiting'
+      and workflows.cancelled_at is null
+    order by jobs.id
+  loop
+    select added.workflow_id into child
+    from :RECORDS.add_workflow(job.workflow ->> 'name', job.workflow -> 'jobs') as added limit 1;
+    update :RECORDS.workflow_jobs as jobs
+    set state = 'released', released_at = clock_timestamp(), subworkflow_id = child
+    where jobs.id = job.id;
+  end loop;
+end
+$$;
+
+-- Settle the sub-workflow jobs of the workflows `ended` whose every job has settled: as the
+-- workflow ended (rule 5's state: completed, failed, or cancelled), the completed one's
+-- output the outputs of the sub-workflow's jobs by name. The settling trigger calls it with
+-- the workflows of the jobs it settled, cancel_workflow with those it cancelled. The
+-- sub-workflow job is locked before its workflow's jobs are counted, so of two transactions
+-- settling the last two jobs of one sub-workflow, the second sees the first's and settles it.
+create function :RECORDS.finish_subworkflows(ended bigint[]) returns void language plpgsql
+set search_path = pg_catalog, pg_temp as $$
+#variable_conflict use_column
+declare
+  parents bigint[];
+begin
+  select array_agg(jobs.id) into parents from (
+    select jobs.id from :RECORDS.workflow_jobs as jobs
+    where jobs.subworkflow_id = any(ended) and jobs.state = 'released'
+    order by jobs.id
+    for update
+  ) as jobs;
+  if parents is null then
+    return;
+  end if;
+  -- A statement of its own, after the locks: it sees what the transactions it waited for
+  -- committed.
+  update :RECORDS.workflow_jobs as jobs
+  set state = ends.outcome, finished_at = now(),
+    output = case when ends.outcome = 'completed' then ends.outputs end,
+    last_error = case when ends.outcome <> 'completed'
+      then format('%s: sub-workflow %s %s', ends.outcome, ends.id, ends.state) end
+  from (
+    select states.id, states.state,
+      case states.state when 'completed' then 'completed' when 'failed' then 'failed'
+        else 'cancelled' end as outcome,
+      (select coalesce(jsonb_object_agg(child.name, child.output)
+          filter (where child.output is not null), '{}')::json
+        from :RECORDS.workflow_jobs as child where child.workflow_id = states.id) as outputs
+    from :RECORDS.workflow_states as states
+    where states.id in (select jobs.subworkflow_id from :RECORDS.workflow_jobs as jobs
+        where jobs.id = any(parents))
+      and states.waiting + states.released = 0
+  ) as ends
+  where jobs.subworkflow_id = ends.id and jobs.id = any(parents) and jobs.state = 'released';
+end
+$$;
+
+-- Add the jobs `spec` (as add_workflow takes them, validated by the driver: their
+-- dependencies name jobs of `spec`) to the workflow of the running workflow job whose
+-- graphile_worker job is `adder_job_id`, each named "<adder>/<name>" (those whose name is
+-- taken, added by an earlier run of the adder, are left as they are). The adder's
+-- dependents wait for the jobs added too; jobs added to a cancelled workflow are cancelled.
+-- Rows: whether the adder was found released (false: one row, nothing added), then each
+-- job of `spec` (its name in the workflow, its job id if released, whether this call added
+-- it).
+create function :RECORDS.add_workflow_jobs(adder_job_id bigint, spec json)
+returns table (found boolean, workflow_id bigint, name text, job_id bigint, added boolean)
+language plpgsql set search_path = pg_catalog, pg_temp as $$
+#variable_conflict use_column
+declare
+  adder record;
+  cancelled boolean;
+  new_ids bigint[];
+  open integer;
+begin
+  select jobs.id, jobs.workflow_id, jobs.name into adder from :RECORDS.workflow_jobs as jobs
+  where jobs.job_id = adder_job_id and jobs.state = 'released'
+  for update;
+  if adder.id is null then
+    return query select false, null::bigint, null::text, null::bigint, null::boolean;
+    return;
+  end if;
+  select workflows.cancelled_at is not null into cancelled from :RECORDS.workflows as workflows
+  where workflows.id = adder.workflow_id;
+  with inserted as (
+    insert into :RECORDS.workflow_jobs as jobs (workflow_id, name, task_identifier, payload,
+      queue_name, run_at, max_attempts, priority, flags, on_dependency_failure, callback,
+      workflow, state, pending, finished_at, last_error)
+    select adder.workflow_id, adder.name || '/' || job.name, job.task_identifier, job.payload,
+      job.queue_name, job.run_at, job.max_attempts, job.priority, job.flags,
+      coalesce(job.on_dependency_failure, 'cancel'), job.callback, job.workflow,
+      case when cancelled then 'cancelled' else 'waiting' end, 0,
+      case when cancelled then now() end,
+      case when cancelled then 'cancelled: the workflow was cancelled' end
+    from json_array_elements(spec) with ordinality as element (value, n)
+    cross join lateral json_to_record(element.value) as job (name text, task_identifier text,
+      payload json, queue_name text, run_at timestamptz, max_attempts smallint, priority smallint,
+      flags text[], on_dependency_failure text, callback text, workflow json)
+    order by element.n
+    on conflict (workflow_id, name) do nothing
+    returning jobs.id
+  )
+  select coalesce(array_agg(inserted.id order by inserted.id), '{}') into new_ids from inserted;
+  insert into :RECORDS.workflow_dependencies (job, depends_on)
+  select distinct jobs.id, dependencies.id
+  from json_array_elements(spec) as element (value)
+  cross join lateral json_array_elements_text(element.value -> 'depends_on') as dependency (name)
+  join :RECORDS.workflow_jobs as jobs on jobs.workflow_id = adder.workflow_id
+    and jobs.name = adder.name || '/' || (element.value ->> 'name')
+  join :RECORDS.workflow_jobs as dependencies on dependencies.workflow_id = adder.workflow_id
+    and dependencies.name = adder.name || '/' || dependency.name
+  where jobs.id = any(new_ids);
+  update :RECORDS.workflow_jobs as jobs
+  set pending = (select count(*) from :RECORDS.workflow_dependencies as dependencies
+    join :RECORDS.workflow_jobs as dependency on dependency.id = dependencies.depends_on
+    where dependencies.job = jobs.id and dependency.state in ('waiting', 'released'))
+  where jobs.id = any(new_ids) and jobs.state = 'waiting';
+  -- The adder's dependents wait for every job added (locked in id order, as the settling
+  -- trigger locks them).
+  perform from :RECORDS.workflow_jobs as jobs
+  where jobs.state = 'waiting' and jobs.id = any(array(
+    select dependencies.job from :RECORDS.workflow_dependencies as dependencies
+    where dependencies.depends_on = adder.id))
+  order by jobs.id
+  for update;
+  insert into :RECORDS.workflow_dependencies (job, depends_on)
+  select dependents.job, new.id
+  from :RECORDS.workflow_dependencies as dependents cross join unnest(new_ids) as new (id)
+  where dependents.depends_on = adder.id;
+  select count(*) into open from :RECORDS.workflow_jobs as jobs
+  where jobs.id = any(new_ids) and jobs.state = 'waiting';
+  update :RECORDS.workflow_jobs as jobs
+  set pending = jobs.pending + open
+  where jobs.state = 'waiting' and open > 0 and jobs.id = any(array(
+    select dependencies.job from :RECORDS.workflow_dependencies as dependencies
+    where dependencies.depends_on = adder.id));
+  perform :RECORDS.release_workflow_jobs(array(
+    select jobs.id from :RECORDS.workflow_jobs as jobs
+    where jobs.id = any(new_ids) and jobs.state = 'waiting' and jobs.pending = 0
+    order by jobs.id));
+  return query
+  select true, adder.workflow_id, jobs.name, jobs.job_id, jobs.id = any(new_ids)
+  from json_array_elements(spec) with ordinality as element (value, n)
+  join :RECORDS.workflow_jobs as jobs on jobs.workflow_id = adder.workflow_id
+    and jobs.name = adder.name || '/' || (element.value ->> 'name')
+  order by element.n;
+end
+$$;
+
+-- release_workflow_jobs (records step 11), starting the sub-workflow jobs among `ids` first:
+-- the one line added is the call of start_subworkflows.
+create or replace function :RECORDS.release_workflow_jobs(ids bigint[]) returns void language plpgsql
+set search_path = pg_catalog, pg_temp as $$
+#variable_conflict use_column
+declare
+  owners bigint[];
+  specs :SCHEMA.job_spec[];
+  added :SCHEMA._private_jobs[];
+  released bigint;
+begin
+  perform :RECORDS.start_subworkflows(ids);
+  select array_agg(jobs.id order by jobs.id), array_agg(row(jobs.task_identifier,
+      case when jobs.callback is null then jobs.payload
+        else (jobs.payload::jsonb || jsonb_build_object('batch', :RECORDS.workflow_batch(jobs.id)))::json end,
+      jobs.queue_name, jobs.run_at, jobs.max_attempts, null, jobs.priority,
+      -- The flag tells a Formica worker to settle the job when it ends it (the driver).
+      array_append(coalesce(jobs.flags, '{}'), 'formica:workflow')):: :SCHEMA.job_spec
+      order by jobs.id)
+  into owners, specs
+  from :RECORDS.workflow_jobs as jobs
+  join :RECORDS.workflows as workflows on workflows.id = jobs.workflow_id
+  where jobs.id = any(ids) and jobs.state = 'waiting' and workflows.cancelled_at is null;
+  if owners is null then
+    return;
+  end if;
+  select array_agg(job) into added from :SCHEMA.add_jobs(specs) as job;
+  -- A statement of its own: it sees the tasks and queues add_jobs registered.
+  with wanted as (
+    select owners[spec.n] as id, jsonb_build_array(spec.identifier, spec.payload::text,
+        spec.queue_name, coalesce(spec.run_at, now()), coalesce(spec.max_attempts, 25),
+        coalesce(spec.priority, 0),
+        (select jsonb_object_agg(flag, true) from unnest(spec.flags) as flag)) as holds
+    from unnest(specs) with ordinality as spec (identifier, payload, queue_name, run_at,
+      max_attempts, job_key, priority, flags, n)
+  ),
+  got as (
+    select job.id, jsonb_build_array(tasks.identifier, job.payload::text, job_queues.queue_name,
+        job.run_at, job.max_attempts, job.priority, job.flags) as holds
+    from unnest(added) as job
+    join :SCHEMA._private_tasks as tasks on tasks.id = job.task_id
+    left join :SCHEMA._private_job_queues as job_queues on job_queues.id = job.job_queue_id
+  ),
+  -- Both sorted by what they hold, then by id, pair up one to one.
+  matched as (
+    select * from unnest(
+      array(select wanted.id from wanted order by wanted.holds::text, wanted.id),
+      array(select wanted.holds from wanted order by wanted.holds::text, wanted.id),
+      array(select got.id from got order by got.holds::text, got.id),
+      array(select got.holds from got order by got.holds::text, got.id)
+    ) as matched (id, wanted, job_id, got)
+  )
+  update :RECORDS.workflow_jobs as jobs
+  -- The clock, not the transaction's start: the resolver's statements see what committed
+  -- after its transaction began, and a release is never dated before what caused it.
+  set state = 'released', released_at = clock_timestamp(), job_id = matched.job_id
+  from matched
+  where jobs.id = matched.id and matched.wanted = matched.got;
+  get diagnostics released = row_count;
+  if released <> cardinality(owners) then
+    raise exception 'add_jobs added % jobs for the % workflow jobs released', cardinality(added),
+      cardinality(owners);
+  end if;
+end
+$$;
+
+-- The settling trigger's function (records step 11), settling the sub-workflow jobs of
+-- the workflows whose jobs it settled: the one line added is the call of finish_subworkflows.
+create or replace function :RECORDS.workflow_jobs_settled() returns trigger language plpgsql
+set search_path = pg_catalog, pg_temp as $$
+#variable_conflict use_column
+declare
+  ids bigint[];
+  outcomes text[];
+begin
+  select array_agg(after.id order by after.id), array_agg(after.state order by after.id)
+  into ids, outcomes
+  from settled_after as after join settled_before as before on before.id = after.id
+  where before.state = 'released' and after.state in ('completed', 'failed', 'cancelled');
+  if ids is not null then
+    perform :RECORDS.settle_workflow_jobs(ids, outcomes);
+    perform :RECORDS.finish_subworkflows(array(
+      select distinct after.workflow_id from settled_after as after where after.id = any(ids)));
+  end if;
+  return null;
+end
+$$;
+
+-- resolve_workflows (records step 11), leaving out the sub-workflow jobs (released without a
+-- graphile_worker job): the one condition added is `jobs.job_id is not null`.
+create or replace function :RECORDS.resolve_workflows() returns bigint language plpgsql
+set search_path = pg_catalog, pg_temp as $$
+#variable_conflict use_column
+declare
+  settled bigint;
+begin
+  if not pg_try_advisory_xact_lock(hashtext('formica resolve_workflows :RECORDS')) then
+    return null;
+  end if;
+  with found as (
+    select jobs.id,
+      case
+        when live.id is not null then
+          case when live.last_error like 'cancelled: %' then 'cancelled' else 'failed' end
+        else coalesce(recorded.outcome, 'completed')
+      end as outcome,
+      coalesce(live.last_error, recorded.last_error) as last_error
+    from :RECORDS.workflow_jobs as jobs
+    left join :SCHEMA._private_jobs as live on live.id = jobs.job_id
+    left join lateral (
+      select history.outcome, history.last_error from :RECORDS.job_history as history
+      -- Since its release: a job run again by retry_workflow keeps its id.
+      where history.job_id = jobs.job_id and live.id is null and history.finished_at >= jobs.released_at
+      order by history.finished_at desc limit 1
+    ) as recorded on true
+    where jobs.state = 'released' and jobs.job_id is not null
+      and (live.id is null or (live.attempts >= live.max_attempts and live.locked_at is null))
+    order by jobs.id
+  ),
+  changed as (
+    update :RECORDS.workflow_jobs as jobs
+    set state = found.outcome, finished_at = now(),
+      last_error = case when found.outcome = 'completed' then null else found.last_error end
+    from found
+    where jobs.id = found.id and jobs.state = 'released'
+    returning jobs.id
+  )
+  select count(*) into settled from changed;
+  return settled;
+end
+$$;
