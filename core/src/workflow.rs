@@ -52,6 +52,10 @@ use std::collections::VecDeque;
 /// worker's completion or failure of such a job settles it in the same statement.
 pub const FLAG: &str = "formica:workflow";
 
+/// The task identifier stored for a sub-workflow job (records migration 20): it never
+/// becomes a `graphile_worker` job, its workflow is added instead.
+pub const SUBWORKFLOW_TASK: &str = "formica:subworkflow";
+
 /// `as_str` (the name as stored) and `parse` (the inverse) for a unit enum.
 macro_rules! stored_names {
     ($type:ident { $($variant:ident => $name:literal),+ }) => {
@@ -319,7 +323,12 @@ impl Progress {
     /// settled, and is released (returned, in index order) if there are none; in a cancelled
     /// workflow it is cancelled at once. Each waiting job that waits for the adder waits for
     /// the jobs added too.
-    pub fn add_jobs(&mut self, graph: &mut Graph, adder: usize, nodes: Vec<Node>) -> Result<Vec<usize>, WorkflowError> {
+    pub fn add_jobs(
+        &mut self,
+        graph: &mut Graph,
+        adder: usize,
+        nodes: Vec<Node>,
+    ) -> Result<Vec<usize>, WorkflowError> {
         if self.states[adder] != JobState::Released {
             return Err(WorkflowError::NotRunning(graph.nodes()[adder].name.clone()));
         }
@@ -356,7 +365,9 @@ impl Progress {
             WorkflowState::Running => None,
             WorkflowState::Completed => Some(Outcome::Completed),
             WorkflowState::Failed => Some(Outcome::Failed),
-            WorkflowState::Cancelled if self.states.iter().all(|s| s.is_settled()) => Some(Outcome::Cancelled),
+            WorkflowState::Cancelled if self.states.iter().all(|s| s.is_settled()) => {
+                Some(Outcome::Cancelled)
+            }
             WorkflowState::Cancelled => None,
         }
     }
@@ -762,7 +773,12 @@ mod tests {
         let mut g = graph(vec![Node::new("spawn", NONE), Node::new("merge", ["spawn"])]);
         let (mut p, _) = Progress::start(&g);
         let children = || {
-            vec![Node::new("p0", NONE), Node::new("p1", NONE), Node::new("p2", NONE), Node::new("reduce", ["p0", "p1", "p2"])]
+            vec![
+                Node::new("p0", NONE),
+                Node::new("p1", NONE),
+                Node::new("p2", NONE),
+                Node::new("reduce", ["p0", "p1", "p2"]),
+            ]
         };
         assert_eq!(p.add_jobs(&mut g, 0, children()), Ok(vec![2, 3, 4]));
         assert_eq!(g.nodes()[5].name, "spawn/reduce");

@@ -28,7 +28,9 @@ alter table :RECORDS.workflow_jobs
 create index workflow_jobs_subworkflow on :RECORDS.workflow_jobs (subworkflow_id)
   where subworkflow_id is not null;
 
--- add_workflow, taking "workflow" (a sub-workflow) beside each job's columns.
+-- add_workflow, taking "workflow" (a sub-workflow) beside each job's columns; a released
+-- sub-workflow job (no graphile_worker job) is not among the rows, and a workflow none of
+-- whose jobs was added answers one row of its id and nulls.
 create or replace function :RECORDS.add_workflow(workflow_name text, spec json)
 returns table (workflow_id bigint, name text, job_id bigint) language plpgsql
 set search_path = pg_catalog, pg_temp as $$
@@ -60,7 +62,12 @@ begin
     select jobs.id from :RECORDS.workflow_jobs as jobs
     where jobs.workflow_id = added and jobs.pending = 0 order by jobs.id));
   return query select added, jobs.name, jobs.job_id from :RECORDS.workflow_jobs as jobs
-    where jobs.workflow_id = added and jobs.state = 'released' order by jobs.id;
+    where jobs.workflow_id = added and jobs.state = 'released' and jobs.job_id is not null
+    order by jobs.id;
+  -- Every root a sub-workflow: no job added, and the workflow's id still answered.
+  if not found then
+    return query select added, null::text, null::bigint;
+  end if;
 end
 $$;
 

@@ -57,6 +57,7 @@ mod views;
 mod why;
 mod worker;
 mod workflow_differential;
+mod workflow_fanout;
 mod workflow_graphile_worker;
 mod workflow_races;
 mod workflows;
