@@ -166,8 +166,11 @@ begin
     return query select false, null::bigint, null::text, null::bigint, null::boolean;
     return;
   end if;
+  -- Shared with other adds, exclusive of cancel_workflow's mark: a cancel that comes first
+  -- is seen here (the jobs are added cancelled), one that comes after sees the jobs added.
   select workflows.cancelled_at is not null into cancelled from :RECORDS.workflows as workflows
-  where workflows.id = adder.workflow_id;
+  where workflows.id = adder.workflow_id
+  for share;
   with inserted as (
     insert into :RECORDS.workflow_jobs as jobs (workflow_id, name, task_identifier, payload,
       queue_name, run_at, max_attempts, priority, flags, on_dependency_failure, callback,

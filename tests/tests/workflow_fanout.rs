@@ -1,6 +1,7 @@
 //! Fan-out at runtime and sub-workflows (docs/guide/workflows.md) on real PostgreSQL: a job
 //! adds children to its workflow from its handler and the fan-in after it waits for all of
-//! them, once each even when the adder is SIGKILLed after adding them and run again; a job
+//! them, once each even when the adder is SIGKILLed after adding them and run again; an add
+//! meeting a cancel waits for it and adds its jobs cancelled; a job
 //! that is a whole workflow settles with that workflow's end, its outputs passed up to a
 //! callback after it, or fails; and cancelling a workflow cancels its sub-workflow, with
 //! the worker running the sub-workflow's job SIGKILLed.
@@ -378,4 +379,27 @@ async fn cancelling_a_workflow_cancels_its_subworkflow_while_its_worker_is_kille
     assert_eq!(states(&db, middle).await, all(&[("deeper", "cancelled")]));
     assert_eq!(states(&db, added.id).await, all(&[("sub", "cancelled"), ("tail", "cancelled")]));
     assert_eq!(runs(&db).await, Vec::<String>::new(), "nothing of it ran to its end");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_add_meeting_a_cancel_being_made_waits_for_it_and_adds_its_jobs_cancelled() {
+    let db = with_tables().await;
+    let added = db.utils().add_workflow(&fan_out()).await.unwrap();
+    let spawn = added.released[0].1;
+    // cancel_workflow's mark, not committed yet.
+    let mut cancelling = db.client().await;
+    let tx = cancelling.transaction().await.unwrap();
+    let mark = "update formica_graphile_worker.workflows set cancelled_at = now() where id = $1";
+    tx.execute(mark, &[&added.id]).await.unwrap();
+    let add = formica_sql::render(formica_sql::workflows::ADD_JOBS, "graphile_worker");
+    let spec = json!([{ "name": "late", "task_identifier": "t", "payload": {}, "depends_on": [] }]);
+    let adding = db.client().await;
+    let (add, spec) = (add.clone(), spec.clone());
+    let pending = tokio::spawn(async move { adding.query(&add, &[&spawn, &spec]).await.unwrap().len() });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!pending.is_finished(), "the add waits for the cancel's transaction");
+    tx.commit().await.unwrap();
+    assert_eq!(pending.await.unwrap(), 1);
+    let late = "select count(*) from formica_graphile_worker.workflow_jobs where name = 'spawn/late' and state = 'cancelled'";
+    assert_eq!(db.count(late).await, 1, "added cancelled, not left waiting in a cancelled workflow");
 }

@@ -1,5 +1,5 @@
-//! `WorkerUtils`'s workflow operations (add, cancel, retry, resolve), and how often a
-//! worker resolves.
+//! `WorkerUtils`'s workflow operations (add, add from a running job, cancel with the
+//! sub-workflows, retry, resolve), and how often a worker resolves.
 
 use super::build::{AddedWorkflow, Workflow, WorkflowJob};
 use crate::error::Error;
