@@ -1,10 +1,10 @@
 //! Fan-out at runtime and sub-workflows (docs/guide/workflows.md) on real PostgreSQL: a job
 //! adds children to its workflow from its handler and the fan-in after it waits for all of
 //! them, once each even when the adder is SIGKILLed after adding them and run again; an add
-//! meeting a cancel waits for it and adds its jobs cancelled; a job
-//! that is a whole workflow settles with that workflow's end, its outputs passed up to a
-//! callback after it, or fails; and cancelling a workflow cancels its sub-workflow, with
-//! the worker running the sub-workflow's job SIGKILLed.
+//! meeting a cancel waits for it and adds its jobs cancelled. A job that is a whole workflow
+//! settles with that workflow's end (once, when its last two jobs settle at once), its
+//! outputs passed up to a callback after it, or fails; and cancelling a workflow cancels its
+//! sub-workflows, with the worker running the sub-workflow's job SIGKILLed.
 //!
 //! The crash tests start this same test binary as the worker (`worker_process`, with
 //! `FORMICA_FANOUT_HALT` naming where its handler stops: it says so in the table `halts`,
@@ -124,6 +124,10 @@ async fn states(db: &TestDb, id: i64) -> Vec<(String, String)> {
     rows.iter().map(|r| (r.get(0), r.get(1))).collect()
 }
 
+fn named(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs.iter().map(|(n, s)| (n.to_string(), s.to_string())).collect()
+}
+
 /// Wait until workflow `id`'s state is `state` with no job waiting or released.
 async fn wait_for_end(db: &TestDb, id: i64, state: &str) {
     let sql = format!(
@@ -236,8 +240,7 @@ async fn a_subworkflow_settles_its_job_when_it_ends_with_its_outputs_passed_up()
     let inner = subworkflow(&db, added.id, "sub").await;
     assert_eq!(
         states(&db, inner).await,
-        [("x", "completed"), ("y", "completed"), ("z", "completed")]
-            .map(|(n, s)| (n.to_owned(), s.to_owned()))
+        named(&[("x", "completed"), ("y", "completed"), ("z", "completed")])
     );
     let runs = runs(&db).await;
     let outputs: BTreeMap<String, Value> =
@@ -268,8 +271,7 @@ async fn a_subworkflow_that_fails_fails_its_job_and_cancels_what_waits_for_it() 
     let states = states(&db, added.id).await;
     assert_eq!(
         states,
-        [("a", "completed"), ("sub", "failed"), ("after", "completed"), ("tail", "cancelled")]
-            .map(|(n, s)| (n.to_owned(), s.to_owned()))
+        named(&[("a", "completed"), ("sub", "failed"), ("after", "completed"), ("tail", "cancelled")])
     );
     assert!(!runs(&db).await.contains(&"child 4".to_owned()), "tail never ran");
 }
@@ -372,12 +374,9 @@ async fn cancelling_a_workflow_cancels_its_subworkflow_while_its_worker_is_kille
     for id in [inner, middle] {
         wait_for_end(&db, id, "cancelled").await;
     }
-    let all = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
-        pairs.iter().map(|(n, s)| (n.to_string(), s.to_string())).collect()
-    };
-    assert_eq!(states(&db, inner).await, all(&[("hold", "cancelled"), ("next", "cancelled")]));
-    assert_eq!(states(&db, middle).await, all(&[("deeper", "cancelled")]));
-    assert_eq!(states(&db, added.id).await, all(&[("sub", "cancelled"), ("tail", "cancelled")]));
+    assert_eq!(states(&db, inner).await, named(&[("hold", "cancelled"), ("next", "cancelled")]));
+    assert_eq!(states(&db, middle).await, named(&[("deeper", "cancelled")]));
+    assert_eq!(states(&db, added.id).await, named(&[("sub", "cancelled"), ("tail", "cancelled")]));
     assert_eq!(runs(&db).await, Vec::<String>::new(), "nothing of it ran to its end");
 }
 
@@ -402,4 +401,32 @@ async fn an_add_meeting_a_cancel_being_made_waits_for_it_and_adds_its_jobs_cance
     assert_eq!(pending.await.unwrap(), 1);
     let late = "select count(*) from formica_graphile_worker.workflow_jobs where name = 'spawn/late' and state = 'cancelled'";
     assert_eq!(db.count(late).await, 1, "added cancelled, not left waiting in a cancelled workflow");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last_two_jobs_of_a_subworkflow_settling_at_once_settle_its_job_once() {
+    let db = with_tables().await;
+    let inner = Workflow::new("inner").job(WorkflowJob::raw("x", "t", json!({}))).job(WorkflowJob::raw(
+        "y",
+        "t",
+        json!({}),
+    ));
+    let outer = Workflow::new("outer")
+        .job(WorkflowJob::workflow("sub", inner))
+        .job(WorkflowJob::raw("tail", "t", json!({})).depends_on(["sub"]));
+    let added = db.utils().add_workflow(&outer).await.unwrap();
+    let inner = subworkflow(&db, added.id, "sub").await;
+    // As the completion statement settles a workflow job (sql/queries/workflows/complete.sql).
+    let settle = "update formica_graphile_worker.workflow_jobs set state = 'completed', finished_at = now() \
+        where workflow_id = $1 and name = $2 and state = 'released'";
+    let mut first = db.client().await;
+    let tx = first.transaction().await.unwrap();
+    assert_eq!(tx.execute(settle, &[&inner, &"x"]).await.unwrap(), 1);
+    let second = db.client().await;
+    let pending = tokio::spawn(async move { second.execute(settle, &[&inner, &"y"]).await.unwrap() });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!pending.is_finished(), "the second waits for the first's lock on the sub-workflow job");
+    tx.commit().await.unwrap();
+    assert_eq!(pending.await.unwrap(), 1);
+    assert_eq!(states(&db, added.id).await, named(&[("sub", "completed"), ("tail", "released")]));
 }
