@@ -72,8 +72,8 @@ async fn halt(ctx: &JobContext, at: &str, point: &str) -> Result<(), Error> {
     Ok(())
 }
 
-/// The tasks: `spawn` adds `WIDTH` children (then halts at "spawned"), `child` (with an
-/// output), `hold` (halts at "hold"), and `report`, a callback keeping its batch in `runs`.
+/// The tasks: `spawn` adds `WIDTH` children (then halts at "spawned"), `spawn_sub` adds a
+/// sub-workflow, `child` (with an output), `hold` (halts at "hold"), and `report`, a callback keeping its batch in `runs`.
 fn tasks<R>(options: WorkerOptions<R>, at: &str) -> WorkerOptions<R> {
     let (at_spawn, at_hold) = (at.to_owned(), at.to_owned());
     options
@@ -88,6 +88,13 @@ fn tasks<R>(options: WorkerOptions<R>, at: &str) -> WorkerOptions<R> {
                 halt(&ctx, &at, "spawned").await?;
                 Ok(())
             }
+        })
+        .define_raw_job("spawn_sub", |ctx: JobContext, _| async move {
+            let inner = Workflow::new("inner")
+                .job(WorkflowJob::new("x", &Child10 { n: 5 })?)
+                .job(WorkflowJob::new("y", &Child10 { n: 6 })?.depends_on(["x"]));
+            ctx.add_workflow_jobs([WorkflowJob::workflow("sub", inner)]).await?;
+            Ok(())
         })
         .define_raw_job("hold", move |ctx: JobContext, _| {
             let at = at_hold.clone();
@@ -184,6 +191,24 @@ async fn a_fan_in_after_a_runtime_fan_out_waits_for_all_of_it() {
     let mut want = vec!["spawn".to_owned(), "merge".to_owned()];
     want.extend((0..WIDTH).map(|n| format!("spawn/p{n}")));
     assert_eq!(names, want);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_adds_a_subworkflow_at_runtime_and_the_fan_in_gets_its_outputs() {
+    let db = with_tables().await;
+    let workflow = Workflow::new("fan-out").job(WorkflowJob::raw("spawn", "spawn_sub", json!({}))).job(
+        WorkflowJob::raw("merge", "report", json!({})).depends_on(["spawn"]).callback(Callback::AllFinished),
+    );
+    let added = db.utils().add_workflow(&workflow).await.unwrap();
+    let running = Running::listening(&db.runtime, tasks(db.worker_options(), "")).await;
+    wait_for_end(&db, added.id, "completed").await;
+    running.stop(WITHIN).await;
+    let runs = runs(&db).await;
+    let outputs: BTreeMap<String, Value> =
+        [("spawn/sub".to_owned(), json!({"x": 50, "y": 60}))].into_iter().collect();
+    let batch = BatchReport { completed: 2, failed: 0, cancelled: 0, unfinished: 0, outputs };
+    assert_eq!(reported(&runs), batch, "merge waited for the sub-workflow and got its outputs: {runs:?}");
+    assert_eq!(runs.iter().position(|r| r.starts_with("report")), Some(2), "after x and y: {runs:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
