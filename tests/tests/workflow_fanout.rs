@@ -144,6 +144,13 @@ async fn wait_for_end(db: &TestDb, id: i64, state: &str) {
     db.wait_for_count(&sql, 1, WITHIN).await;
 }
 
+/// Run this file's tasks on a worker of this process until workflow `id` ends `state`.
+async fn run_until(db: &TestDb, id: i64, state: &str) {
+    let running = Running::listening(&db.runtime, tasks(db.worker_options(), "")).await;
+    wait_for_end(db, id, state).await;
+    running.stop(WITHIN).await;
+}
+
 /// The workflow the sub-workflow job `name` of workflow `id` started.
 async fn subworkflow(db: &TestDb, id: i64, name: &str) -> i64 {
     let sql = "select subworkflow_id from formica_graphile_worker.workflow_jobs where workflow_id = $1 and name = $2";
@@ -183,9 +190,7 @@ fn check_fan_in(runs: &[String]) {
 async fn a_fan_in_after_a_runtime_fan_out_waits_for_all_of_it() {
     let db = with_tables().await;
     let added = db.utils().add_workflow(&fan_out()).await.unwrap();
-    let running = Running::listening(&db.runtime, tasks(db.worker_options(), "")).await;
-    wait_for_end(&db, added.id, "completed").await;
-    running.stop(WITHIN).await;
+    run_until(&db, added.id, "completed").await;
     check_fan_in(&runs(&db).await);
     let names: Vec<String> = states(&db, added.id).await.into_iter().map(|(name, _)| name).collect();
     let mut want = vec!["spawn".to_owned(), "merge".to_owned()];
@@ -200,9 +205,7 @@ async fn a_job_adds_a_subworkflow_at_runtime_and_the_fan_in_gets_its_outputs() {
         WorkflowJob::raw("merge", "report", json!({})).depends_on(["spawn"]).callback(Callback::AllFinished),
     );
     let added = db.utils().add_workflow(&workflow).await.unwrap();
-    let running = Running::listening(&db.runtime, tasks(db.worker_options(), "")).await;
-    wait_for_end(&db, added.id, "completed").await;
-    running.stop(WITHIN).await;
+    run_until(&db, added.id, "completed").await;
     let runs = runs(&db).await;
     let outputs: BTreeMap<String, Value> =
         [("spawn/sub".to_owned(), json!({"x": 50, "y": 60}))].into_iter().collect();
@@ -259,9 +262,7 @@ fn nested(fail_y: bool) -> Workflow {
 async fn a_subworkflow_settles_its_job_when_it_ends_with_its_outputs_passed_up() {
     let db = with_tables().await;
     let added = db.utils().add_workflow(&nested(false)).await.unwrap();
-    let running = Running::listening(&db.runtime, tasks(db.worker_options(), "")).await;
-    wait_for_end(&db, added.id, "completed").await;
-    running.stop(WITHIN).await;
+    run_until(&db, added.id, "completed").await;
     let inner = subworkflow(&db, added.id, "sub").await;
     assert_eq!(
         states(&db, inner).await,
@@ -288,9 +289,7 @@ async fn a_subworkflow_settles_its_job_when_it_ends_with_its_outputs_passed_up()
 async fn a_subworkflow_that_fails_fails_its_job_and_cancels_what_waits_for_it() {
     let db = with_tables().await;
     let added = db.utils().add_workflow(&nested(true)).await.unwrap();
-    let running = Running::listening(&db.runtime, tasks(db.worker_options(), "")).await;
-    wait_for_end(&db, added.id, "failed").await;
-    running.stop(WITHIN).await;
+    run_until(&db, added.id, "failed").await;
     let inner = subworkflow(&db, added.id, "sub").await;
     wait_for_end(&db, inner, "failed").await;
     let states = states(&db, added.id).await;
@@ -357,9 +356,7 @@ async fn a_fan_out_from_a_job_killed_after_adding_its_children_adds_them_once() 
     child.wait().unwrap();
     db.utils().force_unlock_workers_even_if_alive(&["doomed-spawn"]).await.unwrap();
     // spawn runs again, adds the same children (nothing), completes; merge waits for all.
-    let running = Running::listening(&db.runtime, tasks(db.worker_options(), "")).await;
-    wait_for_end(&db, added.id, "completed").await;
-    running.stop(WITHIN).await;
+    run_until(&db, added.id, "completed").await;
     assert_eq!(db.count(children).await, WIDTH, "no child added twice");
     let runs = runs(&db).await;
     assert_eq!(runs.iter().filter(|r| *r == "spawn").count(), 2, "spawn ran again after the kill: {runs:?}");
