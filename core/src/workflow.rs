@@ -3,7 +3,7 @@
 //! This module is the one statement of the rules, as pure functions: which jobs are
 //! released when a workflow is added, what a job settling (completed, failed for good or
 //! cancelled) does to the jobs that wait for it, what cancel and retry do, what a signal and
-//! its timeout do, and the workflow's state. Formica's SQL (records migrations 11 and 20,
+//! its timeout do, and the workflow's state. Formica's SQL (records migrations 11, 22, 23 and 24,
 //! `sql/queries/workflows/`) applies the same rules in the transactions that settle jobs,
 //! and `tests/tests/workflow_differential.rs` compares the two; the simulation
 //! ([`sim`](crate::sim)) runs them under crashes and races.
@@ -12,6 +12,12 @@
 //! state of each of its jobs. A job is `waiting` (outside graphile_worker's jobs, counting
 //! the dependencies it still waits for), `released` (an ordinary job), then `completed`,
 //! `failed` or `cancelled`; a waiting job may be cancelled without ever being released.
+//!
+//! A running job may add jobs to its own workflow (rule 10, [`Progress::add_jobs`]: fan-out
+//! whose width is known only then, as Hatchet's children and Oban Pro's grafts), and a job
+//! may be a whole workflow (rule 11, [`Progress::end`]: as Oban Pro's sub-workflows and
+//! Hatchet's child workflows), released by adding that workflow and settled by its end;
+//! cancelling a workflow cancels the sub-workflows its released jobs wait for.
 //!
 //! Like Oban Pro's workflows, a job's reaction to a failed dependency is its own
 //! ([`OnDependencyFailure`], Oban's `ignore_cancelled`/`ignore_discarded`); like its batches,
@@ -50,6 +56,10 @@ use std::collections::VecDeque;
 /// The flag of every job a workflow releases (records migration 11 sets it): a Formica
 /// worker's completion or failure of such a job settles it in the same statement.
 pub const FLAG: &str = "formica:workflow";
+
+/// The task identifier stored for a sub-workflow job (records migration 24): it never
+/// becomes a `graphile_worker` job, its workflow is added instead.
+pub const SUBWORKFLOW_TASK: &str = "formica:subworkflow";
 
 /// `as_str` (the name as stored) and `parse` (the inverse) for a unit enum.
 macro_rules! stored_names {
@@ -413,6 +423,67 @@ impl Progress {
             }
         }
         (rerun, back)
+    }
+
+    /// Running job `adder` adds `nodes` to its workflow (rule 10; [`Graph::extend`] names and
+    /// links them, idempotently). Refused ([`WorkflowError::NotRunning`]) unless the adder is
+    /// released: an add and the adder's settling are ordered by the adder's row lock, so an
+    /// add after it settled changes nothing. Each job added waits for its dependencies not
+    /// settled, and is released (returned, in index order) if there are none; in a cancelled
+    /// workflow it is cancelled at once. Each waiting job that waits for the adder waits for
+    /// the jobs added too.
+    pub fn add_jobs(
+        &mut self,
+        graph: &mut Graph,
+        adder: usize,
+        nodes: Vec<Node>,
+    ) -> Result<Vec<usize>, WorkflowError> {
+        if self.states[adder] != JobState::Released {
+            return Err(WorkflowError::NotRunning(graph.nodes()[adder].name.clone()));
+        }
+        let added = graph.extend(adder, nodes)?;
+        let mut released = Vec::new();
+        for &i in &added {
+            let pending = graph.dependencies(i).iter().filter(|&&d| !self.states[d].is_settled()).count();
+            let signal = match graph.nodes()[i].signal {
+                Some(_) => SignalState::Awaited,
+                None => SignalState::None,
+            };
+            let (state, cause) = match (self.cancelled, pending, signal) {
+                (true, _, _) => (JobState::Cancelled, Cause::Cancel),
+                (false, 0, SignalState::None) => (JobState::Released, Cause::None),
+                (false, _, _) => (JobState::Waiting, Cause::None),
+            };
+            self.states.push(state);
+            self.pending.push(pending);
+            self.causes.push(cause);
+            self.signals.push(signal);
+            if state == JobState::Released {
+                released.push(i);
+            }
+        }
+        let open = added.iter().filter(|&&i| !self.states[i].is_settled()).count();
+        for &d in graph.dependents(adder) {
+            if self.states[d] == JobState::Waiting {
+                self.pending[d] += open;
+            }
+        }
+        Ok(released)
+    }
+
+    /// How a sub-workflow's end settles the job that holds it (rule 11): none while a job of
+    /// it waits or is released; then completed if every job completed, cancelled if the
+    /// workflow was cancelled, failed otherwise.
+    pub fn end(&self) -> Option<Outcome> {
+        match self.workflow_state() {
+            WorkflowState::Running => None,
+            WorkflowState::Completed => Some(Outcome::Completed),
+            WorkflowState::Failed => Some(Outcome::Failed),
+            WorkflowState::Cancelled if self.states.iter().all(|s| s.is_settled()) => {
+                Some(Outcome::Cancelled)
+            }
+            WorkflowState::Cancelled => None,
+        }
     }
 
     /// Where job `i` is.
@@ -869,5 +940,64 @@ mod tests {
         assert_eq!(p.workflow_state(), WorkflowState::Running);
         p.settle(&g, 1, Outcome::Failed);
         assert_eq!(p.workflow_state(), WorkflowState::Failed);
+    }
+
+    #[test]
+    fn jobs_added_at_runtime_hold_up_the_adders_dependents_and_a_second_add_adds_nothing() {
+        // spawn, then merge: spawn adds p0..p2 and a reduce after them.
+        let mut g = graph(vec![Node::new("spawn", NONE), Node::new("merge", ["spawn"])]);
+        let (mut p, _) = Progress::start(&g);
+        let children = || {
+            vec![
+                Node::new("p0", NONE),
+                Node::new("p1", NONE),
+                Node::new("p2", NONE),
+                Node::new("reduce", ["p0", "p1", "p2"]),
+            ]
+        };
+        assert_eq!(p.add_jobs(&mut g, 0, children()), Ok(vec![2, 3, 4]));
+        assert_eq!(g.nodes()[5].name, "spawn/reduce");
+        assert_eq!(g.dependencies(1), &[0, 2, 3, 4, 5], "merge waits for the adder and all it added");
+        assert_eq!(p.pending(1), 5);
+        assert_eq!(p.add_jobs(&mut g, 0, children()), Ok(vec![]), "a retried adder adds nothing twice");
+        assert_eq!((g.len(), p.pending(1)), (6, 5));
+        assert_eq!(p.settle(&g, 0, Outcome::Completed), vec![]);
+        for i in 2..4 {
+            assert_eq!(p.settle(&g, i, Outcome::Completed), vec![]);
+        }
+        assert_eq!(p.settle(&g, 4, Outcome::Completed), vec![Change::Released(5)]);
+        assert_eq!(p.settle(&g, 5, Outcome::Completed), vec![Change::Released(1)], "the fan-in, last");
+        assert_eq!(
+            p.add_jobs(&mut g, 5, vec![Node::new("late", NONE)]),
+            Err(WorkflowError::NotRunning("spawn/reduce".into())),
+            "an add after the adder settled is refused"
+        );
+    }
+
+    #[test]
+    fn jobs_added_to_a_cancelled_workflow_are_cancelled() {
+        let mut g = graph(vec![Node::new("a", NONE), Node::new("b", ["a"])]);
+        let (mut p, _) = Progress::start(&g);
+        p.cancel();
+        assert_eq!(p.add_jobs(&mut g, 0, vec![Node::new("x", NONE)]), Ok(vec![]));
+        assert_eq!(p.state(2), C);
+        assert_eq!(p.end(), None, "a is still released");
+        p.settle(&g, 0, Outcome::Cancelled);
+        assert_eq!(p.end(), Some(Outcome::Cancelled));
+    }
+
+    #[test]
+    fn a_workflow_ends_when_every_job_settled() {
+        let g = diamond();
+        let (mut p, _) = Progress::start(&g);
+        p.settle(&g, 0, Outcome::Completed);
+        assert_eq!(p.end(), None);
+        p.settle(&g, 1, Outcome::Completed);
+        p.settle(&g, 2, Outcome::Completed);
+        p.settle(&g, 3, Outcome::Completed);
+        assert_eq!(p.end(), Some(Outcome::Completed));
+        let (mut p, _) = Progress::start(&g);
+        p.settle(&g, 0, Outcome::Failed);
+        assert_eq!(p.end(), Some(Outcome::Failed));
     }
 }

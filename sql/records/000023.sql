@@ -31,9 +31,11 @@ create index workflow_waits_deadline on :RECORDS.workflow_waits (signal_deadline
   where signalled_at is null and timed_out_at is null;
 
 -- The waits of the workflow `added`'s jobs, from add_workflow's spec: each job's "delay"
--- (seconds), and "signal" {"name", "timeout" (seconds or null), "on_timeout"}.
-create function :RECORDS.add_workflow_waits(added bigint, spec json) returns void language sql
-set search_path = pg_catalog, pg_temp as $$
+-- (seconds), and "signal" {"name", "timeout" (seconds or null), "on_timeout"}; the jobs are
+-- named `prefix` and their name in `spec` (jobs added at runtime are named after their adder),
+-- and those with waits already (added before) are left as they are.
+create function :RECORDS.add_workflow_waits(added bigint, spec json, prefix text default '')
+returns void language sql set search_path = pg_catalog, pg_temp as $$
   insert into :RECORDS.workflow_waits (job, workflow_id, delay, signal, signal_timeout, on_signal_timeout)
   select jobs.id, added, make_interval(secs => (element.value ->> 'delay')::float8),
     element.value -> 'signal' ->> 'name',
@@ -41,8 +43,9 @@ set search_path = pg_catalog, pg_temp as $$
     coalesce(element.value -> 'signal' ->> 'on_timeout', 'cancel')
   from json_array_elements(spec) as element (value)
   join :RECORDS.workflow_jobs as jobs
-    on jobs.workflow_id = added and jobs.name = element.value ->> 'name'
+    on jobs.workflow_id = added and jobs.name = prefix || (element.value ->> 'name')
   where json_typeof(element.value -> 'delay') = 'number' or json_typeof(element.value -> 'signal') = 'object'
+  on conflict (job) do nothing
 $$;
 
 -- Of the waiting jobs `ids` (locked by the caller) whose dependencies have all settled, those

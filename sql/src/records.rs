@@ -28,6 +28,7 @@ pub const RECORDS_STEPS: &[Step] = &[
     Step { id: 21, sql: &[include_str!("../records/000021.sql")] },
     Step { id: 22, sql: &[crate::workflows::SETTLING] },
     Step { id: 23, sql: &[crate::workflows::WAITS] },
+    Step { id: 24, sql: &[crate::workflows::FAN_OUT] },
 ];
 
 /// Claims of unique jobs not to add again within a period, finished or not (records step 9).

@@ -58,6 +58,7 @@ mod views;
 mod why;
 mod worker;
 mod workflow_differential;
+mod workflow_fanout;
 mod workflow_graphile_worker;
 mod workflow_races;
 mod workflow_retention;

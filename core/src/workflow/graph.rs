@@ -161,6 +161,10 @@ pub enum WorkflowError {
     /// workflow's back. Checked by the driver, which sees the specs.
     #[error("job {0:?} has a job key (or is unique): a workflow's jobs cannot have one")]
     JobKey(String),
+    /// Jobs added at runtime by a job that is not released (it settled, or it waits): the
+    /// add and the job's settling are ordered, and the add came second.
+    #[error("job {0:?} is not running in its workflow: only a running job can add jobs to it")]
+    NotRunning(String),
     /// A callback whose payload cannot take the batch's counts. Checked by the driver.
     #[error(
         "callback {0:?} needs a JSON object payload without a key \"batch\" (the batch's counts go there)"
@@ -274,6 +278,55 @@ impl Graph {
     /// The index of the job named `name`.
     pub fn index(&self, name: &str) -> Option<usize> {
         self.index.get(name).copied()
+    }
+
+    /// Jobs added at runtime by job `adder` (rule 10): `nodes` are validated as a workflow of
+    /// their own (their dependencies name jobs among them), then each is added as
+    /// `"<adder>/<name>"`, unless a job has that name already (added by an earlier run of the
+    /// adder: it is left as it is), and every job that waits for `adder` waits for each job
+    /// added too. Returns the jobs added, by index (the graph's length before onwards).
+    pub fn extend(&mut self, adder: usize, nodes: Vec<Node>) -> Result<Vec<usize>, WorkflowError> {
+        let batch = Graph::new(nodes)?;
+        let prefix = format!("{}/", self.nodes[adder].name);
+        let waiting_for_adder = self.dependents[adder].clone();
+        let mut added = Vec::new();
+        for node in batch.nodes {
+            let name = format!("{prefix}{}", node.name);
+            if self.index.contains_key(&name) {
+                continue;
+            }
+            let i = self.nodes.len();
+            self.index.insert(name.clone(), i);
+            let depends_on = node.depends_on.iter().map(|d| format!("{prefix}{d}")).collect();
+            self.nodes.push(Node { name, depends_on, ..node });
+            self.dependencies.push(Vec::new());
+            self.dependents.push(Vec::new());
+            added.push(i);
+        }
+        // Once all are in: a job may depend on one after it.
+        for &i in &added {
+            let mut of_node: Vec<usize> =
+                self.nodes[i].depends_on.iter().filter_map(|d| self.index.get(d).copied()).collect();
+            of_node.sort_unstable();
+            of_node.dedup();
+            for &d in &of_node {
+                self.dependents[d].push(i);
+            }
+            self.dependencies[i] = of_node;
+        }
+        for list in &mut self.dependents {
+            list.sort_unstable();
+        }
+        // Appended after every job, so each list stays in index order.
+        for &i in &added {
+            for &d in &waiting_for_adder {
+                self.dependencies[d].push(i);
+                let name = self.nodes[i].name.clone();
+                self.nodes[d].depends_on.push(name);
+                self.dependents[i].push(d);
+            }
+        }
+        Ok(added)
     }
 
     /// The jobs of `graph`, each after all it depends on (lowest index first among the ready).

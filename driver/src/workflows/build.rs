@@ -2,7 +2,9 @@
 
 use crate::error::Error;
 use formica_core::job::{JobSpec, RawJob, Task};
-use formica_core::workflow::{Callback, Graph, Node, OnDependencyFailure, SignalWait, WorkflowError};
+use formica_core::workflow::{
+    Callback, Graph, Node, OnDependencyFailure, SignalWait, WorkflowError, SUBWORKFLOW_TASK,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -20,6 +22,8 @@ pub struct WorkflowJob {
     callback: Option<Callback>,
     signal: Option<SignalWait>,
     delay: Option<Duration>,
+    /// A sub-workflow job: the workflow added when it is released, whose end settles it.
+    workflow: Option<Box<Workflow>>,
 }
 
 impl WorkflowJob {
@@ -42,7 +46,20 @@ impl WorkflowJob {
             callback: None,
             signal: None,
             delay: None,
+            workflow: None,
         }
+    }
+
+    /// A job that is the whole `workflow` (a sub-workflow), named `name` in its workflow:
+    /// when released it adds `workflow` (validated with this one's), and it settles when
+    /// every job of that has settled: completed if all completed (its output then the
+    /// outputs of the sub-workflow's jobs, by name: what a callback depending on it reads),
+    /// failed if one failed, cancelled if the sub-workflow was cancelled. Cancelling the
+    /// workflow that holds it cancels the sub-workflow too. Its [`Self::spec`] is not used.
+    pub fn workflow(name: impl Into<String>, workflow: Workflow) -> Self {
+        let mut job = Self::raw(name, SUBWORKFLOW_TASK, Value::Object(serde_json::Map::new()));
+        job.workflow = Some(Box::new(workflow));
+        job
     }
 
     /// Queue, run time, attempts, priority and flags of the job (a job key or `unique` is
@@ -157,6 +174,9 @@ impl Workflow {
             if job.job.spec.job_key.is_some() || job.job.spec.unique.is_some() {
                 return Err(WorkflowError::JobKey(job.name.clone()));
             }
+            if let Some(workflow) = &job.workflow {
+                workflow.graph()?;
+            }
             let takes = |key| job.job.payload.as_object().is_some_and(|object| !object.contains_key(key));
             if job.callback.is_some() && !takes("batch") {
                 return Err(WorkflowError::CallbackPayload(job.name.clone()));
@@ -169,11 +189,18 @@ impl Workflow {
     }
 
     /// The jobs as `add_workflow` in records migration 11 reads them, each through the add
-    /// layers `apply` and checked as any job added.
-    pub(crate) fn spec(&self, apply: impl Fn(RawJob) -> Result<RawJob, Error>) -> Result<Value, Error> {
+    /// layers `apply` and checked as any job added (a sub-workflow job's workflow in the
+    /// same way, under `"workflow"`).
+    pub(crate) fn spec(&self, apply: &dyn Fn(RawJob) -> Result<RawJob, Error>) -> Result<Value, Error> {
         let mut jobs = Vec::with_capacity(self.jobs.len());
         for job in &self.jobs {
-            let raw = apply(job.job.clone())?;
+            let (raw, workflow) = match &job.workflow {
+                Some(workflow) => {
+                    let inner = workflow.spec(apply)?;
+                    (job.job.clone(), serde_json::json!({ "name": workflow.name, "jobs": inner }))
+                }
+                None => (apply(job.job.clone())?, Value::Null),
+            };
             if raw.spec.job_key.is_some() || raw.spec.unique.is_some() {
                 return Err(WorkflowError::JobKey(job.name.clone()).into());
             }
@@ -189,6 +216,7 @@ impl Workflow {
                 "flags": raw.spec.flags,
                 "on_dependency_failure": job.on_dependency_failure.as_str(),
                 "callback": job.callback.map(Callback::as_str),
+                "workflow": workflow,
                 "depends_on": job.depends_on,
                 "delay": job.delay.map(|d| d.as_secs_f64()),
                 "signal": job.signal.as_ref().map(|signal| serde_json::json!({
