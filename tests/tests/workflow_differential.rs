@@ -146,7 +146,8 @@ async fn compare(client: &Client, flow: &Flow, seed: u64, step: &str) {
                 "seed {seed}, after {step}: {name}'s timeout"
             );
         }
-        let Some(signal) = row.get::<_, Option<Value>>(2).filter(|_| flow.progress.state(i) == JobState::Released)
+        let Some(signal) =
+            row.get::<_, Option<Value>>(2).filter(|_| flow.progress.state(i) == JobState::Released)
         else {
             continue;
         };
@@ -264,7 +265,14 @@ impl Flows {
         let rows = client.query(sql, &[&self.all[f].id]).await.unwrap();
         let id: i64 = rows[i].get(0);
         let (progress, _) = Progress::start(&graph);
-        self.all.push(Flow { id, graph, progress, subs: BTreeMap::new(), parent: Some((f, i)), rerun: BTreeSet::new() });
+        self.all.push(Flow {
+            id,
+            graph,
+            progress,
+            subs: BTreeMap::new(),
+            parent: Some((f, i)),
+            rerun: BTreeSet::new(),
+        });
     }
 
     /// Apply `changes` of flow `f`, and the ends they lead to (rule 9), transitively.
