@@ -4,7 +4,8 @@
 //! meeting a cancel waits for it and adds its jobs cancelled. A job that is a whole workflow
 //! settles with that workflow's end (once, when its last two jobs settle at once), its
 //! outputs passed up to a callback after it, or fails; and cancelling a workflow cancels its
-//! sub-workflows, with the worker running the sub-workflow's job SIGKILLed.
+//! sub-workflows, with the worker running the sub-workflow's job SIGKILLed. A released
+//! sub-workflow job says it waits for its workflow.
 //!
 //! The crash tests start this same test binary as the worker (`worker_process`, with
 //! `FORMICA_FANOUT_HALT` naming where its handler stops: it says so in the table `halts`,
@@ -451,4 +452,22 @@ async fn the_last_two_jobs_of_a_subworkflow_settling_at_once_settle_its_job_once
     tx.commit().await.unwrap();
     assert_eq!(pending.await.unwrap(), 1);
     assert_eq!(states(&db, added.id).await, named(&[("sub", "completed"), ("tail", "released")]));
+}
+
+/// A released sub-workflow job waits for its workflow, and says which: the workflow page
+/// and `formica workflow show` read it from here (records step 24's `subworkflow_id`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_released_subworkflow_job_says_it_waits_for_its_workflow() {
+    use formica::inspect::WaitingFor;
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let inner = Workflow::new("inner").job(WorkflowJob::raw("x", "noop", json!({})));
+    let outer = Workflow::new("outer").job(WorkflowJob::workflow("sub", inner));
+    let id = utils.add_workflow(&outer).await.unwrap().id;
+    let sql = "select subworkflow_id from formica_graphile_worker.workflow_jobs where workflow_id = $1";
+    let sub: i64 = db.client().await.query_one(sql, &[&id]).await.unwrap().get(0);
+    let seen = utils.workflow(id).await.unwrap().unwrap();
+    assert_eq!(seen.jobs[0].state, "released");
+    assert_eq!(seen.jobs[0].waits_for, vec![WaitingFor::Workflow { id: sub }]);
+    assert_eq!(seen.jobs[0].waits_for_text(), format!("workflow {sub}"));
 }

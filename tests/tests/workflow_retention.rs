@@ -232,7 +232,9 @@ async fn a_workflow_goes_with_its_subworkflows_and_its_signal_waits() {
         age(&db, id, "10 days").await;
         families.push((id, sub));
     }
-    let waits = |id: i64| format!("select count(*) from formica_graphile_worker.workflow_waits where workflow_id = {id}");
+    let waits = |id: i64| {
+        format!("select count(*) from formica_graphile_worker.workflow_waits where workflow_id = {id}")
+    };
     assert_eq!(db.count(&waits(families[0].0)).await, 1, "a waited for its signal");
     let pass = "select formica_graphile_worker.prune_workflows(now(), '7 days', '30 days', '30 days', 1)";
     let pruned: i64 = client.query_one(pass, &[]).await.unwrap().get(0);

@@ -299,11 +299,22 @@ fn job_row(j: &WorkflowJobSeen) -> Vec<String> {
         attempts,
         esc(&j.depends_on.join(", ")),
         esc(&policy),
-        esc(&j.waits_for_text()),
+        waits_cell(j),
         opt_time(&j.released_at),
         opt_time(&j.finished_at),
         crate::html::error_cell(j.last_error.as_deref()),
     ]
+}
+
+/// What a job waits for, a sub-workflow linked to its page.
+fn waits_cell(j: &WorkflowJobSeen) -> String {
+    let parts: Vec<String> = (j.waits_for.iter())
+        .map(|wait| match wait {
+            WaitingFor::Workflow { id } => format!(r#"<a href="/workflows/{id}">workflow {id}</a>"#),
+            other => esc(&other.to_string()),
+        })
+        .collect();
+    parts.join("; ")
 }
 
 /// A job's state for people: a released job's says what its graphile_worker job is doing.

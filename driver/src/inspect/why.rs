@@ -93,7 +93,7 @@ fn waiting_reasons(workflow: i64, seen: &WorkflowJobSeen, jobs: &[WorkflowJobSee
                 deadline: *deadline,
                 on_timeout: on_timeout.clone(),
             }),
-            WaitingFor::Timer { .. } => {}
+            WaitingFor::Timer { .. } | WaitingFor::Workflow { .. } => {}
         }
     }
     reasons

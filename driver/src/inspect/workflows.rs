@@ -147,6 +147,12 @@ pub enum WaitingFor {
         /// When its job runs.
         run_at: DateTime<Utc>,
     },
+    /// Its sub-workflow (records step 24): released, it settles when every job of that
+    /// workflow has.
+    Workflow {
+        /// The sub-workflow's id.
+        id: i64,
+    },
 }
 
 impl std::fmt::Display for WaitingFor {
@@ -160,6 +166,7 @@ impl std::fmt::Display for WaitingFor {
                 write!(f, "signal {name:?} until {}, then {then}", seconds(at))
             }
             WaitingFor::Timer { run_at } => write!(f, "timer until {}", seconds(run_at)),
+            WaitingFor::Workflow { id } => write!(f, "workflow {id}"),
         }
     }
 }
@@ -210,6 +217,9 @@ impl WorkflowJobSeen {
             if let Some(run_at) = get(r, "run_at")? {
                 waits.push(WaitingFor::Timer { run_at });
             }
+        }
+        if let (true, Some(id)) = (state == "released", get::<Option<i64>>(r, "subworkflow_id")?) {
+            waits.push(WaitingFor::Workflow { id });
         }
         Ok(waits)
     }
