@@ -5,7 +5,9 @@
 use crate::output::{print_json, print_table, table, visible, visible_lines, Output};
 use crate::Failure;
 use clap::{Args, Subcommand};
-use formica_tokio::inspect::{WorkflowDetail, WorkflowFilter, WorkflowJobSeen, WorkflowSummary};
+use formica_tokio::inspect::{
+    WorkflowDetail, WorkflowFilter, WorkflowJobSeen, WorkflowSummary, WORKFLOW_JOB_COLUMNS,
+};
 use formica_tokio::{SignalSent, WorkerUtils};
 use serde_json::json;
 
@@ -213,17 +215,7 @@ fn print_detail(out: Output, detail: &WorkflowDetail) {
     }
     println!();
     let rows: Vec<Vec<String>> = detail.jobs.iter().map(job_row).collect();
-    let headers = [
-        "job",
-        "task",
-        "state",
-        "job id",
-        "attempts",
-        "depends on",
-        "when one fails",
-        "waits for",
-        "last_error",
-    ];
+    let headers = [&WORKFLOW_JOB_COLUMNS[..], &["last_error"]].concat();
     print!("{}", table(&headers, &rows));
     for job in detail.jobs.iter().filter(|j| j.last_error.as_deref().is_some_and(|e| e.contains('\n'))) {
         println!(

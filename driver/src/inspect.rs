@@ -45,8 +45,8 @@ use tokio_postgres::types::{Timestamp, ToSql, Type};
 use tokio_postgres::Row;
 pub use why::{Estimate, Holder, JobRef, Reason, Running, Slot, Why, AHEAD_BOUND, PACE_WINDOW};
 pub use workflows::{
-    WaitingFor, WorkflowDetail, WorkflowFilter, WorkflowJobSeen, WorkflowSummary, WORKFLOW_JOB_STATES,
-    WORKFLOW_STATES,
+    WaitingFor, WorkflowDetail, WorkflowFilter, WorkflowJobSeen, WorkflowSummary, WORKFLOW_JOB_COLUMNS,
+    WORKFLOW_JOB_STATES, WORKFLOW_STATES,
 };
 
 /// The jobs `filter` picks, oldest first, on any [`Session`]: a pooled client for

@@ -15,7 +15,9 @@ use axum::extract::{Path, Query, State as Ext};
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use formica::inspect::{WaitingFor, WorkflowFilter, WorkflowJobSeen, WorkflowSummary, WORKFLOW_STATES};
+use formica::inspect::{
+    WaitingFor, WorkflowFilter, WorkflowJobSeen, WorkflowSummary, WORKFLOW_JOB_COLUMNS, WORKFLOW_STATES,
+};
 use formica::SignalSent;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -210,19 +212,7 @@ async fn show(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
     html += &graph(&detail.jobs);
     html += "<h2>Jobs</h2>";
     html += &table(
-        &[
-            "job",
-            "task",
-            "state",
-            "job id",
-            "attempts",
-            "depends on",
-            "when one fails",
-            "waits for",
-            "released",
-            "finished",
-            "last_error",
-        ],
+        &[&WORKFLOW_JOB_COLUMNS[..], &["released", "finished", "last_error"]].concat(),
         &detail.jobs.iter().map(job_row).collect::<Vec<_>>(),
     );
     page(&s, &format!("Workflow {id}"), &html)

@@ -22,6 +22,11 @@ pub const WORKFLOW_STATES: [&str; 4] = ["running", "completed", "failed", "cance
 /// ordinary graphile_worker job), then `completed`, `failed` (for good) or `cancelled`.
 pub const WORKFLOW_JOB_STATES: [&str; 5] = ["waiting", "released", "completed", "failed", "cancelled"];
 
+/// The columns a table of a workflow's jobs starts with, the CLI's and the dashboard's (each
+/// read from a [`WorkflowJobSeen`]).
+pub const WORKFLOW_JOB_COLUMNS: [&str; 8] =
+    ["job", "task", "state", "job id", "attempts", "depends on", "when one fails", "waits for"];
+
 /// Which workflows [`WorkerUtils::workflows`] lists, newest first. `None` filters match
 /// any workflow.
 #[derive(Debug, Clone, PartialEq, Eq)]
