@@ -275,7 +275,7 @@ impl Flows {
         });
     }
 
-    /// Apply `changes` of flow `f`, and the ends they lead to (rule 9), transitively.
+    /// Apply `changes` of flow `f`, and the ends they lead to (rule 11), transitively.
     async fn follow(&mut self, client: &Client, f: usize, changes: Vec<Change>) {
         let mut queue: Vec<(usize, Change)> = changes.into_iter().map(|c| (f, c)).collect();
         let mut ended = vec![f];
