@@ -470,4 +470,8 @@ async fn a_released_subworkflow_job_says_it_waits_for_its_workflow() {
     assert_eq!(seen.jobs[0].state, "released");
     assert_eq!(seen.jobs[0].waits_for, vec![WaitingFor::Workflow { id: sub }]);
     assert_eq!(seen.jobs[0].waits_for_text(), format!("workflow {sub}"));
+    // Released without a graphile_worker job: neither a row nor its task registered there.
+    let task = "select count(*) from graphile_worker._private_tasks where identifier = 'formica:subworkflow'";
+    assert_eq!(db.count(task).await, 0);
+    assert_eq!(db.count("select count(*) from graphile_worker._private_jobs").await, 1, "x's job only");
 }
