@@ -1,12 +1,14 @@
-//! `formica workflows` and `formica workflow show|cancel|retry|delete`: workflows
+//! `formica workflows` and `formica workflow show|cancel|retry|delete|signal`: workflows
 //! (docs/guide/workflows.md) from the command line, read through `WorkerUtils::workflows`
 //! and `workflow` as the dashboard reads them.
 
 use crate::output::{print_json, print_table, table, visible, visible_lines, Output};
 use crate::Failure;
 use clap::{Args, Subcommand};
-use formica_tokio::inspect::{WorkflowDetail, WorkflowFilter, WorkflowJobSeen, WorkflowSummary};
-use formica_tokio::WorkerUtils;
+use formica_tokio::inspect::{
+    WorkflowDetail, WorkflowFilter, WorkflowJobSeen, WorkflowSummary, WORKFLOW_JOB_COLUMNS,
+};
+use formica_tokio::{SignalSent, WorkerUtils};
 use serde_json::json;
 
 /// `formica workflows`.
@@ -58,6 +60,18 @@ pub enum WorkflowCommand {
         /// the queue and run as jobs nothing waits for (cancel it first to stop them).
         #[arg(long)]
         force: bool,
+    },
+    /// Send a signal to a workflow: each job waiting for it gets it (and its payload), and is
+    /// released now if what it depends on has settled. Sent twice, or for no waiting job,
+    /// it changes nothing and says so (exit status 1); no such workflow, likewise.
+    Signal {
+        /// The workflow id.
+        id: i64,
+        /// The signal's name.
+        name: String,
+        /// Its payload, as JSON (the released jobs find it under "signal"."payload").
+        #[arg(long)]
+        payload: Option<String>,
     },
 }
 
@@ -141,7 +155,41 @@ pub async fn run(command: WorkflowCommand, utils: &WorkerUtils, out: Output) -> 
             });
             print_table(out, &["deleted", ""], rows, json);
         }
+        WorkflowCommand::Signal { id, name, payload } => {
+            signal(utils, out, id, &name, payload.as_deref()).await?
+        }
     }
+    Ok(())
+}
+
+/// `formica workflow signal`: the jobs that got it, or why none did (an error).
+async fn signal(
+    utils: &WorkerUtils,
+    out: Output,
+    id: i64,
+    name: &str,
+    payload: Option<&str>,
+) -> Result<(), Failure> {
+    let payload = match payload {
+        Some(text) => Some(
+            serde_json::from_str::<serde_json::Value>(text)
+                .map_err(|e| Failure::Command(format!("--payload is not JSON ({e}): {text}")))?,
+        ),
+        None => None,
+    };
+    let sent = utils.signal_workflow(id, name, payload.as_ref()).await?;
+    if let Some(refused) = sent.unreceived(id, name) {
+        return Err(Failure::Command(refused));
+    }
+    let SignalSent::Received { jobs, released } = sent else { return Ok(()) };
+    let rows = (jobs.iter())
+        .map(|job| {
+            let what = if released.contains(job) { "released" } else { "got it; waits for its jobs" };
+            vec![job.clone(), what.to_owned()]
+        })
+        .collect();
+    let json = json!({ "id": id, "signal": name, "received": jobs, "released": released });
+    print_table(out, &["job", "signal"], rows, json);
     Ok(())
 }
 
@@ -167,8 +215,7 @@ fn print_detail(out: Output, detail: &WorkflowDetail) {
     }
     println!();
     let rows: Vec<Vec<String>> = detail.jobs.iter().map(job_row).collect();
-    let headers =
-        ["job", "task", "state", "job id", "attempts", "depends on", "when one fails", "last_error"];
+    let headers = [&WORKFLOW_JOB_COLUMNS[..], &["last_error"]].concat();
     print!("{}", table(&headers, &rows));
     for job in detail.jobs.iter().filter(|j| j.last_error.as_deref().is_some_and(|e| e.contains('\n'))) {
         println!(
@@ -194,6 +241,7 @@ fn job_row(j: &WorkflowJobSeen) -> Vec<String> {
         attempts,
         j.depends_on.join(", "),
         policy,
+        j.waits_for_text(),
         error.chars().take(60).collect(),
     ]
 }

@@ -1,7 +1,8 @@
-//! `formica workflows` and `formica workflow show|cancel|retry|delete`: a diamond's workflow
-//! is listed with its state and counts, shown job by job with what each depends on, retried
-//! after a job fails for good, and cancelled; mistakes are refused; deleting an unfinished
-//! one is refused unless forced.
+//! `formica workflows` and `formica workflow show|cancel|retry|delete|signal`: a diamond's
+//! workflow is listed with its state and counts, shown job by job with what each depends on,
+//! retried after a job fails for good, and cancelled; mistakes are refused; deleting an
+//! unfinished one is refused unless forced; a signal is sent (then again, for nobody, to no
+//! workflow) and what a job waits for is shown.
 
 // Tests fail by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -105,4 +106,42 @@ async fn workflow_delete_refuses_an_unfinished_workflow_unless_forced() {
     let missing = common::formica(&db.url, &["workflow", "delete", &id_text]);
     let stderr = String::from_utf8_lossy(&missing.stderr);
     assert!(!missing.status.success() && stderr.contains(&format!("no workflow has id {id}")), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_is_sent_from_the_command_line_and_every_answer_is_said() {
+    let db = TestDb::migrated().await;
+    let workflow = formica_tokio::Workflow::new("approval")
+        .job(formica_tokio::WorkflowJob::raw("draft", "t", json!({})))
+        .job(
+            formica_tokio::WorkflowJob::raw("publish", "t", json!({}))
+                .depends_on(["draft"])
+                .wait_for_signal(formica_tokio::SignalWait::new("approved")),
+        );
+    let id = db.utils().add_workflow(&workflow).await.unwrap().id.to_string();
+    let text = common::ok(&db.url, &["workflow", "show", &id]);
+    assert!(text.contains(r#"jobs draft; signal "approved""#), "{text}");
+    let sent =
+        common::json(&db.url, &["workflow", "signal", &id, "approved", "--payload", r#"{"by": "ann"}"#]);
+    assert_eq!(
+        sent,
+        json!({ "id": id.parse::<i64>().unwrap(), "signal": "approved", "received": ["publish"], "released": [] })
+    );
+    let shown = common::json(&db.url, &["workflow", "show", &id]);
+    assert_eq!(
+        shown["jobs"][1]["waits_for"],
+        json!([{ "kind": "jobs", "names": ["draft"] }]),
+        "it got its signal"
+    );
+    for (args, said) in [
+        (vec!["approved"], "already got it"),
+        (vec!["nobody"], "no job of workflow"),
+        (vec!["approved", "--payload", "{nope"], "--payload is not JSON"),
+    ] {
+        let out = common::formica(&db.url, &[&["workflow", "signal", id.as_str()][..], &args].concat());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains(said), "{args:?}: {stderr}");
+    }
+    let gone = common::formica(&db.url, &["workflow", "signal", "999999", "approved"]);
+    assert!(String::from_utf8_lossy(&gone.stderr).contains("no workflow 999999"));
 }

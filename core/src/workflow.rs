@@ -2,10 +2,10 @@
 //!
 //! This module is the one statement of the rules, as pure functions: which jobs are
 //! released when a workflow is added, what a job settling (completed, failed for good or
-//! cancelled) does to the jobs that wait for it, what cancel and retry do, and the
-//! workflow's state. Formica's SQL (records migration 11, `sql/queries/workflows/`)
-//! applies the same rules in the transactions that settle jobs, and
-//! `tests/tests/workflow_differential.rs` compares the two; the simulation
+//! cancelled) does to the jobs that wait for it, what cancel and retry do, what a signal and
+//! its timeout do, and the workflow's state. Formica's SQL (records migrations 11, 22, 23 and 24,
+//! `sql/queries/workflows/`) applies the same rules in the transactions that settle jobs,
+//! and `tests/tests/workflow_differential.rs` compares the two; the simulation
 //! ([`sim`](crate::sim)) runs them under crashes and races.
 //!
 //! A [`Graph`] is the validated shape (names, dependencies, policies); a [`Progress`] is the
@@ -13,11 +13,22 @@
 //! the dependencies it still waits for), `released` (an ordinary job), then `completed`,
 //! `failed` or `cancelled`; a waiting job may be cancelled without ever being released.
 //!
+//! A running job may add jobs to its own workflow (rule 10, [`Progress::add_jobs`]: fan-out
+//! whose width is known only then, as Hatchet's children and Oban Pro's grafts), and a job
+//! may be a whole workflow (rule 11, [`Progress::end`]: as Oban Pro's sub-workflows and
+//! Hatchet's child workflows), released by adding that workflow and settled by its end;
+//! cancelling a workflow cancels the sub-workflows its released jobs wait for.
+//!
 //! Like Oban Pro's workflows, a job's reaction to a failed dependency is its own
 //! ([`OnDependencyFailure`], Oban's `ignore_cancelled`/`ignore_discarded`); like its batches,
 //! a callback is an ordinary job added with the counts of what it waited for. Unlike pg-boss's
 //! flows, a job not yet released is not a row of the queue at all, so graphile-worker's
 //! workers never see it.
+//!
+//! Like a Hatchet DAG task's `wait_for` conditions, a job may also wait for a named signal
+//! sent from outside ([`SignalWait`], rule 8: [`Progress::signal`], with a timeout after
+//! which it is released or cancelled, [`Progress::time_out`]) and for a timer ([`Node::delay`],
+//! rule 9: released, it runs that long after its release; the states do not change).
 //!
 //! ```
 //! use formica_core::workflow::{Change, Graph, JobState, Node, Outcome, Progress, WorkflowState};
@@ -46,6 +57,10 @@ use std::collections::VecDeque;
 /// worker's completion or failure of such a job settles it in the same statement.
 pub const FLAG: &str = "formica:workflow";
 
+/// The task identifier stored for a sub-workflow job (records migration 24): it never
+/// becomes a `graphile_worker` job, its workflow is added instead.
+pub const SUBWORKFLOW_TASK: &str = "formica:subworkflow";
+
 /// `as_str` (the name as stored) and `parse` (the inverse) for a unit enum.
 macro_rules! stored_names {
     ($type:ident { $($variant:ident => $name:literal),+ }) => {
@@ -70,7 +85,7 @@ macro_rules! stored_names {
 
 mod graph;
 
-pub use graph::{Callback, Graph, Node, OnDependencyFailure, WorkflowError};
+pub use graph::{Callback, Graph, Node, OnDependencyFailure, OnSignalTimeout, SignalWait, WorkflowError};
 
 /// Where a job of a workflow is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -157,6 +172,34 @@ pub struct BatchCounts {
     pub unfinished: usize,
 }
 
+/// What sending a signal to a workflow did (rule 8), its one statement for every sender.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Signalled {
+    /// Jobs waiting for it got it (index order); those whose dependencies had all settled
+    /// were released (index order), the others are released when their dependencies settle.
+    Received {
+        /// The jobs that got it.
+        jobs: Vec<usize>,
+        /// Those of them released now.
+        released: Vec<usize>,
+    },
+    /// Every job that waits or waited for it already got it: nothing changes (the first
+    /// payload stays).
+    Duplicate,
+    /// No job waits for it: none was added waiting for it, or those that were are no
+    /// longer waiting without it (cancelled, or timed out).
+    NotWaiting,
+}
+
+/// Where a job's signal is (none for a job that waits for none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SignalState {
+    None,
+    Awaited,
+    Received,
+    TimedOut,
+}
+
 /// Why a job is cancelled, which decides what a retry does with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Cause {
@@ -164,7 +207,7 @@ enum Cause {
     None,
     /// A dependency's outcome (rule 2): a retry may bring it back.
     Dependency,
-    /// `cancel_workflow` or Formica's cancel: a retry leaves it.
+    /// `cancel_workflow`, Formica's cancel or its signal's timeout: a retry leaves it.
     Cancel,
 }
 
@@ -178,19 +221,27 @@ pub struct Progress {
     /// Of a waiting job: how many of its dependencies it still counts as not settled.
     pending: Vec<usize>,
     causes: Vec<Cause>,
+    signals: Vec<SignalState>,
     cancelled: bool,
 }
 
 impl Progress {
-    /// A workflow just added (rule 1): jobs without dependencies are released (returned,
-    /// in index order), the others wait for all their dependencies.
+    /// A workflow just added (rule 1): jobs without dependencies (nor a signal) are
+    /// released (returned, in index order), the others wait for all their dependencies
+    /// (and their signal).
     pub fn start(graph: &Graph) -> (Progress, Vec<usize>) {
         let pending: Vec<usize> = (0..graph.len()).map(|i| graph.dependencies(i).len()).collect();
-        let released: Vec<usize> = (0..graph.len()).filter(|&i| pending[i] == 0).collect();
-        let states =
-            pending.iter().map(|&p| if p == 0 { JobState::Released } else { JobState::Waiting }).collect();
-        let progress = Progress { states, pending, causes: vec![Cause::None; graph.len()], cancelled: false };
-        (progress, released)
+        let signals: Vec<SignalState> = (graph.nodes().iter())
+            .map(|node| if node.signal.is_some() { SignalState::Awaited } else { SignalState::None })
+            .collect();
+        let released: Vec<usize> =
+            (0..graph.len()).filter(|&i| pending[i] == 0 && signals[i] != SignalState::Awaited).collect();
+        let mut states = vec![JobState::Waiting; graph.len()];
+        for &i in &released {
+            states[i] = JobState::Released;
+        }
+        let causes = vec![Cause::None; graph.len()];
+        (Progress { states, pending, causes, signals, cancelled: false }, released)
     }
 
     /// Job `job` settled with `outcome` (rule 2). Each dependent still waiting counts it,
@@ -211,6 +262,14 @@ impl Progress {
             self.causes[job] = Cause::Cancel;
         }
         let mut changes = Vec::new();
+        self.propagate(graph, job, outcome, &mut changes);
+        changes
+    }
+
+    /// What `job` settling with `outcome` does to the jobs waiting for it, transitively
+    /// (rule 2), appended to `changes`. A dependent that counted all its dependencies is
+    /// released unless it still waits for its signal.
+    fn propagate(&mut self, graph: &Graph, job: usize, outcome: Outcome, changes: &mut Vec<Change>) {
         let mut settled = VecDeque::from([(job, outcome)]);
         while let Some((job, outcome)) = settled.pop_front() {
             for &d in graph.dependents(job) {
@@ -225,7 +284,8 @@ impl Progress {
                 if counts {
                     self.pending[d] -= 1;
                     let first_failure = failed && node.callback == Some(Callback::FirstFailure);
-                    if self.pending[d] == 0 || first_failure {
+                    let signal_waits = self.signals[d] == SignalState::Awaited;
+                    if (self.pending[d] == 0 && !signal_waits) || first_failure {
                         self.states[d] = JobState::Released;
                         changes.push(Change::Released(d));
                     }
@@ -237,7 +297,66 @@ impl Progress {
                 }
             }
         }
-        changes
+    }
+
+    /// The signal `name` was sent to the workflow (rule 8): each waiting job that waits for
+    /// it and has not got it gets it, and is released if every job it depends on has
+    /// settled (otherwise when they have). A signal sent again, or for no waiting job, changes
+    /// nothing: see [`Signalled`].
+    pub fn signal(&mut self, graph: &Graph, name: &str) -> Signalled {
+        let waits_for = |i: usize| graph.nodes()[i].signal.as_ref().is_some_and(|s| s.name == name);
+        let jobs: Vec<usize> = (0..graph.len())
+            .filter(|&i| {
+                waits_for(i) && self.states[i] == JobState::Waiting && self.signals[i] == SignalState::Awaited
+            })
+            .collect();
+        if jobs.is_empty() {
+            let got = (0..graph.len()).any(|i| waits_for(i) && self.signals[i] == SignalState::Received);
+            return if got { Signalled::Duplicate } else { Signalled::NotWaiting };
+        }
+        let mut released = Vec::new();
+        for &i in &jobs {
+            self.signals[i] = SignalState::Received;
+            if self.pending[i] == 0 && !self.cancelled {
+                self.states[i] = JobState::Released;
+                released.push(i);
+            }
+        }
+        Signalled::Received { jobs, released }
+    }
+
+    /// Whether job `i` waits for its signal only (every job it depends on settled): its
+    /// timeout, if it has one, runs.
+    pub fn waits_for_signal_only(&self, i: usize) -> bool {
+        self.states[i] == JobState::Waiting && self.pending[i] == 0 && self.signals[i] == SignalState::Awaited
+    }
+
+    /// Job `i`'s signal did not come within its timeout (rule 8; the driver decides when, the
+    /// resolver's pass in SQL): released, or cancelled (which settles it, as [`settle`]
+    /// does, for the jobs waiting for it), as its [`OnSignalTimeout`] says. A job that does
+    /// not [wait for its signal only](Self::waits_for_signal_only) or has no timeout changes
+    /// nothing.
+    ///
+    /// [`settle`]: Self::settle
+    pub fn time_out(&mut self, graph: &Graph, i: usize) -> Vec<Change> {
+        let Some(signal) = &graph.nodes()[i].signal else { return Vec::new() };
+        if !self.waits_for_signal_only(i) || signal.timeout.is_none() || self.cancelled {
+            return Vec::new();
+        }
+        self.signals[i] = SignalState::TimedOut;
+        match signal.on_timeout {
+            OnSignalTimeout::Release => {
+                self.states[i] = JobState::Released;
+                vec![Change::Released(i)]
+            }
+            OnSignalTimeout::Cancel => {
+                self.states[i] = JobState::Cancelled;
+                self.causes[i] = Cause::Cancel;
+                let mut changes = vec![Change::Cancelled(i)];
+                self.propagate(graph, i, Outcome::Cancelled, &mut changes);
+                changes
+            }
+        }
     }
 
     /// `cancel_workflow` (rule 4): every waiting job is cancelled (returned, in index
@@ -304,6 +423,67 @@ impl Progress {
             }
         }
         (rerun, back)
+    }
+
+    /// Running job `adder` adds `nodes` to its workflow (rule 10; [`Graph::extend`] names and
+    /// links them, idempotently). Refused ([`WorkflowError::NotRunning`]) unless the adder is
+    /// released: an add and the adder's settling are ordered by the adder's row lock, so an
+    /// add after it settled changes nothing. Each job added waits for its dependencies not
+    /// settled, and is released (returned, in index order) if there are none; in a cancelled
+    /// workflow it is cancelled at once. Each waiting job that waits for the adder waits for
+    /// the jobs added too.
+    pub fn add_jobs(
+        &mut self,
+        graph: &mut Graph,
+        adder: usize,
+        nodes: Vec<Node>,
+    ) -> Result<Vec<usize>, WorkflowError> {
+        if self.states[adder] != JobState::Released {
+            return Err(WorkflowError::NotRunning(graph.nodes()[adder].name.clone()));
+        }
+        let added = graph.extend(adder, nodes)?;
+        let mut released = Vec::new();
+        for &i in &added {
+            let pending = graph.dependencies(i).iter().filter(|&&d| !self.states[d].is_settled()).count();
+            let signal = match graph.nodes()[i].signal {
+                Some(_) => SignalState::Awaited,
+                None => SignalState::None,
+            };
+            let (state, cause) = match (self.cancelled, pending, signal) {
+                (true, _, _) => (JobState::Cancelled, Cause::Cancel),
+                (false, 0, SignalState::None) => (JobState::Released, Cause::None),
+                (false, _, _) => (JobState::Waiting, Cause::None),
+            };
+            self.states.push(state);
+            self.pending.push(pending);
+            self.causes.push(cause);
+            self.signals.push(signal);
+            if state == JobState::Released {
+                released.push(i);
+            }
+        }
+        let open = added.iter().filter(|&&i| !self.states[i].is_settled()).count();
+        for &d in graph.dependents(adder) {
+            if self.states[d] == JobState::Waiting {
+                self.pending[d] += open;
+            }
+        }
+        Ok(released)
+    }
+
+    /// How a sub-workflow's end settles the job that holds it (rule 11): none while a job of
+    /// it waits or is released; then completed if every job completed, cancelled if the
+    /// workflow was cancelled, failed otherwise.
+    pub fn end(&self) -> Option<Outcome> {
+        match self.workflow_state() {
+            WorkflowState::Running => None,
+            WorkflowState::Completed => Some(Outcome::Completed),
+            WorkflowState::Failed => Some(Outcome::Failed),
+            WorkflowState::Cancelled if self.states.iter().all(|s| s.is_settled()) => {
+                Some(Outcome::Cancelled)
+            }
+            WorkflowState::Cancelled => None,
+        }
     }
 
     /// Where job `i` is.
@@ -466,10 +646,71 @@ mod tests {
         assert_eq!(progress.pending(2), 2);
     }
 
+    fn signalled(name: &str, depends_on: &[&str]) -> Node {
+        Node::new(name, depends_on.iter().copied()).signal(SignalWait::new("approved"))
+    }
+
+    #[test]
+    fn a_signal_releases_a_job_whose_dependencies_settled_and_waits_for_those_that_did_not() {
+        let g = graph(vec![Node::new("a", NONE), signalled("b", &["a"]), signalled("c", &[])]);
+        let (mut p, released) = Progress::start(&g);
+        assert_eq!(released, vec![0], "c has no dependency but waits for its signal");
+        assert!(p.waits_for_signal_only(2) && !p.waits_for_signal_only(1));
+        assert_eq!(p.signal(&g, "approved"), Signalled::Received { jobs: vec![1, 2], released: vec![2] });
+        assert_eq!(states(&p), vec![R, W, R]);
+        assert_eq!(p.signal(&g, "approved"), Signalled::Duplicate, "sent twice");
+        assert_eq!(p.signal(&g, "other"), Signalled::NotWaiting);
+        assert_eq!(p.settle(&g, 0, Outcome::Completed), vec![Change::Released(1)], "b had its signal");
+    }
+
+    #[test]
+    fn a_job_whose_dependencies_settled_before_its_signal_waits_for_it() {
+        let g = graph(vec![Node::new("a", NONE), signalled("b", &["a"])]);
+        let (mut p, _) = Progress::start(&g);
+        assert_eq!(p.settle(&g, 0, Outcome::Completed), vec![]);
+        assert!(p.waits_for_signal_only(1));
+        assert_eq!(p.signal(&g, "approved"), Signalled::Received { jobs: vec![1], released: vec![1] });
+    }
+
+    #[test]
+    fn a_timeout_releases_or_cancels_as_the_job_says_and_a_late_signal_finds_nobody() {
+        let wait = |on| SignalWait::new("approved").timeout(std::time::Duration::from_secs(60), on);
+        let g = graph(vec![
+            Node::new("a", NONE).signal(wait(OnSignalTimeout::Release)),
+            Node::new("b", NONE).signal(wait(OnSignalTimeout::Cancel)),
+            Node::new("c", ["b"]),
+            Node::new("d", NONE).signal(SignalWait::new("approved")),
+        ]);
+        let (mut p, released) = Progress::start(&g);
+        assert!(released.is_empty());
+        assert_eq!(p.time_out(&g, 0), vec![Change::Released(0)]);
+        assert_eq!(p.time_out(&g, 1), vec![Change::Cancelled(1), Change::Cancelled(2)]);
+        assert_eq!(p.time_out(&g, 3), vec![], "no timeout: it waits for ever");
+        assert_eq!(p.time_out(&g, 0), vec![], "timed out once");
+        assert_eq!(states(&p), vec![R, C, C, W]);
+        assert_eq!(p.signal(&g, "approved"), Signalled::Received { jobs: vec![3], released: vec![3] });
+        // A retry leaves the job its timeout cancelled, and so what it blocks.
+        assert_eq!(p.settle(&g, 0, Outcome::Failed), vec![]);
+        assert_eq!(p.retry(&g), (vec![0], vec![]));
+        assert_eq!(states(&p), vec![R, C, C, R]);
+    }
+
+    #[test]
+    fn a_callback_cannot_wait_for_a_signal_nor_a_signal_be_unnamed() {
+        let callback = Node::new("cb", ["a"]).callback(Callback::AllFinished).signal(SignalWait::new("x"));
+        let error = Graph::new(vec![Node::new("a", NONE), callback]);
+        assert_eq!(error, Err(WorkflowError::CallbackSignal("cb".into())));
+        let error = Graph::new(vec![Node::new("a", NONE).signal(SignalWait::new(""))]);
+        assert_eq!(error, Err(WorkflowError::SignalName("a".into())));
+    }
+
     #[test]
     fn stored_names_round_trip() {
         for p in [OnDependencyFailure::Cancel, OnDependencyFailure::Release] {
             assert_eq!(OnDependencyFailure::parse(p.as_str()), Some(p));
+        }
+        for t in [OnSignalTimeout::Cancel, OnSignalTimeout::Release] {
+            assert_eq!(OnSignalTimeout::parse(t.as_str()), Some(t));
         }
         for c in [Callback::AllFinished, Callback::FirstFailure] {
             assert_eq!(Callback::parse(c.as_str()), Some(c));
@@ -699,5 +940,64 @@ mod tests {
         assert_eq!(p.workflow_state(), WorkflowState::Running);
         p.settle(&g, 1, Outcome::Failed);
         assert_eq!(p.workflow_state(), WorkflowState::Failed);
+    }
+
+    #[test]
+    fn jobs_added_at_runtime_hold_up_the_adders_dependents_and_a_second_add_adds_nothing() {
+        // spawn, then merge: spawn adds p0..p2 and a reduce after them.
+        let mut g = graph(vec![Node::new("spawn", NONE), Node::new("merge", ["spawn"])]);
+        let (mut p, _) = Progress::start(&g);
+        let children = || {
+            vec![
+                Node::new("p0", NONE),
+                Node::new("p1", NONE),
+                Node::new("p2", NONE),
+                Node::new("reduce", ["p0", "p1", "p2"]),
+            ]
+        };
+        assert_eq!(p.add_jobs(&mut g, 0, children()), Ok(vec![2, 3, 4]));
+        assert_eq!(g.nodes()[5].name, "spawn/reduce");
+        assert_eq!(g.dependencies(1), &[0, 2, 3, 4, 5], "merge waits for the adder and all it added");
+        assert_eq!(p.pending(1), 5);
+        assert_eq!(p.add_jobs(&mut g, 0, children()), Ok(vec![]), "a retried adder adds nothing twice");
+        assert_eq!((g.len(), p.pending(1)), (6, 5));
+        assert_eq!(p.settle(&g, 0, Outcome::Completed), vec![]);
+        for i in 2..4 {
+            assert_eq!(p.settle(&g, i, Outcome::Completed), vec![]);
+        }
+        assert_eq!(p.settle(&g, 4, Outcome::Completed), vec![Change::Released(5)]);
+        assert_eq!(p.settle(&g, 5, Outcome::Completed), vec![Change::Released(1)], "the fan-in, last");
+        assert_eq!(
+            p.add_jobs(&mut g, 5, vec![Node::new("late", NONE)]),
+            Err(WorkflowError::NotRunning("spawn/reduce".into())),
+            "an add after the adder settled is refused"
+        );
+    }
+
+    #[test]
+    fn jobs_added_to_a_cancelled_workflow_are_cancelled() {
+        let mut g = graph(vec![Node::new("a", NONE), Node::new("b", ["a"])]);
+        let (mut p, _) = Progress::start(&g);
+        p.cancel();
+        assert_eq!(p.add_jobs(&mut g, 0, vec![Node::new("x", NONE)]), Ok(vec![]));
+        assert_eq!(p.state(2), C);
+        assert_eq!(p.end(), None, "a is still released");
+        p.settle(&g, 0, Outcome::Cancelled);
+        assert_eq!(p.end(), Some(Outcome::Cancelled));
+    }
+
+    #[test]
+    fn a_workflow_ends_when_every_job_settled() {
+        let g = diamond();
+        let (mut p, _) = Progress::start(&g);
+        p.settle(&g, 0, Outcome::Completed);
+        assert_eq!(p.end(), None);
+        p.settle(&g, 1, Outcome::Completed);
+        p.settle(&g, 2, Outcome::Completed);
+        p.settle(&g, 3, Outcome::Completed);
+        assert_eq!(p.end(), Some(Outcome::Completed));
+        let (mut p, _) = Progress::start(&g);
+        p.settle(&g, 0, Outcome::Failed);
+        assert_eq!(p.end(), Some(Outcome::Failed));
     }
 }

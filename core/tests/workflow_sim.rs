@@ -557,3 +557,67 @@ fn the_pruner_removes_a_finished_workflow_past_its_retention_and_never_an_unfini
     assert_eq!(prune(&mut db, 3650), 0);
     assert!(db.workflow(running).is_some(), "a job waits: kept whatever its age");
 }
+
+/// Records step 23 in the simulation: a signal releases its job in its statement (sent again
+/// or to no workflow, it says so), a timeout passes by the simulated clock and a worker's
+/// resolver releases or cancels its job, a timer makes the released job due its delay later;
+/// each job gets its signal in its payload and runs once.
+#[test]
+fn signals_timeouts_and_timers_release_as_the_rules_say_by_the_simulated_clock() {
+    use formica_core::workflow::{OnSignalTimeout, SignalWait, Signalled};
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    let mut world = world(11);
+    let ran: Rc<RefCell<Vec<(String, serde_json::Value)>>> = Rc::default();
+    let seen = ran.clone();
+    world.set_script(move |job, rng| {
+        seen.borrow_mut()
+            .push((job.payload["job"].as_str().unwrap_or("").to_owned(), job.payload.clone().into()));
+        TaskPlan::finish(Duration::milliseconds(rng.between(10, 200)), TaskOutcome::Ok)
+    });
+    let seconds = std::time::Duration::from_secs;
+    let never = |s, on| SignalWait::new("never").timeout(seconds(s), on);
+    let nodes = vec![
+        Node::new("a", Vec::<String>::new()),
+        Node::new("b", ["a"]).signal(SignalWait::new("go")),
+        Node::new("late", ["a"]).signal(never(60, OnSignalTimeout::Release)),
+        Node::new("gives_up", ["a"]).signal(never(30, OnSignalTimeout::Cancel)),
+        Node::new("after", ["gives_up"]),
+        Node::new("timer", ["b"]).delay(seconds(600)),
+    ];
+    let (id, released) = world.add_workflow("signals", workflow_jobs(&nodes)).unwrap();
+    assert_eq!(released.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["a"]);
+    let a_done = world
+        .run_until(Duration::seconds(10), |w| w.db().workflow(id).unwrap().state(0) == JobState::Completed);
+    assert!(a_done, "a ran");
+    let w = world.db().workflow(id).unwrap();
+    assert!(w.signal_deadline(3).is_some() && w.signal_deadline(1).is_none(), "only a timeout runs");
+    assert_eq!(
+        world.signal_workflow(id, "go", json!({ "k": 1 })),
+        Some(Signalled::Received { jobs: vec![1], released: vec![1] })
+    );
+    assert_eq!(world.signal_workflow(id, "go", json!({})), Some(Signalled::Duplicate));
+    assert_eq!(world.signal_workflow(id, "nobody", json!({})), Some(Signalled::NotWaiting));
+    assert_eq!(world.signal_workflow(id + 1, "go", json!({})), None);
+    world.run_for(Duration::seconds(90));
+    let w = world.db().workflow(id).unwrap();
+    let states: Vec<JobState> = (0..6).map(|i| w.state(i)).collect();
+    use JobState::{Cancelled as C, Completed as Done, Released as R};
+    assert_eq!(states, [Done, Done, Done, C, C, R], "the timer's job is not due yet");
+    let timer = world.db().releases().iter().find(|r| r.workflow == id && r.job == 5).unwrap();
+    let due = world.db().job(timer.job_id).unwrap().run_at;
+    assert_eq!(due, timer.at + Duration::seconds(600), "due its delay after its release");
+    world.run_for(Duration::minutes(11));
+    assert_eq!(
+        world.db().workflow(id).unwrap().workflow_state(),
+        WorkflowState::Failed,
+        "gives_up was cancelled"
+    );
+    let ran = ran.borrow();
+    let names: Vec<&str> = ran.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.iter().filter(|n| **n == "timer").count(), 1, "{names:?}");
+    assert!(!names.contains(&"gives_up") && !names.contains(&"after"), "{names:?}");
+    let payload = |name: &str| ran.iter().find(|(n, _)| n == name).map(|(_, p)| p["signal"].clone()).unwrap();
+    assert_eq!(payload("b"), json!({ "name": "go", "payload": { "k": 1 }, "timed_out": false }));
+    assert_eq!(payload("late"), json!({ "name": "never", "payload": null, "timed_out": true }));
+}

@@ -45,7 +45,8 @@ use tokio_postgres::types::{Timestamp, ToSql, Type};
 use tokio_postgres::Row;
 pub use why::{Estimate, Holder, JobRef, Reason, Running, Slot, Why, AHEAD_BOUND, PACE_WINDOW};
 pub use workflows::{
-    WorkflowDetail, WorkflowFilter, WorkflowJobSeen, WorkflowSummary, WORKFLOW_JOB_STATES, WORKFLOW_STATES,
+    WaitingFor, WorkflowDetail, WorkflowFilter, WorkflowJobSeen, WorkflowSummary, WORKFLOW_JOB_COLUMNS,
+    WORKFLOW_JOB_STATES, WORKFLOW_STATES,
 };
 
 /// The jobs `filter` picks, oldest first, on any [`Session`]: a pooled client for
@@ -403,19 +404,23 @@ pub async fn job(utils: &WorkerUtils, id: i64) -> Result<Option<Result<JobDetail
 /// existed (or ended with no history kept) is [`Error::JobNotFound`].
 pub async fn why(utils: &WorkerUtils, job_ref: &JobRef) -> Result<Why, Error> {
     let checked_at = database_now(utils).await?;
-    let id = match job_ref {
-        JobRef::Id(id) => *id,
+    let (id, timer) = match job_ref {
+        JobRef::Id(id) => (*id, None),
         JobRef::Workflow { workflow, name } => {
             match why::workflow_job(utils, *workflow, name, checked_at).await? {
                 why::Found::Answer(answer) => return Ok(*answer),
-                why::Found::Job(id) => id,
+                why::Found::Job(id, timer) => (id, timer.then_some(*workflow)),
             }
         }
     };
     match job(utils, id).await? {
         Some(Ok(d)) => {
             let queue_lock = (d.queue_locked_by.as_deref(), d.queue_locked_at);
-            why::explain(utils, &d.row.job, &d.row.state, queue_lock, checked_at).await
+            let why = why::explain(utils, &d.row.job, &d.row.state, queue_lock, checked_at).await?;
+            Ok(match timer {
+                Some(workflow) => why::as_timer(why, workflow),
+                None => why,
+            })
         }
         Some(Err(bad)) => Err(Error::Row(describe(&bad))),
         None => why::finished(utils, id, checked_at).await,

@@ -133,7 +133,8 @@ pub use worker::{
 mod workflows;
 pub use workflows::{
     AddedWorkflow, BatchReport, Callback, CancelledWorkflow, DeletedWorkflow, OnDependencyFailure,
-    RetriedWorkflow, Workflow, WorkflowError, WorkflowJob, DEFAULT_RESOLVE_EVERY,
+    OnSignalTimeout, RetriedWorkflow, SignalReport, SignalSent, SignalWait, Workflow, WorkflowError,
+    WorkflowJob, DEFAULT_RESOLVE_EVERY,
 };
 
 pub mod controls;

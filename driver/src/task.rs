@@ -223,6 +223,31 @@ impl JobContext {
             }
         }
     }
+    /// Add `jobs` to this job's workflow, from its handler (fan-out whose width is known
+    /// only now; docs/guide/workflows.md, "Fan-out at runtime"). Each is named
+    /// `"<this job's name>/<name>"` in the workflow, and its dependencies name jobs of
+    /// `jobs`; every job that waits for this one waits for them too, so a fan-in after it
+    /// runs once they have all settled. Idempotent: a job whose name is taken (added by an
+    /// earlier attempt of this job, killed or failed after the add) is not added again. The
+    /// answer: the workflow's id, and the jobs this call released (name in the workflow,
+    /// job id). Refused with [`WorkflowError::NotRunning`](crate::WorkflowError::NotRunning)
+    /// when this job is not a released workflow job (not part of a workflow, or settled
+    /// already), and as `add_workflow` refuses jobs. A context of the `testing` module has
+    /// no database: an [`Error::Options`] saying so.
+    pub async fn add_workflow_jobs(
+        &self,
+        jobs: impl IntoIterator<Item = crate::WorkflowJob>,
+    ) -> Result<crate::AddedWorkflow, Error> {
+        let jobs = jobs.into_iter().collect();
+        match &self.database {
+            Database::Utils(utils) => {
+                let name = format!("{} (job {})", self.job.task_identifier, self.job.id);
+                utils.add_workflow_jobs(self.job.id, &name, jobs).await
+            }
+            #[cfg(feature = "testing")]
+            Database::Recorded(_) => Err(Error::Options(crate::testing::recorded::NO_DATABASE.into())),
+        }
+    }
     /// Fires on forced shutdown.
     pub fn abort_signal(&self) -> &AbortSignal {
         &self.abort

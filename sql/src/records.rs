@@ -27,6 +27,8 @@ pub const RECORDS_STEPS: &[Step] = &[
     Step { id: 20, sql: &[crate::aging::TABLES] },
     Step { id: 21, sql: &[include_str!("../records/000021.sql")] },
     Step { id: 22, sql: &[crate::workflows::SETTLING] },
+    Step { id: 23, sql: &[crate::workflows::WAITS] },
+    Step { id: 24, sql: &[crate::workflows::FAN_OUT] },
     Step { id: 25, sql: &[crate::flow::BOUNDS] },
     Step { id: 26, sql: &[crate::flow::CONTROLS] },
 ];

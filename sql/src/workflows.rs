@@ -6,6 +6,11 @@ use crate::fill::{fill, FillError};
 pub const TABLES: &str = include_str!("../records/000011.sql");
 /// Cheaper settling and releasing, and finished workflows' removal (records migration 22).
 pub const SETTLING: &str = include_str!("../records/000022.sql");
+/// What workflow jobs wait for besides their dependencies: signals and timers (records step 23).
+pub const WAITS: &str = include_str!("../records/000023.sql");
+/// Fan-out at runtime (jobs a running job adds to its workflow) and sub-workflows (a job
+/// that is a whole workflow) (records migration 24).
+pub const FAN_OUT: &str = include_str!("../records/000024.sql");
 /// The part of `worker::COMPLETE_JOBS` that settles the workflow jobs it completes; with
 /// history, storing each one's output too (history's `$3` and `$4`, joined once: a
 /// subquery a row would unnest them a row, n^2 for a statement of n jobs).
@@ -52,3 +57,14 @@ pub const RETRY: &str = include_str!("../queries/workflows/retry.sql");
 pub const DELETE: &str = include_str!("../queries/workflows/delete.sql");
 /// One resolver pass: the jobs settled (null: another pass was running).
 pub const RESOLVE: &str = include_str!("../queries/workflows/resolve.sql");
+/// `$1` workflow, `$2` signal, `$3` payload (JSON or null): see `signal_workflow` in records
+/// step 23; row: the outcome, the names of the jobs that got it and of those released.
+pub const SIGNAL: &str = include_str!("../queries/workflows/signal.sql");
+/// `$1` the adder's graphile_worker job id, `$2` the jobs (JSON, as `ADD` takes them): see
+/// `add_workflow_jobs` in records migration 24.
+pub const ADD_JOBS: &str = include_str!("../queries/workflows/add_jobs.sql");
+/// `$1` workflows: the sub-workflows their released sub-workflow jobs are waiting for.
+pub const SUBWORKFLOWS: &str = include_str!("../queries/workflows/subworkflows.sql");
+/// `$1` workflows: settle the sub-workflow jobs of those that have ended (see
+/// `finish_subworkflows` in records migration 24).
+pub const FINISH: &str = include_str!("../queries/workflows/finish.sql");

@@ -41,6 +41,7 @@ fn routes(job: i64) -> Vec<(String, Value, Role)> {
         ("/api/flow/resume".to_owned(), json!({ "scope": "task", "name": "t" })),
         ("/api/workflows/1/cancel".to_owned(), json!({})),
         ("/api/workflows/1/retry".to_owned(), json!({})),
+        ("/api/workflows/1/signal".to_owned(), json!({ "name": "go" })),
     ];
     let admin = [
         ("/api/workers/unlock".to_owned(), json!({ "worker_id": "gone" })),

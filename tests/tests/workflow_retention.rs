@@ -1,12 +1,13 @@
 //! Retention of finished workflows (docs/guide/workflows.md, "Retention") on real
 //! PostgreSQL: a running worker's pruner removes a finished workflow past its retention and
 //! keeps an unfinished one and a recent one; two passes at once delete each workflow once;
-//! `delete_workflow` refuses an unfinished workflow unless forced, and says what it left.
+//! `delete_workflow` refuses an unfinished workflow unless forced, and says what it left; a
+//! workflow goes with its sub-workflows and its signal waits.
 
 // Tests fail by panicking, and match only the variants they look for.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
 
-use formica::{Error, Retention, Workflow, WorkflowJob};
+use formica::{Error, Retention, SignalWait, Workflow, WorkflowJob};
 use formica_tests::{Running, TestDb};
 use serde_json::json;
 use std::time::Duration;
@@ -193,4 +194,57 @@ async fn delete_workflow_refuses_an_unfinished_workflow_unless_forced_and_says_w
         db.count(&format!("select count(*) from graphile_worker._private_jobs where id = {job}")).await,
         1
     );
+}
+
+/// A finished workflow goes with its sub-workflows and its jobs' signal waits (records step
+/// 24's trigger): the pruner never takes a sub-workflow alone, and takes it with its workflow;
+/// `delete_workflow` takes them too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workflow_goes_with_its_subworkflows_and_its_signal_waits() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let client = db.client().await;
+    let nested = |name: &str| {
+        let inner = Workflow::new("inner").job(WorkflowJob::raw("x", "noop", json!({})));
+        Workflow::new(name)
+            .job(WorkflowJob::raw("a", "noop", json!({})).wait_for_signal(SignalWait::new("go")))
+            .job(WorkflowJob::workflow("sub", inner).depends_on(["a"]))
+    };
+    let mut families = Vec::new();
+    for name in ["pruned", "deleted"] {
+        let id = utils.add_workflow(&nested(name)).await.unwrap().id;
+        utils.signal_workflow(id, "go", None).await.unwrap();
+        // Complete every job released, in the workflow or its sub-workflow, until none is.
+        loop {
+            let sql = "select jobs.job_id from formica_graphile_worker.workflow_jobs as jobs \
+                where jobs.state = 'released' and jobs.job_id is not null";
+            let jobs: Vec<i64> = client.query(sql, &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
+            if jobs.is_empty() {
+                break;
+            }
+            client.execute("select graphile_worker.complete_jobs($1)", &[&jobs]).await.unwrap();
+            utils.resolve_workflows().await.unwrap();
+        }
+        let sql = "select subworkflow_id from formica_graphile_worker.workflow_jobs where workflow_id = $1 and name = 'sub'";
+        let sub: i64 = client.query_one(sql, &[&id]).await.unwrap().get(0);
+        assert_eq!(utils.workflow(id).await.unwrap().unwrap().summary.state, "completed");
+        age(&db, sub, "10 days").await;
+        age(&db, id, "10 days").await;
+        families.push((id, sub));
+    }
+    let waits = |id: i64| {
+        format!("select count(*) from formica_graphile_worker.workflow_waits where workflow_id = {id}")
+    };
+    assert_eq!(db.count(&waits(families[0].0)).await, 1, "a waited for its signal");
+    let pass = "select formica_graphile_worker.prune_workflows(now(), '7 days', '30 days', '30 days', 1)";
+    let pruned: i64 = client.query_one(pass, &[]).await.unwrap().get(0);
+    assert_eq!(pruned, 1, "one workflow a pass: a workflow, not a sub-workflow");
+    let (pruned_id, pruned_sub) = families[0];
+    assert!(!exists(&db, pruned_id).await && !exists(&db, pruned_sub).await, "the oldest went, whole");
+    assert_eq!(db.count(&waits(pruned_id)).await, 0, "its signal waits too");
+    let (id, sub) = families[1];
+    assert!(exists(&db, id).await && exists(&db, sub).await, "the batch of 1 left the other");
+    utils.delete_workflow(id, false).await.unwrap();
+    assert!(!exists(&db, id).await && !exists(&db, sub).await, "deleted with its sub-workflow");
+    assert_eq!(db.count(&waits(id)).await, 0);
 }

@@ -2,8 +2,9 @@
 //! counts, and one workflow's jobs drawn as a graph, each job a node coloured and labelled
 //! by its state and linked to its job's page, with an arrow from each job to those that
 //! depend on it. Read through `WorkerUtils::workflows` and `workflow`, as `formica
-//! workflows` reads them. Cancel and Retry call `WorkerUtils::cancel_workflow` and
-//! `retry_workflow`, as `formica workflow cancel` and `retry` do.
+//! workflows` reads them. Cancel, Retry and Send signal call `WorkerUtils::cancel_workflow`,
+//! `retry_workflow` and `signal_workflow`, as `formica workflow cancel`, `retry` and
+//! `signal` do. Each job says what it waits for (jobs, a signal, a timer).
 
 use crate::html::{
     button, error_page, esc, filter_form, first_line, labelled_select, opt_time, page, table, text_field,
@@ -14,7 +15,10 @@ use axum::extract::{Path, Query, State as Ext};
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use formica::inspect::{WorkflowFilter, WorkflowJobSeen, WorkflowSummary, WORKFLOW_STATES};
+use formica::inspect::{
+    WaitingFor, WorkflowFilter, WorkflowJobSeen, WorkflowSummary, WORKFLOW_JOB_COLUMNS, WORKFLOW_STATES,
+};
+use formica::SignalSent;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -32,6 +36,7 @@ pub fn api_routes() -> Router<State> {
         .route("/workflows/{id}", get(show_json))
         .route("/workflows/{id}/cancel", post(cancel))
         .route("/workflows/{id}/retry", post(retry))
+        .route("/workflows/{id}/signal", post(signal))
 }
 
 /// A workflow action's error as the API answers it: no such workflow is a 404, retrying a
@@ -69,6 +74,42 @@ async fn cancel(
 async fn retry(Ext(s): Ext<State>, Path(id): Path<i64>) -> Result<Json<Value>, Error> {
     let retried = s.utils.retry_workflow(id).await.map_err(refused)?;
     Ok(Json(json!({ "id": id, "rerun": retried.rerun, "waiting": retried.waiting })))
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct SignalBody {
+    name: String,
+    /// JSON text, as typed (empty: none).
+    payload: Option<String>,
+}
+
+/// `POST /api/workflows/{id}/signal`: the signal received (200, with the jobs that got it
+/// and those released); sent twice or for no waiting job, a 409 saying which; no such
+/// workflow, a 404.
+async fn signal(
+    Ext(s): Ext<State>,
+    Path(id): Path<i64>,
+    Json(body): Json<SignalBody>,
+) -> Result<Json<Value>, Error> {
+    let name = body.name.trim();
+    if name.is_empty() {
+        return Err(Error::BadRequest("a signal needs a name".into()));
+    }
+    let payload = match body.payload.as_deref().map(str::trim).filter(|p| !p.is_empty()) {
+        Some(text) => Some(
+            serde_json::from_str::<Value>(text)
+                .map_err(|e| Error::BadRequest(format!("the payload is not JSON ({e}): {text}")))?,
+        ),
+        None => None,
+    };
+    let sent = s.utils.signal_workflow(id, name, payload.as_ref()).await?;
+    match (sent.unreceived(id, name), sent) {
+        (_, SignalSent::Received { jobs, released }) => {
+            Ok(Json(json!({ "id": id, "signal": name, "received": jobs, "released": released })))
+        }
+        (Some(said), SignalSent::NoWorkflow) => Err(Error::NotFound(said)),
+        (said, _) => Err(Error::Conflict(said.unwrap_or_default())),
+    }
 }
 
 /// The list's filters: a state, a name (empty fields match any).
@@ -167,30 +208,19 @@ async fn show(Ext(s): Ext<State>, Path(id): Path<i64>) -> Response {
         let _ = write!(html, "<dt>{name}</dt><dd>{value}</dd>");
     }
     html.push_str("</dl>");
-    html += &actions(w);
+    html += &actions(w, &detail.jobs);
     html += &graph(&detail.jobs);
     html += "<h2>Jobs</h2>";
     html += &table(
-        &[
-            "job",
-            "task",
-            "state",
-            "job id",
-            "attempts",
-            "depends on",
-            "when one fails",
-            "released",
-            "finished",
-            "last_error",
-        ],
+        &[&WORKFLOW_JOB_COLUMNS[..], &["released", "finished", "last_error"]].concat(),
         &detail.jobs.iter().map(job_row).collect::<Vec<_>>(),
     );
     page(&s, &format!("Workflow {id}"), &html)
 }
 
-/// Cancel while it runs; Retry while it has failed jobs and is not cancelled. Nothing in
-/// read-only mode.
-fn actions(w: &WorkflowSummary) -> String {
+/// Cancel while it runs; Retry while it has failed jobs and is not cancelled; Send signal
+/// while a job waits for one. Nothing in read-only mode.
+fn actions(w: &WorkflowSummary, jobs: &[WorkflowJobSeen]) -> String {
     if !crate::guard::may_act() {
         return String::new();
     }
@@ -212,10 +242,40 @@ fn actions(w: &WorkflowSummary) -> String {
         let path = format!("/api/workflows/{}/retry", w.id);
         html += &button("Retry failed jobs", &path, &confirm, &[]);
     }
-    if html.is_empty() {
+    let mut awaited: Vec<&str> = (jobs.iter())
+        .flat_map(|j| &j.waits_for)
+        .filter_map(|wait| match wait {
+            WaitingFor::Signal { name, .. } => Some(name.as_str()),
+            _ => None,
+        })
+        .collect();
+    awaited.sort_unstable();
+    awaited.dedup();
+    let mut signal = String::new();
+    if let Some(first) = awaited.first() {
+        let path = format!("/api/workflows/{}/signal", w.id);
+        let send = button(
+            "Send signal",
+            &path,
+            &format!("Send the signal {{name}} to workflow {}? The jobs waiting for it are released.", w.id),
+            &[("form", "workflow-signal")],
+        );
+        if !send.is_empty() {
+            signal = format!(
+                r#"<form id="workflow-signal" class="filters inline"><label>signal <input name="name" value="{}"></label>
+<label>payload <textarea name="payload" rows="1" cols="30" placeholder="none"></textarea></label>{send}</form>"#,
+                esc(first)
+            );
+        }
+    }
+    if html.is_empty() && signal.is_empty() {
         return html;
     }
-    format!(r#"<h2>Actions</h2><form id="workflow-actions" class="filters inline">{html}</form>"#)
+    let mut out = String::from("<h2>Actions</h2>");
+    if !html.is_empty() {
+        out += &format!(r#"<form id="workflow-actions" class="filters inline">{html}</form>"#);
+    }
+    out + &signal
 }
 
 fn job_row(j: &WorkflowJobSeen) -> Vec<String> {
@@ -229,10 +289,22 @@ fn job_row(j: &WorkflowJobSeen) -> Vec<String> {
         attempts,
         esc(&j.depends_on.join(", ")),
         esc(&policy),
+        waits_cell(j),
         opt_time(&j.released_at),
         opt_time(&j.finished_at),
         crate::html::error_cell(j.last_error.as_deref()),
     ]
+}
+
+/// What a job waits for, a sub-workflow linked to its page.
+fn waits_cell(j: &WorkflowJobSeen) -> String {
+    let parts: Vec<String> = (j.waits_for.iter())
+        .map(|wait| match wait {
+            WaitingFor::Workflow { id } => format!(r#"<a href="/workflows/{id}">workflow {id}</a>"#),
+            other => esc(&other.to_string()),
+        })
+        .collect();
+    parts.join("; ")
 }
 
 /// A job's state for people: a released job's says what its graphile_worker job is doing.
@@ -325,10 +397,13 @@ fn graph(jobs: &[WorkflowJobSeen]) -> String {
     }
     for (job, (column, row)) in jobs.iter().zip(&at) {
         let (left, top) = (x(*column), y(*row));
-        let title = match &job.last_error {
+        let mut title = match &job.last_error {
             Some(error) => format!("{}: {}\n{}", job.name, label(job), first_line(error, 200)),
             None => format!("{}: {}", job.name, label(job)),
         };
+        if !job.waits_for.is_empty() {
+            title += &format!("\nwaits for {}", job.waits_for_text());
+        }
         let node = format!(
             r#"<g class="node wf-{state}" data-job="{name}"><title>{title}</title><rect x="{left}" y="{top}" width="{NODE_WIDTH}" height="{NODE_HEIGHT}" rx="6"/><text x="{tx}" y="{ty1}" class="name">{short}</text><text x="{tx}" y="{ty2}" class="label">{label}</text></g>"#,
             state = esc(&job.state),
@@ -374,6 +449,8 @@ mod tests {
             depends_on: depends_on.iter().map(|d| d.to_string()).collect(),
             callback: None,
             on_dependency_failure: "cancel".into(),
+            signal: None,
+            waits_for: Vec::new(),
         }
     }
 

@@ -6,8 +6,11 @@
 //! that leaves the jobs table any other way (graphile-worker's `complete_jobs`,
 //! `remove_job`: a worker that is not Formica's) or is failed for good by the recovery is
 //! settled by [`Db::resolve_workflows`], the resolver's pass, which a test runs when it
-//! likes. Outputs are not modelled: a callback's `batch.outputs` is empty. The history's
-//! pruner removes finished workflows past their retention (records migration 22).
+//! likes. Outputs are not modelled: a callback's `batch.outputs` is empty. Signals and
+//! timers are records step 23's: [`Db::signal_workflow`] releases in its statement, the
+//! resolver's pass times out the signals whose deadline passed by the simulated clock, and a
+//! timer's job is due its delay after its release. The history's pruner removes finished
+//! workflows past their retention (records migration 22).
 
 use super::db::Db;
 use super::workflow_rows::{Release, SimWorkflow, WorkflowJob};
@@ -15,7 +18,8 @@ use super::World;
 use crate::job::{Job, RawJob};
 use crate::protocol::{DbError, Retention};
 use crate::time::Timestamp;
-use crate::workflow::{Change, Graph, Node, Outcome, Progress, WorkflowError, WorkflowState};
+use crate::workflow::{Change, Graph, Node, Outcome, Progress, Signalled, WorkflowError, WorkflowState};
+use serde_json::Value;
 
 fn refused(error: WorkflowError) -> DbError {
     DbError { message: error.to_string(), retryable: false }
@@ -45,9 +49,12 @@ impl Db {
             if job.spec.job_key.is_some() || job.spec.unique.is_some() {
                 return Err(refused(WorkflowError::JobKey(node.name.clone())));
             }
-            let object_without_batch = job.payload.as_object().is_some_and(|o| !o.contains_key("batch"));
-            if node.callback.is_some() && !object_without_batch {
+            let takes = |key| job.payload.as_object().is_some_and(|o| !o.contains_key(key));
+            if node.callback.is_some() && !takes("batch") {
                 return Err(refused(WorkflowError::CallbackPayload(node.name.clone())));
+            }
+            if node.signal.is_some() && !takes("signal") {
+                return Err(refused(WorkflowError::SignalPayload(node.name.clone())));
             }
             Self::check(job)?;
         }
@@ -55,16 +62,19 @@ impl Db {
         let graph = Graph::new(nodes).map_err(refused)?;
         let (progress, released) = Progress::start(&graph);
         let id = self.workflows.by_id.keys().next_back().map_or(1, |last| last + 1);
-        let job_ids = vec![None; jobs.len()];
+        let n = jobs.len();
         let workflow = SimWorkflow {
             id,
             name: name.into(),
             graph,
             progress,
             jobs,
-            job_ids,
+            job_ids: vec![None; n],
             cancel_reason: None,
             finished_at: None,
+            signal_payloads: vec![None; n],
+            timed_out: vec![false; n],
+            deadlines: vec![None; n],
         };
         self.workflows.by_id.insert(id, workflow);
         let mut added = Vec::new();
@@ -72,6 +82,7 @@ impl Db {
             let job_id = self.release(id, i);
             added.push((self.workflows.by_id[&id].graph.nodes()[i].name.clone(), job_id));
         }
+        self.arm_deadlines(id);
         Ok((id, added))
     }
 
@@ -97,7 +108,7 @@ impl Db {
 
     /// Add job `i` of workflow `id` to the jobs table (it was just released); its job's id.
     fn release(&mut self, id: i64, i: usize) -> i64 {
-        let job = self.workflows.by_id[&id].release_job(i);
+        let job = self.workflows.by_id[&id].release_job(i, self.now);
         let job_id = match self.add_jobs(std::slice::from_ref(&job), false) {
             Ok(rows) => rows.first().map_or(0, |row| row.id),
             // Checked at add: a row the schema refuses never gets this far.
@@ -122,14 +133,74 @@ impl Db {
         let Some((id, i)) = self.workflows.released.remove(&job_id) else { return false };
         let Some(workflow) = self.workflows.by_id.get_mut(&id) else { return false };
         let changes = workflow.progress.settle(&workflow.graph, i, outcome);
+        self.apply(id, changes);
+        true
+    }
+
+    /// Add the jobs `changes` released, and start the timeouts of the jobs now waiting for
+    /// their signal only (records step 23's `workflow_jobs_ready`).
+    fn apply(&mut self, id: i64, changes: Vec<Change>) {
         for change in changes {
             match change {
                 Change::Released(d) => _ = self.release(id, d),
                 Change::Cancelled(_) => {}
             }
         }
+        self.arm_deadlines(id);
         self.note_finished(id);
-        true
+    }
+
+    fn arm_deadlines(&mut self, id: i64) {
+        let now = self.now;
+        let Some(workflow) = self.workflows.by_id.get_mut(&id) else { return };
+        for i in 0..workflow.graph.len() {
+            let timeout = workflow.graph.nodes()[i].signal.as_ref().and_then(|s| s.timeout);
+            let timeout = timeout.and_then(|t| chrono::Duration::from_std(t).ok());
+            if let Some(timeout) = timeout.filter(|_| workflow.progress.waits_for_signal_only(i)) {
+                workflow.deadlines[i].get_or_insert(now + timeout);
+            }
+        }
+    }
+
+    /// `signal_workflow(id, name, payload)` (rule 8): what [`Progress::signal`] says, the
+    /// jobs it releases added, in one statement. `None`: no such workflow.
+    pub fn signal_workflow(&mut self, id: i64, name: &str, payload: Value) -> Option<Signalled> {
+        let workflow = self.workflows.by_id.get_mut(&id)?;
+        let signalled = workflow.progress.signal(&workflow.graph, name);
+        if let Signalled::Received { jobs, released } = &signalled {
+            for &i in jobs {
+                workflow.signal_payloads[i] = Some(payload.clone());
+            }
+            let changes = released.iter().map(|&i| Change::Released(i)).collect();
+            self.apply(id, changes);
+        }
+        Some(signalled)
+    }
+
+    /// The resolver's part for signals: each job whose deadline passed times out
+    /// ([`Progress::time_out`]). Returns how many.
+    fn time_out_signals(&mut self) -> u64 {
+        let now = self.now;
+        let mut timed_out = 0;
+        let ids: Vec<i64> = self.workflows.by_id.keys().copied().collect();
+        for id in ids {
+            let Some(workflow) = self.workflows.by_id.get_mut(&id) else { continue };
+            let due: Vec<usize> = (0..workflow.graph.len())
+                .filter(|&i| workflow.deadlines[i].is_some_and(|at| at <= now))
+                .filter(|&i| workflow.progress.waits_for_signal_only(i))
+                .collect();
+            let mut changes = Vec::new();
+            for i in due {
+                let more = workflow.progress.time_out(&workflow.graph, i);
+                if !more.is_empty() {
+                    workflow.timed_out[i] = true;
+                    timed_out += 1;
+                }
+                changes.extend(more);
+            }
+            self.apply(id, changes);
+        }
+        timed_out
     }
 
     /// Note when workflow `id` finished (its last job settled now), or that it runs again.
@@ -177,7 +248,8 @@ impl Db {
     /// The resolver's pass: every released workflow job whose job left the jobs table is
     /// completed (a worker that is not Formica's completed it, or someone removed it); one
     /// whose job failed for good is failed, or cancelled if its last error starts
-    /// `cancelled: `. Returns how many it settled.
+    /// `cancelled: `. Then the signals whose deadline passed time out. Returns how many it
+    /// settled or timed out.
     pub fn resolve_workflows(&mut self) -> u64 {
         let released: Vec<i64> = self.workflows.released.keys().copied().collect();
         let mut settled = 0;
@@ -190,7 +262,7 @@ impl Db {
                 settled += u64::from(self.settle_workflow_job(job_id, outcome));
             }
         }
-        settled
+        settled + self.time_out_signals()
     }
 
     /// `cancel_workflow(id, reason)` (rule 4): its waiting jobs are cancelled, and its
@@ -245,6 +317,7 @@ impl Db {
                 None => _ = self.release(id, i),
             }
         }
+        self.arm_deadlines(id);
         self.note_finished(id);
         Ok((rerun, back))
     }
@@ -263,5 +336,10 @@ impl World {
     /// Run the resolver's pass now ([`Db::resolve_workflows`]).
     pub fn resolve_workflows(&mut self) -> u64 {
         self.db_mut().resolve_workflows()
+    }
+
+    /// Send a signal to workflow `id` now ([`Db::signal_workflow`]).
+    pub fn signal_workflow(&mut self, id: i64, name: &str, payload: Value) -> Option<Signalled> {
+        self.db_mut().signal_workflow(id, name, payload)
     }
 }

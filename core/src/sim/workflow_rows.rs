@@ -53,6 +53,11 @@ pub struct SimWorkflow {
     /// When its last job settled (the latest `finished_at` of its jobs), while none waits
     /// or is released: what the history's pruner measures its retention from.
     pub(super) finished_at: Option<Timestamp>,
+    /// Records step 23's `workflow_waits`: each job's signal payload once received, whether
+    /// its timeout passed, and its deadline once it waits for its signal only.
+    pub(super) signal_payloads: Vec<Option<Value>>,
+    pub(super) timed_out: Vec<bool>,
+    pub(super) deadlines: Vec<Option<Timestamp>>,
 }
 
 impl SimWorkflow {
@@ -106,9 +111,27 @@ impl SimWorkflow {
         self.cancel_reason.as_deref()
     }
 
-    /// The job job `i` becomes when released (a callback's with its batch's counts).
-    pub(super) fn release_job(&self, i: usize) -> RawJob {
+    /// When job `i` stops waiting for its signal, once its timeout runs.
+    pub fn signal_deadline(&self, i: usize) -> Option<Timestamp> {
+        self.deadlines[i]
+    }
+
+    /// The job job `i` becomes when released at `now` (a callback's with its batch's counts,
+    /// one that waited for a signal with it, one with a timer due its delay later).
+    pub(super) fn release_job(&self, i: usize, now: Timestamp) -> RawJob {
         let mut job = self.jobs[i].clone();
+        let node = &self.graph.nodes()[i];
+        if let Some(delay) = node.delay.and_then(|d| chrono::Duration::from_std(d).ok()) {
+            job.spec.run_at = Some(job.spec.run_at.map_or(now + delay, |at| at.max(now + delay)));
+        }
+        if let (Some(signal), Value::Object(payload)) = (&node.signal, &mut job.payload) {
+            let report = json!({
+                "name": signal.name,
+                "payload": self.signal_payloads[i].clone().unwrap_or(Value::Null),
+                "timed_out": self.timed_out[i],
+            });
+            payload.insert("signal".into(), report);
+        }
         job.spec.flags.get_or_insert_with(Vec::new).push(crate::workflow::FLAG.into());
         if self.graph.nodes()[i].callback.is_some() {
             let counts = self.progress.batch_counts(&self.graph, i);

@@ -2,6 +2,7 @@
 //! validated at add (rule 7's graph part).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 /// What a waiting job does when a job it depends on fails for good or is cancelled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -28,6 +29,45 @@ pub enum Callback {
 
 stored_names!(Callback { AllFinished => "all_finished", FirstFailure => "first_failure" });
 
+/// What a job waiting for a signal does when the signal has not come within its timeout
+/// (counted from when every job it depends on has settled).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum OnSignalTimeout {
+    /// It is cancelled (and so are the jobs that wait for it, by their own policies).
+    #[default]
+    Cancel,
+    /// It is released without the signal (its payload says `timed_out`).
+    Release,
+}
+
+stored_names!(OnSignalTimeout { Cancel => "cancel", Release => "release" });
+
+/// A named signal a job waits for besides its dependencies (rule 8): sent from outside the
+/// workflow (`WorkerUtils`, the CLI, SQL, the dashboard), with an optional payload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignalWait {
+    /// The signal's name, as senders give it (several jobs may wait for one name).
+    pub name: String,
+    /// How long it may wait once every job it depends on has settled; none: for ever.
+    pub timeout: Option<Duration>,
+    /// What happens at the timeout.
+    pub on_timeout: OnSignalTimeout,
+}
+
+impl SignalWait {
+    /// A wait for the signal `name`, without a timeout.
+    pub fn new(name: impl Into<String>) -> Self {
+        SignalWait { name: name.into(), timeout: None, on_timeout: OnSignalTimeout::Cancel }
+    }
+
+    /// Stop waiting `timeout` after every dependency settled, doing `on_timeout`.
+    pub fn timeout(mut self, timeout: Duration, on_timeout: OnSignalTimeout) -> Self {
+        self.timeout = Some(timeout);
+        self.on_timeout = on_timeout;
+        self
+    }
+}
+
 /// One job of a workflow, as added: its name and what it waits for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Node {
@@ -39,6 +79,10 @@ pub struct Node {
     pub on_dependency_failure: OnDependencyFailure,
     /// Set for a batch callback.
     pub callback: Option<Callback>,
+    /// A signal it also waits for (rule 8).
+    pub signal: Option<SignalWait>,
+    /// A timer (rule 9): once released, it runs this long after the release, not before.
+    pub delay: Option<Duration>,
 }
 
 impl Node {
@@ -49,7 +93,21 @@ impl Node {
             depends_on: depends_on.into_iter().map(Into::into).collect(),
             on_dependency_failure: OnDependencyFailure::Cancel,
             callback: None,
+            signal: None,
+            delay: None,
         }
+    }
+
+    /// The same node waiting for `signal` too.
+    pub fn signal(mut self, signal: SignalWait) -> Self {
+        self.signal = Some(signal);
+        self
+    }
+
+    /// The same node with a timer: it runs `delay` after its release.
+    pub fn delay(mut self, delay: Duration) -> Self {
+        self.delay = Some(delay);
+        self
     }
 
     /// The same node with another dependency-failure policy.
@@ -88,10 +146,25 @@ pub enum WorkflowError {
     /// A callback with nothing to call back about.
     #[error("callback {0:?} depends on no job: a callback needs the jobs whose outcome it reports")]
     CallbackWithoutDependencies(String),
+    /// A callback waiting for a signal: a callback is released by its dependencies' outcomes.
+    #[error("callback {0:?} waits for a signal: a callback is released by the outcomes of the jobs it depends on only")]
+    CallbackSignal(String),
+    /// A signal without a name.
+    #[error("job {0:?} waits for a signal with an empty name: name the signal its senders give")]
+    SignalName(String),
+    /// A job waiting for a signal whose payload cannot take the signal. Checked by the driver.
+    #[error(
+        "job {0:?} waits for a signal and needs a JSON object payload without a key \"signal\" (the signal goes there)"
+    )]
+    SignalPayload(String),
     /// A job with a job key (or `unique`), which could replace or remove it behind the
     /// workflow's back. Checked by the driver, which sees the specs.
     #[error("job {0:?} has a job key (or is unique): a workflow's jobs cannot have one")]
     JobKey(String),
+    /// Jobs added at runtime by a job that is not released (it settled, or it waits): the
+    /// add and the job's settling are ordered, and the add came second.
+    #[error("job {0:?} is not running in its workflow: only a running job can add jobs to it")]
+    NotRunning(String),
     /// A callback whose payload cannot take the batch's counts. Checked by the driver.
     #[error(
         "callback {0:?} needs a JSON object payload without a key \"batch\" (the batch's counts go there)"
@@ -154,6 +227,17 @@ impl Graph {
         if let Some(node) = nodes.iter().find(|n| n.callback.is_some() && n.depends_on.is_empty()) {
             return Err(WorkflowError::CallbackWithoutDependencies(node.name.clone()));
         }
+        for node in &nodes {
+            match &node.signal {
+                Some(_) if node.callback.is_some() => {
+                    return Err(WorkflowError::CallbackSignal(node.name.clone()))
+                }
+                Some(signal) if signal.name.is_empty() => {
+                    return Err(WorkflowError::SignalName(node.name.clone()))
+                }
+                _ => {}
+            }
+        }
         let mut dependents = vec![Vec::new(); nodes.len()];
         for (job, of_job) in dependencies.iter().enumerate() {
             for &d in of_job {
@@ -194,6 +278,55 @@ impl Graph {
     /// The index of the job named `name`.
     pub fn index(&self, name: &str) -> Option<usize> {
         self.index.get(name).copied()
+    }
+
+    /// Jobs added at runtime by job `adder` (rule 10): `nodes` are validated as a workflow of
+    /// their own (their dependencies name jobs among them), then each is added as
+    /// `"<adder>/<name>"`, unless a job has that name already (added by an earlier run of the
+    /// adder: it is left as it is), and every job that waits for `adder` waits for each job
+    /// added too. Returns the jobs added, by index (the graph's length before onwards).
+    pub fn extend(&mut self, adder: usize, nodes: Vec<Node>) -> Result<Vec<usize>, WorkflowError> {
+        let batch = Graph::new(nodes)?;
+        let prefix = format!("{}/", self.nodes[adder].name);
+        let waiting_for_adder = self.dependents[adder].clone();
+        let mut added = Vec::new();
+        for node in batch.nodes {
+            let name = format!("{prefix}{}", node.name);
+            if self.index.contains_key(&name) {
+                continue;
+            }
+            let i = self.nodes.len();
+            self.index.insert(name.clone(), i);
+            let depends_on = node.depends_on.iter().map(|d| format!("{prefix}{d}")).collect();
+            self.nodes.push(Node { name, depends_on, ..node });
+            self.dependencies.push(Vec::new());
+            self.dependents.push(Vec::new());
+            added.push(i);
+        }
+        // Once all are in: a job may depend on one after it.
+        for &i in &added {
+            let mut of_node: Vec<usize> =
+                self.nodes[i].depends_on.iter().filter_map(|d| self.index.get(d).copied()).collect();
+            of_node.sort_unstable();
+            of_node.dedup();
+            for &d in &of_node {
+                self.dependents[d].push(i);
+            }
+            self.dependencies[i] = of_node;
+        }
+        for list in &mut self.dependents {
+            list.sort_unstable();
+        }
+        // Appended after every job, so each list stays in index order.
+        for &i in &added {
+            for &d in &waiting_for_adder {
+                self.dependencies[d].push(i);
+                let name = self.nodes[i].name.clone();
+                self.nodes[d].depends_on.push(name);
+                self.dependents[i].push(d);
+            }
+        }
+        Ok(added)
     }
 
     /// The jobs of `graph`, each after all it depends on (lowest index first among the ready).

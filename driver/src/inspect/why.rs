@@ -12,6 +12,7 @@ mod answer;
 
 use super::query::{get, read};
 use crate::controls::{ControlLimit, ControlSet, Paused};
+use crate::inspect::{WaitingFor, WorkflowJobSeen};
 use crate::utils::WorkerUtils;
 use crate::Error;
 pub use answer::{Estimate, Holder, JobRef, Reason, Running, Slot, Why, AHEAD_BOUND, PACE_WINDOW};
@@ -30,16 +31,17 @@ const PACE_BOUND: i64 = 1_000;
 const STALE_LOCK: Duration = Duration::hours(4);
 
 /// What a reference to a workflow's job found: the answer itself (a job waiting for its
-/// dependencies, or settled), or the job to read (released).
+/// dependencies or its signal, or settled), or the job to read (released).
 pub(super) enum Found {
     /// The answer, with no job of the queue to read.
     Answer(Box<Why>),
-    /// The job id of the released job.
-    Job(i64),
+    /// The job id of the released job, and whether its timer holds it (then its not-due
+    /// reason is told as the timer).
+    Job(i64, bool),
 }
 
-/// The job of workflow `workflow` named `name`: waiting for what it depends on, settled, or
-/// the job it was released as.
+/// The job of workflow `workflow` named `name`: waiting for what it depends on or its
+/// signal, settled, or the job it was released as.
 pub(super) async fn workflow_job(
     utils: &WorkerUtils,
     workflow: i64,
@@ -52,25 +54,17 @@ pub(super) async fn workflow_job(
         .iter()
         .find(|j| j.name == name)
         .ok_or_else(|| Error::JobNotFound(format!("workflow {workflow} has no job named {name:?}")))?;
-    let reason = match (seen.state.as_str(), seen.job_id) {
+    let reasons = match (seen.state.as_str(), seen.job_id) {
         ("waiting", _) => match detail.summary.cancelled_at {
             // A cancelled workflow releases nothing: reported as the end it is.
-            Some(at) => Reason::Finished { outcome: "cancelled".into(), finished_at: Some(at) },
-            None => Reason::Dependencies {
-                workflow,
-                waiting_for: detail
-                    .jobs
-                    .iter()
-                    .filter(|d| {
-                        seen.depends_on.contains(&d.name)
-                            && matches!(d.state.as_str(), "waiting" | "released")
-                    })
-                    .cloned()
-                    .collect(),
-            },
+            Some(at) => vec![Reason::Finished { outcome: "cancelled".into(), finished_at: Some(at) }],
+            None => waiting_reasons(workflow, seen, &detail.jobs),
         },
-        (_, Some(id)) => return Ok(Found::Job(id)),
-        (state, None) => Reason::Finished { outcome: state.to_owned(), finished_at: seen.finished_at },
+        (_, Some(id)) => {
+            let timer = seen.waits_for.iter().any(|w| matches!(w, WaitingFor::Timer { .. }));
+            return Ok(Found::Job(id, timer));
+        }
+        (state, None) => vec![Reason::Finished { outcome: state.to_owned(), finished_at: seen.finished_at }],
     };
     Ok(Found::Answer(Box::new(Why {
         job_id: None,
@@ -79,9 +73,40 @@ pub(super) async fn workflow_job(
         state: seen.state.clone(),
         checked_at,
         running: None,
-        reasons: vec![reason],
+        reasons,
         estimate: None,
     })))
+}
+
+/// Why a waiting job of `workflow` waits: the jobs it depends on not settled, its signal.
+fn waiting_reasons(workflow: i64, seen: &WorkflowJobSeen, jobs: &[WorkflowJobSeen]) -> Vec<Reason> {
+    let mut reasons = Vec::new();
+    for wait in &seen.waits_for {
+        match wait {
+            WaitingFor::Jobs { names } => reasons.push(Reason::Dependencies {
+                workflow,
+                waiting_for: jobs.iter().filter(|d| names.contains(&d.name)).cloned().collect(),
+            }),
+            WaitingFor::Signal { name, deadline, on_timeout } => reasons.push(Reason::Signal {
+                workflow,
+                name: name.clone(),
+                deadline: *deadline,
+                on_timeout: on_timeout.clone(),
+            }),
+            WaitingFor::Timer { .. } | WaitingFor::Workflow { .. } => {}
+        }
+    }
+    reasons
+}
+
+/// A released job of `workflow` that its timer holds: its not-due reason told as the timer.
+pub(super) fn as_timer(mut why: Why, workflow: i64) -> Why {
+    for reason in &mut why.reasons {
+        if let Reason::NotDue { run_at, retrying: false } = *reason {
+            *reason = Reason::Timer { workflow, run_at };
+        }
+    }
+    why
 }
 
 /// Why `job` (in `state`, its named queue held by `queue_lock`'s worker since then, if

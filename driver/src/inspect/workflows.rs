@@ -22,6 +22,11 @@ pub const WORKFLOW_STATES: [&str; 4] = ["running", "completed", "failed", "cance
 /// ordinary graphile_worker job), then `completed`, `failed` (for good) or `cancelled`.
 pub const WORKFLOW_JOB_STATES: [&str; 5] = ["waiting", "released", "completed", "failed", "cancelled"];
 
+/// The columns a table of a workflow's jobs starts with, the CLI's and the dashboard's (each
+/// read from a [`WorkflowJobSeen`]).
+pub const WORKFLOW_JOB_COLUMNS: [&str; 8] =
+    ["job", "task", "state", "job id", "attempts", "depends on", "when one fails", "waits for"];
+
 /// Which workflows [`WorkerUtils::workflows`] lists, newest first. `None` filters match
 /// any workflow.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,6 +123,57 @@ pub struct WorkflowJobSeen {
     pub callback: Option<String>,
     /// What a dependency failing does to it: `cancel` or `release`.
     pub on_dependency_failure: String,
+    /// The signal it waits or waited for, if any.
+    pub signal: Option<String>,
+    /// What it waits for now (a waiting job: jobs, signal; a released one: its timer).
+    pub waits_for: Vec<WaitingFor>,
+}
+
+/// One thing a workflow job waits for (records step 23 adds the signal and the timer).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum WaitingFor {
+    /// Jobs of its workflow that have not settled (names, in the order added).
+    Jobs {
+        /// Their names.
+        names: Vec<String>,
+    },
+    /// A signal that has not come; its deadline runs once its dependencies have settled.
+    Signal {
+        /// The signal's name.
+        name: String,
+        /// When it stops waiting, if its timeout runs.
+        deadline: Option<DateTime<Utc>>,
+        /// What it does then: `cancel` or `release`.
+        on_timeout: String,
+    },
+    /// Its timer: released, its job runs at `run_at`, not before.
+    Timer {
+        /// When its job runs.
+        run_at: DateTime<Utc>,
+    },
+    /// Its sub-workflow (records step 24): released, it settles when every job of that
+    /// workflow has.
+    Workflow {
+        /// The sub-workflow's id.
+        id: i64,
+    },
+}
+
+impl std::fmt::Display for WaitingFor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let seconds = |at: &DateTime<Utc>| at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        match self {
+            WaitingFor::Jobs { names } => write!(f, "jobs {}", names.join(", ")),
+            WaitingFor::Signal { name, deadline: None, .. } => write!(f, "signal {name:?}"),
+            WaitingFor::Signal { name, deadline: Some(at), on_timeout } => {
+                let then = if on_timeout == "release" { "released" } else { "cancelled" };
+                write!(f, "signal {name:?} until {}, then {then}", seconds(at))
+            }
+            WaitingFor::Timer { run_at } => write!(f, "timer until {}", seconds(run_at)),
+            WaitingFor::Workflow { id } => write!(f, "workflow {id}"),
+        }
+    }
 }
 
 impl WorkflowJobSeen {
@@ -137,13 +193,53 @@ impl WorkflowJobSeen {
         }
     }
 
+    /// What it waits for, as one line (empty if nothing).
+    pub fn waits_for_text(&self) -> String {
+        let parts: Vec<String> = self.waits_for.iter().map(ToString::to_string).collect();
+        parts.join("; ")
+    }
+
+    /// What the row says the job waits for.
+    fn waits_from_row(r: &Row, state: &str, job_state: Option<&str>) -> Result<Vec<WaitingFor>, Error> {
+        let mut waits = Vec::new();
+        if state == "waiting" {
+            let names: Vec<String> = get(r, "unsettled")?;
+            if !names.is_empty() {
+                waits.push(WaitingFor::Jobs { names });
+            }
+            let signalled: Option<bool> = get(r, "signalled")?;
+            let timed_out: Option<bool> = get(r, "signal_timed_out")?;
+            if let (Some(name), Some(false), Some(false)) =
+                (get::<Option<String>>(r, "signal")?, signalled, timed_out)
+            {
+                let on_timeout: Option<String> = get(r, "on_signal_timeout")?;
+                let deadline = get(r, "signal_deadline")?;
+                waits.push(WaitingFor::Signal { name, deadline, on_timeout: on_timeout.unwrap_or_default() });
+            }
+        }
+        let has_timer: Option<bool> = get(r, "has_timer")?;
+        if state == "released" && has_timer == Some(true) && job_state == Some("scheduled") {
+            if let Some(run_at) = get(r, "run_at")? {
+                waits.push(WaitingFor::Timer { run_at });
+            }
+        }
+        if let (true, Some(id)) = (state == "released", get::<Option<i64>>(r, "subworkflow_id")?) {
+            waits.push(WaitingFor::Workflow { id });
+        }
+        Ok(waits)
+    }
+
     fn from_row(r: &Row) -> Result<WorkflowJobSeen, Error> {
+        let state: String = get(r, "state")?;
+        let job_state: Option<String> = get(r, "job_state")?;
         Ok(WorkflowJobSeen {
+            waits_for: Self::waits_from_row(r, &state, job_state.as_deref())?,
+            signal: get(r, "signal")?,
             name: get(r, "name")?,
             task: get(r, "task_identifier")?,
-            state: get(r, "state")?,
+            state,
             job_id: get(r, "job_id")?,
-            job_state: get(r, "job_state")?,
+            job_state,
             attempts: get(r, "attempts")?,
             max_attempts: get(r, "max_attempts")?,
             last_error: get(r, "last_error")?,

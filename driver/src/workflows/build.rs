@@ -2,10 +2,13 @@
 
 use crate::error::Error;
 use formica_core::job::{JobSpec, RawJob, Task};
-use formica_core::workflow::{Callback, Graph, Node, OnDependencyFailure, WorkflowError};
+use formica_core::workflow::{
+    Callback, Graph, Node, OnDependencyFailure, SignalWait, WorkflowError, SUBWORKFLOW_TASK,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 /// One job of a [`Workflow`]: a job to add (task, payload, [`JobSpec`]) with a name unique
 /// in its workflow, what it waits for, and what a failure of those does to it.
@@ -17,6 +20,10 @@ pub struct WorkflowJob {
     depends_on: Vec<String>,
     on_dependency_failure: OnDependencyFailure,
     callback: Option<Callback>,
+    signal: Option<SignalWait>,
+    delay: Option<Duration>,
+    /// A sub-workflow job: the workflow added when it is released, whose end settles it.
+    workflow: Option<Box<Workflow>>,
 }
 
 impl WorkflowJob {
@@ -37,7 +44,22 @@ impl WorkflowJob {
             depends_on: Vec::new(),
             on_dependency_failure: OnDependencyFailure::Cancel,
             callback: None,
+            signal: None,
+            delay: None,
+            workflow: None,
         }
+    }
+
+    /// A job that is the whole `workflow` (a sub-workflow), named `name` in its workflow:
+    /// when released it adds `workflow` (validated with this one's), and it settles when
+    /// every job of that has settled: completed if all completed (its output then the
+    /// outputs of the sub-workflow's jobs, by name: what a callback depending on it reads),
+    /// failed if one failed, cancelled if the sub-workflow was cancelled. Cancelling the
+    /// workflow that holds it cancels the sub-workflow too. Its [`Self::spec`] is not used.
+    pub fn workflow(name: impl Into<String>, workflow: Workflow) -> Self {
+        let mut job = Self::raw(name, SUBWORKFLOW_TASK, Value::Object(serde_json::Map::new()));
+        job.workflow = Some(Box::new(workflow));
+        job
     }
 
     /// Queue, run time, attempts, priority and flags of the job (a job key or `unique` is
@@ -68,6 +90,22 @@ impl WorkflowJob {
     /// [`BatchReport`].
     pub fn callback(mut self, when: Callback) -> Self {
         self.callback = Some(when);
+        self
+    }
+
+    /// Wait for a signal too ([`SignalWait`]): sent to the workflow by
+    /// [`WorkerUtils::signal_workflow`](crate::WorkerUtils::signal_workflow), the CLI, the
+    /// dashboard or SQL (`signal_workflow`), it releases the job once its dependencies have
+    /// settled; the payload (a JSON object) gets the key `"signal"`: a [`SignalReport`].
+    pub fn wait_for_signal(mut self, signal: SignalWait) -> Self {
+        self.signal = Some(signal);
+        self
+    }
+
+    /// A timer: once released (its dependencies settled, its signal come), the job runs
+    /// `delay` later, not before (nor before its own `run_at`).
+    pub fn delay(mut self, delay: Duration) -> Self {
+        self.delay = Some(delay);
         self
     }
 
@@ -124,32 +162,45 @@ impl Workflow {
     /// before anything is sent.
     pub fn graph(&self) -> Result<Graph, WorkflowError> {
         let nodes = self.jobs.iter().map(|job| {
-            let node = Node::new(job.name.clone(), job.depends_on.iter().cloned())
+            let mut node = Node::new(job.name.clone(), job.depends_on.iter().cloned())
                 .on_dependency_failure(job.on_dependency_failure);
-            match job.callback {
-                Some(when) => node.callback(when),
-                None => node,
-            }
+            node.callback = job.callback;
+            node.signal = job.signal.clone();
+            node.delay = job.delay;
+            node
         });
         let graph = Graph::new(nodes.collect())?;
         for job in &self.jobs {
             if job.job.spec.job_key.is_some() || job.job.spec.unique.is_some() {
                 return Err(WorkflowError::JobKey(job.name.clone()));
             }
-            let takes_batch = job.job.payload.as_object().is_some_and(|object| !object.contains_key("batch"));
-            if job.callback.is_some() && !takes_batch {
+            if let Some(workflow) = &job.workflow {
+                workflow.graph()?;
+            }
+            let takes = |key| job.job.payload.as_object().is_some_and(|object| !object.contains_key(key));
+            if job.callback.is_some() && !takes("batch") {
                 return Err(WorkflowError::CallbackPayload(job.name.clone()));
+            }
+            if job.signal.is_some() && !takes("signal") {
+                return Err(WorkflowError::SignalPayload(job.name.clone()));
             }
         }
         Ok(graph)
     }
 
     /// The jobs as `add_workflow` in records migration 11 reads them, each through the add
-    /// layers `apply` and checked as any job added.
-    pub(crate) fn spec(&self, apply: impl Fn(RawJob) -> Result<RawJob, Error>) -> Result<Value, Error> {
+    /// layers `apply` and checked as any job added (a sub-workflow job's workflow in the
+    /// same way, under `"workflow"`).
+    pub(crate) fn spec(&self, apply: &dyn Fn(RawJob) -> Result<RawJob, Error>) -> Result<Value, Error> {
         let mut jobs = Vec::with_capacity(self.jobs.len());
         for job in &self.jobs {
-            let raw = apply(job.job.clone())?;
+            let (raw, workflow) = match &job.workflow {
+                Some(workflow) => {
+                    let inner = workflow.spec(apply)?;
+                    (job.job.clone(), serde_json::json!({ "name": workflow.name, "jobs": inner }))
+                }
+                None => (apply(job.job.clone())?, Value::Null),
+            };
             if raw.spec.job_key.is_some() || raw.spec.unique.is_some() {
                 return Err(WorkflowError::JobKey(job.name.clone()).into());
             }
@@ -165,7 +216,14 @@ impl Workflow {
                 "flags": raw.spec.flags,
                 "on_dependency_failure": job.on_dependency_failure.as_str(),
                 "callback": job.callback.map(Callback::as_str),
+                "workflow": workflow,
                 "depends_on": job.depends_on,
+                "delay": job.delay.map(|d| d.as_secs_f64()),
+                "signal": job.signal.as_ref().map(|signal| serde_json::json!({
+                    "name": signal.name,
+                    "timeout": signal.timeout.map(|t| t.as_secs_f64()),
+                    "on_timeout": signal.on_timeout.as_str(),
+                })),
             }));
         }
         Ok(Value::Array(jobs))
@@ -198,4 +256,19 @@ pub struct BatchReport {
     /// Each job's output, by its name in the workflow, for those that have one.
     #[serde(default)]
     pub outputs: BTreeMap<String, Value>,
+}
+
+/// What the payload of a job that waited for a signal holds under `"signal"`: the signal and
+/// its payload, or that it timed out (a job released at its timeout). Read it with a field
+/// `signal: SignalReport` in the job's payload type.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct SignalReport {
+    /// The signal's name.
+    pub name: String,
+    /// The payload it was sent with (null if none, or if it timed out).
+    #[serde(default)]
+    pub payload: Value,
+    /// Released at its timeout, without the signal.
+    #[serde(default)]
+    pub timed_out: bool,
 }

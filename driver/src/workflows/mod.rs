@@ -24,10 +24,10 @@
 mod build;
 mod ops;
 
-pub use build::{AddedWorkflow, BatchReport, Workflow, WorkflowJob};
-pub use formica_core::workflow::{Callback, OnDependencyFailure, WorkflowError};
+pub use build::{AddedWorkflow, BatchReport, SignalReport, Workflow, WorkflowJob};
+pub use formica_core::workflow::{Callback, OnDependencyFailure, OnSignalTimeout, SignalWait, WorkflowError};
 pub(crate) use ops::MIN_RESOLVE_EVERY;
-pub use ops::{CancelledWorkflow, DeletedWorkflow, RetriedWorkflow};
+pub use ops::{CancelledWorkflow, DeletedWorkflow, RetriedWorkflow, SignalSent};
 
 use std::time::Duration;
 

@@ -245,6 +245,26 @@ pub enum Reason {
         /// Those not settled yet (waiting, or released and not finished).
         waiting_for: Vec<WorkflowJobSeen>,
     },
+    /// A workflow's job waiting for a signal (records step 23): sent to its workflow, it is
+    /// released (once its dependencies have settled).
+    Signal {
+        /// The workflow.
+        workflow: i64,
+        /// The signal's name.
+        name: String,
+        /// When it stops waiting, once its dependencies have settled and if it has a timeout.
+        deadline: Option<DateTime<Utc>>,
+        /// What it does then: `cancel` or `release`.
+        on_timeout: String,
+    },
+    /// A workflow's job released with a timer: it runs at `run_at`, its delay after its
+    /// release.
+    Timer {
+        /// The workflow.
+        workflow: i64,
+        /// When it is due.
+        run_at: DateTime<Utc>,
+    },
     /// It used its attempts up: it runs again only if retried or rescheduled.
     OutOfAttempts {
         /// Attempts made.
@@ -276,7 +296,8 @@ impl Reason {
     /// When this reason ends, where that can be known.
     pub fn until(&self) -> Option<DateTime<Utc>> {
         match self {
-            Reason::NotDue { run_at, .. } => Some(*run_at),
+            Reason::NotDue { run_at, .. } | Reason::Timer { run_at, .. } => Some(*run_at),
+            Reason::Signal { deadline, .. } => *deadline,
             Reason::RateLimited { room_at, .. } => Some(*room_at),
             Reason::QueueHeld { holder, .. } | Reason::DeadWorker { holder, .. } => holder.until(),
             _ => None,
@@ -292,6 +313,7 @@ impl Reason {
                 | Reason::FlagsRefused { .. }
                 | Reason::NoWorker { .. }
                 | Reason::Dependencies { .. }
+                | Reason::Signal { .. }
                 | Reason::OutOfAttempts { .. }
                 | Reason::Finished { .. }
         )
@@ -308,6 +330,8 @@ impl Reason {
             Reason::FlagsRefused { .. } => "flags_refused",
             Reason::NoWorker { .. } => "no_worker",
             Reason::Dependencies { .. } => "dependencies",
+            Reason::Signal { .. } => "signal",
+            Reason::Timer { .. } => "timer",
             Reason::OutOfAttempts { .. } => "out_of_attempts",
             Reason::DeadWorker { .. } => "dead_worker",
             Reason::Finished { .. } => "finished",
@@ -372,6 +396,20 @@ impl Reason {
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
+            Reason::Signal { workflow, name, deadline, on_timeout } => {
+                let then = match deadline {
+                    Some(t) if on_timeout == "release" => format!("; at {} it is released without it", at(t)),
+                    Some(t) => format!("; at {} it is cancelled", at(t)),
+                    None => String::new(),
+                };
+                format!(
+                    "it waits for the signal {name:?} sent to workflow {workflow} \
+                     (formica workflow signal {workflow} {name}){then}"
+                )
+            }
+            Reason::Timer { workflow, run_at } => {
+                format!("its timer in workflow {workflow} holds it until {}", at(run_at))
+            }
             Reason::OutOfAttempts { attempts, max_attempts, .. } => format!(
                 "it used its attempts up ({attempts} of {max_attempts}): it runs again only if retried"
             ),
