@@ -346,12 +346,15 @@ impl App<Event> for Checker {
 }
 
 /// After the faults: let the healed world run, its workers' resolvers passing every two
-/// seconds, until no workflow runs and no job is left to run (or two simulated hours pass).
+/// seconds, until every workflow job has settled and no job is left to run (or two simulated
+/// hours pass).
 fn quiesce(world: &mut World, checker: &mut Checker) -> Result<(), String> {
     heal(world);
     for _ in 0..3600 {
         run_checked(world, Duration::seconds(2), |w| checker.check(w))?;
-        let running = world.db().workflows().any(|w| w.workflow_state() == WorkflowState::Running);
+        // Not only "not running": a cancelled workflow's released job whose run ended is
+        // settled by the next resolver pass, which may not have come yet.
+        let running = world.db().workflows().any(|w| !w.is_finished());
         let runnable = world.db().jobs().any(|j| j.attempts < j.max_attempts || j.locked_at.is_some());
         if !running && !runnable {
             return checker.check_quiescent(world.db());

@@ -61,7 +61,8 @@ impl Db {
         let (nodes, jobs): (Vec<Node>, Vec<RawJob>) = jobs.into_iter().map(|j| (j.node, j.job)).unzip();
         let graph = Graph::new(nodes).map_err(refused)?;
         let (progress, released) = Progress::start(&graph);
-        let id = self.workflows.by_id.keys().next_back().map_or(1, |last| last + 1);
+        self.workflows.last_id += 1;
+        let id = self.workflows.last_id;
         let n = jobs.len();
         let workflow = SimWorkflow {
             id,

@@ -167,6 +167,9 @@ pub struct Release {
 #[derive(Debug, Clone, Default)]
 pub(super) struct Workflows {
     pub(super) by_id: BTreeMap<i64, SimWorkflow>,
+    /// The last id given (the `workflows` table's identity: an id is never given twice, not
+    /// even once its workflow was pruned).
+    pub(super) last_id: i64,
     /// The released jobs by their job's id (the index `workflow_jobs_released`).
     pub(super) released: BTreeMap<i64, (i64, usize)>,
     pub(super) releases: Vec<Release>,
