@@ -52,8 +52,10 @@ $$;
 -- to release now: not those that still wait for their signal, which start their timeout
 -- instead. Those released get their timer's run_at and their signal under "signal" in
 -- their payload ({"name", "payload", "timed_out"}). release_workflow_jobs calls it first.
+-- Generic plans, as step 22's settling functions: a release calls it, and planning its
+-- statements anew at each call would cost more than running them.
 create function :RECORDS.workflow_jobs_ready(ids bigint[]) returns bigint[] language plpgsql
-set search_path = pg_catalog, pg_temp as $$
+set search_path = pg_catalog, pg_temp set plan_cache_mode = force_generic_plan as $$
 #variable_conflict use_column
 declare
   held bigint[];

@@ -77,10 +77,12 @@ $$;
 -- Release the sub-workflow jobs among the waiting jobs `ids` (locked by the caller) of
 -- workflows not cancelled: each adds its workflow and is released without a
 -- graphile_worker job, counting down `settling` (parallel to `ids`, as release_workflow_jobs
--- takes it). release_workflow_jobs calls it first, so it releases the others.
+-- takes it). release_workflow_jobs calls it first, so it releases the others. It and
+-- finish_subworkflows run generic plans, as step 22's settling functions: they run at every
+-- release and settling, and planning anew at each call costs more than running.
 create function :RECORDS.start_subworkflows(ids bigint[], settling integer[] default null)
 returns void language plpgsql
-set search_path = pg_catalog, pg_temp as $$
+set search_path = pg_catalog, pg_temp set plan_cache_mode = force_generic_plan as $$
 #variable_conflict use_column
 declare
   job record;
@@ -111,7 +113,7 @@ $$;
 -- sub-workflow job is locked before its workflow's jobs are counted, so of two transactions
 -- settling the last two jobs of one sub-workflow, the second sees the first's and settles it.
 create function :RECORDS.finish_subworkflows(ended bigint[]) returns void language plpgsql
-set search_path = pg_catalog, pg_temp as $$
+set search_path = pg_catalog, pg_temp set plan_cache_mode = force_generic_plan as $$
 #variable_conflict use_column
 declare
   parents bigint[];
