@@ -347,6 +347,17 @@ async fn hung_connections_are_given_up_and_the_worker_recovers(rt: Arc<dyn Runti
     wait_until(rt.as_ref(), Duration::from_secs(10), "the first jobs ran", || distinct_runs(&runs) == 20)
         .await;
     wait_for_listener(rt.as_ref(), &events).await;
+    // Freeze only once the worker is idle and its pool has stopped growing: a connection
+    // still being opened at the freeze would be forwarded, and the worker would not hang.
+    db.wait_for_count("select count(*) from graphile_worker.jobs", 0, Duration::from_secs(10)).await;
+    let settle_by = Instant::now() + Duration::from_secs(10);
+    loop {
+        let before = proxy.accepted();
+        rt.sleep(Duration::from_secs(1)).await;
+        if proxy.accepted() == before || Instant::now() > settle_by {
+            break;
+        }
+    }
 
     // Every connection the worker has (pool and listener) now hangs.
     let frozen = proxy.freeze_all();
