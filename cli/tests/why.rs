@@ -1,7 +1,7 @@
 //! `formica why <job>` (docs/guide/why.md): for a job due later in a paused queue with no
 //! worker, the JSON names each reason with its evidence and the text says it a line each; a
-//! workflow's waiting job is named WORKFLOW/NAME; a job that never existed, and a reference
-//! that names none, are refused naming what was given.
+//! workflow's waiting job is named WORKFLOW/NAME, and one that is a whole workflow names it; a
+//! job that never existed, and a reference that names none, are refused naming what was given.
 
 // Tests fail by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -59,6 +59,22 @@ async fn why_names_each_reason_in_json_and_in_text() {
             "- dependencies: it waits for the jobs of workflow {} it depends on: a (job ",
             added.id
         )),
+        "{text}"
+    );
+
+    let inner = Workflow::new("inner").job(WorkflowJob::raw("x", "step", json!({})));
+    let outer = utils.add_workflow(&Workflow::new("outer").job(WorkflowJob::workflow("sub", inner))).await;
+    let outer = outer.unwrap().id;
+    let out = common::formica(&db.url, &["why", &format!("{outer}/sub")]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with(&format!("job \"sub\" of workflow {outer} (task formica:subworkflow): released\n")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "- subworkflow: it is a whole workflow in workflow {outer}: it waits for its sub-workflow "
+        )) && text.contains(r#"("inner"), 1 of whose 1 jobs are not settled yet"#),
         "{text}"
     );
 

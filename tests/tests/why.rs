@@ -238,6 +238,52 @@ async fn a_workflow_job_waits_for_what_it_depends_on_by_name() {
     assert!(error.to_string().contains(r#"has no job named "z""#), "{error}");
 }
 
+/// A job that is a whole workflow, released, waits for its sub-workflow: named, with its
+/// jobs not settled counted down as they settle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subworkflow_job_waits_for_its_subworkflow_and_says_how_much_is_left() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let inner = Workflow::new("inner")
+        .job(WorkflowJob::raw("x", "step", json!({})))
+        .job(WorkflowJob::raw("y", "step", json!({})).depends_on(["x"]));
+    let outer = Workflow::new("outer").job(WorkflowJob::workflow("sub", inner));
+    let added = utils.add_workflow(&outer).await.unwrap();
+    let sub_ref = JobRef::Workflow { workflow: added.id, name: "sub".into() };
+    let sql = "select subworkflow_id from formica_graphile_worker.workflow_jobs where workflow_id = $1";
+    let sub: i64 = db.client().await.query_one(sql, &[&added.id]).await.unwrap().get(0);
+    let left = |answer: &Why| match &answer.reasons[..] {
+        [Reason::Subworkflow { workflow, subworkflow, name, unsettled, total }] => {
+            assert_eq!((*workflow, *subworkflow, name.as_str(), *total), (added.id, sub, "inner", 2));
+            *unsettled
+        }
+        other => panic!("{other:?}"),
+    };
+    let answer = inspect::why(&utils, &sub_ref).await.unwrap();
+    assert_eq!((answer.job_id, answer.state.as_str()), (None, "released"));
+    assert_eq!(left(&answer), 2);
+    assert!(answer.estimate.is_none(), "it starts when its sub-workflow ends: no estimate");
+    let said = answer.reasons[0].describe("", &|t| t.to_rfc3339());
+    assert!(
+        said.contains(&format!("waits for its sub-workflow {sub} (\"inner\"), 2 of whose 2 jobs")),
+        "{said}"
+    );
+
+    let x = utils.workflow(sub).await.unwrap().unwrap().jobs[0].job_id.unwrap();
+    utils.complete_jobs(&[x]).await.unwrap();
+    utils.resolve_workflows().await.unwrap();
+    assert_eq!(left(&inspect::why(&utils, &sub_ref).await.unwrap()), 1, "x settled, y is left");
+
+    let y = utils.workflow(sub).await.unwrap().unwrap().jobs[1].job_id.unwrap();
+    utils.complete_jobs(&[y]).await.unwrap();
+    utils.resolve_workflows().await.unwrap();
+    let answer = inspect::why(&utils, &sub_ref).await.unwrap();
+    assert!(
+        matches!(&answer.reasons[..], [Reason::Finished { outcome, .. }] if outcome == "completed"),
+        "its sub-workflow ended, so did it: {answer:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attempts_used_up_and_a_dead_workers_lock_are_reasons_too() {
     let db = TestDb::migrated().await;

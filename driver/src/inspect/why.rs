@@ -41,7 +41,7 @@ pub(super) enum Found {
 }
 
 /// The job of workflow `workflow` named `name`: waiting for what it depends on or its
-/// signal, settled, or the job it was released as.
+/// signal, released as a sub-workflow, settled, or the job it was released as.
 pub(super) async fn workflow_job(
     utils: &WorkerUtils,
     workflow: i64,
@@ -64,7 +64,10 @@ pub(super) async fn workflow_job(
             let timer = seen.waits_for.iter().any(|w| matches!(w, WaitingFor::Timer { .. }));
             return Ok(Found::Job(id, timer));
         }
-        (state, None) => vec![Reason::Finished { outcome: state.to_owned(), finished_at: seen.finished_at }],
+        (state, None) => match subworkflow_reason(utils, workflow, seen).await? {
+            Some(reason) => vec![reason],
+            None => vec![Reason::Finished { outcome: state.to_owned(), finished_at: seen.finished_at }],
+        },
     };
     Ok(Found::Answer(Box::new(Why {
         job_id: None,
@@ -97,6 +100,30 @@ fn waiting_reasons(workflow: i64, seen: &WorkflowJobSeen, jobs: &[WorkflowJobSee
         }
     }
     reasons
+}
+
+/// Why a released job of `workflow` with no job of the queue waits: it is a whole workflow,
+/// and that workflow has jobs to settle (none for a settled job, or a sub-workflow gone).
+async fn subworkflow_reason(
+    utils: &WorkerUtils,
+    workflow: i64,
+    seen: &WorkflowJobSeen,
+) -> Result<Option<Reason>, Error> {
+    let Some(id) =
+        seen.waits_for
+            .iter()
+            .find_map(|w| if let WaitingFor::Workflow { id } = w { Some(*id) } else { None })
+    else {
+        return Ok(None);
+    };
+    let Some(sub) = utils.workflow_summary(id).await? else { return Ok(None) };
+    Ok(Some(Reason::Subworkflow {
+        workflow,
+        subworkflow: id,
+        name: sub.name,
+        unsettled: sub.waiting + sub.released,
+        total: sub.total,
+    }))
 }
 
 /// A released job of `workflow` that its timer holds: its not-due reason told as the timer.

@@ -280,11 +280,15 @@ impl WorkerUtils {
 
     /// The workflow `id` whole, if it exists.
     pub async fn workflow(&self, id: i64) -> Result<Option<WorkflowDetail>, Error> {
-        let rows = read(self, sql::inspect::workflows::ONE, &[(&id, Type::INT8)]).await?;
-        let Some(row) = rows.first() else { return Ok(None) };
-        let summary = WorkflowSummary::from_row(row)?;
+        let Some(summary) = self.workflow_summary(id).await? else { return Ok(None) };
         let jobs = read(self, sql::inspect::workflows::JOBS, &[(&id, Type::INT8)]).await?;
         let jobs = jobs.iter().map(WorkflowJobSeen::from_row).collect::<Result<_, Error>>()?;
         Ok(Some(WorkflowDetail { summary, jobs }))
+    }
+
+    /// The workflow `id`'s summary (its state and counts, not its jobs), if it exists.
+    pub async fn workflow_summary(&self, id: i64) -> Result<Option<WorkflowSummary>, Error> {
+        let rows = read(self, sql::inspect::workflows::ONE, &[(&id, Type::INT8)]).await?;
+        rows.first().map(WorkflowSummary::from_row).transpose()
     }
 }

@@ -265,6 +265,20 @@ pub enum Reason {
         /// When it is due.
         run_at: DateTime<Utc>,
     },
+    /// A workflow's job that is a whole workflow (records step 24), released: it settles
+    /// when every job of its sub-workflow has.
+    Subworkflow {
+        /// The workflow the job is in.
+        workflow: i64,
+        /// Its sub-workflow's id.
+        subworkflow: i64,
+        /// Its sub-workflow's name.
+        name: String,
+        /// The sub-workflow's jobs not settled yet (waiting or released).
+        unsettled: i32,
+        /// The sub-workflow's jobs.
+        total: i32,
+    },
     /// It used its attempts up: it runs again only if retried or rescheduled.
     OutOfAttempts {
         /// Attempts made.
@@ -314,6 +328,7 @@ impl Reason {
                 | Reason::NoWorker { .. }
                 | Reason::Dependencies { .. }
                 | Reason::Signal { .. }
+                | Reason::Subworkflow { .. }
                 | Reason::OutOfAttempts { .. }
                 | Reason::Finished { .. }
         )
@@ -332,6 +347,7 @@ impl Reason {
             Reason::Dependencies { .. } => "dependencies",
             Reason::Signal { .. } => "signal",
             Reason::Timer { .. } => "timer",
+            Reason::Subworkflow { .. } => "subworkflow",
             Reason::OutOfAttempts { .. } => "out_of_attempts",
             Reason::DeadWorker { .. } => "dead_worker",
             Reason::Finished { .. } => "finished",
@@ -410,6 +426,11 @@ impl Reason {
             Reason::Timer { workflow, run_at } => {
                 format!("its timer in workflow {workflow} holds it until {}", at(run_at))
             }
+            Reason::Subworkflow { workflow, subworkflow, name, unsettled, total } => format!(
+                "it is a whole workflow in workflow {workflow}: it waits for its sub-workflow \
+                 {subworkflow} ({name:?}), {unsettled} of whose {total} jobs are not settled yet \
+                 (formica workflow show {subworkflow})"
+            ),
             Reason::OutOfAttempts { attempts, max_attempts, .. } => format!(
                 "it used its attempts up ({attempts} of {max_attempts}): it runs again only if retried"
             ),
