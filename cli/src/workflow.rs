@@ -150,8 +150,15 @@ pub async fn run(command: WorkflowCommand, utils: &WorkerUtils, out: Output) -> 
                 let what = "stay in the queue, waited for by nothing".to_owned();
                 rows.push(vec![format!("{} released jobs", deleted.released), what]);
             }
+            if let Some((workflow, job)) = &deleted.failed_parent {
+                let what = format!("failed: its sub-workflow {id} was deleted");
+                rows.push(vec![format!("job {job:?} of workflow {workflow}"), what]);
+            }
+            let parent =
+                deleted.failed_parent.map(|(workflow, job)| json!({ "workflow": workflow, "job": job }));
             let json = json!({
                 "id": id, "deleted": true, "waiting": deleted.waiting, "released": deleted.released,
+                "failed_parent": parent,
             });
             print_table(out, &["deleted", ""], rows, json);
         }

@@ -101,11 +101,34 @@ async fn workflow_delete_refuses_an_unfinished_workflow_unless_forced() {
     );
     assert_eq!(common::json(&db.url, &["workflows"]).as_array().unwrap().len(), 1, "nothing deleted");
     let forced = common::json(&db.url, &["workflow", "delete", &id_text, "--force"]);
-    assert_eq!(forced, json!({ "id": id, "deleted": true, "waiting": 3, "released": 1 }));
+    assert_eq!(
+        forced,
+        json!({ "id": id, "deleted": true, "waiting": 3, "released": 1, "failed_parent": null })
+    );
     assert_eq!(common::json(&db.url, &["workflows"]), json!([]));
     let missing = common::formica(&db.url, &["workflow", "delete", &id_text]);
     let stderr = String::from_utf8_lossy(&missing.stderr);
     assert!(!missing.status.success() && stderr.contains(&format!("no workflow has id {id}")), "{stderr}");
+
+    // A sub-workflow its job waits for: refused, naming the job; forced, that job fails.
+    let inner =
+        formica_tokio::Workflow::new("inner").job(formica_tokio::WorkflowJob::raw("x", "t", json!({})));
+    let outer = formica_tokio::Workflow::new("outer").job(formica_tokio::WorkflowJob::workflow("sub", inner));
+    let outer = utils.add_workflow(&outer).await.unwrap().id;
+    let seen = utils.workflow(outer).await.unwrap().unwrap();
+    let Some(formica_tokio::inspect::WaitingFor::Workflow { id: inner }) = seen.jobs[0].waits_for.first()
+    else {
+        panic!("{seen:?}")
+    };
+    let inner = inner.to_string();
+    let refused = common::formica(&db.url, &["workflow", "delete", &inner]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    let said = format!("workflow {inner} is the sub-workflow of job \"sub\" of workflow {outer}");
+    assert!(!refused.status.success() && stderr.contains(&said), "{stderr}");
+    let forced = common::json(&db.url, &["workflow", "delete", &inner, "--force"]);
+    assert_eq!(forced["failed_parent"], json!({ "workflow": outer, "job": "sub" }), "{forced}");
+    let shown = common::json(&db.url, &["workflow", "show", &outer.to_string()]);
+    assert_eq!(shown["state"], "failed", "{shown}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -175,6 +175,21 @@ pub enum Error {
         /// Its jobs released and not settled.
         released: u32,
     },
+    /// `delete_workflow` refused: the workflow is the sub-workflow a released job of another
+    /// workflow waits for (not forced).
+    #[error(
+        "workflow {id} is the sub-workflow of job {job:?} of workflow {workflow}, which waits for it: \
+         not deleted; forced, that job would fail (\"its sub-workflow {id} was deleted\") and its \
+         workflow go on as after any failure"
+    )]
+    SubworkflowHeld {
+        /// The workflow asked to be deleted.
+        id: i64,
+        /// The workflow of the job waiting for it.
+        workflow: i64,
+        /// That job's name.
+        job: String,
+    },
 }
 
 /// A statement's template that does not fit its parts (`formica_sql::fill`): a bug in

@@ -1,8 +1,9 @@
 //! Retention of finished workflows (docs/guide/workflows.md, "Retention") on real
 //! PostgreSQL: a running worker's pruner removes a finished workflow past its retention and
 //! keeps an unfinished one and a recent one; two passes at once delete each workflow once;
-//! `delete_workflow` refuses an unfinished workflow unless forced, and says what it left; a
-//! workflow goes with its sub-workflows and its signal waits.
+//! `delete_workflow` refuses an unfinished workflow unless forced, and says what it left, and
+//! refuses a sub-workflow its job waits for unless forced, which fails that job; a workflow
+//! goes with its sub-workflows and its signal waits.
 
 // Tests fail by panicking, and match only the variants they look for.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
@@ -194,6 +195,68 @@ async fn delete_workflow_refuses_an_unfinished_workflow_unless_forced_and_says_w
         db.count(&format!("select count(*) from graphile_worker._private_jobs where id = {job}")).await,
         1
     );
+}
+
+/// A sub-workflow deleted alone while its job waits for it (records step 27): refused,
+/// naming that job; forced, the job fails in the same transaction and its workflow goes on
+/// as after any failure: what depends on it is cancelled, and that workflow, itself a
+/// sub-workflow, ends and fails its own job in turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_subworkflow_its_job_waits_for_is_refused_and_forced_fails_that_job() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let client = db.client().await;
+    let inner = Workflow::new("inner").job(WorkflowJob::raw("x", "noop", json!({})));
+    let middle = Workflow::new("middle")
+        .job(WorkflowJob::workflow("sub", inner))
+        .job(WorkflowJob::raw("next", "noop", json!({})).depends_on(["sub"]));
+    let top = utils.add_workflow(&Workflow::new("top").job(WorkflowJob::workflow("mid", middle))).await;
+    let top = top.unwrap().id;
+    let sub_of = |id: i64, name: &'static str| {
+        let client = &client;
+        async move {
+            let sql = "select subworkflow_id from formica_graphile_worker.workflow_jobs \
+                where workflow_id = $1 and name = $2";
+            client.query_one(sql, &[&id, &name]).await.unwrap().get::<_, i64>(0)
+        }
+    };
+    let middle = sub_of(top, "mid").await;
+    let inner = sub_of(middle, "sub").await;
+    let state = |id: i64, name: &'static str| {
+        let client = &client;
+        async move {
+            let sql = "select state, last_error from formica_graphile_worker.workflow_jobs \
+                where workflow_id = $1 and name = $2";
+            let row = client.query_one(sql, &[&id, &name]).await.unwrap();
+            (row.get::<_, String>(0), row.get::<_, Option<String>>(1))
+        }
+    };
+
+    let err = utils.delete_workflow(inner, false).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::SubworkflowHeld { id, workflow, job } if (*id, *workflow, job.as_str()) == (inner, middle, "sub")),
+        "{err}"
+    );
+    let said = format!("workflow {inner} is the sub-workflow of job \"sub\" of workflow {middle}");
+    assert!(err.to_string().contains(&said), "{err}");
+    assert!(exists(&db, inner).await, "refused: nothing deleted");
+    assert_eq!(state(middle, "sub").await, ("released".to_owned(), None), "refused: nothing settled");
+
+    let forced = utils.delete_workflow(inner, true).await.unwrap();
+    assert_eq!(forced.released, 1, "x's job stays in the queue");
+    assert_eq!(forced.failed_parent, Some((middle, "sub".to_owned())));
+    assert!(!exists(&db, inner).await);
+    let deleted = format!("its sub-workflow {inner} was deleted");
+    assert_eq!(state(middle, "sub").await, ("failed".to_owned(), Some(deleted)));
+    assert_eq!(state(middle, "next").await.0, "cancelled", "its dependent, by its policy");
+    let (mid, why) = state(top, "mid").await;
+    assert_eq!(mid, "failed", "middle ended failed, so its job did: {why:?}");
+    let ended = "select state from formica_graphile_worker.workflow_states where id = $1";
+    for id in [middle, top] {
+        assert_eq!(client.query_one(ended, &[&id]).await.unwrap().get::<_, String>(0), "failed");
+    }
+    // Nothing waits for the next one: deleted without force.
+    assert_eq!(utils.delete_workflow(middle, false).await.unwrap().failed_parent, None);
 }
 
 /// A finished workflow goes with its sub-workflows and its jobs' signal waits (records step

@@ -54,7 +54,7 @@ pub struct RetriedWorkflow {
 }
 
 /// What `delete_workflow` deleted.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeletedWorkflow {
     /// The workflow's id.
     pub id: i64,
@@ -63,6 +63,9 @@ pub struct DeletedWorkflow {
     /// Its jobs that were released and not settled (forced): their `graphile_worker` jobs
     /// stay, and run as jobs nothing waits for.
     pub released: u32,
+    /// The job whose sub-workflow it was, waiting for it (forced), as (its workflow, its
+    /// name): failed now, "its sub-workflow N was deleted", and settled as any failure.
+    pub failed_parent: Option<(i64, String)>,
 }
 
 /// What [`WorkerUtils::signal_workflow`] did (rule 8 of `core::workflow`; names of the
@@ -313,10 +316,13 @@ impl WorkerUtils {
 
     /// Delete workflow `id` and its rows now (the history's pruner deletes finished ones
     /// past their retention by itself: docs/guide/workflows.md, "Retention"). Refused with
-    /// [`Error::WorkflowUnfinished`] while a job of it is waiting or released, unless
-    /// `force`: then its waiting jobs never run, and its released jobs, already in
-    /// `graphile_worker`'s queue, stay there and run as jobs nothing waits for (cancel the
-    /// workflow first to stop them). [`Error::WorkflowNotFound`] if there is no such workflow.
+    /// [`Error::WorkflowUnfinished`] while a job of it is waiting or released, and with
+    /// [`Error::SubworkflowHeld`] while it is the sub-workflow a released job of another
+    /// workflow waits for, unless `force`: then its waiting jobs never run, its released
+    /// jobs, already in `graphile_worker`'s queue, stay there and run as jobs nothing waits
+    /// for (cancel the workflow first to stop them), and the job waiting for it fails in the
+    /// same transaction, its workflow going on as after any failure.
+    /// [`Error::WorkflowNotFound`] if there is no such workflow.
     pub async fn delete_workflow(&self, id: i64, force: bool) -> Result<DeletedWorkflow, Error> {
         let client = self.pool().get().await?;
         let sql = formica_sql::render(formica_sql::workflows::DELETE, self.schema());
@@ -325,10 +331,15 @@ impl WorkerUtils {
         let state: String = row.try_get(0)?;
         let count = |i| -> Result<u32, Error> { Ok(u32::try_from(row.try_get::<_, i32>(i)?).unwrap_or(0)) };
         let (waiting, released) = (count(1)?, count(2)?);
-        match state.as_str() {
-            "missing" => Err(Error::WorkflowNotFound(id)),
-            "unfinished" => Err(Error::WorkflowUnfinished { id, waiting, released }),
-            _ => Ok(DeletedWorkflow { id, waiting, released }),
+        let parent = match (row.try_get::<_, Option<i64>>(3)?, row.try_get::<_, Option<String>>(4)?) {
+            (Some(workflow), Some(job)) => Some((workflow, job)),
+            _ => None,
+        };
+        match (state.as_str(), parent) {
+            ("missing", _) => Err(Error::WorkflowNotFound(id)),
+            ("unfinished", _) => Err(Error::WorkflowUnfinished { id, waiting, released }),
+            ("held", Some((workflow, job))) => Err(Error::SubworkflowHeld { id, workflow, job }),
+            (_, failed_parent) => Ok(DeletedWorkflow { id, waiting, released, failed_parent }),
         }
     }
 
