@@ -473,7 +473,9 @@ impl Progress {
 
     /// How a sub-workflow's end settles the job that holds it (rule 11): none while a job of
     /// it waits or is released; then completed if every job completed, cancelled if the
-    /// workflow was cancelled, failed otherwise.
+    /// workflow was cancelled, failed otherwise. A sub-workflow deleted before its end
+    /// (forced: `delete_workflow` refuses otherwise) fails the job: [`Progress::settle`]
+    /// with [`Outcome::Failed`].
     pub fn end(&self) -> Option<Outcome> {
         match self.workflow_state() {
             WorkflowState::Running => None,

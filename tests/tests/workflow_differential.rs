@@ -13,7 +13,9 @@
 //! and its end settles its job in the model as in PostgreSQL), and running jobs add jobs to
 //! their workflow now and then (rule 10: through `add_workflow_jobs`, at times the same jobs
 //! twice, as a retried adder would, or from a job already settled, which is refused; records
-//! step 24).
+//! step 24). Now and then a running sub-workflow is deleted alone: refused, then forced,
+//! which fails its job in PostgreSQL as `settle(job, Failed)` does in the model (records
+//! step 27).
 
 // Tests fail by panicking, and match only the variants they look for.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
@@ -246,6 +248,8 @@ struct Flow {
     parent: Option<(usize, usize)>,
     /// Its jobs a retry ran again in place (run at once, not after their timer).
     rerun: BTreeSet<usize>,
+    /// Deleted by force (records step 27), with the sub-workflows under it.
+    deleted: bool,
 }
 
 /// The flows and what each step changed, compared with PostgreSQL after each step.
@@ -272,6 +276,7 @@ impl Flows {
             subs: BTreeMap::new(),
             parent: Some((f, i)),
             rerun: BTreeSet::new(),
+            deleted: false,
         });
     }
 
@@ -314,7 +319,7 @@ impl Flows {
     /// The released jobs that are jobs (not sub-workflows): (flow, job).
     fn open(&self) -> Vec<(usize, usize)> {
         let mut open = Vec::new();
-        for (f, flow) in self.all.iter().enumerate() {
+        for (f, flow) in self.all.iter().enumerate().filter(|(_, flow)| !flow.deleted) {
             for i in 0..flow.graph.len() {
                 if flow.progress.state(i) == JobState::Released && !flow.subs.contains_key(&i) {
                     open.push((f, i));
@@ -327,7 +332,8 @@ impl Flows {
     /// Whether a job of a flow not cancelled waits for a signal (a send may release it).
     fn signal_awaited(&self) -> bool {
         self.all.iter().any(|flow| {
-            !flow.progress.is_cancelled()
+            !flow.deleted
+                && !flow.progress.is_cancelled()
                 && (0..flow.graph.len()).any(|i| {
                     flow.progress.state(i) == JobState::Waiting && flow.graph.nodes()[i].signal.is_some()
                 })
@@ -337,7 +343,7 @@ impl Flows {
     /// The jobs waiting for their signal only whose timeout may pass: (flow, job).
     fn due(&self) -> Vec<(usize, usize)> {
         let mut due = Vec::new();
-        for (f, flow) in self.all.iter().enumerate() {
+        for (f, flow) in self.all.iter().enumerate().filter(|(_, flow)| !flow.deleted) {
             for i in 0..flow.graph.len() {
                 let timed = flow.graph.nodes()[i].signal.as_ref().is_some_and(|s| s.timeout.is_some());
                 if timed && flow.progress.waits_for_signal_only(i) {
@@ -355,6 +361,7 @@ impl Flows {
         for child in 0..self.all.len() {
             if let Some((p, i)) = self.all[child].parent {
                 if p == f
+                    && !self.all[child].deleted
                     && self.all[p].progress.state(i) == JobState::Released
                     && !self.all[child].progress.is_cancelled()
                 {
@@ -364,11 +371,42 @@ impl Flows {
         }
     }
 
+    /// The flows not deleted.
+    fn live(&self) -> Vec<usize> {
+        (0..self.all.len()).filter(|&f| !self.all[f].deleted).collect()
+    }
+
+    /// The running sub-workflows whose job waits for them: what `delete_workflow` refuses
+    /// unless forced.
+    fn held(&self) -> Vec<usize> {
+        (1..self.all.len())
+            .filter(|&f| {
+                let Some((p, i)) = self.all[f].parent else { return false };
+                !self.all[f].deleted
+                    && self.all[p].progress.state(i) == JobState::Released
+                    && self.all.iter().rposition(|g| g.parent == Some((p, i))) == Some(f)
+            })
+            .collect()
+    }
+
+    /// Flow `f` deleted by force (records step 27): it and the sub-workflows under it are
+    /// gone, and the job holding it fails (rule 2 then applies as to any failure).
+    async fn delete(&mut self, client: &Client, f: usize) {
+        let mut gone = vec![f];
+        while let Some(g) = gone.pop() {
+            self.all[g].deleted = true;
+            gone.extend((0..self.all.len()).filter(|&c| self.all[c].parent.is_some_and(|(p, _)| p == g)));
+        }
+        if let Some((p, i)) = self.all[f].parent {
+            self.settle(client, p, i, Outcome::Failed).await;
+        }
+    }
+
     async fn compare(&self, client: &Client, seed: u64, step: &str) {
-        for flow in &self.all {
+        for flow in self.all.iter().filter(|flow| !flow.deleted) {
             compare(client, flow, seed, step).await;
         }
-        for f in 0..self.all.len() {
+        for f in (0..self.all.len()).filter(|&f| !self.all[f].deleted) {
             let changes: Vec<Change> =
                 (self.changes.iter()).filter(|(g, _)| *g == f).map(|(_, c)| *c).collect();
             check_batches(client, &self.all[f], &changes, seed).await;
@@ -415,7 +453,7 @@ async fn random_workflows_settle_in_postgresql_as_the_model_says() {
     let client = db.client().await;
     let add_jobs = formica_sql::render(formica_sql::workflows::ADD_JOBS, "graphile_worker");
     // What the seeds exercised: sub-workflows started and ended, adds, adds refused.
-    let (mut started, mut ended, mut adds, mut refused) = (0, 0, 0, 0);
+    let (mut started, mut ended, mut adds, mut refused, mut deletes) = (0, 0, 0, 0, 0);
     // How often a signal released a job, was a duplicate, and a timeout released or cancelled.
     let mut seen = [0usize; 4];
     for seed in 1..=120u64 {
@@ -429,7 +467,15 @@ async fn random_workflows_settle_in_postgresql_as_the_model_says() {
         let want: Vec<String> =
             released.iter().filter(|i| !subs.contains_key(i)).map(|&i| format!("j{i}")).collect();
         assert_eq!(names, want, "seed {seed}: released at add");
-        let root = Flow { id: added.id, graph, progress, subs, parent: None, rerun: BTreeSet::new() };
+        let root = Flow {
+            id: added.id,
+            graph,
+            progress,
+            subs,
+            parent: None,
+            rerun: BTreeSet::new(),
+            deleted: false,
+        };
         let mut flows = Flows { all: vec![root], changes: Vec::new() };
         flows.follow(&client, 0, released.into_iter().map(Change::Released).collect()).await;
         flows.compare(&client, seed, "add").await;
@@ -468,9 +514,23 @@ async fn random_workflows_settle_in_postgresql_as_the_model_says() {
                 for f in (1..flows.all.len()).rev() {
                     flows.follow(&client, f, Vec::new()).await;
                 }
+            } else if (4..7).contains(&what) && !flows.held().is_empty() {
+                // Records step 27: a sub-workflow its job waits for, deleted: refused, then
+                // forced, which fails that job.
+                let held = flows.held();
+                let f = held[rng.below(held.len())];
+                let (id, (p, i)) = (flows.all[f].id, flows.all[f].parent.unwrap());
+                let refused = utils.delete_workflow(id, false).await.unwrap_err();
+                assert!(matches!(refused, formica::Error::SubworkflowHeld { .. }), "seed {seed}: {refused}");
+                let forced = utils.delete_workflow(id, true).await.unwrap();
+                let name = flows.all[p].graph.nodes()[i].name.clone();
+                assert_eq!(forced.failed_parent, Some((flows.all[p].id, name)), "seed {seed}: delete {id}");
+                deletes += 1;
+                flows.delete(&client, f).await;
             } else if signal_step && (what.is_multiple_of(2) || due.is_empty()) {
                 // Records step 23: a signal, to jobs waiting for it or not, maybe again.
-                let f = rng.below(flows.all.len());
+                let live = flows.live();
+                let f = live[rng.below(live.len())];
                 let name = SIGNALS[rng.below(SIGNALS.len())];
                 let id = flows.all[f].id;
                 let sent = utils.signal_workflow(id, name, Some(&json!({ "to": name }))).await.unwrap();
@@ -525,7 +585,8 @@ async fn random_workflows_settle_in_postgresql_as_the_model_says() {
                 let (f, i) = if rng.chance(85) {
                     open[rng.below(open.len())]
                 } else {
-                    let f = rng.below(flows.all.len());
+                    let live = flows.live();
+                    let f = live[rng.below(live.len())];
                     (f, rng.below(flows.all[f].graph.len()))
                 };
                 let Some(job_id) = rows(&client, flows.all[f].id).await[i].3 else { continue };
@@ -582,6 +643,9 @@ async fn random_workflows_settle_in_postgresql_as_the_model_says() {
         started += flows.all.len() - 1;
         ended += flows.all.iter().skip(1).filter(|flow| flow.progress.end().is_some()).count();
     }
-    assert!(started > 20 && ended > 10 && adds > 50 && refused > 2, "{started} {ended} {adds} {refused}");
+    assert!(
+        started > 20 && ended > 10 && adds > 50 && refused > 2 && deletes > 2,
+        "{started} {ended} {adds} {refused} {deletes}"
+    );
     assert!(seen.iter().all(|&n| n >= 3), "the cases reached each kind of signal step: {seen:?}");
 }
