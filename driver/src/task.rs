@@ -232,8 +232,8 @@ impl JobContext {
     /// answer: the workflow's id, and the jobs this call released (name in the workflow,
     /// job id). Refused with [`WorkflowError::NotRunning`](crate::WorkflowError::NotRunning)
     /// when this job is not a released workflow job (not part of a workflow, or settled
-    /// already), and as `add_workflow` refuses jobs. A context of the `testing` module has
-    /// no database: an [`Error::Options`] saying so.
+    /// already), and as `add_workflow` refuses jobs. (In a context of the `testing` module,
+    /// the jobs are validated and recorded instead: see `formica::testing::Ran::workflow_jobs`.)
     pub async fn add_workflow_jobs(
         &self,
         jobs: impl IntoIterator<Item = crate::WorkflowJob>,
@@ -245,7 +245,7 @@ impl JobContext {
                 utils.add_workflow_jobs(self.job.id, &name, jobs).await
             }
             #[cfg(feature = "testing")]
-            Database::Recorded(_) => Err(Error::Options(crate::testing::recorded::NO_DATABASE.into())),
+            Database::Recorded(recorder) => recorder.add_workflow_jobs(jobs),
         }
     }
     /// Fires on forced shutdown.

@@ -1,6 +1,7 @@
 //! The `testing` feature as an application uses it: a handler's unit test with no database
-//! (the one `docs/guide/testing.md` shows), assertions on what was enqueued that pass and
-//! fail on the right jobs and say what they saw, `drain`, and a schema per test.
+//! (the one `docs/guide/testing.md` shows) and one fanning out into its workflow, assertions
+//! on what was enqueued that pass and fail on the right jobs and say what they saw, `drain`,
+//! and a schema per test.
 
 use chrono::{Duration, Utc};
 use formica::Runtime;
@@ -199,6 +200,72 @@ async fn a_test_job_carries_its_fields_and_the_jobs_added_are_as_stored() {
     let ran = TestJob::raw("probe", json!(17)).run::<Probe>().await;
     let TestOutcome::Failed { error } = ran.outcome else { panic!("{:?}", ran.outcome) };
     assert!(error.starts_with("payload does not match task \"probe\""), "{error}");
+}
+
+/// A handler fanning out at runtime (`add_workflow_jobs`), unit-tested: the jobs it adds to
+/// its workflow are recorded, as the database would store them, and those with nothing to
+/// wait for are answered as released; jobs the database path refuses are refused here too.
+#[tokio::test]
+async fn a_fan_out_s_workflow_jobs_are_recorded_in_a_unit_test() {
+    /// Splits a file into `parts` chunks, then a merge after them all (or, with 0 parts, a
+    /// merge waiting for a job not added: refused).
+    #[derive(Serialize, Deserialize)]
+    struct Split {
+        parts: u64,
+    }
+    impl Task for Split {
+        const IDENTIFIER: &'static str = "split";
+    }
+    #[derive(Serialize, Deserialize)]
+    struct Chunk {
+        n: u64,
+    }
+    impl Task for Chunk {
+        const IDENTIFIER: &'static str = "chunk";
+    }
+    impl TaskHandler for Split {
+        async fn run(self, ctx: JobContext) -> TaskResult {
+            let follow = ctx.add_job(&Chunk { n: 99 }, JobSpec::default()).await?;
+            let mut jobs = Vec::new();
+            for n in 0..self.parts {
+                jobs.push(formica::WorkflowJob::new(format!("c{n}"), &Chunk { n })?);
+            }
+            let names: Vec<String> = (0..self.parts).map(|n| format!("c{n}")).collect();
+            let merge = formica::WorkflowJob::raw("merge", "merge", json!({}))
+                .depends_on(if names.is_empty() { vec!["nowhere".to_owned()] } else { names });
+            jobs.push(merge);
+            let added = ctx.add_workflow_jobs(jobs).await?;
+            let released: Vec<&str> = added.released.iter().map(|(name, _)| name.as_str()).collect();
+            let want: Vec<String> = (0..self.parts).map(|n| format!("c{n}")).collect();
+            assert_eq!(released, want, "the chunks are released, the merge waits");
+            assert_eq!(added.released.first().map(|(_, id)| *id), Some(follow.id + 1), "one sequence of ids");
+            Ok(())
+        }
+    }
+    let ran = TestJob::new(&Split { parts: 3 }).run::<Split>().await;
+    assert_eq!(ran.outcome, TestOutcome::Completed);
+    assert_eq!(ran.added.len(), 1, "the plain add is recorded apart");
+    let names: Vec<&str> = ran.workflow_jobs.iter().map(|job| job.name.as_str()).collect();
+    assert_eq!(names, ["c0", "c1", "c2", "merge"]);
+    let merge = &ran.workflow_jobs[3];
+    assert_eq!(
+        (merge.depends_on.clone(), merge.released, merge.job.id),
+        (vec!["c0".to_owned(), "c1".into(), "c2".into()], false, 0)
+    );
+    let found = ran.assert_added_to_workflow(&Expected::of::<Chunk>().payload(json!({ "n": 1 })));
+    assert_eq!((found.len(), found[0].name.as_str(), found[0].released, found[0].job.id), (1, "c1", true, 3));
+    let missing =
+        panic_of(|| ran.assert_added_to_workflow(&Expected::of::<Chunk>().payload(json!({ "n": 7 }))));
+    assert!(
+        missing.contains("was added to the workflow by the handler") && missing.contains("instead (4)"),
+        "{missing}"
+    );
+
+    // A dependency outside the jobs added: refused as the database path refuses it, nothing recorded.
+    let ran = TestJob::new(&Split { parts: 0 }).run::<Split>().await;
+    let TestOutcome::Failed { error } = &ran.outcome else { panic!("{:?}", ran.outcome) };
+    assert!(error.contains("nowhere"), "{error}");
+    assert!(ran.workflow_jobs.is_empty());
 }
 
 #[tokio::test]

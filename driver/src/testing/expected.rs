@@ -141,9 +141,20 @@ pub fn contains(whole: &Value, part: &Value) -> bool {
 /// The jobs of `jobs` that `expected` matches, or a panic saying what `jobs` held instead.
 /// `place` says where the jobs were looked for, for the message.
 pub(crate) fn assert_found<'a>(expected: &Expected, jobs: &'a [Job], place: &str) -> Vec<&'a Job> {
-    let found: Vec<&Job> = jobs.iter().filter(|job| expected.matches(job)).collect();
+    assert_found_in(expected, jobs, |job| job, place)
+}
+
+/// The items of `items` whose job (`job` of each) `expected` matches, or a panic saying
+/// what `items` held instead, as [`assert_found`].
+pub(crate) fn assert_found_in<'a, T>(
+    expected: &Expected,
+    items: &'a [T],
+    job: impl Fn(&T) -> &Job,
+    place: &str,
+) -> Vec<&'a T> {
+    let found: Vec<&T> = items.iter().filter(|item| expected.matches(job(item))).collect();
     if found.is_empty() {
-        panic!("no job matching {expected} was {place}; {}", listing("instead", jobs.iter()));
+        panic!("no job matching {expected} was {place}; {}", listing("instead", items.iter().map(job)));
     }
     found
 }

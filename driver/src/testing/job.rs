@@ -1,7 +1,7 @@
 //! [`TestJob`]: a job built in a test, run by its handler with no database and no worker.
 
-use super::expected::{assert_found, refute_found, Expected};
-use super::recorded::Recorder;
+use super::expected::{assert_found, assert_found_in, refute_found, Expected};
+use super::recorded::{AddedWorkflowJob, Recorder};
 use crate::extensions::Extensions;
 use crate::task::{typed_batch_handler, typed_handler, AbortSignal, BatchTaskHandler, Database, Handler};
 use crate::task::{JobContext, TaskHandler};
@@ -21,7 +21,9 @@ use tracing::Instrument;
 /// [`TestJob::run`] (or [`TestJob::run_batch`]) runs the handler as a worker would: the
 /// payload decoded as the task's type, the result turned into a [`TestOutcome`]. Its context
 /// has no database: the jobs the handler adds with [`JobContext::add_job`] are recorded
-/// and returned in [`Ran::added`] (a job key replaces nothing there); [`JobContext::client`]
+/// and returned in [`Ran::added`] (a job key replaces nothing there), and those it adds to
+/// its workflow with [`JobContext::add_workflow_jobs`] in [`Ran::workflow_jobs`] (validated
+/// as the database path does, as if the job were a running workflow job); [`JobContext::client`]
 /// is an error and [`JobContext::utils`] panics. The abort signal never fires. A panic of
 /// the handler is the test's.
 pub struct TestJob {
@@ -193,7 +195,8 @@ impl TestJob {
             progress: None,
         };
         let outcome = handler(ctx, payload).instrument(span).await;
-        Ran { outcome: TestOutcome::of(outcome), added: recorder.take() }
+        let (added, workflow_jobs) = recorder.take();
+        Ran { outcome: TestOutcome::of(outcome), added, workflow_jobs }
     }
 }
 
@@ -260,6 +263,9 @@ pub struct Ran {
     /// The jobs the handler added through its context, in order, as the database would
     /// have stored them (ids from 1; `run_at` the run's time if not given).
     pub added: Vec<Job>,
+    /// The jobs the handler added to its workflow
+    /// ([`JobContext::add_workflow_jobs`]), in order.
+    pub workflow_jobs: Vec<AddedWorkflowJob>,
 }
 
 impl Ran {
@@ -277,5 +283,19 @@ impl Ran {
     /// If an added job matches `expected`, listing those that do.
     pub fn refute_added(&self, expected: &Expected) {
         refute_found(expected, &self.added, "added by the handler")
+    }
+
+    /// The jobs added to the workflow whose job `expected` matches.
+    ///
+    /// # Panics
+    ///
+    /// If there are none, listing the jobs added to the workflow instead.
+    pub fn assert_added_to_workflow(&self, expected: &Expected) -> Vec<&AddedWorkflowJob> {
+        assert_found_in(
+            expected,
+            &self.workflow_jobs,
+            |added| &added.job,
+            "added to the workflow by the handler",
+        )
     }
 }

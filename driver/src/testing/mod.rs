@@ -3,7 +3,8 @@
 //!
 //! - [`TestJob`]: build a job (payload, fields, application state), run its handler with
 //!   [`TestJob::run`] or [`TestJob::run_batch`] in a plain `#[test]`, and get back how it
-//!   ended and the jobs it added through its context ([`Ran`]).
+//!   ended and the jobs it added through its context ([`Ran`]), to the queue or to its
+//!   workflow.
 //! - [`Expected`]: the jobs a test looks for (task, payload subset, queue, key, priority,
 //!   `run_at` window), checked against a run's added jobs ([`Ran::assert_added`],
 //!   [`Ran::refute_added`]) or against the database ([`assert_enqueued`],
@@ -49,4 +50,5 @@ mod schema;
 pub use drain::{drain, Drained, Ended};
 pub use expected::{assert_enqueued, contains, describe, enqueued, refute_enqueued, Expected};
 pub use job::{Ran, TestJob, TestOutcome};
+pub use recorded::AddedWorkflowJob;
 pub use schema::TestSchema;

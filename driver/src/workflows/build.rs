@@ -113,6 +113,22 @@ impl WorkflowJob {
     pub fn name(&self) -> &str {
         &self.name
     }
+
+    /// Its job: task, payload and spec (a sub-workflow job's task is [`SUBWORKFLOW_TASK`]).
+    pub(crate) fn raw_job(&self) -> &RawJob {
+        &self.job
+    }
+
+    /// The names of the jobs it depends on.
+    pub(crate) fn dependencies(&self) -> &[String] {
+        &self.depends_on
+    }
+
+    /// Whether adding it releases it as a job at once (nothing to wait for, not a
+    /// sub-workflow).
+    pub(crate) fn released_at_once(&self) -> bool {
+        self.depends_on.is_empty() && self.signal.is_none() && self.workflow.is_none()
+    }
 }
 
 /// A set of jobs to add together, each naming those of the set it waits for (any DAG).
