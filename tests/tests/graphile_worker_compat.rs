@@ -310,3 +310,74 @@ async fn graphile_worker_ignores_a_pause_and_a_cap_in_force() {
     assert_eq!(ledger(&client, "graphile_worker").await, expected_ledger());
     let _ = std::fs::remove_dir_all(tasks);
 }
+
+/// Priority aging beside graphile-worker's own worker: a pass changes only the `priority`
+/// column Node fetches by, so Node (one job at a time) runs a job aged ahead of fresher ones
+/// of better priority first, and the job Node holds keeps its priority (a locked job is
+/// never aged).
+#[tokio::test]
+#[ignore = "needs graphile-worker from npm: scripts/compat-graphile-worker"]
+async fn graphile_worker_runs_aged_jobs_by_their_aged_priority_and_its_running_job_is_not_aged() {
+    let db = TestDb::migrated().await;
+    let client = db.client().await;
+    client
+        .batch_execute("create table runs (name text, event text, id bigserial primary key)")
+        .await
+        .unwrap();
+    let tasks = std::env::temp_dir().join(format!("formica-compat-aging-{}", db.name));
+    std::fs::create_dir_all(tasks.join("tasks")).unwrap();
+    std::fs::write(
+        tasks.join("tasks/step.js"),
+        "module.exports = async (payload, helpers) => {\n\
+           await helpers.query('insert into runs (name, event) values ($1, $2)', [payload.name, 'start']);\n\
+           await new Promise((resolve) => setTimeout(resolve, payload.ms));\n\
+         };\n",
+    )
+    .unwrap();
+    let utils = db.utils();
+    let hours_ago = |h: i64, priority: i16| {
+        JobSpec::builder().run_at(chrono::Utc::now() - chrono::Duration::hours(h)).priority(priority).build()
+    };
+    // Node takes `hold` and runs it for a while: it is locked while the jobs below are aged.
+    let hold =
+        utils.add_raw_job("step", json!({ "name": "hold", "ms": 3000 }), hours_ago(2, 5)).await.unwrap();
+    let node = formica_tests::node::worker(&db, &tasks, &["-j", "1"]);
+    db.wait_for_count("select count(*) from runs", 1, std::time::Duration::from_secs(30)).await;
+
+    // `old` (priority 5, ready two hours) would run after the fresh ones (priority 0)...
+    let old = utils.add_raw_job("step", json!({ "name": "old", "ms": 0 }), hours_ago(2, 5)).await.unwrap();
+    for n in 0..3 {
+        let fresh = JobSpec::builder().priority(0).build();
+        utils.add_raw_job("step", json!({ "name": format!("fresh{n}"), "ms": 0 }), fresh).await.unwrap();
+    }
+    // ...but aged one step every ten minutes, down to -10, it is at -7 after a pass.
+    let aging = formica::Aging::new("step", chrono::Duration::minutes(10), 1, -10);
+    utils.set_aging(&aging, None).await.unwrap();
+    assert_eq!(
+        utils.age_priorities().await.unwrap(),
+        1,
+        "old only: hold is Node's, the fresh ones not ready a step"
+    );
+    let priority = |id: i64| {
+        let client = &client;
+        async move {
+            let sql = "select priority from graphile_worker._private_jobs where id = $1";
+            client.query_one(sql, &[&id]).await.unwrap().get::<_, i16>(0)
+        }
+    };
+    assert_eq!((priority(hold.id).await, priority(old.id).await), (5, -7), "locked by Node: untouched");
+    assert_eq!(db.count("select count(*) from runs").await, 1, "Node still runs hold");
+
+    db.wait_for_count(
+        "select count(*) from graphile_worker._private_jobs",
+        0,
+        std::time::Duration::from_secs(30),
+    )
+    .await;
+    drop(node);
+    let rows = client.query("select name from runs order by id", &[]).await.unwrap();
+    let order: Vec<String> = rows.iter().map(|row| row.get(0)).collect();
+    assert_eq!(order, ["hold", "old", "fresh0", "fresh1", "fresh2"], "Node ran old by its aged priority");
+    assert_eq!(schema_facts(&client, "graphile_worker").await, reference_facts().await);
+    let _ = std::fs::remove_dir_all(tasks);
+}
