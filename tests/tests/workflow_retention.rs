@@ -2,8 +2,9 @@
 //! PostgreSQL: a running worker's pruner removes a finished workflow past its retention and
 //! keeps an unfinished one and a recent one; two passes at once delete each workflow once;
 //! `delete_workflow` refuses an unfinished workflow unless forced, and says what it left, and
-//! refuses a sub-workflow its job waits for unless forced, which fails that job; a workflow
-//! goes with its sub-workflows and its signal waits.
+//! refuses a sub-workflow its job waits for unless forced, which fails that job (and, meeting
+//! the sub-workflow's end, waits for it and fails nothing); a workflow goes with its
+//! sub-workflows and its signal waits.
 
 // Tests fail by panicking, and match only the variants they look for.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
@@ -257,6 +258,44 @@ async fn deleting_a_subworkflow_its_job_waits_for_is_refused_and_forced_fails_th
     }
     // Nothing waits for the next one: deleted without force.
     assert_eq!(utils.delete_workflow(middle, false).await.unwrap().failed_parent, None);
+}
+
+/// A forced delete of a sub-workflow meeting the settling of its last job: the delete waits
+/// for the settling's locks (the sub-workflow's jobs first, as the settling takes them), then
+/// sees the job holding it settled by the sub-workflow's end, and fails nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_meeting_the_end_of_the_subworkflow_waits_for_it_and_fails_nothing() {
+    let db = TestDb::migrated().await;
+    let utils = db.utils();
+    let inner = Workflow::new("inner").job(WorkflowJob::raw("x", "noop", json!({})));
+    let outer = Workflow::new("outer").job(WorkflowJob::workflow("sub", inner));
+    let outer = utils.add_workflow(&outer).await.unwrap().id;
+    let sql = "select subworkflow_id from formica_graphile_worker.workflow_jobs where workflow_id = $1";
+    let inner: i64 = db.client().await.query_one(sql, &[&outer]).await.unwrap().get(0);
+    // x settles (as the resolver settles it) in a transaction left open: the trigger has
+    // settled sub too, under the locks of x and sub.
+    let mut settler = db.client().await;
+    let tx = settler.transaction().await.unwrap();
+    let settle = "update formica_graphile_worker.workflow_jobs set state = 'completed', finished_at = now() \
+        where workflow_id = $1";
+    assert_eq!(tx.execute(settle, &[&inner]).await.unwrap(), 1);
+    let deleting = {
+        let utils = utils.clone();
+        tokio::spawn(async move { utils.delete_workflow(inner, true).await })
+    };
+    let waiting = "select count(*) from pg_stat_activity where wait_event_type = 'Lock' and query like '%delete_workflow%'";
+    db.wait_for_count(waiting, 1, WITHIN).await;
+    tx.commit().await.unwrap();
+    let deleted = deleting.await.unwrap().unwrap();
+    assert_eq!(
+        (deleted.waiting, deleted.released, deleted.failed_parent),
+        (0, 0, None),
+        "it found inner finished"
+    );
+    let state = "select state from formica_graphile_worker.workflow_jobs where workflow_id = $1";
+    let sub: String = db.client().await.query_one(state, &[&outer]).await.unwrap().get(0);
+    assert_eq!(sub, "completed", "sub settled once, by its sub-workflow's end");
+    assert!(!exists(&db, inner).await);
 }
 
 /// A finished workflow goes with its sub-workflows and its jobs' signal waits (records step
