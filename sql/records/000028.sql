@@ -4,9 +4,9 @@
 --   go by primary keys and arrays, and a plan chosen while a table looked empty (its
 --   statistics older than the rows; all of a big add in one transaction) scanned
 --   workflow_jobs at each call, so adding n workflows in one statement cost n^2.
--- - The settling trigger plans its join of the transition tables at each settling: a plan
---   cached at a settling of one job joins them by a nested loop, n^2 at a later one of
---   hundreds.
+-- - The settling trigger matches the old and new rows in n log n: its join of the
+--   transition tables, planned at a first settling of one job, was a nested loop, n^2 at a
+--   later one of hundreds.
 -- - A settlement of completions counts its dependents' settling dependencies in one pass.
 -- - add_workflow_waits is PL/pgSQL, so its statement is planned once a session, not at every
 --   add (an SQL function's body is planned at each call).
@@ -127,8 +127,8 @@ begin
 end
 $$;
 
--- The settling trigger's function (records step 24's), its join planned at each settling and
--- the settled jobs' workflows taken from it.
+-- The settling trigger's function (records step 24's), matching old and new rows in n log n
+-- and taking the settled jobs' workflows from the same pass.
 create or replace function :RECORDS.workflow_jobs_settled() returns trigger language plpgsql
 set search_path = pg_catalog, pg_temp set plan_cache_mode = force_generic_plan as $$
 #variable_conflict use_column
@@ -140,11 +140,14 @@ begin
   if not exists (select from settled_before as before where before.state = 'released') then
     return null;
   end if;
-  -- Dynamic, so planned knowing the transition tables' sizes (a hash join for many rows).
-  execute 'select array_agg(after.id order by after.id), array_agg(after.state order by after.id),
-      array_agg(distinct after.workflow_id)
-    from settled_after as after join settled_before as before on before.id = after.id
-    where before.state = ''released'' and after.state in (''completed'', ''failed'', ''cancelled'')'
+  -- Each new row looked up by id in one object of the old rows' states (a binary search),
+  -- whatever the plan (a join of the two tables, planned once, stays the nested loop
+  -- chosen for the one row of a first settling: n^2 for hundreds).
+  select array_agg(after.id order by after.id), array_agg(after.state order by after.id),
+    array_agg(distinct after.workflow_id)
+  from settled_after as after,
+    (select jsonb_object_agg(before.id::text, before.state) as states from settled_before as before) as old
+  where old.states ->> after.id::text = 'released' and after.state in ('completed', 'failed', 'cancelled')
   into ids, outcomes, workflows;
   if ids is not null then
     perform :RECORDS.settle_workflow_jobs(ids, outcomes);

@@ -14,8 +14,8 @@ pub const FAN_OUT: &str = include_str!("../records/000024.sql");
 /// Deleting a sub-workflow alone: refused while a job waits for it, forced its job fails
 /// (records step 27).
 pub const DELETE_SUBWORKFLOW: &str = include_str!("../records/000027.sql");
-/// Workflow jobs cheaper to add and to settle: no table scans, the settling trigger's join
-/// planned at each settling (records step 28).
+/// Workflow jobs cheaper to add and to settle: no table scans, the settling trigger's match
+/// of old and new rows in n log n (records step 28).
 pub const CHEAPER: &str = include_str!("../records/000028.sql");
 /// The part of `worker::COMPLETE_JOBS` that settles the workflow jobs it completes; with
 /// history, storing each one's output too (history's `$3` and `$4`, joined once: a

@@ -114,16 +114,19 @@ impl WorkflowJob {
         &self.name
     }
 
+    #[cfg(feature = "testing")]
     /// Its job: task, payload and spec (a sub-workflow job's task is [`SUBWORKFLOW_TASK`]).
     pub(crate) fn raw_job(&self) -> &RawJob {
         &self.job
     }
 
+    #[cfg(feature = "testing")]
     /// The names of the jobs it depends on.
     pub(crate) fn dependencies(&self) -> &[String] {
         &self.depends_on
     }
 
+    #[cfg(feature = "testing")]
     /// Whether adding it releases it as a job at once (nothing to wait for, not a
     /// sub-workflow).
     pub(crate) fn released_at_once(&self) -> bool {
