@@ -1,5 +1,5 @@
 -- Workflows, cheaper to settle, and removed once finished (docs/guide/workflows.md, "Cost"
--- and "Retention"). The rules are still core/src/workflow.rs's and the tables step 11's; what
+-- and "Retention"; delete_workflow, which deletes one now, is step 24's). The rules are still core/src/workflow.rs's and the tables step 11's; what
 -- changes is how the functions apply them (docs/performance.md, "What a workflow's
 -- dependency costs", has the profile that chose this):
 -- - a release inserts its jobs into graphile_worker's table itself, each with an id drawn
@@ -8,11 +8,14 @@
 -- - their statements run generic plans, written to be good ones (by primary keys and arrays):
 --   left to choose, PostgreSQL planned them anew at each call (a custom plan of arrays it
 --   knows the size of always looks cheaper than the generic one), which cost more than
---   running them when a statement settles one job;
+--   running them when a statement settles one job; and none scans a table (enable_seqscan
+--   off): plans made while workflow_jobs looked empty (statistics older than the rows, as
+--   in a big add in one transaction) scanned it at every call, n^2 for n workflows added;
 -- - a settlement of completed jobs only (the usual one: no cancellation can follow) counts
---   its dependents down and releases those that reach 0 in two statements, each row written
---   once: a row written twice in a transaction costs a second version, its index entries
---   and a foreign-key check of its workflow.
+--   its dependents' settling dependencies in one pass, then counts them down and releases
+--   those that reach 0 in two statements, each row written once: a row written twice in a
+--   transaction costs a second version, its index entries and a foreign-key check of its
+--   workflow.
 -- Workers of earlier versions settle through the same trigger, so they get these functions.
 
 -- Release the waiting jobs `ids` (rows this transaction has locked) of workflows not
@@ -109,7 +112,7 @@ $$;
 -- is counted in `pending`; another kind of wait adds its count there and releases through
 -- release_workflow_jobs, as this does.
 create or replace function :RECORDS.settle_workflow_jobs(settled bigint[], outcomes text[]) returns void
-language plpgsql set search_path = pg_catalog, pg_temp set plan_cache_mode = force_generic_plan as $$
+language plpgsql set search_path = pg_catalog, pg_temp set plan_cache_mode = force_generic_plan set enable_seqscan = off as $$
 #variable_conflict use_column
 declare
   failing boolean := 'failed' = any(outcomes) or 'cancelled' = any(outcomes);
@@ -120,22 +123,27 @@ declare
   releasing bigint[] := '{}';
 begin
   if not failing then
-    -- Completions only: no wave follows. Lock the dependents (by the primary key: an
-    -- array, not a join a generic plan may turn into a scan of every workflow job), each
-    -- with how many of its dependencies settle now; under the lock, `pending` is the last
-    -- committed one.
+    -- Completions only: no wave follows. How many of each dependent's dependencies settle
+    -- now, counted in one pass over them (counted a dependent at a time, each count would compare every
+    -- dependency with all of `settled`: n^2 for n settling).
+    select coalesce(array_agg(hits.job order by hits.job), '{}'), coalesce(array_agg(hits.n order by hits.job), '{}')
+    into locked, counts
+    from (
+      select dependencies.job, count(*)::int as n from :RECORDS.workflow_dependencies as dependencies
+      where dependencies.depends_on = any(settled)
+      group by dependencies.job
+    ) as hits;
+    -- Lock those still waiting (by the primary key, in id order); under the lock, `pending`
+    -- is the last committed one.
     select coalesce(array_agg(dependents.id order by dependents.id), '{}'),
       coalesce(array_agg(dependents.n order by dependents.id), '{}'),
       coalesce(array_agg(dependents.pending = dependents.n order by dependents.id), '{}')
     into locked, counts, ready
     from (
-      select jobs.id, jobs.pending, (
-          select count(*)::int from :RECORDS.workflow_dependencies as dependencies
-          where dependencies.depends_on = any(settled) and dependencies.job = jobs.id) as n
-      from :RECORDS.workflow_jobs as jobs
-      where jobs.state = 'waiting' and jobs.id = any(array(
-        select dependencies.job from :RECORDS.workflow_dependencies as dependencies
-        where dependencies.depends_on = any(settled)))
+      select jobs.id, jobs.pending, hits.n
+      from unnest(locked, counts) as hits (id, n)
+      join :RECORDS.workflow_jobs as jobs on jobs.id = hits.id
+      where jobs.state = 'waiting'
       order by jobs.id
       for update of jobs
     ) as dependents;
@@ -277,32 +285,5 @@ begin
 end
 $$;
 
--- Delete workflow `deleted` and its rows now, if it is finished or `force`. Row: 'missing'
--- (no such workflow), 'unfinished' (refused: not forced), or 'deleted'; with how many of its
--- jobs were waiting (never released now) and released (their graphile_worker jobs stay, and
--- run as jobs nothing waits for) when it was deleted.
-create function :RECORDS.delete_workflow(deleted bigint, force boolean)
-returns table (state text, waiting integer, released integer) language plpgsql
-set search_path = pg_catalog, pg_temp as $$
-#variable_conflict use_column
-declare
-  waiting integer;
-  released integer;
-begin
-  perform from :RECORDS.workflows as workflows where workflows.id = deleted for update;
-  if not found then
-    return query select 'missing', 0, 0;
-    return;
-  end if;
-  select (count(*) filter (where jobs.state = 'waiting'))::int,
-    (count(*) filter (where jobs.state = 'released'))::int
-  into waiting, released
-  from :RECORDS.workflow_jobs as jobs where jobs.workflow_id = deleted;
-  if waiting + released > 0 and not force then
-    return query select 'unfinished', waiting, released;
-    return;
-  end if;
-  delete from :RECORDS.workflows as workflows where workflows.id = deleted;
-  return query select 'deleted', waiting, released;
-end
-$$;
+-- workflow_batch (records step 11), which a release calls for a callback: no table scans either.
+alter function :RECORDS.workflow_batch(bigint) set enable_seqscan = off;

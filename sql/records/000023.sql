@@ -35,7 +35,9 @@ create index workflow_waits_deadline on :RECORDS.workflow_waits (signal_deadline
 -- named `prefix` and their name in `spec` (jobs added at runtime are named after their adder),
 -- and those with waits already (added before) are left as they are.
 create function :RECORDS.add_workflow_waits(added bigint, spec json, prefix text default '')
-returns void language sql set search_path = pg_catalog, pg_temp as $$
+returns void language plpgsql set search_path = pg_catalog, pg_temp set enable_seqscan = off as $$
+#variable_conflict use_column
+begin
   insert into :RECORDS.workflow_waits (job, workflow_id, delay, signal, signal_timeout, on_signal_timeout)
   select jobs.id, added, make_interval(secs => (element.value ->> 'delay')::float8),
     element.value -> 'signal' ->> 'name',
@@ -45,7 +47,8 @@ returns void language sql set search_path = pg_catalog, pg_temp as $$
   join :RECORDS.workflow_jobs as jobs
     on jobs.workflow_id = added and jobs.name = prefix || (element.value ->> 'name')
   where json_typeof(element.value -> 'delay') = 'number' or json_typeof(element.value -> 'signal') = 'object'
-  on conflict (job) do nothing
+  on conflict (job) do nothing;
+end
 $$;
 
 -- Of the waiting jobs `ids` (locked by the caller) whose dependencies have all settled, those
@@ -55,7 +58,7 @@ $$;
 -- Generic plans, as step 22's settling functions: a release calls it, and planning its
 -- statements anew at each call would cost more than running them.
 create function :RECORDS.workflow_jobs_ready(ids bigint[]) returns bigint[] language plpgsql
-set search_path = pg_catalog, pg_temp set plan_cache_mode = force_generic_plan as $$
+set search_path = pg_catalog, pg_temp set plan_cache_mode = force_generic_plan set enable_seqscan = off as $$
 #variable_conflict use_column
 declare
   held bigint[];
@@ -93,7 +96,7 @@ $$;
 -- workflow). Usable from an application's trigger.
 create function :RECORDS.signal_workflow(target bigint, signal_name text, payload jsonb default null)
 returns table (outcome text, received bigint[], released bigint[]) language plpgsql
-set search_path = pg_catalog, pg_temp as $$
+set search_path = pg_catalog, pg_temp set enable_seqscan = off as $$
 #variable_conflict use_column
 declare
   locked bigint[];

@@ -33,7 +33,7 @@ create index workflow_jobs_subworkflow on :RECORDS.workflow_jobs (subworkflow_id
 -- workflow none of whose jobs was added answers one row of its id and nulls.
 create or replace function :RECORDS.add_workflow(workflow_name text, spec json)
 returns table (workflow_id bigint, name text, job_id bigint) language plpgsql
-set search_path = pg_catalog, pg_temp as $$
+set search_path = pg_catalog, pg_temp set enable_seqscan = off as $$
 #variable_conflict use_column
 declare
   added bigint;
@@ -82,7 +82,7 @@ $$;
 -- release and settling, and planning anew at each call costs more than running.
 create function :RECORDS.start_subworkflows(ids bigint[], settling integer[] default null)
 returns void language plpgsql
-set search_path = pg_catalog, pg_temp set plan_cache_mode = force_generic_plan as $$
+set search_path = pg_catalog, pg_temp set plan_cache_mode = force_generic_plan set enable_seqscan = off as $$
 #variable_conflict use_column
 declare
   job record;
@@ -113,7 +113,7 @@ $$;
 -- sub-workflow job is locked before its workflow's jobs are counted, so of two transactions
 -- settling the last two jobs of one sub-workflow, the second sees the first's and settles it.
 create function :RECORDS.finish_subworkflows(ended bigint[]) returns void language plpgsql
-set search_path = pg_catalog, pg_temp set plan_cache_mode = force_generic_plan as $$
+set search_path = pg_catalog, pg_temp set plan_cache_mode = force_generic_plan set enable_seqscan = off as $$
 #variable_conflict use_column
 declare
   parents bigint[];
@@ -160,7 +160,7 @@ $$;
 -- it).
 create function :RECORDS.add_workflow_jobs(adder_job_id bigint, spec json)
 returns table (found boolean, workflow_id bigint, name text, job_id bigint, added boolean)
-language plpgsql set search_path = pg_catalog, pg_temp as $$
+language plpgsql set search_path = pg_catalog, pg_temp set enable_seqscan = off as $$
 #variable_conflict use_column
 declare
   adder record;
@@ -251,7 +251,7 @@ $$;
 -- among `ids` first: the part added is marked "Records step 24".
 create or replace function :RECORDS.release_workflow_jobs(ids bigint[], settling integer[] default null)
 returns void language plpgsql
-set search_path = pg_catalog, pg_temp set plan_cache_mode = force_generic_plan as $$
+set search_path = pg_catalog, pg_temp set plan_cache_mode = force_generic_plan set enable_seqscan = off as $$
 #variable_conflict use_column
 declare
   -- The sequence graphile_worker's identity column draws from.
@@ -349,26 +349,31 @@ end
 $$;
 
 -- The settling trigger's function (records step 22's), settling the sub-workflow jobs of
--- the workflows whose jobs it settled: the part added is marked "Records step 24".
+-- the workflows whose jobs it settled (the part marked "Records step 24"), and matching the
+-- old and new rows without a join: step 22's join of the transition tables, planned once at
+-- a first settling of one job, stayed a nested loop, n^2 for a statement of hundreds.
 create or replace function :RECORDS.workflow_jobs_settled() returns trigger language plpgsql
 set search_path = pg_catalog, pg_temp set plan_cache_mode = force_generic_plan as $$
 #variable_conflict use_column
 declare
   ids bigint[];
   outcomes text[];
+  workflows bigint[];
 begin
   if not exists (select from settled_before as before where before.state = 'released') then
     return null;
   end if;
-  select array_agg(after.id order by after.id), array_agg(after.state order by after.id)
-  into ids, outcomes
-  from settled_after as after join settled_before as before on before.id = after.id
-  where before.state = 'released' and after.state in ('completed', 'failed', 'cancelled');
+  -- Each new row looked up by id in one object of the old rows' states (a binary search).
+  select array_agg(after.id order by after.id), array_agg(after.state order by after.id),
+    array_agg(distinct after.workflow_id)
+  from settled_after as after,
+    (select jsonb_object_agg(before.id::text, before.state) as states from settled_before as before) as old
+  where old.states ->> after.id::text = 'released' and after.state in ('completed', 'failed', 'cancelled')
+  into ids, outcomes, workflows;
   if ids is not null then
     perform :RECORDS.settle_workflow_jobs(ids, outcomes);
     -- Records step 24: the sub-workflows that ended with them settle their jobs.
-    perform :RECORDS.finish_subworkflows(array(
-      select distinct after.workflow_id from settled_after as after where after.id = any(ids)));
+    perform :RECORDS.finish_subworkflows(workflows);
   end if;
   return null;
 end
@@ -519,5 +524,58 @@ begin
   where workflows.id = any(held) and not :RECORDS.workflow_unfinished(workflows.id);
   get diagnostics n = row_count;
   return n;
+end
+$$;
+
+-- Delete workflow `deleted` and its rows now, if it is finished or `force` (docs/guide/
+-- workflows.md, "Retention"). Row: 'missing' (no such workflow), 'held' (refused: a released
+-- sub-workflow job waits for it, named with its workflow), 'unfinished' (refused: not
+-- forced), or 'deleted'; with how many of its jobs were waiting (never released now) and
+-- released (their graphile_worker jobs stay, and run as jobs nothing waits for) when it was
+-- deleted. A sub-workflow deleted before every job of it settled would leave the job holding
+-- it released for ever (rule 11 of core/src/workflow.rs): forced, that job fails first ("its
+-- sub-workflow N was deleted"), in the same transaction, and settles as any failure does
+-- (the settling trigger: its dependents cancelled or released by their policy, and its own
+-- workflow's end settles the job holding that one).
+create function :RECORDS.delete_workflow(deleted bigint, force boolean)
+returns table (state text, waiting integer, released integer, parent_workflow bigint, parent_job text)
+language plpgsql set search_path = pg_catalog, pg_temp as $$
+#variable_conflict use_column
+declare
+  waiting integer;
+  released integer;
+  holder record;
+begin
+  perform from :RECORDS.workflows as workflows where workflows.id = deleted for update;
+  if not found then
+    return query select 'missing', 0, 0, null::bigint, null::text;
+    return;
+  end if;
+  -- Its jobs, then the job holding it: the order a settling of its last job locks them in,
+  -- so one under way commits first (and settles that job itself), never a deadlock with it.
+  perform from :RECORDS.workflow_jobs as jobs where jobs.workflow_id = deleted order by jobs.id for update;
+  select jobs.id, jobs.workflow_id, jobs.name into holder
+  from :RECORDS.workflow_jobs as jobs
+  where jobs.subworkflow_id = deleted and jobs.state = 'released'
+  for update;
+  select (count(*) filter (where jobs.state = 'waiting'))::int,
+    (count(*) filter (where jobs.state = 'released'))::int
+  into waiting, released
+  from :RECORDS.workflow_jobs as jobs where jobs.workflow_id = deleted;
+  if not force and holder.id is not null then
+    return query select 'held', waiting, released, holder.workflow_id, holder.name;
+    return;
+  end if;
+  if waiting + released > 0 and not force then
+    return query select 'unfinished', waiting, released, null::bigint, null::text;
+    return;
+  end if;
+  if holder.id is not null then
+    update :RECORDS.workflow_jobs as jobs
+    set state = 'failed', finished_at = now(), last_error = format('its sub-workflow %s was deleted', deleted)
+    where jobs.id = holder.id;
+  end if;
+  delete from :RECORDS.workflows as workflows where workflows.id = deleted;
+  return query select 'deleted', waiting, released, holder.workflow_id, holder.name;
 end
 $$;

@@ -31,8 +31,6 @@ pub const RECORDS_STEPS: &[Step] = &[
     Step { id: 24, sql: &[crate::workflows::FAN_OUT] },
     Step { id: 25, sql: &[crate::flow::BOUNDS] },
     Step { id: 26, sql: &[crate::flow::CONTROLS] },
-    Step { id: 27, sql: &[crate::workflows::DELETE_SUBWORKFLOW] },
-    Step { id: 28, sql: &[crate::workflows::CHEAPER] },
 ];
 
 /// `$1` the quoted name of a records table, `$2` the records schema's name, `$3` privileges

@@ -11,12 +11,6 @@ pub const WAITS: &str = include_str!("../records/000023.sql");
 /// Fan-out at runtime (jobs a running job adds to its workflow) and sub-workflows (a job
 /// that is a whole workflow) (records migration 24).
 pub const FAN_OUT: &str = include_str!("../records/000024.sql");
-/// Deleting a sub-workflow alone: refused while a job waits for it, forced its job fails
-/// (records step 27).
-pub const DELETE_SUBWORKFLOW: &str = include_str!("../records/000027.sql");
-/// Workflow jobs cheaper to add and to settle: no table scans, the settling trigger's match
-/// of old and new rows in n log n (records step 28).
-pub const CHEAPER: &str = include_str!("../records/000028.sql");
 /// The part of `worker::COMPLETE_JOBS` that settles the workflow jobs it completes; with
 /// history, storing each one's output too (history's `$3` and `$4`, joined once: a
 /// subquery a row would unnest them a row, n^2 for a statement of n jobs).

@@ -15,7 +15,7 @@
 //! twice, as a retried adder would, or from a job already settled, which is refused; records
 //! step 24). Now and then a running sub-workflow is deleted alone: refused, then forced,
 //! which fails its job in PostgreSQL as `settle(job, Failed)` does in the model (records
-//! step 27).
+//! step 24).
 
 // Tests fail by panicking, and match only the variants they look for.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
@@ -248,7 +248,7 @@ struct Flow {
     parent: Option<(usize, usize)>,
     /// Its jobs a retry ran again in place (run at once, not after their timer).
     rerun: BTreeSet<usize>,
-    /// Deleted by force (records step 27), with the sub-workflows under it.
+    /// Deleted by force (records step 24), with the sub-workflows under it.
     deleted: bool,
 }
 
@@ -389,7 +389,7 @@ impl Flows {
             .collect()
     }
 
-    /// Flow `f` deleted by force (records step 27): it and the sub-workflows under it are
+    /// Flow `f` deleted by force (records step 24): it and the sub-workflows under it are
     /// gone, and the job holding it fails (rule 2 then applies as to any failure).
     async fn delete(&mut self, client: &Client, f: usize) {
         let mut gone = vec![f];
@@ -515,7 +515,7 @@ async fn random_workflows_settle_in_postgresql_as_the_model_says() {
                     flows.follow(&client, f, Vec::new()).await;
                 }
             } else if (4..7).contains(&what) && !flows.held().is_empty() {
-                // Records step 27: a sub-workflow its job waits for, deleted: refused, then
+                // Records step 24: a sub-workflow its job waits for, deleted: refused, then
                 // forced, which fails that job.
                 let held = flows.held();
                 let f = held[rng.below(held.len())];

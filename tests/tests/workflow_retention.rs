@@ -198,7 +198,7 @@ async fn delete_workflow_refuses_an_unfinished_workflow_unless_forced_and_says_w
     );
 }
 
-/// A sub-workflow deleted alone while its job waits for it (records step 27): refused,
+/// A sub-workflow deleted alone while its job waits for it (records step 24): refused,
 /// naming that job; forced, the job fails in the same transaction and its workflow goes on
 /// as after any failure: what depends on it is cancelled, and that workflow, itself a
 /// sub-workflow, ends and fails its own job in turn.

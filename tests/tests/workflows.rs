@@ -2,8 +2,9 @@
 //! fan-out/fan-in run each job once, after all it depends on completed; a dependency that
 //! fails for good cancels its dependents or releases them (per job); `cancel_workflow` leaves
 //! nothing running or waiting; batch callbacks fire once with counts and outputs;
-//! `retry_workflow`; refusals add nothing; and jobs that settle outside a Formica worker are
-//! settled by the resolver.
+//! `retry_workflow`; refusals add nothing; jobs that settle outside a Formica worker are
+//! settled by the resolver; and adding and settling many workflows in one transaction scans
+//! no table.
 
 // Tests fail by panicking, and match only the variants they look for.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
@@ -579,4 +580,70 @@ async fn a_worker_role_with_the_deploying_guide_s_grants_runs_every_workflow_ope
     for role in ["owner", "worker", "dashboard"] {
         let _ = server.batch_execute(&format!("drop role if exists {}_{role}", db.name)).await;
     }
+}
+
+/// Sequential scans of the workflows' tables and graphile_worker's jobs in this transaction.
+async fn scans_so_far(tx: &tokio_postgres::Transaction<'_>) -> i64 {
+    tx.query_one(
+        "select coalesce(sum(seq_scan), 0)::bigint from pg_stat_xact_user_tables
+         where relname in ('workflows', 'workflow_jobs', 'workflow_dependencies', 'workflow_waits', '_private_jobs')",
+        &[],
+    )
+    .await
+    .unwrap()
+    .get(0)
+}
+
+/// Adding workflows and settling their jobs scan no table, however many one transaction
+/// adds: the functions' plans, made while the tables were empty, once scanned
+/// `workflow_jobs` at every release (n^2 for n workflows added in one statement).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adding_and_settling_many_workflows_in_one_transaction_scans_no_table() {
+    let db = TestDb::migrated().await;
+    let mut client = db.client().await;
+    let tx = client.transaction().await.unwrap();
+    let before = scans_so_far(&tx).await;
+    let chain = json!([
+        {"name": "a", "task_identifier": "step", "payload": {}},
+        {"name": "b", "task_identifier": "step", "payload": {}, "depends_on": ["a"]},
+        {"name": "c", "task_identifier": "step", "payload": {}, "depends_on": ["b"]},
+    ]);
+    let added: i64 = tx
+        .query_one(
+            "select count(*) from generate_series(1, 300) as n,
+               lateral formica_graphile_worker.add_workflow('chain ' || n, $1::json)",
+            &[&chain],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(added, 300, "each workflow released its first job");
+    let after_add = scans_so_far(&tx).await;
+    assert_eq!(after_add - before, 0, "adding 300 workflows scanned a table");
+    let released: Vec<i64> = tx
+        .query_one(
+            "select array_agg(id order by id) from formica_graphile_worker.workflow_jobs where state = 'released'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(released.len(), 300);
+    let before_settling = scans_so_far(&tx).await;
+    // Settle them as a completing statement's trigger does: their dependents are released.
+    let outcomes = vec!["completed"; released.len()];
+    tx.execute("select formica_graphile_worker.settle_workflow_jobs($1, $2)", &[&released, &outcomes])
+        .await
+        .unwrap();
+    let settled_scans = scans_so_far(&tx).await - before_settling;
+    let dependents: i64 = tx
+        .query_one(
+            "select count(*) from formica_graphile_worker.workflow_jobs where name = 'b' and state = 'released'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(dependents, 300, "every dependent was released");
+    assert_eq!(settled_scans, 0, "settling 300 jobs scanned a table");
 }
