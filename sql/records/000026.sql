@@ -310,9 +310,10 @@ begin
         order by tagged.priority, tagged.run_at, tagged.id) as by_key
     from tagged
   ),
-  places as (
+  places as materialized (
     -- Each task's first $5 places, in order (arrays: a join of the rows with themselves is
-    -- planned as a loop over both).
+    -- planned as a loop over both). Materialized: inlined, it was aggregated again for each
+    -- job it placed (n^2: 1.9 s for a fetch of 1,667 jobs of a capped task).
     select positioned.task_id,
       array_agg(positioned.priority order by positioned.by_key) as priorities,
       array_agg(positioned.run_at order by positioned.by_key) as run_ats,
