@@ -297,7 +297,13 @@ begin
         where candidates.id not in (select refused.id from refused)
       ) as allowed
       left join fairness on fairness.task_id = allowed.task_id
-      left join :RECORDS.fair_passes as passes on passes.task = fairness.task and passes.tenant = allowed.tenant
+      -- A probe of the key for each job (`limit` keeps the subquery from being flattened into
+      -- a join, which was planned as a read of every pass for each job: n^2 in tenants).
+      left join lateral (
+        select passes.pass from :RECORDS.fair_passes as passes
+        where passes.task = fairness.task and passes.tenant = allowed.tenant
+        limit 1
+      ) as passes on true
     ) as with_start
   ),
   positioned as (
