@@ -268,6 +268,11 @@ begin
     ) as logged
     where bounds.period_ms is not null
   ),
+  used_by_part as (
+    -- The same, one object keyed by control and partition (a lookup a job: the CTE joined
+    -- was planned as a read of every partition's row for each job, n^2 in partitions).
+    select coalesce(jsonb_object_agg(used.n || ':' || used.part, used.n_used), '{}') as counts from used
+  ),
   refused as (
     -- Step 2: the jobs a partitioned cap or limit has no room for.
     select ranked.id from (
@@ -280,8 +285,8 @@ begin
         from candidates inner join bounds on bounds.task_id = candidates.task_id and bounds.kind is not null
       ) as parted
     ) as ranked
-    left join used on used.n = ranked.n and used.part = ranked.part
-    where ranked.rank_in > ranked.most - coalesce(used.n_used, 0)
+    cross join used_by_part
+    where ranked.rank_in > ranked.most - coalesce((used_by_part.counts ->> (ranked.n || ':' || ranked.part))::bigint, 0)
   ),
   tagged as (
     -- Step 3: each fair job's tenant, its tenant's start and stride, and its tag.
@@ -342,8 +347,8 @@ begin
         order by placed.place_priority, placed.place_run_at, placed.place_id) as rank_in
       from placed inner join bounds on bounds.task_id = placed.task_id and bounds.kind is null
     ) as ranked
-    left join used on used.n = ranked.n and used.part = ''
-    where ranked.rank_in > ranked.most - coalesce(used.n_used, 0)
+    cross join used_by_part
+    where ranked.rank_in > ranked.most - coalesce((used_by_part.counts ->> (ranked.n || ':'))::bigint, 0)
   ),
   chosen as (
     select placed.* from placed
