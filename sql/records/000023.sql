@@ -33,7 +33,8 @@ create index workflow_waits_deadline on :RECORDS.workflow_waits (signal_deadline
 -- The waits of the workflow `added`'s jobs, from add_workflow's spec: each job's "delay"
 -- (seconds), and "signal" {"name", "timeout" (seconds or null), "on_timeout"}; the jobs are
 -- named `prefix` and their name in `spec` (jobs added at runtime are named after their adder),
--- and those with waits already (added before) are left as they are.
+-- and those with waits already (added before) are left as they are. PL/pgSQL, so its statement
+-- is planned once a session (an SQL function's body is planned at every call: every add).
 create function :RECORDS.add_workflow_waits(added bigint, spec json, prefix text default '')
 returns void language plpgsql set search_path = pg_catalog, pg_temp set enable_seqscan = off as $$
 #variable_conflict use_column

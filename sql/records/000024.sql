@@ -15,7 +15,8 @@
 -- settling trigger): then it completes (every job completed, its output the outputs of the
 -- sub-workflow's jobs by name), fails, or is cancelled (the sub-workflow cancelled), which
 -- settles its dependents as any job settling does. cancel_workflow cancels the running
--- sub-workflows of what it cancels (the driver, in the same transaction).
+-- sub-workflows of what it cancels (the driver, in the same transaction); delete_workflow
+-- refuses to delete one its job waits for, or forced, fails that job first.
 
 alter table :RECORDS.workflow_jobs
   -- A sub-workflow job: the workflow it adds when released, {"name": ..., "jobs": [...]} as
