@@ -100,7 +100,6 @@ create function :RECORDS.lock_jobs_controlled(
 declare
   controlled_task text;
   fetched_at timestamptz;
-  locked_time timestamptz;
   nth int;
 begin
   foreach controlled_task in array (
@@ -108,12 +107,7 @@ begin
   ) loop
     perform pg_advisory_xact_lock(hashtextextended(':RECORDS.caps.' || controlled_task, 0));
   end loop;
-  -- The clock after the advisory locks' wait, which may be long after the transaction's
-  -- start (now()): the starts are logged at it, and the jobs locked as of it, so a job's
-  -- locked_at is never before the start its limits counted.
-  locked_time := clock_timestamp();
-  fetched_at := coalesce(due_by, locked_time);
-  locked_time := greatest(due_by, locked_time);
+  fetched_at := coalesce(due_by, clock_timestamp());
   for nth in 1 .. coalesce(cardinality(lim_tasks), 0) loop
     -- A range of the index per limit: what the count below reads stays the period's rows.
     delete from :RECORDS.rate_starts as starts
@@ -373,7 +367,7 @@ begin
   ),
   locked_queues as (
     update :SCHEMA._private_job_queues as job_queues
-    set locked_by = worker_id, locked_at = locked_time
+    set locked_by = worker_id, locked_at = greatest(due_by, now())
     from claimed
     where job_queues.id = claimed.job_queue_id
   ),
@@ -402,7 +396,7 @@ begin
     on conflict (task) do update set pass = greatest(clocks.pass, excluded.pass)
   )
   update :SCHEMA._private_jobs as jobs
-  set attempts = jobs.attempts + 1, locked_by = worker_id, locked_at = locked_time
+  set attempts = jobs.attempts + 1, locked_by = worker_id, locked_at = greatest(due_by, now())
   where jobs.ctid = any(array(select claimed.ctid from claimed))
   returning jobs.id, jobs.job_queue_id, jobs.task_id, jobs.payload, jobs.priority, jobs.run_at,
     jobs.attempts, jobs.max_attempts, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.key,
