@@ -29,9 +29,14 @@ alter table :RECORDS.workflow_jobs
 create index workflow_jobs_subworkflow on :RECORDS.workflow_jobs (subworkflow_id)
   where subworkflow_id is not null;
 
--- add_workflow (records step 23's), taking "workflow" (a sub-workflow) beside each job's
--- columns; a released sub-workflow job (no graphile_worker job) is not among the rows, and a
--- workflow none of whose jobs was added answers one row of its id and nulls.
+-- Add the workflow `workflow_name` of the jobs `spec` (a JSON array, validated by the driver
+-- beforehand: core/src/workflow.rs's Graph), each an object with the columns of
+-- workflow_jobs it sets and "depends_on", the names of the jobs it waits for; those with
+-- nothing to wait for are released at once. Rows: the workflow's id, with each job released
+-- (its name and graphile_worker job id). Records step 11's, with step 23's signals and timers
+-- (marked "Records step 23") and "workflow" (a sub-workflow) beside each job's columns: a
+-- released sub-workflow job (no graphile_worker job) is not among the rows, and a workflow
+-- none of whose jobs was added answers one row of its id and nulls.
 create or replace function :RECORDS.add_workflow(workflow_name text, spec json)
 returns table (workflow_id bigint, name text, job_id bigint) language plpgsql
 set search_path = pg_catalog, pg_temp set enable_seqscan = off as $$
@@ -248,8 +253,9 @@ begin
 end
 $$;
 
--- release_workflow_jobs (records step 23's, itself step 22's), starting the sub-workflow jobs
--- among `ids` first: the part added is marked "Records step 24".
+-- release_workflow_jobs (records step 22's), keeping back first the jobs that still wait for
+-- their signal (step 23's workflow_jobs_ready: marked "Records step 23"), then starting the
+-- sub-workflow jobs among `ids` (marked "Records step 24").
 create or replace function :RECORDS.release_workflow_jobs(ids bigint[], settling integer[] default null)
 returns void language plpgsql
 set search_path = pg_catalog, pg_temp set plan_cache_mode = force_generic_plan set enable_seqscan = off as $$
