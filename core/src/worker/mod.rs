@@ -170,9 +170,14 @@ impl Worker {
             Input::ListenerUp => {
                 if self.link.up() {
                     self.emit(Event::ListenerUp);
-                    // Jobs may have been added, and pauses changed, while it was down.
+                    // Jobs may have been added, and pauses and schedules changed, while it
+                    // was down (or before it first came up: a change made then is otherwise
+                    // read only at the schedules' next poll).
                     self.fetcher.wake();
                     self.flow.want();
+                    if let Some(cron) = &mut self.cron {
+                        cron.schedules_changed(self.now);
+                    }
                 }
             }
             Input::ListenerDown { error } => {
