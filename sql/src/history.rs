@@ -1,32 +1,23 @@
 //! Job history (the worker's option `history`): the table of finished jobs, the statements
 //! that write it as they end jobs, and what reads and prunes it.
 
-/// A part that writes history rows (`sql/queries/history/NAME.sql`, returning their job ids),
-/// followed by the one that tells those jobs' waiters (`notify.sql`).
-macro_rules! writes_history {
-    ($name:literal) => {
-        concat!(
-            include_str!(concat!("../queries/history/", $name, ".sql")),
-            include_str!("../queries/history/notify.sql")
-        )
-    };
-}
-
 /// The history table, its waiters and its pruner (records migration 7).
 pub const JOB_HISTORY: &str = include_str!("../records/000007.sql");
+/// The trigger that tells the waiters of the jobs a history write ended (records migration 27).
+pub const TELL_WAITERS: &str = include_str!("../records/000027.sql");
 /// The parts of `worker::COMPLETE_JOBS` that write history (`on`), or none.
 pub(crate) fn complete_parts(on: bool) -> [(&'static str, &'static str); 2] {
-    parts(on, COMPLETE_COLUMNS, writes_history!("complete"))
+    parts(on, COMPLETE_COLUMNS, include_str!("../queries/history/complete.sql"))
 }
 /// The parts of `worker::FAIL_JOBS` that write history for the jobs it leaves out of
 /// attempts (`on`), or none.
 pub(crate) fn fail_parts(on: bool) -> [(&'static str, &'static str); 2] {
-    parts(on, FAIL_COLUMNS, writes_history!("fail"))
+    parts(on, FAIL_COLUMNS, include_str!("../queries/history/fail.sql"))
 }
 /// The parts of `worker::RECOVER_LAPSED` or `worker::RESET_LOCKED` that write history for
 /// the jobs whose lost attempt was their last (`on`), or none.
 pub(crate) fn recover_parts(on: bool) -> [(&'static str, &'static str); 2] {
-    parts(on, RECOVER_COLUMNS, writes_history!("recover"))
+    parts(on, RECOVER_COLUMNS, include_str!("../queries/history/recover.sql"))
 }
 const COMPLETE_COLUMNS: &str = ", jobs.task_id, jobs.key, jobs.payload, jobs.attempts, \
     jobs.max_attempts, jobs.last_error, jobs.created_at, jobs.locked_at";

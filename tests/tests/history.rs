@@ -451,6 +451,54 @@ async fn pruning_a_million_rows_during_a_drain_neither_blocks_nor_slows_it() {
     assert_eq!(db.count(&format!("{HISTORY} where task_identifier = 'noop'")).await, 3 * n as i64);
 }
 
+/// A statement ending jobs reads as of its start and locks each job as it reaches it: a
+/// waiter that registers and looks in between finds its job still to finish, and must still
+/// be told when the statement ends it. A test-only trigger holds the statement on its first
+/// job (the lower id) for 2 s while the second job's waiter registers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_registering_while_the_statement_ending_its_job_runs_is_told_when_it_commits() {
+    let db = TestDb::migrated().await;
+    db.client()
+        .await
+        .batch_execute(
+            "create function public.hold_slow_delete() returns trigger language plpgsql as $$
+             begin
+               if old.payload ->> 'slow' = 'true' then perform pg_sleep(2); end if;
+               return old;
+             end $$;
+             create trigger hold_slow_delete before delete on graphile_worker._private_jobs
+               for each row execute function public.hold_slow_delete();",
+        )
+        .await
+        .unwrap();
+    let utils = db.utils();
+    let slow = utils.add_raw_job("noop", json!({ "slow": true }), once()).await.unwrap();
+    let waited = utils.add_raw_job("noop", json!({}), once()).await.unwrap();
+    assert!(slow.id < waited.id);
+    // Both jobs end in one completion statement (a batch gathered over 500 ms).
+    let options = db
+        .worker_options()
+        .concurrency(2)
+        .complete_job_batch_delay(Duration::from_millis(500))
+        .define_raw_job("noop", |_: JobContext, _| async { Ok(()) });
+    let running = Running::listening(&db.runtime, options).await;
+    let sleeping = "select count(*) from pg_stat_activity where wait_event = 'PgSleep'";
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while db.count(sleeping).await == 0 {
+        assert!(std::time::Instant::now() < deadline, "the completion statement never reached the slow job");
+        formica_tests::sleep(db.runtime.as_ref(), Duration::from_millis(20)).await;
+    }
+    let started = std::time::Instant::now();
+    let outcome = utils.wait_for_job(waited.id, Duration::from_secs(30)).await.unwrap().unwrap();
+    assert_eq!((outcome.job_id, outcome.outcome), (waited.id, FinalState::Completed));
+    // Told when the statement committed (about 2 s), not at the 30 s timeout.
+    assert!(started.elapsed() < Duration::from_secs(15), "the waiter waited {:?}", started.elapsed());
+    let both = format!("{HISTORY} where job_id in ({}, {})", slow.id, waited.id);
+    assert_eq!(db.count(&both).await, 2);
+    assert_eq!(db.count("select count(*) from formica_graphile_worker.job_waiters").await, 0);
+    running.stop(Duration::from_secs(10)).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_registering_while_a_drain_ends_their_jobs_each_hear_of_it_without_waiting_out_their_timeout()
 {

@@ -1,11 +1,11 @@
 //! [`WorkerUtils::wait_for_job`]: the outcome of a job once it finishes, by notification.
 //!
 //! The waiter LISTENs on its own connection (`crate::waiting`), registers the job in
-//! `job_waiters`, and only then looks: the history write of a job someone waits for
-//! notifies `formica:finished` (sql/queries/history/notify.sql). A write that looked at the waiters
-//! just before the registration committed has not committed itself yet: the look
-//! (sql/queries/history/pending.sql) waits for its row lock, so either the look sees the
-//! job finished or the notification comes. No polling.
+//! `job_waiters`, and only then looks: after each statement that writes history, a trigger
+//! (records step 27) notifies `formica:finished` for every waiter whose job has ended. A
+//! registration that trigger did not see committed after it, so the look
+//! (sql/queries/history/pending.sql) waits for that statement's row locks: either the look sees
+//! the job finished or the notification comes. No polling.
 
 use super::outcome::{outcome_on, JobOutcome};
 use crate::error::Error;

@@ -11,5 +11,4 @@ history as (
   left join :SCHEMA._private_tasks as tasks on tasks.id = completed.task_id
   left join :SCHEMA._private_job_queues as job_queues on job_queues.id = completed.job_queue_id
   left join unnest($3::bigint[], $4::text[]) as outputs(id, output) on outputs.id = completed.id
-  returning job_id
 ),

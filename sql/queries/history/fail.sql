@@ -15,5 +15,4 @@ history as (
   left join :SCHEMA._private_tasks as tasks on tasks.id = failed.task_id
   left join :SCHEMA._private_job_queues as job_queues on job_queues.id = failed.job_queue_id
   where failed.attempts >= failed.max_attempts
-  returning job_id
 ),

@@ -15,5 +15,4 @@ history as (
   left join :SCHEMA._private_tasks as tasks on tasks.id = freed.task_id
   left join :SCHEMA._private_job_queues as job_queues on job_queues.id = freed.job_queue_id
   where freed.attempts >= freed.max_attempts
-  returning job_id
 ),
