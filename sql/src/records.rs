@@ -32,6 +32,7 @@ pub const RECORDS_STEPS: &[Step] = &[
     Step { id: 25, sql: &[crate::flow::BOUNDS] },
     Step { id: 26, sql: &[crate::flow::CONTROLS] },
     Step { id: 27, sql: &[crate::history::TELL_WAITERS] },
+    Step { id: 28, sql: &[crate::workflows::GUARDED_CALLS] },
 ];
 
 /// `$1` the quoted name of a records table, `$2` the records schema's name, `$3` privileges

@@ -11,6 +11,9 @@ pub const WAITS: &str = include_str!("../records/000023.sql");
 /// Fan-out at runtime (jobs a running job adds to its workflow) and sub-workflows (a job
 /// that is a whole workflow) (records migration 24).
 pub const FAN_OUT: &str = include_str!("../records/000024.sql");
+/// The settling's calls of the signal, timer and sub-workflow functions made only when a job
+/// at hand has one (records migration 28).
+pub const GUARDED_CALLS: &str = include_str!("../records/000028.sql");
 /// The part of `worker::COMPLETE_JOBS` that settles the workflow jobs it completes; with
 /// history, storing each one's output too (history's `$3` and `$4`, joined once: a
 /// subquery a row would unnest them a row, n^2 for a statement of n jobs).

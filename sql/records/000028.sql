@@ -1,0 +1,147 @@
+-- The settling's calls of the signal, timer and sub-workflow functions made only when a job
+-- at hand has a wait or a sub-workflow (docs/guide/workflows.md, "Cost"). Each is a function
+-- with settings of its own, and its call cost more than its work: with one completion a
+-- statement, about a fifth of what settling a chain's job added to it, for workflows with
+-- neither. The probes that decide are the ones those functions opened with, by the same keys.
+
+-- release_workflow_jobs (records step 24's), with the two calls guarded (marked "Records
+-- step 28").
+create or replace function :RECORDS.release_workflow_jobs(ids bigint[], settling integer[] default null)
+returns void language plpgsql
+set search_path = pg_catalog, pg_temp set plan_cache_mode = force_generic_plan set enable_seqscan = off as $$
+#variable_conflict use_column
+declare
+  -- The sequence graphile_worker's identity column draws from.
+  job_ids regclass := pg_get_serial_sequence(':SCHEMA._private_jobs', 'id');
+  released integer;
+  ready bigint[];
+begin
+  if coalesce(cardinality(ids), 0) = 0 then
+    return;
+  end if;
+  -- Records step 23: those still waiting for a signal stay (counting down what settles now,
+  -- as a dependent still waiting does); timers and signals applied to the others.
+  -- Records step 28: only if one of them waits for a signal or a timer.
+  if exists (select from :RECORDS.workflow_waits as waits where waits.job = any(ids)) then
+    ready := :RECORDS.workflow_jobs_ready(ids);
+  else
+    ready := ids;
+  end if;
+  if cardinality(ready) < cardinality(ids) then
+    update :RECORDS.workflow_jobs as jobs
+    set pending = jobs.pending - held.settling
+    from unnest(ids, settling) as held (id, settling)
+    where jobs.id = held.id and held.id <> all(ready) and held.settling is not null;
+    -- `settling` stays parallel to `ids`.
+    select coalesce(array_agg(kept.id order by kept.n), '{}'), array_agg(kept.settling order by kept.n)
+    into ids, settling
+    from unnest(ids, settling) with ordinality as kept (id, settling, n)
+    where kept.id = any(ready);
+    if cardinality(ids) = 0 then
+      return;
+    end if;
+  end if;
+  -- Records step 24: the sub-workflow jobs start their workflows, released without a
+  -- graphile_worker job (neither their task registered nor a row inserted below: those take
+  -- the jobs still waiting only).
+  -- Records step 28: only if one of them is a sub-workflow job.
+  if exists (select from :RECORDS.workflow_jobs as jobs where jobs.id = any(ids) and jobs.workflow is not null) then
+    perform :RECORDS.start_subworkflows(ids, settling);
+  end if;
+  -- A statement of its own, so the insert below sees them (as add_jobs registers them).
+  with tasks_added as (
+    insert into :SCHEMA._private_tasks (identifier)
+    select distinct jobs.task_identifier from :RECORDS.workflow_jobs as jobs
+    where jobs.id = any(ids) and jobs.state = 'waiting' and not exists (
+      select from :SCHEMA._private_tasks as tasks where tasks.identifier = jobs.task_identifier)
+    on conflict do nothing
+  )
+  insert into :SCHEMA._private_job_queues (queue_name)
+  select distinct jobs.queue_name from :RECORDS.workflow_jobs as jobs
+  where jobs.id = any(ids) and jobs.state = 'waiting' and jobs.queue_name is not null and not exists (
+    select from :SCHEMA._private_job_queues as job_queues where job_queues.queue_name = jobs.queue_name)
+  on conflict do nothing;
+  with chosen as materialized (
+    -- The ids are drawn in the order of the workflow jobs (graphile_worker fetches equals
+    -- by id).
+    select ordered.*, nextval(job_ids) as job_id
+    from (
+      select jobs.id, jobs.task_identifier, jobs.queue_name, jobs.run_at, jobs.max_attempts,
+        jobs.priority, jobs.flags, coalesce(wanted.settling, 0) as settling,
+        case when jobs.callback is null then jobs.payload
+          else (jobs.payload::jsonb || jsonb_build_object('batch', :RECORDS.workflow_batch(jobs.id)))::json
+        end as payload
+      from unnest(ids, settling) as wanted (id, settling)
+      join :RECORDS.workflow_jobs as jobs on jobs.id = wanted.id
+      join :RECORDS.workflows as workflows on workflows.id = jobs.workflow_id
+      where jobs.state = 'waiting' and workflows.cancelled_at is null
+      order by jobs.id
+    ) as ordered
+  ),
+  added as (
+    insert into :SCHEMA._private_jobs
+      (id, job_queue_id, task_id, payload, run_at, max_attempts, priority, flags)
+    overriding system value
+    select chosen.job_id,
+      (select job_queues.id from :SCHEMA._private_job_queues as job_queues
+       where job_queues.queue_name = chosen.queue_name),
+      -- A task not registered fails the insert (not null), never drops the job.
+      (select tasks.id from :SCHEMA._private_tasks as tasks where tasks.identifier = chosen.task_identifier),
+      chosen.payload, coalesce(chosen.run_at, now()), coalesce(chosen.max_attempts, 25),
+      coalesce(chosen.priority, 0),
+      case when chosen.flags is null then '{"formica:workflow": true}'::jsonb
+        else (select jsonb_object_agg(flag, true) from unnest(chosen.flags || '{formica:workflow}'::text[]) as flag)
+      end
+    from chosen
+    order by chosen.job_id
+  ),
+  marked as (
+    update :RECORDS.workflow_jobs as jobs
+    -- The clock, not the transaction's start: the resolver's statements see what committed
+    -- after its transaction began, and a release is never dated before what caused it.
+    set state = 'released', released_at = clock_timestamp(), job_id = chosen.job_id,
+      pending = jobs.pending - chosen.settling
+    from chosen
+    where jobs.id = chosen.id
+    returning jobs.id
+  )
+  select count(*) into released from marked;
+  if released > 0 then
+    -- add_jobs's notification (`r` keeps PostgreSQL from folding identical ones).
+    perform pg_notify('jobs:insert', '{"r":' || random()::text || ',"count":' || released::text || '}');
+  end if;
+end
+$$;
+
+-- The settling trigger's function (records step 24's), with the call of finish_subworkflows
+-- guarded (marked "Records step 28").
+create or replace function :RECORDS.workflow_jobs_settled() returns trigger language plpgsql
+set search_path = pg_catalog, pg_temp set plan_cache_mode = force_generic_plan as $$
+#variable_conflict use_column
+declare
+  ids bigint[];
+  outcomes text[];
+  workflows bigint[];
+begin
+  if not exists (select from settled_before as before where before.state = 'released') then
+    return null;
+  end if;
+  -- Each new row looked up by id in one object of the old rows' states (a binary search).
+  select array_agg(after.id order by after.id), array_agg(after.state order by after.id),
+    array_agg(distinct after.workflow_id)
+  from settled_after as after,
+    (select jsonb_object_agg(before.id::text, before.state) as states from settled_before as before) as old
+  where old.states ->> after.id::text = 'released' and after.state in ('completed', 'failed', 'cancelled')
+  into ids, outcomes, workflows;
+  if ids is not null then
+    perform :RECORDS.settle_workflow_jobs(ids, outcomes);
+    -- Records step 24: the sub-workflows that ended with them settle their jobs.
+    -- Records step 28: only if one of those workflows is a sub-workflow whose job waits.
+    if exists (select from :RECORDS.workflow_jobs as parents
+        where parents.subworkflow_id = any(workflows) and parents.state = 'released') then
+      perform :RECORDS.finish_subworkflows(workflows);
+    end if;
+  end if;
+  return null;
+end
+$$;
