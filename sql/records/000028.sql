@@ -3,6 +3,7 @@
 -- with settings of its own, and its call cost more than its work: with one completion a
 -- statement, about a fifth of what settling a chain's job added to it, for workflows with
 -- neither. The probes that decide are the ones those functions opened with, by the same keys.
+-- And the resolver's pass, which read the whole index of released jobs a second time.
 
 -- release_workflow_jobs (records step 24's), with the two calls guarded (marked "Records
 -- step 28").
@@ -143,5 +144,59 @@ begin
     end if;
   end if;
   return null;
+end
+$$;
+
+-- resolve_workflows (records step 24's), settling what it found by the primary key. Its
+-- update joined the found jobs to the index of released jobs, read whole from its start:
+-- with 20,000 jobs released, behind them the index entries of every job released and settled
+-- since the last vacuum, a pass that settled nothing took seconds of PostgreSQL's CPU
+-- (`WORKFLOW=chain:5 bench/drain-cpu 100000`, docs/performance.md). The jobs found are
+-- still read by that index, once.
+create or replace function :RECORDS.resolve_workflows() returns bigint language plpgsql
+set search_path = pg_catalog, pg_temp as $$
+#variable_conflict use_column
+declare
+  ids bigint[];
+  outcomes text[];
+  errors text[];
+  settled bigint;
+begin
+  if not pg_try_advisory_xact_lock(hashtext('formica resolve_workflows :RECORDS')) then
+    return null;
+  end if;
+  select coalesce(array_agg(found.id order by found.id), '{}'), array_agg(found.outcome order by found.id),
+    array_agg(found.last_error order by found.id)
+  into ids, outcomes, errors
+  from (
+    select jobs.id,
+      case
+        when live.id is not null then
+          case when live.last_error like 'cancelled: %' then 'cancelled' else 'failed' end
+        else coalesce(recorded.outcome, 'completed')
+      end as outcome,
+      coalesce(live.last_error, recorded.last_error) as last_error
+    from :RECORDS.workflow_jobs as jobs
+    left join :SCHEMA._private_jobs as live on live.id = jobs.job_id
+    left join lateral (
+      select history.outcome, history.last_error from :RECORDS.job_history as history
+      -- Since its release: a job run again by retry_workflow keeps its id.
+      where history.job_id = jobs.job_id and live.id is null and history.finished_at >= jobs.released_at
+      order by history.finished_at desc limit 1
+    ) as recorded on true
+    where jobs.state = 'released' and jobs.job_id is not null
+      and (live.id is null or (live.attempts >= live.max_attempts and live.locked_at is null))
+  ) as found;
+  if cardinality(ids) = 0 then
+    return 0;
+  end if;
+  -- In id order (the order settlers lock in), each by the primary key.
+  update :RECORDS.workflow_jobs as jobs
+  set state = found.outcome, finished_at = now(),
+    last_error = case when found.outcome = 'completed' then null else found.last_error end
+  from unnest(ids, outcomes, errors) as found (id, outcome, last_error)
+  where jobs.id = found.id and jobs.state = 'released';
+  get diagnostics settled = row_count;
+  return settled;
 end
 $$;
