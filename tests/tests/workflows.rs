@@ -594,6 +594,17 @@ async fn scans_so_far(tx: &tokio_postgres::Transaction<'_>) -> i64 {
     .get(0)
 }
 
+/// Rows of `workflow_jobs` read by index scans so far in this transaction.
+async fn fetched_so_far(tx: &tokio_postgres::Transaction<'_>) -> i64 {
+    tx.query_one(
+        "select coalesce(sum(idx_tup_fetch), 0)::bigint from pg_stat_xact_user_tables where relname = 'workflow_jobs'",
+        &[],
+    )
+    .await
+    .unwrap()
+    .get(0)
+}
+
 /// Adding workflows and settling their jobs scan no table, however many one transaction
 /// adds: the functions' plans, made while the tables were empty, once scanned
 /// `workflow_jobs` at every release (n^2 for n workflows added in one statement).
@@ -603,6 +614,7 @@ async fn adding_and_settling_many_workflows_in_one_transaction_scans_no_table() 
     let mut client = db.client().await;
     let tx = client.transaction().await.unwrap();
     let before = scans_so_far(&tx).await;
+    let fetched_before = fetched_so_far(&tx).await;
     let chain = json!([
         {"name": "a", "task_identifier": "step", "payload": {}},
         {"name": "b", "task_identifier": "step", "payload": {}, "depends_on": ["a"]},
@@ -620,6 +632,10 @@ async fn adding_and_settling_many_workflows_in_one_transaction_scans_no_table() 
     assert_eq!(added, 300, "each workflow released its first job");
     let after_add = scans_so_far(&tx).await;
     assert_eq!(after_add - before, 0, "adding 300 workflows scanned a table");
+    // Each add reads its own jobs by a key (about a dozen rows), not every workflow's
+    // released jobs (n^2: some 45,000 rows for 300).
+    let fetched = fetched_so_far(&tx).await - fetched_before;
+    assert!(fetched < 300 * 30, "adding 300 workflows read {fetched} rows by index");
     let released: Vec<i64> = tx
         .query_one(
             "select array_agg(id order by id) from formica_graphile_worker.workflow_jobs where state = 'released'",
