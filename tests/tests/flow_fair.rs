@@ -181,9 +181,20 @@ async fn a_cap_a_cap_per_customer_a_limit_per_customer_and_fairness_all_hold_at_
     }
     eprintln!("most locked at once: {most:?}");
     assert!(most[""] <= 6, "the cap of 6: {most:?}");
-    assert!(most[""] >= 4, "6 places filled from several customers, not one: {most:?}");
     assert!(most.iter().all(|(t, n)| t.is_empty() || *n <= 1), "1 per customer: {most:?}");
     let starts = starts.lock().unwrap().clone();
+    // The places were filled from several customers, not one: seen by the sampler, or from
+    // the starts (a task holds its place 150 ms, so starts within 150 ms of one another ran
+    // at once; the sampler can miss a short peak on a loaded machine).
+    let mut at: Vec<_> = starts.iter().map(|(_, _, at)| *at).collect();
+    at.sort();
+    let held = chrono::Duration::milliseconds(150);
+    let together =
+        (0..at.len()).map(|i| at[i..].partition_point(|t| *t < at[i] + held)).max().unwrap_or(0) as i64;
+    assert!(
+        most[""].max(together) >= 4,
+        "6 places filled from several customers: {most:?}, {together} at once"
+    );
     for n in 0..10 {
         let customer = format!("k{n}");
         let mut times: Vec<_> =

@@ -146,9 +146,19 @@ async fn an_idle_worker_holds_few_connections_named_by_its_worker_id() {
         let client = &client;
         async move { client.query_one(&sql, &[]).await.unwrap().get::<_, i64>(0) }
     };
-    let (named_now, all_now) = (count(named.clone()).await, count(all.clone()).await);
+    // The LISTEN connection, the lease keeper's own, and at most one pooled. On a loaded
+    // machine a poll's connection may still be closing (or one opening, not yet named): the
+    // state is read again for up to 10 s, and must then hold.
+    let mut tries = 0;
+    let (named_now, all_now) = loop {
+        let (named_now, all_now) = (count(named.clone()).await, count(all.clone()).await);
+        tries += 1;
+        if (named_now == all_now && (2..=3).contains(&named_now)) || tries == 50 {
+            break (named_now, all_now);
+        }
+        sleep(rt.as_ref(), Duration::from_millis(200)).await;
+    };
     assert_eq!(named_now, all_now, "every session of the worker carries its id");
-    // The LISTEN connection, the lease keeper's own, and at most one pooled.
     assert!((2..=3).contains(&named_now), "an idle worker holds {named_now} connections");
     running.stop(Duration::from_secs(10)).await;
 }
