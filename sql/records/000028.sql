@@ -149,11 +149,11 @@ end
 $$;
 
 -- resolve_workflows (records step 24's), settling what it found by the primary key. Its
--- update joined the found jobs to the index of released jobs, read whole from its start:
--- with 20,000 jobs released, behind them the index entries of every job released and settled
--- since the last vacuum, a pass that settled nothing took seconds of PostgreSQL's CPU
--- (`WORKFLOW=chain:5 bench/drain-cpu 100000`, docs/performance.md). The jobs found are
--- still read by that index, once.
+-- update joined the found jobs to the index of released jobs, read whole from its start
+-- even when nothing was found: a second walk over the entries of every job settled since the
+-- last vacuum (2.9 s to its first row, wall time on a busy 2-core machine, in
+-- `WORKFLOW=chain:5 bench/drain-cpu 100000` under `auto_explain`). The jobs found are still
+-- read by that index, once.
 create or replace function :RECORDS.resolve_workflows() returns bigint language plpgsql
 set search_path = pg_catalog, pg_temp as $$
 #variable_conflict use_column
