@@ -18,6 +18,8 @@
 //! turns history off (graphile-worker keeps none), to compare like with like.
 //! `LOG_LINES=1`: each `noop` logs one `info` line, which the worker keeps with the job
 //! (docs/guide/job-logs.md: `JobLogs` at `INFO`, `JobLogLayer` as the only subscriber).
+//! `completion` prints the completion statement as this worker sends it (`HISTORY` as above;
+//! `OUTPUTS=1`: the form that stores outputs), for `bench/history-cost`.
 use formica_bench::setting;
 use formica_tokio::{
     stop_on_signals, HistoryOptions, JobContext, JobLogLayer, JobLogs, JobSpec, RawJob, Task, TaskHandler,
@@ -37,7 +39,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some("run") => false,
         Some("once") => true,
         Some("enqueue") => return enqueue().await,
-        _ => return Err("usage: bench_peer run|once|enqueue".into()),
+        Some("completion") => return completion(),
+        _ => return Err("usage: bench_peer run|once|enqueue|completion".into()),
     };
     if setting::<i64>("METRICS") == Some(1) {
         let exporter =
@@ -141,5 +144,18 @@ async fn enqueue() -> Result<(), Box<dyn std::error::Error>> {
     }
     let ms = started.elapsed().as_secs_f64() * 1000.0;
     writeln!(std::io::stdout().lock(), "BENCH_ENQUEUE_MS {ms:.1}")?;
+    Ok(())
+}
+
+/// `bench_peer completion`: the completion statement, rendered for the default schema.
+fn completion() -> Result<(), Box<dyn std::error::Error>> {
+    use formica_tokio::sql;
+    let ending = sql::worker::Ending {
+        history: setting::<i64>("HISTORY") != Some(0),
+        settling: false,
+        outputs: setting::<i64>("OUTPUTS") == Some(1),
+    };
+    let statement = sql::render(&sql::worker::complete_jobs(ending)?, DEFAULT_SCHEMA);
+    writeln!(std::io::stdout().lock(), "{statement}")?;
     Ok(())
 }

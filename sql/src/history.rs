@@ -1,14 +1,33 @@
 //! Job history (the worker's option `history`): the table of finished jobs, the statements
 //! that write it as they end jobs, and what reads and prunes it.
 
+use crate::fill::{fill, FillError};
+
 /// The history table, its waiters and its pruner (records migration 7).
 pub const JOB_HISTORY: &str = include_str!("../records/000007.sql");
 /// The trigger that tells the waiters of the jobs a history write ended (records migration 27).
 pub const TELL_WAITERS: &str = include_str!("../records/000027.sql");
-/// The parts of `worker::COMPLETE_JOBS` that write history (`on`), or none.
-pub(crate) fn complete_parts(on: bool) -> [(&'static str, &'static str); 2] {
-    parts(on, COMPLETE_COLUMNS, include_str!("../queries/history/complete.sql"))
+/// The parts of `worker::COMPLETE_JOBS` that write history (`on`), with the outputs the
+/// statement carries (`outputs`), or none.
+pub(crate) fn complete_parts(on: bool, outputs: bool) -> Result<[(&'static str, String); 2], FillError> {
+    if !on {
+        return Ok([("HISTORY_COLUMNS", String::new()), ("HISTORY", String::new())]);
+    }
+    let [column, output, join] = match outputs {
+        true => [", output", ", outputs.output::json", OUTPUTS],
+        false => ["", "", ""],
+    };
+    let cte = fill(
+        include_str!("../queries/history/complete.sql"),
+        &[("OUTPUT_COLUMN", column), ("OUTPUT", output), ("OUTPUTS", join)],
+    )?;
+    Ok([("HISTORY_COLUMNS", COMPLETE_COLUMNS.to_owned()), ("HISTORY", cte)])
 }
+/// The join that gives each job a completion ends the output it carries for it (`$3` job
+/// ids, `$4` their outputs as JSON text), for its history and workflow rows: in the
+/// statement only where some job has one.
+pub(crate) const OUTPUTS: &str =
+    "left join unnest($3::bigint[], $4::text[]) as outputs (id, output) on outputs.id = completed.id";
 /// The parts of `worker::FAIL_JOBS` that write history for the jobs it leaves out of
 /// attempts (`on`), or none.
 pub(crate) fn fail_parts(on: bool) -> [(&'static str, &'static str); 2] {

@@ -65,17 +65,21 @@ pub struct Ending {
     pub history: bool,
     /// The workflow jobs among them settle.
     pub settling: bool,
+    /// A completion with history carries the outputs of some of its jobs (`$3`, `$4`), which
+    /// their history and workflow rows store.
+    pub outputs: bool,
 }
 
-/// [`COMPLETE_JOBS`] writing what `ending` says; with history, `$3` job ids and `$4` their
-/// outputs (JSON text).
+/// [`COMPLETE_JOBS`] writing what `ending` says; with history and outputs, `$3` job ids and
+/// `$4` their outputs (JSON text).
 pub fn complete_jobs(ending: Ending) -> Result<String, FillError> {
+    let outputs = ending.history && ending.outputs;
     let settling = match ending.settling {
-        true => workflows::complete_part(ending.history)?,
+        true => workflows::complete_part(outputs)?,
         false => String::new(),
     };
-    let [columns, cte] = history::complete_parts(ending.history);
-    fill(COMPLETE_JOBS, &[columns, cte, ("WORKFLOW", &settling)])
+    let [(columns, columns_text), (cte, cte_text)] = history::complete_parts(ending.history, outputs)?;
+    fill(COMPLETE_JOBS, &[(columns, &columns_text), (cte, &cte_text), ("WORKFLOW", &settling)])
 }
 
 /// [`FAIL_JOBS`] writing what `ending` says.
@@ -180,13 +184,21 @@ mod tests {
     fn the_ending_forms_write_history_and_settle_workflows_where_asked() {
         for history in [false, true] {
             for settling in [false, true] {
-                let ending = Ending { history, settling };
-                for sql in [complete_jobs(ending).unwrap(), fail_jobs(ending).unwrap()] {
-                    assert_eq!(sql.contains("insert into :RECORDS.job_history"), history, "{sql}");
-                    assert_eq!(sql.contains("update :RECORDS.workflow_jobs"), settling, "{sql}");
+                for outputs in [false, true] {
+                    let ending = Ending { history, settling, outputs };
+                    for sql in [complete_jobs(ending).unwrap(), fail_jobs(ending).unwrap()] {
+                        assert_eq!(sql.contains("insert into :RECORDS.job_history"), history, "{sql}");
+                        assert_eq!(sql.contains("update :RECORDS.workflow_jobs"), settling, "{sql}");
+                    }
+                    // Each part that stores the outputs joins them, only where a completion
+                    // with history carries some.
+                    let complete = complete_jobs(ending).unwrap();
+                    let carried = history && outputs;
+                    let joins = complete.matches("unnest($3::bigint[], $4::text[])").count();
+                    assert_eq!(joins, usize::from(carried) * (1 + usize::from(settling)), "{complete}");
+                    assert_eq!(complete.contains("output = outputs.output::json"), carried && settling);
+                    assert_eq!(complete.contains("worker_id , output)"), carried, "{complete}");
                 }
-                let complete = complete_jobs(ending).unwrap();
-                assert_eq!(complete.contains("output = outputs.output::json"), history && settling);
             }
             for sql in [recover_lapsed(history).unwrap(), reset_locked(history).unwrap()] {
                 assert_eq!(sql.contains("insert into :RECORDS.job_history"), history, "{sql}");

@@ -14,20 +14,17 @@ pub const FAN_OUT: &str = include_str!("../records/000024.sql");
 /// The settling's calls of the signal, timer and sub-workflow functions made only when a job
 /// at hand has one (records migration 28).
 pub const GUARDED_CALLS: &str = include_str!("../records/000028.sql");
-/// The part of `worker::COMPLETE_JOBS` that settles the workflow jobs it completes; with
-/// history, storing each one's output too (history's `$3` and `$4`, joined once: a
-/// subquery a row would unnest them a row, n^2 for a statement of n jobs).
-pub(crate) fn complete_part(history: bool) -> Result<String, FillError> {
-    let [output, outputs] = match history {
-        true => [
-            ", output = outputs.output::json",
-            " left join unnest($3::bigint[], $4::text[]) as outputs (id, output) on outputs.id = completed.id",
-        ],
+/// The part of `worker::COMPLETE_JOBS` that settles the workflow jobs it completes, storing
+/// the outputs the statement carries (`outputs`, see `history::OUTPUTS`: joined once, where
+/// a subquery a row would unnest them a row, n^2 for a statement of n jobs).
+pub(crate) fn complete_part(outputs: bool) -> Result<String, FillError> {
+    let [output, join] = match outputs {
+        true => [", output = outputs.output::json", crate::history::OUTPUTS],
         false => ["", ""],
     };
     fill(
         include_str!("../queries/workflows/complete.sql"),
-        &[("WORKFLOW_OUTPUT", output), ("WORKFLOW_OUTPUTS", outputs)],
+        &[("WORKFLOW_OUTPUT", output), ("WORKFLOW_OUTPUTS", join)],
     )
 }
 /// The parts of `worker::FAIL_JOBS` that settle the workflow jobs it fails (`on`), or none.

@@ -11,8 +11,9 @@ use formica_sql::FillError;
 /// option; whether they settle workflow jobs, each statement's.
 pub(super) struct Endings {
     pub(super) history: bool,
-    /// Completions and failures, plain and settling workflow jobs.
-    complete: [String; 2],
+    /// Completions, plain and settling workflow jobs, each without and with outputs to store;
+    /// failures, plain and settling.
+    complete: [[String; 2]; 2],
     fail: [String; 2],
     pub(super) recover_lapsed: String,
     pub(super) reset_locked: String,
@@ -21,19 +22,29 @@ pub(super) struct Endings {
 impl Endings {
     pub(super) fn new(schema: &str, history: bool) -> Result<Self, FillError> {
         let render = |sql: String| formica_sql::render(&sql, schema);
-        let ending = |settling| Ending { history, settling };
+        let ending = |settling, outputs| Ending { history, settling, outputs };
+        let complete = |settling| -> Result<_, FillError> {
+            Ok([
+                render(sql::complete_jobs(ending(settling, false))?),
+                render(sql::complete_jobs(ending(settling, true))?),
+            ])
+        };
         Ok(Endings {
             history,
-            complete: [render(sql::complete_jobs(ending(false))?), render(sql::complete_jobs(ending(true))?)],
-            fail: [render(sql::fail_jobs(ending(false))?), render(sql::fail_jobs(ending(true))?)],
+            complete: [complete(false)?, complete(true)?],
+            fail: [
+                render(sql::fail_jobs(ending(false, false))?),
+                render(sql::fail_jobs(ending(true, false))?),
+            ],
             recover_lapsed: render(sql::recover_lapsed(history)?),
             reset_locked: render(sql::reset_locked(history)?),
         })
     }
 
-    /// The completion, settling workflow jobs if `settling`.
-    pub(super) fn complete(&self, settling: bool) -> &str {
-        &self.complete[usize::from(settling)]
+    /// The completion, settling workflow jobs if `settling`, storing the outputs it carries
+    /// if `outputs` (history's `$3` and `$4`; none without history).
+    pub(super) fn complete(&self, settling: bool, outputs: bool) -> &str {
+        &self.complete[usize::from(settling)][usize::from(outputs && self.history)]
     }
 
     /// The failure, settling workflow jobs if `settling`.

@@ -198,11 +198,13 @@ pub fn bind<'c>(catalog: &'c Catalog, statement: Statement, outputs: &[(i64, Str
         }
         Statement::CompleteJobs { worker_id, ids, settles_workflow_jobs } => {
             let mut params = vec![param(worker_id, Type::TEXT), param(ids, Type::INT8_ARRAY)];
-            if catalog.history() {
+            // Without outputs, the form that joins none.
+            let carries = catalog.history() && !outputs.is_empty();
+            if carries {
                 let (carried, values): (Vec<i64>, Vec<String>) = outputs.iter().cloned().unzip();
                 params.extend([param(carried, Type::INT8_ARRAY), param(values, Type::TEXT_ARRAY)]);
             }
-            (catalog.endings.complete(settles_workflow_jobs), params, Answer::Fenced)
+            (catalog.endings.complete(settles_workflow_jobs, carries), params, Answer::Fenced)
         }
         Statement::FailJobs { worker_id, failures, settles_workflow_jobs } => {
             let ids: Vec<i64> = failures.iter().map(|f| f.job_id).collect();
@@ -310,4 +312,30 @@ pub fn bind<'c>(catalog: &'c Catalog, statement: Statement, outputs: &[(i64, Str
         }
     };
     Bound { sql, params, answer }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_completion_joins_outputs_only_when_it_carries_some() {
+        let complete = || Statement::CompleteJobs {
+            worker_id: "w".into(),
+            ids: vec![1, 2],
+            settles_workflow_jobs: true,
+        };
+        let outputs = [(2, "{\"n\": 1}".to_owned())];
+        for history in [false, true] {
+            let catalog = Catalog::new("graphile_worker", history).unwrap();
+            let plain = bind(&catalog, complete(), &[]);
+            assert_eq!(plain.params.len(), 2);
+            assert!(!plain.sql.contains("unnest($3"), "{}", plain.sql);
+            let carrying = bind(&catalog, complete(), &outputs);
+            // Without history nothing stores outputs (the worker then collects none).
+            assert_eq!(carrying.params.len(), if history { 4 } else { 2 });
+            assert_eq!(carrying.sql.contains("unnest($3::bigint[], $4::text[])"), history);
+            assert_eq!(carrying.sql.contains("output = outputs.output::json"), history);
+        }
+    }
 }
