@@ -19,7 +19,8 @@
 //! `LOG_LINES=1`: each `noop` logs one `info` line, which the worker keeps with the job
 //! (docs/guide/job-logs.md: `JobLogs` at `INFO`, `JobLogLayer` as the only subscriber).
 //! `completion` prints the completion statement as this worker sends it (`HISTORY` as above;
-//! `OUTPUTS=1`: the form that stores outputs), for `bench/history-cost`.
+//! `OUTPUTS=1`: the form that stores outputs; `SETTLING=1`: the form that settles workflow
+//! jobs), for `bench/history-cost` and `bench/settle-cost`.
 use formica_bench::setting;
 use formica_tokio::{
     stop_on_signals, HistoryOptions, JobContext, JobLogLayer, JobLogs, JobSpec, RawJob, Task, TaskHandler,
@@ -152,7 +153,7 @@ fn completion() -> Result<(), Box<dyn std::error::Error>> {
     use formica_tokio::sql;
     let ending = sql::worker::Ending {
         history: setting::<i64>("HISTORY") != Some(0),
-        settling: false,
+        settling: setting::<i64>("SETTLING") == Some(1),
         outputs: setting::<i64>("OUTPUTS") == Some(1),
     };
     let statement = sql::render(&sql::worker::complete_jobs(ending)?, DEFAULT_SCHEMA);
