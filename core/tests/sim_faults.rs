@@ -133,8 +133,9 @@ fn the_trace_renders_one_readable_line_per_entry() {
     for expected in [
         r#"w0 -> start job 1 email (attempt 1/25) {"to":"ada"}"#,
         "w0 <- task of job 1 ended: ok",
-        "w0 -> query 4: complete jobs [1]",
-        "w0 <- query 4: Done",
+        "w0 -> query 3: ReadCancels",
+        "w0 -> query 5: complete jobs [1]",
+        "w0 <- query 5: Done",
         "w0 lease: heartbeat Done",
         "w0 <- heartbeat landed",
         "CLOCK JUMPED -60s",

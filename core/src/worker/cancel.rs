@@ -7,10 +7,10 @@
 //! A cancel request is a row (`cancel_requests` in Formica's records schema) recorded by
 //! `cancel_jobs` for a job a worker holds, so none is lost: the worker reads the requests of
 //! the jobs it holds ([`Statement::ReadCancels`](crate::protocol::Statement::ReadCancels))
-//! when woken on [`CANCEL`](crate::protocol::CANCEL) (a wake-up only, whatever its payload)
-//! and after every heartbeat that lands while it holds a job, so within about a
-//! [`HEARTBEAT_INTERVAL`](crate::lease::HEARTBEAT_INTERVAL) even with no listener (pgBouncer
-//! in transaction mode, a listener reconnecting). At most one read is in flight; one wanted
+//! when woken on [`CANCEL`](crate::protocol::CANCEL) (a wake-up only, whatever its payload),
+//! when its listener comes (back) up, and after every heartbeat that lands while it holds a
+//! job, so within about a [`HEARTBEAT_INTERVAL`](crate::lease::HEARTBEAT_INTERVAL) even with
+//! no listener (pgBouncer in transaction mode, a listener hung). At most one read is in flight; one wanted
 //! meanwhile is sent when it ends (a failed read waits for the next heartbeat).
 //!
 //! Promises: a job held here (running or waiting locally) that a request names is told to

@@ -170,11 +170,13 @@ impl Worker {
             Input::ListenerUp => {
                 if self.link.up() {
                     self.emit(Event::ListenerUp);
-                    // Jobs may have been added, and pauses and schedules changed, while it
-                    // was down (or before it first came up: a change made then is otherwise
-                    // read only at the schedules' next poll).
+                    // Jobs may have been added, pauses and schedules changed, and its jobs
+                    // asked to cancel while it was down (or before it first came up: a change
+                    // made then is otherwise read only at the schedules' next poll, a cancel
+                    // request at the next heartbeat).
                     self.fetcher.wake();
                     self.flow.want();
+                    self.read_cancels();
                     if let Some(cron) = &mut self.cron {
                         cron.schedules_changed(self.now);
                     }

@@ -63,6 +63,22 @@ fn a_request_recorded_while_the_listener_is_down_is_found_after_a_heartbeat() {
 }
 
 #[test]
+fn a_request_recorded_while_the_listener_is_down_is_read_as_it_comes_back() {
+    let mut world = World::new(WorldConfig::default());
+    world.set_script(|_, _| TaskPlan::Hang);
+    let w = world.add_worker(config());
+    let job = world.db_mut().add_job(&RawJob::new("t", json!({}), JobSpec::default())).unwrap().id;
+    assert!(world.run_until(Duration::seconds(5), |w| w.running(0).count() == 1 && w.listening(0)));
+    world.drop_listener(w);
+    world.db_mut().cancel_jobs(&[job], "unheard");
+    assert!(world.run_until(Duration::seconds(10), |w| w.listening(0)), "the listener comes back");
+    let back = world.now();
+    let failed = |w: &World| w.db().job(job).is_some_and(|j| j.last_error.is_some());
+    assert!(world.run_until(Duration::milliseconds(100), failed), "read as the listener came back");
+    assert!(world.now() - back < HEARTBEAT_INTERVAL / 10, "not at a heartbeat");
+}
+
+#[test]
 fn a_cancelled_job_of_a_dead_worker_fails_for_good_instead_of_running_again() {
     let mut world = World::new(WorldConfig::default());
     world.set_script(|_, _| TaskPlan::Hang);
