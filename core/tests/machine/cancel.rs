@@ -3,7 +3,7 @@
 
 use super::*;
 use formica_core::lease::HEARTBEAT_INTERVAL;
-use formica_core::sim::CancelOutcome;
+use formica_core::sim::{CancelOutcome, WorkerIndex};
 
 /// The statements of `effects` that read cancel requests.
 fn reads(effects: &[Effect]) -> Vec<QueryId> {
@@ -17,6 +17,17 @@ fn cancels(requests: &[(i64, &str)]) -> QueryResult {
     QueryResult::Cancels(requests.iter().map(|(id, r)| (*id, (*r).to_owned())).collect())
 }
 
+/// A worker whose listener is up, running one job whose task hangs: the world, the worker
+/// and the job.
+fn one_job_running_and_listening() -> (World, WorkerIndex, i64) {
+    let mut world = World::new(WorldConfig::default());
+    world.set_script(|_, _| TaskPlan::Hang);
+    let w = world.add_worker(config());
+    let job = world.db_mut().add_job(&RawJob::new("t", json!({}), JobSpec::default())).unwrap().id;
+    assert!(world.run_until(Duration::seconds(5), |w| w.running(0).count() == 1 && w.listening(0)));
+    (world, w, job)
+}
+
 fn aborts(world: &World) -> usize {
     let abort = |e: &&formica_core::sim::TraceEntry| {
         matches!(e.what, formica_core::sim::Traced::Effect(Effect::AbortTask { .. }))
@@ -26,11 +37,7 @@ fn aborts(world: &World) -> usize {
 
 #[test]
 fn a_cancelled_running_job_is_aborted_once_and_fails_for_good_with_the_reason() {
-    let mut world = World::new(WorldConfig::default());
-    world.set_script(|_, _| TaskPlan::Hang);
-    let w = world.add_worker(config());
-    let job = world.db_mut().add_job(&RawJob::new("t", json!({}), JobSpec::default())).unwrap().id;
-    assert!(world.run_until(Duration::seconds(5), |w| w.running(0).count() == 1 && w.listening(0)));
+    let (mut world, w, job) = one_job_running_and_listening();
     // Twice, and with a job that does not exist: one abort, the first reason.
     for reason in ["stop", "again"] {
         let outcome = world.db_mut().cancel_jobs(&[job, 424_242], reason);
@@ -47,11 +54,7 @@ fn a_cancelled_running_job_is_aborted_once_and_fails_for_good_with_the_reason() 
 
 #[test]
 fn a_request_recorded_while_the_listener_is_down_is_found_after_a_heartbeat() {
-    let mut world = World::new(WorldConfig::default());
-    world.set_script(|_, _| TaskPlan::Hang);
-    let w = world.add_worker(config());
-    let job = world.db_mut().add_job(&RawJob::new("t", json!({}), JobSpec::default())).unwrap().id;
-    assert!(world.run_until(Duration::seconds(5), |w| w.running(0).count() == 1 && w.listening(0)));
+    let (mut world, w, job) = one_job_running_and_listening();
     world.set_listener_available(w, false);
     world.drop_listener(w);
     world.db_mut().cancel_jobs(&[job], "unheard");
@@ -64,11 +67,7 @@ fn a_request_recorded_while_the_listener_is_down_is_found_after_a_heartbeat() {
 
 #[test]
 fn a_request_recorded_while_the_listener_is_down_is_read_as_it_comes_back() {
-    let mut world = World::new(WorldConfig::default());
-    world.set_script(|_, _| TaskPlan::Hang);
-    let w = world.add_worker(config());
-    let job = world.db_mut().add_job(&RawJob::new("t", json!({}), JobSpec::default())).unwrap().id;
-    assert!(world.run_until(Duration::seconds(5), |w| w.running(0).count() == 1 && w.listening(0)));
+    let (mut world, w, job) = one_job_running_and_listening();
     world.drop_listener(w);
     world.db_mut().cancel_jobs(&[job], "unheard");
     assert!(world.run_until(Duration::seconds(10), |w| w.listening(0)), "the listener comes back");
