@@ -42,9 +42,9 @@ impl Endings {
     }
 
     /// The completion, settling workflow jobs if `settling`, storing the outputs it carries
-    /// if `outputs` (history's `$3` and `$4`; none without history).
+    /// if `outputs` (history's `$3` and `$4`; without history both forms are the same).
     pub(super) fn complete(&self, settling: bool, outputs: bool) -> &str {
-        &self.complete[usize::from(settling)][usize::from(outputs && self.history)]
+        &self.complete[usize::from(settling)][usize::from(outputs)]
     }
 
     /// The failure, settling workflow jobs if `settling`.
