@@ -198,3 +198,34 @@ async fn a_migrator_waits_for_graphile_worker_migrating_the_same_fresh_database(
     assert_eq!(ledger(&client, "graphile_worker").await, expected_ledger());
     assert_eq!(schema_facts(&client, "graphile_worker").await, reference);
 }
+
+/// PostgreSQL JIT-compiles a plan whose estimated cost passes `jit_above_cost` at every
+/// execution: the resolver's pass (every 2 s) spent up to a second of the server's CPU so,
+/// and the functions that disable sequential scans are as exposed (records step 29). Every
+/// function of the records schema that PostgreSQL cannot inline runs with JIT off (but the
+/// controlled fetch's, run only where the fetch turned it off), under a schema name that
+/// needs quoting too.
+#[tokio::test]
+async fn no_records_function_compiles_its_statements_with_jit() {
+    let db = TestDb::new().await;
+    db.utils_for("Formica Jobs").migrate().await.expect("migrate");
+    let client = db.client().await;
+    let rows = client
+        .query(
+            "select functions.proname, coalesce('jit=off' = any(functions.proconfig), false)
+             from pg_proc as functions
+             join pg_language as languages on languages.oid = functions.prolang
+             where functions.pronamespace = '\"formica_Formica Jobs\"'::regnamespace
+               and (languages.lanname = 'plpgsql' or (languages.lanname = 'sql' and functions.proconfig is not null))
+               and functions.proname not in ('lock_jobs_controlled', 'fetched_names')",
+            &[],
+        )
+        .await
+        .unwrap();
+    let names: Vec<String> = rows.iter().map(|row| row.get(0)).collect();
+    assert!(names.iter().any(|name| name == "resolve_workflows"), "{names:?}");
+    assert!(names.len() > 20, "the records schema's functions: {names:?}");
+    let compiled: Vec<&String> =
+        names.iter().zip(&rows).filter(|(_, row)| !row.get::<_, bool>(1)).map(|(n, _)| n).collect();
+    assert!(compiled.is_empty(), "functions without jit = off: {compiled:?}");
+}
