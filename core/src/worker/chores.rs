@@ -6,7 +6,10 @@
 //! jittered from the worker's seed, so that workers started together spread their passes and
 //! none is ever later than its period; a failed pass waits twice as long as the one before
 //! it, up to [`CHORE_BACKOFF_LIMIT`] (or the period, if longer), and a pass that succeeds
-//! brings the period back; never two passes at once; none after [`stop`](Chore::stop).
+//! brings the period back; never two passes at once; none after [`stop`](Chore::stop); and
+//! a pass that took `d` is followed by none sooner than [`PACE`] times `d` after it ended, so
+//! a chore whose pass grew slow (the resolver over a large backlog of released workflow jobs)
+//! holds the server at most a twentieth of the time for each worker.
 //! Passes of different workers may overlap: each statement takes an advisory lock, and a
 //! pass that finds another running does nothing.
 
@@ -20,6 +23,10 @@ pub const FIRST_PASS_WITHIN: Duration = Duration::seconds(1);
 
 /// The longest a failing chore waits between passes, unless its period is longer.
 pub const CHORE_BACKOFF_LIMIT: Duration = Duration::minutes(1);
+
+/// A pass that took `d` waits at least this many times `d` before the next one: one part in
+/// twenty of the time, at most, for each chore of each worker.
+pub const PACE: i32 = 19;
 
 /// The longest period a chore keeps (a longer one counts as this): the machine adds it to
 /// its clock.
@@ -38,7 +45,8 @@ pub struct Pruning {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Chore {
     at: Option<Timestamp>,
-    in_flight: bool,
+    /// When the pass in flight was sent.
+    sent: Option<Timestamp>,
     stopped: bool,
     every: Duration,
     /// Passes failed in a row.
@@ -58,20 +66,21 @@ impl Chore {
 
     /// Whether to send a pass at `now`. The next one is armed when this one ends.
     pub fn handle_timeout(&mut self, now: Timestamp) -> bool {
-        if self.in_flight || self.at.is_none_or(|at| at > now) {
+        if self.sent.is_some() || self.at.is_none_or(|at| at > now) {
             return false;
         }
         self.at = None;
-        self.in_flight = true;
+        self.sent = Some(now);
         true
     }
 
-    /// The pass sent ended at `now` (`ok`: it ran): arm the next, unless stopped.
+    /// The pass sent ended at `now` (`ok`: it ran): arm the next, unless stopped, no sooner
+    /// than [`PACE`] times the time it took.
     pub fn ended(&mut self, now: Timestamp, ok: bool, rng: &mut SplitMix) {
-        self.in_flight = false;
+        let took = self.sent.take().map_or(Duration::zero(), |sent| now - sent);
         self.failures = if ok { 0 } else { self.failures.saturating_add(1) };
         if !self.stopped {
-            let wait = self.wait();
+            let wait = self.wait().max((took * PACE).min(MAX_CHORE_PERIOD));
             self.at = Some(now + wait - Duration::milliseconds(rng.between(0, wait.num_milliseconds() / 4)));
         }
     }
@@ -118,7 +127,7 @@ mod tests {
         assert!(chore.handle_timeout(first));
         assert_eq!(chore.deadline(), None, "nothing is due while a pass is out");
         assert!(!chore.handle_timeout(first + every * 10), "never two at once");
-        let ended = first + Duration::seconds(1);
+        let ended = first + Duration::milliseconds(50);
         chore.ended(ended, true, &mut rng);
         let next = chore.deadline().unwrap();
         assert!(next > ended + every * 3 / 4 - Duration::milliseconds(1) && next <= ended + every, "{next}");
@@ -149,6 +158,25 @@ mod tests {
         assert!(hourly.handle_timeout(hourly.deadline().unwrap()));
         hourly.ended(t0(), false, &mut rng);
         assert_eq!(hourly.wait(), Duration::hours(1));
+    }
+
+    #[test]
+    fn a_slow_pass_is_followed_by_a_wait_of_pace_times_its_length() {
+        let (mut rng, every) = (SplitMix::new(7), Duration::seconds(2));
+        let mut chore = Chore::start(t0(), Some(every), &mut rng);
+        let sent = chore.deadline().unwrap();
+        assert!(chore.handle_timeout(sent));
+        // A pass of 500 ms: the next one no sooner than 19 x 500 ms after it ended (less
+        // the jitter's quarter at most), not the 2 s period.
+        let ended = sent + Duration::milliseconds(500);
+        chore.ended(ended, true, &mut rng);
+        let next = chore.deadline().unwrap();
+        let paced = Duration::milliseconds(500) * PACE;
+        assert!(next > ended + paced * 3 / 4 - Duration::milliseconds(1) && next <= ended + paced, "{next}");
+        // A quick pass brings the period back.
+        assert!(chore.handle_timeout(next));
+        chore.ended(next + Duration::milliseconds(10), true, &mut rng);
+        assert!(chore.deadline().unwrap() <= next + Duration::milliseconds(10) + every);
     }
 
     #[test]
