@@ -57,17 +57,17 @@ pub const OUTCOME: &str = include_str!("../queries/history/outcome.sql");
 pub const PENDING: &str = include_str!("../queries/history/pending.sql");
 /// `$1` as of (null: the database clock), `$2`..`$4` the retentions of completed, failed
 /// and cancelled jobs (null: for ever), `$5` rows deleted at most, `$6` lock wait: one
-/// pass of the pruner (see `prune_history` in the migration). The retentions are text, so a
-/// worker can prepare the statement (PostgreSQL then types each parameter by its first cast).
-/// Once the history's pass (and its advisory lock) ran, the jobs' reports past every
-/// retention go too (`prune_job_reports`, records migration 15), and the finished workflows
-/// past their state's retention (`prune_workflows`, records migration 22); `deleted`
-/// counts all three.
-pub const PRUNE: &str = "select dropped, deleted + :RECORDS.prune_job_reports(coalesce($1::timestamptz, now()), \
-    $2::text::interval, $3::text::interval, $4::text::interval, $5::int) \
-    + :RECORDS.prune_workflows(coalesce($1::timestamptz, now()), \
-    $2::text::interval, $3::text::interval, $4::text::interval, $5::int) from :RECORDS.prune_history(\
-    coalesce($1::timestamptz, now()), $2::text::interval, $3::text::interval, $4::text::interval, $5::int, $6::text)";
+/// pass of the pruner (`prune_pass`, records step 30): the jobs' reports past every
+/// retention (`prune_job_reports`, records step 18), the finished workflows past their
+/// state's retention (`prune_workflows`, records step 22), then the history's own pass
+/// (`prune_history`, records step 7), whose partitions' DDL locks the history against every
+/// completion until the pass commits; `deleted` counts all three. The retentions are text,
+/// so a worker can prepare the statement (PostgreSQL then types each parameter by its
+/// first cast).
+pub const PRUNE: &str = "select dropped, deleted from :RECORDS.prune_pass(coalesce($1::timestamptz, now()), \
+    $2::text::interval, $3::text::interval, $4::text::interval, $5::int, $6::text)";
+/// Records step 30: [`PRUNE`]'s function, the partitions' DDL last.
+pub const PRUNE_PASS: &str = include_str!("../records/000030.sql");
 /// History rows, newest first, by filters (see the file).
 pub const LIST: &str = include_str!("../queries/history/list.sql");
 /// Counts and wait times of the recent history, by time bucket (see the file).

@@ -528,3 +528,40 @@ async fn waiters_registering_while_a_drain_ends_their_jobs_each_hear_of_it_witho
     );
     running.stop(Duration::from_secs(10)).await;
 }
+
+/// The pruner's partition DDL locks the history against every insert until its pass
+/// commits, so it comes last in the pass (records step 30): a pass slow in deleting the
+/// reports past retention (here each row's delete sleeps a second, by a trigger of this
+/// test's) holds no completion's history row up. Before, this fresh database's first pass
+/// created its days first, and the insert waited for the whole pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pass_slow_in_its_deletes_holds_no_history_write_up() {
+    let db = TestDb::migrated().await;
+    let client = db.client().await;
+    client
+        .batch_execute(
+            "insert into formica_graphile_worker.job_logs (job_id, attempt, line, at, level, message)
+             values (1, 1, 0, now() - interval '40 days', 'info', 'old');
+             create function public.slow_delete() returns trigger language plpgsql as
+               $$ begin perform pg_sleep(2); return old; end $$;
+             create trigger slow_delete before delete on formica_graphile_worker.job_logs
+               for each row execute function public.slow_delete();",
+        )
+        .await
+        .unwrap();
+    let utils = db.utils();
+    let pass = tokio::spawn(async move { utils.prune_history(&Retention::default(), None).await });
+    let deleting = "select count(*) from pg_stat_activity
+        where wait_event = 'PgSleep' and datname = current_database()";
+    db.wait_for_count(deleting, 1, Duration::from_secs(10)).await;
+    tokio::time::timeout(Duration::from_secs(1), finished(&client, 1, "completed", "1 second"))
+        .await
+        .expect("the history row goes in while the pass deletes");
+    let pruned = pass.await.unwrap().unwrap();
+    assert_eq!(pruned.deleted, 1, "the old log line: {pruned:?}");
+    let days = "select count(*) from pg_inherits
+        where inhparent = 'formica_graphile_worker.job_history_completed'::regclass
+          and inhrelid::regclass::text ~ '_\\d{8}$'";
+    assert!(db.count(days).await >= 3, "the pass still creates the days around now");
+    assert_eq!(db.count(HISTORY).await, 1);
+}
