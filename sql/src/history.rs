@@ -7,6 +7,8 @@ use crate::fill::{fill, FillError};
 pub const JOB_HISTORY: &str = include_str!("../records/000007.sql");
 /// The trigger that tells the waiters of the jobs a history write ended (records migration 27).
 pub const TELL_WAITERS: &str = include_str!("../records/000027.sql");
+/// Records step 31: that trigger finds each waiter's job by its key, not by hashing the jobs.
+pub const WAITERS_BY_KEY: &str = include_str!("../records/000031.sql");
 /// The parts of `worker::COMPLETE_JOBS` that write history (`on`), with the outputs the
 /// statement carries (`outputs`), or none.
 pub(crate) fn complete_parts(on: bool, outputs: bool) -> Result<[(&'static str, String); 2], FillError> {

@@ -35,6 +35,7 @@ pub const RECORDS_STEPS: &[Step] = &[
     Step { id: 28, sql: &[crate::workflows::GUARDED_CALLS] },
     Step { id: 29, sql: &[include_str!("../records/000029.sql")] },
     Step { id: 30, sql: &[crate::history::PRUNE_PASS] },
+    Step { id: 31, sql: &[crate::history::WAITERS_BY_KEY] },
 ];
 
 /// `$1` the quoted name of a records table, `$2` the records schema's name, `$3` privileges

@@ -565,3 +565,43 @@ async fn a_pass_slow_in_its_deletes_holds_no_history_write_up() {
     assert!(db.count(days).await >= 3, "the pass still creates the days around now");
     assert_eq!(db.count(HISTORY).await, 1);
 }
+
+/// After each statement that writes history, the waiters' trigger finds each waiter's job
+/// by its key (records step 31): with a thousand waiters it hashed the whole jobs table at
+/// every completion. It still tells the waiter whose job ended, and keeps the others.
+#[tokio::test]
+async fn the_waiters_trigger_probes_each_waiter_s_job_without_scanning_the_jobs() {
+    let db = TestDb::migrated().await;
+    let client = db.client().await;
+    client
+        .batch_execute(
+            "select count(*) from graphile_worker.add_jobs(array(
+               select ('other', '{}'::json, null, null, null, null, null, null)::graphile_worker.job_spec
+               from generate_series(1, 150000)));
+             insert into formica_graphile_worker.job_waiters (job_id)
+               select id from graphile_worker._private_jobs where id % 150 = 0;
+             insert into formica_graphile_worker.job_waiters (job_id) values (-1);",
+        )
+        .await
+        .unwrap();
+    client
+        .batch_execute("vacuum analyze graphile_worker._private_jobs, formica_graphile_worker.job_waiters")
+        .await
+        .unwrap();
+    client.batch_execute("begin").await.unwrap();
+    finished(&client, -1, "completed", "1 second").await;
+    // Rows of the jobs table the statement read: a row a waiter at most, not the queue.
+    let read: i64 = client
+        .query_one(
+            "select seq_tup_read + coalesce(idx_tup_fetch, 0) from pg_stat_xact_user_tables
+             where relid = 'graphile_worker._private_jobs'::regclass",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    client.batch_execute("commit").await.unwrap();
+    assert!(read <= 2000, "the trigger read {read} rows of the 150,000 jobs for 1,001 waiters");
+    let waiting = "select count(*) from formica_graphile_worker.job_waiters";
+    assert_eq!(db.count(waiting).await, 1000, "the waiter of the job that ended was told and forgotten");
+}
