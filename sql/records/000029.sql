@@ -1,10 +1,11 @@
 -- No function of the records schema JIT-compiles its statements. PostgreSQL compiles a plan
 -- whose estimated cost passes jit_above_cost (100,000) at every execution, and a cached plan
 -- does not keep the compiled code. The resolver's pass (every 2 s on each worker) crossed it
--- as soon as a few thousand workflow jobs were released: its look-up of each one's history
--- is estimated at some 60 a job. It then spent 0.15 to 1.3 s of the server's CPU compiling,
--- each pass, for a scan that takes a few milliseconds (`WORKFLOW=fan:10 bench/drain-cpu
--- 20000` under auto_explain). The functions that disable sequential scans are as exposed: a
+-- once some thousands to tens of thousands of workflow jobs were released (by the
+-- statistics of the moment): its look-up of each one's history is estimated at some 60 a
+-- job. It then spent 0.15 to 1.3 s of the server's CPU compiling, each pass, for a look-up of
+-- some tens of milliseconds (`WORKFLOW=fan:10 bench/drain-cpu 20000` under auto_explain;
+-- `bench/resolve-cost`). The functions that disable sequential scans are as exposed: a
 -- disabled node only adds a huge cost to the plan, as the fetch's comment says
 -- (sql/queries/worker/fetch_begin.sql, which turns JIT off for the same reason).
 --

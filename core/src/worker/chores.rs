@@ -4,7 +4,7 @@
 //! Promises: the first pass within [`FIRST_PASS_WITHIN`] of start (or a quarter of the period,
 //! if shorter); then a pass each period after the last one ended, less up to a quarter,
 //! jittered from the worker's seed, so that workers started together spread their passes and
-//! none is ever later than its period; a failed pass waits twice as long as the one before
+//! none is ever later than its period (unless paced, below); a failed pass waits twice as long as the one before
 //! it, up to [`CHORE_BACKOFF_LIMIT`] (or the period, if longer), and a pass that succeeds
 //! brings the period back; never two passes at once; none after [`stop`](Chore::stop); and
 //! a pass that took `d` is followed by none sooner than [`PACE`] times `d` after it ended, so
@@ -80,8 +80,9 @@ impl Chore {
         let took = self.sent.take().map_or(Duration::zero(), |sent| now - sent);
         self.failures = if ok { 0 } else { self.failures.saturating_add(1) };
         if !self.stopped {
-            let wait = self.wait().max((took * PACE).min(MAX_CHORE_PERIOD));
-            self.at = Some(now + wait - Duration::milliseconds(rng.between(0, wait.num_milliseconds() / 4)));
+            let wait = self.wait();
+            let jittered = wait - Duration::milliseconds(rng.between(0, wait.num_milliseconds() / 4));
+            self.at = Some(now + jittered.max((took * PACE).min(MAX_CHORE_PERIOD)));
         }
     }
 
@@ -166,13 +167,11 @@ mod tests {
         let mut chore = Chore::start(t0(), Some(every), &mut rng);
         let sent = chore.deadline().unwrap();
         assert!(chore.handle_timeout(sent));
-        // A pass of 500 ms: the next one no sooner than 19 x 500 ms after it ended (less
-        // the jitter's quarter at most), not the 2 s period.
+        // A pass of 500 ms: the next one 19 x 500 ms after it ended, not within the 2 s period.
         let ended = sent + Duration::milliseconds(500);
         chore.ended(ended, true, &mut rng);
         let next = chore.deadline().unwrap();
-        let paced = Duration::milliseconds(500) * PACE;
-        assert!(next > ended + paced * 3 / 4 - Duration::milliseconds(1) && next <= ended + paced, "{next}");
+        assert_eq!(next, ended + Duration::milliseconds(500) * PACE);
         // A quick pass brings the period back.
         assert!(chore.handle_timeout(next));
         chore.ended(next + Duration::milliseconds(10), true, &mut rng);
