@@ -13,7 +13,7 @@
 -- inlined), runs with jit off, whoever calls it. Left as they are: a SQL function without
 -- settings (a setting would stop PostgreSQL from inlining it into its caller), and the
 -- controlled fetch's two functions, which run only in the fetch's transaction, where jit is
--- already off, one of them once a job (a setting costs a call about 0.9 us). A later step
+-- already off, one of them once a job (a setting adds its own work to every call). A later step
 -- that redefines one of these functions states `set jit = off` with its other settings
 -- (tests/tests/schema.rs checks every one).
 do $$
