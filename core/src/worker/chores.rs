@@ -6,10 +6,11 @@
 //! jittered from the worker's seed, so that workers started together spread their passes and
 //! none is ever later than its period (unless paced, below); a failed pass waits twice as long as the one before
 //! it, up to [`CHORE_BACKOFF_LIMIT`] (or the period, if longer), and a pass that succeeds
-//! brings the period back; never two passes at once; none after [`stop`](Chore::stop); and
-//! a pass that took `d` is followed by none sooner than [`PACE`] times `d` after it ended, so
-//! a chore whose pass grew slow (the resolver over a large backlog of released workflow jobs)
-//! holds the server at most a twentieth of the time for each worker.
+//! brings the period back; never two passes at once; none after [`stop`](Chore::stop); and,
+//! for a [`paced`](Chore::paced) chore (the resolver, whose pass reads every released
+//! workflow job), a pass that took `d` is followed by none sooner than [`PACE`] times `d`
+//! after it ended, so however slow its pass grows it holds the server at most a twentieth of
+//! the time for each worker. The others keep their period: aging's bound counts on it.
 //! Passes of different workers may overlap: each statement takes an advisory lock, and a
 //! pass that finds another running does nothing.
 
@@ -24,8 +25,8 @@ pub const FIRST_PASS_WITHIN: Duration = Duration::seconds(1);
 /// The longest a failing chore waits between passes, unless its period is longer.
 pub const CHORE_BACKOFF_LIMIT: Duration = Duration::minutes(1);
 
-/// A pass that took `d` waits at least this many times `d` before the next one: one part in
-/// twenty of the time, at most, for each chore of each worker.
+/// A [`paced`](Chore::paced) chore's pass that took `d` waits at least this many times `d`
+/// before the next one: one part in twenty of the time, at most, for each worker.
 pub const PACE: i32 = 19;
 
 /// The longest period a chore keeps (a longer one counts as this): the machine adds it to
@@ -51,6 +52,8 @@ pub(crate) struct Chore {
     every: Duration,
     /// Passes failed in a row.
     failures: u32,
+    /// Whether a pass waits [`PACE`] times its length before the next.
+    paced: bool,
 }
 
 impl Chore {
@@ -64,6 +67,11 @@ impl Chore {
         Chore { at: Some(now + Duration::milliseconds(rng.between(0, within))), every, ..Chore::default() }
     }
 
+    /// This chore, its passes spaced by their own length ([`PACE`]).
+    pub fn paced(self) -> Self {
+        Chore { paced: true, ..self }
+    }
+
     /// Whether to send a pass at `now`. The next one is armed when this one ends.
     pub fn handle_timeout(&mut self, now: Timestamp) -> bool {
         if self.sent.is_some() || self.at.is_none_or(|at| at > now) {
@@ -74,10 +82,13 @@ impl Chore {
         true
     }
 
-    /// The pass sent ended at `now` (`ok`: it ran): arm the next, unless stopped, no sooner
-    /// than [`PACE`] times the time it took.
+    /// The pass sent ended at `now` (`ok`: it ran): arm the next, unless stopped, and, if
+    /// paced, no sooner than [`PACE`] times the time it took.
     pub fn ended(&mut self, now: Timestamp, ok: bool, rng: &mut SplitMix) {
-        let took = self.sent.take().map_or(Duration::zero(), |sent| now - sent);
+        let took = match (self.sent.take(), self.paced) {
+            (Some(sent), true) => now - sent,
+            _ => Duration::zero(),
+        };
         self.failures = if ok { 0 } else { self.failures.saturating_add(1) };
         if !self.stopped {
             let wait = self.wait();
@@ -128,7 +139,7 @@ mod tests {
         assert!(chore.handle_timeout(first));
         assert_eq!(chore.deadline(), None, "nothing is due while a pass is out");
         assert!(!chore.handle_timeout(first + every * 10), "never two at once");
-        let ended = first + Duration::milliseconds(50);
+        let ended = first + Duration::seconds(1);
         chore.ended(ended, true, &mut rng);
         let next = chore.deadline().unwrap();
         assert!(next > ended + every * 3 / 4 - Duration::milliseconds(1) && next <= ended + every, "{next}");
@@ -162,9 +173,9 @@ mod tests {
     }
 
     #[test]
-    fn a_slow_pass_is_followed_by_a_wait_of_pace_times_its_length() {
+    fn a_paced_chore_s_slow_pass_is_followed_by_a_wait_of_pace_times_its_length() {
         let (mut rng, every) = (SplitMix::new(7), Duration::seconds(2));
-        let mut chore = Chore::start(t0(), Some(every), &mut rng);
+        let mut chore = Chore::start(t0(), Some(every), &mut rng).paced();
         let sent = chore.deadline().unwrap();
         assert!(chore.handle_timeout(sent));
         // A pass of 500 ms: the next one 19 x 500 ms after it ended, not within the 2 s period.

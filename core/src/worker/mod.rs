@@ -149,7 +149,7 @@ impl Worker {
             worker.effects.push_back(Effect::ConnectListener);
             worker.sweeper = Sweeper::start(now, worker.config.lock_sweep_interval, &mut worker.rng);
             worker.pruner = Chore::start(now, worker.config.prune_history.map(|p| p.every), &mut worker.rng);
-            worker.resolver = Chore::start(now, worker.config.resolve_workflows, &mut worker.rng);
+            worker.resolver = Chore::start(now, worker.config.resolve_workflows, &mut worker.rng).paced();
             worker.reindexer = Chore::start(now, worker.config.reindex_bloated, &mut worker.rng);
             worker.ager = Chore::start(now, worker.config.age_priorities, &mut worker.rng);
         }
