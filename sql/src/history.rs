@@ -62,14 +62,17 @@ pub const PENDING: &str = include_str!("../queries/history/pending.sql");
 /// pass of the pruner (`prune_pass`, records step 30): the jobs' reports past every
 /// retention (`prune_job_reports`, records step 18), the finished workflows past their
 /// state's retention (`prune_workflows`, records step 22), then the history's own pass
-/// (`prune_history`, records step 7), whose partitions' DDL locks the history against every
-/// completion until the pass commits; `deleted` counts all three. The retentions are text,
+/// (`prune_history`, records step 7; step 32 attaches the days it makes, which locks out no
+/// completion, and a day it drops locks the history against every completion until the
+/// pass commits); `deleted` counts all three. The retentions are text,
 /// so a worker can prepare the statement (PostgreSQL then types each parameter by its
 /// first cast).
 pub const PRUNE: &str = "select dropped, deleted from :RECORDS.prune_pass(coalesce($1::timestamptz, now()), \
     $2::text::interval, $3::text::interval, $4::text::interval, $5::int, $6::text)";
 /// Records step 30: [`PRUNE`]'s function, the partitions' DDL last.
 pub const PRUNE_PASS: &str = include_str!("../records/000030.sql");
+/// Records step 32: the pruner attaches each new day's partition, which locks out no insert.
+pub const ATTACHED_DAYS: &str = include_str!("../records/000032.sql");
 /// History rows, newest first, by filters (see the file).
 pub const LIST: &str = include_str!("../queries/history/list.sql");
 /// Counts and wait times of the recent history, by time bucket (see the file).

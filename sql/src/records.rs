@@ -36,6 +36,7 @@ pub const RECORDS_STEPS: &[Step] = &[
     Step { id: 29, sql: &[include_str!("../records/000029.sql")] },
     Step { id: 30, sql: &[crate::history::PRUNE_PASS] },
     Step { id: 31, sql: &[crate::history::WAITERS_BY_KEY] },
+    Step { id: 32, sql: &[crate::history::ATTACHED_DAYS] },
 ];
 
 /// `$1` the quoted name of a records table, `$2` the records schema's name, `$3` privileges

@@ -566,6 +566,46 @@ async fn a_pass_slow_in_its_deletes_holds_no_history_write_up() {
     assert_eq!(db.count(HISTORY).await, 1);
 }
 
+/// The pruner makes each new day's partition apart and attaches it (records step 32), which
+/// no insert conflicts with: it makes its days while a completion's history row is not yet
+/// committed, and history rows go in while the pass's transaction is still open. Making a
+/// day `partition of` the history waited behind that row until the pass's lock wait ran out
+/// (the days were then not made), and every completion after it queued behind it.
+#[tokio::test]
+async fn making_a_day_s_partition_holds_no_history_write_up() {
+    let db = TestDb::migrated().await;
+    let (in_flight, pruner, client) = (db.client().await, db.client().await, db.client().await);
+    db.utils().prune_history(&Retention::default(), None).await.unwrap(); // today's days
+    in_flight.batch_execute("begin").await.unwrap();
+    finished(&in_flight, 1, "completed", "1 second").await;
+    pruner.batch_execute("begin").await.unwrap();
+    // As of 30 days on, keeping everything: four days to make for each outcome.
+    let row = pruner
+        .query_one(
+            "select dropped, deleted from formica_graphile_worker.prune_pass(now() + interval '30 days', \
+             null, null, null, 1000, '2s')",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!((row.get::<_, i32>(0), row.get::<_, i64>(1)), (0, 0));
+    tokio::time::timeout(Duration::from_secs(1), finished(&client, 2, "completed", "1 second"))
+        .await
+        .expect("a history row goes in while the pass that made days is open");
+    pruner.batch_execute("commit").await.unwrap();
+    in_flight.batch_execute("commit").await.unwrap();
+    let days = "select count(*) from pg_inherits
+        join pg_class as parent on parent.oid = pg_inherits.inhparent
+        join pg_class as child on child.oid = pg_inherits.inhrelid
+        where parent.relname ~ '^job_history_(completed|failed|cancelled)$'
+          and child.relname ~ '_\\d{8}$'
+          and to_date(right(child.relname, 8), 'YYYYMMDD') >= (now() + interval '29 days')::date";
+    assert_eq!(db.count(days).await, 12, "each outcome's four days around the pass's date were made");
+    let in_days = "select count(*) from formica_graphile_worker.job_history_completed_default";
+    assert_eq!(db.count(in_days).await, 0, "both rows went to today's partition");
+    assert_eq!(db.count(HISTORY).await, 2);
+}
+
 /// After each statement that writes history, the waiters' trigger finds each waiter's job
 /// by its key (records step 31): with a thousand waiters it hashed the whole jobs table at
 /// every completion. It still tells the waiter whose job ended, and keeps the others.

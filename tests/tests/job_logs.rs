@@ -6,7 +6,7 @@
 // Tests fail by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use formica::{JobContext, JobLogLayer, JobLogs, JobSpec, Retention, Runtime};
+use formica::{HistoryOptions, JobContext, JobLogLayer, JobLogs, JobSpec, Retention, Runtime};
 use formica_tests::dashboard::Dashboard;
 use formica_tests::{on_both_runtimes, Running, TestDb};
 use serde_json::json;
@@ -111,8 +111,14 @@ async fn the_job_page_shows_its_logs_in_the_queue_and_in_the_history() {
     assert!(page.contains(&format!(r#"<pre id="logs">{line}</pre>"#)), "{page}");
     // Run, finished and gone from the queue: its page of runs shows the lines of both.
     let rt: Arc<dyn Runtime> = Arc::new(formica_tokio::TokioRuntime);
-    let options =
-        db.worker_options().define_raw_job("import", chatty).job_logs(JobLogs::at(tracing::Level::WARN));
+    // Keeping every report: the line above is dated past the default retentions, and the
+    // worker's first pruning pass (within a second of its start) would delete it.
+    let keep = Retention { completed: None, failed: None, cancelled: None };
+    let options = db
+        .worker_options()
+        .define_raw_job("import", chatty)
+        .job_logs(JobLogs::at(tracing::Level::WARN))
+        .history(HistoryOptions { retention: keep, ..HistoryOptions::default() });
     let running = Running::listening(&rt, options).await;
     db.wait_for_count("select count(*) from formica_graphile_worker.job_logs", 2, Duration::from_secs(10))
         .await;
