@@ -80,3 +80,9 @@ begin
   return next;
 end
 $$;
+
+-- And the days around the migration's date are made now: a new database's first history
+-- went to the default partition until the first pass, which then could not make that day
+-- (the default partition held rows of it), so the day's rows were deleted one by one at
+-- retention instead of dropped with their day. (Keeping every outcome: nothing dropped.)
+select :RECORDS.prune_history(now(), null, null, null, 0, '10s');
