@@ -279,9 +279,20 @@ async fn a_job_a_formica_worker_runs_is_left_alone_and_finishes_as_it_would() {
         started.load(Ordering::SeqCst)
     })
     .await;
-    // Failed jobs of the same task, added after it started, waiting a day to retry.
-    let others = add(&utils, "slow", 3).await;
-    set(&client, &others, "attempts = 1, last_error = 'boom', run_at = now() + interval '1 day'").await;
+    // Failed jobs of the same task, added after it started, waiting a day to retry (added so:
+    // due now, the worker could fetch one into its local queue, and the retry leaves it be).
+    let others: Vec<i64> = client
+        .query(
+            "select (graphile_worker.add_job('slow', json_build_object('n', n), run_at => now() + interval '1 day')).id \
+             from generate_series(0, 2) as n",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    set(&client, &others, "attempts = 1, last_error = 'boom'").await;
     let before = rows(&client, &job).await;
     assert_eq!(before[0].4.as_deref(), Some(running.worker_id()), "the worker holds it");
 
