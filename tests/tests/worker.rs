@@ -46,11 +46,23 @@ async fn one_notified_job(
     options: formica::WorkerOptions,
 ) -> (Duration, Vec<String>) {
     let log: Log = Default::default();
-    let options =
-        options.poll_interval(Duration::from_secs(3600)).define_raw_job("hello", recorder(&log, "hello"));
+    let empty = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = empty.clone();
+    let options = options
+        .poll_interval(Duration::from_secs(3600))
+        .define_raw_job("hello", recorder(&log, "hello"))
+        .on_event(move |event| {
+            if matches!(event, formica::Event::FetchEmpty) {
+                seen.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        });
     let running = Running::listening(rt, options).await;
-    // Let the first (empty) fetch finish so the worker is idle, waiting on an hour's poll.
-    sleep(rt.as_ref(), Duration::from_millis(100)).await;
+    // Once the first (empty) fetch is answered the worker is idle, waiting on an hour's poll
+    // (a job announced while that fetch is out is not what this measures).
+    formica_tests::wait_until(rt.as_ref(), Duration::from_secs(10), "the first fetch was answered", || {
+        empty.load(std::sync::atomic::Ordering::SeqCst)
+    })
+    .await;
     let start = Instant::now();
     db.client().await.batch_execute("select graphile_worker.add_job('hello', '{\"n\": 1}')").await.unwrap();
     db.wait_for_count("select count(*) from graphile_worker.jobs", 0, Duration::from_secs(10)).await;
