@@ -13,9 +13,13 @@ use tokio_postgres::Client;
 
 /// Add `n` jobs of `task` in batches, returning their ids.
 async fn add(utils: &WorkerUtils, task: &str, n: usize) -> Vec<i64> {
+    add_as(utils, task, n, JobSpec::default()).await
+}
+
+/// Add `n` jobs of `task`, each as `spec` says.
+async fn add_as(utils: &WorkerUtils, task: &str, n: usize, spec: JobSpec) -> Vec<i64> {
     let mut ids = Vec::with_capacity(n);
-    let jobs: Vec<RawJob> =
-        (0..n).map(|i| RawJob::new(task, json!({ "n": i }), JobSpec::default())).collect();
+    let jobs: Vec<RawJob> = (0..n).map(|i| RawJob::new(task, json!({ "n": i }), spec.clone())).collect();
     for chunk in jobs.chunks(5000) {
         ids.extend(utils.add_raw_jobs(chunk).await.unwrap().iter().map(|job| job.id));
     }
@@ -281,17 +285,8 @@ async fn a_job_a_formica_worker_runs_is_left_alone_and_finishes_as_it_would() {
     .await;
     // Failed jobs of the same task, added after it started, waiting a day to retry (added so:
     // due now, the worker could fetch one into its local queue, and the retry leaves it be).
-    let others: Vec<i64> = client
-        .query(
-            "select (graphile_worker.add_job('slow', json_build_object('n', n), run_at => now() + interval '1 day')).id \
-             from generate_series(0, 2) as n",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
+    let tomorrow = JobSpec::builder().run_at(chrono::Utc::now() + chrono::Duration::days(1)).build();
+    let others = add_as(&utils, "slow", 3, tomorrow).await;
     set(&client, &others, "attempts = 1, last_error = 'boom'").await;
     let before = rows(&client, &job).await;
     assert_eq!(before[0].4.as_deref(), Some(running.worker_id()), "the worker holds it");

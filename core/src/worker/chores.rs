@@ -58,10 +58,8 @@ pub(crate) struct Chore {
     every: Duration,
     /// Passes failed in a row.
     failures: u32,
-    /// Whether a pass waits [`PACE`] times its length before the next.
-    paced: bool,
-    /// The lengths of the last [`PACED_BY`] passes, when paced (zero: not run yet).
-    lengths: [Duration; PACED_BY],
+    /// When paced ([`PACE`]): the lengths of the last [`PACED_BY`] passes (zero: not run yet).
+    paced: Option<[Duration; PACED_BY]>,
 }
 
 impl Chore {
@@ -77,7 +75,7 @@ impl Chore {
 
     /// This chore, its passes spaced by their own length ([`PACE`]).
     pub fn paced(self) -> Self {
-        Chore { paced: true, ..self }
+        Chore { paced: Some([Duration::zero(); PACED_BY]), ..self }
     }
 
     /// Whether to send a pass at `now`. The next one is armed when this one ends.
@@ -93,11 +91,11 @@ impl Chore {
     /// The pass sent ended at `now` (`ok`: it ran): arm the next, unless stopped, and, if
     /// paced, no sooner than [`PACE`] times the shortest of the last [`PACED_BY`] passes.
     pub fn ended(&mut self, now: Timestamp, ok: bool, rng: &mut SplitMix) {
-        let took = match (self.sent.take(), self.paced) {
-            (Some(sent), true) => {
-                self.lengths.rotate_right(1);
-                self.lengths[0] = now - sent;
-                self.lengths.iter().copied().min().unwrap_or_else(Duration::zero)
+        let took = match (self.sent.take(), self.paced.as_mut()) {
+            (Some(sent), Some(lengths)) => {
+                lengths.rotate_right(1);
+                lengths[0] = now - sent;
+                lengths.iter().copied().min().unwrap_or_else(Duration::zero)
             }
             _ => Duration::zero(),
         };
