@@ -98,6 +98,7 @@ pub(crate) fn written_ids(statement: &Statement) -> Vec<i64> {
         | Statement::PruneHistory { .. }
         | Statement::ResolveWorkflows
         | Statement::ReindexBloated
+        | Statement::VacuumJobs
         | Statement::AgePriorities { .. }
         | Statement::ReturnUnknown { .. } => vec![],
     }

@@ -95,6 +95,7 @@ pub(crate) fn sent(inc: &mut Incarnation, statement: &Statement) -> Result<(), S
         Statement::PruneHistory { .. }
         | Statement::ResolveWorkflows
         | Statement::ReindexBloated
+        | Statement::VacuumJobs
         | Statement::AgePriorities { .. } => {
             let kind = std::mem::discriminant(statement);
             if inc.pending.values().any(|s| std::mem::discriminant(s) == kind) || inc.shutting_down {

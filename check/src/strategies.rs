@@ -147,6 +147,7 @@ pub fn worker_config(index: usize) -> impl Strategy<Value = Config> {
                     resolve_workflows: (seed % 4 < 2).then_some(Duration::seconds(2)),
                     // Off: the driver carries a pass out by itself, not as a bound statement.
                     reindex_bloated: None,
+                    vacuum_jobs: seed % 4 < 2,
                     age_priorities: (seed % 4 < 2).then_some(Duration::seconds(2)),
                     runtime_schedules: None,
                     task_timeouts: Default::default(),

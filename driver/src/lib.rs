@@ -96,8 +96,8 @@ pub use middleware::{Next, TaskOutcome};
 mod migrate;
 pub use migrate::MigrationReport;
 
-mod reindex;
-pub use reindex::REINDEX_TIMEOUT;
+mod upkeep;
+pub use upkeep::REINDEX_TIMEOUT;
 mod reports;
 pub use reports::logs::{JobLogLayer, JobLogLine, JobLogs, JOB_LOGS_EVERY};
 pub use reports::progress::{JobProgress, Progress, MAX_PROGRESS_VALUE, PROGRESS_EVERY};

@@ -31,3 +31,6 @@ pub fn fetch_cost(statements_schema: &str) -> String {
 pub const REINDEX_LOCK: &str = include_str!("../queries/health/reindex_lock.sql");
 /// What a failed concurrent rebuild of index `$2` of schema `$1` left behind.
 pub const REINDEX_LEFTOVERS: &str = include_str!("../queries/health/reindex_leftovers.sql");
+/// Whether this session's role owns the jobs table of schema `$1`, as vacuuming it needs;
+/// answers `owns`.
+pub const OWNS_JOBS: &str = include_str!("../queries/health/owns_jobs.sql");

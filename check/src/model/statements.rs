@@ -214,6 +214,7 @@ impl Model {
             Statement::ResolveWorkflows => (QueryResult::Resolved { settled: 0 }, vec![]),
             // The model keeps no indexes: nothing is ever bloated.
             Statement::ReindexBloated => (QueryResult::Reindexed { index: None }, vec![]),
+            Statement::VacuumJobs => (QueryResult::Done, vec![]),
             // Nor agings (no operation sets one): a pass changes nothing.
             Statement::AgePriorities { .. } => (QueryResult::Aged { raised: 0 }, vec![]),
             Statement::ReadCancels { worker_id } => {

@@ -252,6 +252,12 @@ pub enum Statement {
     /// out (a concurrent rebuild cannot run in a statement's transaction). Answer:
     /// `Reindexed`.
     ReindexBloated,
+    /// Vacuum the jobs table (skipping it if another vacuum holds it), when the fetches'
+    /// steps over dead index entries have cost as much as the last vacuum
+    /// ([`crate::worker::STEP_COST`]). The driver carries it out (a vacuum cannot run in a
+    /// statement's transaction); a role that does not own the table vacuums nothing. Answer:
+    /// `Done`.
+    VacuumJobs,
     /// One pass of the aging chore ([`crate::aging`]): set the priority of at most `batch`
     /// waiting jobs of the aged tasks (never a locked one), oldest ready first, to their
     /// aged priority. Does nothing while another pass runs. Answer: `Aged`.

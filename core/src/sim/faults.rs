@@ -294,6 +294,7 @@ fn statement_text(statement: &Statement) -> String {
         | Statement::PruneHistory { .. }
         | Statement::ResolveWorkflows
         | Statement::ReindexBloated
+        | Statement::VacuumJobs
         | Statement::AgePriorities { .. }) => variant(other),
     }
 }

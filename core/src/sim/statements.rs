@@ -109,8 +109,9 @@ impl Db {
                 QueryResult::Pruned { dropped, deleted: deleted + self.prune_workflows(retention, at) }
             }
             Statement::ResolveWorkflows => QueryResult::Resolved { settled: self.resolve_workflows() },
-            // The simulated database keeps no indexes: nothing is ever bloated.
+            // The simulated database keeps no indexes: nothing is ever bloated, nor vacuumed.
             Statement::ReindexBloated => QueryResult::Reindexed { index: None },
+            Statement::VacuumJobs => QueryResult::Done,
             Statement::AgePriorities { batch } => QueryResult::Aged { raised: self.age_priorities(*batch) },
             Statement::ScheduleCron(batch) => {
                 for job in &batch.jobs {

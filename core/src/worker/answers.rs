@@ -47,6 +47,7 @@ impl Worker {
                         jobs.iter().chain(&again).chain(&paused).map(|j| j.task_identifier.clone()).collect()
                     }
                 };
+                self.vacuum.locked(rows);
                 let mut back =
                     self.fetcher.fetched(id, rows, jobs, &held, self.slots.len(), accepting, self.now);
                 self.flow.fetched(tasks.iter().map(String::as_str), self.fetcher.is_drained(), self.now);
@@ -139,6 +140,7 @@ impl Worker {
                     self.fetcher.wake();
                 }
                 Part::Reclaim => self.fetcher.reclaim_ended(false),
+                Part::Vacuum => self.vacuum.ended(self.now, true),
                 Part::Fetch
                 | Part::Cancels
                 | Part::Flow
@@ -185,6 +187,7 @@ impl Worker {
             Part::Resolve => self.resolver.ended(self.now, false, &mut self.rng),
             Part::Reindex => self.reindexer.ended(self.now, false, &mut self.rng),
             Part::Age => self.ager.ended(self.now, false, &mut self.rng),
+            Part::Vacuum => self.vacuum.ended(self.now, false),
             Part::Write | Part::Sweep | Part::Cron | Part::Recovery | Part::Cancels => {}
         }
         if gave_up {
@@ -204,7 +207,7 @@ impl Worker {
             Part::Cancels => {
                 self.cancels.read_ended();
             }
-            Part::Flow | Part::Prune | Part::Resolve | Part::Reindex | Part::Age => {}
+            Part::Flow | Part::Prune | Part::Resolve | Part::Reindex | Part::Age | Part::Vacuum => {}
             Part::Cron => {
                 if let Some(cron) = &mut self.cron {
                     cron.failed(self.now, self.config.poll_interval);

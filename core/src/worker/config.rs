@@ -141,6 +141,10 @@ pub struct Config {
     /// Run the aging chore ([`crate::aging`]) this often (`None`: not; the driver sets it).
     /// Not in `run_once` mode; at most [`MAX_CHORE_PERIOD`](super::MAX_CHORE_PERIOD).
     pub age_priorities: Option<Duration>,
+    /// Vacuum the jobs table when what the fetches step over since the last pass costs as
+    /// much as a pass ([`crate::worker::STEP_COST`]; `false`, the default: never; the driver
+    /// turns it on).
+    pub vacuum_jobs: bool,
 }
 
 impl Default for Config {
@@ -177,6 +181,7 @@ impl Default for Config {
             resolve_workflows: None,
             reindex_bloated: None,
             age_priorities: None,
+            vacuum_jobs: false,
         }
     }
 }

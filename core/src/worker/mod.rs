@@ -19,7 +19,8 @@
 //! effect: `fetch` (when and how much to fetch, the local queue), `writes` (outcomes on
 //! their way to the database), `link` (the LISTEN connection), `lease` (whether the lease
 //! that [`crate::lease::Keeper`] renews holds, and the recovery of dead workers' jobs), `sweep` (the four-hour rule),
-//! `chores` (the history pruner's and the workflows' resolver's passes), `cancel`
+//! `chores` (the history pruner's and the workflows' resolver's passes), `vacuum` (when the
+//! jobs table is vacuumed, weighed against what the fetches step over), `cancel`
 //! (cancelled and timed out tasks, and the read of cancel requests), `slots` and the cron runner; `answers` routes each
 //! database answer to its part (`part`), `deadlines` reads their deadlines. Only the
 //! worker makes [`Effect`]s.
@@ -41,6 +42,7 @@ mod slots;
 mod snooze;
 mod sweep;
 mod task_limits;
+mod vacuum;
 mod writes;
 
 pub use self::chores::{Pruning, CHORE_BACKOFF_LIMIT, FIRST_PASS_WITHIN, MAX_CHORE_PERIOD};
@@ -49,6 +51,7 @@ pub use self::fetch::SLOW_SHORT_FETCH;
 pub use self::lease::{lapsed_error, HEARTBEAT_INTERVAL, LEASE, RECOVERY_PERIOD, SUSPICION_GRACE};
 pub use self::refetch::RefetchDelay;
 pub use self::sweep::{stale_error, FIRST_SWEEP_WITHIN, LOCK_SWEEP_INTERVAL, STALE_LOCK_AGE};
+pub use self::vacuum::{LEAST_PASS_COST, MOST_PASS_COST, STEP_COST};
 pub use self::writes::WRITES_GRACE;
 pub use crate::protocol::{
     DbError, Effect, Event, Failure, Fenced, FetchRequest, Input, MisuseError, QueryId, QueryResult,
@@ -65,6 +68,7 @@ use self::link::Link;
 use self::part::Part;
 use self::slots::{Slots, Started};
 use self::sweep::Sweeper;
+use self::vacuum::Vacuum;
 use self::writes::Writes;
 use crate::cron::runner::CronRunner;
 use crate::job::Job;
@@ -99,6 +103,7 @@ pub struct Worker {
     resolver: Chore,
     reindexer: Chore,
     ager: Chore,
+    vacuum: Vacuum,
     lease: Lease,
     cancels: Cancels,
     /// The pauses this worker obeys.
@@ -125,6 +130,7 @@ impl Worker {
                     CronRunner::new(config.crontab.clone(), now)
                         .with_runtime_schedules(config.runtime_schedules)
                 }),
+            vacuum: Vacuum::new(config.vacuum_jobs),
             config,
             now,
             phase: Phase::Running,
@@ -333,6 +339,9 @@ impl Worker {
         });
         let id = self.query(Part::Fetch, statement);
         self.fetcher.sent(id, limit, self.now);
+        if self.vacuum.fetch_sent(self.now) {
+            self.query(Part::Vacuum, Statement::VacuumJobs);
+        }
     }
 
     /// Give back, unstarted, the waiting jobs a pause now holds back (fetched before this
@@ -434,6 +443,7 @@ impl Worker {
             self.resolver.stop();
             self.reindexer.stop();
             self.ager.stop();
+            self.vacuum.stop();
             self.lease.stop_recovery();
             self.flow.stop();
             // Prefetched jobs never started: back without using an attempt.

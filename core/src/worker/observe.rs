@@ -28,6 +28,7 @@ pub(crate) fn sending(statement: &Statement) -> Option<Event> {
         | Statement::PruneHistory { .. }
         | Statement::ResolveWorkflows
         | Statement::ReindexBloated
+        | Statement::VacuumJobs
         | Statement::AgePriorities { .. } => None,
     }
 }

@@ -25,6 +25,8 @@ pub(crate) enum Part {
     Reindex,
     /// A pass of the aging chore.
     Age,
+    /// A vacuum of the jobs table.
+    Vacuum,
 }
 
 impl Part {
@@ -37,7 +39,7 @@ impl Part {
                 | (QueryResult::KnownCrontabs(_), Part::Cron)
                 | (
                     QueryResult::Done,
-                    Part::Write | Part::Sweep | Part::Cron | Part::Recovery | Part::Reclaim
+                    Part::Write | Part::Sweep | Part::Cron | Part::Recovery | Part::Reclaim | Part::Vacuum
                 )
                 | (QueryResult::Fenced(_), Part::Write)
                 | (QueryResult::Cancels(_), Part::Cancels)
@@ -65,6 +67,7 @@ impl Part {
             Part::Resolve => "resolve workflows",
             Part::Reindex => "rebuild a bloated index",
             Part::Age => "age the priorities of waiting jobs",
+            Part::Vacuum => "vacuum the jobs table",
         }
     }
 }

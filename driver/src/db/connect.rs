@@ -234,12 +234,13 @@ async fn drive(mut connection: RawConnection) -> Result<(), tokio_postgres::Erro
 
 /// A server notice, quiet unless asked for (`RUST_LOG=formica::notice=debug`): Formica's
 /// statements are its own, so a NOTICE (`... already exists, skipping`) or INFO tells an
-/// operator nothing; a WARNING may (a deprecation, a setting ignored) and is logged as one.
-/// Only the server's words are logged, under the target `formica::notice`.
+/// operator nothing; a WARNING may (a deprecation, a setting ignored) and is logged as one,
+/// but for a table skipped because another held it (55P03), which the worker's vacuum asks
+/// for (`skip_locked`). Only the server's words are logged, under the target `formica::notice`.
 fn log_notice(notice: &DbError) {
     let (severity, code, message) = (notice.severity(), notice.code().code(), notice.message());
     match notice.parsed_severity() {
-        Some(Severity::Warning) => {
+        Some(Severity::Warning) if code != "55P03" => {
             tracing::warn!(target: "formica::notice", severity, code, "PostgreSQL: {message}")
         }
         _ => tracing::debug!(target: "formica::notice", severity, code, "PostgreSQL: {message}"),

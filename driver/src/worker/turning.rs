@@ -106,8 +106,11 @@ impl Turning {
                             if fetch {
                                 tracing::trace!(target: "formica::latency", "fetch sent");
                             }
+                            // The upkeep passes cannot run in a statement's transaction.
                             let result = if matches!(statement, Statement::ReindexBloated) {
                                 reindex_pass(&shared).await
+                            } else if matches!(statement, Statement::VacuumJobs) {
+                                vacuum_pass(&shared).await
                             } else {
                                 shared.executor.execute(statement).await
                             };
@@ -272,6 +275,17 @@ fn stopped_by(event: &Event, shared: &Shared) -> Option<Error> {
 async fn reindex_pass(shared: &Shared) -> QueryResult {
     match shared.utils.reindex_bloated(&shared.health_thresholds).await {
         Ok(index) => QueryResult::Reindexed { index },
+        Err(e) => QueryResult::Err(formica_core::worker::DbError {
+            retryable: crate::statements::is_retryable(&e),
+            message: e.to_string(),
+        }),
+    }
+}
+
+/// A vacuum of the jobs table, answered as the core expects.
+async fn vacuum_pass(shared: &Shared) -> QueryResult {
+    match shared.utils.vacuum_jobs().await {
+        Ok(_) => QueryResult::Done,
         Err(e) => QueryResult::Err(formica_core::worker::DbError {
             retryable: crate::statements::is_retryable(&e),
             message: e.to_string(),

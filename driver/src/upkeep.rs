@@ -1,9 +1,15 @@
-//! Rebuilding a bloated index of the jobs table: [`WorkerUtils::reindex_bloated`], one pass
-//! of the opt-in maintenance chore
+//! The upkeep of the jobs table by the workers: vacuuming it while they drain it
+//! ([`WorkerUtils::vacuum_jobs`], when the core's `Vacuum` weighs it due), and rebuilding a
+//! bloated index ([`WorkerUtils::reindex_bloated`], one pass of the opt-in maintenance chore
 //! ([`WorkerOptions::reindex_bloated`](crate::WorkerOptions::reindex_bloated)) and a call an
-//! operator may make by hand.
+//! operator may make by hand).
 //!
-//! A pass is bounded: it rebuilds at most one index (the most bloated past the
+//! A vacuum skips the table when another vacuum holds it (autovacuum's, or another
+//! worker's), leaves index cleanup on (a drain's dead entries are what the fetches step
+//! over, and PostgreSQL would leave them when they are few next to the table) and truncates
+//! nothing (the truncation's exclusive lock would hold up every fetch and completion).
+//!
+//! A rebuild is bounded: it rebuilds at most one index (the most bloated past the
 //! [`Thresholds`]' warning), with `REINDEX INDEX CONCURRENTLY`, which takes no lock that
 //! stops the workers' fetches and completions, within [`REINDEX_TIMEOUT`]. One pass runs at
 //! a time per schema: each holds a session advisory lock for its length, and a pass that
@@ -26,6 +32,22 @@ pub(crate) const MIN_REINDEX_EVERY: Duration = Duration::from_secs(60);
 pub const REINDEX_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
 impl WorkerUtils {
+    /// Vacuum the jobs table, unless another vacuum holds it. Returns whether this role may:
+    /// `false` (nothing done) when it does not own the table (or hold its owner's role).
+    pub async fn vacuum_jobs(&self) -> Result<bool, Error> {
+        let client = self.pool().get().await?;
+        let owns = client.query_typed(sql::health::OWNS_JOBS, &[(&self.schema(), Type::TEXT)]).await?;
+        if !owns.first().map(|row| row.try_get::<_, bool>("owns")).transpose()?.unwrap_or(false) {
+            return Ok(false);
+        }
+        let table = format!("{}._private_jobs", sql::quote_ident(self.schema()));
+        // Alone in its string: several statements make a transaction block, which a vacuum refuses.
+        client
+            .batch_execute(&format!("vacuum (skip_locked, index_cleanup on, truncate off) {table}"))
+            .await?;
+        Ok(true)
+    }
+
     /// Rebuild the most bloated index of the jobs table, if one is past `thresholds`'
     /// warning (see `formica::inspect::health`'s `bloat` check), with `REINDEX INDEX
     /// CONCURRENTLY`. Returns the index rebuilt; `None` when none is bloated or another pass
