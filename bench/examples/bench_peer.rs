@@ -16,6 +16,7 @@
 //! `DURABLE=2` one that runs one empty step (docs/guide/durable-jobs.md), to measure their cost.
 //! The worker runs with Formica's defaults, as users get it: job history on. `HISTORY=0`
 //! turns history off (graphile-worker keeps none), to compare like with like.
+//! `VACUUM=0` turns off the worker's vacuums of the jobs table as it drains it (on by default).
 //! `LOG_LINES=1`: each `noop` logs one `info` line, which the worker keeps with the job
 //! (docs/guide/job-logs.md: `JobLogs` at `INFO`, `JobLogLayer` as the only subscriber).
 //! `completion` prints the completion statement as this worker sends it (`HISTORY` as above;
@@ -77,6 +78,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if setting::<i64>("HISTORY") == Some(0) {
         options = options.history(HistoryOptions::off());
+    }
+    if setting::<i64>("VACUUM") == Some(0) {
+        options = options.vacuum_jobs(false);
     }
     if let Some(n) = setting::<i64>("CONCURRENCY") {
         options = options.concurrency(n.max(1) as usize);

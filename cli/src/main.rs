@@ -231,6 +231,11 @@ struct RunArgs {
     /// a time across workers (docs/guide/health.md).
     #[arg(long, value_name = "MS")]
     reindex_bloated_every: Option<u64>,
+    /// Never vacuum the jobs table while draining it (by default a worker whose role owns
+    /// the table vacuums it when its fetches' steps over dead entries cost as much as a
+    /// vacuum; docs/performance.md, "A small local queue").
+    #[arg(long)]
+    no_vacuum_jobs: bool,
 }
 
 /// A count that zero would make meaningless (clap names the flag in the error).
@@ -289,6 +294,7 @@ async fn run_worker(url: &str, schema: &str, run: RunArgs, found: exec::Discover
         .fail_job_batch_delay(Duration::from_millis(run.fail_batch_delay))
         .max_pool_size(run.max_pool_size)
         .migrate(!run.no_migrate)
+        .vacuum_jobs(!run.no_vacuum_jobs)
         .queue_depth_interval(Duration::from_millis(run.queue_depth_interval));
     if let Some(every) = run.reindex_bloated_every {
         options = options.reindex_bloated(Duration::from_millis(every));

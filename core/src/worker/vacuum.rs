@@ -13,8 +13,9 @@
 //! vacuums less often than the steps of all of them would warrant.
 //!
 //! Promises (checked below): no pass before the steps pay for one; one pass at a time; a
-//! failed pass makes the next wait for twice the steps; none after [`stop`](Vacuum::stop)
-//! or when not enabled.
+//! failed pass makes the next wait for twice the steps; an empty fetch (the drain is over)
+//! starts the count again, so an idle worker does not vacuum; none after
+//! [`stop`](Vacuum::stop) or when not enabled.
 
 use crate::time::Timestamp;
 use chrono::Duration;
@@ -50,8 +51,12 @@ impl Vacuum {
         Vacuum { enabled, locked: 0, stepped: 0, sent: None, cost: LEAST_PASS_COST }
     }
 
-    /// The fetch just answered locked `jobs` jobs.
+    /// The fetch just answered locked `jobs` jobs. None: the drain is over, and what it left
+    /// is autovacuum's to clean (an idle worker's polls step over it, seldom).
     pub fn locked(&mut self, jobs: usize) {
+        if jobs == 0 {
+            (self.locked, self.stepped) = (0, 0);
+        }
         self.locked = self.locked.saturating_add(u64::try_from(jobs).unwrap_or(u64::MAX));
     }
 
@@ -126,6 +131,20 @@ mod tests {
         assert_eq!(vacuum.cost, Duration::milliseconds(80), "a failure doubles what the next must pay for");
         vacuum.ended(t0(), true);
         assert_eq!(vacuum.cost, Duration::milliseconds(80), "no pass in flight: nothing changes");
+    }
+
+    #[test]
+    fn an_empty_fetch_starts_the_count_again_so_an_idle_worker_does_not_vacuum() {
+        let mut vacuum = Vacuum::new(true);
+        vacuum.locked(900_000);
+        assert!(!vacuum.fetch_sent(t0()), "900,000 steps");
+        vacuum.locked(0);
+        assert!(
+            (0..10_000).all(|_| !vacuum.fetch_sent(t0())),
+            "polls of an idle worker step over nothing counted"
+        );
+        vacuum.locked(900_000);
+        assert!(!vacuum.fetch_sent(t0()) && vacuum.fetch_sent(t0()), "1,800,000 steps: a drain again");
     }
 
     #[test]
