@@ -139,6 +139,13 @@ impl TestDb {
         WorkerUtils::new(self.pool(), schema)
     }
 
+    /// This database's URL for `role`, whose password is `pw`.
+    pub fn url_as(&self, role: &str) -> String {
+        let others =
+            self.url.split_whitespace().filter(|kv| !kv.starts_with("user=") && !kv.starts_with("password="));
+        format!("{} user={role} password=pw", others.collect::<Vec<_>>().join(" "))
+    }
+
     /// A plain client on this database.
     pub async fn client(&self) -> Client {
         connect(self.runtime.as_ref(), &self.url).await

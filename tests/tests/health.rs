@@ -446,14 +446,7 @@ async fn a_worker_fetching_small_batches_vacuums_the_jobs_table_as_it_drains_and
         ))
         .await
         .unwrap();
-    let url = format!(
-        "{} user={role} password=pw",
-        on.url
-            .split_whitespace()
-            .filter(|kv| !kv.starts_with("user=") && !kv.starts_with("password="))
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
+    let url = on.url_as(&role);
     let as_role =
         WorkerUtils::new(formica::Pool::from_url(on.runtime.clone(), &url, 1).unwrap(), "graphile_worker");
     assert!(!as_role.vacuum_jobs().await.unwrap(), "not the owner");

@@ -360,14 +360,7 @@ async fn a_worker_whose_role_cannot_write_history_refuses_to_start_and_a_role_wi
         ))
         .await
         .unwrap();
-    let url = format!(
-        "{} user={role} password=pw",
-        db.url
-            .split_whitespace()
-            .filter(|kv| !kv.starts_with("user=") && !kv.starts_with("password="))
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
+    let url = db.url_as(&role);
     let refused = db.worker_options().database_url(&url).init().await.err().expect("refused");
     assert!(
         refused.to_string().contains("cannot insert into \"formica_graphile_worker\".job_history"),
