@@ -23,8 +23,9 @@ pub struct Catalog {
     pub(super) prune_history: String,
     pub(super) resolve_workflows: String,
     pub(super) age_priorities: String,
-    /// What a reindexing pass bound as a statement answers: nothing rebuilt.
-    pub(super) rebuild_nothing: String,
+    /// What an upkeep pass (a vacuum, a rebuild) bound as a statement runs: nothing (the loop
+    /// carries passes out); for a rebuild, its answer "nothing rebuilt".
+    pub(super) upkeep_nothing: String,
     end_lease: String,
     record_runs: String,
     /// Durable jobs' statements, sent only by handlers that record steps or complete in their
@@ -59,7 +60,7 @@ impl Catalog {
             prune_history: render(sql::history::PRUNE),
             resolve_workflows: render(sql::workflows::RESOLVE),
             age_priorities: render(sql::aging::PASS),
-            rebuild_nothing: "select null::text as index".to_owned(),
+            upkeep_nothing: "select null::text as index".to_owned(),
             end_lease: render(sql::worker::END_LEASE),
             record_runs: render(sql::worker::RECORD_RUNS),
             step_read: render(sql::durable::STEP_READ),

@@ -266,10 +266,10 @@ pub fn bind<'c>(catalog: &'c Catalog, statement: Statement, outputs: &[(i64, Str
         // A pass is carried out by the worker's loop (`WorkerUtils::reindex_bloated`: a
         // concurrent rebuild cannot run inside one statement's transaction); bound, it
         // rebuilds nothing, as a pass that finds no bloated index answers.
-        Statement::ReindexBloated => (&catalog.rebuild_nothing, vec![], Answer::Reindexed),
+        Statement::ReindexBloated => (&catalog.upkeep_nothing, vec![], Answer::Reindexed),
         // Carried out by the loop too (`WorkerUtils::vacuum_jobs`: a vacuum cannot run in a
         // transaction); bound, it vacuums nothing.
-        Statement::VacuumJobs => (&catalog.rebuild_nothing, vec![], Answer::Done),
+        Statement::VacuumJobs => (&catalog.upkeep_nothing, vec![], Answer::Done),
         Statement::AgePriorities { batch } => {
             let batch = i32::try_from(batch).unwrap_or(i32::MAX);
             (&catalog.age_priorities, vec![param(batch, Type::INT4)], Answer::Aged)

@@ -158,7 +158,7 @@ impl<R> WorkerOptions<R> {
     /// Whether the worker vacuums the jobs table while it drains it (on by default): when
     /// what its fetches stepped over since its last vacuum (the index entries of the jobs
     /// locked since) costs as much as that vacuum took, it vacuums the table, skipping it if
-    /// another vacuum holds it. A small local queue drains a fifth to a third faster for it
+    /// another vacuum holds it. A small local queue drains about a third faster for it
     /// (docs/performance.md, "A small local queue"). Needs a role that owns the jobs table;
     /// another vacuums nothing (see [`WorkerUtils::vacuum_jobs`](crate::WorkerUtils::vacuum_jobs)).
     pub fn vacuum_jobs(mut self, vacuum: bool) -> Self {
