@@ -711,7 +711,43 @@ async fn prefetched_jobs_behind_slow_tasks_go_to_an_idle_worker(rt: Arc<dyn Runt
     b.stop(Duration::from_secs(10)).await;
 }
 
+/// Tasks run on the application's runtime, never on the worker's own threads (its loop's
+/// `formica-io`, which spawns them, and its lease's `formica-lease`), and see it as theirs.
+async fn tasks_run_on_the_applications_runtime_not_the_workers_threads(rt: Arc<dyn Runtime>) {
+    let db = TestDb::migrated_on(rt.clone()).await;
+    let jobs: Vec<formica::RawJob> = (0..40)
+        .map(|n| formica::RawJob { identifier: "where".into(), payload: json!({ "n": n }), spec: JobSpec::default() })
+        .collect();
+    db.utils().add_raw_jobs(&jobs).await.unwrap();
+    let threads: Arc<Mutex<Vec<(Option<String>, bool)>>> = Default::default();
+    let seen = threads.clone();
+    let worker = db
+        .worker_options()
+        .concurrency(4)
+        .define_raw_job("where", move |_, _| {
+            let seen = seen.clone();
+            async move {
+                let on_tokio = tokio::runtime::Handle::try_current().is_ok();
+                seen.lock().unwrap().push((std::thread::current().name().map(str::to_owned), on_tokio));
+                Ok(())
+            }
+        })
+        .init()
+        .await
+        .unwrap();
+    timeout(rt.as_ref(), Duration::from_secs(30), worker.run_once()).await.expect("in time").unwrap();
+    let threads = threads.lock().unwrap().clone();
+    assert_eq!(threads.len(), 40, "every job ran once: {threads:?}");
+    // Where the test runs: in tokio's runtime, or in async-std's with no tokio anywhere.
+    let on_tokio = tokio::runtime::Handle::try_current().is_ok();
+    for (name, tokio) in &threads {
+        assert!(!matches!(name.as_deref(), Some("formica-io" | "formica-lease")), "a task ran on {name:?}");
+        assert_eq!(*tokio, on_tokio, "a task on {name:?} saw tokio: {tokio}");
+    }
+}
+
 on_both_runtimes!(
+    tasks_run_on_the_applications_runtime_not_the_workers_threads,
     the_refetch_delay_holds_fetches_after_a_short_one_unless_enough_jobs_are_announced,
     prefetched_jobs_behind_slow_tasks_go_to_an_idle_worker,
     the_shortest_poll_interval_starves_neither_answers_nor_the_stop,
