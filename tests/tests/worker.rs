@@ -716,7 +716,11 @@ async fn prefetched_jobs_behind_slow_tasks_go_to_an_idle_worker(rt: Arc<dyn Runt
 async fn tasks_run_on_the_applications_runtime_not_the_workers_threads(rt: Arc<dyn Runtime>) {
     let db = TestDb::migrated_on(rt.clone()).await;
     let jobs: Vec<formica::RawJob> = (0..40)
-        .map(|n| formica::RawJob { identifier: "where".into(), payload: json!({ "n": n }), spec: JobSpec::default() })
+        .map(|n| formica::RawJob {
+            identifier: "where".into(),
+            payload: json!({ "n": n }),
+            spec: JobSpec::default(),
+        })
         .collect();
     db.utils().add_raw_jobs(&jobs).await.unwrap();
     let threads: Arc<Mutex<Vec<(Option<String>, bool)>>> = Default::default();
