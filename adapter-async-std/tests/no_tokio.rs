@@ -4,8 +4,8 @@
 // Tests fail by panicking, and match only the variants they look for.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
 
-use formica_async_std::{serde_json::json, AsyncStdRuntime, JobSpec, RawJob};
-use formica_tests::{timeout, TestDb};
+use formica_async_std::{AsyncStdRuntime, RawJob};
+use formica_tests::{numbered_job, timeout, TestDb};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,13 +15,7 @@ fn a_worker_runs_jobs_under_async_std_without_any_tokio_runtime() {
     assert!(tokio::runtime::Handle::try_current().is_err());
     async_std::task::block_on(async {
         let db = TestDb::migrated_on(Arc::new(AsyncStdRuntime)).await;
-        let jobs: Vec<RawJob> = (0..50)
-            .map(|n| RawJob {
-                identifier: "probe".into(),
-                payload: json!({ "n": n }),
-                spec: JobSpec::default(),
-            })
-            .collect();
+        let jobs: Vec<RawJob> = (0..50).map(|n| numbered_job("probe", n)).collect();
         db.utils().add_raw_jobs(&jobs).await.expect("add jobs");
 
         let ran_without_tokio = Arc::new(AtomicUsize::new(0));

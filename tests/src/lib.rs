@@ -212,6 +212,15 @@ impl TestDb {
 }
 
 /// Sleep on `runtime`.
+/// A job of `task` with the payload `{"n": n}` and no other setting.
+pub fn numbered_job(task: &str, n: i64) -> formica::RawJob {
+    formica::RawJob {
+        identifier: task.into(),
+        payload: serde_json::json!({ "n": n }),
+        spec: formica::JobSpec::default(),
+    }
+}
+
 pub async fn sleep(runtime: &dyn Runtime, duration: Duration) {
     runtime.sleep_until(Instant::now() + duration).await
 }

@@ -14,7 +14,7 @@
 
 use formica::Runtime;
 use formica_tests::pgbouncer::PgBouncer;
-use formica_tests::{sleep, TestDb};
+use formica_tests::{numbered_job, sleep, TestDb};
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -25,15 +25,6 @@ const CHILD_DIRECT_URL: &str = "FORMICA_TEST_DIRECT_URL";
 
 /// What the warning says (a stable part of it).
 const FALLBACK_WARNING: &str = "falling back to unnamed statements";
-
-/// A job of the task `count` with payload `{"n": n}`.
-fn counted(n: i64) -> formica::RawJob {
-    formica::RawJob {
-        identifier: "count".into(),
-        payload: serde_json::json!({ "n": n }),
-        spec: formica::JobSpec::default(),
-    }
-}
 
 /// The log lines of this process, captured from `tracing`.
 #[derive(Clone, Default)]
@@ -154,7 +145,7 @@ async fn two_processes_through_pgbouncer_run_every_job_once() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("start the second worker process");
-    let jobs: Vec<formica::RawJob> = (0..JOBS).map(counted).collect();
+    let jobs: Vec<formica::RawJob> = (0..JOBS).map(|n| numbered_job("count", n)).collect();
     db.utils().add_raw_jobs(&jobs).await.unwrap();
     work_until_drained(&rt, &bouncer_url, &db.url).await;
     let child = child.wait_with_output().unwrap();
@@ -192,11 +183,11 @@ async fn a_column_added_to_the_jobs_table_does_not_stop_a_running_worker() {
         });
     let running = formica_tests::Running::listening(&rt, options).await;
     // Every statement the worker runs is prepared on its connections by now.
-    db.utils().add_raw_jobs(&[counted(-1)]).await.unwrap();
+    db.utils().add_raw_jobs(&[numbered_job("count", -1)]).await.unwrap();
     db.wait_for_count("select count(*) from graphile_worker.jobs", 0, Duration::from_secs(10)).await;
     let admin = db.client().await;
     admin.batch_execute("alter table graphile_worker._private_jobs add column extra int").await.unwrap();
-    let jobs: Vec<formica::RawJob> = (0..50).map(counted).collect();
+    let jobs: Vec<formica::RawJob> = (0..50).map(|n| numbered_job("count", n)).collect();
     db.utils().add_raw_jobs(&jobs).await.unwrap();
     db.wait_for_count("select count(*) from graphile_worker.jobs", 0, Duration::from_secs(20)).await;
     running.stop(Duration::from_secs(10)).await;

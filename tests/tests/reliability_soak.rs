@@ -8,9 +8,8 @@
 //! environment: `FORMICA_SOAK_SECS` (600), `FORMICA_SOAK_RATE` (jobs per second, 200),
 //! `FORMICA_SOAK_WORKERS` (4), `FORMICA_SOAK_CONCURRENCY` (10 per worker).
 
-use formica::{JobSpec, RawJob, Runtime};
-use formica_tests::{sleep, TestDb};
-use serde_json::json;
+use formica::{RawJob, Runtime};
+use formica_tests::{numbered_job, sleep, TestDb};
 use std::io::Read;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -116,13 +115,7 @@ async fn coordinate() {
         // Add what the rate owes so far, in one round trip.
         let due = (start.elapsed().as_secs_f64() * rate as f64) as u64;
         if due > produced {
-            let jobs: Vec<RawJob> = (produced..due)
-                .map(|n| RawJob {
-                    identifier: "soak".into(),
-                    payload: json!({ "n": n }),
-                    spec: JobSpec::default(),
-                })
-                .collect();
+            let jobs: Vec<RawJob> = (produced..due).map(|n| numbered_job("soak", n as i64)).collect();
             utils.add_raw_jobs(&jobs).await.expect("add jobs");
             produced = due;
         }

@@ -509,11 +509,7 @@ async fn a_plain_batch_is_stored_and_announced_as_add_jobs_would() {
 async fn a_plain_batch_of_several_tasks_keeps_each_job_s_task_and_order() {
     let db = TestDb::migrated().await;
     let utils = db.utils();
-    let job = |task: &str, n: i64| RawJob {
-        identifier: task.into(),
-        payload: json!({ "n": n }),
-        spec: JobSpec::default(),
-    };
+    let job = formica_tests::numbered_job;
     // Registers both tasks (through add_jobs); the next batch takes the plain path.
     utils.add_raw_jobs(&[job("a", -2), job("b", -1)]).await.expect("registers");
     let tasks = |i: i64| if i % 3 == 0 { "b" } else { "a" };

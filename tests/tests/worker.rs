@@ -3,7 +3,7 @@
 //! and in the calls the tasks received.
 
 use formica::{Event, JobContext, JobSpec, Runtime, TaskResult};
-use formica_tests::{on_both_runtimes, sleep, timeout, wait_until, Running, TestDb, Typed};
+use formica_tests::{numbered_job, on_both_runtimes, sleep, timeout, wait_until, Running, TestDb, Typed};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -477,13 +477,7 @@ async fn two_workers_drain_ten_thousand_jobs_each_exactly_once(rt: Arc<dyn Runti
         .batch_execute("create table ran (job_id bigint primary key, worker text)")
         .await
         .unwrap();
-    let jobs: Vec<formica::RawJob> = (0..10_000)
-        .map(|n| formica::RawJob {
-            identifier: "count".into(),
-            payload: json!({ "n": n }),
-            spec: JobSpec::default(),
-        })
-        .collect();
+    let jobs: Vec<formica::RawJob> = (0..10_000).map(|n| numbered_job("count", n)).collect();
     for chunk in jobs.chunks(2_000) {
         db.utils().add_raw_jobs(chunk).await.unwrap();
     }
@@ -715,15 +709,10 @@ async fn prefetched_jobs_behind_slow_tasks_go_to_an_idle_worker(rt: Arc<dyn Runt
 /// `formica-io`, which spawns them, and its lease's `formica-lease`), and see it as theirs.
 async fn tasks_run_on_the_applications_runtime_not_the_workers_threads(rt: Arc<dyn Runtime>) {
     let db = TestDb::migrated_on(rt.clone()).await;
-    let jobs: Vec<formica::RawJob> = (0..40)
-        .map(|n| formica::RawJob {
-            identifier: "where".into(),
-            payload: json!({ "n": n }),
-            spec: JobSpec::default(),
-        })
-        .collect();
+    let jobs: Vec<formica::RawJob> = (0..40).map(|n| numbered_job("where", n)).collect();
     db.utils().add_raw_jobs(&jobs).await.unwrap();
-    let threads: Arc<Mutex<Vec<(Option<String>, bool)>>> = Default::default();
+    // Each task's thread's name ("" if unnamed), and whether it saw a tokio runtime.
+    let threads: Arc<Mutex<Vec<(String, bool)>>> = Arc::default();
     let seen = threads.clone();
     let worker = db
         .worker_options()
@@ -732,7 +721,8 @@ async fn tasks_run_on_the_applications_runtime_not_the_workers_threads(rt: Arc<d
             let seen = seen.clone();
             async move {
                 let on_tokio = tokio::runtime::Handle::try_current().is_ok();
-                seen.lock().unwrap().push((std::thread::current().name().map(str::to_owned), on_tokio));
+                let name = std::thread::current().name().unwrap_or_default().to_owned();
+                seen.lock().unwrap().push((name, on_tokio));
                 Ok(())
             }
         })
@@ -745,7 +735,7 @@ async fn tasks_run_on_the_applications_runtime_not_the_workers_threads(rt: Arc<d
     // Where the test runs: in tokio's runtime, or in async-std's with no tokio anywhere.
     let on_tokio = tokio::runtime::Handle::try_current().is_ok();
     for (name, tokio) in &threads {
-        assert!(!matches!(name.as_deref(), Some("formica-io" | "formica-lease")), "a task ran on {name:?}");
+        assert!(!matches!(name.as_str(), "formica-io" | "formica-lease"), "a task ran on {name:?}");
         assert_eq!(*tokio, on_tokio, "a task on {name:?} saw tokio: {tokio}");
     }
 }
