@@ -8,7 +8,7 @@
 
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use formica_core::cron::{parse, CronItem};
-use formica_core::sim::faults::run_ops;
+use formica_core::sim::faults::{run_ops, Fault};
 use formica_core::sim::strategies::{fault, Faults};
 use formica_core::sim::{App, Op, World, WorldConfig};
 use formica_core::worker::Config;
@@ -119,11 +119,17 @@ fn each_due_minute_once(
     config: WorldConfig,
     ops: Vec<Op<()>>,
 ) -> Result<(), TestCaseError> {
-    // A second after each fault: jumps one right after another would add up past
-    // the smallest fill, before worker 0 had a moment to schedule what they passed.
+    // A second after each fault, and after a stall of worker 0's loop a second past its
+    // end: jumps one right after another, or while worker 0's loop stands still, would add
+    // up past the smallest fill before worker 0 had a moment to schedule what they passed
+    // (a loop that wakes to a clock further on than its fill loses the minutes before it,
+    // as a process resumed after a suspension does).
     let ops: Vec<Op<()>> = ops
         .into_iter()
         .flat_map(|op| match op {
+            Op::Fault(Fault::StallLoop(0, ms)) => {
+                vec![Op::Fault(Fault::StallLoop(0, ms)), Op::Wait(ms + 1_000)]
+            }
             Op::Fault(fault) => vec![Op::Fault(fault), Op::Wait(1_000)],
             other => vec![other],
         })
