@@ -211,7 +211,6 @@ impl TestDb {
     }
 }
 
-/// Sleep on `runtime`.
 /// A job of `task` with the payload `{"n": n}` and no other setting.
 pub fn numbered_job(task: &str, n: i64) -> formica::RawJob {
     formica::RawJob {
@@ -221,6 +220,7 @@ pub fn numbered_job(task: &str, n: i64) -> formica::RawJob {
     }
 }
 
+/// Sleep on `runtime`.
 pub async fn sleep(runtime: &dyn Runtime, duration: Duration) {
     runtime.sleep_until(Instant::now() + duration).await
 }

@@ -34,10 +34,7 @@ pub(crate) struct Executor {
 impl Executor {
     /// Run `statement` and describe how it went, failures included, as the core expects.
     pub(crate) async fn execute(&self, statement: Statement) -> QueryResult {
-        match self.run(statement).await {
-            Ok(result) => result,
-            Err(e) => QueryResult::Err(DbError { retryable: is_retryable(&e), message: e.to_string() }),
-        }
+        answered(self.run(statement).await)
     }
 
     async fn run(&self, mut statement: Statement) -> Result<QueryResult, Error> {
@@ -61,6 +58,12 @@ impl Executor {
         }
         bound.answer(&rows)
     }
+}
+
+/// `result` as the core takes it: a failure with whether it is worth trying again.
+pub(crate) fn answered(result: Result<QueryResult, Error>) -> QueryResult {
+    result
+        .unwrap_or_else(|e| QueryResult::Err(DbError { retryable: is_retryable(&e), message: e.to_string() }))
 }
 
 /// Failures worth trying again: lost or hung connections, serialization failures,

@@ -12,7 +12,7 @@ mod fetch;
 mod forms;
 
 pub use catalog::Catalog;
-pub(crate) use executor::{is_retryable, Executor};
+pub(crate) use executor::{answered, is_retryable, Executor};
 pub(crate) use fetch::{partition_at, read_controls, stored, weights};
 
 use crate::error::Error;

@@ -32,6 +32,7 @@ use crate::error::{Error, MigrateError};
 use crate::listener::{listen, Starts};
 use crate::log::log_event;
 use crate::runtime::Runtime;
+use crate::statements::answered;
 use formica_core::worker::{self as machine, Effect, Event, Input, QueryResult, Statement, TaskOutcome};
 use futures::channel::{mpsc, oneshot};
 use futures::future::{AbortHandle, Abortable, BoxFuture, Either, FutureExt};
@@ -106,13 +107,21 @@ impl Turning {
                             if fetch {
                                 tracing::trace!(target: "formica::latency", "fetch sent");
                             }
-                            // The upkeep passes cannot run in a statement's transaction.
-                            let result = if matches!(statement, Statement::ReindexBloated) {
-                                reindex_pass(&shared).await
-                            } else if matches!(statement, Statement::VacuumJobs) {
-                                vacuum_pass(&shared).await
-                            } else {
-                                shared.executor.execute(statement).await
+                            // The upkeep passes cannot run in a statement's transaction; every
+                            // other statement is bound and run alike.
+                            #[allow(clippy::wildcard_enum_match_arm)]
+                            let result = match statement {
+                                Statement::ReindexBloated => answered(
+                                    shared
+                                        .utils
+                                        .reindex_bloated(&shared.health_thresholds)
+                                        .await
+                                        .map(|index| QueryResult::Reindexed { index }),
+                                ),
+                                Statement::VacuumJobs => {
+                                    answered(shared.utils.vacuum_jobs().await.map(|_| QueryResult::Done))
+                                }
+                                statement => shared.executor.execute(statement).await,
                             };
                             if fetch {
                                 tracing::trace!(target: "formica::latency", "fetch answered");
@@ -269,28 +278,6 @@ fn stopped_by(event: &Event, shared: &Shared) -> Option<Error> {
         breaking: i32::try_from(*migration).unwrap_or(i32::MAX),
         supported: formica_sql::LATEST,
     }))
-}
-
-/// One pass of the reindexing chore, answered as the core expects.
-async fn reindex_pass(shared: &Shared) -> QueryResult {
-    match shared.utils.reindex_bloated(&shared.health_thresholds).await {
-        Ok(index) => QueryResult::Reindexed { index },
-        Err(e) => QueryResult::Err(formica_core::worker::DbError {
-            retryable: crate::statements::is_retryable(&e),
-            message: e.to_string(),
-        }),
-    }
-}
-
-/// A vacuum of the jobs table, answered as the core expects.
-async fn vacuum_pass(shared: &Shared) -> QueryResult {
-    match shared.utils.vacuum_jobs().await {
-        Ok(_) => QueryResult::Done,
-        Err(e) => QueryResult::Err(formica_core::worker::DbError {
-            retryable: crate::statements::is_retryable(&e),
-            message: e.to_string(),
-        }),
-    }
 }
 
 /// With metrics on, sample the queue depth now and at every interval until aborted, and the
