@@ -37,6 +37,7 @@ pub const RECORDS_STEPS: &[Step] = &[
     Step { id: 30, sql: &[crate::history::PRUNE_PASS] },
     Step { id: 31, sql: &[crate::history::WAITERS_BY_KEY] },
     Step { id: 32, sql: &[crate::history::ATTACHED_DAYS] },
+    Step { id: 33, sql: &[crate::workflows::SETTLED_IN_PLACE] },
 ];
 
 /// `$1` the quoted name of a records table, `$2` the records schema's name, `$3` privileges

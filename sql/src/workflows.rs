@@ -14,6 +14,9 @@ pub const FAN_OUT: &str = include_str!("../records/000024.sql");
 /// The settling's calls of the signal, timer and sub-workflow functions made only when a job
 /// at hand has one (records migration 28).
 pub const GUARDED_CALLS: &str = include_str!("../records/000028.sql");
+/// Records step 33: the settling's update heap-only, the released jobs with a
+/// graphile_worker job kept in a table of their own for the resolver.
+pub const SETTLED_IN_PLACE: &str = include_str!("../records/000033.sql");
 /// The part of `worker::COMPLETE_JOBS` that settles the workflow jobs it completes, storing
 /// the outputs the statement carries (`outputs`, see `history::OUTPUTS`: joined once, where
 /// a subquery a row would unnest them a row, n^2 for a statement of n jobs).

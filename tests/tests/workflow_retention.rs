@@ -172,6 +172,9 @@ async fn delete_workflow_refuses_an_unfinished_workflow_unless_forced_and_says_w
     let utils = db.utils();
     let done = utils.add_workflow(&pair("done")).await.unwrap().id;
     finish(&db, done).await;
+    // The resolver's table of released jobs (records step 33) holds none once all settled.
+    let resolvers_rows = "select count(*) from formica_graphile_worker.released_workflow_jobs";
+    assert_eq!(db.count(resolvers_rows).await, 0);
     let deleted = utils.delete_workflow(done, false).await.unwrap();
     assert_eq!((deleted.waiting, deleted.released), (0, 0));
     assert!(!exists(&db, done).await);
@@ -196,6 +199,11 @@ async fn delete_workflow_refuses_an_unfinished_workflow_unless_forced_and_says_w
         db.count(&format!("select count(*) from graphile_worker._private_jobs where id = {job}")).await,
         1
     );
+    // The resolver's row for it went stale with the workflow: its next pass drops it and
+    // settles nothing.
+    assert_eq!(db.count(resolvers_rows).await, 1);
+    assert_eq!(utils.resolve_workflows().await.unwrap(), 0);
+    assert_eq!(db.count(resolvers_rows).await, 0);
 }
 
 /// A sub-workflow deleted alone while its job waits for it (records step 24): refused,

@@ -383,6 +383,32 @@ async fn a_first_failure_callback_fires_at_the_first_failure_and_only_once() {
     assert_eq!(reports[0].completed, 0);
 }
 
+/// A `first_failure` callback that two failure waves reach is released once, as one job: its
+/// dependency fails (the first wave), which cancels a dependent it also waits for (the
+/// second). Before records step 33 each wave's naming of it added a graphile_worker job, so
+/// the callback ran twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_failure_callback_two_failure_waves_reach_runs_once() {
+    let db = TestDb::migrated().await;
+    let reports = Arc::new(Mutex::new(Vec::new()));
+    let workflow = Workflow::new("waves").job(page(0, true)).job(page(1, false).depends_on(["page-0"])).job(
+        WorkflowJob::raw("report", "report", json!({}))
+            .depends_on(["page-0", "page-1"])
+            .callback(Callback::FirstFailure),
+    );
+    let added = db.utils().add_workflow(&workflow).await.unwrap();
+    let running = Running::listening(&db.runtime, reporting(&db, &reports)).await;
+    wait_for_state(&db, added.id, "failed").await;
+    running.stop(WITHIN).await;
+    assert_eq!(
+        states(&db, added.id).await,
+        named(&[("page-0", "failed"), ("page-1", "cancelled"), ("report", "completed")])
+    );
+    assert_eq!(reports.lock().unwrap().len(), 1, "the callback ran once");
+    let left = "select count(*) from graphile_worker.jobs where task_identifier = 'report'";
+    assert_eq!(db.count(left).await, 0, "no second job of the callback is left");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retry_workflow_runs_the_failed_jobs_again_and_their_cancelled_dependents() {
     let db = TestDb::migrated().await;
@@ -662,4 +688,59 @@ async fn adding_and_settling_many_workflows_in_one_transaction_scans_no_table() 
         .get(0);
     assert_eq!(dependents, 300, "every dependent was released");
     assert_eq!(settled_scans, 0, "settling 300 jobs scanned a table");
+}
+
+/// A workflow job's release and its settling each update its row in place (records step
+/// 33): no index names a column either changes, and the table keeps room on its pages, so
+/// PostgreSQL writes no index entry for either (a heap-only update). Before, every release
+/// and settling made a new entry in each of the table's indexes. Each round completes the
+/// released jobs as the worker's settling completion does, in a transaction of its own, and
+/// reads what its statement added to the counts. Few enough rows that every version fits in
+/// one page: whether PostgreSQL could prune the page first (other tests' transactions may
+/// hold it back) does not matter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workflow_jobs_release_and_settling_are_heap_only_updates() {
+    let db = TestDb::migrated().await;
+    let mut client = db.client().await;
+    let chain = json!([
+        {"name": "a", "task_identifier": "step", "payload": {}},
+        {"name": "b", "task_identifier": "step", "payload": {}, "depends_on": ["a"]},
+        {"name": "c", "task_identifier": "step", "payload": {}, "depends_on": ["b"]},
+    ]);
+    client
+        .execute(
+            "select count(*) from generate_series(1, 4) as n,
+               lateral formica_graphile_worker.add_workflow('chain ' || n, $1::json)",
+            &[&chain],
+        )
+        .await
+        .unwrap();
+    // The counts not yet flushed to the statistics, this transaction's and the last ones'.
+    let counts = "select n_tup_upd, n_tup_hot_upd from pg_stat_xact_user_tables
+        where relname = 'workflow_jobs' and schemaname = 'formica_graphile_worker'";
+    let (mut updates, mut in_place) = (0, 0);
+    for round in ["a", "b"] {
+        let tx = client.transaction().await.unwrap();
+        let before = tx.query_one(counts, &[]).await.unwrap();
+        let completed = tx
+            .execute(
+                "with completed as (
+                   delete from graphile_worker._private_jobs where flags ? 'formica:workflow' returning id)
+                 update formica_graphile_worker.workflow_jobs as jobs set state = 'completed', finished_at = now()
+                 from completed where jobs.state = 'released' and jobs.job_id = completed.id",
+                &[],
+            )
+            .await
+            .unwrap();
+        assert_eq!(completed, 4, "round {round}");
+        let after = tx.query_one(counts, &[]).await.unwrap();
+        updates += after.get::<_, i64>(0) - before.get::<_, i64>(0);
+        in_place += after.get::<_, i64>(1) - before.get::<_, i64>(1);
+        tx.commit().await.unwrap();
+    }
+    let left =
+        "select count(*) from formica_graphile_worker.workflow_jobs where name = 'c' and state = 'released'";
+    assert_eq!(db.count(left).await, 4, "the last jobs released");
+    assert_eq!(updates, 16, "4 settlings and 4 releases a round");
+    assert_eq!(in_place, updates, "every update heap-only");
 }

@@ -170,7 +170,7 @@ pub(super) struct Workflows {
     /// The last id given (the `workflows` table's identity: an id is never given twice, not
     /// even once its workflow was pruned).
     pub(super) last_id: i64,
-    /// The released jobs by their job's id (the index `workflow_jobs_released`).
+    /// The released jobs by their job's id (the table `released_workflow_jobs`).
     pub(super) released: BTreeMap<i64, (i64, usize)>,
     pub(super) releases: Vec<Release>,
 }

@@ -3,8 +3,9 @@
 -- last error (a completed job's row is gone: the workflow's record of it tells the rest).
 -- `jobs` is the graphile_worker row, as :JOB_STATE reads it. What a job waits for: the
 -- dependencies not settled, its signal and its timer (records step 23's workflow_waits), and
--- a sub-workflow job's workflow (records step 24).
-select workflow_job.name, workflow_job.task_identifier, workflow_job.state, workflow_job.job_id,
+-- a sub-workflow job's workflow (records step 24). A job id drawn at the add (records step
+-- 33) names a job only once the job is released.
+select workflow_job.name, workflow_job.task_identifier, workflow_job.state, released.job_id,
   workflow_job.on_dependency_failure, workflow_job.callback, workflow_job.released_at,
   workflow_job.finished_at,
   case when jobs.id is not null then :JOB_STATE end as job_state,
@@ -28,7 +29,10 @@ select workflow_job.name, workflow_job.task_identifier, workflow_job.state, work
   waits.signalled_at is not null as signalled, waits.timed_out_at is not null as signal_timed_out,
   waits.delay is not null as has_timer, jobs.run_at, workflow_job.subworkflow_id
 from :RECORDS.workflow_jobs as workflow_job
-left join :SCHEMA._private_jobs as jobs on jobs.id = workflow_job.job_id
+cross join lateral (
+  select case when workflow_job.released_at is not null then workflow_job.job_id end as job_id
+) as released
+left join :SCHEMA._private_jobs as jobs on jobs.id = released.job_id
 left join :RECORDS.workflow_waits as waits on waits.job = workflow_job.id
 where workflow_job.workflow_id = $1::bigint
 order by workflow_job.id
