@@ -9,8 +9,7 @@
 -- The resolver still finds every released job that has a graphile_worker job without
 -- reading the others: the settling trigger, which sees every update of the table, keeps
 -- their ids in `released_workflow_jobs` (added when a row becomes released with a job,
--- removed when it settles). A row it holds for a workflow job deleted, or no longer released
--- with that job, is stale: the resolver's pass removes it.
+-- removed when it settles).
 drop index :RECORDS.workflow_jobs_released;
 create index workflow_jobs_job on :RECORDS.workflow_jobs (job_id) where job_id is not null;
 alter table :RECORDS.workflow_jobs set (fillfactor = 70);
@@ -67,7 +66,11 @@ end
 $$;
 
 -- resolve_workflows (records step 28's), finding the released jobs in
--- `released_workflow_jobs` and removing its stale rows first (marked "Records step 33").
+-- `released_workflow_jobs` (marked "Records step 33"): it reads each one's graphile_worker
+-- job by its key, and the workflow job of the few whose job ended or is out of attempts
+-- (the index it read before held every released job's row, so each pass read them all).
+-- A row whose workflow job was deleted, or is no longer released with that job, is stale:
+-- the pass removes it once its job has ended or is out of attempts.
 create or replace function :RECORDS.resolve_workflows() returns bigint language plpgsql
 set search_path = pg_catalog, pg_temp set jit = off as $$
 #variable_conflict use_column
@@ -75,38 +78,41 @@ declare
   ids bigint[];
   outcomes text[];
   errors text[];
+  stale bigint[];
   settled bigint;
 begin
   if not pg_try_advisory_xact_lock(hashtext('formica resolve_workflows :RECORDS')) then
     return null;
   end if;
-  -- Records step 33.
-  delete from :RECORDS.released_workflow_jobs as released
-  where not exists (select from :RECORDS.workflow_jobs as jobs
-    where jobs.id = released.job and jobs.job_id = released.job_id and jobs.state = 'released');
-  select coalesce(array_agg(found.id order by found.id), '{}'), array_agg(found.outcome order by found.id),
-    array_agg(found.last_error order by found.id)
-  into ids, outcomes, errors
+  select coalesce(array_agg(found.id order by found.id) filter (where found.id is not null), '{}'),
+    array_agg(found.outcome order by found.id) filter (where found.id is not null),
+    array_agg(found.last_error order by found.id) filter (where found.id is not null),
+    coalesce(array_agg(found.job_id) filter (where found.id is null), '{}')
+  into ids, outcomes, errors, stale
   from (
-    select jobs.id,
+    select ended.job_id, jobs.id,
       case
-        when live.id is not null then
-          case when live.last_error like 'cancelled: %' then 'cancelled' else 'failed' end
+        when ended.live_id is not null then
+          case when ended.live_error like 'cancelled: %' then 'cancelled' else 'failed' end
         else coalesce(recorded.outcome, 'completed')
       end as outcome,
-      coalesce(live.last_error, recorded.last_error) as last_error
-    from :RECORDS.released_workflow_jobs as released
-    join :RECORDS.workflow_jobs as jobs on jobs.id = released.job and jobs.job_id = released.job_id
-    left join :SCHEMA._private_jobs as live on live.id = jobs.job_id
+      coalesce(ended.live_error, recorded.last_error) as last_error
+    from (
+      select released.job_id, released.job, live.id as live_id, live.last_error as live_error
+      from :RECORDS.released_workflow_jobs as released
+      left join :SCHEMA._private_jobs as live on live.id = released.job_id
+      where live.id is null or (live.attempts >= live.max_attempts and live.locked_at is null)
+    ) as ended
+    left join :RECORDS.workflow_jobs as jobs
+      on jobs.id = ended.job and jobs.job_id = ended.job_id and jobs.state = 'released'
     left join lateral (
       select history.outcome, history.last_error from :RECORDS.job_history as history
       -- Since its release: a job run again by retry_workflow keeps its id.
-      where history.job_id = jobs.job_id and live.id is null and history.finished_at >= jobs.released_at
+      where history.job_id = ended.job_id and ended.live_id is null and history.finished_at >= jobs.released_at
       order by history.finished_at desc limit 1
-    ) as recorded on true
-    where jobs.state = 'released'
-      and (live.id is null or (live.attempts >= live.max_attempts and live.locked_at is null))
+    ) as recorded on jobs.id is not null
   ) as found;
+  delete from :RECORDS.released_workflow_jobs as released where released.job_id = any(stale);
   if cardinality(ids) = 0 then
     return 0;
   end if;
