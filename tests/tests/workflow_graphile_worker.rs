@@ -95,8 +95,9 @@ async fn graphile_worker_runs_a_workflow_s_jobs_each_released_within_the_resolve
     let unreleased_seen = "select (select count(*) from graphile_worker._private_jobs as live \
            where not exists (select from formica_graphile_worker.workflow_jobs as jobs \
              where jobs.job_id = live.id and jobs.state = 'released')) \
-         + (select count(*) from formica_graphile_worker.workflow_jobs \
-             where state = 'waiting' and job_id is not null)";
+         + (select count(*) from formica_graphile_worker.workflow_jobs as jobs \
+             join graphile_worker._private_jobs as live on live.id = jobs.job_id \
+             where jobs.state = 'waiting')";
     let completed = "select count(*) from formica_graphile_worker.workflow_states where state = 'completed'";
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     let mut looks = 0;
