@@ -118,6 +118,9 @@ pub const RESET_LOCKED: &str = include_str!("../queries/worker/reset_locked.sql"
 pub const HEARTBEAT: &str = include_str!("../queries/worker/heartbeat.sql");
 /// `$1` worker, which stopped: its lease lapses now (see the file).
 pub const END_LEASE: &str = include_str!("../queries/worker/end_lease.sql");
+/// Sent before a statement that ends jobs, a completion or a failure, which it runs with its
+/// generic plan (see the file).
+pub const ENDING_BEGIN: &str = include_str!("../queries/worker/ending_begin.sql");
 /// Sent before a fetch (`fetch_begin.sql`), with a turn's wait if `taking_turns` (`fetch_turn.sql`).
 pub fn fetch_begin(schema: &str, taking_turns: bool) -> Result<String, FillError> {
     let hash = schema.bytes().fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));

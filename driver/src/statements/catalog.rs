@@ -11,6 +11,8 @@ pub struct Catalog {
     pub(super) endings: Endings,
     /// The statements that begin a fetch's transaction: alone, and in its turn (`Executor::others_alive` chooses).
     fetch_begin: [String; 2],
+    /// The statements that begin the transaction of a completion or a failure.
+    pub(crate) ending_begin: String,
     pub(super) return_jobs: String,
     pub(super) return_unknown: String,
     pub(super) heartbeat: String,
@@ -48,6 +50,7 @@ impl Catalog {
                 render(&sql::worker::fetch_begin(schema, false)?),
                 render(&sql::worker::fetch_begin(schema, true)?),
             ],
+            ending_begin: render(sql::worker::ENDING_BEGIN),
             return_jobs: render(sql::worker::RETURN_JOBS),
             return_unknown: render(sql::worker::RETURN_UNKNOWN),
             heartbeat: render(sql::worker::HEARTBEAT),

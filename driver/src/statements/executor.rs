@@ -44,11 +44,21 @@ impl Executor {
             *forbidden_flags = flags_fn().await;
         }
         let fetch = matches!(statement, Statement::GetJobs { .. });
+        // A fetch and a statement ending jobs each run in a transaction begun with their plan
+        // settings (`fetch_begin.sql`, `ending_begin.sql`).
+        let begin = match statement {
+            Statement::GetJobs(_) => {
+                Some(self.catalog.fetch_begin(self.others_alive.load(Ordering::Relaxed)))
+            }
+            Statement::CompleteJobs { .. } | Statement::FailJobs { .. } => {
+                Some(self.catalog.ending_begin.as_str())
+            }
+            _ => None,
+        };
         // With history on, a completion stores the outputs its jobs' handlers returned.
         let carried = self.outputs.as_ref().map(|outputs| outputs.carried(&statement)).unwrap_or_default();
         let bound = bind(&self.catalog, statement, &carried);
         let mut client = self.pool.get().await?;
-        let begin = fetch.then(|| self.catalog.fetch_begin(self.others_alive.load(Ordering::Relaxed)));
         let rows = client.query_params(bound.sql, &bound.params, self.prepared, begin).await?;
         if let (Some(outputs), false) = (&self.outputs, carried.is_empty()) {
             outputs.forget(carried.iter().map(|(id, _)| *id));
