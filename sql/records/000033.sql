@@ -131,7 +131,9 @@ $$;
 -- added (a default, so every way of adding one draws it), so the release's update changes
 -- no indexed column either and is heap-only too. Until released it names no job: the reads
 -- show a job id only once `released_at` is set, and a sub-workflow job, which never has one,
--- gives it up when it starts its workflow.
+-- gives it up when it starts its workflow. The sequence is looked up at each add, as the
+-- release does, so the default holds no dependency on graphile_worker's sequence (a constant
+-- one would keep graphile-worker's own migrations from dropping it).
 alter table :RECORDS.workflow_jobs
   alter column job_id set default nextval(pg_get_serial_sequence(':SCHEMA._private_jobs', 'id'));
 

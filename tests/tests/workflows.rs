@@ -9,11 +9,13 @@
 // Tests fail by panicking, and match only the variants they look for.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_enum_match_arm)]
 
+use formica::statements::{bind, Catalog};
 use formica::BatchReport;
 use formica::{
     Callback, Error, JobContext, JobSpec, OnDependencyFailure, OutputTaskHandler, Task, Workflow,
     WorkflowError, WorkflowJob,
 };
+use formica_core::worker::Statement;
 use formica_tests::{Running, TestDb};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -693,11 +695,11 @@ async fn adding_and_settling_many_workflows_in_one_transaction_scans_no_table() 
 /// A workflow job's release and its settling each update its row in place (records step
 /// 33): no index names a column either changes, and the table keeps room on its pages, so
 /// PostgreSQL writes no index entry for either (a heap-only update). Before, every release
-/// and settling made a new entry in each of the table's indexes. Each round completes the
-/// released jobs as the worker's settling completion does, in a transaction of its own, and
-/// reads what its statement added to the counts. Few enough rows that every version fits in
-/// one page: whether PostgreSQL could prune the page first (other tests' transactions may
-/// hold it back) does not matter.
+/// and settling made a new entry in each of the table's indexes. Each round locks the
+/// released jobs and completes them with the worker's own settling completion (history on, as
+/// by default), in a transaction of its own, and reads what that statement added to the
+/// counts. Few enough rows that every version fits in one page: whether PostgreSQL could
+/// prune the page first (other tests' transactions may hold it back) does not matter.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_workflow_jobs_release_and_settling_are_heap_only_updates() {
     let db = TestDb::migrated().await;
@@ -715,24 +717,29 @@ async fn a_workflow_jobs_release_and_settling_are_heap_only_updates() {
         )
         .await
         .unwrap();
+    let catalog = Catalog::new("graphile_worker", true).expect("the worker's SQL");
     // The counts not yet flushed to the statistics, this transaction's and the last ones'.
     let counts = "select n_tup_upd, n_tup_hot_upd from pg_stat_xact_user_tables
         where relname = 'workflow_jobs' and schemaname = 'formica_graphile_worker'";
     let (mut updates, mut in_place) = (0, 0);
     for round in ["a", "b"] {
         let tx = client.transaction().await.unwrap();
-        let before = tx.query_one(counts, &[]).await.unwrap();
-        let completed = tx
-            .execute(
-                "with completed as (
-                   delete from graphile_worker._private_jobs where flags ? 'formica:workflow' returning id)
-                 update formica_graphile_worker.workflow_jobs as jobs set state = 'completed', finished_at = now()
-                 from completed where jobs.state = 'released' and jobs.job_id = completed.id",
+        let ids: Vec<i64> = tx
+            .query_one(
+                "with locked as (
+                   update graphile_worker._private_jobs set locked_by = 'w', locked_at = now(), attempts = attempts + 1
+                   returning id)
+                 select array_agg(id) from locked",
                 &[],
             )
             .await
-            .unwrap();
-        assert_eq!(completed, 4, "round {round}");
+            .unwrap()
+            .get(0);
+        assert_eq!(ids.len(), 4, "round {round}");
+        let before = tx.query_one(counts, &[]).await.unwrap();
+        let statement = Statement::CompleteJobs { worker_id: "w".into(), ids, settles_workflow_jobs: true };
+        let bound = bind(&catalog, statement, &[]);
+        tx.execute(bound.sql, &bound.values()).await.unwrap();
         let after = tx.query_one(counts, &[]).await.unwrap();
         updates += after.get::<_, i64>(0) - before.get::<_, i64>(0);
         in_place += after.get::<_, i64>(1) - before.get::<_, i64>(1);
