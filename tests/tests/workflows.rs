@@ -751,3 +751,98 @@ async fn a_workflow_jobs_release_and_settling_are_heap_only_updates() {
     assert_eq!(updates, 16, "4 settlings and 4 releases a round");
     assert_eq!(in_place, updates, "every update heap-only");
 }
+
+/// A settling completion (the worker's own statement, one job, then two of different
+/// workflows, one dependent a callback) releases each dependent once, with its job and its
+/// own payload, and add_jobs's notification announces the jobs added, with their count:
+/// workers elsewhere, graphile-worker's too, fetch them at once instead of at their next poll.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settling_completion_releases_each_dependent_once_with_its_job_and_announces_it() {
+    use futures::StreamExt;
+    let db = TestDb::migrated().await;
+    let mut client = db.client().await;
+    let (_listener, mut notes) = formica_tests::listen(&db.url, "jobs:insert").await;
+    let chain = json!([
+        {"name": "a", "task_identifier": "step", "payload": {}},
+        {"name": "b", "task_identifier": "step", "payload": {"n": 2}, "depends_on": ["a"]},
+    ]);
+    let with_callback = json!([
+        {"name": "x", "task_identifier": "step", "payload": {}},
+        {"name": "y", "task_identifier": "step", "payload": {}, "depends_on": ["x"], "callback": "all_finished"},
+    ]);
+    client
+        .execute(
+            "select formica_graphile_worker.add_workflow('chain 1', $1::json),
+               formica_graphile_worker.add_workflow('chain 2', $1::json),
+               formica_graphile_worker.add_workflow('callback', $2::json)",
+            &[&chain, &with_callback],
+        )
+        .await
+        .unwrap();
+    // The adds' own announcements (one a workflow).
+    for _ in 0..3 {
+        tokio::time::timeout(Duration::from_secs(5), notes.next())
+            .await
+            .expect("the add's notification")
+            .expect("listening");
+    }
+    let catalog = Catalog::new("graphile_worker", true).expect("the worker's SQL");
+    let job_of = "select jobs.job_id from formica_graphile_worker.workflow_jobs as jobs
+        join formica_graphile_worker.workflows as workflows on workflows.id = jobs.workflow_id
+        where workflows.name = $1 and jobs.name = $2";
+    for (round, ending) in [(1, vec![("chain 1", "a")]), (2, vec![("chain 2", "a"), ("callback", "x")])] {
+        let mut ids = Vec::new();
+        for (workflow, name) in &ending {
+            ids.push(client.query_one(job_of, &[workflow, name]).await.unwrap().get::<_, i64>(0));
+        }
+        let tx = client.transaction().await.unwrap();
+        tx.execute(
+            "update graphile_worker._private_jobs set locked_by = 'w', locked_at = now(), attempts = 1
+             where id = any($1)",
+            &[&ids],
+        )
+        .await
+        .unwrap();
+        let statement =
+            Statement::CompleteJobs { worker_id: "w".into(), ids: ids.clone(), settles_workflow_jobs: true };
+        let bound = bind(&catalog, statement, &[]);
+        tx.execute(bound.sql, &bound.values()).await.unwrap();
+        tx.commit().await.unwrap();
+        // Each dependent released once, with its job, and the jobs announced.
+        let mut announced = 0u64;
+        while announced < ending.len() as u64 {
+            let note: Value = serde_json::from_str(
+                &tokio::time::timeout(Duration::from_secs(5), notes.next())
+                    .await
+                    .unwrap_or_else(|_| panic!("round {round}: the release's notification"))
+                    .expect("listening"),
+            )
+            .unwrap();
+            announced += note["count"].as_u64().expect("a count");
+        }
+        assert_eq!(announced, ending.len() as u64, "round {round}");
+    }
+    let released = db
+        .count(
+            "select count(*) from formica_graphile_worker.workflow_jobs as jobs
+             join graphile_worker._private_jobs as queued on queued.id = jobs.job_id
+             where jobs.name in ('b', 'y') and jobs.state = 'released' and queued.flags ? 'formica:workflow'",
+        )
+        .await;
+    assert_eq!(released, 3, "b of both chains and the callback y, each with its job");
+    assert_eq!(db.count("select count(*) from graphile_worker._private_jobs").await, 3, "no job added twice");
+    let payload: Value = client
+        .query_one(
+            "select queued.payload from graphile_worker._private_jobs as queued
+             join formica_graphile_worker.workflow_jobs as jobs on jobs.job_id = queued.id
+             join formica_graphile_worker.workflows as workflows on workflows.id = jobs.workflow_id
+             where workflows.name = 'chain 1' and jobs.name = 'b'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(payload, json!({"n": 2}), "the dependent's own payload");
+    let resolver_rows = db.count("select count(*) from formica_graphile_worker.released_workflow_jobs").await;
+    assert_eq!(resolver_rows, 3, "the resolver's table holds the released jobs, not the settled ones");
+}
