@@ -14,3 +14,10 @@ server() {
     pgrep -u postgres
   fi
 }
+
+# Comparing runs (bench/ab, bench/settle-ablations): PostgreSQL's CPU a job in a run's output
+# (drain-cpu prints "PostgreSQL CPU 2.50 s (50.0 us/job)", settle-cost "PostgreSQL CPU 22.2
+# us/job"), empty if there is none; and the median, lowest and highest of the figures given.
+cpu_per_job() { grep -oE 'PostgreSQL CPU ([0-9.]+ s \()?[0-9.]+ us/job' <<< "$1" | head -1 | grep -oE '[0-9.]+ us/job' | cut -d' ' -f1 || true; }
+median_range() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END {
+  printf "%s %s %s\n", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2, v[1], v[NR] }'; }
